@@ -1,0 +1,29 @@
+"""picard_casadi: parameter estimation for nonlinear ODEs by Picard iteration.
+
+Models are written with CasADi SX expressions; the Picard maps of the
+Talitckii-Peet method are built as CasADi function graphs, mapped over
+intervals and experiments, and optionally compiled to C.
+
+Public names (see the README and ``API.md``)::
+
+    Model, Experiment, estimate, EstimationResult, simulate,
+    simulate_experiment, measure, problem, problems, register_problem,
+    Problem, SimulationError, ConvergenceError, CodegenError
+"""
+
+from .errors import CodegenError, ConvergenceError, PicardError, SimulationError
+from .estimate import estimate
+from .experiment import Experiment
+from .model import Model
+from .problems import Problem, describe_problems, problem, problems, register_problem
+from .result import EstimationResult
+from .simulate import measure, simulate, simulate_experiment
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "Experiment", "estimate", "EstimationResult", "simulate",
+    "simulate_experiment", "measure", "problem", "problems", "describe_problems",
+    "register_problem", "Problem", "PicardError", "SimulationError",
+    "ConvergenceError", "CodegenError", "__version__",
+]

@@ -1,0 +1,218 @@
+"""Intervals, nodes and the data laid out per interval.
+
+Every method (Picard, Picard-GN, IPOPT collocation) reads the same
+:class:`Discretisation`, so the comparison cannot drift between methods.
+
+Interval rule
+-------------
+Experiment ``e`` covers ``[t0_e, t_end_e]`` (``t_end`` is its last sample).
+Interval boundaries are ``t0 + j T`` and the experiment's input breakpoints.
+A regular boundary closer than ``T / 5`` to a breakpoint or to ``t_end`` is
+dropped.  So when ``T`` does not divide the horizon the last interval is
+shorter than ``T`` (but at least ``T / 5``) or, where the remainder would
+be shorter than that, the last interval is up to ``1.2 T`` long.
+
+Samples
+-------
+A sample at time ``t_i`` belongs to the interval whose start is the last
+boundary ``<= t_i`` (a sample on a boundary is the start, ``tau = 0``, of the
+later interval); the last sample is the end (``tau = 1``) of the last interval.
+Its model value is ``(P^n u_j)(tau_i)``, an integral up to ``tau_i`` (one row
+of an integration matrix), not a lookup of the nearest node.
+
+Inputs at nodes
+---------------
+Inputs are evaluated at the node times, with the first node moved inside the
+interval by ``1e-7 h`` and the last one likewise, so an input that jumps on an
+interval boundary is seen from the correct side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .experiment import Experiment
+from .model import Model
+from .quadrature import Quadrature
+
+__all__ = ["Discretisation", "to_map_layout", "from_map_layout"]
+
+_INSIDE = 1e-7  # relative shift of end nodes into the interval for inputs
+
+
+def to_map_layout(blocks: np.ndarray) -> np.ndarray:
+    """Stack per-interval blocks ``(J, r, c)`` side by side as ``(r, J c)``.
+
+    This is the layout ``casadi.Function.map`` expects for its inputs.
+    """
+    J, r, c = blocks.shape
+    return np.ascontiguousarray(blocks.transpose(1, 0, 2).reshape(r, J * c))
+
+
+def from_map_layout(mat: np.ndarray, J: int) -> np.ndarray:
+    """Inverse of :func:`to_map_layout`: ``(r, J c)`` to ``(J, r, c)``."""
+    mat = np.asarray(mat)
+    r = mat.shape[0]
+    return mat.reshape(r, J, -1).transpose(1, 0, 2)
+
+
+def interval_boundaries(t0: float, t_end: float, T: float, breakpoints: np.ndarray) -> np.ndarray:
+    """Boundaries of the Picard intervals of one experiment (see module doc)."""
+    horizon = t_end - t0
+    n_regular = int(np.floor(horizon / T + 1e-9))
+    regular = t0 + T * np.arange(1, n_regular + 1)
+    keep = regular < t_end - 0.2 * T
+    for b in breakpoints:
+        keep &= np.abs(regular - b) >= 0.2 * T
+    inner = np.concatenate([regular[keep], np.asarray(breakpoints, float)])
+    inner = np.unique(inner[(inner > t0) & (inner < t_end)])
+    return np.concatenate([[t0], inner, [t_end]])
+
+
+@dataclass
+class Discretisation:
+    """The problem laid out on Picard intervals, for all experiments at once.
+
+    Parameters
+    ----------
+    model : Model
+    experiments : list of Experiment
+    T : float
+        Nominal interval length.
+    nodes : int
+        Nodes per interval (both end points included).
+    scheme : {"chebyshev", "trapezoid"}
+
+    Notes
+    -----
+    Arrays are indexed by the global interval number ``j`` (intervals of
+    experiment 0 first).  Sample data are padded to ``M`` (the largest number
+    of samples in one interval) with zero weight.
+    """
+
+    model: Model
+    experiments: list[Experiment]
+    T: float
+    nodes: int
+    scheme: str
+    quad: Quadrature = field(init=False)
+    boundaries: list[np.ndarray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.T) and self.T > 0):
+            raise ValueError(f"T must be a positive interval length, got {self.T!r}")
+        self.quad = Quadrature(self.scheme, self.nodes)
+        K = self.quad.n_nodes
+        m = self.model
+        self.boundaries = [
+            interval_boundaries(e.t0, e.t_end, float(self.T), e.breakpoints)
+            for e in self.experiments
+        ]
+        counts = [b.size - 1 for b in self.boundaries]
+        self.n_intervals = int(sum(counts))
+        self.intervals_of = []  # slice of global intervals per experiment
+        start = 0
+        for c in counts:
+            self.intervals_of.append(slice(start, start + c))
+            start += c
+        J = self.n_intervals
+        self.exp_of = np.concatenate([np.full(c, e) for e, c in enumerate(counts)])
+        self.t0 = np.concatenate([b[:-1] for b in self.boundaries])
+        self.h = np.concatenate([np.diff(b) for b in self.boundaries])
+        self.has_next = np.ones(J, dtype=bool)
+        self.is_first = np.zeros(J, dtype=bool)
+        for sl in self.intervals_of:
+            self.has_next[sl.stop - 1] = False
+            self.is_first[sl.start] = True
+        self.node_times = self.t0[:, None] + self.h[:, None] * self.quad.tau[None, :]
+
+        # inputs at the nodes, end nodes nudged inside
+        shift = np.zeros(K)
+        shift[0], shift[-1] = _INSIDE, -_INSIDE
+        eval_times = self.node_times + self.h[:, None] * shift[None, :]
+        self.node_inputs = np.zeros((J, m.nu, K))
+        for e, exp in enumerate(self.experiments):
+            sl = self.intervals_of[e]
+            vals = exp.inputs(eval_times[sl].ravel(), m.nu)  # (nJ*K, nu)
+            n_here = sl.stop - sl.start
+            self.node_inputs[sl] = vals.reshape(n_here, K, m.nu).transpose(0, 2, 1)
+
+        # samples per interval
+        assign = []
+        for e, exp in enumerate(self.experiments):
+            b = self.boundaries[e]
+            nJ = b.size - 1
+            tol = 1e-9 * max(float(self.T), 1e-300)
+            j = np.searchsorted(b, exp.t + tol, side="right") - 1
+            j = np.clip(j, 0, nJ - 1)
+            tau = (exp.t - b[j]) / (b[j + 1] - b[j])
+            tau = np.where(np.abs(tau) < 1e-9, 0.0, tau)
+            tau = np.clip(tau, 0.0, 1.0)
+            assign.append((j + self.intervals_of[e].start, tau))
+        per_interval = np.zeros(J, dtype=int)
+        for jj, _ in assign:
+            np.add.at(per_interval, jj, 1)
+        M = max(1, int(per_interval.max()))
+        self.M = M
+        self.sample_tau = np.zeros((J, M))
+        self.sample_times = np.repeat(self.t0[:, None], M, axis=1).astype(float)
+        self.sample_inputs = np.zeros((J, m.nu, M))
+        self.y = np.zeros((J, m.ny, M))
+        self.mask = np.zeros((J, m.ny, M))
+        self.sample_exp = np.full((J, M), -1)
+        self.sample_index = np.full((J, M), -1)
+        fill = np.zeros(J, dtype=int)
+        for e, (jj, tau) in enumerate(assign):
+            exp = self.experiments[e]
+            u_s = exp.inputs(exp.t, m.nu)
+            for i in range(exp.n_samples):
+                j = jj[i]
+                s = fill[j]
+                fill[j] += 1
+                self.sample_tau[j, s] = tau[i]
+                self.sample_times[j, s] = exp.t[i]
+                self.sample_inputs[j, :, s] = u_s[i]
+                row = exp.y[i]
+                ok = np.isfinite(row)
+                self.y[j, ok, s] = row[ok]
+                self.mask[j, ok, s] = 1.0
+                self.sample_exp[j, s] = e
+                self.sample_index[j, s] = i
+        self.sample_rows = np.stack(
+            [self.quad.integration_rows(self.sample_tau[j]) for j in range(J)]
+        )  # (J, M, K)
+        self.n_samples_total = int(sum(e.n_samples for e in self.experiments))
+        self.n_measurements = int(self.mask.sum())
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def K(self) -> int:
+        """Nodes per interval."""
+        return self.quad.n_nodes
+
+    @property
+    def n_experiments(self) -> int:
+        """Number of experiments."""
+        return len(self.experiments)
+
+    def interval_of_time(self, e: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Global interval index and local ``tau`` of times of experiment ``e``."""
+        b = self.boundaries[e]
+        t = np.atleast_1d(np.asarray(t, float))
+        j = np.clip(np.searchsorted(b, t, side="right") - 1, 0, b.size - 2)
+        tau = np.clip((t - b[j]) / (b[j + 1] - b[j]), 0.0, 1.0)
+        return j + self.intervals_of[e].start, tau
+
+    def measured_values(self) -> list[np.ndarray]:
+        """Per output, the finite measurements over all experiments."""
+        return [self.y[:, k, :][self.mask[:, k, :] > 0] for k in range(self.model.ny)]
+
+    def describe(self) -> str:
+        """One line: intervals, nodes, scheme, samples."""
+        return (
+            f"{self.n_intervals} intervals (T={self.T:g}) x {self.K} {self.scheme} "
+            f"nodes over {self.n_experiments} experiment(s), "
+            f"{self.n_samples_total} sample times, {self.n_measurements} measurements"
+        )

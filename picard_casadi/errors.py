@@ -1,0 +1,36 @@
+"""Exceptions of the package.
+
+Bad user input raises the built-in :class:`ValueError` or :class:`TypeError`
+with a message naming the argument and the fix.  The classes here are for
+conditions that are not a wrong argument.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError"]
+
+
+class PicardError(Exception):
+    """Base class of the package's own errors."""
+
+
+class SimulationError(PicardError, RuntimeError):
+    """CVODES failed, or the solution left the model's domain."""
+
+
+class ConvergenceError(PicardError, RuntimeError):
+    """Raised by ``estimate(..., raise_on_failure=True)`` when a run fails.
+
+    Attributes
+    ----------
+    result : EstimationResult
+        The failed result, with its message and history.
+    """
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class CodegenError(PicardError, RuntimeError):
+    """Code generation was requested but cannot be done (no compiler, build error)."""

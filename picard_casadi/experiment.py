@@ -1,0 +1,353 @@
+"""Measured data of one experiment: sample times, outputs, inputs, x0 guess.
+
+Several experiments share the model's parameters ``p``; each has its own
+initial state and its own inputs.  An :class:`Experiment` checks what it can
+on its own at construction, and what needs the model in :meth:`Experiment.check`,
+which :func:`~picard_casadi.estimate` calls for every experiment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from .model import Model
+
+__all__ = ["Experiment", "evaluate_inputs"]
+
+InputSpec = Callable[[float], Any] | np.ndarray | None
+
+
+def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
+                    t_samples: np.ndarray | None = None,
+                    interpolation: str = "previous") -> np.ndarray:
+    """Input values at the given times, shape ``(M, nu)``.
+
+    Parameters
+    ----------
+    u : callable, ndarray (N, nu) or None
+        A callable ``u(t) -> (nu,)`` or values at ``t_samples``.
+    times : array_like (M,)
+    nu : int
+        Number of inputs the model expects.
+    where : str
+        Prefix of error messages (names the experiment).
+    t_samples : ndarray (N,), optional
+        Times of the rows of an array ``u``.
+    interpolation : {"previous", "linear"}
+        Hold of an array ``u`` between its times.
+
+    Raises
+    ------
+    ValueError
+        If ``u`` is missing, returns the wrong length, or non-finite values.
+    """
+    times = np.atleast_1d(np.asarray(times, dtype=float))
+    if nu == 0:
+        return np.zeros((times.size, 0))
+    if u is None:
+        raise ValueError(
+            f"{where}: the model has {nu} input(s) but `u` was not given; pass "
+            "a callable u(t) or an array of shape (len(t), nu)"
+        )
+    if callable(u):
+        out = np.empty((times.size, nu))
+        for i, s in enumerate(times):
+            try:
+                val = np.asarray(u(float(s)), dtype=float).ravel()
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{where}: `u` failed at t = {s}: {err}") from None
+            if val.size != nu:
+                raise ValueError(
+                    f"{where}: `u` must return {nu} value(s) (the model's nu), "
+                    f"returned {val.size} at t = {s}"
+                )
+            if not np.all(np.isfinite(val)):
+                raise ValueError(f"{where}: `u` returned non-finite {val} at t = {s}")
+            out[i] = val
+        return out
+    table = np.asarray(u, dtype=float)
+    if table.ndim != 2 or table.shape[1] != nu:
+        raise ValueError(
+            f"{where}: `u` has {table.shape[-1]} column(s) but the model has "
+            f"nu = {nu} input(s)"
+        )
+    if t_samples is None or t_samples.size != table.shape[0]:
+        raise ValueError(f"{where}: an array `u` needs one row per sample time")
+    if interpolation == "linear":
+        return np.column_stack([np.interp(times, t_samples, table[:, k]) for k in range(nu)])
+    tol = 1e-12 * max(1.0, float(np.abs(t_samples).max()))
+    idx = np.searchsorted(t_samples, times + tol, side="right") - 1
+    return table[np.clip(idx, 0, t_samples.size - 1)]
+
+
+class Experiment:
+    """Measurements of the model's outputs in one experiment.
+
+    Parameters
+    ----------
+    t : array_like, shape (N,)
+        Sample times, strictly increasing and finite; any spacing.
+    y : array_like, shape (N, ny)
+        Measured outputs, one row per sample time.  ``NaN`` marks a missing
+        value; ``inf`` is an error.  A 1-D array is one output.
+    u : callable or array_like, optional
+        Inputs.  A callable ``u(t) -> array (nu,)`` of time, or an array of
+        shape ``(N, nu)`` of values at the sample times, held between them
+        as ``u_interpolation`` says.  Omit when the model has no inputs.
+    x0 : array_like, shape (nx,), optional
+        Initial guess of the state at ``t0`` (or its known value when
+        estimating with ``estimate_x0=False``).  When omitted, states that are
+        outputs take the first measurement and the rest start at zero.
+    name : str, optional
+        Used in messages, files and plots.
+    t0 : float, optional
+        Start time of the experiment (where ``x0`` holds); default ``t[0]``.
+        Must not be later than the first sample.
+    u_interpolation : {"previous", "linear"}
+        How sampled inputs (an array ``u``) are held between samples:
+        zero-order hold or linear interpolation.  Ignored for a callable.
+    breakpoints : array_like, optional
+        Times at which the inputs jump.  Picard intervals and simulation
+        segments start at them, so no interval straddles a jump (a jump
+        inside an interval is smeared by the interpolating polynomial).
+
+    Raises
+    ------
+    ValueError
+        On wrong shapes, non-increasing or non-finite times, ``inf`` in the
+        data, naming the experiment and the field.
+    """
+
+    def __init__(
+        self,
+        t: Any,
+        y: Any,
+        u: InputSpec = None,
+        x0: Any = None,
+        name: str | None = None,
+        *,
+        t0: float | None = None,
+        u_interpolation: Literal["previous", "linear"] = "previous",
+        breakpoints: Any = None,
+    ) -> None:
+        self._name = "experiment" if name is None else str(name)
+        where = f"Experiment {self._name!r}"
+        try:
+            t_arr = np.asarray(t, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: `t` must be an array of numbers") from None
+        if t_arr.ndim != 1:
+            raise ValueError(f"{where}: `t` must be 1-dimensional, got shape {t_arr.shape}")
+        if t_arr.size < 2:
+            raise ValueError(f"{where}: `t` needs at least 2 sample times, got {t_arr.size}")
+        if not np.all(np.isfinite(t_arr)):
+            bad = int(np.flatnonzero(~np.isfinite(t_arr))[0])
+            raise ValueError(f"{where}: `t` must be finite; t[{bad}] = {t_arr[bad]}")
+        steps = np.diff(t_arr)
+        if np.any(steps <= 0):
+            bad = int(np.flatnonzero(steps <= 0)[0])
+            raise ValueError(
+                f"{where}: `t` must be strictly increasing; t[{bad + 1}] = "
+                f"{t_arr[bad + 1]} does not come after t[{bad}] = {t_arr[bad]}"
+            )
+        try:
+            y_arr = np.asarray(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: `y` must be an array of numbers (NaN for missing)") from None
+        if y_arr.ndim == 1:
+            y_arr = y_arr[:, None]
+        if y_arr.ndim != 2 or y_arr.shape[0] != t_arr.size:
+            raise ValueError(
+                f"{where}: `y` must have shape (len(t), ny) = ({t_arr.size}, ny), "
+                f"got {y_arr.shape}"
+            )
+        if np.any(np.isinf(y_arr)):
+            i, k = np.argwhere(np.isinf(y_arr))[0]
+            raise ValueError(
+                f"{where}: `y` contains inf at row {i}, column {k}; use NaN for a "
+                "missing value"
+            )
+        if not np.any(np.isfinite(y_arr)):
+            raise ValueError(f"{where}: `y` has no finite measurement")
+        if t0 is None:
+            t0_val = float(t_arr[0])
+        else:
+            t0_val = float(t0)
+            if not np.isfinite(t0_val) or t0_val > t_arr[0]:
+                raise ValueError(
+                    f"{where}: `t0` = {t0} must be finite and not later than the "
+                    f"first sample time {t_arr[0]}"
+                )
+        if x0 is not None:
+            x0_arr = np.asarray(x0, dtype=float).ravel()
+            if not np.all(np.isfinite(x0_arr)):
+                raise ValueError(f"{where}: `x0` must be finite, got {x0_arr}")
+        else:
+            x0_arr = None
+        if u_interpolation not in ("previous", "linear"):
+            raise ValueError(
+                f"{where}: `u_interpolation` must be 'previous' or 'linear', "
+                f"got {u_interpolation!r}"
+            )
+        if u is not None and not callable(u):
+            try:
+                u_arr = np.asarray(u, dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{where}: `u` must be a callable of time or an array of shape "
+                    "(len(t), nu)"
+                ) from None
+            if u_arr.ndim == 1:
+                u_arr = u_arr[:, None]
+            if u_arr.ndim != 2 or u_arr.shape[0] != t_arr.size:
+                raise ValueError(
+                    f"{where}: `u` as an array must have shape (len(t), nu) = "
+                    f"({t_arr.size}, nu), got {u_arr.shape}"
+                )
+            if not np.all(np.isfinite(u_arr)):
+                raise ValueError(f"{where}: `u` must be finite")
+            u = u_arr
+        if breakpoints is None:
+            bp = np.zeros(0)
+        else:
+            try:
+                bp = np.unique(np.asarray(breakpoints, dtype=float).ravel())
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: `breakpoints` must be an array of times") from None
+            if not np.all(np.isfinite(bp)):
+                raise ValueError(f"{where}: `breakpoints` must be finite")
+        self._breakpoints = bp[(bp > t0_val) & (bp < t_arr[-1])]
+        self._t = t_arr
+        self._t.setflags(write=False)
+        self._y = y_arr
+        self._y.setflags(write=False)
+        self._u = u
+        self._x0 = x0_arr
+        self._t0 = t0_val
+        self._u_interpolation = u_interpolation
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def name(self) -> str:
+        """Name of the experiment."""
+        return self._name
+
+    @property
+    def t(self) -> np.ndarray:
+        """Sample times (read-only array)."""
+        return self._t
+
+    @property
+    def y(self) -> np.ndarray:
+        """Measured outputs, shape (N, ny), NaN where missing (read-only)."""
+        return self._y
+
+    @property
+    def u(self) -> InputSpec:
+        """The inputs as given: a callable, an array (N, nu), or None."""
+        return self._u
+
+    @property
+    def u_interpolation(self) -> str:
+        """Hold of an array ``u`` between sample times."""
+        return self._u_interpolation
+
+    @property
+    def x0(self) -> np.ndarray | None:
+        """Initial-state guess (or known value), or None."""
+        return None if self._x0 is None else self._x0.copy()
+
+    @property
+    def t0(self) -> float:
+        """Start time of the experiment."""
+        return self._t0
+
+    @property
+    def t_end(self) -> float:
+        """Last sample time."""
+        return float(self._t[-1])
+
+    @property
+    def breakpoints(self) -> np.ndarray:
+        """Times inside (t0, t_end) at which the inputs jump."""
+        return self._breakpoints.copy()
+
+    @property
+    def n_samples(self) -> int:
+        """Number of sample times."""
+        return self._t.size
+
+    # ------------------------------------------------------------------ inputs
+    def inputs(self, times: Any, nu: int) -> np.ndarray:
+        """Input values at the given times.
+
+        Parameters
+        ----------
+        times : array_like, shape (M,)
+        nu : int
+            Number of inputs the model expects.
+
+        Returns
+        -------
+        ndarray, shape (M, nu)
+
+        Raises
+        ------
+        ValueError
+            If the input callable returns the wrong length or non-finite values.
+        """
+        return evaluate_inputs(self._u, times, nu, f"Experiment {self._name!r}",
+                               self._t, self._u_interpolation)
+
+    # ------------------------------------------------------------------ checks
+    def check(self, model: Model) -> None:
+        """Check this experiment against a model's sizes.
+
+        Raises
+        ------
+        ValueError
+            Naming the experiment and the field that does not fit.
+        """
+        where = f"Experiment {self._name!r}"
+        if self._y.shape[1] != model.ny:
+            raise ValueError(
+                f"{where}: `y` has {self._y.shape[1]} column(s) but model "
+                f"{model.name!r} has ny = {model.ny} output(s) {list(model.y_names)}"
+            )
+        if self._x0 is not None and self._x0.size != model.nx:
+            raise ValueError(
+                f"{where}: `x0` has {self._x0.size} entries but model {model.name!r} "
+                f"has nx = {model.nx} states"
+            )
+        if model.nu == 0 and self._u is not None:
+            raise ValueError(
+                f"{where}: `u` was given but model {model.name!r} has no inputs"
+            )
+        self.inputs([self._t0, self.t_end], model.nu)
+
+    def x0_guess(self, model: Model) -> np.ndarray:
+        """The x0 given, or one built from the first measurements.
+
+        States that are outputs take the first finite measurement; the
+        others take 0.
+        """
+        if self._x0 is not None:
+            return self._x0.copy()
+        x0 = np.zeros(model.nx)
+        for k, i in enumerate(model.output_state_index):
+            if i is None:
+                continue
+            col = self._y[:, k]
+            ok = np.flatnonzero(np.isfinite(col))
+            if ok.size:
+                x0[i] = col[ok[0]]
+        return x0
+
+    def __repr__(self) -> str:
+        return (
+            f"Experiment(name={self._name!r}, samples={self.n_samples}, "
+            f"t=[{self._t0:g}, {self.t_end:g}], ny={self._y.shape[1]})"
+        )

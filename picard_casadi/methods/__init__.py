@@ -1,0 +1,102 @@
+"""The estimation methods, one configuration each, behind one registry.
+
+Every method receives the same :class:`~picard_casadi.methods.base.Setup`
+(discretisation, transcription, bounds, scales, starting point), so a
+comparison is a change of the ``method`` argument only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
+from .picard import PicardOptions, ProjectedGradientStep
+from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
+
+__all__ = ["METHODS", "MethodSpec", "get_method", "method_options"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method: its options class and its solve function."""
+
+    name: str
+    options: type
+    solve: Callable[..., LoopOutcome]
+    description: str
+    uses_picard_order: bool = True
+
+
+def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutcome:
+    rule = ProjectedGradientStep(setup, opts.initial_step, opts.armijo, opts.max_backtracks)
+    return run_picard_iteration(setup, rule, opts, callback)
+
+
+def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
+    rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian)
+    return run_picard_iteration(setup, rule, opts, callback)
+
+
+METHODS: dict[str, MethodSpec] = {
+    "picard": MethodSpec(
+        "picard", PicardOptions, _solve_picard,
+        "the paper's Alg. 3/4: projected gradient steps with line search, relaxed Picard updates",
+    ),
+    "picard-gn": MethodSpec(
+        "picard-gn", PicardGNOptions, _solve_picard_gn,
+        "Picard iteration with structured Levenberg-Marquardt steps on (p, x_j)",
+    ),
+}
+
+
+def register(spec: MethodSpec) -> None:
+    """Add a method to the registry (used by the IPOPT and shooting modules)."""
+    METHODS[spec.name] = spec
+
+
+def get_method(name: str) -> MethodSpec:
+    """The registered method ``name``; ValueError listing the valid names."""
+    _load_optional_methods()
+    if not isinstance(name, str) or name not in METHODS:
+        raise ValueError(
+            f"unknown method {name!r}; valid methods are: {', '.join(sorted(METHODS))}"
+        )
+    return METHODS[name]
+
+
+def method_options(spec: MethodSpec, given: dict[str, Any]) -> Any:
+    """Build the method's options object, rejecting unknown names."""
+    valid = {f.name for f in fields(spec.options)}
+    unknown = sorted(set(given) - valid)
+    if unknown:
+        raise TypeError(
+            f"method {spec.name!r} got unknown option(s) {unknown}; valid options "
+            f"are: {', '.join(sorted(valid))}"
+        )
+    opts = spec.options(**given)
+    opts.validate()
+    return opts
+
+
+_loaded = False
+
+
+def _load_optional_methods() -> None:
+    """Import the modules that register more methods (IPOPT, shooting)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+
+    for mod in ("ipopt", "shooting"):
+        try:
+            importlib.import_module(f"{__name__}.{mod}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{mod}":
+                raise
+
+
+__all__ += ["LoopOptions", "Setup", "register"]

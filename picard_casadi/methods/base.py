@@ -1,0 +1,391 @@
+"""What every method reads, and the iteration shared by the two Picard methods.
+
+:class:`Setup` is one estimation problem ready to solve: the transcription,
+bounds, scales, which variables are free, and the starting point.  Every
+method (Picard, Picard-GN, IPOPT, shooting) receives the same ``Setup``.
+
+:func:`run_picard_iteration` is the paper's Algorithm 4 loop with a pluggable
+step on ``(p, x_j)``:
+
+1. a step on ``(p, x_j)`` that decreases ``L_{lambda,n}(x, p; U)`` with ``U``
+   held fixed (projected gradient with line search, or Levenberg-Marquardt);
+2. the relaxed Picard update ``U <- (1 - sigma) U + sigma P_{x,p} U``;
+3. control of the continuity gap by the method of multipliers: the penalty
+   ``lambda |c_j|^2`` becomes ``lambda |c_j + v_j|^2`` and, once the inner
+   iteration has settled, ``v_j <- v_j + c_j``; ``lambda`` grows tenfold when
+   the gap does not fall fourfold between updates.  With
+   ``continuity="penalty"`` (the paper) ``v = 0`` and ``lambda`` is fixed.
+
+All quantities are in scaled variables ``x / x_scale``, ``p / p_scale``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..discretisation import Discretisation
+from ..transcription import Transcription
+
+__all__ = [
+    "Setup", "LoopOptions", "StepInfo", "StepRule", "IterationRecord",
+    "LoopOutcome", "run_picard_iteration",
+]
+
+CONTINUITY_MODES = ("multiplier", "penalty")
+
+
+@dataclass
+class Setup:
+    """One estimation problem, ready for any method.
+
+    Attributes
+    ----------
+    disc : Discretisation
+    tr : Transcription
+        Mapped functions (``P``, ``P^n``, residuals, derivatives).
+    p_lb, p_ub : ndarray (np,)
+        Parameter box (``-inf``/``inf`` where unbounded).
+    x_lb, x_ub : ndarray (nx,)
+        Box for every interval start ``x_j`` (the paper's ``X``).
+    p_scale, x_scale : ndarray
+        Nominal magnitudes; the methods work in ``p / p_scale``, ``x / x_scale``.
+    free_p : ndarray (np,) of bool
+    free_x : ndarray (J, nx) of bool
+        ``False`` for a known ``x0`` (``estimate_x0=False``).
+    X0, U0, p0 : ndarray
+        Starting point: interval starts (J, nx), node values (J, nx, K), p.
+    """
+
+    disc: Discretisation
+    tr: Transcription
+    p_lb: np.ndarray
+    p_ub: np.ndarray
+    x_lb: np.ndarray
+    x_ub: np.ndarray
+    p_scale: np.ndarray
+    x_scale: np.ndarray
+    free_p: np.ndarray
+    free_x: np.ndarray
+    X0: np.ndarray
+    U0: np.ndarray
+    p0: np.ndarray
+
+    # --------------------------------------------------------------- scaling
+    def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Physical to scaled variables."""
+        return X / self.x_scale, p / self.p_scale
+
+    def from_scaled(self, Xs: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scaled to physical variables."""
+        return Xs * self.x_scale, ps * self.p_scale
+
+    @property
+    def scaled_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(X_lb, X_ub, p_lb, p_ub)`` in scaled variables, fixed entries pinned."""
+        J = self.disc.n_intervals
+        xl = np.broadcast_to(self.x_lb / self.x_scale, (J, self.x_scale.size)).copy()
+        xu = np.broadcast_to(self.x_ub / self.x_scale, (J, self.x_scale.size)).copy()
+        return xl, xu, self.p_lb / self.p_scale, self.p_ub / self.p_scale
+
+    def project(self, Xs: np.ndarray, ps: np.ndarray, Xs_fixed: np.ndarray,
+                ps_fixed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Project scaled variables on the box; fixed entries keep their values."""
+        xl, xu, pl, pu = self.scaled_bounds
+        Xs = np.where(self.free_x, np.clip(Xs, xl, xu), Xs_fixed)
+        ps = np.where(self.free_p, np.clip(ps, pl, pu), ps_fixed)
+        return Xs, ps
+
+    def projected_gradient_norm(self, Xs: np.ndarray, ps: np.ndarray,
+                                gX: np.ndarray, gp: np.ndarray) -> float:
+        """``|z - Proj(z - g)|_inf`` in scaled variables (0 at a KKT point)."""
+        xl, xu, pl, pu = self.scaled_bounds
+        dX = np.where(self.free_x, Xs - np.clip(Xs - gX, xl, xu), 0.0)
+        dp = np.where(self.free_p, ps - np.clip(ps - gp, pl, pu), 0.0)
+        return float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
+
+
+@dataclass
+class LoopOptions:
+    """Options of the shared Picard iteration.
+
+    Attributes
+    ----------
+    max_iter : int
+        Iteration limit.
+    sigma : float
+        Relaxation of the Picard update ``U <- (1 - sigma) U + sigma P U``.
+    sweeps : int or "auto"
+        Picard updates of ``U`` per iteration.  ``"auto"`` repeats the update
+        until the fixed-point residual is below a tenth of the last step (at
+        most ``max_sweeps``): ``U`` then tracks ``(p, x_j)`` closely, which
+        the Gauss-Newton step needs to converge fast.
+    max_sweeps : int
+        Cap of ``"auto"`` sweeps.
+    lam : float
+        Initial penalty weight ``lambda`` of the continuity residuals.
+    continuity : {"multiplier", "penalty"}
+        Drive the gap to zero by multiplier updates (default) or keep the
+        paper's fixed penalty.
+    lam_max : float
+        Largest ``lambda`` the multiplier method may grow to, as a multiple of
+        the initial ``lam``.
+    gap_tol : float
+        Largest scaled continuity gap accepted as continuous.
+    fixed_point_tol : float
+        Largest scaled ``|P U - U|`` accepted as a fixed point.
+    ftol : float
+        Relative objective change over ``ftol_window`` iterations that counts
+        as converged.
+    ftol_window : int
+    gtol : float
+        Projected scaled gradient norm, relative to the objective, that counts
+        as converged.
+    """
+
+    max_iter: int = 200
+    sigma: float = 1.0
+    sweeps: int | str = 1
+    max_sweeps: int = 20
+    lam: float = 10.0
+    continuity: str = "multiplier"
+    lam_max: float = 1e8
+    gap_tol: float = 1e-9
+    fixed_point_tol: float = 1e-9
+    ftol: float = 1e-10
+    ftol_window: int = 5
+    gtol: float = 1e-8
+
+    def validate(self) -> None:
+        """Raise ValueError naming a bad option."""
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if not 0.0 < self.sigma <= 1.0:
+            raise ValueError(f"sigma must be in (0, 1], got {self.sigma!r}")
+        if self.sweeps != "auto" and (
+            isinstance(self.sweeps, str) or int(self.sweeps) != self.sweeps or self.sweeps < 1
+        ):
+            raise ValueError(f"sweeps must be a positive integer or 'auto', got {self.sweeps!r}")
+        if not (np.isfinite(self.lam) and self.lam > 0):
+            raise ValueError(f"lam must be a positive number, got {self.lam!r}")
+        if self.continuity not in CONTINUITY_MODES:
+            raise ValueError(
+                f"continuity must be one of {CONTINUITY_MODES}, got {self.continuity!r}"
+            )
+        for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol"):
+            val = getattr(self, name)
+            if not (np.isfinite(val) and val >= 0):
+                raise ValueError(f"{name} must be a non-negative number, got {val!r}")
+
+
+@dataclass
+class StepInfo:
+    """What a step rule reports for one iteration."""
+
+    Xs: np.ndarray
+    ps: np.ndarray
+    phi_before: float
+    phi_after: float
+    grad_norm: float
+    step_norm: float
+    accepted: bool
+    evaluations: int
+    control: float  # LM damping mu or gradient step alpha
+    failed: bool = False
+    message: str = ""
+    U: np.ndarray | None = None  # node values settled at the new point, if the rule did
+
+
+class StepRule(Protocol):
+    """A rule that moves ``(p, x_j)`` for fixed ``U`` (scaled variables)."""
+
+    def step(self, Xs: np.ndarray, U: np.ndarray, ps: np.ndarray,
+             V: np.ndarray, lam: float) -> StepInfo: ...
+
+
+@dataclass
+class IterationRecord:
+    """One row of the iteration history."""
+
+    iteration: int
+    objective: float  # L_{lambda,n} (with multiplier shift) before the step
+    misfit: float  # unweighted data misfit 1/(2N) sum |y - g|^2 after the update
+    grad_norm: float
+    step_norm: float
+    gap: float  # max |u_j(T) - x_{j+1}| in state units
+    gap_scaled: float
+    fixed_point: float  # scaled max |P U - U|
+    lam: float
+    control: float
+    time: float
+
+
+@dataclass
+class LoopOutcome:
+    """Final state of the shared iteration."""
+
+    X: np.ndarray
+    U: np.ndarray
+    p: np.ndarray
+    V: np.ndarray
+    lam: float
+    iterations: int
+    success: bool
+    status: str
+    message: str
+    history: list[IterationRecord] = field(default_factory=list)
+    evaluations: int = 0
+
+
+Callback = Callable[[IterationRecord], Any]
+
+
+def _relative_change(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
+                         callback: Callback | None = None) -> LoopOutcome:
+    """Run the paper's Algorithm 4 with the given step rule.
+
+    Parameters
+    ----------
+    setup : Setup
+    rule : StepRule
+        Projected gradient (``"picard"``) or Levenberg-Marquardt (``"picard-gn"``).
+    opts : LoopOptions
+    callback : callable, optional
+        Called with each :class:`IterationRecord`; returning ``True`` stops.
+
+    Returns
+    -------
+    LoopOutcome
+    """
+    opts.validate()
+    tr = setup.tr
+    disc = setup.disc
+    J, nx = disc.n_intervals, disc.model.nx
+    xs = setup.x_scale
+    Xs, ps = setup.to_scaled(setup.X0, setup.p0)
+    U = setup.U0.copy()
+    V = np.zeros((J, nx))
+    lam = float(opts.lam)
+    use_multipliers = opts.continuity == "multiplier"
+    history: list[IterationRecord] = []
+    phis: list[float] = []
+    gap_at_update = np.inf
+    evaluations = 0
+    t_start = time.perf_counter()
+    status, message, success = "max_iter", "", False
+    rejected_in_row = 0
+    it = 0
+    for it in range(1, int(opts.max_iter) + 1):
+        info = rule.step(Xs, U, ps, V, lam)
+        evaluations += info.evaluations
+        if info.failed:
+            status, message = "step_failed", info.message
+            break
+        rejected_in_row = 0 if info.accepted else rejected_in_row + 1
+        Xs, ps = info.Xs, info.ps
+        X, p = setup.from_scaled(Xs, ps)
+        if info.U is not None:
+            U = info.U
+
+        # relaxed Picard update of the node values
+        adaptive = opts.sweeps == "auto"
+        n_sweeps = int(opts.max_sweeps) if adaptive else int(opts.sweeps)
+        fp = 0.0
+        for _ in range(n_sweeps):
+            PU = tr.picard(X, U, p)
+            diff = PU - U
+            fp = float(np.max(np.abs(diff) / xs[None, :, None]))
+            U = U + opts.sigma * diff
+            if adaptive and (fp <= 0.1 * info.step_norm or fp <= opts.fixed_point_tol):
+                break
+        if not np.all(np.isfinite(U)):
+            status = "diverged"
+            message = (
+                "the Picard update produced non-finite node values: the Picard "
+                "map does not contract on these intervals; use a shorter T or a "
+                "smaller sigma"
+            )
+            break
+
+        _, Ys, xend = tr.trajectory(X, U, p)
+        hn = disc.has_next
+        cgap = np.zeros((J, nx))
+        cgap[hn] = (xend[hn] - X[1:][hn[:-1]]) / xs
+        gap_scaled = float(np.abs(cgap).max(initial=0.0))
+        gap = float((np.abs(cgap) * xs).max(initial=0.0))
+        misfit = float(0.5 * np.sum(disc.mask * (disc.y - Ys) ** 2) / disc.n_samples_total)
+
+        rec = IterationRecord(
+            iteration=it, objective=info.phi_before, misfit=misfit,
+            grad_norm=info.grad_norm, step_norm=info.step_norm, gap=gap,
+            gap_scaled=gap_scaled, fixed_point=fp, lam=lam, control=info.control,
+            time=time.perf_counter() - t_start,
+        )
+        history.append(rec)
+        phis.append(info.phi_after)
+        if callback is not None and callback(rec) is True:
+            status, message = "stopped", "stopped by the callback"
+            break
+
+        # continuity control: method of multipliers
+        # the inner iteration has settled when the gradient is small next to the
+        # penalty's pull (about 2 lam |c|) and U has caught up with the step
+        settled = info.grad_norm <= 0.2 * lam * gap_scaled and fp <= 0.1 * gap_scaled
+        if use_multipliers and gap_scaled > opts.gap_tol and settled:
+            # multiplier estimate 2 lam (c + v); the shift carries it to the next solve
+            V = V + cgap
+            if gap_scaled > 0.25 * gap_at_update and lam < opts.lam_max * opts.lam:
+                new_lam = min(10.0 * lam, opts.lam_max * opts.lam)
+                V *= lam / new_lam  # same multiplier with the larger penalty
+                lam = new_lam
+            gap_at_update = gap_scaled
+            phis.clear()
+            continue
+
+        # stopping rules
+        continuous = (not use_multipliers) or gap_scaled <= opts.gap_tol
+        fixed = fp <= opts.fixed_point_tol
+        scale = max(abs(info.phi_after), 1e-300)
+        stationary = info.grad_norm <= opts.gtol * scale
+        w = int(opts.ftol_window)
+        flat = len(phis) > w and all(
+            _relative_change(phis[-1], phis[-1 - k]) <= opts.ftol for k in range(1, w + 1)
+        )
+        if continuous and fixed and (stationary or flat):
+            success, status = True, "converged"
+            why = "projected gradient norm" if stationary else (
+                f"relative objective change < {opts.ftol:g} over {w} iterations")
+            message = (
+                f"converged: {why}; continuity gap {gap:.3g}, fixed-point "
+                f"residual {fp:.3g} (scaled)"
+            )
+            break
+        if rejected_in_row >= 3 and continuous and fixed:
+            success, status = True, "converged"
+            message = (
+                "converged: no step reduces the objective further (relative "
+                f"precision reached); continuity gap {gap:.3g}"
+            )
+            break
+    else:
+        last = history[-1] if history else None
+        message = (
+            f"iteration limit reached (max_iter={opts.max_iter}) before convergence"
+            + (f": gradient norm {last.grad_norm:.3g}, continuity gap {last.gap:.3g}, "
+               f"fixed-point residual {last.fixed_point:.3g}" if last else "")
+            + "; increase max_iter or use method='picard-gn'"
+        )
+    X, p = setup.from_scaled(Xs, ps)
+    if not message:
+        message = status
+    return LoopOutcome(X=X, U=U, p=p, V=V, lam=lam, iterations=it, success=success,
+                       status=status, message=message, history=history,
+                       evaluations=evaluations)

@@ -1,0 +1,431 @@
+"""The ODE model: CasADi SX symbols and expressions, validated once.
+
+A :class:`Model` is what the user knows about the physics::
+
+    x'(t) = f(t, x, p, u(t)),     y(t) = g(t, x, p, u(t))
+
+It knows nothing of how it is estimated; every method builds its functions
+from the read-only attributes kept here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+__all__ = ["Model"]
+
+
+def _as_symbol_vector(value: Any, field: str, required: bool) -> ca.SX:
+    """Check that ``value`` is a column of distinct SX symbols."""
+    if value is None:
+        if required:
+            raise ValueError(f"Model: `{field}` is required (a casadi.SX.sym column)")
+        return ca.SX(0, 1)
+    if isinstance(value, ca.MX):
+        raise TypeError(
+            f"Model: `{field}` is a casadi.MX symbol; declare it with "
+            f"casadi.SX.sym (the package builds SX graphs it can expand and "
+            f"code-generate)"
+        )
+    if not isinstance(value, ca.SX):
+        raise TypeError(
+            f"Model: `{field}` must be a casadi.SX symbol, got {type(value).__name__}"
+        )
+    if value.size2() != 1 and value.size1() == 1:
+        value = value.T
+    if value.size2() != 1:
+        raise ValueError(
+            f"Model: `{field}` must be a column vector, got shape {value.shape}"
+        )
+    if not value.is_valid_input():
+        raise ValueError(
+            f"Model: `{field}` must consist of distinct symbols created with "
+            "casadi.SX.sym, not expressions"
+        )
+    return value
+
+
+def _as_expression(value: Any, field: str) -> ca.SX:
+    """Turn an SX or a sequence of SX scalars into a dense SX column."""
+    if isinstance(value, ca.MX):
+        raise TypeError(
+            f"Model: `{field}` is a casadi.MX expression; build it from SX symbols"
+        )
+    if isinstance(value, (list, tuple)):
+        try:
+            value = ca.vertcat(*value)
+        except Exception as err:  # casadi raises NotImplementedError/RuntimeError
+            raise TypeError(
+                f"Model: `{field}` must be an SX expression or a list of SX "
+                f"scalars ({err})"
+            ) from None
+    if isinstance(value, (int, float, np.ndarray, ca.DM)):
+        value = ca.SX(ca.DM(value))
+    if not isinstance(value, ca.SX):
+        raise TypeError(
+            f"Model: `{field}` must be a casadi.SX expression, got {type(value).__name__}"
+        )
+    if value.size2() != 1 and value.size1() == 1:
+        value = value.T
+    if value.size2() != 1:
+        raise ValueError(f"Model: `{field}` must be a column, got shape {value.shape}")
+    return ca.densify(value)
+
+
+def _names(value: Sequence[str] | None, default_prefix: str, n: int, field: str) -> tuple[str, ...]:
+    if value is None:
+        return tuple(f"{default_prefix}{i}" for i in range(n))
+    if isinstance(value, str):
+        value = [value]
+    names = tuple(str(v) for v in value)
+    if len(names) != n:
+        raise ValueError(
+            f"Model: `{field}` has {len(names)} names but the vector has {n} entries"
+        )
+    if len(set(names)) != n:
+        raise ValueError(f"Model: `{field}` has repeated names: {list(names)}")
+    return names
+
+
+def _units(value: Sequence[str] | None, n: int, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ("",) * n
+    units = tuple(str(v) for v in value)
+    if len(units) != n:
+        raise ValueError(f"Model: `{field}` has {len(units)} entries, expected {n}")
+    return units
+
+
+def _box(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray] | None:
+    if value is None:
+        return None
+    try:
+        lb, ub = value
+    except (TypeError, ValueError):
+        raise ValueError(f"Model: `{field}` must be a pair (lower, upper)") from None
+    lb = np.broadcast_to(np.asarray(-np.inf if lb is None else lb, float), (n,)).copy()
+    ub = np.broadcast_to(np.asarray(np.inf if ub is None else ub, float), (n,)).copy()
+    if np.any(np.isnan(lb)) or np.any(np.isnan(ub)) or np.any(lb >= ub):
+        raise ValueError(f"Model: `{field}` needs lower < upper in every entry")
+    return lb, ub
+
+
+class Model:
+    """An ODE model written with CasADi SX symbols.
+
+    Parameters
+    ----------
+    x : casadi.SX
+        State symbols, a column of ``nx`` distinct ``SX.sym`` entries.
+    p : casadi.SX
+        Parameter symbols (``np`` entries); these are what ``estimate`` fits.
+    rhs : casadi.SX or sequence of SX
+        The vector field ``f(t, x, p, u)``, ``nx`` entries.
+    t : casadi.SX, optional
+        Time symbol, for explicitly time-dependent models.
+    u : casadi.SX, optional
+        Input symbols (``nu`` entries); the values come from each
+        :class:`~picard_casadi.Experiment`.
+    y : casadi.SX or sequence of SX, optional
+        Output expression ``g(t, x, p, u)``; default ``y = x``.
+    name : str
+        Short name used in files and plots.
+    x_names, p_names, u_names, y_names : sequence of str, optional
+        Names of the entries (defaults ``x0, x1, ...``); used in CSV columns,
+        plots and messages.
+    x_units, p_units, u_units, y_units : sequence of str, optional
+        Units of the entries, for plot labels.  ``t_unit`` is the time unit.
+    x_domain : (array_like, array_like), optional
+        Open box outside which the model is not valid (for example ``V > 0``).
+        A simulation that leaves it raises
+        :class:`~picard_casadi.SimulationError`; estimation boxes are clipped to it.
+    x_nominal : array_like, optional
+        Typical magnitude of each state, used to scale the problem.  By
+        default it is taken from the data and the initial guess.
+
+    Raises
+    ------
+    ValueError
+        If an expression depends on a symbol that is not declared, or the
+        shapes or names disagree.
+    TypeError
+        If a symbol or expression is not CasADi SX.
+
+    Examples
+    --------
+    >>> import casadi as ca
+    >>> x = ca.SX.sym("x", 2); p = ca.SX.sym("p", 2)
+    >>> m = Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[1], -p[1] * x[0]))
+    >>> (m.nx, m.np, m.nu, m.ny)
+    (2, 2, 0, 2)
+    """
+
+    def __init__(
+        self,
+        *,
+        x: ca.SX,
+        p: ca.SX,
+        rhs: ca.SX | Sequence[ca.SX],
+        t: ca.SX | None = None,
+        u: ca.SX | None = None,
+        y: ca.SX | Sequence[ca.SX] | None = None,
+        name: str = "model",
+        x_names: Sequence[str] | None = None,
+        p_names: Sequence[str] | None = None,
+        u_names: Sequence[str] | None = None,
+        y_names: Sequence[str] | None = None,
+        x_units: Sequence[str] | None = None,
+        p_units: Sequence[str] | None = None,
+        u_units: Sequence[str] | None = None,
+        y_units: Sequence[str] | None = None,
+        t_unit: str = "s",
+        x_domain: tuple[Any, Any] | None = None,
+        x_nominal: Any = None,
+    ) -> None:
+        x = _as_symbol_vector(x, "x", required=True)
+        p = _as_symbol_vector(p, "p", required=True)
+        u = _as_symbol_vector(u, "u", required=False)
+        if t is None:
+            t = ca.SX.sym("t")
+            t_given = False
+        else:
+            t = _as_symbol_vector(t, "t", required=True)
+            if t.numel() != 1:
+                raise ValueError(f"Model: `t` must be a scalar symbol, got shape {t.shape}")
+            t_given = True
+        if x.numel() == 0:
+            raise ValueError("Model: `x` must have at least one state")
+        rhs = _as_expression(rhs, "rhs")
+        if rhs.numel() != x.numel():
+            raise ValueError(
+                f"Model: `rhs` must have length nx = {x.numel()}, got {rhs.numel()}"
+            )
+        y = ca.SX(x) if y is None else _as_expression(y, "y")
+        if y.numel() == 0:
+            raise ValueError("Model: `y` must have at least one output")
+
+        declared = {}
+        for field, vec in (("t", t), ("x", x), ("p", p), ("u", u)):
+            for i in range(vec.numel()):
+                h = vec[i].element_hash()
+                if h in declared:
+                    raise ValueError(
+                        f"Model: symbol {vec[i]} is declared twice "
+                        f"(in `{declared[h]}` and `{field}`)"
+                    )
+                declared[h] = field
+        for field, expr in (("rhs", rhs), ("y", y)):
+            for s in ca.symvar(expr):
+                if s.element_hash() not in declared:
+                    raise ValueError(
+                        f"Model: `{field}` depends on symbol {s.name()!r}, which is "
+                        "not declared in t, x, p or u; add it to one of them (a "
+                        "known constant should be a number, not a symbol)"
+                    )
+
+        self._t, self._x, self._p, self._u = t, x, p, u
+        self._t_given = t_given
+        self._rhs, self._y = rhs, y
+        self._name = str(name)
+        nx, np_, nu, ny = x.numel(), p.numel(), u.numel(), y.numel()
+        self._x_names = _names(x_names, "x", nx, "x_names")
+        self._p_names = _names(p_names, "p", np_, "p_names")
+        self._u_names = _names(u_names, "u", nu, "u_names")
+        state_of_output = self.output_state_index
+        if y_names is None and all(i is not None for i in state_of_output):
+            y_names = [self._x_names[i] for i in state_of_output]
+        self._y_names = _names(y_names, "y", ny, "y_names")
+        self._x_units = _units(x_units, nx, "x_units")
+        self._p_units = _units(p_units, np_, "p_units")
+        self._u_units = _units(u_units, nu, "u_units")
+        self._y_units = _units(y_units, ny, "y_units")
+        self._t_unit = str(t_unit)
+        self._x_domain = _box(x_domain, nx, "x_domain")
+        if x_nominal is not None:
+            nom = np.broadcast_to(np.asarray(x_nominal, float), (nx,)).copy()
+            if not np.all(np.isfinite(nom)) or np.any(nom <= 0):
+                raise ValueError("Model: `x_nominal` must be positive and finite")
+            self._x_nominal: np.ndarray | None = nom
+        else:
+            self._x_nominal = None
+        self._functions: dict[str, ca.Function] = {}
+
+    # ------------------------------------------------------------------ symbols
+    @property
+    def t(self) -> ca.SX:
+        """Time symbol (created internally when the model is autonomous)."""
+        return self._t
+
+    @property
+    def x(self) -> ca.SX:
+        """State symbols, shape (nx, 1)."""
+        return self._x
+
+    @property
+    def p(self) -> ca.SX:
+        """Parameter symbols, shape (np, 1)."""
+        return self._p
+
+    @property
+    def u(self) -> ca.SX:
+        """Input symbols, shape (nu, 1) (empty when there are no inputs)."""
+        return self._u
+
+    @property
+    def rhs(self) -> ca.SX:
+        """The vector field f(t, x, p, u), shape (nx, 1)."""
+        return self._rhs
+
+    @property
+    def y(self) -> ca.SX:
+        """The output expression g(t, x, p, u), shape (ny, 1)."""
+        return self._y
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def nx(self) -> int:
+        """Number of states."""
+        return self._x.numel()
+
+    @property
+    def np(self) -> int:
+        """Number of parameters."""
+        return self._p.numel()
+
+    @property
+    def nu(self) -> int:
+        """Number of inputs."""
+        return self._u.numel()
+
+    @property
+    def ny(self) -> int:
+        """Number of outputs."""
+        return self._y.numel()
+
+    # ------------------------------------------------------------------ names
+    @property
+    def name(self) -> str:
+        """Short name of the model."""
+        return self._name
+
+    @property
+    def x_names(self) -> tuple[str, ...]:
+        """State names."""
+        return self._x_names
+
+    @property
+    def p_names(self) -> tuple[str, ...]:
+        """Parameter names."""
+        return self._p_names
+
+    @property
+    def u_names(self) -> tuple[str, ...]:
+        """Input names."""
+        return self._u_names
+
+    @property
+    def y_names(self) -> tuple[str, ...]:
+        """Output names."""
+        return self._y_names
+
+    @property
+    def x_units(self) -> tuple[str, ...]:
+        """State units ('' where not given)."""
+        return self._x_units
+
+    @property
+    def p_units(self) -> tuple[str, ...]:
+        """Parameter units."""
+        return self._p_units
+
+    @property
+    def u_units(self) -> tuple[str, ...]:
+        """Input units."""
+        return self._u_units
+
+    @property
+    def y_units(self) -> tuple[str, ...]:
+        """Output units."""
+        return self._y_units
+
+    @property
+    def t_unit(self) -> str:
+        """Time unit."""
+        return self._t_unit
+
+    @property
+    def x_domain(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Open box of validity of the model, or None."""
+        return self._x_domain
+
+    @property
+    def x_nominal(self) -> np.ndarray | None:
+        """User-given typical state magnitudes, or None."""
+        return self._x_nominal
+
+    @property
+    def output_state_index(self) -> list[int | None]:
+        """For each output, the index of the state it equals, or None.
+
+        An output that is exactly one state symbol (``y[k] is x[i]``) is
+        "measured state" ``i``; the initial guess takes such states from data.
+        """
+        hashes = {self._x[i].element_hash(): i for i in range(self.nx)}
+        out: list[int | None] = []
+        for k in range(self.ny):
+            e = self._y[k]
+            out.append(hashes.get(e.element_hash()) if e.is_symbolic() else None)
+        return out
+
+    # ------------------------------------------------------------------ functions
+    @property
+    def f(self) -> ca.Function:
+        """``casadi.Function('f', [t, x, p, u], [rhs])``."""
+        if "f" not in self._functions:
+            self._functions["f"] = ca.Function(
+                "f", [self._t, self._x, self._p, self._u], [self._rhs],
+                ["t", "x", "p", "u"], ["rhs"],
+            )
+        return self._functions["f"]
+
+    @property
+    def g(self) -> ca.Function:
+        """``casadi.Function('g', [t, x, p, u], [y])``."""
+        if "g" not in self._functions:
+            self._functions["g"] = ca.Function(
+                "g", [self._t, self._x, self._p, self._u], [self._y],
+                ["t", "x", "p", "u"], ["y"],
+            )
+        return self._functions["g"]
+
+    def rhs_value(self, t: float, x: Any, p: Any, u: Any = None) -> np.ndarray:
+        """Evaluate the vector field numerically.
+
+        Parameters
+        ----------
+        t : float
+        x : array_like, shape (nx,)
+        p : array_like, shape (np,)
+        u : array_like, shape (nu,), optional
+
+        Returns
+        -------
+        ndarray, shape (nx,)
+        """
+        u = np.zeros(self.nu) if u is None else u
+        return np.asarray(self.f(t, x, p, u)).ravel()
+
+    def output_value(self, t: float, x: Any, p: Any, u: Any = None) -> np.ndarray:
+        """Evaluate the output expression numerically (shape (ny,))."""
+        u = np.zeros(self.nu) if u is None else u
+        return np.asarray(self.g(t, x, p, u)).ravel()
+
+    def __repr__(self) -> str:
+        return (
+            f"Model(name={self._name!r}, nx={self.nx}, np={self.np}, "
+            f"nu={self.nu}, ny={self.ny})"
+        )

@@ -1,0 +1,249 @@
+"""The result of :func:`~picard_casadi.estimate`, and its JSON form."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EstimationResult"]
+
+FORMAT_VERSION = 1
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if math.isfinite(v) else str(v)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _float(value: Any) -> float:
+    return float(value) if not isinstance(value, str) else float(value.replace("Infinity", "inf"))
+
+
+@dataclass
+class EstimationResult:
+    """What :func:`~picard_casadi.estimate` returns.
+
+    Attributes
+    ----------
+    p : ndarray (np,)
+        The estimate.
+    x0 : list of ndarray (nx,)
+        Estimated (or known) initial state of each experiment.
+    success : bool
+        Whether the method met its convergence test.  ``message`` says why not.
+    status : str
+        ``"converged"``, ``"max_iter"``, ``"step_failed"``, ``"diverged"``,
+        ``"stopped"`` or the solver's own status.
+    message : str
+    iterations : int
+    objective : float
+        Unweighted data misfit ``1/(2N) sum_i |y_i - g(t_i, x(t_i), p)|^2``
+        (N sample times over all experiments, missing values skipped).
+    weighted_objective : float
+        The same with the per-output weights used.
+    continuity_gap : float
+        ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval).
+    fixed_point_residual : float
+        Scaled ``max |P u_j - u_j|`` at the end (0 for shooting).
+    wall_time : float
+        Seconds spent in ``estimate``.
+    timings : dict
+        Seconds per phase: ``build`` (symbolic graphs and code generation),
+        ``guess``, ``solve``, ``uncertainty``.
+    history : dict of lists
+        Per iteration: objective, misfit, grad_norm, step_norm, gap, ...
+    method : str
+    settings : dict
+        The options the run used (T, n, lam, nodes, scheme, weights, ...).
+    weights : ndarray (ny,)
+    p_names, x_names, y_names, experiment_names : list of str
+    p_true : ndarray or None
+        Filled by callers that know the truth (the problem registry).
+    p_cov, p_std, p_ci, p_corr : ndarray or None
+        Covariance, standard errors, 95 % confidence intervals ``(np, 2)``
+        and correlation matrix of ``p`` (see :mod:`picard_casadi.uncertainty`).
+    x0_std : list of ndarray or None
+        Standard errors of the estimated initial states.
+    warnings : list of str
+        Things the user should know (near-singular information, fallbacks).
+    starts : list of dict
+        For ``multistart``: per start, its ``p0``, estimate, objective, success.
+    """
+
+    p: np.ndarray
+    x0: list[np.ndarray]
+    success: bool
+    status: str
+    message: str
+    iterations: int
+    objective: float
+    weighted_objective: float
+    continuity_gap: float
+    fixed_point_residual: float
+    wall_time: float
+    timings: dict[str, float] = field(default_factory=dict)
+    history: dict[str, list[float]] = field(default_factory=dict)
+    method: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    p_names: list[str] = field(default_factory=list)
+    x_names: list[str] = field(default_factory=list)
+    y_names: list[str] = field(default_factory=list)
+    experiment_names: list[str] = field(default_factory=list)
+    p_true: np.ndarray | None = None
+    p_cov: np.ndarray | None = None
+    p_std: np.ndarray | None = None
+    p_ci: np.ndarray | None = None
+    p_corr: np.ndarray | None = None
+    x0_std: list[np.ndarray] | None = None
+    warnings: list[str] = field(default_factory=list)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    _predictor: Any = field(default=None, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ use
+    def predict(self, exp_index: int = 0, t: Any = None, *,
+                source: str = "simulate") -> np.ndarray:
+        """Model outputs of one experiment with the estimated ``p`` and ``x0``.
+
+        Parameters
+        ----------
+        exp_index : int
+            Which experiment.
+        t : array_like, optional
+            Times; default the experiment's sample times.
+        source : {"simulate", "collocation"}
+            ``"simulate"`` integrates the model with CVODES from the estimated
+            ``x0``; ``"collocation"`` evaluates the fitted interval solutions
+            ``P^n u_j`` (what the estimator fitted; identical up to the
+            discretisation error when the continuity gap is zero).
+
+        Returns
+        -------
+        ndarray (len(t), ny)
+        """
+        if self._predictor is None:
+            raise RuntimeError(
+                "this result has no model attached (it was loaded from JSON); "
+                "use EstimationResult.from_json(path, model=..., experiments=...)"
+            )
+        return self._predictor(self, exp_index, t, source)
+
+    @property
+    def relative_error(self) -> float | None:
+        """``|p - p_true| / |p_true|`` when the truth is known."""
+        if self.p_true is None:
+            return None
+        return float(np.linalg.norm(self.p - self.p_true) / np.linalg.norm(self.p_true))
+
+    def summary(self) -> str:
+        """A table of the estimate, with standard errors and truth when known."""
+        lines = [
+            f"method {self.method}: {'success' if self.success else 'FAILED'} "
+            f"({self.status}) after {self.iterations} iterations, "
+            f"{self.wall_time:.2f} s",
+            f"  {self.message}",
+            f"  data misfit {self.objective:.6g}, continuity gap {self.continuity_gap:.3g}",
+        ]
+        head = f"  {'parameter':<14}{'estimate':>14}"
+        if self.p_std is not None:
+            head += f"{'std. error':>13}{'95% CI':>28}"
+        if self.p_true is not None:
+            head += f"{'truth':>12}{'rel. err':>10}"
+        lines.append(head)
+        for i, name in enumerate(self.p_names or [f"p{i}" for i in range(self.p.size)]):
+            row = f"  {name:<14}{self.p[i]:>14.6g}"
+            if self.p_std is not None and self.p_ci is not None:
+                row += f"{self.p_std[i]:>13.3g}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
+            if self.p_true is not None:
+                tr = self.p_true[i]
+                rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")
+                row += f"{tr:>12.6g}{100 * rel:>9.2f}%"
+            lines.append(row)
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary of everything but the attached model."""
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d["format_version"] = FORMAT_VERSION
+        return _jsonable(d)
+
+    def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
+        """Serialise to JSON; write it to ``path`` when given.
+
+        Returns
+        -------
+        str
+            The JSON text.
+        """
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EstimationResult:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(d)
+        version = d.pop("format_version", FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            raise ValueError(
+                f"result format version {version} is newer than this package reads "
+                f"({FORMAT_VERSION}); upgrade picard_casadi"
+            )
+        arrays = ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr")
+        for k in arrays:
+            if d.get(k) is not None:
+                d[k] = np.asarray(d[k], dtype=float)
+        d["x0"] = [np.asarray(v, dtype=float) for v in d.get("x0", [])]
+        if d.get("x0_std") is not None:
+            d["x0_std"] = [np.asarray(v, dtype=float) for v in d["x0_std"]]
+        for k in ("objective", "weighted_objective", "continuity_gap",
+                  "fixed_point_residual", "wall_time"):
+            d[k] = _float(d[k])
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known and not k.startswith("_")})
+
+    @classmethod
+    def from_json(cls, source: str | Path, *, model: Any = None,
+                  experiments: Any = None) -> EstimationResult:
+        """Load a result written by :meth:`to_json`.
+
+        Parameters
+        ----------
+        source : str or Path
+            A file path or the JSON text itself.
+        model, experiments : optional
+            Attach them to make :meth:`predict` work again (simulation only).
+        """
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            text = Path(source).read_text(encoding="utf-8")
+        res = cls.from_dict(json.loads(text))
+        if model is not None and experiments is not None:
+            from .predict import simulation_predictor
+
+            res._predictor = simulation_predictor(model, list(experiments))
+        return res

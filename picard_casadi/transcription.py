@@ -1,0 +1,360 @@
+"""The CasADi functions of one estimation problem.
+
+On interval ``j`` (start ``t0``, length ``h``) the solution is held on the
+quadrature nodes as ``U`` (``nx x K``) and the Picard operator is
+
+    (P U)_k = x_j + h sum_l A[k, l] f(t0 + h tau_l, U_l, p, w_l)
+
+with ``A`` the node integration matrix and ``w_l`` the input values at the
+nodes (a function argument, so one function serves every experiment).
+``P^n`` is composed symbolically; the state at a sample ``tau_s`` is
+``x_j + h S[s, :] F(P^{n-1} U)`` with ``S`` the sample integration rows.
+
+Every function here is built once per interval as an SX function and mapped
+over all intervals of all experiments (``Function.map``): the graph does not
+grow with the number of intervals, and each function can be code-generated.
+
+Residuals of interval ``j`` (their squared norm halved is the paper's
+``L_{lambda,n}`` restricted to the interval, plus a multiplier shift):
+
+    r_data = sqrt(w / N) * mask * (y_i - g(t_i, (P^n U)(tau_i), p, u_i))
+    r_cont = sqrt(2 lambda) * has_next * ((P^n U)(1) - x_{j+1}) / x_scale + v_j)
+
+``v_j`` is the scaled multiplier shift of the continuity constraint (zero for
+the paper's pure penalty).  Continuity is measured in units of the state scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from .discretisation import Discretisation, from_map_layout, to_map_layout
+from .sensitivity import FixedPointLinearisation, PointDerivatives
+
+__all__ = ["Transcription", "IntervalFunctions", "build_interval_functions"]
+
+# Argument order of the residual family (names used for code generation too).
+RESIDUAL_INPUTS = (
+    "x", "U", "p", "xn", "v", "lam", "xs",
+    "t0", "h", "Wn", "S", "ts", "Ws", "Y", "Wt", "c",
+)
+PICARD_INPUTS = ("x", "U", "p", "t0", "h", "Wn")
+TRAJECTORY_INPUTS = ("x", "U", "p", "t0", "h", "Wn", "S", "ts", "Ws")
+
+
+@dataclass(frozen=True)
+class IntervalFunctions:
+    """Per-interval CasADi functions (not yet mapped).
+
+    Attributes
+    ----------
+    picard : casadi.Function
+        ``(x, U, p, t0, h, Wn) -> (PU)``: one Picard application.
+    residual : casadi.Function
+        ``(x, U, p, xn, v, lam, xs, t0, h, Wn, S, ts, Ws, Y, Wt, c) -> r``.
+    jacobian : casadi.Function
+        Same inputs ``-> (r, Jx, Jp)``: derivatives of ``r`` with respect to
+        ``x`` and ``p`` through ``P^n`` (``U`` held fixed).
+    gradient : casadi.Function
+        Same inputs ``-> (phi, gx, gp, gxn)``: ``phi = |r|^2 / 2`` and its
+        gradients with respect to ``x``, ``p`` and ``xn`` (reverse mode).
+    trajectory : casadi.Function
+        ``(x, U, p, t0, h, Wn, S, ts, Ws) -> (Xs, Ys, xend)``: states and
+        outputs at the samples, and the end state, all from ``P^n U``.
+    n_residuals : int
+        Length of ``r`` per interval (``ny M + nx``).
+    """
+
+    picard: ca.Function
+    residual: ca.Function
+    jacobian: ca.Function
+    gradient: ca.Function
+    trajectory: ca.Function
+    n_residuals: int
+
+
+def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
+    """Build the per-interval SX functions of ``P``, ``P^n`` and the residuals.
+
+    Parameters
+    ----------
+    disc : Discretisation
+        Supplies the model, the quadrature and the padded sample count ``M``.
+    n : int
+        Order of the Picard composition in the loss (``n >= 1``).
+
+    Returns
+    -------
+    IntervalFunctions
+    """
+    if int(n) != n or n < 1:
+        raise ValueError(f"n (the Picard order) must be an integer >= 1, got {n!r}")
+    n = int(n)
+    m = disc.model
+    K, M = disc.K, disc.M
+    nx, np_, nu, ny = m.nx, m.np, m.nu, m.ny
+    A = ca.DM(disc.quad.integration)  # K x K
+    tau = ca.DM(disc.quad.tau).T  # 1 x K
+
+    x = ca.SX.sym("x", nx)
+    U = ca.SX.sym("U", nx, K)
+    p = ca.SX.sym("p", np_)
+    xn = ca.SX.sym("xn", nx)
+    v = ca.SX.sym("v", nx)
+    lam = ca.SX.sym("lam")
+    xs = ca.SX.sym("xs", nx)
+    t0 = ca.SX.sym("t0")
+    h = ca.SX.sym("h")
+    Wn = ca.SX.sym("Wn", nu, K)
+    S = ca.SX.sym("S", M, K)
+    ts = ca.SX.sym("ts", 1, M)
+    Ws = ca.SX.sym("Ws", nu, M)
+    Y = ca.SX.sym("Y", ny, M)
+    Wt = ca.SX.sym("Wt", ny, M)
+    c = ca.SX.sym("c")
+
+    f_nodes = m.f.map(K)
+    g_samples = m.g.map(M)
+    node_t = t0 + h * tau
+    P_rep = ca.repmat(p, 1, K)
+
+    def vector_field(Uc: ca.SX) -> ca.SX:
+        return f_nodes(node_t, Uc, P_rep, Wn)
+
+    def apply_picard(Uc: ca.SX) -> ca.SX:
+        return ca.repmat(x, 1, K) + h * ca.mtimes(vector_field(Uc), A.T)
+
+    PU = apply_picard(U)
+    Un_1 = U
+    for _ in range(n - 1):
+        Un_1 = apply_picard(Un_1)
+    Fn = vector_field(Un_1)  # f along P^{n-1} U
+    xend = x + h * ca.mtimes(Fn, A[K - 1, :].T)
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(Fn, S.T)
+    Ys = g_samples(ts, Xs, ca.repmat(p, 1, M), Ws)
+
+    r_data = ca.vec(Wt * (Y - Ys))
+    r_cont = ca.sqrt(2 * lam) * c * ((xend - xn) / xs + v)
+    r = ca.vertcat(r_data, r_cont)
+    phi = 0.5 * ca.sumsqr(r)
+
+    res_in = [x, U, p, xn, v, lam, xs, t0, h, Wn, S, ts, Ws, Y, Wt, c]
+    picard = ca.Function("picard_step", [x, U, p, t0, h, Wn], [PU],
+                         list(PICARD_INPUTS), ["PU"])
+    residual = ca.Function("residual", res_in, [r], list(RESIDUAL_INPUTS), ["r"])
+    jacobian = ca.Function(
+        "residual_jacobian", res_in,
+        [r, ca.jacobian(r, x), ca.jacobian(r, p)],
+        list(RESIDUAL_INPUTS), ["r", "Jx", "Jp"],
+    )
+    gx, gp, gxn = ca.gradient(phi, x), ca.gradient(phi, p), ca.gradient(phi, xn)
+    gradient = ca.Function(
+        "objective_gradient", res_in, [phi, gx, gp, gxn],
+        list(RESIDUAL_INPUTS), ["phi", "gx", "gp", "gxn"],
+    )
+    trajectory = ca.Function(
+        "trajectory", [x, U, p, t0, h, Wn, S, ts, Ws], [Xs, Ys, xend],
+        list(TRAJECTORY_INPUTS), ["Xs", "Ys", "xend"],
+    )
+    return IntervalFunctions(picard, residual, jacobian, gradient, trajectory,
+                             ny * M + nx)
+
+
+Backend = Callable[[Mapping[str, ca.Function]], Mapping[str, ca.Function]]
+
+
+def _identity_backend(funcs: Mapping[str, ca.Function]) -> Mapping[str, ca.Function]:
+    return funcs
+
+
+class Transcription:
+    """The mapped functions of one problem and the numeric data they read.
+
+    Parameters
+    ----------
+    disc : Discretisation
+    n : int
+        Picard order in the loss.
+    weights : array_like, shape (ny,)
+        Per-output weights of the data misfit.
+    x_scale : array_like, shape (nx,)
+        State scale for the continuity residuals.
+    backend : callable, optional
+        Maps ``{name: casadi.Function}`` to functions to call (for example
+        code-generated ones).  Default: CasADi's virtual machine.
+
+    Notes
+    -----
+    Arrays in and out are per interval: ``X`` is ``(J, nx)`` (interval starts),
+    ``U`` is ``(J, nx, K)``, ``V`` is ``(J, nx)``.
+    """
+
+    def __init__(
+        self,
+        disc: Discretisation,
+        n: int,
+        weights: np.ndarray,
+        x_scale: np.ndarray,
+        backend: Backend | None = None,
+        interval_functions: IntervalFunctions | None = None,
+    ) -> None:
+        self.disc = disc
+        self.n = int(n)
+        self.fns = interval_functions or build_interval_functions(disc, n)
+        J = disc.n_intervals
+        mapped = {
+            "picard": self.fns.picard.map(J),
+            "residual": self.fns.residual.map(J),
+            "jacobian": self.fns.jacobian.map(J),
+            "gradient": self.fns.gradient.map(J),
+            "trajectory": self.fns.trajectory.map(J),
+        }
+        mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
+        self.functions = dict((backend or _identity_backend)(mapped))
+        self.x_scale = np.asarray(x_scale, float)
+        self._data_common = self._pack_common()
+        self._fixed_point = FixedPointLinearisation(disc, self.functions)
+        self.set_weights(weights)
+
+    # ------------------------------------------------------------------ data
+    def _pack_common(self) -> dict[str, ca.DM]:
+        d = self.disc
+        J = d.n_intervals
+        return {
+            "t0": ca.DM(d.t0[None, :]),
+            "h": ca.DM(d.h[None, :]),
+            "Wn": ca.DM(to_map_layout(d.node_inputs)),
+            "S": ca.DM(to_map_layout(d.sample_rows)),
+            "ts": ca.DM(to_map_layout(d.sample_times[:, None, :])),
+            "Ws": ca.DM(to_map_layout(d.sample_inputs)),
+            "Y": ca.DM(to_map_layout(d.y)),
+            "c": ca.DM(d.has_next.astype(float)[None, :]),
+            "xs": ca.DM(self.x_scale),
+            "_J": J,
+        }
+
+    def set_weights(self, weights: np.ndarray) -> None:
+        """Set per-output weights; residuals become ``sqrt(w / N) (y - g)``."""
+        d = self.disc
+        w = np.asarray(weights, float).ravel()
+        if w.size != d.model.ny or np.any(~np.isfinite(w)) or np.any(w < 0):
+            raise ValueError(
+                f"weights must be {d.model.ny} finite non-negative numbers, got {w}"
+            )
+        self.weights = w
+        root = np.sqrt(w / d.n_samples_total)
+        self._Wt = d.mask * root[None, :, None]
+        self._data_common["Wt"] = ca.DM(to_map_layout(self._Wt))
+
+    # ------------------------------------------------------------------ layout
+    def _xn(self, X: np.ndarray) -> np.ndarray:
+        xn = np.zeros_like(X)
+        xn[:-1] = X[1:]
+        xn[~self.disc.has_next] = 0.0
+        return xn
+
+    def _args(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+              V: np.ndarray, lam: float) -> list:
+        c = self._data_common
+        return [
+            ca.DM(X.T), ca.DM(to_map_layout(U)), ca.DM(p), ca.DM(self._xn(X).T),
+            ca.DM(V.T), lam, c["xs"], c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+            c["Ws"], c["Y"], c["Wt"], c["c"],
+        ]
+
+    # ------------------------------------------------------------------ evaluation
+    def residuals(self, X, U, p, V, lam) -> np.ndarray:
+        """Residuals, shape ``(J, ny M + nx)``."""
+        out = self.functions["residual"](*self._args(X, U, p, V, lam))
+        return np.asarray(out).T
+
+    def jacobian(self, X, U, p, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residuals ``(J, m)`` and their Jacobians ``(J, m, nx)``, ``(J, m, np)``."""
+        J = self.disc.n_intervals
+        r, Jx, Jp = self.functions["jacobian"](*self._args(X, U, p, V, lam))
+        return (np.asarray(r).T, from_map_layout(np.asarray(Jx), J),
+                from_map_layout(np.asarray(Jp), J))
+
+    def fixed_point_jacobian(self, X, U, p, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residuals of ``P^n U`` and their exact fixed-point Jacobians.
+
+        Like :meth:`jacobian`, but the derivatives are those of the Picard
+        fixed point (the limit ``n -> infinity``, see
+        :mod:`picard_casadi.sensitivity`), evaluated at ``P^{n-1} U``.
+        """
+        Un = U
+        for _ in range(self.n - 1):
+            Un = self.picard(X, Un, p)
+        return self._fixed_point.linearise(X, Un, p, V, lam, self._Wt, self.x_scale)
+
+    def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
+        """Node values predicted after a step, from the last fixed-point Jacobian."""
+        return self._fixed_point.predict_nodes(U, dX, dp)
+
+    def settle(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
+               max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
+        """Picard sweeps ``U <- P U`` until the scaled change is below ``tol``.
+
+        Returns
+        -------
+        U : ndarray
+        residual : float
+            Scaled ``max |P U - U|`` of the last sweep.
+        sweeps : int
+        """
+        res = np.inf
+        k = 0
+        for k in range(1, max_sweeps + 1):
+            PU = self.picard(X, U, p)
+            with np.errstate(all="ignore"):
+                res = float(np.max(np.abs(PU - U) / self.x_scale[None, :, None]))
+            U = PU
+            if not np.isfinite(res) or res <= tol:
+                break
+        return U, res, k
+
+    def gradient(self, X, U, p, V, lam) -> tuple[float, np.ndarray, np.ndarray]:
+        """Objective ``0.5 |r|^2`` and its gradient in ``X`` ``(J, nx)`` and ``p``."""
+        phi, gx, gp, gxn = self.functions["gradient"](*self._args(X, U, p, V, lam))
+        gX = np.asarray(gx).T.copy()
+        gxn = np.asarray(gxn).T
+        gX[1:] += np.where(self.disc.has_next[:-1, None], gxn[:-1], 0.0)
+        return float(np.sum(np.asarray(phi))), gX, np.asarray(gp).sum(axis=1)
+
+    def picard(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """One Picard application on every interval, ``(J, nx, K)``."""
+        c = self._data_common
+        out = self.functions["picard"](
+            ca.DM(X.T), ca.DM(to_map_layout(U)), ca.DM(p), c["t0"], c["h"], c["Wn"]
+        )
+        return from_map_layout(np.asarray(out), self.disc.n_intervals)
+
+    def trajectory(self, X, U, p) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """States ``(J, nx, M)`` and outputs ``(J, ny, M)`` at samples, end states ``(J, nx)``."""
+        c = self._data_common
+        J = self.disc.n_intervals
+        Xs, Ys, xe = self.functions["trajectory"](
+            ca.DM(X.T), ca.DM(to_map_layout(U)), ca.DM(p), c["t0"], c["h"],
+            c["Wn"], c["S"], c["ts"], c["Ws"],
+        )
+        return (from_map_layout(np.asarray(Xs), J), from_map_layout(np.asarray(Ys), J),
+                np.asarray(xe).T)
+
+    def continuity_gap(self, X, U, p) -> tuple[float, float]:
+        """Largest ``|u_j(T) - x_{j+1}|``: in state units and in scaled units."""
+        _, _, xe = self.trajectory(X, U, p)
+        hn = self.disc.has_next
+        if not np.any(hn):
+            return 0.0, 0.0
+        gap = np.abs(xe[hn] - X[1:][hn[:-1]])
+        return float(gap.max()), float((gap / self.x_scale).max())
+
+    def misfit(self, X, U, p) -> float:
+        """Unweighted data misfit ``1/(2N) sum |y_i - g|^2`` of ``P^n U``."""
+        _, Ys, _ = self.trajectory(X, U, p)
+        d = self.disc
+        return float(0.5 * np.sum(d.mask * (d.y - Ys) ** 2) / d.n_samples_total)

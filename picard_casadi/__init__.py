@@ -15,7 +15,7 @@ from .errors import CodegenError, ConvergenceError, PicardError, SimulationError
 from .estimate import estimate
 from .experiment import Experiment
 from .model import Model
-from .problems import Problem, describe_problems, problem, problems, register_problem
+from .registry import Problem, describe_problems, problem, problems, register_problem
 from .result import EstimationResult
 from .simulate import measure, simulate, simulate_experiment
 

@@ -211,7 +211,7 @@ def build_setup(
     free_p = p_lb < p_ub
     return Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
                  p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,
-                 X0=X0, U0=U0, p0=p0.copy())
+                 X0=X0, U0=U0, p0=p0.copy(), timings=timings)
 
 
 def _residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -421,6 +421,7 @@ def estimate(
         )
 
     t_solve = time.perf_counter()
+    build_before = timings.get("build", 0.0)
     outcome = spec.solve(setup, opts, callback)
     records = list(outcome.history)
     iterations = outcome.iterations
@@ -438,7 +439,7 @@ def estimate(
             records.extend(outcome.history)
             iterations += outcome.iterations
             rounds += 1
-    timings["solve"] = time.perf_counter() - t_solve
+    timings["solve"] = time.perf_counter() - t_solve - (timings.get("build", 0.0) - build_before)
     result = _assemble(model, exps, setup, outcome, spec.name, w, records, iterations,
                        timings, notes, dict(
                            T=float(T), n=n, lam=float(lam), nodes=nodes, scheme=scheme,

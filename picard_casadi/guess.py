@@ -7,13 +7,13 @@ misfit of the one found from a data-based start.  So:
 * states that are outputs (``y[k]`` is ``x[i]``) take, at each interval
   start, the measured value (linear interpolation between finite samples);
 * the other states are propagated interval by interval with ``p0``: the
-  interval's Picard map is iterated to its fixed point from the data-anchored
-  start (a collocation simulation of the interval), and the end value starts
-  the next interval.  This keeps the unmeasured states consistent with the
-  measured ones instead of letting a long simulation drift away;
-* where the Picard iteration on an interval does not settle (the map does not
-  contract, or the model leaves its domain), that interval's nodes are held
-  constant at its start and the unmeasured states carry over unchanged.
+  interval's fixed point ``U = P U`` is solved from the data-anchored start
+  (Picard sweeps, and Newton steps where the sweeps do not contract: a
+  collocation simulation of the interval), and the end value starts the next
+  interval.  This keeps the unmeasured states consistent with the measured
+  ones instead of letting a long simulation drift away;
+* where neither settles (the model leaves its domain), that interval's nodes
+  are held constant at its start and the unmeasured states carry over.
 
 Every ``x_j`` is clipped into the state box.
 """
@@ -24,6 +24,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
+from .sensitivity import PointDerivatives, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
 __all__ = ["initial_guess", "measured_state_series"]
@@ -87,6 +88,8 @@ def initial_guess(
     lo, hi = x_lb + margin, x_ub - margin
     picard = fns.picard
     p_dm = ca.DM(p0)
+    f_der = PointDerivatives(disc.model, K, 1).functions["f_derivatives"]
+    A = disc.quad.integration
     failed = 0
     for e, sl in enumerate(disc.intervals_of):
         series = measured_state_series(disc, e)
@@ -102,21 +105,33 @@ def initial_guess(
             Uj = np.repeat(x[:, None], K, axis=1)
             scale = np.maximum(np.abs(Uj).max(axis=1), 1e-8)[:, None]
             settled = False
+            prev = np.inf
+            newton = False
             with np.errstate(all="ignore"):
-                for _ in range(max_sweeps):
+                for k in range(max_sweeps):
                     try:
-                        PU = np.asarray(picard(x, Uj, p_dm, disc.t0[j], disc.h[j],
-                                               disc.node_inputs[j]))
+                        if newton:
+                            new, _ = newton_fixed_point_step(
+                                f_der, ca.DM(disc.node_times[j][None, :]),
+                                ca.DM(disc.node_inputs[j]), A, disc.h[j:j + 1],
+                                x[None, :], Uj[None], p0)
+                            new = new[0]
+                        else:
+                            new = np.asarray(picard(x, Uj, p_dm, disc.t0[j], disc.h[j],
+                                                    disc.node_inputs[j]))
                     except RuntimeError:
                         break
-                    if not np.all(np.isfinite(PU)):
-                        break
-                    change = float(np.max(np.abs(PU - Uj) / scale))
-                    Uj = PU
+                    change = float(np.max(np.abs(new - Uj) / scale))
+                    if not np.isfinite(change) or change > 1e6:
+                        if newton:
+                            break
+                        newton, Uj = True, np.repeat(x[:, None], K, axis=1)
+                        continue
+                    if not newton and k >= 2 and change > 0.5 * prev:
+                        newton = True
+                    Uj, prev = new, change
                     if change < 1e-10:
                         settled = True
-                        break
-                    if change > 1e6:
                         break
             if not settled or not np.all(np.isfinite(Uj)):
                 Uj = np.repeat(x[:, None], K, axis=1)

@@ -32,7 +32,52 @@ import numpy as np
 from .discretisation import Discretisation
 from .model import Model
 
-__all__ = ["PointDerivatives", "FixedPointLinearisation"]
+__all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step"]
+
+
+def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A: np.ndarray,
+                            h: np.ndarray, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                            ) -> tuple[np.ndarray, float]:
+    """One Newton step on ``U = P(x, p, U)`` for every interval at once.
+
+    Solves ``(I - dP/dU) dU = P U - U`` with ``dP/dU = h (A kron I)
+    blockdiag(f_x)``, the same matrix whose solve gives the fixed-point
+    sensitivities.  Converges where the plain Picard iteration does not
+    contract (stiff or strongly nonlinear intervals).
+
+    Parameters
+    ----------
+    f_der : casadi.Function
+        ``f_derivatives`` mapped over all ``J K`` nodes.
+    node_t, node_u : DM
+        Node times ``(1, J K)`` and inputs ``(nu, J K)``.
+    A : ndarray (K, K)
+        Node integration matrix.
+    h : ndarray (J,)
+    X : (J, nx), U : (J, nx, K), p : (np,)
+
+    Returns
+    -------
+    U_new : ndarray (J, nx, K)
+    residual : float
+        ``max |P U - U|`` before the step.
+    """
+    J, nx, K = U.shape
+    F, Fx, _ = f_der(node_t, U.transpose(1, 0, 2).reshape(nx, J * K), p, node_u)
+    F = np.asarray(F).reshape(nx, J, K).transpose(1, 0, 2)  # (J, nx, K)
+    Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
+    PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, A)
+    R = PU - U
+    dPdU = (h[:, None, None, None, None] * A[None, :, :, None, None] * Fx[:, None, :, :, :])
+    lhs = np.eye(K * nx)[None] - dPdU.transpose(0, 1, 3, 2, 4).reshape(J, K * nx, K * nx)
+    rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
+    with np.errstate(all="ignore"):
+        try:
+            dU = np.linalg.solve(lhs, rhs)
+        except np.linalg.LinAlgError:
+            dU = np.full_like(rhs, np.nan)
+    dU = dU.reshape(J, K, nx).transpose(0, 2, 1)
+    return U + dU, float(np.max(np.abs(R)))
 
 
 class PointDerivatives:
@@ -86,22 +131,28 @@ class FixedPointLinearisation:
         self._node_u = ca.DM(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
         self._A = d.quad.integration  # K x K
 
-    def linearise(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, V: np.ndarray,
-                  lam: float, Wt: np.ndarray, x_scale: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Residuals ``(J, m)`` from ``U`` and exact Jacobians ``(J, m, nx)``, ``(J, m, np)``.
+    def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                    ) -> tuple[np.ndarray, float]:
+        """One Newton step on the fixed-point equations of all intervals."""
+        return newton_fixed_point_step(self.f_der, self._node_t, self._node_u, self._A,
+                                       self.disc.h, X, U, p)
 
-        The residuals are those of one Picard application to ``U`` (equal to
-        ``P^n U``'s when ``U`` is a fixed point); pass ``U = P^{n-1} U`` to
-        match the ``P^n`` residuals exactly.
+    def interval_sensitivities(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                               ) -> dict[str, np.ndarray]:
+        """Outputs and end states of one Picard application, with exact derivatives.
 
         Parameters
         ----------
-        X : (J, nx), U : (J, nx, K), p : (np,), V : (J, nx)
-        lam : float
-        Wt : (J, ny, M)
-            Square-root weights of the data residuals (zero where missing).
-        x_scale : (nx,)
+        X : (J, nx), U : (J, nx, K), p : (np,)
+
+        Returns
+        -------
+        dict with
+            ``G`` (J, ny, M): outputs at the samples;
+            ``dG`` (J, M, ny, nx + np): their derivatives with respect to
+            ``(x_j, p)`` through the fixed point;
+            ``xend`` (J, nx) and ``dend`` (J, nx, nx + np): end states;
+            ``S`` (J, K, nx, nx + np): node sensitivities ``dU/d(x_j, p)``.
         """
         d = self.disc
         m = d.model
@@ -141,20 +192,42 @@ class FixedPointLinearisation:
         G = np.asarray(G).reshape(ny, J, M).transpose(1, 0, 2)  # (J, ny, M)
         Gx = np.asarray(Gx).reshape(ny, J, M, nx).transpose(1, 2, 0, 3)  # (J, M, ny, nx)
         Gp = np.asarray(Gp).reshape(ny, J, M, np_).transpose(1, 2, 0, 3)  # (J, M, ny, np)
-        dY = np.einsum("jmoa,jmaz->jmoz", Gx, dXs)
-        dY[..., nx:] += Gp
-        r_data = (Wt * (d.y - G)).transpose(0, 2, 1).reshape(J, M * ny)  # column-major (o, s)
-        J_data = -(Wt.transpose(0, 2, 1)[..., None] * dY).reshape(J, M * ny, nx + np_)
+        dG = np.einsum("jmoa,jmaz->jmoz", Gx, dXs)
+        dG[..., nx:] += Gp
+        return {"G": G, "dG": dG, "xend": xend, "dend": dend, "S": S}
 
+    def linearise(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, V: np.ndarray,
+                  lam: float, Wt: np.ndarray, x_scale: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residuals ``(J, m)`` from ``U`` and exact Jacobians ``(J, m, nx)``, ``(J, m, np)``.
+
+        The residuals are those of one Picard application to ``U`` (equal to
+        ``P^n U``'s when ``U`` is a fixed point); pass ``U = P^{n-1} U`` to
+        match the ``P^n`` residuals exactly.
+
+        Parameters
+        ----------
+        X : (J, nx), U : (J, nx, K), p : (np,), V : (J, nx)
+        lam : float
+        Wt : (J, ny, M)
+            Square-root weights of the data residuals (zero where missing).
+        x_scale : (nx,)
+        """
+        d = self.disc
+        J, M = d.n_intervals, d.M
+        nx, np_, ny = d.model.nx, d.model.np, d.model.ny
+        sens = self.interval_sensitivities(X, U, p)
+        r_data = (Wt * (d.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
+        J_data = -(Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, nx + np_)
         a = np.sqrt(2.0 * lam) * d.has_next.astype(float)
         xn = np.zeros_like(X)
         xn[:-1] = X[1:]
         xn[~d.has_next] = 0.0
-        r_cont = a[:, None] * ((xend - xn) / x_scale[None, :] + V)
-        J_cont = a[:, None, None] * dend / x_scale[None, :, None]
+        r_cont = a[:, None] * ((sens["xend"] - xn) / x_scale[None, :] + V)
+        J_cont = a[:, None, None] * sens["dend"] / x_scale[None, :, None]
         r = np.concatenate([r_data, r_cont], axis=1)
         Jz = np.concatenate([J_data, J_cont], axis=1)
-        self.last_node_sensitivity = S  # (J, K, nx, nx + np): dU_k/d(x_j, p)
+        self.last_node_sensitivity = sens["S"]
         return r, Jz[:, :, :nx], Jz[:, :, nx:]
 
     def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:

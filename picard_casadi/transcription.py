@@ -291,29 +291,53 @@ class Transcription:
             Un = self.picard(X, Un, p)
         return self._fixed_point.linearise(X, Un, p, V, lam, self._Wt, self.x_scale)
 
+    def interval_sensitivities(self, X, U, p) -> dict[str, np.ndarray]:
+        """Outputs, end states and their exact fixed-point derivatives per interval."""
+        return self._fixed_point.interval_sensitivities(X, U, p)
+
     def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
         """Node values predicted after a step, from the last fixed-point Jacobian."""
         return self._fixed_point.predict_nodes(U, dX, dp)
 
     def settle(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
                max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
-        """Picard sweeps ``U <- P U`` until the scaled change is below ``tol``.
+        """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, Newton if needed.
+
+        Picard sweeps are cheap and converge where ``P`` contracts.  When a
+        sweep does not shrink the change at least twofold (or it grows), the
+        remaining work is done by Newton steps on ``U - P U = 0``
+        (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
 
         Returns
         -------
         U : ndarray
         residual : float
-            Scaled ``max |P U - U|`` of the last sweep.
-        sweeps : int
+            Scaled ``max |P U - U|`` of the last update.
+        evaluations : int
+            Picard sweeps plus Newton steps used.
         """
-        res = np.inf
+        xs = self.x_scale[None, :, None]
+        res, prev = np.inf, np.inf
+        newton = False
         k = 0
         for k in range(1, max_sweeps + 1):
-            PU = self.picard(X, U, p)
+            if newton:
+                U_new, _ = self._fixed_point.newton_step(X, U, p)
+            else:
+                U_new = self.picard(X, U, p)
             with np.errstate(all="ignore"):
-                res = float(np.max(np.abs(PU - U) / self.x_scale[None, :, None]))
-            U = PU
-            if not np.isfinite(res) or res <= tol:
+                res = float(np.max(np.abs(U_new - U) / xs))
+            if not np.isfinite(res):
+                if newton:
+                    return U, np.inf, k
+                newton = True  # Picard blew up: keep U, continue with Newton
+                continue
+            if not newton and k >= 2 and res > 0.5 * prev:
+                newton = True  # Picard contracts too slowly (or not at all) here
+                if res > prev:
+                    continue  # do not take a growing sweep
+            U, prev = U_new, res
+            if res <= tol:
                 break
         return U, res, k
 

@@ -35,7 +35,7 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
-    rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian)
+    rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
     return run_picard_iteration(setup, rule, opts, callback)
 
 

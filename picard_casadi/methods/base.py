@@ -59,6 +59,11 @@ class Setup:
         ``False`` for a known ``x0`` (``estimate_x0=False``).
     X0, U0, p0 : ndarray
         Starting point: interval starts (J, nx), node values (J, nx, K), p.
+    timings : dict
+        Seconds per phase; methods add what they build (e.g. an NLP) to ``build``.
+    cache : dict
+        Objects a method builds once per setup (the IPOPT solver), reused when
+        the method runs again (re-weighting, multistart).
     """
 
     disc: Discretisation
@@ -74,6 +79,8 @@ class Setup:
     X0: np.ndarray
     U0: np.ndarray
     p0: np.ndarray
+    timings: dict[str, float] = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict)
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +160,7 @@ class LoopOptions:
     max_sweeps: int = 20
     lam: float = 10.0
     continuity: str = "multiplier"
-    lam_max: float = 1e8
+    lam_max: float = 1e6
     gap_tol: float = 1e-9
     fixed_point_tol: float = 1e-9
     ftol: float = 1e-10
@@ -198,6 +205,8 @@ class StepInfo:
     failed: bool = False
     message: str = ""
     U: np.ndarray | None = None  # node values settled at the new point, if the rule did
+    precision_reached: bool = False  # no step can reduce the objective at double precision
+    optimality: float = np.inf  # scale-free stationarity measure of the inner problem
 
 
 class StepRule(Protocol):
@@ -205,6 +214,12 @@ class StepRule(Protocol):
 
     def step(self, Xs: np.ndarray, U: np.ndarray, ps: np.ndarray,
              V: np.ndarray, lam: float) -> StepInfo: ...
+
+    def reset(self) -> None:
+        """Forget step-size memory after the objective changed (multiplier update)."""
+
+    def settled(self, info: StepInfo, gap_scaled: float, lam: float) -> bool:
+        """Whether the inner iteration has converged enough to update multipliers."""
 
 
 @dataclass
@@ -222,6 +237,7 @@ class IterationRecord:
     lam: float
     control: float
     time: float
+    p: list[float] = field(default_factory=list)  # parameters after the step
 
 
 @dataclass
@@ -289,7 +305,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         if info.failed:
             status, message = "step_failed", info.message
             break
-        rejected_in_row = 0 if info.accepted else rejected_in_row + 1
+        rejected_in_row = 0 if (info.accepted or info.precision_reached) else rejected_in_row + 1
         Xs, ps = info.Xs, info.ps
         X, p = setup.from_scaled(Xs, ps)
         if info.U is not None:
@@ -327,7 +343,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             iteration=it, objective=info.phi_before, misfit=misfit,
             grad_norm=info.grad_norm, step_norm=info.step_norm, gap=gap,
             gap_scaled=gap_scaled, fixed_point=fp, lam=lam, control=info.control,
-            time=time.perf_counter() - t_start,
+            time=time.perf_counter() - t_start, p=[float(v) for v in p],
         )
         history.append(rec)
         phis.append(info.phi_after)
@@ -336,9 +352,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             break
 
         # continuity control: method of multipliers
-        # the inner iteration has settled when the gradient is small next to the
-        # penalty's pull (about 2 lam |c|) and U has caught up with the step
-        settled = info.grad_norm <= 0.2 * lam * gap_scaled and fp <= 0.1 * gap_scaled
+        settled = rule.settled(info, gap_scaled, lam) and fp <= 0.1 * gap_scaled
         if use_multipliers and gap_scaled > opts.gap_tol and settled:
             # multiplier estimate 2 lam (c + v); the shift carries it to the next solve
             V = V + cgap
@@ -348,6 +362,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 lam = new_lam
             gap_at_update = gap_scaled
             phis.clear()
+            rule.reset()
             continue
 
         # stopping rules
@@ -368,7 +383,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 f"residual {fp:.3g} (scaled)"
             )
             break
-        if rejected_in_row >= 3 and continuous and fixed:
+        if (info.precision_reached or rejected_in_row >= 3) and continuous and fixed:
             success, status = True, "converged"
             message = (
                 "converged: no step reduces the objective further (relative "

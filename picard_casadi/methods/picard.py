@@ -68,6 +68,15 @@ class ProjectedGradientStep:
         self._last_z: np.ndarray | None = None
         self._last_g: np.ndarray | None = None
 
+    def reset(self) -> None:
+        """Forget the Barzilai-Borwein memory (the objective changed)."""
+        self._last_z, self._last_g = None, None
+
+    def settled(self, info: StepInfo, gap_scaled: float, lam: float) -> bool:
+        """A gradient step is always short, so settledness is judged by the
+        gradient: small next to the penalty's pull, about ``2 lam |c|``."""
+        return info.precision_reached or info.grad_norm <= 0.2 * lam * gap_scaled
+
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         tr = s.tr

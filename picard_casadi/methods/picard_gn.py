@@ -21,7 +21,11 @@ the number of intervals and experiments.
 
 Bounds: variables at a bound whose gradient points outward are held fixed for
 the step, the step is projected on the box, and it is accepted on the ratio of
-actual to predicted reduction (Nielsen's damping update).
+actual to predicted reduction (Nielsen's damping update).  The scaled step is
+also kept inside a trust radius (the damping is raised until it fits), which
+grows after good steps and shrinks after poor ones: at the start the
+continuity penalty can dominate the data term, and an unbounded first
+Gauss-Newton step then jumps to a distant basin (seen on FitzHugh-Nagumo).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from .base import LoopOptions, Setup, StepInfo
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
 
 JACOBIANS = ("fixed-point", "picard")
+PRECISION = 1e-14  # predicted relative reduction below this is round-off
+SETTLED_COSINE = 1e-4  # inner problem solved: max cosine(residual, Jacobian column)
 
 
 @dataclass
@@ -51,6 +57,9 @@ class PicardGNOptions(LoopOptions):
         ``J^T J``.
     max_tries : int
         Damping increases per iteration before the step is given up.
+    radius0 : float
+        Initial trust radius: the largest change of a scaled variable
+        (``p / p_scale``, ``x / x_scale``) in one step.
     """
 
     max_iter: int = 200
@@ -59,9 +68,12 @@ class PicardGNOptions(LoopOptions):
     jacobian: str = "fixed-point"
     mu0: float = 1e-3
     max_tries: int = 12
+    radius0: float = 0.5
 
     def validate(self) -> None:
         super().validate()
+        if not (np.isfinite(self.radius0) and self.radius0 > 0):
+            raise ValueError(f"radius0 must be a positive number, got {self.radius0!r}")
         if self.jacobian not in JACOBIANS:
             raise ValueError(f"jacobian must be one of {JACOBIANS}, got {self.jacobian!r}")
 
@@ -70,14 +82,28 @@ class LevenbergMarquardtStep:
     """Levenberg-Marquardt step on ``(p, x_j)`` for fixed node values ``U``."""
 
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
-                 jacobian: str = "fixed-point") -> None:
+                 jacobian: str = "fixed-point", radius0: float = 0.5) -> None:
         self.setup = setup
+        self.radius0 = float(radius0)
+        self.radius = float(radius0)
+        self.mu0 = float(mu0)
         self.fixed_point = jacobian == "fixed-point"
         self.linearise = (setup.tr.fixed_point_jacobian if self.fixed_point
                           else setup.tr.jacobian)
         self.mu = float(mu0)
         self.nu = 2.0
         self.max_tries = int(max_tries)
+
+    def reset(self) -> None:
+        """Forget the damping and radius (the objective changed: new multipliers)."""
+        self.mu = self.mu0
+        self.nu = 2.0
+        self.radius = max(self.radius, self.radius0)
+
+    def settled(self, info: StepInfo, gap_scaled: float, lam: float) -> bool:
+        """The inner least-squares problem is solved when the residual is
+        (nearly) orthogonal to every Jacobian column (MINPACK's gtol test)."""
+        return info.precision_reached or info.optimality <= SETTLED_COSINE
 
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
@@ -105,36 +131,52 @@ class LevenbergMarquardtStep:
         floor = 1e-12 * dmax / max(Xs.size + ps.size, 1)
         damp_x = np.maximum(np.einsum("jii->ji", ne.D), floor)
         damp_p = np.maximum(np.diag(ne.Hpp), floor)
+        rnorm = max(np.sqrt(2.0 * phi), 1e-300)
+        cos_x = np.where(free_x, np.abs(ne.gx) / np.sqrt(damp_x), 0.0)
+        cos_p = np.where(free_p, np.abs(ne.gp) / np.sqrt(damp_p), 0.0)
+        optimality = float(max(cos_x.max(initial=0.0), cos_p.max(initial=0.0))) / rnorm
 
         evals = 1
         for _ in range(self.max_tries):
             dX, dp = ne.solve(self.mu, free_x, free_p, damp_x, damp_p)
+            for _ in range(60):  # raise the damping until the step fits the radius
+                if max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)) <= self.radius:
+                    break
+                self.mu = max(self.mu, 1e-8) * 4.0
+                dX, dp = ne.solve(self.mu, free_x, free_p, damp_x, damp_p)
             Xn, pn = s.project(Xs + dX, ps + dp, Xs, ps)
             dX, dp = Xn - Xs, pn - ps
             lin = r + jacobian_times(Jx, Jp, a, disc.has_next, dX, dp)
             predicted = phi - 0.5 * float(np.sum(lin * lin))
+            if predicted <= PRECISION * max(phi, 1e-300):
+                # nothing left to gain at double precision: not a failed step
+                return StepInfo(Xs, ps, phi, phi, gnorm, 0.0, False, evals, self.mu,
+                                precision_reached=True, optimality=optimality)
             Xp, pp = s.from_scaled(Xn, pn)
+            step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
             U_new = None
             if self.fixed_point:
                 # the reduced objective: U re-settled on the fixed point of the trial z
                 U_new = tr.predict_nodes(U, dX * s.x_scale, dp * s.p_scale)
-                step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
                 U_new, _, sweeps = tr.settle(Xp, U_new, pp, tol=max(1e-3 * step, 1e-14))
                 evals += sweeps
             r_new = tr.residuals(Xp, U if U_new is None else U_new, pp, V, lam)
             evals += 1
             phi_new = 0.5 * float(np.sum(r_new * r_new)) if np.all(np.isfinite(r_new)) else np.inf
-            rho = (phi - phi_new) / predicted if predicted > 0 else -1.0
+            rho = (phi - phi_new) / predicted
             if np.isfinite(phi_new) and rho > 1e-4:
                 self.mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
                 self.mu = max(self.mu, 1e-12)
                 self.nu = 2.0
-                step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
+                if rho > 0.75 and step > 0.5 * self.radius:
+                    self.radius *= 2.0
+                elif rho < 0.25:
+                    self.radius = max(0.25 * self.radius, 1e-12)
                 return StepInfo(Xn, pn, phi, phi_new, gnorm, step, True, evals, self.mu,
-                                U=U_new)
+                                U=U_new, optimality=optimality)
             self.mu *= self.nu
             self.nu *= 2.0
-            if predicted <= 1e-15 * max(phi, 1e-300):
-                break  # nothing left to gain at this precision
+            self.radius = max(0.25 * min(self.radius, step), 1e-12)
         self.mu = min(self.mu, 1e10)
-        return StepInfo(Xs, ps, phi, phi, gnorm, 0.0, False, evals, self.mu)
+        return StepInfo(Xs, ps, phi, phi, gnorm, 0.0, False, evals, self.mu,
+                        optimality=optimality)

@@ -1,0 +1,235 @@
+"""``method="ipopt"``: IPOPT on the collocation constraints of the same discretisation.
+
+One NLP over ``p`` and every node value ``u_j`` (the interval start ``x_j``
+is the first node, ``u_j[:, 0]``):
+
+    minimise    0.5 sum_i w (y_i - g(t_i, u(t_i), p))^2 / N
+    subject to  u_j = P_{x_j, p} u_j        (the Picard fixed point, nodes 1..K-1)
+                u_j(T) = x_{j+1}            (exact continuity)
+                p in p_bounds, every node in the state box
+
+with the same nodes, scheme, ``T``, start and scaling as ``method="picard"``.
+The NLP is assembled from the same per-interval functions (the Picard map
+and the data residuals with ``n = 1``, mapped over intervals), expanded to SX
+by default, and solved by IPOPT through ``casadi.nlpsol`` with the exact
+Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
+CasADi's system-identification example passes ``hess_lag``).  The data
+weights are NLP parameters, so re-weighting does not rebuild the NLP.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from .._native_output import captured_native_output
+from ..discretisation import to_map_layout
+from ..transcription import build_interval_functions
+from . import MethodSpec, register
+from .base import IterationRecord, LoopOutcome, Setup
+
+__all__ = ["IpoptOptions", "solve_ipopt", "check_ipopt_options"]
+
+HESSIANS = ("exact", "gauss-newton")
+
+
+def check_ipopt_options(options: Any) -> dict[str, Any]:
+    """Validate the pass-through IPOPT options (names and value types).
+
+    Raises
+    ------
+    TypeError
+        If ``options`` is not a dict of ``str -> int | float | str``.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"ipopt_options must be a dict of IPOPT options, got {type(options).__name__}")
+    out = {}
+    for key, val in options.items():
+        if not isinstance(key, str):
+            raise TypeError(f"ipopt_options: option names must be strings, got {key!r}")
+        if isinstance(val, bool) or not isinstance(val, (int, float, str, np.integer, np.floating)):
+            raise TypeError(
+                f"ipopt_options[{key!r}] must be an int, float or str (IPOPT's "
+                f"Integer, Number or String), got {type(val).__name__}"
+            )
+        out[key] = val.item() if isinstance(val, (np.integer, np.floating)) else val
+    return out
+
+
+@dataclass
+class IpoptOptions:
+    """Options of ``method="ipopt"``.
+
+    Attributes
+    ----------
+    max_iter : int
+        IPOPT iteration limit.
+    tol : float
+        IPOPT's convergence tolerance (scaled NLP error).
+    hessian : {"exact", "gauss-newton"}
+        Exact Hessian of the Lagrangian, or ``J^T J`` of the data residuals.
+    expand : bool
+        Expand the NLP's MX graph to SX (much faster to evaluate).
+    ipopt_options : dict, optional
+        Passed to IPOPT unchanged (for example ``{"linear_solver": "ma27"}``).
+    print_level : int
+        IPOPT's print level (0 is silent).
+    lam : float
+        Accepted for a uniform call signature; unused (continuity is exact).
+    """
+
+    max_iter: int = 3000
+    tol: float = 1e-10
+    hessian: str = "exact"
+    expand: bool = True
+    ipopt_options: dict[str, Any] | None = field(default=None)
+    print_level: int = 0
+    lam: float = 0.0
+
+    def validate(self) -> None:
+        """Raise ValueError/TypeError naming a bad option."""
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if not (np.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be a positive number, got {self.tol!r}")
+        if self.hessian not in HESSIANS:
+            raise ValueError(f"hessian must be one of {HESSIANS}, got {self.hessian!r}")
+        self.ipopt_options = check_ipopt_options(self.ipopt_options)
+
+
+class CollocationNLP:
+    """The collocation NLP of a :class:`Setup`, built once and re-solved."""
+
+    def __init__(self, setup: Setup, opts: IpoptOptions) -> None:
+        disc = setup.disc
+        m = disc.model
+        J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+        self.setup = setup
+        fns = setup.tr.fns if setup.tr.n == 1 else build_interval_functions(disc, 1)
+        picard = fns.picard.map(J)
+        residual = fns.residual.map(J)
+        c = setup.tr._data_common
+        xs = ca.DM(setup.x_scale)
+        ps = ca.DM(setup.p_scale)
+
+        w = ca.MX.sym("w", np_ + J * nx * K)
+        Wt = ca.MX.sym("Wt", m.ny, disc.M * J)
+        p = w[:np_] * ps
+        U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+        first = list(range(0, J * K, K))
+        last = list(range(K - 1, J * K, K))
+        X = U[:, first]
+        PU = picard(X, U, p, c["t0"], c["h"], c["Wn"])
+        interior = [j * K + k for j in range(J) for k in range(1, K)]
+        defects = (PU[:, interior] - U[:, interior]) / ca.repmat(xs, 1, len(interior))
+        nxt = [j for j in range(J) if disc.has_next[j]]
+        cont = (U[:, [last[j] for j in nxt]] - X[:, [j + 1 for j in nxt]]) / ca.repmat(xs, 1, len(nxt))
+        zeros = ca.DM.zeros(nx, J)
+        r = residual(X, U, p, zeros, zeros, 0.0, c["xs"], c["t0"], c["h"], c["Wn"], c["S"],
+                     c["ts"], c["Ws"], c["Y"], Wt, c["c"])
+        r_data = ca.vec(r[: m.ny * disc.M, :])
+        f = 0.5 * ca.sumsqr(r_data)
+        g = ca.vertcat(ca.vec(defects), ca.vec(cont))
+        nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
+        ipopt = {
+            "max_iter": int(opts.max_iter), "tol": float(opts.tol),
+            "print_level": int(opts.print_level), "sb": "yes",
+        }
+        ipopt.update(opts.ipopt_options or {})
+        solver_opts: dict[str, Any] = {
+            "ipopt": ipopt, "print_time": False, "expand": bool(opts.expand),
+            "error_on_fail": False,
+        }
+        if opts.hessian == "gauss-newton":
+            Jr = ca.jacobian(r_data, w)
+            sigma = ca.MX.sym("sigma")
+            H = sigma * ca.triu(ca.mtimes(Jr.T, Jr))
+            solver_opts["hess_lag"] = ca.Function(
+                "nlp_hess_l", {"x": w, "p": nlp["p"], "lam_f": sigma, "hess_gamma_x_x": H},
+                ["x", "p", "lam_f", "lam_g"], ["hess_gamma_x_x"],
+            )
+        self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
+        self.n_g = g.numel()
+        xl, xu, pl, pu = setup.scaled_bounds
+        lbw = np.concatenate([np.where(setup.free_p, pl, setup.p0 / setup.p_scale),
+                              np.tile(xl[0], J * K)])
+        ubw = np.concatenate([np.where(setup.free_p, pu, setup.p0 / setup.p_scale),
+                              np.tile(xu[0], J * K)])
+        # interval starts of experiments with known x0 are pinned
+        for j in range(J):
+            fixed = ~setup.free_x[j]
+            if np.any(fixed):
+                idx = np_ + j * K * nx + np.flatnonzero(fixed)
+                val = setup.X0[j, fixed] / setup.x_scale[fixed]
+                lbw[idx] = val
+                ubw[idx] = val
+        self.lbw, self.ubw = lbw, ubw
+        self.J, self.K, self.nx, self.np = J, K, nx, np_
+
+    def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Solve from the setup's start; return IPOPT's result, stats and output."""
+        s = self.setup
+        w0 = np.concatenate([s.p0 / s.p_scale,
+                             (s.U0 / s.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
+        w0 = np.clip(w0, self.lbw, self.ubw)
+        Wt = to_map_layout(s.tr._Wt)
+        with captured_native_output() as printed:
+            sol = self.solver(x0=w0, p=Wt.ravel(order="F"), lbx=self.lbw, ubx=self.ubw,
+                              lbg=0.0, ubg=0.0)
+        return sol, self.solver.stats(), printed[0] if printed else ""
+
+
+def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
+    """Build (once per setup) and solve the collocation NLP."""
+    key = ("ipopt", opts.hessian, opts.expand, opts.max_iter, opts.tol,
+           tuple(sorted((opts.ipopt_options or {}).items())), opts.print_level)
+    cache = setup.cache
+    t0 = time.perf_counter()
+    if key not in cache:
+        cache[key] = CollocationNLP(setup, opts)
+        setup.timings["build"] = setup.timings.get("build", 0.0) + time.perf_counter() - t0
+    nlp = cache[key]
+    sol, stats, printed = nlp.solve()
+    status = str(stats.get("return_status", "unknown"))
+    if status == "Invalid_Option":
+        detail = " ".join(line.strip() for line in printed.splitlines()
+                          if "option" in line.lower() or "type" in line.lower())
+        raise ValueError(
+            f"IPOPT rejected an option in ipopt_options: {detail or printed.strip()[:500]}"
+        )
+    J, K, nx, np_ = nlp.J, nlp.K, nlp.nx, nlp.np
+    w = np.asarray(sol["x"]).ravel()
+    p = w[:np_] * setup.p_scale
+    U = w[np_:].reshape(J, K, nx).transpose(0, 2, 1) * setup.x_scale[None, :, None]
+    X = U[:, :, 0].copy()
+    success = bool(stats.get("success", False))
+    its = stats.get("iterations", {}) or {}
+    history = []
+    for k, obj in enumerate(its.get("obj", [])):
+        history.append(IterationRecord(
+            iteration=k, objective=float(obj), misfit=float("nan"),
+            grad_norm=float(its["inf_du"][k]), step_norm=float(its.get("d_norm", [np.nan] * (k + 1))[k]),
+            gap=float(its["inf_pr"][k]), gap_scaled=float(its["inf_pr"][k]), fixed_point=float("nan"),
+            lam=0.0, control=float(its.get("mu", [np.nan] * (k + 1))[k]), time=float("nan"),
+        ))
+    n_iter = int(stats.get("iter_count", len(history)))
+    message = f"IPOPT: {status}" + ("" if success else
+                                    " (see IPOPT's documentation of this status; try "
+                                    "hessian='gauss-newton', a larger max_iter or a better start)")
+    return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,
+                       success=success, status="converged" if success else status,
+                       message=message, history=history,
+                       evaluations=int(stats.get("n_call_nlp_f", 0) or 0))
+
+
+register(MethodSpec(
+    "ipopt", IpoptOptions, solve_ipopt,
+    "IPOPT on the collocation NLP of the same discretisation (exact continuity)",
+    uses_picard_order=False,
+))

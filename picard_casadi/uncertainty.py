@@ -1,0 +1,163 @@
+"""Uncertainty of an estimate: covariance, standard errors, confidence intervals.
+
+At the solution the continuity gaps are zero, so the fitted trajectory of
+experiment ``e`` depends only on ``theta = (p, x0_e)``.  Its exact output
+sensitivities follow by chaining the fixed-point sensitivities of the
+intervals (:mod:`picard_casadi.sensitivity`)::
+
+    S_0 = d x_0 / d theta,     S_{j+1} = (d x_end,j / d x_j) S_j + d x_end,j / d p
+
+and the outputs on interval ``j`` have ``dy/dtheta = (dy/dx_j) S_j + dy/dp``.
+With weighted residuals ``r = sqrt(w) (y - g)`` and their Jacobian ``J``, the
+Gauss-Newton information matrix is ``F = J^T J`` and
+
+    Cov(theta) = s^2 F^{-1},     s^2 = |r|^2 / (m - n_theta)
+
+(``m`` measurements).  For unweighted data ``s^2`` estimates the noise
+variance; with ``weights="auto"`` (inverse noise variances) it is near 1.
+Intervals are ``estimate +- 1.96 std`` (normal approximation: asymptotic).
+
+Identifiability: ``F`` is scaled to unit diagonal (a correlation-like matrix);
+an eigenvalue below ``1e-8`` of the largest marks a direction the data do not
+determine.  The parameters with weight in that direction are named in a
+warning, and their standard errors are infinite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .methods.base import LoopOutcome, Setup
+
+__all__ = ["sensitivity_jacobian", "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
+
+IDENTIFIABILITY_THRESHOLD = 1e-8
+Z95 = 1.959963984540054
+
+
+def sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
+    """Weighted residuals and their Jacobian with respect to ``(p, x0_e)``.
+
+    Parameters
+    ----------
+    setup : Setup
+    X, U, p : ndarray
+        The solution (interval starts, node values at the fixed point, p).
+
+    Returns
+    -------
+    r : ndarray (m,)
+        ``sqrt(w) (y - g)`` over the measured values.
+    Jt : ndarray (m, n_theta)
+        ``d r / d theta``.
+    columns : list of (kind, experiment, index)
+        What each column of ``Jt`` is: ``("p", -1, i)`` or ``("x0", e, i)``.
+    """
+    disc, tr = setup.disc, setup.tr
+    m = disc.model
+    nx, np_ = m.nx, m.np
+    sens = tr.interval_sensitivities(X, U, p)
+    columns: list[tuple[str, int, int]] = [("p", -1, i) for i in range(np_) if setup.free_p[i]]
+    p_cols = {i: k for k, (_, _, i) in enumerate(columns)}
+    for e, sl in enumerate(disc.intervals_of):
+        for i in range(nx):
+            if setup.free_x[sl.start, i]:
+                columns.append(("x0", e, i))
+    nth = len(columns)
+    col_of = {(kind, e, i): k for k, (kind, e, i) in enumerate(columns)}
+    Ep = np.zeros((np_, nth))
+    for i, k in p_cols.items():
+        Ep[i, k] = 1.0
+    sw = np.sqrt(tr.weights)
+    rows_r, rows_J = [], []
+    for e, sl in enumerate(disc.intervals_of):
+        S = np.zeros((nx, nth))
+        for i in range(nx):
+            k = col_of.get(("x0", e, i))
+            if k is not None:
+                S[i, k] = 1.0
+        for j in range(sl.start, sl.stop):
+            dG = sens["dG"][j]  # (M, ny, nx + np)
+            dy = np.einsum("moa,az->moz", dG[..., :nx], S) + np.einsum("mok,kz->moz", dG[..., nx:], Ep)
+            mask = disc.mask[j].T > 0  # (M, ny)
+            res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
+            rows_r.append((sw[None, :] * res)[mask])
+            rows_J.append((-sw[None, :, None] * dy)[mask])
+            dend = sens["dend"][j]
+            S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
+    return np.concatenate(rows_r), np.concatenate(rows_J, axis=0), columns
+
+
+def attach_uncertainty(result: Any, setup: Setup, outcome: LoopOutcome) -> None:
+    """Fill ``p_cov``, ``p_std``, ``p_ci``, ``p_corr`` and ``x0_std`` of a result.
+
+    Adds a warning naming the parameters involved when the information
+    matrix is near-singular.
+    """
+    tr = setup.tr
+    U, _, _ = tr.settle(outcome.X, outcome.U, outcome.p, tol=1e-13, max_sweeps=30)
+    r, Jt, columns = sensitivity_jacobian(setup, outcome.X, U, outcome.p)
+    m_meas, nth = Jt.shape
+    model = setup.disc.model
+    np_ = model.np
+    if nth == 0 or m_meas <= nth:
+        result.warnings.append(
+            f"no uncertainty: {m_meas} measurements for {nth} estimated quantities"
+        )
+        return
+    F = Jt.T @ Jt
+    s2 = float(r @ r) / (m_meas - nth)
+    d = np.sqrt(np.maximum(np.diag(F), 1e-300))
+    Fs = F / d[:, None] / d[None, :]
+    evals, evecs = np.linalg.eigh(Fs)
+    lam_max = max(float(evals[-1]), 1e-300)
+    weak = evals < IDENTIFIABILITY_THRESHOLD * lam_max
+    names = []
+    for kind, e, i in columns:
+        names.append(model.p_names[i] if kind == "p" else
+                     f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
+    unidentifiable = np.zeros(nth, dtype=bool)
+    if np.any(weak):
+        for k in np.flatnonzero(weak):
+            v = evecs[:, k]
+            involved = np.abs(v) > 0.1
+            unidentifiable |= involved
+            listed = ", ".join(names[c] for c in np.flatnonzero(involved))
+            result.warnings.append(
+                "the information matrix is near-singular (relative eigenvalue "
+                f"{evals[k] / lam_max:.1e}): the data do not determine the combination "
+                f"of {listed}; these parameters are practically unidentifiable"
+            )
+        keep = ~weak
+        inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
+    else:
+        inv = np.linalg.inv(Fs)
+    cov = s2 * inv / d[:, None] / d[None, :]
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    std[unidentifiable] = np.inf
+
+    p_cov = np.zeros((np_, np_))
+    p_std = np.zeros(np_)
+    idx_p = [(k, i) for k, (kind, _, i) in enumerate(columns) if kind == "p"]
+    for a, i in idx_p:
+        p_std[i] = std[a]
+        for b, jj in idx_p:
+            p_cov[i, jj] = cov[a, b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dd = np.sqrt(np.diag(p_cov))
+        corr = p_cov / dd[:, None] / dd[None, :]
+    corr[~np.isfinite(corr)] = 0.0
+    np.fill_diagonal(corr, [1.0 if s > 0 else 0.0 for s in dd])
+    result.p_cov = p_cov
+    result.p_std = p_std
+    result.p_ci = np.column_stack([result.p - Z95 * p_std, result.p + Z95 * p_std])
+    result.p_corr = corr
+    x0_std = [np.zeros(model.nx) for _ in setup.disc.experiments]
+    for k, (kind, e, i) in enumerate(columns):
+        if kind == "x0":
+            x0_std[e][i] = std[k]
+    result.x0_std = x0_std
+    result.settings["noise_variance_factor"] = s2

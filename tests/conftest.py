@@ -1,0 +1,45 @@
+"""Shared fixtures: small models with known truth."""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+
+def duffing_model() -> pc.Model:
+    """Forced Duffing oscillator: nonlinear, with an input and explicit time.
+
+    x1' = x2
+    x2' = -d x2 - a x1 - b x1^3 + g u(t) + 0.1 sin(t)
+    """
+    t = ca.SX.sym("t")
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 4)
+    u = ca.SX.sym("u")
+    d, a, b, g = p[0], p[1], p[2], p[3]
+    rhs = ca.vertcat(x[1], -d * x[1] - a * x[0] - b * x[0] ** 3 + g * u[0] + 0.1 * ca.sin(t))
+    return pc.Model(t=t, x=x, p=p, u=u, rhs=rhs, y=x[0:1], name="duffing",
+                    x_names=["pos", "vel"], p_names=["d", "a", "b", "g"],
+                    u_names=["force"], y_names=["pos"])
+
+
+DUFFING_P = np.array([0.3, 1.0, 0.5, 0.8])
+
+
+def duffing_input(t: float) -> np.ndarray:
+    return np.array([np.cos(1.3 * t)])
+
+
+@pytest.fixture(scope="session")
+def duffing() -> pc.Model:
+    return duffing_model()
+
+
+@pytest.fixture(scope="session")
+def duffing_experiment(duffing) -> pc.Experiment:
+    t = np.linspace(0.0, 6.0, 61)
+    return pc.simulate_experiment(duffing, [0.5, 0.0], DUFFING_P, t, duffing_input,
+                                  noise_std=0.01, seed=3, name="duffing")

@@ -1,0 +1,66 @@
+"""CVODES simulation, input handling and the paper's noise model."""
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+
+@pytest.fixture(scope="module")
+def forced():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("w2")
+    u = ca.SX.sym("u")
+    return pc.Model(x=x, p=p, u=u, rhs=ca.vertcat(x[1], -p * x[0] + u), name="forced")
+
+
+def test_matches_closed_form_with_smooth_input(forced):
+    t = np.linspace(0, 2, 21)
+    X = pc.simulate(forced, [1, 0], [4.0], t, lambda s: [np.cos(3 * s)])
+    exact = 1.2 * np.cos(2 * t) - np.cos(3 * t) / 5
+    assert np.max(np.abs(X[:, 0] - exact)) < 1e-7
+
+
+def test_step_input_on_a_breakpoint_is_exact(forced):
+    t = np.linspace(0, 2, 21)
+    X = pc.simulate(forced, [1, 0], [4.0], t, lambda s: [1.0 if s < 1 else 0.0], breakpoints=[1.0])
+    early = t <= 1.0
+    assert np.max(np.abs(X[early, 0] - (0.25 + 0.75 * np.cos(2 * t[early])))) < 1e-7
+
+
+def test_blow_up_is_a_simulation_error():
+    x = ca.SX.sym("x")
+    q = ca.SX.sym("q")
+    m = pc.Model(x=x, p=q, rhs=q * x ** 2, name="blowup")
+    with pytest.raises(pc.SimulationError, match="CVODES reported CV_"):
+        pc.simulate(m, [1.0], [1.0], np.linspace(0, 2, 5))
+
+
+def test_leaving_the_domain_is_a_simulation_error():
+    x = ca.SX.sym("x")
+    q = ca.SX.sym("q")
+    m = pc.Model(x=x, p=q, rhs=-q * ca.SX.ones(1), x_domain=([0.0], [np.inf]), x_names=["V"])
+    with pytest.raises(pc.SimulationError, match=r"left the model's domain at t = .*V"):
+        pc.simulate(m, [1.0], [1.0], np.linspace(0, 2, 5))
+
+
+def test_noise_model_is_seeded_and_scales_with_std(forced):
+    t = np.linspace(0, 2, 201)
+    e1 = pc.simulate_experiment(forced, [1, 0], [4.0], t, lambda s: [0.0], noise_std=0.05, seed=7)
+    e2 = pc.simulate_experiment(forced, [1, 0], [4.0], t, lambda s: [0.0], noise_std=0.05, seed=7)
+    e3 = pc.simulate_experiment(forced, [1, 0], [4.0], t, lambda s: [0.0], noise_std=0.0, seed=7)
+    assert np.array_equal(e1.y, e2.y)
+    resid = e1.y - e3.y
+    # additive part has std 0.05; multiplicative part adds 0.05 |g|
+    assert 0.04 < np.std(resid[:, 1] - 0.0) < 0.15
+    assert np.all(np.isfinite(e1.y))
+
+
+def test_bad_arguments_named(forced):
+    with pytest.raises(ValueError, match="`u` was not given"):
+        pc.simulate(forced, [1, 0], [4.0], [0, 1])
+    with pytest.raises(ValueError, match="`x0`"):
+        pc.simulate(forced, [1], [4.0], [0, 1], lambda s: [0.0])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        pc.simulate(forced, [1, 0], [4.0], [0, 1, 1], lambda s: [0.0])

@@ -1,0 +1,195 @@
+"""Every bad input listed in API.md raises ValueError (or TypeError) naming the field."""
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+
+def _vdp():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 2)
+    rhs = ca.vertcat(p[0] * x[1], -p[0] * x[0] + p[1] * (1 - x[0] ** 2) * x[1])
+    return x, p, rhs
+
+
+def _good_experiment(ny=2, n=11):
+    t = np.linspace(0, 1, n)
+    return pc.Experiment(t, np.ones((n, ny)), x0=[1.0, 0.0], name="run-1")
+
+
+# ---------------------------------------------------------------------- Model
+def test_model_undeclared_symbol_in_rhs_is_named():
+    x, p, rhs = _vdp()
+    k = ca.SX.sym("k_spring")
+    with pytest.raises(ValueError, match="k_spring"):
+        pc.Model(x=x, p=p, rhs=rhs * k)
+
+
+def test_model_undeclared_symbol_in_output_is_named():
+    x, p, rhs = _vdp()
+    c = ca.SX.sym("gain")
+    with pytest.raises(ValueError, match=r"`y`.*gain"):
+        pc.Model(x=x, p=p, rhs=rhs, y=c * x[0])
+
+
+def test_model_rhs_length_must_match_states():
+    x, p, rhs = _vdp()
+    with pytest.raises(ValueError, match=r"rhs.*nx = 2"):
+        pc.Model(x=x, p=p, rhs=rhs[0])
+
+
+def test_model_names_length_must_match():
+    x, p, rhs = _vdp()
+    with pytest.raises(ValueError, match="x_names"):
+        pc.Model(x=x, p=p, rhs=rhs, x_names=["a"])
+
+
+def test_model_symbols_must_be_pure_symbols():
+    x, p, rhs = _vdp()
+    with pytest.raises(ValueError, match="`p`"):
+        pc.Model(x=x, p=2 * p, rhs=rhs)
+
+
+def test_model_rejects_mx():
+    x = ca.MX.sym("x")
+    p = ca.MX.sym("p")
+    with pytest.raises(TypeError, match="SX"):
+        pc.Model(x=x, p=p, rhs=p * x)
+
+
+def test_model_keeps_attributes_read_only():
+    x, p, rhs = _vdp()
+    m = pc.Model(x=x, p=p, rhs=rhs, name="vdp")
+    assert m.nx == 2 and m.np == 2 and m.nu == 0 and m.ny == 2
+    with pytest.raises(AttributeError):
+        m.x = x  # type: ignore[misc]
+    f = ca.Function("f", [m.x, m.p], [m.rhs])  # users can build their own functions
+    assert np.allclose(np.asarray(f([1, 2], [1, 1])).ravel(), [2, -1])
+
+
+# ---------------------------------------------------------------------- Experiment
+def test_experiment_non_increasing_times_named():
+    with pytest.raises(ValueError, match=r"'bad'.*`t` must be strictly increasing"):
+        pc.Experiment([0, 1, 1, 2], np.ones((4, 1)), name="bad")
+
+
+def test_experiment_non_finite_times_named():
+    with pytest.raises(ValueError, match=r"`t` must be finite"):
+        pc.Experiment([0, 1, np.nan, 3], np.ones((4, 1)))
+
+
+def test_experiment_y_shape_named():
+    with pytest.raises(ValueError, match=r"`y` must have shape \(len\(t\), ny\)"):
+        pc.Experiment([0, 1, 2], np.ones((4, 1)), name="e")
+
+
+def test_experiment_inf_in_y_named():
+    y = np.ones((3, 2))
+    y[1, 1] = np.inf
+    with pytest.raises(ValueError, match=r"`y` contains inf at row 1, column 1"):
+        pc.Experiment([0, 1, 2], y)
+
+
+def test_experiment_nan_marks_missing_and_is_accepted():
+    y = np.ones((3, 2))
+    y[1, 1] = np.nan
+    e = pc.Experiment([0, 1, 2], y)
+    assert np.isnan(e.y[1, 1])
+
+
+def test_experiment_y_columns_must_match_model_outputs():
+    x, p, rhs = _vdp()
+    m = pc.Model(x=x, p=p, rhs=rhs)
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 3)), x0=[1, 0], name="three")
+    with pytest.raises(ValueError, match=r"'three'.*`y` has 3 column\(s\).*ny = 2"):
+        pc.estimate(m, [e], p0=[1, 1])
+
+
+def test_experiment_input_callable_wrong_length_named():
+    t = ca.SX.sym("t")
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    u = ca.SX.sym("u", 2)
+    m = pc.Model(t=t, x=x, p=p, u=u, rhs=-p * x + u[0] + u[1])
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 1)), u=lambda s: [1.0], x0=[0.0],
+                      name="forced")
+    with pytest.raises(ValueError, match=r"'forced'.*`u` must return 2 value"):
+        pc.estimate(m, [e], p0=[1.0])
+
+
+def test_experiment_missing_input_named():
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    u = ca.SX.sym("u")
+    m = pc.Model(x=x, p=p, u=u, rhs=-p * x + u)
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 1)), x0=[0.0], name="free")
+    with pytest.raises(ValueError, match=r"'free'.*`u` was not given"):
+        pc.estimate(m, [e], p0=[1.0])
+
+
+def test_experiment_x0_length_named():
+    x, p, rhs = _vdp()
+    m = pc.Model(x=x, p=p, rhs=rhs)
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 2)), x0=[1.0, 2.0, 3.0], name="x0bad")
+    with pytest.raises(ValueError, match=r"'x0bad'.*`x0` has 3 entries"):
+        pc.estimate(m, [e], p0=[1, 1])
+
+
+# ---------------------------------------------------------------------- estimate
+@pytest.fixture
+def vdp_model():
+    x, p, rhs = _vdp()
+    return pc.Model(x=x, p=p, rhs=rhs)
+
+
+def test_estimate_p0_length_named(vdp_model):
+    with pytest.raises(ValueError, match=r"`p0` must have 2 entries"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1, 1])
+
+
+def test_estimate_p0_outside_bounds_named(vdp_model):
+    with pytest.raises(ValueError, match=r"`p0`\[1\].*outside p_bounds"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 5], p_bounds=([0, 0], [2, 2]))
+
+
+def test_estimate_bounds_reversed_named(vdp_model):
+    with pytest.raises(ValueError, match=r"`p_bounds`"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], p_bounds=([2, 2], [0, 0]))
+
+
+def test_estimate_unknown_method_lists_choices(vdp_model):
+    with pytest.raises(ValueError, match=r"unknown method 'newton'.*picard-gn"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], method="newton")
+
+
+def test_estimate_unknown_option_lists_valid_ones(vdp_model):
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['max_iters'\].*max_iter"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], method="picard", max_iters=3)
+
+
+def test_estimate_bad_interval_length_named(vdp_model):
+    with pytest.raises(ValueError, match=r"`T` must be a positive"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], T=-0.1)
+
+
+def test_estimate_bad_weights_named(vdp_model):
+    with pytest.raises(ValueError, match=r"`weights`"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], weights="equal")
+
+
+def test_estimate_bad_option_value_named(vdp_model):
+    with pytest.raises(ValueError, match=r"sigma must be in \(0, 1\]"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], method="picard", sigma=2.0)
+
+
+def test_estimate_known_x0_requires_x0(vdp_model):
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 2)), name="nox0")
+    with pytest.raises(ValueError, match=r"'nox0'.*estimate_x0=False needs"):
+        pc.estimate(vdp_model, [e], p0=[1, 1], estimate_x0=False)
+
+
+def test_estimate_not_a_model():
+    with pytest.raises(TypeError, match="model must be"):
+        pc.estimate("vdp", [_good_experiment()], p0=[1, 1])

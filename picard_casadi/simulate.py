@@ -63,7 +63,8 @@ def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.n
     times = 0.5 * (a[:, None] + b[:, None]) + 0.5 * (b - a)[:, None] * xi[None, :]
     vals = u_of_t(times.ravel()).reshape(a.size, d + 1, nu)  # (S, d+1, nu)
     coef = np.einsum("mk,skn->snm", Vinv, vals)  # (S, nu, d+1)
-    return coef.reshape(a.size, nu * (d + 1)).T
+    # column-major (input fastest), as casadi.reshape(q, nu, d+1) reads it
+    return coef.transpose(0, 2, 1).reshape(a.size, (d + 1) * nu).T
 
 
 def _segment_integrator(model: Model, rtol: float, atol: float,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from typing import Any
 
 import numpy as np
@@ -156,9 +156,7 @@ def build_setup(
     codegen: bool | str = "auto",
     timings: dict[str, float] | None = None,
     notes: list[str] | None = None,
-    refine_states: bool = True,
-    refine_lam: float = 10.0,
-    guess: str = "auto",
+    guess: str = "simulation",
 ) -> Setup:
     """Discretise, build the functions, and choose scales and the start.
 
@@ -177,7 +175,7 @@ def build_setup(
     x_lb, x_ub = x_bounds
     x0s = [e.x0_guess(model) for e in experiments]
     X0, U0, guess_notes = initial_guess(disc, fns, p0, x0s, estimate_x0, x_lb, x_ub,
-                                        lam=refine_lam, strategy=guess)
+                                        strategy=guess)
     notes.extend(guess_notes)
     if x_scale is None:
         x_scale = model.x_nominal
@@ -213,35 +211,9 @@ def build_setup(
     if not estimate_x0:
         free_x[disc.is_first] = False
     free_p = p_lb < p_ub
-    setup = Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
-                  p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,
-                  X0=X0, U0=U0, p0=p0.copy(), timings=timings)
-    if refine_states:
-        t3 = time.perf_counter()
-        refine_state_guess(setup, lam=refine_lam)
-        timings["guess"] += time.perf_counter() - t3
-    return setup
-
-
-def refine_state_guess(setup: Setup, lam: float = 10.0, max_iter: int = 15) -> None:
-    """Fit the interval starts to the data with ``p`` held at ``p0``.
-
-    A few Levenberg-Marquardt iterations of the Picard iteration over the
-    states only (penalised continuity, no multipliers).  This estimates the
-    unmeasured states from the evolution of the measured ones (for example
-    gimbal rates from gimbal angles) instead of propagating them with a
-    possibly wrong ``p0``, and joins the intervals up before the parameters
-    move.  Every method starts from the result.
-    """
-    from .methods.base import LoopOptions, run_picard_iteration
-    from .methods.picard_gn import LevenbergMarquardtStep
-
-    frozen = replace(setup, free_p=np.zeros_like(setup.free_p), cache={})
-    opts = LoopOptions(max_iter=max_iter, sigma=1.0, sweeps="auto", lam=lam,
-                       continuity="penalty", ftol=1e-6)
-    out = run_picard_iteration(frozen, LevenbergMarquardtStep(frozen), opts)
-    if np.all(np.isfinite(out.X)) and np.all(np.isfinite(out.U)):
-        setup.X0, setup.U0 = out.X, out.U
+    return Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
+                 p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,
+                 X0=X0, U0=U0, p0=p0.copy(), timings=timings)
 
 
 def _residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -279,8 +251,7 @@ def estimate(
     codegen: bool | str = "auto",
     x_scale: Any = None,
     p_scale: Any = None,
-    guess: str = "auto",
-    refine_states: bool = True,
+    guess: str = "simulation",
     uncertainty: bool = True,
     multistart: int | None = None,
     seed: int | None = 0,
@@ -333,13 +304,11 @@ def estimate(
     x_scale, p_scale : array_like, optional
         Nominal magnitudes of states and parameters (default from the data,
         the start and ``p0``).
-    guess : {"auto", "simulation", "anchored", "shooting"}
-        How the unmeasured states start (see :mod:`picard_casadi.guess`);
-        ``"auto"`` picks per experiment the candidate with the smaller
-        initial ``L_{lambda,n}``.
-    refine_states : bool
-        Before the method runs, fit the states alone to the data with ``p``
-        at ``p0`` (a few Gauss-Newton iterations); every method starts there.
+    guess : {"simulation", "anchored", "shooting"}
+        How the states start (see :mod:`picard_casadi.guess`): measured
+        states from the data and the others from a simulation with ``p0``
+        (default), or propagated interval by interval from the data, or every
+        state from the simulation (a continuous start).
     uncertainty : bool
         Compute standard errors and confidence intervals of the estimate.
     multistart : int, optional
@@ -434,7 +403,7 @@ def estimate(
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
                  T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
                  codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=guess,
-                 refine_states=refine_states, uncertainty=uncertainty, callback=callback,
+                 uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, **options),
         )
 
@@ -445,7 +414,7 @@ def estimate(
         weights=np.ones(model.ny) if w is None else w, p_bounds=(p_lb, p_ub),
         x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0), x_scale=x_scale,
         p_scale=p_scale, codegen=codegen, timings=timings, notes=notes,
-        guess=guess, refine_states=refine_states, refine_lam=float(lam),
+        guess=guess,
     )
     if w is None:
         w = _initial_weights(setup.disc)

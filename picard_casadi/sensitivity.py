@@ -32,7 +32,22 @@ import numpy as np
 from .discretisation import Discretisation
 from .model import Model
 
-__all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step"]
+__all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step",
+           "predict_nodes"]
+
+
+def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """First-order node values after a step: ``U + (dU/dx_j) dx_j + (dU/dp) dp``.
+
+    Parameters
+    ----------
+    S : ndarray (J, K, nx, nx + np)
+        Node sensitivities from :meth:`FixedPointLinearisation.interval_sensitivities`.
+    U : (J, nx, K), dX : (J, nx), dp : (np,)
+    """
+    nx = dX.shape[1]
+    dU = np.einsum("jkaz,jz->jak", S[..., :nx], dX) + np.einsum("jkaz,z->jak", S[..., nx:], dp)
+    return U + dU
 
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A: np.ndarray,
@@ -232,7 +247,4 @@ class FixedPointLinearisation:
 
     def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
         """First-order prediction ``U + (dU/dz) dz`` after :meth:`linearise`."""
-        S = self.last_node_sensitivity
-        nx = dX.shape[1]
-        dU = np.einsum("jkaz,jz->jak", S[..., :nx], dX) + np.einsum("jkaz,z->jak", S[..., nx:], dp)
-        return U + dU
+        return predict_nodes(self.last_node_sensitivity, U, dX, dp)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
+from .condensed import ConstrainedGaussNewtonStep
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
 
@@ -35,7 +36,10 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
-    rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
+    if opts.continuity == "constrained":
+        rule = ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam)
+    else:
+        rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
     return run_picard_iteration(setup, rule, opts, callback)
 
 

@@ -43,12 +43,18 @@ class PicardOptions(LoopOptions):
     sigma: float = 0.5
     sweeps: int = 1
     lam_max: float = 100.0
+    continuity: str = "multiplier"
     initial_step: str = "bb"
     armijo: float = 1e-4
     max_backtracks: int = 40
 
     def validate(self) -> None:
         super().validate()
+        if self.continuity == "constrained":
+            raise ValueError(
+                "continuity='constrained' is a Gauss-Newton step (method='picard-gn'); "
+                "method='picard' supports 'multiplier' and 'penalty'"
+            )
         if self.initial_step not in INITIAL_STEPS:
             raise ValueError(
                 f"initial_step must be one of {INITIAL_STEPS}, got {self.initial_step!r}"

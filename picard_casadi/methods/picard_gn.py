@@ -65,6 +65,7 @@ class PicardGNOptions(LoopOptions):
     max_iter: int = 200
     sigma: float = 1.0
     sweeps: int | str = "auto"
+    continuity: str = "constrained"
     jacobian: str = "fixed-point"
     mu0: float = 1e-3
     max_tries: int = 12
@@ -76,6 +77,12 @@ class PicardGNOptions(LoopOptions):
             raise ValueError(f"radius0 must be a positive number, got {self.radius0!r}")
         if self.jacobian not in JACOBIANS:
             raise ValueError(f"jacobian must be one of {JACOBIANS}, got {self.jacobian!r}")
+        if self.continuity == "constrained" and self.jacobian != "fixed-point":
+            raise ValueError(
+                "continuity='constrained' needs jacobian='fixed-point' (the end-state "
+                "derivatives of the fixed point); use continuity='multiplier' with "
+                "jacobian='picard'"
+            )
 
 
 class LevenbergMarquardtStep:

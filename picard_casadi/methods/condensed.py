@@ -1,0 +1,204 @@
+"""Gauss-Newton with the continuity conditions as linearised constraints.
+
+``picard-gn``'s default step (``continuity="constrained"``).  It is the limit
+``lambda -> infinity`` of the Levenberg-Marquardt step on the penalised
+residuals of ``L_{lambda,n}``: the data residuals are minimised subject to
+the linearised continuity conditions (Bock's multiple-shooting Gauss-Newton),
+
+    minimise   sum_j | r_j + Jx_j dx_j + Jp_j dp |^2
+    subject to dx_{j+1} = E_j dx_j + F_j dp + c_j      (c_j: the current gap)
+
+with ``E_j, F_j`` the exact derivatives of the interval's end state at the
+Picard fixed point (:mod:`picard_casadi.sensitivity`).  The constraints are
+used to eliminate every ``dx_j`` but the first of each experiment
+("condensing": ``dx_j = S_j theta + s_j`` built interval by interval, cost
+linear in the number of intervals), leaving a small dense least-squares
+problem in ``theta = (dp, dx0_e)``.  A full step closes every gap to first
+order, so no penalty weight is needed to drive the gap to zero; the penalty
+survives only in the merit function ``M = |r|^2 / 2 + (rho / 2) |c|^2`` that
+accepts steps, with ``rho`` raised when a step's predicted data cost would
+otherwise outweigh the gap it closes (as in SQP).
+
+Measured: the multiplier-penalty variant needed 151 iterations on the CMG
+problem and stopped 0.17 % short of IPOPT's optimum as ``lambda`` grew to
+1e7 and the penalised problem became ill-conditioned; this step has no such
+weight to grow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sensitivity import predict_nodes
+from .base import Setup, StepInfo
+
+__all__ = ["ConstrainedGaussNewtonStep"]
+
+PRECISION = 1e-14
+
+
+class ConstrainedGaussNewtonStep:
+    """Levenberg-Marquardt-damped condensed Gauss-Newton step on ``(p, x_j)``."""
+
+    def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
+                 rho0: float = 20.0) -> None:
+        self.setup = setup
+        self.mu0 = float(mu0)
+        self.mu = float(mu0)
+        self.nu = 2.0
+        self.max_tries = int(max_tries)
+        self.rho = float(rho0)
+        disc = setup.disc
+        m = disc.model
+        # columns of theta: free parameters, then the free x0 entries per experiment
+        self.p_cols = np.flatnonzero(setup.free_p)
+        self.x0_cols = []
+        k = self.p_cols.size
+        for sl in disc.intervals_of:
+            free = np.flatnonzero(setup.free_x[sl.start])
+            self.x0_cols.append((free, np.arange(k, k + free.size)))
+            k += free.size
+        self.n_theta = k
+        self.nx, self.np = m.nx, m.np
+
+    def reset(self) -> None:
+        """Nothing to forget: no multipliers in this formulation."""
+
+    def settled(self, info: StepInfo, gap_scaled: float, lam: float) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ helpers
+    def _merit_parts(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                     ) -> tuple[float, np.ndarray]:
+        """Data objective ``|r|^2 / 2`` and scaled gaps ``(J, nx)`` at a settled point."""
+        s = self.setup
+        disc, tr = s.disc, s.tr
+        _, Ys, xend = tr.trajectory(X, U, p)
+        r = tr._Wt * (disc.y - Ys)
+        gaps = np.zeros_like(X)
+        hn = disc.has_next
+        gaps[hn] = (xend[hn] - X[1:][hn[:-1]]) / s.x_scale
+        return 0.5 * float(np.sum(r * r)), gaps
+
+    def _condense(self, Jx, Jp, r, E, F, c, free_p):
+        """Rows ``A_j theta + b_j`` of every interval and the chain ``S_j, s_j``."""
+        disc = self.setup.disc
+        J = disc.n_intervals
+        nx, nth = self.nx, self.n_theta
+        P = np.zeros((self.np, nth))
+        for col, i in enumerate(self.p_cols):
+            if free_p[i]:
+                P[i, col] = 1.0
+        S_all = np.zeros((J, nx, nth))
+        s_all = np.zeros((J, nx))
+        for e, sl in enumerate(disc.intervals_of):
+            S = np.zeros((nx, nth))
+            comps, cols = self.x0_cols[e]
+            S[comps, cols] = 1.0
+            sv = np.zeros(nx)
+            for j in range(sl.start, sl.stop):
+                S_all[j], s_all[j] = S, sv
+                if j + 1 < sl.stop:
+                    S = E[j] @ S + F[j] @ P
+                    sv = E[j] @ sv + c[j]
+        A = np.einsum("jmn,jnt->jmt", Jx, S_all) + np.einsum("jmk,kt->jmt", Jp, P)
+        b = r + np.einsum("jmn,jn->jm", Jx, s_all)
+        return A, b, S_all, s_all, P
+
+    # ------------------------------------------------------------------ step
+    def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        s = self.setup
+        disc, tr = s.disc, s.tr
+        xs, psc = s.x_scale, s.p_scale
+        X, p = s.from_scaled(Xs, ps)
+        sens = tr.interval_sensitivities(X, U, p)
+        if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
+            return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
+                            failed=True, message=(
+                                "residuals or Jacobian are not finite at the current "
+                                "iterate; the model left its domain (add or tighten "
+                                "x0_bounds/p_bounds)"))
+        J, M = disc.n_intervals, disc.M
+        nx, np_, ny = self.nx, self.np, disc.model.ny
+        Wt = tr._Wt
+        r = (Wt * (disc.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
+        dG = -(Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, nx + np_)
+        Jx = dG[:, :, :nx] * xs[None, None, :]
+        Jp = dG[:, :, nx:] * psc[None, None, :]
+        E = sens["dend"][:, :, :nx] * xs[None, None, :] / xs[None, :, None]
+        F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
+        c = np.zeros((J, nx))
+        hn = disc.has_next
+        c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
+        data = 0.5 * float(np.sum(r * r))
+        gap2 = float(np.sum(c * c))
+
+        # parameters at a bound with the reduced gradient pointing out stay fixed
+        _, _, pl, pu = s.scaled_bounds
+        free_p = s.free_p.copy()
+        A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
+        g = np.einsum("jmt,jm->t", A, b)
+        gp = P @ g
+        tiny = 1e-12
+        out = ((ps <= pl + tiny) & (gp > 0)) | ((ps >= pu - tiny) & (gp < 0))
+        if np.any(out & free_p):
+            free_p &= ~out
+            A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
+            g = np.einsum("jmt,jm->t", A, b)
+        H = np.einsum("jmt,jmu->tu", A, A)
+        active = np.ones(self.n_theta, dtype=bool)
+        active[self.p_cols] = free_p[self.p_cols]
+        diag = np.maximum(np.diag(H), 1e-12 * max(float(np.max(np.diag(H), initial=0.0)), 1e-300))
+        bnorm = max(np.sqrt(float(np.sum(b * b))), 1e-300)
+        optimality = float(np.max(np.abs(g[active]) / np.sqrt(diag[active]), initial=0.0)) / bnorm
+        gnorm = float(np.max(np.abs(g[active]), initial=0.0))
+
+        merit = data + 0.5 * self.rho * gap2
+        evals = 1
+        alpha = 1.0
+        xl, xu, _, _ = s.scaled_bounds
+        for attempt in range(self.max_tries):
+            Hd = H + self.mu * np.diag(diag)
+            Hd[~active, :] = 0.0
+            Hd[:, ~active] = 0.0
+            Hd[~active, ~active] = 1.0
+            theta = np.linalg.solve(Hd, -np.where(active, g, 0.0))
+            dX = alpha * (np.einsum("jnt,t->jn", S_all, theta) + s_all)
+            dp = alpha * (P @ theta)
+            lin = b + np.einsum("jmt,t->jm", A, theta)
+            lin_alpha = (1 - alpha) * r + alpha * lin  # linear model along the scaled step
+            pred_data = data - 0.5 * float(np.sum(lin_alpha * lin_alpha))
+            pred_gap = 0.5 * gap2 * (1.0 - (1.0 - alpha) ** 2)
+            if gap2 > 0:  # raise rho so the step is predicted to decrease the merit
+                need = 2.0 * max(0.0, -pred_data) / max(pred_gap, 1e-300)
+                self.rho = max(self.rho, 2.0 * need)
+            merit = data + 0.5 * self.rho * gap2
+            predicted = pred_data + self.rho * pred_gap
+            if predicted <= PRECISION * max(merit, 1e-300):
+                return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
+                                precision_reached=True, optimality=optimality)
+            Xn = np.where(s.free_x, np.clip(Xs + dX, xl, xu), Xs)
+            pn = np.where(s.free_p, np.clip(ps + dp, pl, pu), ps)
+            step = float(max(np.abs(Xn - Xs).max(initial=0.0), np.abs(pn - ps).max(initial=0.0)))
+            Xp, pp = s.from_scaled(Xn, pn)
+            U_new = predict_nodes(sens["S"], U, (Xn - Xs) * xs, (pn - ps) * psc)
+            U_new, res, sweeps = tr.settle(Xp, U_new, pp, tol=max(1e-3 * step, 1e-13))
+            evals += sweeps + 1
+            if np.isfinite(res):
+                data_new, c_new = self._merit_parts(Xp, U_new, pp)
+                merit_new = data_new + 0.5 * self.rho * float(np.sum(c_new * c_new))
+            else:
+                merit_new = np.inf
+            rho_ratio = (merit - merit_new) / predicted
+            if np.isfinite(merit_new) and rho_ratio > 1e-4:
+                self.mu = max(self.mu * max(1.0 / 3.0, 1.0 - (2.0 * rho_ratio - 1.0) ** 3), 1e-12)
+                self.nu = 2.0
+                return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
+                                U=U_new, optimality=optimality)
+            self.mu *= self.nu
+            self.nu *= 2.0
+            if attempt >= 1:
+                alpha *= 0.5  # the gap closure itself may be too nonlinear: shorten it
+        self.mu = min(self.mu, 1e10)
+        return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
+                        optimality=optimality)

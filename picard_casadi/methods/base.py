@@ -314,18 +314,21 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         if info.U is not None:
             U = info.U
 
-        # relaxed Picard update of the node values
-        adaptive = opts.sweeps == "auto"
-        n_sweeps = int(opts.max_sweeps) if adaptive else int(opts.sweeps)
-        fp = 0.0
-        for _ in range(n_sweeps):
-            PU = tr.picard(X, U, p)
-            diff = PU - U
-            fp = float(np.max(np.abs(diff) / xs[None, :, None]))
-            U = U + opts.sigma * diff
-            if adaptive and (fp <= 0.1 * info.step_norm or fp <= opts.fixed_point_tol):
-                break
-        if not np.all(np.isfinite(U)):
+        # update of the node values: the paper's relaxed Picard sweeps, or
+        # ("auto") the fixed point solved to a tenth of the step (Picard sweeps
+        # while they contract, Newton steps where they do not)
+        if opts.sweeps == "auto":
+            U, fp, _ = tr.settle(X, U, p, tol=max(0.1 * info.step_norm, opts.fixed_point_tol),
+                                 max_sweeps=int(opts.max_sweeps))
+        else:
+            fp = 0.0
+            for _ in range(int(opts.sweeps)):
+                PU = tr.picard(X, U, p)
+                diff = PU - U
+                with np.errstate(all="ignore"):
+                    fp = float(np.max(np.abs(diff) / xs[None, :, None]))
+                U = U + opts.sigma * diff
+        if not np.all(np.isfinite(U)) or not np.isfinite(fp):
             status = "diverged"
             message = (
                 "the Picard update produced non-finite node values: the Picard "

@@ -214,7 +214,7 @@ class Transcription:
             "trajectory": self.fns.trajectory.map(J),
         }
         mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
-        self.functions = dict((backend or _identity_backend)(mapped))
+        self.functions = (backend or _identity_backend)(mapped)
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
         self._fixed_point = FixedPointLinearisation(disc, self.functions)

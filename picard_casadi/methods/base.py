@@ -64,6 +64,9 @@ class Setup:
     cache : dict
         Objects a method builds once per setup (the IPOPT solver), reused when
         the method runs again (re-weighting, multistart).
+    compiled : bool
+        Whether functions are code-generated (methods that build their own
+        functions, such as IPOPT's NLP, compile them too).
     """
 
     disc: Discretisation
@@ -81,6 +84,7 @@ class Setup:
     p0: np.ndarray
     timings: dict[str, float] = field(default_factory=dict)
     cache: dict[Any, Any] = field(default_factory=dict)
+    compiled: bool = False
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -257,6 +261,7 @@ class LoopOutcome:
     message: str
     history: list[IterationRecord] = field(default_factory=list)
     evaluations: int = 0
+    notes: list[str] = field(default_factory=list)  # for the result's warnings
 
 
 Callback = Callable[[IterationRecord], Any]

@@ -14,7 +14,9 @@ and the data residuals with ``n = 1``, mapped over intervals), expanded to SX
 by default, and solved by IPOPT through ``casadi.nlpsol`` with the exact
 Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
 CasADi's system-identification example passes ``hess_lag``).  The data
-weights are NLP parameters, so re-weighting does not rebuild the NLP.
+weights are NLP parameters, so re-weighting does not rebuild the NLP.  With
+code generation on, the NLP's functions are generated, compiled and cached
+like the Picard methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class CollocationNLP:
         self.setup = setup
         fns = setup.tr.fns if setup.tr.n == 1 else build_interval_functions(disc, 1)
         picard = fns.picard.map(J)
-        residual = fns.residual.map(J)
+        trajectory = fns.trajectory.map(J)
         c = setup.tr._data_common
         xs = ca.DM(setup.x_scale)
         ps = ca.DM(setup.p_scale)
@@ -130,10 +132,8 @@ class CollocationNLP:
         defects = (PU[:, interior] - U[:, interior]) / ca.repmat(xs, 1, len(interior))
         nxt = [j for j in range(J) if disc.has_next[j]]
         cont = (U[:, [last[j] for j in nxt]] - X[:, [j + 1 for j in nxt]]) / ca.repmat(xs, 1, len(nxt))
-        zeros = ca.DM.zeros(nx, J)
-        r = residual(X, U, p, zeros, zeros, 0.0, c["xs"], c["t0"], c["h"], c["Wn"], c["S"],
-                     c["ts"], c["Ws"], c["Y"], Wt, c["c"])
-        r_data = ca.vec(r[: m.ny * disc.M, :])
+        _, Ys, _ = trajectory(X, U, p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"], c["Ws"])
+        r_data = ca.vec(Wt * (c["Y"] - Ys))
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vertcat(ca.vec(defects), ca.vec(cont))
         nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
@@ -154,7 +154,19 @@ class CollocationNLP:
                 "nlp_hess_l", {"x": w, "p": nlp["p"], "lam_f": sigma, "hess_gamma_x_x": H},
                 ["x", "p", "lam_f", "lam_g"], ["hess_gamma_x_x"],
             )
-        self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
+        self.note = ""
+        self.solver = None
+        if setup.compiled:
+            from ..codegen import NlpTooLarge, compile_nlpsol
+
+            try:
+                self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts)
+            except NlpTooLarge as err:
+                self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
+                             "expanded to SX (its fastest uncompiled form)")
+                solver_opts["expand"] = True
+        if self.solver is None:
+            self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
         self.n_g = g.numel()
         xl, xu, pl, pu = setup.scaled_bounds
         lbw = np.concatenate([np.where(setup.free_p, pl, setup.p0 / setup.p_scale),
@@ -225,7 +237,8 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,
                        success=success, status="converged" if success else status,
                        message=message, history=history,
-                       evaluations=int(stats.get("n_call_nlp_f", 0) or 0))
+                       evaluations=int(stats.get("n_call_nlp_f", 0) or 0),
+                       notes=[nlp.note] if nlp.note else [])
 
 
 register(MethodSpec(

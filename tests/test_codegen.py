@@ -1,0 +1,134 @@
+"""Code generation: agreement with the virtual machine, the cache, and C export."""
+
+import os
+import subprocess
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi import codegen
+from picard_casadi.discretisation import Discretisation
+from picard_casadi.export import export_c, exported_functions
+from picard_casadi.transcription import build_interval_functions
+
+needs_cc = pytest.mark.skipif(codegen.find_compiler() is None,
+                              reason="no C compiler found ($CC, cc, gcc or clang)")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+
+
+def _random_args(f, rng):
+    return [rng.uniform(0.2, 1.2, f.size_in(i)) for i in range(f.n_in())]
+
+
+def _compare(f, rng):
+    """Outputs of generated vs virtual-machine code at random arguments."""
+    compiled = codegen.compile_functions({"fun": f}, tag="test")["fun"]
+    args = _random_args(f, rng)
+    for a, b in zip(f.call(args), compiled.call(args)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(a)))
+
+
+def _compare_with_derivatives(f, rng):
+    """The function and a forward directional derivative of it, both ways."""
+    _compare(f, rng)
+    _compare(f.forward(1), rng)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["cmg", "fa18-roll-ail"])
+def test_generated_functions_agree_with_the_virtual_machine(name):
+    prob = pc.problem(name, seed=0)
+    disc = Discretisation(prob.model, prob.experiments[:1], prob.options["T"],
+                          prob.options["nodes"], "chebyshev")
+    fns = build_interval_functions(disc, 2)
+    rng = np.random.default_rng(0)
+    for f in (fns.picard, fns.trajectory):
+        _compare_with_derivatives(f, rng)
+    # the model's first derivatives, as the iteration compiles them
+    from picard_casadi.sensitivity import PointDerivatives
+
+    for f in PointDerivatives(prob.model, 5, 5).functions.values():
+        _compare(f, rng)
+
+
+@needs_cc
+def test_estimate_is_the_same_with_and_without_codegen():
+    prob = pc.problem("lotka-volterra", seed=0)
+    a = prob.estimate("picard-gn", codegen=False, uncertainty=False)
+    b = prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    assert a.success and b.success
+    assert np.max(np.abs(a.p / b.p - 1.0)) < 1e-8
+
+
+@needs_cc
+def test_second_identical_run_compiles_nothing():
+    prob = pc.problem("vdp", seed=0)
+    prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    before = codegen.STATS.snapshot()
+    prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    after = codegen.STATS.snapshot()
+    assert after["compiled"] == before["compiled"]
+    assert after["cache_hits"] > before["cache_hits"]
+
+
+@needs_cc
+def test_truncated_library_is_detected_and_rebuilt():
+    x = ca.SX.sym("x", 3)
+    f = ca.Function("f", [x], [ca.sin(x) * 2])
+    codegen.compile_functions({"f": f}, tag="trunc")
+    libs = list(codegen.cache_dir().glob("pc_trunc_*.so"))
+    assert len(libs) == 1
+    data = libs[0].read_bytes()
+    libs[0].write_bytes(data[: len(data) // 3])  # truncate
+    before = codegen.STATS.snapshot()
+    g = codegen.compile_functions({"f": f}, tag="trunc")["f"]
+    after = codegen.STATS.snapshot()
+    assert after["rebuilt"] == before["rebuilt"] + 1
+    assert np.allclose(np.asarray(g([0.1, 0.2, 0.3])).ravel(), 2 * np.sin([0.1, 0.2, 0.3]))
+
+
+def test_codegen_true_without_a_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/compiler")
+    with pytest.raises(pc.CodegenError, match="needs a C compiler"):
+        pc.problem("vdp").estimate("picard-gn", codegen=True)
+
+
+def test_auto_without_a_compiler_falls_back_and_says_so(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/compiler")
+    monkeypatch.setattr(codegen, "_NO_COMPILER_WARNED", False)
+    with pytest.warns(RuntimeWarning, match="virtual machine"):
+        res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
+    assert res.success
+    assert any("virtual machine" in w for w in res.warnings)
+
+
+@needs_cc
+def test_exported_c_example_compiles_and_matches_python(tmp_path):
+    from picard_casadi.models import cmg
+
+    model = cmg.build_model()
+    u = np.arange(8.0) * 0.5
+    point = {"t": 0.3, "x": cmg.X0_TRUE, "p": cmg.P_TRUE, "u": u}
+    out = export_c(model, tmp_path / "export", nodes=7, T=0.2, example_point=point)
+    cc = codegen.find_compiler()
+    subprocess.run([cc, "-O2", "-o", "example", "example.c", "cmg.c", "-lm"], cwd=out,
+                   check=True, capture_output=True)
+    text = subprocess.run([str(out / "example")], capture_output=True, text=True,
+                          check=True).stdout
+    lines = dict(line.split(" ", 1) for line in text.strip().splitlines())
+    rhs_c = np.array(lines["rhs"].split(), float)
+    pu_c = np.array(lines["picard"].split(), float)
+    funcs = exported_functions(model, nodes=7)
+    rhs_py = np.asarray(funcs["cmg_rhs"](0.3, cmg.X0_TRUE, cmg.P_TRUE, u)).ravel()
+    U = np.repeat(cmg.X0_TRUE[:, None], 7, axis=1)
+    W = np.repeat(u[:, None], 7, axis=1)
+    pu_py = np.asarray(funcs["cmg_picard"](cmg.X0_TRUE, U, cmg.P_TRUE, 0.3, 0.2, W)).ravel(order="F")
+    assert np.max(np.abs(rhs_c - rhs_py)) <= 1e-12 * max(1, np.max(np.abs(rhs_py)))
+    assert np.max(np.abs(pu_c - pu_py)) <= 1e-12 * max(1, np.max(np.abs(pu_py)))

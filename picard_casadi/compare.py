@@ -1,0 +1,177 @@
+"""The comparison study: every method on every problem, same data and start.
+
+Protocol (PROBLEMS.md): same data, same starting point, same bounds, same
+discretisation (``T``, nodes, scheme: the problem's options) and each
+solver's own equivalent of the stopping rule "relative objective change below
+1e-10 over 5 iterations".  Reported per problem, method and seed: estimate,
+relative error to the truth, data misfit, continuity gap, iterations, build
+time on a cold cache and on a warm one, and solve time, as medians over
+``repeats`` runs.  Times are only comparable within one study on one machine.
+
+A user's own problem joins the study after
+:func:`picard_casadi.register_problem`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .registry import problem as make_problem
+
+__all__ = ["compare", "format_markdown", "COLUMNS"]
+
+COLUMNS = ("problem", "seed", "method", "success", "rel_error", "misfit", "gap",
+           "iterations", "build_first", "build_cached", "solve_time", "estimate", "message")
+
+
+def _median(values: list[float]) -> float:
+    vals = [v for v in values if v is not None and np.isfinite(v)]
+    return float(statistics.median(vals)) if vals else float("nan")
+
+
+def compare(
+    problem_names: Sequence[str],
+    methods: Sequence[str] = ("picard-gn", "ipopt", "picard"),
+    *,
+    seeds: Sequence[int] = (0,),
+    repeats: int = 1,
+    out: str | Path | None = None,
+    codegen: bool | str = "auto",
+    options: dict[str, dict[str, Any]] | None = None,
+    method_options: dict[str, dict[str, Any]] | None = None,
+    verbose: bool = False,
+) -> list[dict[str, Any]]:
+    """Run the study and (optionally) write ``table.csv``, ``table.md``, ``comparison.png``.
+
+    Parameters
+    ----------
+    problem_names : sequence of str
+        Registered problems (:func:`picard_casadi.problems`).
+    methods : sequence of str
+    seeds : sequence of int
+        Noise seeds; each is a separate row.
+    repeats : int
+        Runs per (problem, method, seed); times are medians.  The first run
+        of each problem uses a fresh code-generation cache (its build time is
+        ``build_first``); later runs reuse it (``build_cached``).
+    out : str or Path, optional
+        Folder for the table and the figure.
+    codegen : bool or "auto"
+    options : dict, optional
+        Per problem, ``estimate`` keyword arguments overriding the problem's.
+    method_options : dict, optional
+        Per method, extra keyword arguments (e.g. ``{"ipopt": {"hessian":
+        "gauss-newton"}}``).
+    verbose : bool
+        Print a line per run.
+
+    Returns
+    -------
+    list of dict
+        One row per (problem, seed, method) with the keys of ``COLUMNS``.
+    """
+    from .methods import get_method
+
+    for m in methods:
+        get_method(m)  # unknown names: ValueError listing the valid ones
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    options = options or {}
+    method_options = method_options or {}
+    rows: list[dict[str, Any]] = []
+    saved_cache = os.environ.get("PICARD_CASADI_CACHE")
+    try:
+        for name in problem_names:
+            with tempfile.TemporaryDirectory(prefix="picard_study_cache_") as cache:
+                os.environ["PICARD_CASADI_CACHE"] = cache
+                for seed in seeds:
+                    prob = make_problem(name, seed=seed)
+                    kw = dict(prob.options)
+                    kw.update(options.get(name, {}))
+                    for method in methods:
+                        runs = []
+                        for _ in range(int(repeats)):
+                            mkw = dict(kw)
+                            mkw.update(method_options.get(method, {}))
+                            t0 = time.perf_counter()
+                            res = prob.estimate(method, codegen=codegen, uncertainty=False, **mkw)
+                            runs.append((res, time.perf_counter() - t0))
+                        res = runs[-1][0]
+                        builds = [r.timings.get("build", 0.0) for r, _ in runs]
+                        row = {
+                            "problem": name, "seed": seed, "method": method,
+                            "success": all(r.success for r, _ in runs),
+                            "rel_error": res.relative_error,
+                            "misfit": res.objective, "gap": res.continuity_gap,
+                            "iterations": res.iterations,
+                            "build_first": builds[0],
+                            "build_cached": _median(builds[1:]) if len(builds) > 1 else float("nan"),
+                            "solve_time": _median([r.timings.get("solve", np.nan) for r, _ in runs]),
+                            "estimate": [float(v) for v in res.p],
+                            "message": res.message,
+                        }
+                        rows.append(row)
+                        if verbose:
+                            print(f"{name:16s} seed {seed} {method:10s} "
+                                  f"{'ok ' if row['success'] else 'FAIL'} "
+                                  f"err {row['rel_error']:.3%} it {row['iterations']:5d} "
+                                  f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s",
+                                  flush=True)
+    finally:
+        if saved_cache is None:
+            os.environ.pop("PICARD_CASADI_CACHE", None)
+        else:
+            os.environ["PICARD_CASADI_CACHE"] = saved_cache
+    if out is not None:
+        write_outputs(rows, Path(out))
+    return rows
+
+
+def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
+    """Write ``table.csv``, ``table.md`` and ``comparison.png`` into ``out``."""
+    from .plotting import plot_comparison
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "table.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: (" ".join(f"{v:.8g}" for v in r[k]) if k == "estimate" else r[k])
+                             for k in COLUMNS})
+    (out / "table.md").write_text(format_markdown(rows))
+    summary = _per_problem_method(rows)
+    plot_comparison(summary, path=out / "comparison.png")
+
+
+def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["problem"], r["method"]), []).append(r)
+    return [{"problem": p, "method": m,
+             "solve_time": _median([r["solve_time"] for r in rs]),
+             "rel_error": _median([r["rel_error"] for r in rs])}
+            for (p, m), rs in groups.items()]
+
+
+def format_markdown(rows: list[dict[str, Any]]) -> str:
+    """The study's table in Markdown."""
+    head = ("| problem | seed | method | ok | rel. error | misfit | gap | iterations | "
+            "build (cold) [s] | build (cached) [s] | solve [s] | estimate |")
+    lines = [head, "|" + "---|" * 12]
+    for r in rows:
+        est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
+        lines.append(
+            f"| {r['problem']} | {r['seed']} | {r['method']} | {'yes' if r['success'] else 'no'} | "
+            f"{r['rel_error']:.2%} | {r['misfit']:.5g} | {r['gap']:.1e} | {r['iterations']} | "
+            f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} |"
+        )
+    return "\n".join(lines) + "\n"

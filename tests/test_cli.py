@@ -1,0 +1,139 @@
+"""The command line, driven in subprocesses."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+CLI = [sys.executable, "-m", "picard_casadi"]
+
+MODEL_FILE = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [0.5, 0.5]
+
+def build_model():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 2)
+    u = ca.SX.sym("u")
+    rhs = ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1] + u)
+    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=x[0:1], name="oscillator",
+                    x_names=["pos", "vel"], p_names=["k", "c"], u_names=["force"],
+                    y_names=["pos"])
+'''
+
+
+def run(args, cwd, env_extra=None):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+@pytest.fixture
+def cache_env(tmp_path):
+    return {"PICARD_CASADI_CACHE": str(tmp_path / "cache")}
+
+
+def test_help_for_every_command(tmp_path):
+    for args in ([], ["problems"], ["run"], ["fit"], ["compare"]):
+        out = run(args + ["--help"], tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "usage: picard-casadi" in out.stdout
+    out = run(["run", "--help"], tmp_path)
+    for option in ("--method", "--seed", "--noise-std", "--T", "--n", "--lam", "--out"):
+        assert option in out.stdout
+
+
+def test_problems_lists_the_registry(tmp_path):
+    out = run(["problems"], tmp_path)
+    assert out.returncode == 0
+    for name in pc.problems():
+        assert name in out.stdout
+
+
+def test_run_vdp_writes_the_three_files_and_matches_the_library(tmp_path, cache_env):
+    out = run(["run", "vdp", "--out", "res", "--codegen", "off"], tmp_path, cache_env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    folder = tmp_path / "res"
+    for name in ("result.json", "fit.png", "convergence.png"):
+        assert (folder / name).is_file() and (folder / name).stat().st_size > 0
+    saved = json.loads((folder / "result.json").read_text())
+    prob = pc.problem("vdp", seed=0)
+    lib = pc.estimate(prob.model, prob.experiments, prob.p0, "picard-gn",
+                      p_bounds=prob.p_bounds, codegen=False, **prob.options)
+    assert np.allclose(saved["p"], lib.p, rtol=1e-10, atol=0)
+    loaded = pc.EstimationResult.from_json(folder / "result.json")
+    assert np.array_equal(loaded.p, np.asarray(saved["p"]))
+    assert loaded.success and loaded.iterations == lib.iterations
+    assert "iter" in out.stdout and "std. error" in out.stdout
+
+
+def _write_csv(path, rows, header="experiment,time,pos,force"):
+    lines = [header] + [",".join(str(v) for v in r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
+    (tmp_path / "model.py").write_text(MODEL_FILE)
+    spec = {}
+    exec(MODEL_FILE, spec)
+    model = spec["build_model"]()
+    rows = []
+    for name, x0 in (("a", [1.0, 0.0]), ("b", [-0.5, 1.0])):
+        t = np.linspace(0, 6, 61)
+        force = lambda s: [np.sin(2 * s)]  # noqa: E731
+        X = pc.simulate(model, x0, [2.0, 0.4], t, force)
+        y = X[:, 0] + np.random.default_rng(1).normal(0, 0.002, t.size)
+        for k in range(t.size):
+            cell = "" if k % 7 == 3 else f"{y[k]:.10g}"  # some missing values
+            rows.append((name, f"{t[k]:.10g}", cell, f"{np.sin(2 * t[k]):.10g}"))
+    _write_csv(tmp_path / "data.csv", rows)
+    out = run(["fit", "model.py", "data.csv", "--x0", "0.5,0.5", "--T", "0.5", "--out", "fit",
+               "--codegen", "off"], tmp_path, cache_env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    saved = json.loads((tmp_path / "fit" / "result.json").read_text())
+    assert np.allclose(saved["p"], [2.0, 0.4], rtol=0.02)
+    for name in ("fit.png", "convergence.png"):
+        assert (tmp_path / "fit" / name).is_file()
+
+
+@pytest.mark.parametrize("case,expect", [
+    ("text", r"line 3: column 'pos' holds 'abc', not a number"),
+    ("column", r"line 1: unknown column\(s\) \['exp'\]"),
+    ("times", r"line 5: time 0.1 of experiment 'a' does not come after 0.2 \(line 4\)"),
+])
+def test_malformed_csv_names_the_line(tmp_path, case, expect):
+    import re
+
+    (tmp_path / "model.py").write_text(MODEL_FILE)
+    header = "experiment,time,pos,force"
+    rows = [("a", 0.0, 1.0, 0.0), ("a", 0.1, 0.9, 0.1), ("a", 0.2, 0.8, 0.2)]
+    if case == "text":
+        rows[1] = ("a", 0.1, "abc", 0.1)
+    elif case == "column":
+        header = "exp,time,pos,force"
+    elif case == "times":
+        rows.append(("a", 0.1, 0.7, 0.3))
+    _write_csv(tmp_path / "bad.csv", rows, header)
+    out = run(["fit", "model.py", "bad.csv", "--p0", "1,1"], tmp_path)
+    assert out.returncode != 0
+    assert re.search(expect, out.stderr), out.stderr
+
+
+def test_bad_arguments_are_named(tmp_path):
+    out = run(["run", "no-such-problem"], tmp_path)
+    assert out.returncode != 0 and "unknown problem 'no-such-problem'" in out.stderr
+    out = run(["run", "vdp", "--method", "newton"], tmp_path)
+    assert out.returncode != 0 and "invalid choice: 'newton'" in out.stderr
+    (tmp_path / "model.py").write_text(MODEL_FILE)
+    (tmp_path / "d.csv").write_text("experiment,time,pos,force\na,0,1,0\na,1,1,0\n")
+    out = run(["fit", "model.py", "d.csv", "--p0", "1,2,3"], tmp_path)
+    assert out.returncode != 0 and "--p0: expected 2 numbers, got 3" in out.stderr

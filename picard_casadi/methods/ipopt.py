@@ -21,6 +21,7 @@ like the Picard methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +62,43 @@ def check_ipopt_options(options: Any) -> dict[str, Any]:
                 f"Integer, Number or String), got {type(val).__name__}"
             )
         out[key] = val.item() if isinstance(val, (np.integer, np.floating)) else val
+    for key, val in out.items():
+        problem = _probe_ipopt_option(key, val)
+        if problem:
+            raise ValueError(
+                f"ipopt_options[{key!r}] = {val!r}: {problem}; valid names, types and "
+                f"values are listed at {IPOPT_OPTIONS_URL}"
+            )
     return out
+
+
+IPOPT_OPTIONS_URL = "https://coin-or.github.io/Ipopt/OPTIONS.html"
+_PROBED: dict[tuple[str, str], str] = {}
+
+
+def _probe_ipopt_option(key: str, val: Any) -> str:
+    """Set one IPOPT option on a one-variable NLP; return IPOPT's complaint, or ''."""
+    cache_key = (key, repr(val))
+    if cache_key in _PROBED:
+        return _PROBED[cache_key]
+    x = ca.SX.sym("x")
+    problem = ""
+    try:
+        with captured_native_output() as printed:
+            solver = ca.nlpsol("probe", "ipopt", {"x": x, "f": (x - 1) ** 2},
+                               {"ipopt": {"print_level": 0, "sb": "yes", key: val},
+                                "print_time": False, "error_on_fail": False})
+            solver(x0=0.0)
+        if solver.stats().get("return_status") == "Invalid_Option":
+            text = " ".join(line.strip() for line in printed[0].splitlines() if line.strip())
+            problem = f"IPOPT rejected it ({text[:300] or 'unknown option or bad value'})"
+    except RuntimeError as err:
+        reason = re.sub(r"^.*?\.cpp:\d+: ", "", str(err).strip().splitlines()[-1])
+        if "type mismatch" in reason:
+            reason = "the value has the wrong type for this option"
+        problem = f"rejected ({reason})"
+    _PROBED[cache_key] = problem
+    return problem
 
 
 @dataclass

@@ -1,0 +1,91 @@
+"""The four methods solve the same problem (issue: comparison study)."""
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.compare import compare
+
+
+@pytest.fixture(scope="module", params=["vdp", "lotka-volterra"])
+def solved(request):
+    prob = pc.problem(request.param, seed=0)
+    out = {m: prob.estimate(m, uncertainty=False, codegen=False)
+           for m in ("picard-gn", "ipopt", "shooting")}
+    out["ipopt-gn"] = prob.estimate("ipopt", uncertainty=False, codegen=False,
+                                    hessian="gauss-newton")
+    return prob, out
+
+
+def test_picard_gn_agrees_with_ipopt_on_the_same_discretisation(solved):
+    prob, out = solved
+    a, b = out["picard-gn"], out["ipopt"]
+    assert a.success and b.success
+    assert a.continuity_gap < 1e-6 and b.continuity_gap < 1e-6
+    assert np.max(np.abs(a.p / b.p - 1.0)) < 0.005
+    # in fact they agree to the solvers' tolerances
+    assert np.max(np.abs(a.p / b.p - 1.0)) < 1e-5
+
+
+def test_gauss_newton_hessian_reaches_the_same_optimum(solved):
+    _, out = solved
+    assert out["ipopt-gn"].success
+    assert np.max(np.abs(out["ipopt-gn"].p / out["ipopt"].p - 1.0)) < 1e-5
+
+
+def test_shooting_agrees_where_it_converges(solved):
+    _, out = solved
+    sh = out["shooting"]
+    assert sh.success, sh.message
+    # CVODES and the collocation differ by the discretisation error only
+    assert np.max(np.abs(sh.p / out["picard-gn"].p - 1.0)) < 0.005
+
+
+def test_paper_algorithm_agrees_where_it_converges():
+    prob = pc.problem("vdp", seed=0)
+    res = prob.estimate("picard", uncertainty=False, codegen=False, max_iter=1500)
+    ref = prob.estimate("shooting", uncertainty=False, codegen=False)
+    if res.success:
+        assert np.max(np.abs(res.p / ref.p - 1.0)) < 0.005
+    else:  # not converged in its budget: it is still close (and says so)
+        assert "max_iter" in res.message
+        assert np.max(np.abs(res.p / ref.p - 1.0)) < 0.02
+
+
+def test_study_runs_end_to_end_and_writes_its_table(tmp_path):
+    rows = compare(["vdp"], ["picard-gn", "ipopt"], seeds=[0, 1], repeats=2,
+                   out=tmp_path, codegen=False)
+    assert len(rows) == 4
+    assert all(r["success"] for r in rows)
+    for name in ("table.csv", "table.md", "comparison.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    md = (tmp_path / "table.md").read_text()
+    assert "| vdp | 1 | ipopt | yes |" in md
+
+
+def test_users_can_add_their_own_problem(tmp_path):
+    base = pc.problem("vdp", seed=0)
+
+    def factory(seed=0, noise_std=0.01):
+        prob = pc.problem("vdp", seed=seed, noise_std=noise_std)
+        prob.name = "my-vdp"
+        return prob
+
+    pc.register_problem("my-vdp", factory, "a user's copy of vdp")
+    assert "my-vdp" in pc.problems()
+    rows = compare(["my-vdp"], ["picard-gn"], codegen=False)
+    assert rows[0]["success"] and np.allclose(rows[0]["estimate"], base.estimate("picard-gn", uncertainty=False, codegen=False).p)
+
+
+def test_bad_options_are_clear_errors():
+    prob = pc.problem("vdp", seed=0)
+    with pytest.raises(ValueError, match=r"unknown method 'ipopt2'; valid methods are: .*shooting"):
+        prob.estimate("ipopt2")
+    with pytest.raises(ValueError, match=r"ipopt_options\['max_iter'\] = 'many': rejected .*wrong type"):
+        prob.estimate("ipopt", ipopt_options={"max_iter": "many"})
+    with pytest.raises(ValueError, match=r"No such IPOPT option: no_such_option.*OPTIONS.html"):
+        prob.estimate("ipopt", ipopt_options={"no_such_option": 1})
+    with pytest.raises(TypeError, match=r"ipopt_options\['tol'\] must be an int, float or str"):
+        prob.estimate("ipopt", ipopt_options={"tol": [1e-8]})
+    with pytest.raises(ValueError, match=r"unknown method"):
+        compare(["vdp"], ["newton"])

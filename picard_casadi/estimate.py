@@ -252,6 +252,7 @@ def estimate(
     x_scale: Any = None,
     p_scale: Any = None,
     guess: str = "simulation",
+    warm_start: EstimationResult | None = None,
     uncertainty: bool = True,
     multistart: int | None = None,
     seed: int | None = 0,
@@ -309,6 +310,11 @@ def estimate(
         states from the data and the others from a simulation with ``p0``
         (default), or propagated interval by interval from the data, or every
         state from the simulation (a continuous start).
+    warm_start : EstimationResult, optional
+        Start from this result's interval starts, node values and ``p``
+        (instead of ``p0`` and the guess); it must come from a run with the
+        same experiments and discretisation.  For example, to check one
+        method's solution with another.
     uncertainty : bool
         Compute standard errors and confidence intervals of the estimate.
     multistart : int, optional
@@ -419,6 +425,16 @@ def estimate(
     if w is None:
         w = _initial_weights(setup.disc)
         setup.tr.set_weights(w)
+    if warm_start is not None:
+        X_ws, U_ws = getattr(warm_start, "_X", None), getattr(warm_start, "_U", None)
+        if X_ws is None or X_ws.shape != setup.X0.shape or U_ws.shape != setup.U0.shape:
+            raise ValueError(
+                "`warm_start` must be a result of a run on the same experiments and "
+                f"discretisation ({setup.disc.n_intervals} intervals x {setup.disc.K} nodes); "
+                "results loaded from JSON carry no node values"
+            )
+        setup.X0, setup.U0 = X_ws.copy(), U_ws.copy()
+        setup.p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
 
     r0 = setup.tr.residuals(setup.X0, setup.U0, setup.p0,
                             np.zeros_like(setup.X0), float(lam))
@@ -508,4 +524,5 @@ def _assemble(model: Model, exps: list[Experiment], setup: Setup, outcome: LoopO
         experiment_names=[e.name for e in exps], warnings=list(notes) + list(outcome.notes),
     )
     result._predictor = simulation_predictor(model, exps, disc, X, U)
+    result._X, result._U = X.copy(), U.copy()
     return result

@@ -116,6 +116,8 @@ class EstimationResult:
     warnings: list[str] = field(default_factory=list)
     starts: list[dict[str, Any]] = field(default_factory=list)
     _predictor: Any = field(default=None, repr=False, compare=False)
+    _X: Any = field(default=None, repr=False, compare=False)  # interval starts (J, nx)
+    _U: Any = field(default=None, repr=False, compare=False)  # node values (J, nx, K)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import casadi as ca
 import numpy as np
 
 from ..discretisation import Discretisation
@@ -294,7 +295,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     J, nx = disc.n_intervals, disc.model.nx
     xs = setup.x_scale
     Xs, ps = setup.to_scaled(setup.X0, setup.p0)
-    U = setup.U0.copy()
+    U = tr.nodes_dm(setup.U0)  # kept as a CasADi DM: no conversion per call
+    inv_xs = ca.repmat(ca.DM(1.0 / xs), 1, disc.n_intervals * disc.K)
     V = np.zeros((J, nx))
     lam = float(opts.lam)
     use_multipliers = opts.continuity == "multiplier"
@@ -317,23 +319,22 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         Xs, ps = info.Xs, info.ps
         X, p = setup.from_scaled(Xs, ps)
         if info.U is not None:
-            U = info.U
+            U = tr.nodes_dm(info.U)
 
         # update of the node values: the paper's relaxed Picard sweeps, or
         # ("auto") the fixed point solved to a tenth of the step (Picard sweeps
         # while they contract, Newton steps where they do not)
         if opts.sweeps == "auto":
-            U, fp, _ = tr.settle(X, U, p, tol=max(0.1 * info.step_norm, opts.fixed_point_tol),
-                                 max_sweeps=int(opts.max_sweeps))
+            U_np, fp, _ = tr.settle(X, U, p, tol=max(0.1 * info.step_norm, opts.fixed_point_tol),
+                                    max_sweeps=int(opts.max_sweeps))
+            U = tr.nodes_dm(U_np)
         else:
             fp = 0.0
             for _ in range(int(opts.sweeps)):
-                PU = tr.picard(X, U, p)
-                diff = PU - U
-                with np.errstate(all="ignore"):
-                    fp = float(np.max(np.abs(diff) / xs[None, :, None]))
+                diff = tr.picard(X, U, p, as_dm=True) - U
+                fp = float(ca.mmax(ca.fabs(diff) * inv_xs))
                 U = U + opts.sigma * diff
-        if not np.all(np.isfinite(U)) or not np.isfinite(fp):
+        if not np.isfinite(fp) or not np.isfinite(float(ca.mmax(ca.fabs(U)))):
             status = "diverged"
             message = (
                 "the Picard update produced non-finite node values: the Picard "
@@ -342,13 +343,12 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             )
             break
 
-        _, Ys, xend = tr.trajectory(X, U, p)
+        misfit, xend = tr.summary(X, U, p)
         hn = disc.has_next
         cgap = np.zeros((J, nx))
         cgap[hn] = (xend[hn] - X[1:][hn[:-1]]) / xs
         gap_scaled = float(np.abs(cgap).max(initial=0.0))
         gap = float((np.abs(cgap) * xs).max(initial=0.0))
-        misfit = float(0.5 * np.sum(disc.mask * (disc.y - Ys) ** 2) / disc.n_samples_total)
 
         rec = IterationRecord(
             iteration=it, objective=info.phi_before, misfit=misfit,
@@ -412,6 +412,6 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     X, p = setup.from_scaled(Xs, ps)
     if not message:
         message = status
-    return LoopOutcome(X=X, U=U, p=p, V=V, lam=lam, iterations=it, success=success,
+    return LoopOutcome(X=X, U=tr.nodes_np(U), p=p, V=V, lam=lam, iterations=it, success=success,
                        status=status, message=message, history=history,
                        evaluations=evaluations)

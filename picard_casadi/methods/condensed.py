@@ -84,7 +84,7 @@ class ConstrainedGaussNewtonStep:
         s = self.setup
         disc, tr = s.disc, s.tr
         _, Ys, xend = tr.trajectory(X, U, p)
-        r = tr._Wt * (disc.y - Ys)
+        r = tr._Wt * (disc.y - Ys)  # weighted: the merit needs more than the misfit
         gaps = np.zeros_like(X)
         hn = disc.has_next
         gaps[hn] = (xend[hn] - X[1:][hn[:-1]]) / s.x_scale
@@ -174,6 +174,7 @@ class ConstrainedGaussNewtonStep:
         disc, tr = s.disc, s.tr
         xs, psc = s.x_scale, s.p_scale
         X, p = s.from_scaled(Xs, ps)
+        U = tr.nodes_np(U)
         sens = tr.interval_sensitivities(X, U, p)
         if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,

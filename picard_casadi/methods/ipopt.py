@@ -6,7 +6,7 @@ is the first node, ``u_j[:, 0]``):
     minimise    0.5 sum_i w (y_i - g(t_i, u(t_i), p))^2 / N
     subject to  u_j = P_{x_j, p} u_j        (the Picard fixed point, nodes 1..K-1)
                 u_j(T) = x_{j+1}            (exact continuity)
-                p in p_bounds, every node in the state box
+                p in p_bounds, every interval start x_j in the state box
 
 with the same nodes, scheme, ``T``, start and scaling as ``method="picard"``.
 The NLP is assembled from the same per-interval functions (the Picard map
@@ -206,10 +206,19 @@ class CollocationNLP:
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
         self.n_g = g.numel()
         xl, xu, pl, pu = setup.scaled_bounds
+        # the state box applies to the interval starts (the first node of each
+        # interval), as in the Picard methods: the same feasible set.  Boxing
+        # every node gave IPOPT thousands of barrier terms that, next to a data
+        # misfit of order 1e-2, pulled its path into another local optimum
+        # (CMG, seed 3).
+        node_lb = np.full((J, K, nx), -np.inf)
+        node_ub = np.full((J, K, nx), np.inf)
+        node_lb[:, 0, :] = xl
+        node_ub[:, 0, :] = xu
         lbw = np.concatenate([np.where(setup.free_p, pl, setup.p0 / setup.p_scale),
-                              np.tile(xl[0], J * K)])
+                              node_lb.ravel()])
         ubw = np.concatenate([np.where(setup.free_p, pu, setup.p0 / setup.p_scale),
-                              np.tile(xu[0], J * K)])
+                              node_ub.ravel()])
         # interval starts of experiments with known x0 are pinned
         for j in range(J):
             fixed = ~setup.free_x[j]
@@ -268,7 +277,12 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
             lam=0.0, control=float(its.get("mu", [np.nan] * (k + 1))[k]), time=float("nan"),
         ))
     n_iter = int(stats.get("iter_count", len(history)))
-    message = f"IPOPT: {status}" + ("" if success else
+    if status == "Solved_To_Acceptable_Level":
+        status_note = (" (IPOPT could not reach tol and stopped at its acceptable level; "
+                       "pass ipopt_options={'acceptable_iter': 0} to insist)")
+    else:
+        status_note = ""
+    message = f"IPOPT: {status}{status_note}" + ("" if success else
                                     " (see IPOPT's documentation of this status; try "
                                     "hessian='gauss-newton', a larger max_iter or a better start)")
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,

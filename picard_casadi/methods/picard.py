@@ -109,9 +109,10 @@ class ProjectedGradientStep:
             Xn, pn = s.project(Xs - alpha * gX, ps - alpha * gp, Xs, ps)
             d = np.concatenate([pn - ps, (Xn - Xs).ravel()])
             Xp, pp = s.from_scaled(Xn, pn)
-            r_new = tr.residuals(Xp, U, pp, V, lam)
+            phi_new = tr.objective(Xp, U, pp, V, lam)
             evals += 1
-            phi_new = 0.5 * float(np.sum(r_new * r_new)) if np.all(np.isfinite(r_new)) else np.inf
+            if not np.isfinite(phi_new):
+                phi_new = np.inf
             if phi_new <= phi + self.armijo * float(g @ d):
                 self.alpha = alpha
                 self._last_z, self._last_g = z, g

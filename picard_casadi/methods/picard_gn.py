@@ -116,6 +116,7 @@ class LevenbergMarquardtStep:
         s = self.setup
         tr, disc = s.tr, s.disc
         X, p = s.from_scaled(Xs, ps)
+        U = tr.nodes_np(U)
         r, Jx, Jp = self.linearise(X, U, p, V, lam)
         if not (np.all(np.isfinite(r)) and np.all(np.isfinite(Jx)) and np.all(np.isfinite(Jp))):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,

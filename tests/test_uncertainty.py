@@ -1,0 +1,77 @@
+"""Uncertainty of the estimates, identifiability warnings and multistart."""
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+
+def test_standard_errors_agree_between_methods():
+    prob = pc.problem("lotka-volterra", seed=0)
+    a = prob.estimate("picard-gn")
+    b = prob.estimate("ipopt")
+    assert a.p_std is not None and np.all(a.p_std > 0)
+    assert np.allclose(a.p_std, b.p_std, rtol=1e-3)
+    assert a.p_ci.shape == (4, 2)
+    assert np.all(a.p_ci[:, 0] < a.p) and np.all(a.p < a.p_ci[:, 1])
+    assert np.allclose(np.diag(a.p_corr), 1.0)
+    assert np.all(np.abs(a.p_corr) <= 1.0 + 1e-12)
+
+
+def test_standard_errors_scale_with_the_noise():
+    small = pc.problem("vdp", seed=3, noise_std=0.005).estimate("picard-gn")
+    large = pc.problem("vdp", seed=3, noise_std=0.02).estimate("picard-gn")
+    ratio = large.p_std / small.p_std
+    assert np.all((ratio > 2.5) & (ratio < 6.0)), ratio
+
+
+def test_unidentifiable_pair_is_named_in_a_warning():
+    """Only the product a*b enters the dynamics: a and b cannot be told apart."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
+    t = np.linspace(0, 4, 41)
+    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    with pytest.warns(UserWarning, match=r"combination of a, b"):
+        res = pc.estimate(model, [exp], p0=[0.7, 1.2, 0.2], method="picard-gn", T=0.5)
+    assert res.success
+    assert abs(res.p[0] * res.p[1] - 1.0) < 0.05  # the product is determined
+    assert np.isinf(res.p_std[0]) and np.isinf(res.p_std[1]) and np.isfinite(res.p_std[2])
+    assert any("a, b" in w and "unidentifiable" in w for w in res.warnings)
+
+
+def test_multistart_keeps_every_start_and_returns_the_best():
+    prob = pc.problem("fitzhugh-nagumo", seed=0)
+    res = prob.estimate("picard-gn", multistart=4, seed=2, uncertainty=False)
+    assert len(res.starts) == 4
+    assert np.allclose(res.starts[0]["p0"], prob.p0)
+    lb, ub = prob.p_bounds
+    for s in res.starts[1:]:
+        assert np.all(np.asarray(s["p0"]) >= lb) and np.all(np.asarray(s["p0"]) <= ub)
+    best = min((s for s in res.starts if s["success"]), key=lambda s: s["weighted_objective"])
+    assert np.allclose(res.p, best["p"])
+    assert res.success
+
+
+def test_latin_hypercube_has_one_point_per_stratum():
+    from picard_casadi.multistart import latin_hypercube
+
+    pts = latin_hypercube(np.zeros(3), np.ones(3), 10, np.random.default_rng(0))
+    for d in range(3):
+        assert sorted(np.floor(pts[:, d] * 10).astype(int)) == list(range(10))
+
+
+@pytest.mark.slow
+def test_coverage_of_95_percent_intervals_on_lotka_volterra():
+    hits = total = 0
+    for seed in range(100):
+        prob = pc.problem("lotka-volterra", seed=seed, noise_std=0.05)
+        res = prob.estimate("picard-gn", codegen=False)
+        assert res.success, (seed, res.message)
+        inside = (res.p_ci[:, 0] <= prob.p_true) & (prob.p_true <= res.p_ci[:, 1])
+        hits += int(inside.sum())
+        total += inside.size
+    coverage = hits / total
+    print(f"coverage of the 95 % intervals over 100 seeds: {coverage:.1%} ({hits}/{total})")
+    assert 0.88 <= coverage <= 0.99

@@ -169,6 +169,10 @@ class FixedPointLinearisation:
             ``xend`` (J, nx) and ``dend`` (J, nx, nx + np): end states;
             ``S`` (J, K, nx, nx + np): node sensitivities ``dU/d(x_j, p)``.
         """
+        with np.errstate(all="ignore"):  # non-finite values are checked by the callers
+            return self._interval_sensitivities(X, U, p)
+
+    def _interval_sensitivities(self, X, U, p):
         d = self.disc
         m = d.model
         J, K, M = d.n_intervals, d.K, d.M
@@ -188,7 +192,11 @@ class FixedPointLinearisation:
         Bx = np.tile(np.eye(nx), (K, 1))[None, :, :].repeat(J, axis=0)  # (J, K nx, nx)
         Bp = (h[:, None, None, None] * np.einsum("kl,jlab->jkab", A, Fp)).reshape(J, K * nx, np_)
         lhs = np.eye(K * nx)[None, :, :] - dPdU
-        S = np.linalg.solve(lhs, np.concatenate([Bx, Bp], axis=2))  # (J, K nx, nx+np)
+        rhs = np.concatenate([Bx, Bp], axis=2)
+        try:
+            S = np.linalg.solve(lhs, rhs)  # (J, K nx, nx+np)
+        except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
+            S = np.full(rhs.shape, np.nan)
         S = S.reshape(J, K, nx, nx + np_)
         # dF_l/dz = Fx[l] S_l + [0 | Fp[l]]
         dF = np.einsum("jkab,jkbz->jkaz", Fx, S)

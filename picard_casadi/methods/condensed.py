@@ -170,6 +170,12 @@ class ConstrainedGaussNewtonStep:
 
     # ------------------------------------------------------------------ step
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        # trial points far from the solution can overflow; they are rejected
+        # below (non-finite merit), so the floating-point warnings are noise
+        with np.errstate(all="ignore"):
+            return self._step(Xs, U, ps, V, lam)
+
+    def _step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         disc, tr = s.disc, s.tr
         xs, psc = s.x_scale, s.p_scale

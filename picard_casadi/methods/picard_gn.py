@@ -113,6 +113,10 @@ class LevenbergMarquardtStep:
         return info.precision_reached or info.optimality <= SETTLED_COSINE
 
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        with np.errstate(all="ignore"):  # overflowing trials are rejected below
+            return self._step(Xs, U, ps, V, lam)
+
+    def _step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         tr, disc = s.tr, s.disc
         X, p = s.from_scaled(Xs, ps)

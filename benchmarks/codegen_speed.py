@@ -1,0 +1,82 @@
+"""Code generation: per-iteration time, generated C versus CasADi's virtual machine.
+
+Run::
+
+    python benchmarks/codegen_speed.py
+
+For "cmg" and "fa18-roll-ail" (weighted), and for the paper's algorithm
+(``picard``, 300 iterations) and ``picard-gn``: the one-off compile time (on
+an empty cache), the solve time per iteration with generated code and with
+the virtual machine, and the time per iteration spent inside the iteration's
+CasADi functions only.  All measured in this one run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import defaultdict
+
+import picard_casadi as pc
+import picard_casadi.transcription as transcription
+from picard_casadi import codegen
+
+CALL_TIME: dict[str, float] = defaultdict(float)
+
+
+class _Timed:
+    def __init__(self, functions):
+        self._f = functions
+
+    def __getitem__(self, name):
+        f = self._f[name]
+
+        def call(*args):
+            t = time.perf_counter()
+            out = f(*args)
+            CALL_TIME["total"] += time.perf_counter() - t
+            return out
+        return call
+
+
+_init = transcription.Transcription.__init__
+
+
+def _timed_init(self, *a, **k):
+    _init(self, *a, **k)
+    self.functions = _Timed(self.functions)
+
+
+def measure(name, method, cg, **kw):
+    prob = pc.problem(name, seed=0)
+    CALL_TIME.clear()
+    res = prob.estimate(method, codegen=cg, uncertainty=False, **kw)
+    its = max(res.iterations, 1)
+    return res, res.timings["solve"] / its, CALL_TIME["total"] / its
+
+
+def main() -> None:
+    if codegen.find_compiler() is None:
+        print("no C compiler: nothing to compare")
+        return
+    transcription.Transcription.__init__ = _timed_init
+    os.environ["PICARD_CASADI_CACHE"] = tempfile.mkdtemp(prefix="picard_bench_cache_")
+    cases = [("cmg", "picard", {"max_iter": 300}), ("cmg", "picard-gn", {}),
+             ("fa18-roll-ail", "picard", {"max_iter": 300, "weights": "auto"}),
+             ("fa18-roll-ail", "picard-gn", {"weights": "auto"})]
+    print(f"{'problem':14s} {'method':10s} {'compile [s]':>11s} {'iter VM [ms]':>12s} "
+          f"{'iter C [ms]':>11s} {'ratio':>6s} {'eval VM':>8s} {'eval C':>7s} {'ratio':>6s}")
+    for name, method, kw in cases:
+        before = codegen.STATS.compile_seconds
+        measure(name, method, True, **kw)            # cold cache: compiles
+        compile_s = codegen.STATS.compile_seconds - before
+        _, it_c, ev_c = measure(name, method, True, **kw)   # cached
+        _, it_vm, ev_vm = measure(name, method, False, **kw)
+        print(f"{name:14s} {method:10s} {compile_s:11.1f} {1e3 * it_vm:12.2f} {1e3 * it_c:11.2f} "
+              f"{it_vm / it_c:6.1f} {1e3 * ev_vm:8.2f} {1e3 * ev_c:7.2f} {ev_vm / ev_c:6.1f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -333,46 +333,61 @@ class Transcription:
 
     def settle(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
                max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
-        """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, Newton if needed.
+        """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, then damped Newton.
 
         Picard sweeps are cheap and converge where ``P`` contracts.  When a
-        sweep does not shrink the change at least twofold (or it grows), the
-        remaining work is done by Newton steps on ``U - P U = 0``
-        (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
+        sweep does not halve the fixed-point residual, the remaining work is
+        done by Newton steps on ``U - P U = 0``
+        (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`), halved
+        until they decrease the residual.  No update that increases the
+        residual is accepted, so the result is never worse than the start.
 
         Returns
         -------
         U : ndarray
         residual : float
-            Scaled ``max |P U - U|`` of the last update.
+            Scaled ``max |P U - U|`` of the returned ``U``.
         evaluations : int
-            Picard sweeps plus Newton steps used.
+            Picard-map evaluations used.
         """
-        xs = self.x_scale[None, :, None]
-        U = self.nodes_np(U)
-        res, prev = np.inf, np.inf
-        newton = False
-        k = 0
-        for k in range(1, max_sweeps + 1):
-            if newton:
-                U_new, _ = self._fixed_point.newton_step(X, U, p)
-            else:
-                U_new = self.picard(X, U, p)
+        inv = 1.0 / self.x_scale[None, :, None]
+
+        def residual(PU: np.ndarray, Uc: np.ndarray) -> float:
             with np.errstate(all="ignore"):
-                res = float(np.max(np.abs(U_new - U) / xs))
-            if not np.isfinite(res):
-                if newton:
-                    return U, np.inf, k
-                newton = True  # Picard blew up: keep U, continue with Newton
-                continue
-            if not newton and k >= 2 and res > 0.5 * prev:
-                newton = True  # Picard contracts too slowly (or not at all) here
-                if res > prev:
-                    continue  # do not take a growing sweep
-            U, prev = U_new, res
-            if res <= tol:
-                break
-        return U, res, k
+                r = float(np.max(np.abs(PU - Uc) * inv))
+            return r if np.isfinite(r) else np.inf
+
+        U = self.nodes_np(U)
+        PU = self.picard(X, U, p)
+        res = residual(PU, U)
+        calls = 1
+        newton = False
+        while res > tol and calls < max_sweeps:
+            if not newton:
+                U_new = PU
+                PU_new = self.picard(X, U_new, p)
+                calls += 1
+                res_new = residual(PU_new, U_new)
+                if res_new > 0.5 * res:
+                    newton = True  # Picard does not contract (fast enough) here
+                    if res_new >= res:
+                        continue
+            else:
+                with np.errstate(all="ignore"):
+                    U_full, _ = self._fixed_point.newton_step(X, U, p)
+                alpha, res_new = 1.0, np.inf
+                while alpha >= 1.0 / 64 and calls < max_sweeps:
+                    U_new = U + alpha * (U_full - U)
+                    PU_new = self.picard(X, U_new, p)
+                    calls += 1
+                    res_new = residual(PU_new, U_new)
+                    if res_new < res:
+                        break
+                    alpha *= 0.5
+                if not res_new < res:
+                    break  # no progress from here
+            U, PU, res = U_new, PU_new, res_new
+        return U, res, calls
 
     def gradient(self, X, U, p, V, lam) -> tuple[float, np.ndarray, np.ndarray]:
         """Objective ``0.5 |r|^2`` and its gradient in ``X`` ``(J, nx)`` and ``p``."""

@@ -117,7 +117,7 @@ class Quadrature:
         width = 1.0 / (K - 1)
         rows = np.zeros((tau.size, K))
         for i, s in enumerate(tau):
-            m = min(int(np.floor(s / width + 1e-12)), K - 2)
+            m = self._segment(s)
             rows[i, :m] += width / 2.0
             rows[i, 1 : m + 1] += width / 2.0
             d = s - m * width
@@ -145,11 +145,16 @@ class Quadrature:
         width = 1.0 / (K - 1)
         rows = np.zeros((tau.size, K))
         for i, s in enumerate(tau):
-            m = min(int(np.floor(s / width + 1e-12)), K - 2)
+            m = self._segment(s)
             w = (s - m * width) / width
             rows[i, m] = 1.0 - w
             rows[i, m + 1] = w
         return rows
+
+    def _segment(self, s: float) -> int:
+        """Index of the uniform-node segment holding ``s`` (trapezoid scheme)."""
+        width = 1.0 / (self.n_nodes - 1)
+        return min(int(np.floor(s / width + 1e-12)), self.n_nodes - 2)
 
     @staticmethod
     def _check_points(tau: np.ndarray) -> np.ndarray:

@@ -35,7 +35,8 @@ from ..transcription import build_interval_functions
 from . import MethodSpec, register
 from .base import IterationRecord, LoopOutcome, Setup
 
-__all__ = ["IpoptOptions", "solve_ipopt", "check_ipopt_options"]
+__all__ = ["IpoptOptions", "solve_ipopt", "check_ipopt_options", "gauss_newton_hessian",
+           "run_nlp", "ipopt_history"]
 
 HESSIANS = ("exact", "gauss-newton")
 
@@ -142,6 +143,56 @@ class IpoptOptions:
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 
+def gauss_newton_hessian(r: ca.MX, w: ca.MX, params: ca.MX) -> ca.Function:
+    """``hess_lag`` option of ``nlpsol``: ``lam_f * triu(J^T J)`` of residuals ``r``.
+
+    The way CasADi's system-identification example passes a Gauss-Newton
+    Hessian to IPOPT (constraint curvature ignored).
+    """
+    Jr = ca.jacobian(r, w)
+    sigma = ca.MX.sym("sigma")
+    return ca.Function(
+        "nlp_hess_l",
+        {"x": w, "p": params, "lam_f": sigma, "hess_gamma_x_x": sigma * ca.triu(ca.mtimes(Jr.T, Jr))},
+        ["x", "p", "lam_f", "lam_g"], ["hess_gamma_x_x"],
+    )
+
+
+def run_nlp(solver: ca.Function, setup: Setup, w0: np.ndarray, lbw: np.ndarray,
+            ubw: np.ndarray) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Solve from ``w0`` (clipped into the box) with the setup's data weights.
+
+    Returns IPOPT's solution, its statistics, and what it printed.  Raises
+    ValueError when IPOPT rejects an option.
+    """
+    Wt = to_map_layout(setup.tr._Wt)
+    with captured_native_output() as printed:
+        sol = solver(x0=np.clip(w0, lbw, ubw), p=Wt.ravel(order="F"), lbx=lbw, ubx=ubw,
+                     lbg=0.0, ubg=0.0)
+    stats = solver.stats()
+    text = printed[0] if printed else ""
+    if stats.get("return_status") == "Invalid_Option":
+        detail = " ".join(line.strip() for line in text.splitlines()
+                          if "option" in line.lower() or "type" in line.lower())
+        raise ValueError(f"IPOPT rejected an option in ipopt_options: {detail or text.strip()[:500]}")
+    return sol, stats, text
+
+
+def ipopt_history(stats: dict[str, Any]) -> list[IterationRecord]:
+    """The iteration history IPOPT reports, as :class:`IterationRecord` rows."""
+    its = stats.get("iterations", {}) or {}
+    n = len(its.get("obj", []))
+
+    def column(name: str) -> list[float]:
+        return [float(v) for v in its.get(name, [np.nan] * n)]
+
+    obj, du, pr, d, mu = (column(k) for k in ("obj", "inf_du", "inf_pr", "d_norm", "mu"))
+    return [IterationRecord(iteration=k, objective=obj[k], misfit=float("nan"),
+                            grad_norm=du[k], step_norm=d[k], gap=pr[k], gap_scaled=pr[k],
+                            fixed_point=float("nan"), lam=0.0, control=mu[k], time=float("nan"))
+            for k in range(n)]
+
+
 class CollocationNLP:
     """The collocation NLP of a :class:`Setup`, built once and re-solved."""
 
@@ -184,13 +235,7 @@ class CollocationNLP:
             "error_on_fail": False,
         }
         if opts.hessian == "gauss-newton":
-            Jr = ca.jacobian(r_data, w)
-            sigma = ca.MX.sym("sigma")
-            H = sigma * ca.triu(ca.mtimes(Jr.T, Jr))
-            solver_opts["hess_lag"] = ca.Function(
-                "nlp_hess_l", {"x": w, "p": nlp["p"], "lam_f": sigma, "hess_gamma_x_x": H},
-                ["x", "p", "lam_f", "lam_g"], ["hess_gamma_x_x"],
-            )
+            solver_opts["hess_lag"] = gauss_newton_hessian(r_data, w, nlp["p"])
         self.note = ""
         self.solver = None
         if setup.compiled:
@@ -235,12 +280,7 @@ class CollocationNLP:
         s = self.setup
         w0 = np.concatenate([s.p0 / s.p_scale,
                              (s.U0 / s.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
-        w0 = np.clip(w0, self.lbw, self.ubw)
-        Wt = to_map_layout(s.tr._Wt)
-        with captured_native_output() as printed:
-            sol = self.solver(x0=w0, p=Wt.ravel(order="F"), lbx=self.lbw, ubx=self.ubw,
-                              lbg=0.0, ubg=0.0)
-        return sol, self.solver.stats(), printed[0] if printed else ""
+        return run_nlp(self.solver, s, w0, self.lbw, self.ubw)
 
 
 def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
@@ -255,27 +295,13 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     nlp = cache[key]
     sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
-    if status == "Invalid_Option":
-        detail = " ".join(line.strip() for line in printed.splitlines()
-                          if "option" in line.lower() or "type" in line.lower())
-        raise ValueError(
-            f"IPOPT rejected an option in ipopt_options: {detail or printed.strip()[:500]}"
-        )
     J, K, nx, np_ = nlp.J, nlp.K, nlp.nx, nlp.np
     w = np.asarray(sol["x"]).ravel()
     p = w[:np_] * setup.p_scale
     U = w[np_:].reshape(J, K, nx).transpose(0, 2, 1) * setup.x_scale[None, :, None]
     X = U[:, :, 0].copy()
     success = bool(stats.get("success", False))
-    its = stats.get("iterations", {}) or {}
-    history = []
-    for k, obj in enumerate(its.get("obj", [])):
-        history.append(IterationRecord(
-            iteration=k, objective=float(obj), misfit=float("nan"),
-            grad_norm=float(its["inf_du"][k]), step_norm=float(its.get("d_norm", [np.nan] * (k + 1))[k]),
-            gap=float(its["inf_pr"][k]), gap_scaled=float(its["inf_pr"][k]), fixed_point=float("nan"),
-            lam=0.0, control=float(its.get("mu", [np.nan] * (k + 1))[k]), time=float("nan"),
-        ))
+    history = ipopt_history(stats)
     n_iter = int(stats.get("iter_count", len(history)))
     if status == "Solved_To_Acceptable_Level":
         status_note = (" (IPOPT could not reach tol and stopped at its acceptable level; "

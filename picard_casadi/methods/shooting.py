@@ -27,12 +27,11 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from .._native_output import captured_native_output
 from ..discretisation import to_map_layout
 from ..simulate import _input_coefficients, _segment_integrator
 from . import MethodSpec, register
-from .base import IterationRecord, LoopOutcome, Setup
-from .ipopt import check_ipopt_options
+from .base import LoopOutcome, Setup
+from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
 
 __all__ = ["ShootingOptions", "solve_shooting"]
 
@@ -138,11 +137,7 @@ class ShootingNLP:
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vec(cont)
         nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
-        Jr = ca.jacobian(r_data, w)
-        sigma = ca.MX.sym("sigma")
-        hess = ca.Function("nlp_hess_l", {"x": w, "p": nlp["p"], "lam_f": sigma,
-                                          "hess_gamma_x_x": sigma * ca.triu(ca.mtimes(Jr.T, Jr))},
-                           ["x", "p", "lam_f", "lam_g"], ["hess_gamma_x_x"])
+        hess = gauss_newton_hessian(r_data, w, nlp["p"])
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
@@ -159,14 +154,10 @@ class ShootingNLP:
         self.lbw, self.ubw = lbw, ubw
 
     def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Solve from the setup's start; return IPOPT's result, stats and output."""
         s = self.setup
         w0 = np.concatenate([s.p0 / s.p_scale, (s.X0 / s.x_scale).ravel()])
-        w0 = np.clip(w0, self.lbw, self.ubw)
-        Wt = to_map_layout(s.tr._Wt)
-        with captured_native_output() as printed:
-            sol = self.solver(x0=w0, p=Wt.ravel(order="F"), lbx=self.lbw, ubx=self.ubw,
-                              lbg=0.0, ubg=0.0)
-        return sol, self.solver.stats(), printed[0] if printed else ""
+        return run_nlp(self.solver, s, w0, self.lbw, self.ubw)
 
 
 def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOutcome:
@@ -180,8 +171,6 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     nlp = setup.cache[key]
     sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
-    if status == "Invalid_Option":
-        raise ValueError(f"IPOPT rejected an option in ipopt_options: {printed.strip()[:500]}")
     w = np.asarray(sol["x"]).ravel()
     p = w[: nlp.np] * setup.p_scale
     X = w[nlp.np:].reshape(nlp.J, nlp.nx) * setup.x_scale
@@ -193,13 +182,7 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     if not success:
         message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
-    its = stats.get("iterations", {}) or {}
-    history = [IterationRecord(
-        iteration=k, objective=float(obj), misfit=float("nan"),
-        grad_norm=float(its["inf_du"][k]), step_norm=float("nan"),
-        gap=float(its["inf_pr"][k]), gap_scaled=float(its["inf_pr"][k]),
-        fixed_point=float("nan"), lam=0.0, control=float("nan"), time=float("nan"),
-    ) for k, obj in enumerate(its.get("obj", []))]
+    history = ipopt_history(stats)
     notes = [] if np.isfinite(res) and res < 1e-8 else [
         "shooting: the collocation fixed point used to report the continuity gap did "
         "not settle on every interval"]

@@ -9,14 +9,16 @@ is the first node, ``u_j[:, 0]``):
                 p in p_bounds, every interval start x_j in the state box
 
 with the same nodes, scheme, ``T``, start and scaling as ``method="picard"``.
-The NLP is assembled from the same per-interval functions (the Picard map
-and the data residuals with ``n = 1``, mapped over intervals), expanded to SX
-by default, and solved by IPOPT through ``casadi.nlpsol`` with the exact
-Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
+The Picard map is linear in the vector field's node values, so the NLP maps
+the model's ``f`` over every node and integrates with sparse constant
+matrices (:func:`collocation_expressions`); on the virtual machine it is
+expanded to SX by default.  IPOPT solves it through ``casadi.nlpsol`` with the
+exact Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
 CasADi's system-identification example passes ``hess_lag``).  The data
 weights are NLP parameters, so re-weighting does not rebuild the NLP.  With
-code generation on, the NLP's functions are generated, compiled and cached
-like the Picard methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
+code generation on, the NLP's functions are generated from the MX graph (the
+mapped vector field becomes a loop in C), compiled and cached like the Picard
+methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import numpy as np
 
 from .._native_output import captured_native_output
 from ..discretisation import to_map_layout
-from ..transcription import build_interval_functions
 from . import MethodSpec, register
 from .base import IterationRecord, LoopOutcome, Setup
 
@@ -193,6 +194,65 @@ def ipopt_history(stats: dict[str, Any]) -> list[IterationRecord]:
             for k in range(n)]
 
 
+def collocation_expressions(setup: Setup, w: ca.MX, Wt: ca.MX) -> tuple[ca.MX, ca.MX, ca.MX]:
+    """Fixed-point defects, continuity defects and data residuals of the NLP.
+
+    The Picard map is linear in the vector-field values at the nodes, so the
+    model's ``f`` is mapped once over every node of every interval and the
+    integration over each interval is a sparse constant matrix product
+    (``x_j + h_j F_j A^T``); the outputs at the sample times are ``g`` mapped
+    over the samples of ``x_j + h_j F_j S_j^T``.  CasADi then differentiates
+    the (small) vector field over the map instead of a whole interval, which
+    keeps the NLP's derivative functions compact enough to generate and
+    compile.  The values are those of the per-interval functions with
+    ``n = 1`` (same nodes, quadrature and sample rows).
+
+    Parameters
+    ----------
+    setup : Setup
+    w : casadi.MX
+        Decision vector ``[p / p_scale, vec(U_j / x_scale) for each j]``.
+    Wt : casadi.MX, shape (ny, J * M)
+        Data weights in the map layout (zero at missing samples).
+    """
+    disc = setup.disc
+    m = disc.model
+    J, K, M, nx, np_ = disc.n_intervals, disc.K, disc.M, m.nx, m.np
+    A = np.asarray(disc.quad.integration, float)  # K x K
+    tau = np.asarray(disc.quad.tau, float)
+    xs = ca.DM(setup.x_scale)
+    p = w[:np_] * ca.DM(setup.p_scale)
+    U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+    X = U[:, list(range(0, J * K, K))]
+    # node values of the vector field, all intervals at once
+    t_nodes = (disc.t0[:, None] + disc.h[:, None] * tau[None, :]).ravel()
+    F = m.f.map(J * K)(ca.DM(t_nodes[None, :]), U, ca.repmat(p, 1, J * K),
+                       ca.DM(to_map_layout(disc.node_inputs)))
+    # interval starts spread to nodes / samples, and the quadrature per interval
+    spread_nodes = ca.kron(ca.DM.eye(J), ca.DM.ones(1, K))
+    integrate_nodes = ca.diagcat(*[ca.DM(h * A.T) for h in disc.h])
+    PU = ca.mtimes(X, spread_nodes) + ca.mtimes(F, integrate_nodes)
+    interior = [j * K + k for j in range(J) for k in range(1, K)]
+    defects = (PU[:, interior] - U[:, interior]) / ca.repmat(xs, 1, len(interior))
+    last = [j * K + K - 1 for j in range(J)]
+    nxt = [j for j in range(J) if disc.has_next[j]]
+    cont = (U[:, [last[j] for j in nxt]] - X[:, [j + 1 for j in nxt]]) / ca.repmat(xs, 1, len(nxt))
+    # outputs at the measured sample slots only (padding slots carry no data)
+    active = np.flatnonzero(to_map_layout(disc.mask).any(axis=0))
+    rows = disc.sample_rows  # (J, M, K)
+    cols = [int(i) for i in active]
+    integrate_samples = ca.sparsify(
+        ca.diagcat(*[ca.DM(h * rows[j].T) for j, h in enumerate(disc.h)])[:, cols])
+    spread_samples = ca.kron(ca.DM.eye(J), ca.DM.ones(1, M))[:, cols]
+    Xs = ca.mtimes(X, spread_samples) + ca.mtimes(F, integrate_samples)
+    ts = to_map_layout(disc.sample_times[:, None, :])[:, active]
+    Ws = to_map_layout(disc.sample_inputs)[:, active]
+    Ys = m.g.map(len(active))(ca.DM(ts), Xs, ca.repmat(p, 1, len(active)), ca.DM(Ws))
+    Y = ca.DM(to_map_layout(disc.y)[:, active])
+    r_data = ca.vec(Wt[:, cols] * (Y - Ys))
+    return defects, cont, r_data
+
+
 class CollocationNLP:
     """The collocation NLP of a :class:`Setup`, built once and re-solved."""
 
@@ -201,27 +261,9 @@ class CollocationNLP:
         m = disc.model
         J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
         self.setup = setup
-        fns = setup.tr.fns if setup.tr.n == 1 else build_interval_functions(disc, 1)
-        picard = fns.picard.map(J)
-        trajectory = fns.trajectory.map(J)
-        c = setup.tr._data_common
-        xs = ca.DM(setup.x_scale)
-        ps = ca.DM(setup.p_scale)
-
         w = ca.MX.sym("w", np_ + J * nx * K)
         Wt = ca.MX.sym("Wt", m.ny, disc.M * J)
-        p = w[:np_] * ps
-        U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
-        first = list(range(0, J * K, K))
-        last = list(range(K - 1, J * K, K))
-        X = U[:, first]
-        PU = picard(X, U, p, c["t0"], c["h"], c["Wn"])
-        interior = [j * K + k for j in range(J) for k in range(1, K)]
-        defects = (PU[:, interior] - U[:, interior]) / ca.repmat(xs, 1, len(interior))
-        nxt = [j for j in range(J) if disc.has_next[j]]
-        cont = (U[:, [last[j] for j in nxt]] - X[:, [j + 1 for j in nxt]]) / ca.repmat(xs, 1, len(nxt))
-        _, Ys, _ = trajectory(X, U, p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"], c["Ws"])
-        r_data = ca.vec(Wt * (c["Y"] - Ys))
+        defects, cont, r_data = collocation_expressions(setup, w, Wt)
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vertcat(ca.vec(defects), ca.vec(cont))
         nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
@@ -242,7 +284,10 @@ class CollocationNLP:
             from ..codegen import NlpTooLarge, compile_nlpsol
 
             try:
-                self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts)
+                # generated from the MX graph: the mapped vector field becomes a
+                # loop in C; expanded to SX the same NLP is hundreds of MB of C
+                self.solver = compile_nlpsol("collocation", "ipopt", nlp,
+                                             solver_opts | {"expand": False})
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
                              "expanded to SX (its fastest uncompiled form)")

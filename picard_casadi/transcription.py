@@ -335,6 +335,9 @@ class Transcription:
                max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
         """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, then damped Newton.
 
+        Chord steps come first: Newton steps with the inverse Jacobian kept
+        from the last fixed-point linearisation, used while each halves the
+        residual (near a Gauss-Newton trial point they converge in one or two).
         Picard sweeps are cheap and converge where ``P`` contracts.  When a
         sweep does not halve the fixed-point residual, the remaining work is
         done by Newton steps on ``U - P U = 0``
@@ -362,8 +365,23 @@ class Transcription:
         res = residual(PU, U)
         calls = 1
         newton = False
+        chord = True
         while res > tol and calls < max_sweeps:
-            if not newton:
+            if chord:
+                # chord steps with the last linearisation's Jacobian: kept
+                # while each at least halves the residual
+                U_new = self._fixed_point.chord_step(U, PU)
+                if U_new is None:
+                    chord = False
+                    continue
+                PU_new = self.picard(X, U_new, p)
+                calls += 1
+                res_new = residual(PU_new, U_new)
+                if not res_new <= 0.5 * res:
+                    chord = False
+                    if not res_new < res:
+                        continue
+            elif not newton:
                 U_new = PU
                 PU_new = self.picard(X, U_new, p)
                 calls += 1

@@ -36,7 +36,7 @@ from ..discretisation import to_map_layout
 from . import MethodSpec, register
 from .base import IterationRecord, LoopOutcome, Setup
 
-__all__ = ["IpoptOptions", "solve_ipopt", "check_ipopt_options", "gauss_newton_hessian",
+__all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
            "run_nlp", "ipopt_history"]
 
 HESSIANS = ("exact", "gauss-newton")

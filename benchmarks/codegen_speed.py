@@ -14,6 +14,13 @@ CasADi functions only.  All measured in this one run.
 from __future__ import annotations
 
 import os
+
+# One BLAS thread: the numbers are then repeatable on a shared 2-core machine
+# (OpenBLAS threads spin and collapse when another process runs), and
+# IPOPT's linear solver (MUMPS) is sequential too.  Set before NumPy loads.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import tempfile
 import time
 from collections import defaultdict

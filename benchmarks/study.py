@@ -16,6 +16,14 @@ IPOPT's, and writes ``table.csv``, ``table.md`` and ``comparison.png`` into
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread: the numbers are then repeatable on a shared 2-core machine
+# (OpenBLAS threads spin and collapse when another process runs), and
+# IPOPT's linear solver (MUMPS) is sequential too.  Set before NumPy loads.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import argparse
 import platform
 import time
@@ -62,9 +70,15 @@ def main() -> None:
     if "picard" in args.methods and "picard-gn" in args.methods:
         for name in names:
             by = {r["method"]: r for r in rows if r["problem"] == name}
+            pic = by["picard"]
+            if pic["success"]:
+                how = "converged"
+            elif "iteration limit" in str(pic.get("message", "")):
+                how = "stopped at its limit"
+            else:
+                how = f"failed: {pic.get('message', '')}"
             print(f"  {name:16s} iterations picard / picard-gn: "
-                  f"{by['picard']['iterations'] / by['picard-gn']['iterations']:.0f}x "
-                  f"(picard {'converged' if by['picard']['success'] else 'stopped at its limit'})")
+                  f"{pic['iterations'] / by['picard-gn']['iterations']:.0f}x (picard {how})")
     print(f"\ntable: {out / 'table.md'}; total {time.perf_counter() - start:.0f} s")
 
 

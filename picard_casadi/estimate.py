@@ -219,7 +219,8 @@ def build_setup(
 def _residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
     disc = setup.disc
     _, Ys, _ = setup.tr.trajectory(X, U, p)
-    res2 = disc.mask * (disc.y - Ys) ** 2
+    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
+        res2 = disc.mask * (disc.y - Ys) ** 2
     count = disc.mask.sum(axis=(0, 2))
     dof = np.maximum(count - (setup.free_p.sum() + 0.0) / max(disc.model.ny, 1), 1.0)
     return np.where(count > 0, res2.sum(axis=(0, 2)) / dof, np.nan)
@@ -505,11 +506,12 @@ def _assemble(model: Model, exps: list[Experiment], setup: Setup, outcome: LoopO
     disc, tr = setup.disc, setup.tr
     X, U, p = outcome.X, outcome.U, outcome.p
     _, Ys, xend = tr.trajectory(X, U, p)
-    res2 = disc.mask * (disc.y - Ys) ** 2
-    misfit = float(0.5 * res2.sum() / disc.n_samples_total)
-    weighted = float(0.5 * np.sum(res2 * w[None, :, None]) / disc.n_samples_total)
-    hn = disc.has_next
-    gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
+    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
+        res2 = disc.mask * (disc.y - Ys) ** 2
+        misfit = float(0.5 * res2.sum() / disc.n_samples_total)
+        weighted = float(0.5 * np.sum(res2 * w[None, :, None]) / disc.n_samples_total)
+        hn = disc.has_next
+        gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
     PU = tr.picard(X, U, p)
     fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
     x0 = [X[sl.start].copy() for sl in disc.intervals_of]

@@ -13,13 +13,7 @@ column (time per iteration and interval) should stay roughly constant.
 
 from __future__ import annotations
 
-import os
-
-# One BLAS thread: the numbers are then repeatable on a shared 2-core machine
-# (OpenBLAS threads spin and collapse when another process runs), and
-# IPOPT's linear solver (MUMPS) is sequential too.  Set before NumPy loads.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
 import numpy as np
 

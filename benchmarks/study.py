@@ -16,20 +16,12 @@ IPOPT's, and writes ``table.csv``, ``table.md`` and ``comparison.png`` into
 
 from __future__ import annotations
 
-import os
-
-# One BLAS thread: the numbers are then repeatable on a shared 2-core machine
-# (OpenBLAS threads spin and collapse when another process runs), and
-# IPOPT's linear solver (MUMPS) is sequential too.  Set before NumPy loads.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
 import argparse
 import platform
 import time
 from pathlib import Path
-
-import numpy as np
 
 from picard_casadi.codegen import find_compiler
 from picard_casadi.compare import compare

@@ -33,7 +33,7 @@ from .discretisation import Discretisation
 from .model import Model
 
 __all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step",
-           "predict_nodes"]
+           "fixed_point_matrix", "predict_nodes"]
 
 
 def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
@@ -48,6 +48,23 @@ def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) 
     nx = dX.shape[1]
     dU = np.einsum("jkaz,jz->jak", S[..., :nx], dX) + np.einsum("jkaz,z->jak", S[..., nx:], dp)
     return U + dU
+
+
+def fixed_point_matrix(A: np.ndarray, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
+    """``I - dP/dU`` for every interval, shape ``(J, K nx, K nx)``.
+
+    Block ``(k, l)`` of ``dP/dU`` is ``h A[k, l] f_x(u_l)``; rows and columns
+    are ordered node-major (node ``k``, then state).
+
+    Parameters
+    ----------
+    A : (K, K) node integration matrix
+    h : (J,) interval lengths
+    Fx : (J, K, nx, nx) vector-field Jacobians at the nodes
+    """
+    J, K, nx, _ = Fx.shape
+    dPdU = h[:, None, None, None, None] * A[None, :, :, None, None] * Fx[:, None, :, :, :]
+    return np.eye(K * nx)[None] - dPdU.transpose(0, 1, 3, 2, 4).reshape(J, K * nx, K * nx)
 
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A: np.ndarray,
@@ -83,8 +100,7 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A:
     Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
     PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, A)
     R = PU - U
-    dPdU = (h[:, None, None, None, None] * A[None, :, :, None, None] * Fx[:, None, :, :, :])
-    lhs = np.eye(K * nx)[None] - dPdU.transpose(0, 1, 3, 2, 4).reshape(J, K * nx, K * nx)
+    lhs = fixed_point_matrix(A, h, Fx)
     rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
     with np.errstate(all="ignore"):
         try:
@@ -212,18 +228,15 @@ class FixedPointLinearisation:
         Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
         Fp = np.asarray(Fp).reshape(nx, J, K, np_).transpose(1, 2, 0, 3)  # (J, K, nx, np)
 
-        # dP/dU: block (k, l) = h A[k, l] Fx[l]; solve (I - dP/dU) S = dP/dz
-        dPdU = (h[:, None, None, None, None] * A[None, :, :, None, None]
-                * Fx[:, None, :, :, :])  # (J, k, l, i, jj)
-        dPdU = dPdU.transpose(0, 1, 3, 2, 4).reshape(J, K * nx, K * nx)
+        # solve (I - dP/dU) S = dP/dz
         Bx = np.tile(np.eye(nx), (K, 1))[None, :, :].repeat(J, axis=0)  # (J, K nx, nx)
         Bp = (h[:, None, None, None] * np.einsum("kl,jlab->jkab", A, Fp)).reshape(J, K * nx, np_)
-        lhs = np.eye(K * nx)[None, :, :] - dPdU
+        lhs = fixed_point_matrix(A, h, Fx)
         rhs = np.concatenate([Bx, Bp], axis=2)
         try:
             S = np.linalg.solve(lhs, rhs)  # (J, K nx, nx+np)
             # kept for chord steps that settle the next trial point
-            self.last_matrix: np.ndarray | None = lhs
+            self.last_matrix = lhs
         except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
             S = np.full(rhs.shape, np.nan)
             self.last_matrix = None

@@ -335,7 +335,7 @@ class Transcription:
                max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
         """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, then damped Newton.
 
-        Chord steps come first: Newton steps with the inverse Jacobian kept
+        Chord steps come first: Newton steps with the matrix ``I - dP/dU`` kept
         from the last fixed-point linearisation, used while each halves the
         residual (near a Gauss-Newton trial point they converge in one or two).
         Picard sweeps are cheap and converge where ``P`` contracts.  When a

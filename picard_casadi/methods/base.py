@@ -176,16 +176,14 @@ class LoopOptions:
 
     def validate(self) -> None:
         """Raise ValueError naming a bad option."""
-        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        require_positive_int("max_iter", self.max_iter)
         if not 0.0 < self.sigma <= 1.0:
             raise ValueError(f"sigma must be in (0, 1], got {self.sigma!r}")
         if self.sweeps != "auto" and (
             isinstance(self.sweeps, str) or int(self.sweeps) != self.sweeps or self.sweeps < 1
         ):
             raise ValueError(f"sweeps must be a positive integer or 'auto', got {self.sweeps!r}")
-        if not (np.isfinite(self.lam) and self.lam > 0):
-            raise ValueError(f"lam must be a positive number, got {self.lam!r}")
+        require_positive("lam", self.lam)
         if self.continuity not in CONTINUITY_MODES:
             raise ValueError(
                 f"continuity must be one of {CONTINUITY_MODES}, got {self.continuity!r}"
@@ -194,6 +192,18 @@ class LoopOptions:
             val = getattr(self, name)
             if not (np.isfinite(val) and val >= 0):
                 raise ValueError(f"{name} must be a non-negative number, got {val!r}")
+
+
+def require_positive_int(name: str, value: Any) -> None:
+    """Raise ValueError naming option ``name`` unless it is an integer >= 1."""
+    if int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def require_positive(name: str, value: float) -> None:
+    """Raise ValueError naming option ``name`` unless it is a finite number > 0."""
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
 @dataclass

@@ -34,7 +34,8 @@ import numpy as np
 from .._native_output import captured_native_output
 from ..discretisation import to_map_layout
 from . import MethodSpec, register
-from .base import IterationRecord, LoopOutcome, Setup
+from .base import (IterationRecord, LoopOutcome, Setup, require_positive,
+                   require_positive_int)
 
 __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
            "run_nlp", "ipopt_history"]
@@ -135,10 +136,8 @@ class IpoptOptions:
 
     def validate(self) -> None:
         """Raise ValueError/TypeError naming a bad option."""
-        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        if not (np.isfinite(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be a positive number, got {self.tol!r}")
+        require_positive_int("max_iter", self.max_iter)
+        require_positive("tol", self.tol)
         if self.hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}, got {self.hessian!r}")
         self.ipopt_options = check_ipopt_options(self.ipopt_options)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
-from .base import LoopOptions, Setup, StepInfo
+from .base import LoopOptions, Setup, StepInfo, require_positive
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
 
@@ -73,8 +73,7 @@ class PicardGNOptions(LoopOptions):
 
     def validate(self) -> None:
         super().validate()
-        if not (np.isfinite(self.radius0) and self.radius0 > 0):
-            raise ValueError(f"radius0 must be a positive number, got {self.radius0!r}")
+        require_positive("radius0", self.radius0)
         if self.jacobian not in JACOBIANS:
             raise ValueError(f"jacobian must be one of {JACOBIANS}, got {self.jacobian!r}")
         if self.continuity == "constrained" and self.jacobian != "fixed-point":

@@ -30,7 +30,7 @@ import numpy as np
 from ..discretisation import to_map_layout
 from ..simulate import _input_coefficients, _segment_integrator
 from . import MethodSpec, register
-from .base import LoopOutcome, Setup
+from .base import LoopOutcome, Setup, require_positive, require_positive_int
 from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
 
 __all__ = ["ShootingOptions", "solve_shooting"]
@@ -68,12 +68,9 @@ class ShootingOptions:
 
     def validate(self) -> None:
         """Raise ValueError/TypeError naming a bad option."""
-        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        require_positive_int("max_iter", self.max_iter)
         for name in ("tol", "rtol", "atol"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
+            require_positive(name, getattr(self, name))
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 

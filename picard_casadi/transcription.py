@@ -44,6 +44,7 @@ RESIDUAL_INPUTS = (
 )
 PICARD_INPUTS = ("x", "U", "p", "t0", "h", "Wn")
 TRAJECTORY_INPUTS = ("x", "U", "p", "t0", "h", "Wn", "S", "ts", "Ws")
+RELAX_INPUTS = TRAJECTORY_INPUTS + ("Y", "Ym", "sigma", "xs")
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,12 @@ class IntervalFunctions:
     summary : casadi.Function
         ``(x, U, p, t0, h, Wn, S, ts, Ws, Y, Ym) -> (sse, xend)``: the
         unweighted sum of squared data errors and the end state.
+    relax : casadi.Function
+        ``(x, U, p, t0, h, Wn, S, ts, Ws, Y, Ym, sigma, xs) -> (U', fp,
+        fp_sum, sse, xend)``: the relaxed update ``U' = U + sigma (P U - U)``,
+        the largest and the summed scaled ``|P U - U|`` (the sum carries a NaN,
+        which C's ``fmax`` drops), and the summary of ``U'``: the paper's
+        iteration in one call.
     n_residuals : int
         Length of ``r`` per interval (``ny M + nx``).
     """
@@ -82,6 +89,7 @@ class IntervalFunctions:
     trajectory: ca.Function
     objective: ca.Function
     summary: ca.Function
+    relax: ca.Function
     n_residuals: int
 
 
@@ -136,14 +144,17 @@ def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
     def apply_picard(Uc: ca.SX) -> ca.SX:
         return ca.repmat(x, 1, K) + h * ca.mtimes(vector_field(Uc), A.T)
 
+    def samples(Uc: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX]:
+        """States and outputs at the samples, and the end state, of ``P^n Uc``."""
+        for _ in range(n - 1):
+            Uc = apply_picard(Uc)
+        Fn = vector_field(Uc)  # f along P^{n-1} U
+        x_end = x + h * ca.mtimes(Fn, A[K - 1, :].T)
+        X_samples = ca.repmat(x, 1, M) + h * ca.mtimes(Fn, S.T)
+        return X_samples, g_samples(ts, X_samples, ca.repmat(p, 1, M), Ws), x_end
+
     PU = apply_picard(U)
-    Un_1 = U
-    for _ in range(n - 1):
-        Un_1 = apply_picard(Un_1)
-    Fn = vector_field(Un_1)  # f along P^{n-1} U
-    xend = x + h * ca.mtimes(Fn, A[K - 1, :].T)
-    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(Fn, S.T)
-    Ys = g_samples(ts, Xs, ca.repmat(p, 1, M), Ws)
+    Xs, Ys, xend = samples(U)
 
     r_data = ca.vec(Wt * (Y - Ys))
     r_cont = ca.sqrt(2 * lam) * c * ((xend - xn) / xs + v)
@@ -175,8 +186,20 @@ def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
         [ca.sum1(ca.sum2(Ym * (Y - Ys) ** 2)), xend],
         list(TRAJECTORY_INPUTS) + ["Y", "Ym"], ["sse", "xend"],
     )
+    # the paper's relaxed update and the summary of its result in one call
+    sigma = ca.SX.sym("sigma")
+    step = PU - U
+    U_new = U + sigma * step
+    moved = ca.fabs(step) / ca.repmat(xs, 1, K)
+    _, Ys_new, xend_new = samples(U_new)
+    relax = ca.Function(
+        "relax", [x, U, p, t0, h, Wn, S, ts, Ws, Y, Ym, sigma, xs],
+        [U_new, ca.mmax(moved), ca.sum1(ca.sum2(moved)),
+         ca.sum1(ca.sum2(Ym * (Y - Ys_new) ** 2)), xend_new],
+        list(RELAX_INPUTS), ["U_new", "fp", "fp_sum", "sse", "xend"],
+    )
     return IntervalFunctions(picard, residual, jacobian, gradient, trajectory, objective,
-                             summary, ny * M + nx)
+                             summary, relax, ny * M + nx)
 
 
 Backend = Callable[[Mapping[str, ca.Function]], Mapping[str, ca.Function]]
@@ -229,11 +252,13 @@ class Transcription:
             "trajectory": self.fns.trajectory.map(J),
             "objective": self.fns.objective.map(J),
             "summary": self.fns.summary.map(J),
+            "relax": self.fns.relax.map(J),
         }
         mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
         self.functions = (backend or _identity_backend)(mapped)
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
+        self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
         self._fixed_point = FixedPointLinearisation(disc, self.functions)
         self.set_weights(weights)
 
@@ -284,6 +309,21 @@ class Transcription:
             return from_map_layout(U.full(), self.disc.n_intervals)
         return U
 
+    def _dm(self, key: str, a: np.ndarray) -> ca.DM:
+        """``a`` as a DM, reusing the last conversion under ``key`` when equal.
+
+        The iteration evaluates several functions at the same ``X``, ``p`` and
+        multiplier shifts ``V`` (the accepted line-search point is where the
+        next gradient, the Picard update and the summary are evaluated); a
+        comparison costs a few microseconds, a conversion about 50 ns per entry.
+        """
+        last = self._dm_memo.get(key)
+        if last is not None and last[0].shape == a.shape and np.array_equal(last[0], a):
+            return last[1]
+        dm = ca.DM(a)
+        self._dm_memo[key] = (np.array(a, copy=True), dm)
+        return dm
+
     def _xn(self, X: np.ndarray) -> np.ndarray:
         xn = np.zeros_like(X)
         xn[:-1] = X[1:]
@@ -294,8 +334,8 @@ class Transcription:
               V: np.ndarray, lam: float) -> list:
         c = self._data_common
         return [
-            ca.DM(X.T), self.nodes_dm(U), ca.DM(p), ca.DM(self._xn(X).T),
-            ca.DM(V.T), lam, c["xs"], c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p),
+            self._dm("xn", self._xn(X).T), self._dm("V", V.T), lam, c["xs"], c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
             c["Ws"], c["Y"], c["Wt"], c["c"],
         ]
 
@@ -420,7 +460,7 @@ class Transcription:
         """One Picard application on every interval, ``(J, nx, K)`` (or a DM)."""
         c = self._data_common
         out = self.functions["picard"](
-            ca.DM(X.T), self.nodes_dm(U), ca.DM(p), c["t0"], c["h"], c["Wn"]
+            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"]
         )
         return out if as_dm else from_map_layout(out.full(), self.disc.n_intervals)
 
@@ -432,10 +472,36 @@ class Transcription:
         """Unweighted data misfit ``1/(2N) sum |y - g|^2`` and end states ``(J, nx)``."""
         c = self._data_common
         sse, xe = self.functions["summary"](
-            ca.DM(X.T), self.nodes_dm(U), ca.DM(p), c["t0"], c["h"], c["Wn"], c["S"],
-            c["ts"], c["Ws"], c["Y"], c["Ym"],
+            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"],
+            c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"],
         )
         return float(0.5 * np.sum(sse.full()) / self.disc.n_samples_total), xe.full().T
+
+    def relax(self, X: np.ndarray, U: ca.DM, p: np.ndarray,
+              sigma: float) -> tuple[ca.DM, float, float, np.ndarray]:
+        """The relaxed update ``U + sigma (P U - U)`` and the summary of its result.
+
+        Returns
+        -------
+        U : casadi.DM
+            Updated node values (map layout).
+        fixed_point : float
+            Scaled ``max |P U - U|`` before the update (``inf`` if not finite).
+        misfit : float
+            Unweighted data misfit of the updated ``U`` (as :meth:`summary`).
+        xend : ndarray (J, nx)
+            End states of the updated ``U``.
+        """
+        c = self._data_common
+        U_new, fp, fp_sum, sse, xe = self.functions["relax"](
+            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"],
+            c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"], sigma, c["xs"],
+        )
+        fixed_point = float(np.max(fp.full()))
+        if not np.isfinite(float(np.sum(fp_sum.full()))):
+            fixed_point = np.inf
+        misfit = float(0.5 * np.sum(sse.full()) / self.disc.n_samples_total)
+        return U_new, fixed_point, misfit, xe.full().T
 
     def trajectory(self, X, U, p) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """States ``(J, nx, M)`` and outputs ``(J, ny, M)`` at samples, end states ``(J, nx)``."""

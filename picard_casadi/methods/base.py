@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import casadi as ca
 import numpy as np
 
 from ..discretisation import Discretisation
@@ -306,7 +305,6 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     xs = setup.x_scale
     Xs, ps = setup.to_scaled(setup.X0, setup.p0)
     U = tr.nodes_dm(setup.U0)  # kept as a CasADi DM: no conversion per call
-    inv_xs = ca.repmat(ca.DM(1.0 / xs), 1, disc.n_intervals * disc.K)
     V = np.zeros((J, nx))
     lam = float(opts.lam)
     use_multipliers = opts.continuity == "multiplier"
@@ -338,13 +336,14 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             U_np, fp, _ = tr.settle(X, U, p, tol=max(0.1 * info.step_norm, opts.fixed_point_tol),
                                     max_sweeps=int(opts.max_sweeps))
             U = tr.nodes_dm(U_np)
+            misfit, xend = tr.summary(X, U, p)
         else:
-            fp = 0.0
+            # one generated call per sweep: update, its size, and the summary
             for _ in range(int(opts.sweeps)):
-                diff = tr.picard(X, U, p, as_dm=True) - U
-                fp = float(ca.mmax(ca.fabs(diff) * inv_xs))
-                U = U + opts.sigma * diff
-        if not np.isfinite(fp) or not np.isfinite(float(ca.mmax(ca.fabs(U)))):
+                U, fp, misfit, xend = tr.relax(X, U, p, opts.sigma)
+                if not np.isfinite(fp):
+                    break
+        if not np.isfinite(fp):
             status = "diverged"
             message = (
                 "the Picard update produced non-finite node values: the Picard "
@@ -353,7 +352,6 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             )
             break
 
-        misfit, xend = tr.summary(X, U, p)
         hn = disc.has_next
         cgap = np.zeros((J, nx))
         cgap[hn] = (xend[hn] - X[1:][hn[:-1]]) / xs

@@ -112,7 +112,9 @@ class Quadrature:
             # Lagrange basis l_j = sum_m C[m, j] T_m(x); integrate each exactly.
             coef = _cheb.chebint(self._cheb_inv, m=1, lbnd=-1.0, axis=0)
             vals = _cheb.chebval(2.0 * tau - 1.0, coef, tensor=True)  # (K, M)
-            return 0.5 * vals.T
+            rows = 0.5 * vals.T
+            rows[tau == 0.0] = 0.0  # an empty integral, not round-off (~1e-17)
+            return rows
         K = self.n_nodes
         width = 1.0 / (K - 1)
         rows = np.zeros((tau.size, K))

@@ -28,19 +28,29 @@ from picard_casadi import codegen
 CALL_TIME: dict[str, float] = defaultdict(float)
 
 
+def _timed(f):
+    def call(*args):
+        t = time.perf_counter()
+        out = f(*args)
+        CALL_TIME["total"] += time.perf_counter() - t
+        return out
+    return call
+
+
 class _Timed:
+    """The transcription's functions, each call timed (DM or NumPy-buffer calls)."""
+
     def __init__(self, functions):
         self._f = functions
+        if hasattr(functions, "native"):
+            self.native = self._native
 
     def __getitem__(self, name):
-        f = self._f[name]
+        return _timed(self._f[name])
 
-        def call(*args):
-            t = time.perf_counter()
-            out = f(*args)
-            CALL_TIME["total"] += time.perf_counter() - t
-            return out
-        return call
+    def _native(self, name):
+        f = self._f.native(name)
+        return None if f is None else _timed(f)
 
 
 _init = transcription.Transcription.__init__
@@ -49,6 +59,8 @@ _init = transcription.Transcription.__init__
 def _timed_init(self, *a, **k):
     _init(self, *a, **k)
     self.functions = _Timed(self.functions)
+    self._native_of = getattr(self.functions, "native", None)
+    self._fixed_point._functions = self.functions
 
 
 def measure(name, method, cg, **kw):

@@ -26,6 +26,8 @@ rest); the assembly here is NumPy.
 
 from __future__ import annotations
 
+from typing import Any
+
 import casadi as ca
 import numpy as np
 
@@ -108,9 +110,9 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A:
 
     Parameters
     ----------
-    f_der : casadi.Function
+    f_der : casadi.Function or NativeFunction
         ``f_derivatives`` mapped over all ``J K`` nodes.
-    node_t, node_u : DM
+    node_t, node_u : DM or ndarray
         Node times ``(1, J K)`` and inputs ``(nu, J K)``.
     A : ndarray (K, K)
         Node integration matrix.
@@ -181,18 +183,40 @@ class FixedPointLinearisation:
 
     def __init__(self, disc: Discretisation, functions: dict[str, ca.Function]) -> None:
         self.disc = disc
-        self.f_der = functions["f_derivatives"]
-        self.g_der = functions["g_derivatives"]
+        self._functions = functions
+        self._resolved: dict[str, Any] = {}
+        # compiled functions are called on NumPy buffers where the backend allows
+        native = getattr(functions, "native", None)
         d = disc
         J, K, M = d.n_intervals, d.K, d.M
-        self._node_t = ca.DM(d.node_times.reshape(1, J * K))
-        self._samp_t = ca.DM(d.sample_times.reshape(1, J * M))
-        self._samp_u = ca.DM(d.sample_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * M))
-        self._node_u = ca.DM(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
+        as_arg = np.asarray if native else ca.DM
+        self._node_t = as_arg(d.node_times.reshape(1, J * K))
+        self._samp_t = as_arg(d.sample_times.reshape(1, J * M))
+        self._samp_u = as_arg(d.sample_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * M))
+        self._node_u = as_arg(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
         self._A = d.quad.integration  # K x K
         self._first_node_fixed = not np.any(self._A[0])  # node 0 is the interval start
         # (J, K nx, K nx): inverse of I - dP/dU at the last linearisation, see chord_step
         self.last_inverse: np.ndarray | None = None
+
+    def _function(self, name: str) -> Any:
+        """``name`` as called here: on NumPy buffers when compiled (resolved,
+        and so compiled, on first use: ``picard`` never needs derivatives)."""
+        if name not in self._resolved:
+            native = getattr(self._functions, "native", None)
+            fn = native(name) if native is not None else None
+            self._resolved[name] = fn if fn is not None else self._functions[name]
+        return self._resolved[name]
+
+    @property
+    def f_der(self) -> Any:
+        """``(t, x, p, u) -> (f, f_x, f_p)`` mapped over all nodes."""
+        return self._function("f_derivatives")
+
+    @property
+    def g_der(self) -> Any:
+        """``(t, x, p, u) -> (g, g_x, g_p)`` mapped over all samples."""
+        return self._function("g_derivatives")
 
     def chord_step(self, U: np.ndarray, PU: np.ndarray) -> np.ndarray | None:
         """A Newton step on ``U = P U`` with the Jacobian of the last linearisation.

@@ -256,6 +256,8 @@ class Transcription:
         }
         mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
         self.functions = (backend or _identity_backend)(mapped)
+        # compiled functions called on NumPy buffers, when the backend offers them
+        self._native_of = getattr(self.functions, "native", None)
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
         self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
@@ -292,22 +294,51 @@ class Transcription:
         root = np.sqrt(w / d.n_samples_total)
         self._Wt = d.mask * root[None, :, None]
         self._data_common["Wt"] = ca.DM(to_map_layout(self._Wt))
+        self._common_np = {k: (v.full() if isinstance(v, ca.DM) else v)
+                           for k, v in self._data_common.items()}
 
     # ------------------------------------------------------------------ layout
-    def nodes_dm(self, U: np.ndarray | ca.DM) -> ca.DM:
-        """Node values in the layout of the mapped functions, ``(nx, J K)`` DM.
+    @property
+    def native(self) -> bool:
+        """Whether the functions are compiled and called on NumPy buffers."""
+        return self._native_of is not None
 
-        The iteration keeps ``U`` in this form: it goes into every call
-        without a conversion (NumPy to DM costs about 45 ns per entry, which
-        on CMG was half of an iteration of the paper's algorithm).
+    def _native(self, name: str):
+        """The NumPy-buffer call of compiled function ``name``, or ``None``."""
+        return None if self._native_of is None else self._native_of(name)
+
+    def nodes_arg(self, U: np.ndarray | ca.DM) -> np.ndarray | ca.DM:
+        """Node values in the layout of the mapped functions, ``(nx, J K)``.
+
+        The iteration keeps ``U`` in this form so it goes into every call
+        without a conversion: a DM for CasADi's virtual machine (NumPy to DM
+        costs about 45 ns per entry, which on CMG was half of an iteration of
+        the paper's algorithm), a NumPy array for compiled functions.
         """
-        return U if isinstance(U, ca.DM) else ca.DM(to_map_layout(np.asarray(U)))
+        if self.native:
+            return self._nodes_map(U)
+        return self.nodes_dm(U)
+
+    def nodes_dm(self, U: np.ndarray | ca.DM) -> ca.DM:
+        """Node values as a DM ``(nx, J K)``."""
+        if isinstance(U, ca.DM):
+            return U
+        U = np.asarray(U)
+        return ca.DM(U if U.ndim == 2 else to_map_layout(U))
+
+    def _nodes_map(self, U: np.ndarray | ca.DM) -> np.ndarray:
+        """Node values as an array ``(nx, J K)``."""
+        if isinstance(U, ca.DM):
+            return U.full()
+        U = np.asarray(U)
+        return U if U.ndim == 2 else to_map_layout(U)
 
     def nodes_np(self, U: np.ndarray | ca.DM) -> np.ndarray:
         """Node values as an array ``(J, nx, K)``."""
         if isinstance(U, ca.DM):
             return from_map_layout(U.full(), self.disc.n_intervals)
-        return U
+        U = np.asarray(U)
+        return from_map_layout(U, self.disc.n_intervals) if U.ndim == 2 else U
 
     def _dm(self, key: str, a: np.ndarray) -> ca.DM:
         """``a`` as a DM, reusing the last conversion under ``key`` when equal.
@@ -339,9 +370,20 @@ class Transcription:
             c["Ws"], c["Y"], c["Wt"], c["c"],
         ]
 
+    def _args_np(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                 V: np.ndarray, lam: float) -> list:
+        c = self._common_np
+        return [
+            X.T, self._nodes_map(U), p, self._xn(X).T, V.T, lam, c["xs"], c["t0"], c["h"],
+            c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Wt"], c["c"],
+        ]
+
     # ------------------------------------------------------------------ evaluation
     def residuals(self, X, U, p, V, lam) -> np.ndarray:
         """Residuals, shape ``(J, ny M + nx)``."""
+        nf = self._native("residual")
+        if nf is not None:
+            return nf(*self._args_np(X, U, p, V, lam))[0].T
         out = self.functions["residual"](*self._args(X, U, p, V, lam))
         return out.full().T
 
@@ -449,15 +491,25 @@ class Transcription:
 
     def gradient(self, X, U, p, V, lam) -> tuple[float, np.ndarray, np.ndarray]:
         """Objective ``0.5 |r|^2`` and its gradient in ``X`` ``(J, nx)`` and ``p``."""
-        phi, gx, gp, gxn = self.functions["gradient"](*self._args(X, U, p, V, lam))
-        gX = gx.full().T.copy()
-        gxn = gxn.full().T
+        nf = self._native("gradient")
+        if nf is not None:
+            phi, gx, gp, gxn = nf(*self._args_np(X, U, p, V, lam))
+        else:
+            phi, gx, gp, gxn = (o.full() for o in
+                                self.functions["gradient"](*self._args(X, U, p, V, lam)))
+        gX = gx.T.copy()
+        gxn = gxn.T
         gX[1:] += np.where(self.disc.has_next[:-1, None], gxn[:-1], 0.0)
-        return float(np.sum(phi.full())), gX, gp.full().sum(axis=1)
+        return float(np.sum(phi)), gX, gp.sum(axis=1)
 
     def picard(self, X: np.ndarray, U: np.ndarray | ca.DM, p: np.ndarray,
                as_dm: bool = False) -> np.ndarray | ca.DM:
         """One Picard application on every interval, ``(J, nx, K)`` (or a DM)."""
+        nf = self._native("picard")
+        if nf is not None:
+            c = self._common_np
+            out = nf(X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"])[0]
+            return ca.DM(out) if as_dm else from_map_layout(out, self.disc.n_intervals)
         c = self._data_common
         out = self.functions["picard"](
             self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"]
@@ -466,25 +518,34 @@ class Transcription:
 
     def objective(self, X, U, p, V, lam) -> float:
         """``L_{lambda,n}`` (with the multiplier shift): ``0.5 |r|^2``, summed."""
+        nf = self._native("objective")
+        if nf is not None:
+            return float(np.sum(nf(*self._args_np(X, U, p, V, lam))[0]))
         return float(np.sum(self.functions["objective"](*self._args(X, U, p, V, lam)).full()))
 
     def summary(self, X, U, p) -> tuple[float, np.ndarray]:
         """Unweighted data misfit ``1/(2N) sum |y - g|^2`` and end states ``(J, nx)``."""
-        c = self._data_common
-        sse, xe = self.functions["summary"](
-            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"],
-            c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"],
-        )
-        return float(0.5 * np.sum(sse.full()) / self.disc.n_samples_total), xe.full().T
+        nf = self._native("summary")
+        if nf is not None:
+            c = self._common_np
+            sse, xe = nf(X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"], c["S"],
+                         c["ts"], c["Ws"], c["Y"], c["Ym"])
+        else:
+            c = self._data_common
+            sse, xe = (o.full() for o in self.functions["summary"](
+                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
+                c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"],
+            ))
+        return float(0.5 * np.sum(sse) / self.disc.n_samples_total), xe.T
 
     def relax(self, X: np.ndarray, U: ca.DM, p: np.ndarray,
-              sigma: float) -> tuple[ca.DM, float, float, np.ndarray]:
+              sigma: float) -> tuple[np.ndarray | ca.DM, float, float, np.ndarray]:
         """The relaxed update ``U + sigma (P U - U)`` and the summary of its result.
 
         Returns
         -------
-        U : casadi.DM
-            Updated node values (map layout).
+        U : casadi.DM or ndarray
+            Updated node values, ``(nx, J K)`` (as :meth:`nodes_arg`).
         fixed_point : float
             Scaled ``max |P U - U|`` before the update (``inf`` if not finite).
         misfit : float
@@ -492,26 +553,40 @@ class Transcription:
         xend : ndarray (J, nx)
             End states of the updated ``U``.
         """
-        c = self._data_common
-        U_new, fp, fp_sum, sse, xe = self.functions["relax"](
-            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"],
-            c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"], sigma, c["xs"],
-        )
-        fixed_point = float(np.max(fp.full()))
-        if not np.isfinite(float(np.sum(fp_sum.full()))):
+        nf = self._native("relax")
+        if nf is not None:
+            c = self._common_np
+            U_new, fp, fp_sum, sse, xe = nf(
+                X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+                c["Ws"], c["Y"], c["Ym"], sigma, c["xs"])
+        else:
+            c = self._data_common
+            U_new, fp, fp_sum, sse, xe = self.functions["relax"](
+                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
+                c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"], sigma, c["xs"],
+            )
+            fp, fp_sum, sse, xe = (o.full() for o in (fp, fp_sum, sse, xe))
+        fixed_point = float(np.max(fp))
+        if not np.isfinite(float(np.sum(fp_sum))):
             fixed_point = np.inf
-        misfit = float(0.5 * np.sum(sse.full()) / self.disc.n_samples_total)
-        return U_new, fixed_point, misfit, xe.full().T
+        misfit = float(0.5 * np.sum(sse) / self.disc.n_samples_total)
+        return U_new, fixed_point, misfit, xe.T
 
     def trajectory(self, X, U, p) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """States ``(J, nx, M)`` and outputs ``(J, ny, M)`` at samples, end states ``(J, nx)``."""
         c = self._data_common
         J = self.disc.n_intervals
-        Xs, Ys, xe = self.functions["trajectory"](
-            ca.DM(X.T), self.nodes_dm(U), ca.DM(p), c["t0"], c["h"],
-            c["Wn"], c["S"], c["ts"], c["Ws"],
-        )
-        return (from_map_layout(Xs.full(), J), from_map_layout(Ys.full(), J), xe.full().T)
+        nf = self._native("trajectory")
+        if nf is not None:
+            cn = self._common_np
+            Xs, Ys, xe = nf(X.T, self._nodes_map(U), p, cn["t0"], cn["h"], cn["Wn"], cn["S"],
+                            cn["ts"], cn["Ws"])
+        else:
+            Xs, Ys, xe = (o.full() for o in self.functions["trajectory"](
+                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
+                c["Wn"], c["S"], c["ts"], c["Ws"],
+            ))
+        return (from_map_layout(Xs, J), from_map_layout(Ys, J), xe.T)
 
     def continuity_gap(self, X, U, p) -> tuple[float, float]:
         """Largest ``|u_j(T) - x_{j+1}|``: in state units and in scaled units."""

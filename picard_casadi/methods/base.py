@@ -304,7 +304,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     J, nx = disc.n_intervals, disc.model.nx
     xs = setup.x_scale
     Xs, ps = setup.to_scaled(setup.X0, setup.p0)
-    U = tr.nodes_dm(setup.U0)  # kept as a CasADi DM: no conversion per call
+    U = tr.nodes_arg(setup.U0)  # kept in the functions' layout: no conversion per call
     V = np.zeros((J, nx))
     lam = float(opts.lam)
     use_multipliers = opts.continuity == "multiplier"
@@ -327,7 +327,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         Xs, ps = info.Xs, info.ps
         X, p = setup.from_scaled(Xs, ps)
         if info.U is not None:
-            U = tr.nodes_dm(info.U)
+            U = tr.nodes_arg(info.U)
 
         # update of the node values: the paper's relaxed Picard sweeps, or
         # ("auto") the fixed point solved to a tenth of the step (Picard sweeps
@@ -335,7 +335,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         if opts.sweeps == "auto":
             U_np, fp, _ = tr.settle(X, U, p, tol=max(0.1 * info.step_norm, opts.fixed_point_tol),
                                     max_sweeps=int(opts.max_sweeps))
-            U = tr.nodes_dm(U_np)
+            U = tr.nodes_arg(U_np)
             misfit, xend = tr.summary(X, U, p)
         else:
             # one generated call per sweep: update, its size, and the summary

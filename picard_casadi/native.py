@@ -1,0 +1,129 @@
+"""Calling a compiled function directly on NumPy buffers (``ctypes``).
+
+A ``casadi.external`` function takes and returns ``casadi.DM``: converting a
+NumPy array to a DM and back costs 30-60 ns per entry, which on the F/A-18
+runs was a third of ``picard-gn``'s solve time (the node values go in and out
+of the Picard map a few hundred times per solve, the vector-field
+Jacobians once per iteration).  The generated C function itself reads and
+writes plain arrays of doubles,
+
+    int name(const double** arg, double** res, long long* iw, double* w, int mem)
+
+so this module loads the same shared library with :mod:`ctypes` and passes
+NumPy memory straight in: a dense input is its column-major (Fortran-order)
+buffer, a sparse output is scattered into a dense array with indices computed
+once.  Functions with a sparse input are not wrapped (every function of the
+iteration has dense inputs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+__all__ = ["NativeFunction"]
+
+_CASADI_INT = ctypes.c_longlong  # the generated code's casadi_int (CasADi's default)
+
+
+class NativeFunction:
+    """A compiled CasADi function called on NumPy arrays.
+
+    Parameters
+    ----------
+    library : path
+        The shared library built by :func:`picard_casadi.codegen.compile_functions`.
+    name : str
+        The C symbol of the function in it.
+    function : casadi.Function
+        The same function (its input and output sparsity patterns).
+
+    Raises
+    ------
+    ValueError
+        When an input is not dense (callers then keep the DM interface).
+    """
+
+    def __init__(self, library: str | Path, name: str, function: ca.Function) -> None:
+        for i in range(function.n_in()):
+            if not function.sparsity_in(i).is_dense():
+                raise ValueError(f"input {function.name_in(i)!r} of {name!r} is sparse")
+        self.name = name
+        self._lib = ctypes.CDLL(str(library))
+        self._fn = getattr(self._lib, name)
+        self._fn.restype = ctypes.c_int
+        self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_void_p, ctypes.c_int]
+        work = getattr(self._lib, name + "_work")
+        work.restype = ctypes.c_int
+        sizes = [_CASADI_INT() for _ in range(4)]
+        if work(*[ctypes.byref(s) for s in sizes]) != 0:
+            raise RuntimeError(f"{name}_work failed")
+        sz_arg, sz_res, sz_iw, sz_w = (int(s.value) for s in sizes)
+        self._arg = (ctypes.c_void_p * max(sz_arg, 1))()
+        self._res = (ctypes.c_void_p * max(sz_res, 1))()
+        self._iw = np.zeros(max(sz_iw, 1), dtype=np.int64)
+        self._w = np.zeros(max(sz_w, 1))
+        self.in_shapes = [(function.size1_in(i), function.size2_in(i))
+                          for i in range(function.n_in())]
+        self._out: list[tuple[int, int, int, np.ndarray | None]] = []
+        for i in range(function.n_out()):
+            sp = function.sparsity_out(i)
+            r, c = sp.size1(), sp.size2()
+            scatter = None
+            if not sp.is_dense():
+                rows, cols = sp.get_triplet()
+                scatter = np.asarray(cols, dtype=np.int64) * r + np.asarray(rows, dtype=np.int64)
+            self._out.append((r, c, sp.nnz(), scatter))
+
+    def _buffer(self, i: int, value: Any) -> np.ndarray:
+        r, c = self.in_shapes[i]
+        if isinstance(value, ca.DM):
+            value = value.full()
+        a = np.asarray(value, dtype=float)
+        if a.ndim == 2 and a.shape == (r, c):
+            return a.reshape(-1, order="F")  # a view when ``a`` is Fortran-ordered
+        if a.ndim < 2 and a.size == r * c:
+            return a.reshape(-1)
+        # as casadi.Function.map: an input given for one call is repeated
+        a2 = a.reshape(-1, 1) if a.ndim < 2 else a
+        if a2.shape[0] == r and a2.shape[1] > 0 and c % a2.shape[1] == 0:
+            return np.tile(a2, (1, c // a2.shape[1])).reshape(-1, order="F")
+        raise ValueError(
+            f"input {i} of {self.name}: expected shape {(r, c)} (or {r} rows repeated), "
+            f"got {a.shape}")
+
+    def __call__(self, *args: Any) -> list[np.ndarray]:
+        """Evaluate; each output is a dense ``(rows, columns)`` array.
+
+        Parameters
+        ----------
+        *args : array_like or casadi.DM or float
+            One per input, in the function's input order: the input's shape,
+            or its number of entries as a 1-D array (column-major), or, as
+            for a mapped CasADi function, the columns of one call (repeated).
+        """
+        if len(args) != len(self.in_shapes):
+            raise TypeError(f"{self.name} takes {len(self.in_shapes)} inputs, got {len(args)}")
+        buffers = [self._buffer(i, a) for i, a in enumerate(args)]
+        for i, b in enumerate(buffers):
+            self._arg[i] = b.ctypes.data
+        outputs = [np.empty(nnz) for (_, _, nnz, _) in self._out]
+        for i, o in enumerate(outputs):
+            self._res[i] = o.ctypes.data
+        status = self._fn(ctypes.addressof(self._arg), ctypes.addressof(self._res),
+                          self._iw.ctypes.data, self._w.ctypes.data, 0)
+        if status != 0:
+            raise RuntimeError(f"the compiled function {self.name} returned status {status}")
+        result = []
+        for (r, c, _, scatter), o in zip(self._out, outputs):
+            if scatter is not None:
+                dense = np.zeros(r * c)
+                dense[scatter] = o
+                o = dense
+            result.append(o.reshape(c, r).T)
+        return result

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 import numpy as np
@@ -124,6 +124,21 @@ def _initial_weights(disc: Discretisation) -> np.ndarray:
         d = np.concatenate(diffs) if diffs else np.zeros(0)
         var[k] = float(np.mean(d * d) / 6.0) if d.size else np.nan
     return _weights_from_variance(var, disc)
+
+
+# Tolerances of the intermediate rounds of weights="auto" (any method's options
+# that have these fields): loose enough to stop a Gauss-Newton iteration a few
+# iterations early, tight enough that the residual variances are exact to ~1e-8.
+_ROUND_TOLERANCES = {"gtol": 1e-5, "ftol": 1e-7, "tol": 1e-5}
+
+
+def _loosened(opts: Any) -> Any:
+    """A copy of a method's options with the round tolerances, or ``opts`` itself."""
+    names = {f.name for f in fields(opts)}
+    changes = {k: max(getattr(opts, k), v) for k, v in _ROUND_TOLERANCES.items() if k in names}
+    if not changes or all(getattr(opts, k) == v for k, v in changes.items()):
+        return opts
+    return replace(opts, **changes)
 
 
 def _weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
@@ -451,7 +466,11 @@ def estimate(
     t_solve = time.perf_counter()
     build_before = timings.get("build", 0.0)
     compile_before = codegen_stats.prepare_seconds
-    outcome = spec.solve(setup, opts, callback)
+    # with weights="auto" the rounds that only serve to re-estimate the noise
+    # variances are solved to a loose tolerance, and the last one to the given
+    # one (the variances need the estimate to ~1e-5, not to round-off)
+    round_opts = _loosened(opts) if auto_weights else opts
+    outcome = spec.solve(setup, round_opts, callback)
     records = list(outcome.history)
     iterations = outcome.iterations
     rounds = 1
@@ -464,10 +483,15 @@ def estimate(
             w = w_new
             setup.tr.set_weights(w)
             setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
-            outcome = spec.solve(setup, opts, callback)
+            outcome = spec.solve(setup, round_opts, callback)
             records.extend(outcome.history)
             iterations += outcome.iterations
             rounds += 1
+        if round_opts is not opts:  # the final weights, solved to the full tolerance
+            setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
+            outcome = spec.solve(setup, opts, callback)
+            records.extend(outcome.history)
+            iterations += outcome.iterations
     # What a method builds inside its solve (an NLP) it adds to "build" itself;
     # functions compiled (or loaded from the cache) on first use are counted here.  Whichever is larger
     # (the NLP's build includes its compilation) is build time, not solve time.

@@ -157,7 +157,8 @@ class LoopOptions:
     ftol_window : int
     gtol : float
         Projected scaled gradient norm, relative to the objective, that counts
-        as converged.
+        as converged; for Gauss-Newton steps also the largest cosine between
+        the residual vector and a (scaled) Jacobian column.
     """
 
     max_iter: int = 200
@@ -388,7 +389,11 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         continuous = (not enforce_gap) or gap_scaled <= opts.gap_tol
         fixed = fp <= opts.fixed_point_tol
         scale = max(abs(info.phi_after), 1e-300)
-        stationary = info.grad_norm <= opts.gtol * scale
+        # the gradient relative to the objective, or (Gauss-Newton steps) the
+        # largest cosine between the residual and a Jacobian column: scale-free,
+        # and reached in a step or two once Gauss-Newton converges, where the
+        # objective-change test needs ftol_window more iterations
+        stationary = info.grad_norm <= opts.gtol * scale or info.optimality <= opts.gtol
         w = int(opts.ftol_window)
         flat = len(phis) > w and all(
             _relative_change(phis[-1], phis[-1 - k]) <= opts.ftol for k in range(1, w + 1)

@@ -27,6 +27,7 @@ the paper's pure penalty).  Continuity is measured in units of the state scale.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import dataclass
 
 import casadi as ca
@@ -256,6 +257,7 @@ class Transcription:
         }
         mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
         self.functions = (backend or _identity_backend)(mapped)
+        self._input_names = {k: f.name_in() for k, f in mapped.items()}  # keys of _dm
         # compiled functions called on NumPy buffers, when the backend offers them
         self._native_of = getattr(self.functions, "native", None)
         self.x_scale = np.asarray(x_scale, float)
@@ -361,37 +363,46 @@ class Transcription:
         xn[~self.disc.has_next] = 0.0
         return xn
 
+    def _common(self) -> dict:
+        """The problem's constant data, in the form the functions take
+        (NumPy arrays for compiled calls, DMs for the virtual machine)."""
+        return self._common_np if self.native else self._data_common
+
+    def _call(self, name: str, *args: Any) -> list:
+        """Evaluate mapped function ``name``; outputs as NumPy arrays (compiled)
+        or DMs (virtual machine), both of which ``np.asarray`` reads.
+
+        NumPy arguments go straight into a compiled function; for the virtual
+        machine they become DMs, the last conversion of each input name reused
+        (:meth:`_dm`).
+        """
+        nf = self._native(name)
+        if nf is not None:
+            return nf(*args)
+        names = self._input_names[name]
+        out = self.functions[name](*[a if isinstance(a, (ca.DM, float, int))
+                                     else self._dm(names[i], a) for i, a in enumerate(args)])
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
     def _args(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
               V: np.ndarray, lam: float) -> list:
-        c = self._data_common
+        """Arguments of the residual family, for :meth:`_call`."""
+        c = self._common()
         return [
-            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p),
-            self._dm("xn", self._xn(X).T), self._dm("V", V.T), lam, c["xs"], c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
-            c["Ws"], c["Y"], c["Wt"], c["c"],
-        ]
-
-    def _args_np(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
-                 V: np.ndarray, lam: float) -> list:
-        c = self._common_np
-        return [
-            X.T, self._nodes_map(U), p, self._xn(X).T, V.T, lam, c["xs"], c["t0"], c["h"],
+            X.T, self.nodes_arg(U), p, self._xn(X).T, V.T, float(lam), c["xs"], c["t0"], c["h"],
             c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Wt"], c["c"],
         ]
 
     # ------------------------------------------------------------------ evaluation
     def residuals(self, X, U, p, V, lam) -> np.ndarray:
         """Residuals, shape ``(J, ny M + nx)``."""
-        nf = self._native("residual")
-        if nf is not None:
-            return nf(*self._args_np(X, U, p, V, lam))[0].T
-        out = self.functions["residual"](*self._args(X, U, p, V, lam))
-        return out.full().T
+        return np.asarray(self._call("residual", *self._args(X, U, p, V, lam))[0]).T
 
     def jacobian(self, X, U, p, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Residuals ``(J, m)`` and their Jacobians ``(J, m, nx)``, ``(J, m, np)``."""
         J = self.disc.n_intervals
-        r, Jx, Jp = self.functions["jacobian"](*self._args(X, U, p, V, lam))
-        return (r.full().T, from_map_layout(Jx.full(), J), from_map_layout(Jp.full(), J))
+        r, Jx, Jp = (np.asarray(o) for o in self._call("jacobian", *self._args(X, U, p, V, lam)))
+        return (r.T, from_map_layout(Jx, J), from_map_layout(Jp, J))
 
     def fixed_point_jacobian(self, X, U, p, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Residuals of ``P^n U`` and their exact fixed-point Jacobians.
@@ -491,51 +502,29 @@ class Transcription:
 
     def gradient(self, X, U, p, V, lam) -> tuple[float, np.ndarray, np.ndarray]:
         """Objective ``0.5 |r|^2`` and its gradient in ``X`` ``(J, nx)`` and ``p``."""
-        nf = self._native("gradient")
-        if nf is not None:
-            phi, gx, gp, gxn = nf(*self._args_np(X, U, p, V, lam))
-        else:
-            phi, gx, gp, gxn = (o.full() for o in
-                                self.functions["gradient"](*self._args(X, U, p, V, lam)))
+        phi, gx, gp, gxn = (np.asarray(o) for o in
+                            self._call("gradient", *self._args(X, U, p, V, lam)))
         gX = gx.T.copy()
         gxn = gxn.T
         gX[1:] += np.where(self.disc.has_next[:-1, None], gxn[:-1], 0.0)
         return float(np.sum(phi)), gX, gp.sum(axis=1)
 
-    def picard(self, X: np.ndarray, U: np.ndarray | ca.DM, p: np.ndarray,
-               as_dm: bool = False) -> np.ndarray | ca.DM:
-        """One Picard application on every interval, ``(J, nx, K)`` (or a DM)."""
-        nf = self._native("picard")
-        if nf is not None:
-            c = self._common_np
-            out = nf(X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"])[0]
-            return ca.DM(out) if as_dm else from_map_layout(out, self.disc.n_intervals)
-        c = self._data_common
-        out = self.functions["picard"](
-            self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"], c["Wn"]
-        )
-        return out if as_dm else from_map_layout(out.full(), self.disc.n_intervals)
+    def picard(self, X: np.ndarray, U: np.ndarray | ca.DM, p: np.ndarray) -> np.ndarray:
+        """One Picard application on every interval, ``(J, nx, K)``."""
+        c = self._common()
+        out = self._call("picard", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"])[0]
+        return from_map_layout(np.asarray(out), self.disc.n_intervals)
 
     def objective(self, X, U, p, V, lam) -> float:
         """``L_{lambda,n}`` (with the multiplier shift): ``0.5 |r|^2``, summed."""
-        nf = self._native("objective")
-        if nf is not None:
-            return float(np.sum(nf(*self._args_np(X, U, p, V, lam))[0]))
-        return float(np.sum(self.functions["objective"](*self._args(X, U, p, V, lam)).full()))
+        return float(np.sum(np.asarray(self._call("objective", *self._args(X, U, p, V, lam))[0])))
 
     def summary(self, X, U, p) -> tuple[float, np.ndarray]:
         """Unweighted data misfit ``1/(2N) sum |y - g|^2`` and end states ``(J, nx)``."""
-        nf = self._native("summary")
-        if nf is not None:
-            c = self._common_np
-            sse, xe = nf(X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"], c["S"],
-                         c["ts"], c["Ws"], c["Y"], c["Ym"])
-        else:
-            c = self._data_common
-            sse, xe = (o.full() for o in self.functions["summary"](
-                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
-                c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"],
-            ))
+        c = self._common()
+        sse, xe = (np.asarray(o) for o in self._call(
+            "summary", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+            c["Ws"], c["Y"], c["Ym"]))
         return float(0.5 * np.sum(sse) / self.disc.n_samples_total), xe.T
 
     def relax(self, X: np.ndarray, U: ca.DM, p: np.ndarray,
@@ -553,19 +542,11 @@ class Transcription:
         xend : ndarray (J, nx)
             End states of the updated ``U``.
         """
-        nf = self._native("relax")
-        if nf is not None:
-            c = self._common_np
-            U_new, fp, fp_sum, sse, xe = nf(
-                X.T, self._nodes_map(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
-                c["Ws"], c["Y"], c["Ym"], sigma, c["xs"])
-        else:
-            c = self._data_common
-            U_new, fp, fp_sum, sse, xe = self.functions["relax"](
-                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
-                c["Wn"], c["S"], c["ts"], c["Ws"], c["Y"], c["Ym"], sigma, c["xs"],
-            )
-            fp, fp_sum, sse, xe = (o.full() for o in (fp, fp_sum, sse, xe))
+        c = self._common()
+        U_new, *rest = self._call(
+            "relax", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+            c["Ws"], c["Y"], c["Ym"], float(sigma), c["xs"])
+        fp, fp_sum, sse, xe = (np.asarray(o) for o in rest)  # U_new stays as nodes_arg
         fixed_point = float(np.max(fp))
         if not np.isfinite(float(np.sum(fp_sum))):
             fixed_point = np.inf
@@ -574,18 +555,11 @@ class Transcription:
 
     def trajectory(self, X, U, p) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """States ``(J, nx, M)`` and outputs ``(J, ny, M)`` at samples, end states ``(J, nx)``."""
-        c = self._data_common
+        c = self._common()
         J = self.disc.n_intervals
-        nf = self._native("trajectory")
-        if nf is not None:
-            cn = self._common_np
-            Xs, Ys, xe = nf(X.T, self._nodes_map(U), p, cn["t0"], cn["h"], cn["Wn"], cn["S"],
-                            cn["ts"], cn["Ws"])
-        else:
-            Xs, Ys, xe = (o.full() for o in self.functions["trajectory"](
-                self._dm("X", X.T), self.nodes_dm(U), self._dm("p", p), c["t0"], c["h"],
-                c["Wn"], c["S"], c["ts"], c["Ws"],
-            ))
+        Xs, Ys, xe = (np.asarray(o) for o in self._call(
+            "trajectory", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
+            c["Ws"]))
         return (from_map_layout(Xs, J), from_map_layout(Ys, J), xe.T)
 
     def continuity_gap(self, X, U, p) -> tuple[float, float]:

@@ -1,0 +1,81 @@
+"""The small bound-constrained least-squares problem inside the condensed step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from picard_casadi.methods.condensed import _least_violation, _working_set_step
+
+
+def _ill_conditioned(m: int, n: int, cond: float, rng: np.random.Generator) -> np.ndarray:
+    U, _ = np.linalg.qr(rng.standard_normal((m, n)))
+    V, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return U @ np.diag(np.logspace(0.0, -np.log10(cond), n)) @ V.T
+
+
+def test_working_set_step_keeps_its_bounds_on_an_ill_conditioned_problem():
+    """A^T A with condition 1e18: the working bounds still hold and the KKT conditions too."""
+    rng = np.random.default_rng(0)
+    A = 1e4 * _ill_conditioned(200, 8, 1e9, rng)
+    b = rng.standard_normal(200)
+    damp = np.full(8, 1e-12)
+    active = np.ones(8, dtype=bool)
+    theta = rng.standard_normal(8)
+    Cw = rng.standard_normal((2, 8))
+    step, nu = _working_set_step(A, b, damp, active, theta, Cw)
+    assert np.max(np.abs(Cw @ step)) <= 1e-12 * np.max(np.abs(step))
+    new = theta + step
+    grad = A.T @ (A @ new + b) + damp * new
+    # stationary on the working set: the gradient is a combination of the working rows
+    assert np.linalg.norm(grad + Cw.T @ nu) <= 1e-6 * np.linalg.norm(A.T @ b)
+
+
+def test_working_set_step_without_bounds_is_the_damped_least_squares_step():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((30, 5))
+    b = rng.standard_normal(30)
+    damp = np.full(5, 0.3)
+    step, nu = _working_set_step(A, b, damp, np.ones(5, dtype=bool), np.zeros(5), np.zeros((0, 5)))
+    expected = np.linalg.solve(A.T @ A + np.diag(damp), -A.T @ b)
+    np.testing.assert_allclose(step, expected, rtol=1e-10)
+    assert nu.size == 0
+
+
+def test_working_set_step_leaves_inactive_entries_alone():
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((30, 5))
+    b = rng.standard_normal(30)
+    active = np.array([True, False, True, True, False])
+    step, _ = _working_set_step(A, b, np.zeros(5), active, np.zeros(5), rng.standard_normal((1, 5)))
+    assert step[1] == 0.0 and step[4] == 0.0
+    assert np.any(step != 0.0)
+
+
+def test_least_violation_finds_a_feasible_start_when_zero_is_not():
+    rng = np.random.default_rng(3)
+    C = rng.standard_normal((40, 6))
+    d = rng.standard_normal(40)
+    target = rng.standard_normal(6)
+    v = C @ target + d
+    lo, hi = v - 0.05, v + 0.05  # a small box around a point far from theta = 0
+    assert np.any((d < lo) | (d > hi))
+    theta = _least_violation(C, d, lo, hi, np.ones(6))
+    w = C @ theta + d
+    assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
+
+
+def test_least_violation_keeps_zero_when_it_is_feasible():
+    rng = np.random.default_rng(4)
+    C = rng.standard_normal((10, 3))
+    d = rng.standard_normal(10)
+    theta = _least_violation(C, d, d - 1.0, d + 1.0, np.ones(3))
+    assert np.all(theta == 0.0)
+
+
+def test_least_violation_reduces_an_infeasible_violation():
+    """Contradictory bounds (x >= 1 and x <= -1 on the same row): the least violation, 0."""
+    C = np.array([[1.0], [1.0]])
+    d = np.array([5.0, 5.0])
+    theta = _least_violation(C, d, np.array([1.0, -np.inf]), np.array([np.inf, -1.0]), np.ones(1))
+    # the violations (1 - x)_+ and (x + 1)_+ balance at x = 0
+    assert abs(float(C[0] @ theta + d[0])) < 1e-6

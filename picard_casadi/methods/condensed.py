@@ -323,16 +323,27 @@ class ConstrainedGaussNewtonStep:
         xl, xu, _, _ = s.scaled_bounds
         Xc = np.where(s.free_x, np.clip(Xn + d, xl, xu), Xn)
         d = Xc - Xn
-        Xp, pp = s.from_scaled(Xc, pn)
         U_c = predict_nodes(S_nodes, U_new, d * s.x_scale, np.zeros_like(pn))
-        U_c, res, sweeps = s.tr.settle(Xp, U_c, pp, tol=TRIAL_FIXED_POINT_TOL)
-        if not res <= TRIAL_ACCEPT_FIXED_POINT:
-            return None
-        data_c, c_c = self._merit_parts(Xp, U_c, pp)
-        merit_c = data_c + 0.5 * self.rho * float(np.sum(c_c * c_c))
+        merit_c, U_c, evals = self._settled_merit(Xc, pn, U_c)
         if not np.isfinite(merit_c):
             return None
-        return Xc, U_c, merit_c, sweeps + 1
+        return Xc, U_c, merit_c, evals
+
+    def _settled_merit(self, Xs, ps, U_start) -> tuple[float, np.ndarray, int]:
+        """Merit at a scaled point with its node values settled from ``U_start``.
+
+        Returns
+        -------
+        (merit, U, evaluations); the merit is ``inf`` where the fixed point
+        is not found (``|P U - U| > TRIAL_ACCEPT_FIXED_POINT``) or not finite.
+        """
+        Xp, pp = self.setup.from_scaled(Xs, ps)
+        U, res, sweeps = self.setup.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
+        if not res <= TRIAL_ACCEPT_FIXED_POINT:
+            return np.inf, U, sweeps + 1
+        data, c = self._merit_parts(Xp, U, pp)
+        merit = data + 0.5 * self.rho * float(np.sum(c * c))
+        return (merit if np.isfinite(merit) else np.inf), U, sweeps + 1
 
     def _raise_rho(self, pred_data: float, pred_gap: float, gap2: float) -> None:
         """Raise ``rho`` so a step that closes gaps is predicted to lower the merit.
@@ -407,13 +418,8 @@ class ConstrainedGaussNewtonStep:
         evals = 0
         while factor <= limit and U_start is not None:
             Xn, pn = info.Xs + factor * dX, info.ps + factor * dp
-            Xp, pp = s.from_scaled(Xn, pn)
-            U_new, res, sweeps = s.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
-            evals += sweeps + 1
-            if not res <= TRIAL_ACCEPT_FIXED_POINT:
-                break
-            data_new, c_new = self._merit_parts(Xp, U_new, pp)
-            merit_new = data_new + 0.5 * self.rho * float(np.sum(c_new * c_new))
+            merit_new, U_new, n_evals = self._settled_merit(Xn, pn, U_start)
+            evals += n_evals
             if not merit_new < best_merit:
                 break
             best, best_merit, U_start = (Xn, pn, U_new), merit_new, U_new

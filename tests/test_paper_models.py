@@ -135,14 +135,14 @@ def test_every_paper_experiment_simulates_over_its_horizon():
     for run in fa18.RUNS:
         prob = pc.problem(f"fa18-{run}", seed=0)
         assert len(prob.experiments) == len(fa18.RUNS[run]["x0"])
-        for e in prob.experiments:
+        for x0, e in zip(prob.x0_true, prob.experiments):
             assert np.all(np.isfinite(e.y))
             # the full 0:0.1:5 protocol, except the tumbling rudder run from x01 (docstring)
             expected_end = 3.8 if (run == "roll-rud" and e.name == "x01") else 5.0
             assert e.t[-1] == pytest.approx(expected_end)
             # the true trajectory stays inside the estimation box (it is what bounds the x_j)
             lb, ub = fa18.STATE_BOX
-            X = simulate(prob.model, prob.x0_true[prob.experiments.index(e)], prob.p_true,
+            X = simulate(prob.model, x0, prob.p_true,
                          e.t, fa18.inputs(fa18.RUNS[run]["surface"], fa18.RUNS[run]["amplitude"]),
                          breakpoints=[2.0, 4.0] if fa18.RUNS[run]["surface"] else None)
             assert np.all((X >= lb) & (X <= ub))

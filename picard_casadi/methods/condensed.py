@@ -161,6 +161,13 @@ def _least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarra
     return theta
 
 
+def _room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
+    """The largest ``t >= 0`` with ``lo <= z + t dz <= hi`` (``inf`` when nothing blocks)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(dz > 0, (hi - z) / dz, np.where(dz < 0, (lo - z) / dz, np.inf))
+    return float(np.min(t, initial=np.inf))
+
+
 class ConstrainedGaussNewtonStep:
     """Levenberg-Marquardt-damped condensed Gauss-Newton step on ``(p, x_j)``."""
 
@@ -406,11 +413,7 @@ class ConstrainedGaussNewtonStep:
         dX = np.where(s.free_x, self._trail[3][0] - self._trail[1][0], 0.0)
         dp = np.where(s.free_p, self._trail[3][1] - self._trail[1][1], 0.0)
         # the largest multiple that keeps every start and parameter in its box
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.concatenate([
-                np.where(dX > 0, (xu - info.Xs) / dX, np.where(dX < 0, (xl - info.Xs) / dX, np.inf)).ravel(),
-                np.where(dp > 0, (pu - info.ps) / dp, np.where(dp < 0, (pl - info.ps) / dp, np.inf))])
-        limit = min(float(np.min(room, initial=np.inf)), PATTERN_MAX_FACTOR)
+        limit = min(_room(info.Xs, dX, xl, xu), _room(info.ps, dp, pl, pu), PATTERN_MAX_FACTOR)
         best = None
         best_merit = info.phi_after
         factor = 1.0

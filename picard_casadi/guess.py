@@ -29,6 +29,9 @@ misfit of the one found from a data-based start.  So:
   noisy data at t = 0.5 s rolled to p = 123 rad/s within 0.1 s, box
   |p| <= 25; closing that gap wrecked the unweighted fit and the run
   failed, and the roll rate's data-based scale was five times too large.)
+  The sweeps' changes are measured against each state's typical magnitude
+  (its starts and the box's half-width), not against its start alone: a
+  state starting at exactly zero made every change look like divergence.
 
 Every ``x_j`` is clipped into the state box.
 """
@@ -84,13 +87,19 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
 
 
 def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j: int,
-                          x: np.ndarray, p0: np.ndarray, max_sweeps: int
-                          ) -> tuple[np.ndarray, bool]:
-    """Solve ``U = P U`` on interval ``j`` from the constant start ``x``."""
+                          x: np.ndarray, p0: np.ndarray, max_sweeps: int,
+                          typical: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Solve ``U = P U`` on interval ``j`` from the constant start ``x``.
+
+    Changes are measured relative to ``max(|x_i|, 1e-3 typical_i)``: relative
+    to ``|x_i|`` alone, a state that starts at exactly zero (the F/A-18's
+    ``q``, ``phi`` and ``psi``) made every change look like divergence, and
+    such intervals started constant.
+    """
     K = disc.K
     A = disc.quad.integration
     Uj = np.repeat(x[:, None], K, axis=1)
-    scale = np.maximum(np.abs(Uj).max(axis=1), 1e-8)[:, None]
+    scale = np.maximum(np.maximum(np.abs(x), 1e-3 * typical), 1e-8)[:, None]
     prev = np.inf
     newton = False
     with np.errstate(all="ignore"):
@@ -172,6 +181,9 @@ def initial_guess(
     lo, hi = x_lb + margin, x_ub - margin
     f_der = PointDerivatives(model, K, 1).functions["f_derivatives"]
     p0 = np.asarray(p0, float)
+    # each state's typical magnitude: its starts and the box's half-width
+    typical = np.max(np.abs(np.asarray(x0s, float)), axis=0)
+    typical = np.maximum(typical, np.where(np.isfinite(span), 0.5 * span, 0.0))
     failed_total = 0
     for e, sl in enumerate(disc.intervals_of):
         exp = disc.experiments[e]
@@ -209,7 +221,7 @@ def initial_guess(
             else:  # anchored: unmeasured states carried from the previous interval
                 x = start_of(j, carry)
             X[j] = x
-            U[j], ok = _interval_fixed_point(fns, f_der, disc, j, x, p0, max_sweeps)
+            U[j], ok = _interval_fixed_point(fns, f_der, disc, j, x, p0, max_sweeps, typical)
             if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width
                 # within one T: a violent fixed point from a noisy start

@@ -31,3 +31,20 @@ def test_an_interval_that_leaves_the_box_starts_constant():
                         estimate_x0=True, codegen=False)
     rise = setup.U0[:, 0, -1] - setup.U0[:, 0, 0]
     np.testing.assert_allclose(rise, 0.1, rtol=1e-10)
+
+
+def test_a_state_starting_at_zero_gets_its_fixed_point():
+    """x' = p from x0 = 0: the first interval is a ramp, not held constant."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=p, name="ramp")
+    t = np.linspace(0.0, 1.0, 11)
+    exp = pc.Experiment(t=t, y=t[:, None].copy(), x0=np.array([0.0]), name="e")
+    lb, ub = np.array([-10.0]), np.array([10.0])
+    setup = build_setup(model, [exp], np.array([1.0]), T=0.1, n=2, nodes=5,
+                        scheme="chebyshev", weights=np.ones(1),
+                        p_bounds=(np.array([-1e3]), np.array([1e3])), x_bounds=(lb, ub),
+                        estimate_x0=False, codegen=False)
+    assert setup.X0[0, 0] == 0.0
+    rise = setup.U0[:, 0, -1] - setup.U0[:, 0, 0]
+    np.testing.assert_allclose(rise, 0.1, rtol=1e-10)

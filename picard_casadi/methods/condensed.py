@@ -395,9 +395,10 @@ class ConstrainedGaussNewtonStep:
         kept in their boxes, node values settled on the fixed point); the
         best point replaces the step's, or the step stands when no multiple
         improves on it.  Measured: fa18-roll-ail, seed 2, unweighted,
-        converges in 962 iterations (not within 1000 without); fa18-roll-beta,
-        seed 1, still does not within 4000 -- the moves do not replace the
-        missing second-order term.
+        converges in 978 iterations (not within 1000 without); fa18-roll-beta,
+        seed 1, still does not within 4000 (its valley is where the second
+        experiment's trajectory is violently unstable; README, Known
+        limitations).
         """
         self._trail.append((info.Xs.copy(), info.ps.copy()))
         del self._trail[:-4]

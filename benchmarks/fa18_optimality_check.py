@@ -1,0 +1,64 @@
+"""Are ``picard-gn``'s answers on the unweighted F/A-18 runs optima?  IPOPT checks.
+
+Run::
+
+    python benchmarks/fa18_optimality_check.py               # seeds 0 1 2, ~17 min
+    python benchmarks/fa18_optimality_check.py --seeds 0 --runs roll-beta
+
+For every run and seed: ``picard-gn`` on the paper's unweighted loss (1000
+iterations, as in ``examples/fa18_coefficients.py``), then IPOPT with its
+exact Hessian warm-started at ``picard-gn``'s answer on the same
+discretisation.  Where ``picard-gn`` stopped at an optimum IPOPT stays
+(misfits equal to round-off); a lower IPOPT misfit means ``picard-gn``
+stopped short of one.  Two processes run side by side.
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import argparse
+import time
+from multiprocessing import Pool
+
+import numpy as np
+
+RUNS = ("drag", "drag-stab", "roll-beta", "roll-rates", "roll-ail", "roll-rud")
+
+
+def check(job: tuple[str, int]) -> str:
+    """One run and seed: both methods, one line of numbers."""
+    import warnings
+
+    import picard_casadi as pc
+
+    warnings.filterwarnings("ignore")
+    run, seed = job
+    prob = pc.problem(f"fa18-{run}", seed=seed)
+    gn = prob.estimate("picard-gn", weights=None, uncertainty=False, max_iter=1000)
+    ip = prob.estimate("ipopt", weights=None, uncertainty=False, warm_start=gn)
+    dp = float(np.max(np.abs(ip.p - gn.p) / np.maximum(np.abs(gn.p), 1e-3)))
+    rel = (gn.objective - ip.objective) / ip.objective
+    verdict = ("optimum" if abs(rel) <= 1e-8 else
+               "picard-gn short of an optimum" if rel > 0 else "IPOPT left it (higher misfit)")
+    return (f"{run:11s} seed {seed}  picard-gn {'converged' if gn.success else 'NOT converged'}"
+            f" {gn.iterations:4d} it, misfit {gn.objective:.8f} | IPOPT {ip.iterations:4d} it, "
+            f"misfit {ip.objective:.8f}  (picard-gn - IPOPT) / IPOPT {rel:+.1e}, "
+            f"max rel. change of p {dp:.1e}: {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
+    args = parser.parse_args()
+    jobs = [(run, seed) for run in args.runs for seed in args.seeds]
+    t0 = time.perf_counter()
+    with Pool(2) as pool:
+        for line in pool.imap(check, jobs):
+            print(line, flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

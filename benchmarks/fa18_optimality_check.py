@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/fa18_optimality_check.py               # seeds 0 1 2, ~17 min
+    python benchmarks/fa18_optimality_check.py               # seeds 0 1 2, ~5 min
     python benchmarks/fa18_optimality_check.py --seeds 0 --runs roll-beta
 
 For every run and seed: ``picard-gn`` on the paper's unweighted loss (1000

@@ -92,9 +92,8 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j
     """Solve ``U = P U`` on interval ``j`` from the constant start ``x``.
 
     Changes are measured relative to ``max(|x_i|, 1e-3 typical_i)``: relative
-    to ``|x_i|`` alone, a state that starts at exactly zero (the F/A-18's
-    ``q``, ``phi`` and ``psi``) made every change look like divergence, and
-    such intervals started constant.
+    to ``|x_i|`` alone, a state that starts at exactly zero made every change
+    look like divergence, and such an interval started constant.
     """
     K = disc.K
     A = disc.quad.integration

@@ -57,6 +57,8 @@ def test_non_convergence_is_reported_not_hidden(vdp):
     assert not res.success
     assert res.status == "max_iter"
     assert "max_iter=2" in res.message
+    # the advice fits the method: picard-gn is not told to use picard-gn
+    assert "warm_start" in res.message and "use method='picard-gn'" not in res.message
     assert np.all(np.isfinite(res.p))
     with pytest.raises(pc.ConvergenceError) as info:
         vdp.estimate("picard-gn", max_iter=2, raise_on_failure=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -160,6 +160,9 @@ class LoopOptions:
         as converged; for Gauss-Newton steps also the largest cosine between
         the residual vector and a (scaled) Jacobian column.
     """
+
+    # what the iteration-limit message advises (a class constant, not an option)
+    max_iter_advice: ClassVar[str] = "increase max_iter or use method='picard-gn'"
 
     max_iter: int = 200
     sigma: float = 1.0
@@ -420,7 +423,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             f"iteration limit reached (max_iter={opts.max_iter}) before convergence"
             + (f": gradient norm {last.grad_norm:.3g}, continuity gap {last.gap:.3g}, "
                f"fixed-point residual {last.fixed_point:.3g}" if last else "")
-            + "; increase max_iter or use method='picard-gn'"
+            + "; " + opts.max_iter_advice
         )
     X, p = setup.from_scaled(Xs, ps)
     if not message:

@@ -31,6 +31,7 @@ Gauss-Newton step then jumps to a distant basin (seen on FitzHugh-Nagumo).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -61,6 +62,10 @@ class PicardGNOptions(LoopOptions):
         Initial trust radius: the largest change of a scaled variable
         (``p / p_scale``, ``x / x_scale``) in one step.
     """
+
+    max_iter_advice: ClassVar[str] = (
+        "increase max_iter; on a badly scaled loss use weights='auto', and check "
+        "the last point with method='ipopt' (warm_start=this result)")
 
     max_iter: int = 200
     sigma: float = 1.0

@@ -6,7 +6,9 @@ Run::
     python benchmarks/fa18_optimality_check.py --seeds 0 --runs roll-beta
 
 For every run and seed: ``picard-gn`` on the paper's unweighted loss (1000
-iterations, as in ``examples/fa18_coefficients.py``), then IPOPT with its
+iterations; ``examples/fa18_coefficients.py`` allows 2000, which changes only
+the last point of ``fa18-roll-beta`` seed 1, the run that does not
+converge), then IPOPT with its
 exact Hessian warm-started at ``picard-gn``'s answer on the same
 discretisation.  Where ``picard-gn`` stopped at an optimum IPOPT stays
 (misfits equal to round-off); a lower IPOPT misfit means ``picard-gn``

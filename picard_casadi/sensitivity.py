@@ -267,7 +267,11 @@ class FixedPointLinearisation:
             ``dG`` (J, M, ny, nx + np): their derivatives with respect to
             ``(x_j, p)`` through the fixed point;
             ``xend`` (J, nx) and ``dend`` (J, nx, nx + np): end states;
-            ``S`` (J, K, nx, nx + np): node sensitivities ``dU/d(x_j, p)``.
+            ``S`` (J, K, nx, nx + np): node sensitivities ``dU/d(x_j, p)``;
+            ``Fx`` (J, K, nx, nx): ``f_x`` at the nodes; ``Xs`` (J, M, nx)
+            and ``dXs`` (J, M, nx, nx + np): states at the samples and their
+            derivatives; ``Gx`` (J, M, ny, nx): ``g_x`` at the samples (the
+            second-order terms of :mod:`picard_casadi.second_order` need them).
         """
         with np.errstate(all="ignore"):  # non-finite values are checked by the callers
             return self._interval_sensitivities(X, U, p)
@@ -318,7 +322,8 @@ class FixedPointLinearisation:
         Gp = np.asarray(Gp).reshape(ny, J, M, np_).transpose(1, 2, 0, 3)  # (J, M, ny, np)
         dG = np.einsum("jmoa,jmaz->jmoz", Gx, dXs)
         dG[..., nx:] += Gp
-        return {"G": G, "dG": dG, "xend": xend, "dend": dend, "S": S}
+        return {"G": G, "dG": dG, "xend": xend, "dend": dend, "S": S,
+                "Fx": Fx, "Xs": Xs, "dXs": dXs, "Gx": Gx}
 
     def linearise(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, V: np.ndarray,
                   lam: float, Wt: np.ndarray, x_scale: np.ndarray

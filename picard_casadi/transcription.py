@@ -420,6 +420,12 @@ class Transcription:
         """Outputs, end states and their exact fixed-point derivatives per interval."""
         return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p)
 
+    @property
+    def last_fixed_point_inverse(self) -> np.ndarray | None:
+        """``(I - dP/dU)^-1`` per interval ``(J, K nx, K nx)`` of the last
+        :meth:`interval_sensitivities` (``None`` if an interval was singular)."""
+        return self._fixed_point.last_inverse
+
     def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
         """Node values predicted after a step, from the last fixed-point Jacobian."""
         return self._fixed_point.predict_nodes(U, dX, dp)

@@ -38,7 +38,7 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
     if opts.continuity == "constrained":
         rule = ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
-                                          radius0=opts.radius0)
+                                          radius0=opts.radius0, hessian=opts.hessian)
     else:
         rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
     return run_picard_iteration(setup, rule, opts, callback)

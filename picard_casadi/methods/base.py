@@ -157,8 +157,11 @@ class LoopOptions:
     ftol_window : int
     gtol : float
         Projected scaled gradient norm, relative to the objective, that counts
-        as converged; for Gauss-Newton steps also the largest cosine between
-        the residual vector and a (scaled) Jacobian column.
+        as converged; for Gauss-Newton steps also the step rule's cosine
+        between the residual vector and what the Jacobian can reach of it
+        (the largest cosine with a single scaled column for
+        ``continuity="multiplier"``; the cosine with the Jacobian's range,
+        within the boxes, for the constrained step).
     """
 
     # what the iteration-limit message advises (a class constant, not an option)
@@ -393,7 +396,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         fixed = fp <= opts.fixed_point_tol
         scale = max(abs(info.phi_after), 1e-300)
         # the gradient relative to the objective, or (Gauss-Newton steps) the
-        # largest cosine between the residual and a Jacobian column: scale-free,
+        # cosine between the residual and what the Jacobian reaches: scale-free,
         # and reached in a step or two once Gauss-Newton converges, where the
         # objective-change test needs ftol_window more iterations
         stationary = info.grad_norm <= opts.gtol * scale or info.optimality <= opts.gtol

@@ -44,6 +44,34 @@ residuals ~20 ft/s, a long curved valley of near-optimal parameters):
   predicted gap reduction sent it to 1e27), and a trial whose fixed point
   is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.
 
+Exact-Hessian (Newton) steps, ``hessian="auto"`` or ``"exact"``: Gauss-Newton
+models the data misfit by ``J^T J`` alone and converges only linearly where
+the residuals are large and curved (the unweighted F/A-18 loss: airspeed
+residuals ~20 ft/s).  The Newton model adds the curvature of the Lagrangian
+per interval (:mod:`picard_casadi.second_order`: exact second derivatives of
+the Picard fixed point, outputs weighted by ``-W r`` and end states by the
+continuity multipliers), condensed like ``J^T J``.  The condensed model is
+then a dense quadratic in ``theta``, solved by the same active-set method as
+a least-squares problem in its Cholesky factor; where it is not convex
+even with a damping ``mu`` of 1e-4 (relative to ``J^T J``'s diagonal) the
+step is Gauss-Newton's, whose model always is.  Steps are accepted on the
+same merit ratio.  With ``"auto"`` the switch is made when Gauss-Newton
+stalls (``STALL_STEPS`` accepted steps in a row, each gaining less than
+``STALL_GAIN`` of the merit).  Measured on ``fa18-roll-beta``, seed 1,
+unweighted, started from the weighted answer: Gauss-Newton crept for 2000
+iterations 2e-7 above IPOPT's optimum; with the switch it converges in 327
+iterations to it (``benchmarks/fa18_roll_beta_valley.py``).  On the
+Dennis-Schnabel large-residual example (``x' = p x``, data ``(1, 2, 4,
+-4)``) Newton steps converge in 8 iterations where Gauss-Newton needs 33.
+From the cold start of that F/A-18 run they do not help: the condensed
+columns reach norm 1e9 there (an unstable trajectory) and the model is no
+better than Gauss-Newton's.
+
+Stationarity is measured as the cosine between the residual and what the
+undamped Gauss-Newton step within the boxes reaches of it
+(:func:`_reach_cosine`), not MINPACK's largest cosine with one column,
+which the same ill-conditioning fooled (7e-9 at a point with gradient 68).
+
 Measured: the multiplier-penalty variant needed 151 iterations on the CMG
 problem and stopped 0.17 % short of IPOPT's optimum as ``lambda`` grew to
 1e7 and the penalised problem became ill-conditioned; this step has no such
@@ -54,6 +82,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo
 
@@ -78,6 +107,17 @@ NOISE_GAIN = 1e-10
 ZIGZAG_COSINE = 0.99
 # largest multiple of the two-step progress tried by a pattern move
 PATTERN_MAX_FACTOR = 2.0 ** 12
+# which model the steps use: J^T J, the exact Hessian, or J^T J until it stalls
+HESSIANS = ("auto", "exact", "gauss-newton")
+# Gauss-Newton has stalled after STALL_STEPS accepted steps in a row that each
+# gained less than STALL_GAIN of the merit (hessian="auto")
+STALL_GAIN = 1e-5
+STALL_STEPS = 10
+# largest relative damping that may make the Newton model convex; beyond it
+# the step is Gauss-Newton's (see _newton_system)
+NEWTON_MAX_DAMPING = 1e-4
+# relative damping of the Gauss-Newton step that measures stationarity
+STATIONARITY_DAMPING = 1e-14
 
 
 def _working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -161,6 +201,28 @@ def _least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarra
     return theta
 
 
+def _reach_cosine(A: np.ndarray, b: np.ndarray, theta: np.ndarray) -> float:
+    """Cosine between the residual ``b`` and what the step ``theta`` reaches of it.
+
+    For ``theta`` the least-squares step (``A theta ~ -b``) this is
+    ``|P_A b| / |b|``, the cosine between the residual and the range of the
+    Jacobian, and its square is the relative gain Gauss-Newton predicts; for
+    a step that stops at bounds, the gain it predicts.  0 at a stationary
+    point.  MINPACK's ``gtol`` test takes the largest cosine with a single
+    column instead, which ill-conditioning fools: on the unweighted
+    ``fa18-roll-beta`` loss (seed 1), with columns of norm 1e9 (an unstable
+    trajectory), it was 7e-9 where the gradient was 68 (objective 96) and
+    the step would still gain.  Computed from the gain ``-2 b^T A theta -
+    |A theta|^2``, which has no cancellation of large terms.
+    """
+    bnorm = float(np.sqrt(b @ b))
+    if bnorm == 0.0:
+        return 0.0
+    reach = A @ theta
+    gain2 = -2.0 * float(b @ reach) - float(reach @ reach)
+    return float(np.sqrt(max(gain2, 0.0))) / bnorm
+
+
 def _room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
     """The largest ``t >= 0`` with ``lo <= z + t dz <= hi`` (``inf`` when nothing blocks)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -172,7 +234,7 @@ class ConstrainedGaussNewtonStep:
     """Levenberg-Marquardt-damped condensed Gauss-Newton step on ``(p, x_j)``."""
 
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
-                 rho0: float = 20.0, radius0: float = 0.5) -> None:
+                 rho0: float = 20.0, radius0: float = 0.5, hessian: str = "auto") -> None:
         self.setup = setup
         self.mu0 = float(mu0)
         self.mu = float(mu0)
@@ -194,6 +256,12 @@ class ConstrainedGaussNewtonStep:
         self.nx, self.np = m.nx, m.np
         # the last accepted points (scaled X, p), for the pattern move
         self._trail: list[tuple[np.ndarray, np.ndarray]] = []
+        if hessian not in HESSIANS:
+            raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+        self.hessian = hessian
+        self.newton = hessian == "exact"  # Newton steps now (exact), or once GN stalls (auto)
+        self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN
+        self._second_order: FixedPointHessian | None = None  # built on the first Newton step
 
     def reset(self) -> None:
         """Nothing to forget: no multipliers in this formulation."""
@@ -352,6 +420,84 @@ class ConstrainedGaussNewtonStep:
         merit = data + 0.5 * self.rho * float(np.sum(c * c))
         return (merit if np.isfinite(merit) else np.inf), U, sweeps + 1
 
+    def _interval_curvature(self, U: np.ndarray, p: np.ndarray, sens: dict[str, np.ndarray],
+                            r: np.ndarray, Jx: np.ndarray, E: np.ndarray) -> np.ndarray | None:
+        """The Lagrangian's second-order terms per interval, scaled: ``(J, nx + np, nx + np)``.
+
+        The Lagrangian ``|r|^2 / 2 + sum_j lam_j^T (x_end_j - x_{j+1})`` (scaled
+        continuity conditions).  Its multipliers make it stationary in every
+        interval start after an experiment's first, backwards along each
+        experiment: ``lam_j = Jx_{j+1}^T r_{j+1} + E_{j+1}^T lam_{j+1}`` (zero
+        after the last interval).  With them, ``S~^T (J^T J + curvature) S~``
+        is the exact Hessian of the condensed objective at a continuous
+        point.  The data residuals ``r = W (y - g)`` weight the outputs'
+        curvature by ``-W r``.  ``None`` where a value is not finite.
+        """
+        s = self.setup
+        disc = s.disc
+        J, M, ny, nx = disc.n_intervals, disc.M, disc.model.ny, self.nx
+        hn = disc.has_next
+        lam = np.zeros((J, nx))
+        for j in range(J - 2, -1, -1):
+            if hn[j]:
+                lam[j] = Jx[j + 1].T @ r[j + 1] + E[j + 1].T @ lam[j + 1]
+        w = -s.tr._Wt.transpose(0, 2, 1) * r.reshape(J, M, ny)
+        inverse = s.tr.last_fixed_point_inverse
+        if inverse is None:
+            return None
+        if self._second_order is None:
+            self._second_order = FixedPointHessian(disc)
+        H = self._second_order.contracted(U, p, sens, inverse, w, lam / s.x_scale)
+        zs = np.concatenate([s.x_scale, s.p_scale])
+        Hs = zs[None, :, None] * H * zs[None, None, :]
+        return Hs if np.all(np.isfinite(Hs)) else None
+
+    @staticmethod
+    def _quadratic(Hs: np.ndarray | None, dX: np.ndarray, dp: np.ndarray) -> float:
+        """``sum_j dz_j^T Hs_j dz_j``, ``dz_j = (dX_j, dp)``; 0 without ``Hs`` (Gauss-Newton)."""
+        if Hs is None:
+            return 0.0
+        dz = np.concatenate([dX, np.broadcast_to(dp, (dX.shape[0], dp.size))], axis=1)
+        return float(np.einsum("ja,jab,jb->", dz, Hs, dz))
+
+    def _newton_system(self, A2: np.ndarray, b2: np.ndarray, Hc: np.ndarray, hc: np.ndarray,
+                       diag: np.ndarray, active: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The damped Newton model as a least-squares problem for :meth:`_bounded_step`.
+
+        The model ``q(t) = |A2 t + b2|^2 / 2 + t^T Hc t / 2 + hc^T t`` plus the
+        damping ``mu t^T diag(diag) t / 2`` equals ``|L^T t + L^-1 g|^2 / 2``
+        up to a constant, with ``L L^T`` the Cholesky factor of its Hessian
+        and ``g`` its gradient at 0.  Inactive entries (parameters held on
+        their bound) get unit rows.  Where that Hessian is not positive
+        definite, ``mu`` is raised until it is, but not beyond
+        ``NEWTON_MAX_DAMPING``: ``None`` then, the iterate is not near a
+        minimum and the step falls back to Gauss-Newton's convex model.
+        (Without the cap, as in a trust-region Newton method,
+        ``fa18-roll-rud`` seed 2 crept with ``mu`` ~1e-5..1e-4 and steps
+        ~1e-5 for 2000 iterations where Gauss-Newton converges in 1147; with
+        no damping allowed at all, ``fa18-roll-beta`` seed 0 took 885
+        iterations instead of 379.)
+        """
+        g = A2.T @ b2 + hc
+        H0 = A2.T @ A2 + Hc
+        inactive = ~active
+        mu = self.mu
+        while True:
+            H = H0 + np.diag(mu * diag)
+            H[inactive, :] = 0.0
+            H[:, inactive] = 0.0
+            H[inactive, inactive] = 1.0
+            try:
+                L = np.linalg.cholesky(H)
+            except np.linalg.LinAlgError:
+                mu = max(mu, 1e-12) * 4.0
+                if mu > NEWTON_MAX_DAMPING:
+                    return None
+                continue
+            self.mu = mu
+            return L.T, np.linalg.solve(L, np.where(active, g, 0.0))
+
     def _raise_rho(self, pred_data: float, pred_gap: float, gap2: float) -> None:
         """Raise ``rho`` so a step that closes gaps is predicted to lower the merit.
 
@@ -378,8 +524,25 @@ class ConstrainedGaussNewtonStep:
         with np.errstate(all="ignore"):
             info = self._step(Xs, U, ps, V, lam)
             if info.accepted:
-                return self._pattern_move(Xs, ps, info)
+                info = self._pattern_move(Xs, ps, info)
+                self._watch_for_stall(info)
             return info
+
+    def _watch_for_stall(self, info: StepInfo) -> None:
+        """Switch to Newton steps (``hessian="auto"``) once Gauss-Newton stalls.
+
+        Stalled: ``STALL_STEPS`` accepted steps in a row each lowered the
+        merit by less than ``STALL_GAIN`` of it, while the iteration has not
+        converged (Gauss-Newton's linear convergence where the residuals are
+        large; it converges in a few steps where they are not, so the switch
+        costs nothing there).
+        """
+        if self.hessian != "auto" or self.newton:
+            return
+        gain = (info.phi_before - info.phi_after) / max(abs(info.phi_before), 1e-300)
+        self._slow_steps = self._slow_steps + 1 if gain < STALL_GAIN else 0
+        if self._slow_steps >= STALL_STEPS:
+            self.newton = True
 
     def _pattern_move(self, Xs, ps, info: StepInfo) -> StepInfo:
         """Extrapolate along a valley that the Gauss-Newton steps cross in a zigzag.
@@ -482,25 +645,47 @@ class ConstrainedGaussNewtonStep:
         active = np.ones(self.n_theta, dtype=bool)
         active[self.p_cols] = free_p[self.p_cols]
         diag = np.maximum(col2, 1e-12 * max(float(np.max(col2, initial=0.0)), 1e-300))
-        bnorm = max(np.sqrt(float(np.sum(b * b))), 1e-300)
-        optimality = float(np.max(np.abs(g[active]) / np.sqrt(diag[active]), initial=0.0)) / bnorm
+        xl, xu, _, _ = s.scaled_bounds
+        # stationarity: the gain of the undamped Gauss-Newton step within the
+        # boxes, as a cosine (see _reach_cosine)
+        theta_gn = self._bounded_step(A2, b2, STATIONARITY_DAMPING * diag, active,
+                                      S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+        optimality = _reach_cosine(A2, b2, theta_gn)
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
 
+        # Newton steps: the curvature per interval, condensed like J^T J
+        # (dz_j = St_j theta + st_j), into the model's Hessian Hc and gradient hc
+        Hs = self._interval_curvature(U, p, sens, r, Jx, E) if self.newton else None
+        if Hs is not None:
+            St = np.concatenate([S_all, np.broadcast_to(P, (J,) + P.shape)], axis=1)
+            st = np.concatenate([s_all, np.zeros((J, np_))], axis=1)
+            nth = self.n_theta
+            Hc = St.reshape(-1, nth).T @ np.matmul(Hs, St).reshape(-1, nth)
+            Hc = 0.5 * (Hc + Hc.T)
+            hc = np.einsum("jat,jab,jb->t", St, Hs, st)
+
         evals = 1
-        xl, xu, _, _ = s.scaled_bounds
         merit = data + 0.5 * self.rho * gap2
         full_pred = np.inf
         theta = None
         mu_solved = None
         for _ in range(self.max_tries):
             if mu_solved != self.mu:
-                theta = self._bounded_step(A2, b2, self.mu * diag, active,
-                                           S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+                newton = (self._newton_system(A2, b2, Hc, hc, diag, active)
+                          if Hs is not None else None)
+                if newton is None:
+                    Hs = None  # Gauss-Newton model for this iteration
+                    theta = self._bounded_step(A2, b2, self.mu * diag, active,
+                                               S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+                else:  # the damping is in the factor
+                    theta = self._bounded_step(newton[0], newton[1], np.zeros(self.n_theta),
+                                               active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
                 mu_solved = self.mu
             full_dX = np.einsum("jnt,t->jn", S_all, theta) + s_all
             full_dp = P @ theta
             full_data, full_gap = self._linear_model(r, Jx, Jp, E, F, c, full_dX, full_dp)
-            full_pred_data = data - 0.5 * float(np.sum(full_data * full_data))
+            full_pred_data = data - 0.5 * float(np.sum(full_data * full_data)) \
+                - 0.5 * self._quadratic(Hs, full_dX, full_dp)
             full_pred_gap = 0.5 * (gap2 - float(np.sum(full_gap * full_gap)))
             self._raise_rho(full_pred_data, full_pred_gap, gap2)
             full_pred = full_pred_data + self.rho * full_pred_gap
@@ -515,7 +700,8 @@ class ConstrainedGaussNewtonStep:
             Xn = np.where(s.free_x, np.clip(Xn, xl, xu), Xs)  # round-off of the bounded step
             dX, dp = Xn - Xs, pn - ps
             data_lin, gap_lin = self._linear_model(r, Jx, Jp, E, F, c, dX, dp)
-            pred_data = data - 0.5 * float(np.sum(data_lin * data_lin))
+            pred_data = data - 0.5 * float(np.sum(data_lin * data_lin)) \
+                - 0.5 * self._quadratic(Hs, dX, dp)
             pred_gap = 0.5 * (gap2 - float(np.sum(gap_lin * gap_lin)))
             self._raise_rho(pred_data, pred_gap, gap2)
             merit = data + 0.5 * self.rho * gap2

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
 from .base import LoopOptions, Setup, StepInfo, require_positive
+from .condensed import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
 
@@ -61,10 +62,19 @@ class PicardGNOptions(LoopOptions):
     radius0 : float
         Initial trust radius: the largest change of a scaled variable
         (``p / p_scale``, ``x / x_scale``) in one step.
+    hessian : {"auto", "exact", "gauss-newton"}
+        The model of the constrained step (``continuity="constrained"``):
+        ``"gauss-newton"`` uses ``J^T J`` only; ``"exact"`` adds the
+        residuals' and the continuity conditions' curvature (exact second
+        derivatives of the Picard fixed point, a Newton/SQP step);
+        ``"auto"`` takes Gauss-Newton steps and switches to exact ones when
+        they stall (linear convergence on a large-residual loss, see
+        :mod:`picard_casadi.methods.condensed`).
     """
 
     max_iter_advice: ClassVar[str] = (
-        "increase max_iter; on a badly scaled loss use weights='auto', and check "
+        "increase max_iter; on a badly scaled loss use weights='auto', or start this "
+        "loss from that answer (warm_start=the weights='auto' result), and check "
         "the last point with method='ipopt' (warm_start=this result)")
 
     max_iter: int = 200
@@ -75,10 +85,19 @@ class PicardGNOptions(LoopOptions):
     mu0: float = 1e-3
     max_tries: int = 12
     radius0: float = 0.5
+    hessian: str = "auto"
 
     def validate(self) -> None:
         super().validate()
         require_positive("radius0", self.radius0)
+        if self.hessian not in HESSIANS:
+            raise ValueError(f"hessian must be one of {HESSIANS}, got {self.hessian!r}")
+        if self.hessian == "exact" and self.continuity != "constrained":
+            raise ValueError(
+                "hessian='exact' needs continuity='constrained' (the Newton step is the "
+                "constrained step's); use hessian='gauss-newton' or 'auto' with "
+                f"continuity={self.continuity!r}"
+            )
         if self.jacobian not in JACOBIANS:
             raise ValueError(f"jacobian must be one of {JACOBIANS}, got {self.jacobian!r}")
         if self.continuity == "constrained" and self.jacobian != "fixed-point":

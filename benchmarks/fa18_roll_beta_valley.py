@@ -2,22 +2,27 @@
 
 Run::
 
-    python benchmarks/fa18_roll_beta_valley.py        # ~3 min
+    python benchmarks/fa18_roll_beta_valley.py        # ~4 min
 
-The one unweighted F/A-18 run on which ``picard-gn`` does not converge
-(README, Known limitations).  Two paths along its valley, each finished by
-IPOPT (exact Hessian) warm-started on the same discretisation:
+The one unweighted F/A-18 run on which ``picard-gn`` started from ``p0``
+does not converge (README, Known limitations).  Four paths along its valley,
+each finished by IPOPT (exact Hessian) warm-started on the same
+discretisation:
 
-1. ``picard-gn`` (the default constrained step), 1000 iterations; IPOPT from
+1. ``picard-gn`` (the default constrained step) from ``p0``, 1000 iterations; IPOPT from
    its last point; ``picard-gn`` again from IPOPT's answer (does it accept
    that optimum?);
 2. ``picard-gn`` with ``continuity="multiplier"`` (augmented Lagrangian on
    the gaps), 800 iterations; the constrained ``picard-gn`` from there; IPOPT
    from that answer;
 3. ``picard-gn`` on the unweighted loss started from the weighted answer
-   (``weights="auto"``), 2000 iterations; IPOPT from there.  This path ends
-   next to an optimum, so it shows Gauss-Newton's own local behaviour on
-   this large-residual loss.
+   (``weights="auto"``) with Gauss-Newton steps only
+   (``hessian="gauss-newton"``), 2000 iterations; IPOPT from there.  This
+   path ends next to an optimum, so it shows Gauss-Newton's own local
+   behaviour on this large-residual loss;
+4. the same start with the default ``hessian="auto"`` (exact-Hessian steps
+   once Gauss-Newton stalls), as ``examples/fa18_coefficients.py`` runs it;
+   IPOPT from there.
 
 Each line prints the status, iterations, objective (the data misfit of its
 loss), continuity gap and ``p``.
@@ -63,10 +68,15 @@ def main() -> None:
     line("   IPOPT from there", ip2, t0)
     weighted = prob.estimate("picard-gn", weights="auto", uncertainty=False)
     line("3. picard-gn, weights='auto'", weighted, t0)
-    gn3 = prob.estimate("picard-gn", warm_start=weighted, max_iter=2000, **common)
-    line("   picard-gn unweighted from there, 2000 it", gn3, t0)
+    gn3 = prob.estimate("picard-gn", warm_start=weighted, max_iter=2000,
+                        hessian="gauss-newton", **common)
+    line("   unweighted from there, Gauss-Newton only", gn3, t0)
     ip3 = prob.estimate("ipopt", warm_start=gn3, **common)
     line("   IPOPT from there", ip3, t0)
+    gn4 = prob.estimate("picard-gn", warm_start=weighted, max_iter=2000, **common)
+    line("4. unweighted from the weighted answer (auto)", gn4, t0)
+    ip4 = prob.estimate("ipopt", warm_start=gn4, **common)
+    line("   IPOPT from there", ip4, t0)
 
 
 if __name__ == "__main__":

@@ -190,10 +190,7 @@ class LoopOptions:
         ):
             raise ValueError(f"sweeps must be a positive integer or 'auto', got {self.sweeps!r}")
         require_positive("lam", self.lam)
-        if self.continuity not in CONTINUITY_MODES:
-            raise ValueError(
-                f"continuity must be one of {CONTINUITY_MODES}, got {self.continuity!r}"
-            )
+        require_one_of("continuity", self.continuity, CONTINUITY_MODES)
         for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol"):
             val = getattr(self, name)
             if not (np.isfinite(val) and val >= 0):
@@ -204,6 +201,12 @@ def require_positive_int(name: str, value: Any) -> None:
     """Raise ValueError naming option ``name`` unless it is an integer >= 1."""
     if int(value) != value or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def require_one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    """Raise ValueError naming option ``name`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def require_positive(name: str, value: float) -> None:

@@ -84,7 +84,7 @@ import numpy as np
 
 from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
-from .base import Setup, StepInfo
+from .base import Setup, StepInfo, require_one_of
 
 __all__ = ["ConstrainedGaussNewtonStep"]
 
@@ -256,8 +256,7 @@ class ConstrainedGaussNewtonStep:
         self.nx, self.np = m.nx, m.np
         # the last accepted points (scaled X, p), for the pattern move
         self._trail: list[tuple[np.ndarray, np.ndarray]] = []
-        if hessian not in HESSIANS:
-            raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+        require_one_of("hessian", hessian, HESSIANS)
         self.hessian = hessian
         self.newton = hessian == "exact"  # Newton steps now (exact), or once GN stalls (auto)
         self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN

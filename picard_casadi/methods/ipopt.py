@@ -34,7 +34,7 @@ import numpy as np
 from .._native_output import captured_native_output
 from ..discretisation import to_map_layout
 from . import MethodSpec, register
-from .base import (IterationRecord, LoopOutcome, Setup, require_positive,
+from .base import (IterationRecord, LoopOutcome, Setup, require_one_of, require_positive,
                    require_positive_int)
 
 __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
@@ -138,8 +138,7 @@ class IpoptOptions:
         """Raise ValueError/TypeError naming a bad option."""
         require_positive_int("max_iter", self.max_iter)
         require_positive("tol", self.tol)
-        if self.hessian not in HESSIANS:
-            raise ValueError(f"hessian must be one of {HESSIANS}, got {self.hessian!r}")
+        require_one_of("hessian", self.hessian, HESSIANS)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 

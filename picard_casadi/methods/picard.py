@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import LoopOptions, Setup, StepInfo
+from .base import LoopOptions, Setup, StepInfo, require_one_of
 
 __all__ = ["ProjectedGradientStep", "PicardOptions"]
 
@@ -55,10 +55,7 @@ class PicardOptions(LoopOptions):
                 "continuity='constrained' is a Gauss-Newton step (method='picard-gn'); "
                 "method='picard' supports 'multiplier' and 'penalty'"
             )
-        if self.initial_step not in INITIAL_STEPS:
-            raise ValueError(
-                f"initial_step must be one of {INITIAL_STEPS}, got {self.initial_step!r}"
-            )
+        require_one_of("initial_step", self.initial_step, INITIAL_STEPS)
 
 
 class ProjectedGradientStep:

@@ -36,7 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
-from .base import LoopOptions, Setup, StepInfo, require_positive
+from .base import LoopOptions, Setup, StepInfo, require_one_of, require_positive
 from .condensed import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
@@ -90,16 +90,14 @@ class PicardGNOptions(LoopOptions):
     def validate(self) -> None:
         super().validate()
         require_positive("radius0", self.radius0)
-        if self.hessian not in HESSIANS:
-            raise ValueError(f"hessian must be one of {HESSIANS}, got {self.hessian!r}")
+        require_one_of("hessian", self.hessian, HESSIANS)
         if self.hessian == "exact" and self.continuity != "constrained":
             raise ValueError(
                 "hessian='exact' needs continuity='constrained' (the Newton step is the "
                 "constrained step's); use hessian='gauss-newton' or 'auto' with "
                 f"continuity={self.continuity!r}"
             )
-        if self.jacobian not in JACOBIANS:
-            raise ValueError(f"jacobian must be one of {JACOBIANS}, got {self.jacobian!r}")
+        require_one_of("jacobian", self.jacobian, JACOBIANS)
         if self.continuity == "constrained" and self.jacobian != "fixed-point":
             raise ValueError(
                 "continuity='constrained' needs jacobian='fixed-point' (the end-state "

@@ -46,7 +46,7 @@ def test_contracted_hessian_matches_finite_differences_of_the_gradient():
                 + np.einsum("jaz,ja->jz", sens["dend"], lam))
 
     sens = tr.interval_sensitivities(X, U, p)
-    H = FixedPointHessian(disc).contracted(U, p, sens, tr._fixed_point.last_inverse, w, lam)
+    H = FixedPointHessian(disc).contracted(U, p, sens, tr.last_fixed_point_inverse, w, lam)
     eps = 1e-5
     for col in range(nx + 2):
         Xp, Xm, pp, pm = X.copy(), X.copy(), p.copy(), p.copy()

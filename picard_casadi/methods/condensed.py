@@ -459,15 +459,14 @@ class ConstrainedGaussNewtonStep:
         dz = np.concatenate([dX, np.broadcast_to(dp, (dX.shape[0], dp.size))], axis=1)
         return float(np.einsum("ja,jab,jb->", dz, Hs, dz))
 
-    def _newton_system(self, A2: np.ndarray, b2: np.ndarray, Hc: np.ndarray, hc: np.ndarray,
-                       diag: np.ndarray, active: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    def _newton_system(self, H0: np.ndarray, g: np.ndarray, diag: np.ndarray,
+                       active: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """The damped Newton model as a least-squares problem for :meth:`_bounded_step`.
 
-        The model ``q(t) = |A2 t + b2|^2 / 2 + t^T Hc t / 2 + hc^T t`` plus the
-        damping ``mu t^T diag(diag) t / 2`` equals ``|L^T t + L^-1 g|^2 / 2``
-        up to a constant, with ``L L^T`` the Cholesky factor of its Hessian
-        and ``g`` its gradient at 0.  Inactive entries (parameters held on
+        The model ``q(t) = t^T H0 t / 2 + g^T t`` (``H0 = A^T A + Hc``, ``g =
+        A^T b + hc``) plus the damping ``mu t^T diag(diag) t / 2`` equals
+        ``|L^T t + L^-1 g|^2 / 2`` up to a constant, with ``L L^T`` the
+        Cholesky factor of its Hessian.  Inactive entries (parameters held on
         their bound) get unit rows.  Where that Hessian is not positive
         definite, ``mu`` is raised until it is, but not beyond
         ``NEWTON_MAX_DAMPING``: ``None`` then, the iterate is not near a
@@ -478,8 +477,6 @@ class ConstrainedGaussNewtonStep:
         no damping allowed at all, ``fa18-roll-beta`` seed 0 took 885
         iterations instead of 379.)
         """
-        g = A2.T @ b2 + hc
-        H0 = A2.T @ A2 + Hc
         inactive = ~active
         mu = self.mu
         while True:
@@ -653,15 +650,15 @@ class ConstrainedGaussNewtonStep:
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
 
         # Newton steps: the curvature per interval, condensed like J^T J
-        # (dz_j = St_j theta + st_j), into the model's Hessian Hc and gradient hc
+        # (dz_j = St_j theta + st_j), added to the model's Hessian and gradient
         Hs = self._interval_curvature(U, p, sens, r, Jx, E) if self.newton else None
         if Hs is not None:
             St = np.concatenate([S_all, np.broadcast_to(P, (J,) + P.shape)], axis=1)
             st = np.concatenate([s_all, np.zeros((J, np_))], axis=1)
             nth = self.n_theta
             Hc = St.reshape(-1, nth).T @ np.matmul(Hs, St).reshape(-1, nth)
-            Hc = 0.5 * (Hc + Hc.T)
-            hc = np.einsum("jat,jab,jb->t", St, Hs, st)
+            H_newton = A2.T @ A2 + 0.5 * (Hc + Hc.T)
+            g_newton = g + np.einsum("jat,jab,jb->t", St, Hs, st)
 
         evals = 1
         merit = data + 0.5 * self.rho * gap2
@@ -670,7 +667,7 @@ class ConstrainedGaussNewtonStep:
         mu_solved = None
         for _ in range(self.max_tries):
             if mu_solved != self.mu:
-                newton = (self._newton_system(A2, b2, Hc, hc, diag, active)
+                newton = (self._newton_system(H_newton, g_newton, diag, active)
                           if Hs is not None else None)
                 if newton is None:
                     Hs = None  # Gauss-Newton model for this iteration

@@ -2,9 +2,9 @@
 
 Run::
 
-    python benchmarks/fa18_optimality_check.py               # seeds 0 1 2, ~5 min
+    python benchmarks/fa18_optimality_check.py               # seeds 0 1 2, ~9 min
     python benchmarks/fa18_optimality_check.py --seeds 0 --runs roll-beta
-    python benchmarks/fa18_optimality_check.py --start p0    # from p0 = 0
+    python benchmarks/fa18_optimality_check.py --start p0    # from p0 = 0, ~6 min
 
 For every run and seed: ``picard-gn`` on the paper's unweighted loss as in
 ``examples/fa18_coefficients.py`` (started from the ``weights="auto"``

@@ -16,8 +16,9 @@ every interval from the estimated interval start with the estimated ``p``
 * ``discretisation_error`` is the largest ``|delta|`` over the samples, in
   units of each output's noise level ``sigma_k`` (the fit's residual
   standard deviation, or ``1 / sqrt(w_k)`` when the weights are given or
-  ``"auto"``; never below ``NOISE_FLOOR`` of the output's RMS, so exact data
-  do not ask for an exact discretisation);
+  ``"auto"``; never below ``NOISE_FLOOR`` (1e-6) of the output's RMS, so
+  exact data ask for a discretisation accurate to 1e-7, well above the
+  accuracy of the reference integration, not for an exact one);
 * the estimate's shift to the ODE's optimum: with ``r`` the weighted
   residuals and ``J = d r / d theta`` (``theta``: the parameters and the
   estimated initial states), replacing the fitted outputs by the model's
@@ -61,7 +62,7 @@ __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "DEFECT
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors
-NOISE_FLOOR = 1e-8  # relative to each output's RMS
+NOISE_FLOOR = 1e-6  # relative to each output's RMS
 MARK_FRACTION = 0.1  # bisect intervals whose indicator is this fraction of the largest
 RTOL = 1e-10
 

@@ -568,7 +568,7 @@ def estimate(
     result.wall_time = time.perf_counter() - t_start
     for note in result.warnings:
         if "information matrix" in note:
-            warnings.warn(note, stacklevel=2)
+            warnings.warn(note, stacklevel=3)
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
@@ -585,14 +585,14 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
         note = (f"shooting: its integration is not accurate enough for this data "
                 f"({cert.message}); tighten rtol and atol")
         result.warnings.append(note)
-        warnings.warn(note, DiscretisationWarning, stacklevel=3)
+        warnings.warn(note, DiscretisationWarning, stacklevel=4)
         return
     if budget == 0:
         note = (f"the estimate is of the discretisation, not certified as the ODE's "
                 f"({cert.message}); refine=True refines the mesh until it is, or pass a "
                 f"smaller T or more nodes")
         result.warnings.append(note)
-        warnings.warn(note, DiscretisationWarning, stacklevel=3)
+        warnings.warn(note, DiscretisationWarning, stacklevel=4)
         return
     result.success = False
     result.status = "not_certified"

@@ -623,6 +623,11 @@ class ConstrainedGaussNewtonStep:
         c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
         data = 0.5 * float(np.sum(r * r))
         gap2 = float(np.sum(c * c))
+        zero = s.merit_floor()  # the merit of a zero residual (exact data)
+        if data + 0.5 * self.rho * gap2 <= zero:
+            merit = data + 0.5 * self.rho * gap2
+            return StepInfo(Xs, ps, merit, merit, 0.0, 0.0, False, 1, self.mu,
+                            precision_reached=True, optimality=0.0)
 
         # parameters at a bound with the reduced gradient pointing out stay fixed
         _, _, pl, pu = s.scaled_bounds
@@ -685,7 +690,7 @@ class ConstrainedGaussNewtonStep:
             full_pred_gap = 0.5 * (gap2 - float(np.sum(full_gap * full_gap)))
             self._raise_rho(full_pred_data, full_pred_gap, gap2)
             full_pred = full_pred_data + self.rho * full_pred_gap
-            if full_pred <= PRECISION * max(data + 0.5 * self.rho * gap2, 1e-300):
+            if full_pred <= PRECISION * max(data + 0.5 * self.rho * gap2, zero):
                 merit = data + 0.5 * self.rho * gap2
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
@@ -702,7 +707,7 @@ class ConstrainedGaussNewtonStep:
             self._raise_rho(pred_data, pred_gap, gap2)
             merit = data + 0.5 * self.rho * gap2
             predicted = pred_data + self.rho * pred_gap
-            if predicted <= PRECISION * max(merit, 1e-300):
+            if predicted <= PRECISION * max(merit, zero):
                 self.radius = max(0.25 * self.radius, 1e-12)  # shortened to nothing
                 if self.radius <= 1e-10:
                     break
@@ -733,7 +738,7 @@ class ConstrainedGaussNewtonStep:
             # model: such a step is kept if it does not raise the merit, and the
             # radius is left alone (shrinking it on noise cost fa18-roll-rud ten
             # iterations of doubling it back)
-            in_noise = predicted <= NOISE_GAIN * max(merit, 1e-300)
+            in_noise = predicted <= NOISE_GAIN * max(merit, zero)
             if in_noise and np.isfinite(merit_new) and merit_new <= merit:
                 ratio = max(ratio, 1e-3)
             if np.isfinite(merit_new) and ratio > 1e-4:
@@ -752,7 +757,7 @@ class ConstrainedGaussNewtonStep:
             self.mu = min(self.mu * 2.0, 1e6)
             if self.radius <= 1e-10:
                 break
-        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, 1e-300):
+        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, zero):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,

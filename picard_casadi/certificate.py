@@ -87,9 +87,12 @@ class Certificate:
         The same in standard errors of each parameter.
     noise_level : ndarray (ny,)
         The ``sigma_k`` the defects are measured in.
-    ssr_model : float
-        Unweighted sum of squared residuals of the model's own solution
-        (from the estimated ``x0`` and ``p``, to first order in the defects).
+    ssr_model, weighted_ssr_model : float
+        Sum of squared residuals (plain, and with the run's weights) of the
+        model's own solution from the estimated ``x0`` and ``p`` (the
+        accurate integration, with the end defects carried to first order).
+    ssr_fitted : float
+        The same of the solution the method fitted (the collocation solution).
     worst : str
         Where the largest defect is (experiment, time, output).
     indicator : ndarray (J,)
@@ -105,6 +108,8 @@ class Certificate:
     p_shift_se: np.ndarray
     noise_level: np.ndarray
     ssr_model: float
+    weighted_ssr_model: float
+    ssr_fitted: float
     worst: str
     indicator: np.ndarray = field(repr=False)
     thresholds: dict[str, float] = field(default_factory=dict)
@@ -188,7 +193,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         return Certificate(
             passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
             p_shift=np.full(model.np, np.nan), p_shift_se=np.full(model.np, np.nan),
-            noise_level=sigma, ssr_model=np.nan, worst="", indicator=np.full(J, np.inf),
+            noise_level=sigma, ssr_model=np.nan, weighted_ssr_model=np.nan,
+            ssr_fitted=np.nan, worst="", indicator=np.full(J, np.inf),
             thresholds=thresholds,
             message=f"the accurate integration of the intervals failed ({reason})")
     mask = disc.mask > 0
@@ -266,6 +272,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
     residual = np.where(mask, disc.y - G_fit + delta, 0.0)
     ssr_model = float(np.sum(residual ** 2))
+    weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * residual ** 2))
+    ssr_fitted = float(np.sum(np.where(mask, disc.y - G_fit, 0.0) ** 2))
     passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD)
     message = (
         f"discretisation error {defect:.2g} noise levels (largest at {worst}), estimated "
@@ -274,7 +282,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     )
     return Certificate(passed=passed, discretisation_error=defect, parameter_shift=shift,
                        p_shift=p_shift, p_shift_se=p_shift_se, noise_level=sigma,
-                       ssr_model=ssr_model, worst=worst, indicator=indicator,
+                       ssr_model=ssr_model, weighted_ssr_model=weighted_ssr_model,
+                       ssr_fitted=ssr_fitted, worst=worst, indicator=indicator,
                        thresholds=thresholds, message=message)
 
 

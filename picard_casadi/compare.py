@@ -1,6 +1,6 @@
 """The comparison study: every method on every problem, same data and start.
 
-Protocol (PROBLEMS.md): same data, same starting point, same bounds, same
+Protocol (docs/problems.md): same data, same starting point, same bounds, same
 discretisation (``T``, nodes, scheme: the problem's options) and each
 solver's own equivalent of the stopping rule "relative objective change below
 1e-10 over 5 iterations".  Reported per problem, method and seed: estimate,

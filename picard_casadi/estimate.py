@@ -580,6 +580,11 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
     result.certificate = cert.to_dict()
     result.discretisation_error = float(cert.discretisation_error)
     if cert.passed:
+        # the numbers of the ODE's own solution at the estimate, not of the mesh's
+        N = result.n_samples
+        result.ssr, result.weighted_ssr = cert.ssr_model, cert.weighted_ssr_model
+        result.objective = 0.5 * result.ssr / N
+        result.weighted_objective = 0.5 * result.weighted_ssr / N
         return
     if method not in _COLLOCATION_METHODS:
         note = (f"shooting: its integration is not accurate enough for this data "

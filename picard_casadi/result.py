@@ -61,7 +61,11 @@ class EstimationResult:
         ``weighted_ssr / (2 N)``.
     ssr : float
         The plain sum of squared residuals ``sum_i |y_i - g_i|^2`` over every
-        measured value (what papers and benchmark suites quote).
+        measured value (what papers and benchmark suites quote).  Of the
+        model's own solution from the estimated ``x0`` and ``p`` (an accurate
+        integration) when the discretisation certificate holds, else of the
+        trajectory the method fitted (``certificate["ssr_fitted"]`` is that
+        one's always).
     weighted_ssr : float
         ``sum_i sum_k w_k (y_ik - g_ik)^2`` with the weights used.
     n_samples, n_measurements : int
@@ -75,7 +79,8 @@ class EstimationResult:
         The discretisation certificate (:mod:`picard_casadi.certificate`):
         ``passed``, ``discretisation_error``, ``parameter_shift`` (estimated
         distance to the ODE's optimum in standard errors), ``p_shift``,
-        ``p_shift_se``, ``noise_level``, ``ssr_model``, ``worst``,
+        ``p_shift_se``, ``noise_level``, ``ssr_model``, ``weighted_ssr_model``,
+        ``ssr_fitted``, ``worst``,
         ``thresholds``, ``message``.
     continuity_gap : float
         ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval).

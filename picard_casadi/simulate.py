@@ -10,7 +10,7 @@ restarts at each segment, so an input that jumps on a segment boundary is
 integrated exactly and seen from the correct side.  A jump inside a segment
 is smeared: declare it as a breakpoint.
 
-Noise model (MODELS.md): ``y_i = (1 + n_i) g(t_i, x(t_i), p) + m_i`` with one
+Noise model (docs/models.md): ``y_i = (1 + n_i) g(t_i, x(t_i), p) + m_i`` with one
 scalar ``n_i`` per sample time and one ``m_i`` per output, both normal with
 standard deviation ``noise_std``.
 """
@@ -234,7 +234,7 @@ def _check_trajectory(model: Model, t: np.ndarray, X: np.ndarray) -> None:
 def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | None = None, *, noise_std: float = 0.05,
             rng: np.random.Generator | int | None = 0) -> np.ndarray:
-    """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (MODELS.md).
+    """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
     Parameters
     ----------
@@ -288,7 +288,7 @@ def simulate_experiment(
     model, x0, p, t, u
         As for :func:`simulate` (``u`` a callable or None).
     noise_std : float
-        Noise standard deviation (MODELS.md: 0.05 is the paper's level).
+        Noise standard deviation (docs/models.md: 0.05 is the paper's level).
     seed : int or Generator
         Random seed of the noise.
     name : str, optional

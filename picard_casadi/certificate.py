@@ -57,8 +57,8 @@ from .interval_integration import IntervalIntegrator
 from .methods.base import Setup
 from .uncertainty import SolutionSensitivity
 
-__all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
-           "NOISE_FLOOR", "MARK_FRACTION"]
+__all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
+           "DEFECT_THRESHOLD", "SHIFT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors
@@ -187,7 +187,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     sigma = noise_levels(setup, info, from_weights)
     thresholds = {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD}
     try:
-        G_ode, xend_ode = _accurate_outputs(setup, X, p, rtol)
+        G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)
     except RuntimeError as err:
         reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "failed"
         return Certificate(
@@ -306,10 +306,13 @@ def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
     return local, ahead
 
 
-def _accurate_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Outputs at the samples ``(J, ny, M)`` and end states ``(J, nx)`` of an
-    accurate integration of every interval from ``X`` with ``p``.
+def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
+                       atol: float | None = None, max_steps: int = 100000
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Outputs at the samples ``(J, ny, M)`` and end states ``(J, nx)`` of a
+    CVODES integration of every interval from ``X`` with ``p``.
+
+    ``atol`` defaults to ``rtol / 100`` of the smallest state scale.
 
     Raises
     ------
@@ -317,9 +320,10 @@ def _accurate_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float
         When CVODES fails.
     """
     disc = setup.disc
-    atol = rtol * 1e-2 * float(np.min(setup.x_scale))
+    if atol is None:
+        atol = rtol * 1e-2 * float(np.min(setup.x_scale))
     with np.errstate(all="ignore"):
-        Xs, xend = IntervalIntegrator(disc, rtol, atol, 100000)(X, p)
+        Xs, xend = IntervalIntegrator(disc, rtol, atol, max_steps)(X, p)
         return _model_outputs(disc.model, disc, Xs, p), xend
 
 
@@ -352,7 +356,7 @@ def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
     with np.errstate(all="ignore"):
         sens = setup.tr.interval_sensitivities(X, setup.tr.nodes_np(U), p)
     try:
-        G_ode, xend_ode = _accurate_outputs(setup, X, p, RTOL)
+        G_ode, xend_ode = integrated_outputs(setup, X, p, RTOL)
     except RuntimeError:
         return None, np.inf
     e = np.where(disc.mask > 0, sens["G"] - G_ode, 0.0)

@@ -90,7 +90,9 @@ class EstimationResult:
         Seconds spent in ``estimate``.
     timings : dict
         Seconds per phase: ``build`` (symbolic graphs and code generation),
-        ``guess``, ``solve``, ``uncertainty``.
+        ``guess``, ``solve`` (every mesh's), ``sensitivity`` (the solution's
+        exact sensitivities, shared by the certificate and the uncertainty),
+        ``certificate`` (the accurate integration), ``uncertainty``.
     history : dict of lists
         Per iteration: objective, misfit, grad_norm, step_norm, gap, ...
     method : str

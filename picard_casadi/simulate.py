@@ -52,9 +52,9 @@ def _segments(t0: float, t: np.ndarray, breakpoints: np.ndarray) -> np.ndarray:
 
 
 def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.ndarray,
-                        nu: int) -> np.ndarray:
-    """Chebyshev coefficients of the inputs on each segment, ``(nu (d+1), S)``."""
-    d = _INPUT_DEGREE
+                        nu: int, degree: int = _INPUT_DEGREE) -> np.ndarray:
+    """Chebyshev coefficients of the inputs on each segment, ``(nu (degree+1), S)``."""
+    d = degree
     k = np.arange(d + 1)
     xi = np.cos(np.pi * (k + 0.5) / (d + 1))  # Chebyshev-Gauss points in (-1, 1)
     V = np.polynomial.chebyshev.chebvander(xi, d)
@@ -67,15 +67,18 @@ def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.n
     return coef.transpose(0, 2, 1).reshape(a.size, (d + 1) * nu).T
 
 
-def _segment_integrator(model: Model, rtol: float, atol: float,
-                        max_steps: int) -> ca.Function:
+def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
+                        degree: int = _INPUT_DEGREE,
+                        grid: tuple[float, ...] = (1.0,)) -> ca.Function:
     """CVODES over one segment in normalised time ``s in [0, 1]``.
 
-    Parameters of the returned ``step(x, q, p) -> x_end``: ``q`` holds the
-    segment start, its length and the input's Chebyshev coefficients.
+    Parameters of the returned ``step(x, q, p) -> xf``: ``q`` holds the
+    segment start, its length and the input's Chebyshev coefficients (of
+    ``degree``); ``xf`` is the state at each point of ``grid`` (normalised
+    times in ``(0, 1]``, one column each; CVODES is not restarted between them).
     """
     nu = model.nu
-    d = _INPUT_DEGREE
+    d = degree
     s = ca.SX.sym("s")
     q = ca.SX.sym("q", 2 + nu * (d + 1))
     a, L = q[0], q[1]
@@ -91,7 +94,7 @@ def _segment_integrator(model: Model, rtol: float, atol: float,
         "abstol": atol, "reltol": rtol, "max_num_steps": max_steps,
         "disable_internal_warnings": True, "show_eval_warnings": False,
     }
-    F = ca.integrator("segment", "cvodes", dae, 0.0, 1.0, opts)
+    F = ca.integrator("segment", "cvodes", dae, 0.0, [float(g) for g in grid], opts)
     xk, qk, pk = ca.MX.sym("x", model.nx), ca.MX.sym("q", q.numel()), ca.MX.sym("p", model.np)
     xf = F(x0=xk, p=ca.vertcat(pk, qk))["xf"]
     return ca.Function("segment_step", [xk, qk, pk], [xf], ["x", "q", "p"], ["xf"])

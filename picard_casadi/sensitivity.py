@@ -179,12 +179,22 @@ class FixedPointLinearisation:
     disc : Discretisation
     functions : dict
         ``"f_derivatives"`` and ``"g_derivatives"`` (possibly code-generated)
-        from :class:`PointDerivatives` with ``J K`` nodes and ``J M`` samples.
+        from :class:`PointDerivatives` with ``J K`` nodes and ``J M`` samples,
+        and ``"interval_linearisation"``, ``"interval_newton"``
+        (:mod:`picard_casadi.interval_linearisation`) mapped over ``J``.
+    common : callable, optional
+        Returns the problem's constant data in the mapped functions' layout
+        (``t0``, ``h``, ``Wn``, ``S``, ``ts``, ``Ws``); needed by the
+        per-interval functions.
     """
 
-    def __init__(self, disc: Discretisation, functions: dict[str, ca.Function]) -> None:
+    def __init__(self, disc: Discretisation, functions: dict[str, ca.Function],
+                 common: Any = None) -> None:
         self.disc = disc
         self._functions = functions
+        # the problem's constant data in the mapped functions' layout (a
+        # callable, from the transcription): the sparse per-interval functions need it
+        self._common = common
         self._resolved: dict[str, Any] = {}
         # compiled functions are called on NumPy buffers where the backend allows
         native = getattr(functions, "native", None)
@@ -253,13 +263,25 @@ class FixedPointLinearisation:
         return newton_fixed_point_step(self.f_der, self._node_t, self._node_u, self._A,
                                        self.disc.h, X, U, p)
 
-    def interval_sensitivities(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
-                               ) -> dict[str, np.ndarray]:
+    @property
+    def sparse(self) -> bool:
+        """Whether the per-interval sparse functions
+        (:mod:`picard_casadi.interval_linearisation`) are available."""
+        return self._common is not None and "interval_linearisation" in self._functions
+
+    def interval_sensitivities(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                               full: bool = False) -> dict[str, np.ndarray]:
         """Outputs and end states of one Picard application, with exact derivatives.
 
         Parameters
         ----------
         X : (J, nx), U : (J, nx, K), p : (np,)
+        full : bool
+            Also the intermediate quantities the second-order terms need, and
+            the dense inverse of ``I - dP/dU`` kept for chord steps and
+            adjoint solves (:attr:`last_inverse`).  Otherwise, where the
+            per-interval sparse function is available, only the first five
+            entries below, from one generated call.
 
         Returns
         -------
@@ -269,13 +291,53 @@ class FixedPointLinearisation:
             ``(x_j, p)`` through the fixed point;
             ``xend`` (J, nx) and ``dend`` (J, nx, nx + np): end states;
             ``S`` (J, K, nx, nx + np): node sensitivities ``dU/d(x_j, p)``;
-            ``Fx`` (J, K, nx, nx): ``f_x`` at the nodes; ``Xs`` (J, M, nx)
-            and ``dXs`` (J, M, nx, nx + np): states at the samples and their
-            derivatives; ``Gx`` (J, M, ny, nx): ``g_x`` at the samples (the
-            second-order terms of :mod:`picard_casadi.second_order` need them).
+            with ``full``: ``Fx`` (J, K, nx, nx): ``f_x`` at the nodes; ``Xs``
+            (J, M, nx) and ``dXs`` (J, M, nx, nx + np): states at the samples
+            and their derivatives; ``Gx`` (J, M, ny, nx): ``g_x`` at the
+            samples (the second-order terms of :mod:`picard_casadi.second_order`).
         """
         with np.errstate(all="ignore"):  # non-finite values are checked by the callers
-            return self._interval_sensitivities(X, U, p)
+            if full or not self.sparse:
+                return self._interval_sensitivities(X, U, p)
+            return self._sparse_sensitivities(X, U, p)
+
+    def _sparse_sensitivities(self, X, U, p):
+        """The per-interval generated function (sparse QR inside), reshaped."""
+        d = self.disc
+        m = d.model
+        J, K, M = d.n_intervals, d.K, d.M
+        nx, nz, ny = m.nx, m.nx + m.np, m.ny
+        c = self._common()
+        G, dG, xend, dend, dU = (np.asarray(o) for o in self._function("interval_linearisation")(
+            X.T, U.transpose(1, 0, 2).reshape(nx, J * K), p, c["t0"], c["h"], c["Wn"], c["S"],
+            c["ts"], c["Ws"]))
+        self.last_inverse = None
+        return {"G": G.reshape(ny, J, M).transpose(1, 0, 2),
+                "dG": dG.reshape(M * ny, J, nz).transpose(1, 0, 2).reshape(J, M, ny, nz),
+                "xend": xend.T, "dend": dend.reshape(nx, J, nz).transpose(1, 0, 2),
+                "S": dU.reshape(K * nx, J, nz).transpose(1, 0, 2).reshape(J, K, nx, nz)}
+
+    def sparse_newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                           x_scale: np.ndarray) -> tuple[np.ndarray, float]:
+        """One Newton step on every interval's fixed point, sparse and generated.
+
+        Returns
+        -------
+        U_new : ndarray (J, nx, K)
+        residual : float
+            Scaled ``max |P U - U|`` at ``U`` (before the step); ``inf`` if not finite.
+        """
+        d = self.disc
+        J, K, nx = d.n_intervals, d.K, d.model.nx
+        c = self._common()
+        with np.errstate(all="ignore"):
+            U_new, res = (np.asarray(o) for o in self._function("interval_newton")(
+                X.T, U.transpose(1, 0, 2).reshape(nx, J * K), p, c["t0"], c["h"], c["Wn"],
+                x_scale))
+            r = float(np.max(res))
+        if not (np.isfinite(r) and np.all(np.isfinite(U_new))):
+            r = np.inf if not np.isfinite(r) else r
+        return U_new.reshape(nx, J, K).transpose(1, 0, 2), r
 
     def _interval_sensitivities(self, X, U, p):
         d = self.disc

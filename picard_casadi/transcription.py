@@ -34,6 +34,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation, from_map_layout, to_map_layout
+from .interval_linearisation import sparse_interval_functions
 from .sensitivity import FixedPointLinearisation, PointDerivatives
 
 __all__ = ["Transcription", "IntervalFunctions", "build_interval_functions"]
@@ -253,6 +254,7 @@ class Transcription:
         points = PointDerivatives(disc.model, 1, 1).units
         units["f_derivatives"] = (points["f_derivatives"], J * disc.K)
         units["g_derivatives"] = (points["g_derivatives"], J * disc.M)
+        units.update({name: (fn, J) for name, fn in sparse_interval_functions(disc).items()})
         self.functions = (backend or _virtual_machine)(units)
         self._input_names = {k: u.name_in() for k, (u, _) in units.items()}  # keys of _dm
         # compiled functions called on NumPy buffers, when the backend offers them
@@ -260,7 +262,7 @@ class Transcription:
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
         self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
-        self._fixed_point = FixedPointLinearisation(disc, self.functions)
+        self._fixed_point = FixedPointLinearisation(disc, self.functions, self._common)
         self.set_weights(weights)
 
     # ------------------------------------------------------------------ data
@@ -413,9 +415,11 @@ class Transcription:
             Un = self.picard(X, Un, p)
         return self._fixed_point.linearise(X, Un, p, V, lam, self._Wt, self.x_scale)
 
-    def interval_sensitivities(self, X, U, p) -> dict[str, np.ndarray]:
-        """Outputs, end states and their exact fixed-point derivatives per interval."""
-        return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p)
+    def interval_sensitivities(self, X, U, p, full: bool = False) -> dict[str, np.ndarray]:
+        """Outputs, end states and their exact fixed-point derivatives per interval
+        (``full``: also what the second-order terms need; see
+        :meth:`~picard_casadi.sensitivity.FixedPointLinearisation.interval_sensitivities`)."""
+        return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p, full)
 
     @property
     def last_fixed_point_inverse(self) -> np.ndarray | None:
@@ -429,17 +433,18 @@ class Transcription:
 
     def settle(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
                max_sweeps: int = 50) -> tuple[np.ndarray, float, int]:
-        """Solve ``U = P U`` to a scaled tolerance: Picard sweeps, then damped Newton.
+        """Solve ``U = P U`` to a scaled tolerance, never ending worse than the start.
 
-        Chord steps come first: Newton steps with the matrix ``I - dP/dU`` kept
-        from the last fixed-point linearisation, used while each halves the
-        residual (near a Gauss-Newton trial point they converge in one or two).
-        Picard sweeps are cheap and converge where ``P`` contracts.  When a
-        sweep does not halve the fixed-point residual, the remaining work is
-        done by Newton steps on ``U - P U = 0``
-        (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`), halved
-        until they decrease the residual.  No update that increases the
-        residual is accepted, so the result is never worse than the start.
+        With the sparse per-interval Newton step
+        (:mod:`picard_casadi.interval_linearisation`), damped Newton steps:
+        each call returns the residual at its start and the next step, and a
+        step that does not lower the residual is halved.  Otherwise (the
+        dense fallback) chord steps come first: Newton steps with the inverse
+        of ``I - dP/dU`` kept from the last linearisation, used while each
+        halves the residual (near a Gauss-Newton trial point they converge in
+        one or two); then Picard sweeps, cheap where ``P`` contracts; when a
+        sweep does not halve the residual, damped Newton steps on ``U - P U =
+        0`` (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
 
         Returns
         -------
@@ -447,8 +452,35 @@ class Transcription:
         residual : float
             Scaled ``max |P U - U|`` of the returned ``U``.
         evaluations : int
-            Picard-map evaluations used.
+            Picard-map evaluations (or Newton calls) used.
         """
+        if self._fixed_point.sparse:
+            return self._settle_newton(X, self.nodes_np(U), p, tol, max_sweeps)
+        return self._settle_dense(X, U, p, tol, max_sweeps)
+
+    def _settle_newton(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
+                       max_calls: int) -> tuple[np.ndarray, float, int]:
+        """:meth:`settle` with the sparse Newton step (see there)."""
+        newton = self._fixed_point.sparse_newton_step
+        step, res = newton(X, U, p, self.x_scale)
+        calls = 1
+        while res > tol and calls < max_calls:
+            alpha = 1.0
+            while True:
+                trial = U + alpha * (step - U)
+                trial_step, trial_res = newton(X, trial, p, self.x_scale)
+                calls += 1
+                if trial_res < res or alpha <= 1.0 / 64 or calls >= max_calls:
+                    break
+                alpha *= 0.5
+            if not trial_res < res:
+                break  # no progress from here
+            U, step, res = trial, trial_step, trial_res
+        return U, res, calls
+
+    def _settle_dense(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
+                      max_sweeps: int) -> tuple[np.ndarray, float, int]:
+        """:meth:`settle` with chord steps, Picard sweeps and dense Newton steps."""
         inv = 1.0 / self.x_scale[None, :, None]
 
         def residual(PU: np.ndarray, Uc: np.ndarray) -> float:

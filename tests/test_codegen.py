@@ -99,7 +99,7 @@ def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
         original(self, *a, **k)
         self._native_of = None
         self._fixed_point._functions = {n: self.functions[n]  # a dict: no .native
-                                        for n in ("f_derivatives", "g_derivatives")}
+                                        for n in self.functions}
     try:
         Transcription.__init__ = without_native
         res_dm = prob.estimate("picard-gn", codegen=True, uncertainty=False)

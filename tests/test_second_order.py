@@ -41,11 +41,11 @@ def test_contracted_hessian_matches_finite_differences_of_the_gradient():
 
     def gradient(X, U, p):
         U, _, _ = tr.settle(X, U, p, tol=1e-14)
-        sens = tr.interval_sensitivities(X, U, p)
+        sens = tr.interval_sensitivities(X, U, p, full=True)
         return (np.einsum("jmoz,jmo->jz", sens["dG"], w)
                 + np.einsum("jaz,ja->jz", sens["dend"], lam))
 
-    sens = tr.interval_sensitivities(X, U, p)
+    sens = tr.interval_sensitivities(X, U, p, full=True)
     H = FixedPointHessian(disc).contracted(U, p, sens, tr.last_fixed_point_inverse, w, lam)
     eps = 1e-5
     for col in range(nx + 2):

@@ -604,7 +604,8 @@ class ConstrainedGaussNewtonStep:
         xs, psc = s.x_scale, s.p_scale
         X, p = s.from_scaled(Xs, ps)
         U = tr.nodes_np(U)
-        sens = tr.interval_sensitivities(X, U, p)
+        # the second-order terms (Newton steps) need the full set
+        sens = tr.interval_sensitivities(X, U, p, full=self.newton)
         if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
                             failed=True, message=(

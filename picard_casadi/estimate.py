@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from .checks import (as_bool, as_int, as_positive_number, check_bounds_not_nan,
+                     check_callback, check_choice, check_problem_size, check_seed)
 from .discretisation import Discretisation
 from .errors import ConvergenceError
 from .experiment import Experiment
-from .guess import initial_guess, measured_state_series
+from .guess import GUESSES, initial_guess, measured_state_series
 from .methods import get_method, method_options
 from .methods.base import IterationRecord, LoopOutcome, Setup
 from .model import Model
@@ -81,9 +83,7 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_positive_int(value: Any, field: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"`{field}` must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return as_int(value, field, minimum)
 
 
 def default_T(model: Model, experiments: list[Experiment], p0: np.ndarray) -> float:
@@ -274,6 +274,7 @@ def estimate(
     seed: int | None = 0,
     callback: Callable[[IterationRecord], Any] | None = None,
     raise_on_failure: bool = False,
+    max_intervals: int | None = None,
     **options: Any,
 ) -> EstimationResult:
     """Estimate parameters (and initial states) of an ODE model from data.
@@ -344,6 +345,11 @@ def estimate(
     raise_on_failure : bool
         Raise :class:`~picard_casadi.ConvergenceError` instead of returning a
         result with ``success=False``.
+    max_intervals : int, optional
+        The most Picard intervals accepted (the resource guard,
+        :func:`~picard_casadi.checks.check_problem_size`): by default 100,000,
+        or fewer where their estimated memory would exceed 4 GB.  A larger
+        problem is refused with a ValueError before anything is built.
     **options
         Method options (``max_iter``, ``sigma``, ``gap_tol``, ...; IPOPT
         options as ``ipopt_options={...}``).  Unknown names are an error
@@ -367,6 +373,7 @@ def estimate(
     p0 = _vector(p0, model.np, "p0")
     if not np.all(np.isfinite(p0)):
         raise ValueError(f"`p0` must be finite, got {p0}")
+    check_bounds_not_nan(p_bounds, "p_bounds")
     p_lb, p_ub = _bounds(p_bounds, model.np, "p_bounds")
     outside = (p0 < p_lb) | (p0 > p_ub)
     if np.any(outside):
@@ -375,6 +382,7 @@ def estimate(
             f"`p0`[{i}] = {p0[i]} ({model.p_names[i]}) is outside p_bounds "
             f"[{p_lb[i]}, {p_ub[i]}]; start inside the box"
         )
+    check_bounds_not_nan(x0_bounds, "x0_bounds")
     x_lb, x_ub = _bounds(x0_bounds, model.nx, "x0_bounds")
     if model.x_domain is not None:
         x_lb = np.maximum(x_lb, model.x_domain[0])
@@ -393,12 +401,15 @@ def estimate(
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
     if T is None:
         T = default_T(model, exps, p0)
-    elif not (isinstance(T, (int, float, np.floating)) and np.isfinite(T) and T > 0):
-        raise ValueError(f"`T` must be a positive interval length, got {T!r}")
-    if not (isinstance(lam, (int, float, np.floating)) and np.isfinite(lam) and lam > 0):
-        raise ValueError(f"`lam` must be a positive number, got {lam!r}")
+    T = as_positive_number(T, "T")
+    lam = as_positive_number(lam, "lam")
     if multistart is not None:
         _check_positive_int(multistart, "multistart")
+    seed, uncertainty = check_seed(seed), as_bool(uncertainty, "uncertainty")
+    raise_on_failure = as_bool(raise_on_failure, "raise_on_failure")
+    check_callback(callback)
+    check_choice(guess, "guess", GUESSES)
+    check_problem_size(model, exps, T, nodes, max_intervals)
     spec = get_method(method)
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:
@@ -426,7 +437,7 @@ def estimate(
                  T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
                  codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=guess,
                  uncertainty=uncertainty, callback=callback,
-                 raise_on_failure=raise_on_failure, **options),
+                 raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
         )
 
     timings: dict[str, float] = {}

@@ -34,8 +34,8 @@ import numpy as np
 from .._native_output import captured_native_output
 from ..discretisation import to_map_layout
 from . import MethodSpec, register
-from .base import (IterationRecord, LoopOutcome, Setup, require_one_of, require_positive,
-                   require_positive_int)
+from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
+                   require_one_of, require_positive, require_positive_int)
 
 __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
            "run_nlp", "ipopt_history"]
@@ -139,6 +139,8 @@ class IpoptOptions:
         require_positive_int("max_iter", self.max_iter)
         require_positive("tol", self.tol)
         require_one_of("hessian", self.hessian, HESSIANS)
+        require_bool("expand", self.expand)
+        require_nonnegative_int("print_level", self.print_level)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import LoopOptions, Setup, StepInfo, require_one_of
+from .base import (LoopOptions, Setup, StepInfo, require_fraction, require_one_of,
+                   require_positive_int)
 
 __all__ = ["ProjectedGradientStep", "PicardOptions"]
 
@@ -56,6 +57,8 @@ class PicardOptions(LoopOptions):
                 "method='picard' supports 'multiplier' and 'penalty'"
             )
         require_one_of("initial_step", self.initial_step, INITIAL_STEPS)
+        require_fraction("armijo", self.armijo)
+        require_positive_int("max_backtracks", self.max_backtracks)
 
 
 class ProjectedGradientStep:

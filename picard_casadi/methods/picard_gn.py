@@ -36,7 +36,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
-from .base import LoopOptions, Setup, StepInfo, require_one_of, require_positive
+from .base import (LoopOptions, Setup, StepInfo, require_one_of, require_positive,
+                   require_positive_int)
 from .condensed import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
@@ -90,6 +91,8 @@ class PicardGNOptions(LoopOptions):
     def validate(self) -> None:
         super().validate()
         require_positive("radius0", self.radius0)
+        require_positive("mu0", self.mu0)
+        require_positive_int("max_tries", self.max_tries)
         require_one_of("hessian", self.hessian, HESSIANS)
         if self.hessian == "exact" and self.continuity != "constrained":
             raise ValueError(

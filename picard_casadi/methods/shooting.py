@@ -30,7 +30,8 @@ import numpy as np
 from ..discretisation import to_map_layout
 from ..simulate import _input_coefficients, _segment_integrator
 from . import MethodSpec, register
-from .base import LoopOutcome, Setup, require_positive, require_positive_int
+from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
+                   require_positive_int)
 from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
 
 __all__ = ["ShootingOptions", "solve_shooting"]
@@ -71,6 +72,8 @@ class ShootingOptions:
         require_positive_int("max_iter", self.max_iter)
         for name in ("tol", "rtol", "atol"):
             require_positive(name, getattr(self, name))
+        require_positive_int("max_steps", self.max_steps)
+        require_nonnegative_int("print_level", self.print_level)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 

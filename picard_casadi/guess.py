@@ -42,6 +42,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
+from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
@@ -112,7 +113,8 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j
                 else:
                     new = np.asarray(fns.picard(x, Uj, p0, disc.t0[j], disc.h[j],
                                                 disc.node_inputs[j]))
-            except RuntimeError:
+            except RuntimeError as err:
+                reraise_if_interrupted(err)
                 break
             change = float(np.max(np.abs(new - Uj) / scale))
             if not np.isfinite(change) or change > 1e6:

@@ -85,11 +85,16 @@ import numpy as np
 from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo, require_one_of
+from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 
 __all__ = ["ConstrainedGaussNewtonStep"]
 
 PRECISION = 1e-14  # predicted relative gain of a full step that counts as nothing
 COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step realises it
+# a merit below this fraction of the data's own sum of squares is an exact fit:
+# round-off, where no step can be predicted (an unidentifiable model fitted to
+# noise-free data ended "trust region collapsed" at merit 5e-27)
+EXACT_FIT = 1e-20
 # Trial points are compared on the merit, so their fixed point is solved tightly
 # (from the first-order prediction this takes a few sweeps); a loose solve made
 # the merit noisier than the gains near convergence (FitzHugh-Nagumo, seed 1).
@@ -118,6 +123,11 @@ STALL_STEPS = 10
 NEWTON_MAX_DAMPING = 1e-4
 # relative damping of the Gauss-Newton step that measures stationarity
 STATIONARITY_DAMPING = 1e-14
+# iterations in a row with nothing to gain while the scaled gap norm is above
+# STUCK_GAP before the step gives up (far above gap_tol: a converging run
+# never has gaps this open when it runs out of gains)
+STUCK_ITERATIONS = 3
+STUCK_GAP = 1e-6
 
 
 def _working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -261,6 +271,10 @@ class ConstrainedGaussNewtonStep:
         self.newton = hessian == "exact"  # Newton steps now (exact), or once GN stalls (auto)
         self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN
         self._second_order: FixedPointHessian | None = None  # built on the first Newton step
+        # iterations in a row where no step gained while the gaps were open
+        self._stuck = 0
+        self._last_gap = 0.0  # scaled gap norm of the last linearisation
+        self._worst_interval = 0  # where the condensed sensitivities were largest
 
     def reset(self) -> None:
         """Nothing to forget: no multipliers in this formulation."""
@@ -514,6 +528,7 @@ class ConstrainedGaussNewtonStep:
         return data_lin, gap_lin
 
     # ------------------------------------------------------------------ step
+    @guarded_step
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         # trial points far from the solution can overflow; they are rejected
         # below (non-finite merit), so the floating-point warnings are noise
@@ -522,7 +537,32 @@ class ConstrainedGaussNewtonStep:
             if info.accepted:
                 info = self._pattern_move(Xs, ps, info)
                 self._watch_for_stall(info)
+            return self._check_stuck(Xs, ps, info)
+
+    def _check_stuck(self, Xs, ps, info: StepInfo) -> StepInfo:
+        """Fail, rather than repeat forever, where no step can gain with the gaps open.
+
+        "Nothing to gain at double precision" is convergence at a continuous
+        point; with gaps still open (scaled norm above ``STUCK_GAP``) it means
+        the linearisation is numerically meaningless (measured: ``x' = p
+        x^2`` from ``p0 = 50`` has sensitivities of 1e148 and the same
+        iterate was returned 200 times, ending in "increase max_iter").
+        """
+        if info.precision_reached and self._last_gap > STUCK_GAP:
+            self._stuck += 1
+        else:
+            self._stuck = 0
+        if self._stuck < STUCK_ITERATIONS:
             return info
+        _, p = self.setup.from_scaled(Xs, ps)
+        return failed_step(Xs, ps, (
+            f"no step can lower the merit although the continuity gaps are still open "
+            f"(scaled norm {self._last_gap:.3g}): the linearisation is numerically "
+            f"meaningless (gradient norm {info.grad_norm:.3g}; the sensitivities are largest "
+            f"at {describe_interval(self.setup, self._worst_interval)}); the solution nearly "
+            f"blows up for p = {np.array2string(p, precision=6)} -- start from a better p0, "
+            "bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
+            self.mu, info.phi_before)
 
     def _watch_for_stall(self, info: StepInfo) -> None:
         """Switch to Newton steps (``hessian="auto"``) once Gauss-Newton stalls.
@@ -636,6 +676,21 @@ class ConstrainedGaussNewtonStep:
             free_p &= ~out
             A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
             g = np.einsum("jmt,jm->t", A, b)
+        bad = first_nonfinite_interval(A, b, S_all, s_all)
+        if bad is not None:
+            # the chain S_{j+1} = E_j S_j + F_j P overflowed: the trajectory with
+            # the current p and x0 is violently unstable (or blows up) there
+            return failed_step(Xs, ps, (
+                "the condensed Gauss-Newton step overflowed at "
+                f"{describe_interval(s, bad)}: the sensitivities of the states to p and "
+                "x0, chained from the experiment's start, exceed the floating-point range "
+                f"there (p = {np.array2string(p, precision=6)}); the solution blows up or "
+                "is violently unstable for these parameters -- start from a better p0, "
+                "bound p (p_bounds) and the states (x0_bounds), or fit a shorter horizon"),
+                self.mu, data + 0.5 * self.rho * gap2)
+        self._last_gap = float(np.sqrt(gap2))
+        self._worst_interval = int(np.argmax(np.abs(S_all).reshape(S_all.shape[0], -1)
+                                             .max(axis=1, initial=0.0)))
         A2, b2 = A.reshape(-1, self.n_theta), b.ravel()
         col2 = np.einsum("mt,mt->t", A2, A2)  # the diagonal of A^T A
         active = np.ones(self.n_theta, dtype=bool)
@@ -752,7 +807,9 @@ class ConstrainedGaussNewtonStep:
             self.mu = min(self.mu * 2.0, 1e6)
             if self.radius <= 1e-10:
                 break
-        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, 1e-300):
+        exact_fit = merit <= EXACT_FIT * 0.5 * float(np.sum((tr._Wt * disc.y) ** 2))
+        if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, 1e-300)
+                                     or exact_fit):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,

@@ -38,6 +38,7 @@ import numpy as np
 from ..blocksolve import NormalEquations, jacobian_times
 from .base import (LoopOptions, Setup, StepInfo, require_one_of, require_positive,
                    require_positive_int)
+from .breakdown import guarded_step
 from .condensed import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
@@ -136,6 +137,7 @@ class LevenbergMarquardtStep:
         (nearly) orthogonal to every Jacobian column (MINPACK's gtol test)."""
         return info.precision_reached or info.optimality <= SETTLED_COSINE
 
+    @guarded_step
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         with np.errstate(all="ignore"):  # overflowing trials are rejected below
             return self._step(Xs, U, ps, V, lam)

@@ -28,10 +28,11 @@ import casadi as ca
 import numpy as np
 
 from ..discretisation import to_map_layout
-from ..simulate import _input_coefficients, _segment_integrator
+from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
+from .breakdown import describe_interval
 from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
 
 __all__ = ["ShootingOptions", "solve_shooting"]
@@ -106,6 +107,7 @@ class ShootingNLP:
             Q[j, 0, ns:] = b[-1]  # zero-length padding segments
         step = _segment_integrator(m, opts.rtol, opts.atol, opts.max_steps)
         chain = step.mapaccum("interval", S, [0], [0]).map(J)
+        self._step, self._Q = step, Q  # to locate a failing integration
         # which chain output (or the start) is each padded sample's state
         pick = np.zeros((J, M), dtype=int)  # -1: the interval start
         ends = np.zeros(J, dtype=int)
@@ -153,11 +155,30 @@ class ShootingNLP:
         ubw[np_:][fixed] = x_start[fixed]
         self.lbw, self.ubw = lbw, ubw
 
-    def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
-        """Solve from the setup's start; return IPOPT's result, stats and output."""
+    def start(self) -> np.ndarray:
+        """The decision vector of the setup's start (scaled, clipped into the box)."""
         s = self.setup
         w0 = np.concatenate([s.p0 / s.p_scale, (s.X0 / s.x_scale).ravel()])
-        return run_nlp(self.solver, s, w0, self.lbw, self.ubw)
+        return np.clip(w0, self.lbw, self.ubw)
+
+    def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Solve from the setup's start; return IPOPT's result, stats and output."""
+        return run_nlp(self.solver, self.setup, self.start(), self.lbw, self.ubw)
+
+    def locate_failure(self, w: np.ndarray) -> str:
+        """Where CVODES fails at the point ``w``: interval, experiment and time, or ''."""
+        s = self.setup
+        p = w[: self.np] * s.p_scale
+        X = w[self.np:].reshape(self.J, self.nx) * s.x_scale
+        for j in range(self.J):
+            k, xk, reason, frac = locate_cvodes_failure(self._step, X[j], self._Q[j], p)
+            if k >= 0:
+                a, length = float(self._Q[j, 0, k]), float(self._Q[j, 1, k])
+                when = f" at t = {a + length * frac:.6g}" if frac is not None else ""
+                return (f"{reason}{when} on {describe_interval(s, j)}, integrating from "
+                        f"x = {np.array2string(xk, precision=4)} (t = {a:.6g}) with "
+                        f"p = {np.array2string(p, precision=6)}")
+        return ""
 
 
 def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOutcome:
@@ -179,7 +200,16 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     success = bool(stats.get("success", False))
     cv = re.findall(r'CVode returned "([A-Z_]+)"', printed)
     message = f"IPOPT: {status}"
-    if not success:
+    if "error" in stats:  # an evaluation failed outright: say where
+        where = nlp.locate_failure(nlp.start())
+        message = ("shooting stopped: CVODES failed "
+                   + (f"at the start: {where}" if where else
+                      f"({stats['error']}) at a point IPOPT tried (every interval "
+                      "integrates at the start)")
+                   + "; the solution blows up or CVODES needs more steps (max_steps) -- "
+                     "bound p (p_bounds) and the states (x0_bounds) or start from a "
+                     "better p0")
+    elif not success:
         message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
     history = ipopt_history(stats)

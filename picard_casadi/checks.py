@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "as_int", "as_positive_number", "as_bool", "check_seed", "check_bounds_not_nan",
+    "as_int", "as_positive_number", "as_bool", "as_codegen", "check_seed",
+    "check_bounds_not_nan",
     "check_callback", "check_choice", "ProblemSize", "problem_size", "check_problem_size",
     "DEFAULT_MAX_INTERVALS", "MEMORY_BUDGET_BYTES",
 ]
@@ -137,6 +138,15 @@ def check_bounds_not_nan(bounds: Any, name: str) -> None:
                 f"`{name}`: the {side} bound{where} is NaN; use None or {no_bound} for no "
                 f"{side} bound, or a number"
             )
+
+
+def as_codegen(value: Any) -> bool | str:
+    """``codegen`` as ``True``, ``False`` or ``"auto"`` (NumPy booleans accepted)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value == "auto":
+        return "auto"
+    raise ValueError(f"codegen must be True, False or 'auto', got {value!r}")
 
 
 def check_callback(callback: Any, name: str = "callback") -> None:

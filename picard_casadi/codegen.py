@@ -30,6 +30,18 @@ settings compiles nothing.  A library is written under a temporary name and
 moved into place (``os.replace``), so two processes building the same entry
 both end with a valid library; its SHA-256 is recorded beside it, and an
 entry whose file is missing, truncated or altered is rebuilt, never loaded.
+
+An unusable cache or compiler
+-----------------------------
+Before the first compilation of a process, :func:`probe` compiles a
+one-line C file into the cache and loads it: that tests at once that the
+cache folder can be created and written (``PICARD_CASADI_CACHE`` on a
+read-only folder or on a regular file), that the compiler works (``CC=/bin/false``)
+and that its libraries can be loaded.  Under ``codegen="auto"`` a failure
+means CasADi's virtual machine, with a note in the result; under
+``codegen=True`` it is a :class:`CodegenError` saying what failed and how to
+fix it.  A compilation that fails later (a full disk, a compiler that gives
+up on a large file) is handled the same way, function by function.
 """
 
 from __future__ import annotations
@@ -50,13 +62,14 @@ from typing import Any
 
 import casadi as ca
 
+from .checks import as_codegen
 from .errors import CodegenError
 from .native import NativeFunction
 
 __all__ = [
     "find_compiler", "cache_dir", "compile_functions", "compile_nlpsol", "backend_for",
     "CodegenStats", "STATS", "CodegenBackend", "clear_cache", "NlpTooLarge",
-    "MAX_NLP_SOURCE_BYTES",
+    "MAX_NLP_SOURCE_BYTES", "probe",
 ]
 
 # CasADi writes an NLP with all its derivative functions into one C file.
@@ -139,16 +152,113 @@ def _flags() -> list[str]:
     return (opt.split() if opt else list(DEFAULT_OPT_FLAGS)) + ["-fPIC", "-shared"]
 
 
-def cache_dir() -> Path:
-    """The cache directory (created if needed)."""
+def _cache_path() -> Path:
     env = os.environ.get("PICARD_CASADI_CACHE")
     if env:
-        path = Path(env)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        path = Path(base) / "picard_casadi"
-    path.mkdir(parents=True, exist_ok=True)
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "picard_casadi"
+
+
+def cache_dir() -> Path:
+    """The cache directory (created if needed).
+
+    Raises
+    ------
+    CodegenError
+        When it cannot be created or is not a folder, naming it and the fix.
+    """
+    path = _cache_path()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            raise NotADirectoryError(f"{str(path)!r} is not a folder")
+    except OSError as err:
+        raise CodegenError(_cache_problem(path, err)) from None
     return path
+
+
+def _cache_problem(path: Path, err: OSError) -> str:
+    why = err.strerror or str(err)
+    if isinstance(err, (FileExistsError, NotADirectoryError)):
+        why = "a file is in the way, it is not a folder"
+    return (f"the code cache {str(path)!r} cannot be used ({why}); set PICARD_CASADI_CACHE "
+            "to a writable folder, or use codegen=False")
+
+
+_PROBED: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+
+def probe() -> tuple[str, bool]:
+    """Check that code generation can work in this process (see the module doc).
+
+    Returns
+    -------
+    problem : str
+        ``''`` when the compiler works and the cache folder can be used,
+        else why not (with the fix).
+    read_only : bool
+        The cache folder exists and can be read but not written: its
+        libraries can be loaded, nothing new can be compiled into it.
+
+    The answer is remembered per compiler, flags and cache folder.
+    """
+    cc = find_compiler()
+    if cc is None:
+        return "no C compiler found (set $CC or install gcc/clang)", False
+    key = (cc, " ".join(_flags()), str(_cache_path()))
+    if key not in _PROBED:
+        _PROBED[key] = _probe(cc)
+    return _PROBED[key]
+
+
+def _probe(cc: str) -> tuple[str, bool]:
+    try:
+        directory = cache_dir()
+    except CodegenError as err:
+        return str(err), False
+    try:
+        fd, name = tempfile.mkstemp(prefix="pc_probe_", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.unlink(name)
+        writable = True
+    except OSError:
+        writable = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="picard_probe_") as tmp:
+            src = Path(tmp) / "pc_probe.c"
+            src.write_text("int pc_probe(void) { return 42; }\n")
+            # built where the real libraries go, so that loading is tested there too
+            fd, lib_name = tempfile.mkstemp(prefix="pc_probe_", suffix=".so",
+                                            dir=directory if writable else tmp)
+            os.close(fd)
+            lib = Path(lib_name)
+            try:
+                out = subprocess.run([cc, *_flags(), str(src), "-o", str(lib)],
+                                     capture_output=True, text=True, cwd=tmp, timeout=120)
+                if out.returncode != 0:
+                    detail = (out.stderr or out.stdout).strip().splitlines()
+                    return (f"the C compiler {cc!r} does not work (exit status "
+                            f"{out.returncode}{': ' + detail[-1][:200] if detail else ''}); "
+                            "set $CC to a working compiler, or use codegen=False"), False
+                import ctypes
+
+                try:
+                    if ctypes.CDLL(str(lib)).pc_probe() != 42:
+                        raise OSError("wrong result")
+                except (OSError, AttributeError) as err:
+                    return (f"libraries compiled into {str(lib.parent)!r} cannot be loaded "
+                            f"({err}); set PICARD_CASADI_CACHE to another folder, or use "
+                            "codegen=False"), False
+            finally:
+                lib.unlink(missing_ok=True)
+    except OSError as err:
+        if err.filename == cc:
+            return f"the C compiler {cc!r} cannot be run ({err.strerror}); set $CC", False
+        return _cache_problem(directory, err), False
+    except subprocess.TimeoutExpired:
+        return f"the C compiler {cc!r} did not finish a one-line file within 120 s", False
+    return "", not writable
 
 
 def clear_cache() -> int:
@@ -257,6 +367,8 @@ def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn"
     t_start = time.perf_counter()
     try:
         return _compile_functions(funcs, tag)
+    except OSError as err:  # the cache folder (writes, renames), not the compiler
+        raise CodegenError(_cache_problem(_cache_path(), err)) from None
     finally:
         STATS.prepare_seconds += time.perf_counter() - t_start
 
@@ -387,39 +499,67 @@ class CodegenBackend:
     One library per function keeps a method from compiling functions it
     never calls (the Jacobian through ``P^n`` of the penalty variant, say):
     functions are compiled on first use.
+
+    Parameters
+    ----------
+    strict : bool
+        ``True`` (``codegen=True``): a compilation that fails is a
+        :class:`CodegenError`.  ``False`` (``codegen="auto"``): that function
+        runs on CasADi's virtual machine instead, with a note.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = True) -> None:
         _require_compiler()
+        self.strict = strict
 
     def __call__(self, funcs: Mapping[str, ca.Function]) -> Mapping[str, ca.Function]:
-        return LazyCompiled(funcs)
+        return LazyCompiled(funcs, strict=self.strict)
 
 
 class LazyCompiled(Mapping):
-    """A mapping that compiles (or loads from the cache) each function on first use."""
+    """A mapping that compiles (or loads from the cache) each function on first use.
 
-    def __init__(self, funcs: Mapping[str, ca.Function]) -> None:
+    Attributes
+    ----------
+    strict : bool
+        See :class:`CodegenBackend`.
+    notes : list of str
+        What fell back to the virtual machine, and why.
+    """
+
+    def __init__(self, funcs: Mapping[str, ca.Function], strict: bool = True) -> None:
         self._source = dict(funcs)
         self._done: dict[str, ca.Function] = {}
-        self._libraries: dict[str, Path] = {}
+        self._libraries: dict[str, Path | None] = {}
         self._native: dict[str, NativeFunction | None] = {}
+        self.strict = strict
+        self.notes: list[str] = []
 
     def __getitem__(self, name: str) -> ca.Function:
         if name not in self._done:
-            loaded, lib = compile_library({name: self._source[name]}, tag=name)
-            self._done[name], self._libraries[name] = loaded[name], lib
+            try:
+                loaded, lib = compile_library({name: self._source[name]}, tag=name)
+            except CodegenError as err:
+                if self.strict:
+                    raise
+                note = (f"codegen='auto': {name} runs on CasADi's virtual machine: {err}")
+                warnings.warn(note, RuntimeWarning, stacklevel=2)
+                self.notes.append(note)
+                self._done[name], self._libraries[name] = self._source[name], None
+            else:
+                self._done[name], self._libraries[name] = loaded[name], lib
         return self._done[name]
 
     def native(self, name: str) -> NativeFunction | None:
         """The compiled function ``name`` called on NumPy arrays
         (:class:`~picard_casadi.native.NativeFunction`), or ``None`` if it
-        cannot be (a sparse input)."""
+        cannot be (a sparse input, or it was not compiled)."""
         if name not in self._native:
             self[name]
+            library = self._libraries[name]
             try:
-                self._native[name] = NativeFunction(self._libraries[name], name,
-                                                    self._source[name])
+                self._native[name] = (None if library is None else
+                                      NativeFunction(library, name, self._source[name]))
             except (ValueError, AttributeError, OSError):
                 self._native[name] = None
         return self._native[name]
@@ -439,17 +579,27 @@ class LazyCompiled(Mapping):
 def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
     """The backend for an ``estimate(codegen=...)`` value, and a note for the result.
 
-    ``True`` requires a compiler (:class:`CodegenError` otherwise); ``"auto"``
-    generates when a compiler is found and otherwise runs on CasADi's virtual
-    machine, warning once per process; ``False`` uses the virtual machine.
+    ``True`` requires a working compiler and cache (:class:`CodegenError`
+    otherwise, saying which and how to fix it); ``"auto"`` generates when
+    :func:`probe` finds both usable and otherwise runs on CasADi's virtual
+    machine, warning once per process and cause; ``False`` uses the virtual
+    machine.
     """
     global _NO_COMPILER_WARNED
+    codegen = as_codegen(codegen)
     if codegen is False:
         return None, ""
     if codegen is True:
-        return CodegenBackend(), ""
-    if codegen != "auto":
-        raise ValueError(f"codegen must be True, False or 'auto', got {codegen!r}")
+        _require_compiler()
+        problem, read_only = probe()
+        if problem:
+            raise CodegenError(f"codegen=True: {problem}")
+        if read_only:
+            raise CodegenError(
+                f"codegen=True: the code cache {str(_cache_path())!r} is not writable; set "
+                "PICARD_CASADI_CACHE to a writable folder, or use codegen='auto' to load the "
+                "libraries it holds and run the rest on CasADi's virtual machine")
+        return CodegenBackend(strict=True), ""
     if find_compiler() is None:
         note = ("codegen='auto': no C compiler found; running on CasADi's virtual machine "
                 "(install gcc or clang, or set $CC, to generate C)")
@@ -457,4 +607,18 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
             warnings.warn(note, RuntimeWarning, stacklevel=3)
             _NO_COMPILER_WARNED = True
         return None, note
-    return CodegenBackend(), ""
+    problem, read_only = probe()
+    if problem:
+        note = f"codegen='auto': {problem}; running on CasADi's virtual machine"
+        if problem not in _WARNED:
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
+            _WARNED.add(problem)
+        return None, note
+    if read_only:
+        return CodegenBackend(strict=False), (
+            f"codegen='auto': the code cache {str(_cache_path())!r} is read-only: the "
+            "libraries it holds are used, other functions run on CasADi's virtual machine")
+    return CodegenBackend(strict=False), ""
+
+
+_WARNED: set[str] = set()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import (as_bool, as_int, as_positive_number, check_bounds_not_nan,
+from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
 from .discretisation import Discretisation
 from .errors import ConvergenceError
@@ -409,6 +409,7 @@ def estimate(
     raise_on_failure = as_bool(raise_on_failure, "raise_on_failure")
     check_callback(callback)
     check_choice(guess, "guess", GUESSES)
+    as_codegen(codegen)
     check_problem_size(model, exps, T, nodes, max_intervals)
     spec = get_method(method)
     opts_given = dict(options)

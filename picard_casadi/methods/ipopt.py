@@ -301,6 +301,7 @@ class CollocationNLP:
         self.solver = None
         if setup.compiled:
             from ..codegen import NlpTooLarge, compile_nlpsol
+            from ..errors import CodegenError
 
             try:
                 # generated from the MX graph: the mapped vector field becomes a
@@ -310,6 +311,12 @@ class CollocationNLP:
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
                              "expanded to SX (its fastest uncompiled form)")
+                solver_opts["expand"] = True
+            except CodegenError as err:  # a compiler or cache that failed on this NLP
+                if getattr(setup.tr.functions, "strict", True):
+                    raise
+                self.note = (f"codegen='auto': the IPOPT NLP runs on CasADi's virtual "
+                             f"machine: {err}")
                 solver_opts["expand"] = True
         if self.solver is None:
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)

@@ -610,8 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted(command, argv is None)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except (CliFailure, PicardError) as err:
@@ -623,9 +622,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemError as err:  # a C extension saw Ctrl-C and returned anyway
         if is_interrupt(err):
-            print(f"{command}: interrupted", file=sys.stderr)
-            return 130
+            return _interrupted(command, argv is None)
         raise
+
+
+def _interrupted(command: str, as_program: bool) -> int:
+    """One line for Ctrl-C; as a program, a second Ctrl-C while exiting is ignored
+    (it would print a traceback from the interpreter's shutdown)."""
+    if as_program:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"{command}: interrupted", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

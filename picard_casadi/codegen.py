@@ -64,6 +64,7 @@ import casadi as ca
 
 from .checks import as_codegen
 from .errors import CodegenError
+from .interrupts import deferred_interrupt
 from .native import NativeFunction
 
 __all__ = [
@@ -302,7 +303,8 @@ def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path) -> None:
             )
         os.replace(tmp, lib)
     finally:
-        tmp.unlink(missing_ok=True)
+        with deferred_interrupt():  # a second Ctrl-C must not leave the temporary file
+            tmp.unlink(missing_ok=True)
 
 
 def _write_meta(lib: Path, meta: Path, extra: dict[str, Any]) -> None:

@@ -176,18 +176,19 @@ class AtomicOutputs:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        for tmp in self._temps.values():
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-        self._temps.clear()
-        if exc_type is not None or not self.written:
-            for d in self._created:  # innermost first; only if still empty
+        with deferred_interrupt():  # a second Ctrl-C must not stop the clean-up
+            for tmp in self._temps.values():
                 try:
-                    d.rmdir()
+                    tmp.unlink()
                 except OSError:
-                    break
+                    pass
+            self._temps.clear()
+            if exc_type is not None or not self.written:
+                for d in self._created:  # innermost first; only if still empty
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        break
         return False
 
 
@@ -204,8 +205,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         os.chmod(tmp, _MODE)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        with deferred_interrupt():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise

@@ -287,13 +287,22 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
         why = f"the limit is max_intervals={limit:,}"
     if size.intervals <= limit:
         return size
+    if max_intervals is None and per > MEMORY_BUDGET_BYTES:
+        raise ValueError(
+            f"`nodes` = {nodes}: one interval alone ({nodes} nodes x {model.nx} states) needs "
+            f"about {_human(per)} (dense (K nx)^2 matrices), more than the "
+            f"{_human(MEMORY_BUDGET_BYTES)} budget; use fewer nodes, or pass "
+            f"max_intervals={size.intervals} to estimate() to go ahead"
+        )
     horizon = sum(e.t_end - e.t0 for e in experiments)
     T_fit = horizon / max(limit - len(experiments), 1)
     count = f"{size.intervals:,}" if size.exact else f"about {size.intervals:,}"
+    fewer_nodes = (f" or fewer nodes (each interval needs about {_human(per)})"
+                   if per * 1000 > MEMORY_BUDGET_BYTES else "")
     raise ValueError(
         f"`T` = {T:g} makes {count} intervals ({nodes} nodes x {model.nx} states each, "
         f"{size.samples_per_interval} sample(s) at most per interval): about "
         f"{_human(size.bytes)} of memory and a long set-up before the first iteration; "
-        f"{why}.  Use a longer T (T >= {T_fit:.3g} stays within the limit here), or pass "
-        f"max_intervals={size.intervals} to estimate() to go ahead"
+        f"{why}.  Use a longer T (T >= {T_fit:.3g} stays within the limit here){fewer_nodes}, "
+        f"or pass max_intervals={size.intervals} to estimate() to go ahead"
     )

@@ -81,13 +81,13 @@ def load_model_file(path: str | Path) -> tuple[Any, dict[str, Any]]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as err:  # the user's code: report whatever it raised, where
+    except (Exception, SystemExit) as err:  # the user's code: report whatever it raised, where
         raise CliError(_user_code_error(f"importing {str(path)!r} failed", err, path)) from None
     if not callable(getattr(module, "build_model", None)):
         raise CliError(f"MODEL: {str(path)!r} must define build_model() returning a picard_casadi.Model")
     try:
         model = module.build_model()
-    except Exception as err:  # Model validation names the symbol or shape; user code anything
+    except (Exception, SystemExit) as err:  # Model validation names the symbol; user code anything
         raise CliError(_user_code_error(f"build_model() in {str(path)!r} failed", err, path)) from None
     if not isinstance(model, Model):
         raise CliError(f"MODEL: build_model() must return a picard_casadi.Model, got {type(model).__name__}")
@@ -175,6 +175,10 @@ def read_csv_experiments(path: str | Path, model: Any, input_hold: str = "linear
     unknown = [h for h in header if h not in expected]
     if unknown:
         hint = ""
+        near = {h.lower(): h for h in expected}
+        close = [f"{u!r} -> {near[u.lower()]!r}" for u in unknown if u.lower() in near]
+        if close:
+            hint = f" (names are case-sensitive: {', '.join(close)})"
         if len(header) == 1:
             for sep, name in ((";", "semicolons"), ("\t", "tabs")):
                 if sep in header[0]:

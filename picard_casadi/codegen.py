@@ -242,6 +242,9 @@ def _probe(cc: str) -> tuple[str, bool]:
                     return (f"the C compiler {cc!r} does not work (exit status "
                             f"{out.returncode}{': ' + detail[-1][:200] if detail else ''}); "
                             "set $CC to a working compiler, or use codegen=False"), False
+                if lib.stat().st_size == 0:
+                    return (f"the C compiler {cc!r} produced no library from a one-line "
+                            "file; set $CC to a working compiler, or use codegen=False"), False
                 import ctypes
 
                 try:

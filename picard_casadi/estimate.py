@@ -396,8 +396,7 @@ def estimate(
                     f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
                 )
     n = _check_positive_int(n, "n")
-    if scheme not in DEFAULT_NODES:
-        raise ValueError(f"`scheme` must be one of {tuple(DEFAULT_NODES)}, got {scheme!r}")
+    check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
     if T is None:
         T = default_T(model, exps, p0)

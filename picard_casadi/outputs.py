@@ -52,9 +52,16 @@ def safe_name(name: str, default: str = "model") -> str:
     return out[:100] or default
 
 
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, say: it cannot exist
+        return False
+
+
 def _nearest_existing(path: Path) -> Path:
     p = path
-    while not p.exists():
+    while not _exists(p):
         if p.parent == p:
             break
         p = p.parent
@@ -88,7 +95,7 @@ def check_output_folder(folder: str | Path, names: Sequence[str], overwrite: boo
         name is taken by a directory, or earlier results would be replaced.
     """
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
+    if _exists(folder) and not folder.is_dir():
         raise ValueError(f"{option} {str(folder)!r} is a file, not a folder; give a folder")
     base = _nearest_existing(folder)
     if not base.is_dir():
@@ -101,6 +108,16 @@ def check_output_folder(folder: str | Path, names: Sequence[str], overwrite: boo
     for name in names:
         if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", ".."):
             raise ValueError(f"output name {name!r} is not a plain file name")
+    try:
+        name_max = os.pathconf(base, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    p = folder
+    while p != base and p.parent != p:
+        if len(os.fsencode(p.name)) > name_max:
+            raise ValueError(f"{option} {str(folder)!r}: the name {p.name[:40]!r}... is longer "
+                             f"than the file system allows ({name_max} bytes)")
+        p = p.parent
     if folder.is_dir():
         dirs = [n for n in names if (folder / n).is_dir()]
         if dirs:

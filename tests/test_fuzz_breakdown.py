@@ -120,7 +120,8 @@ def test_an_output_never_measured_is_handled():
     rng = np.random.default_rng(0)
     y = np.column_stack([np.exp(-t) + 0.01 * rng.normal(size=21), np.full(21, np.nan)])
     exp = pc.Experiment(t, y, x0=[1.0, 0.0])
-    res = pc.estimate(model, [exp], [0.5], "picard-gn", codegen=False, weights="auto")
+    with pytest.warns(UserWarning, match=r"x0\[x1\].*practically unidentifiable"):
+        res = pc.estimate(model, [exp], [0.5], "picard-gn", codegen=False, weights="auto")
     assert res.success and abs(res.p[0] - 1.0) < 0.05
 
 
@@ -165,10 +166,12 @@ def test_an_error_escaping_a_method_is_success_false(monkeypatch, error):
     """The method-level net (``guarded_solve``) for anything the steps did not catch."""
     import picard_casadi.methods.condensed as condensed
 
-    def broken(self, *args):
-        raise error
-
-    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "_step", broken)
+    # raised from "inside the package" (the net tells package errors from a user's
+    # callback by where they were raised)
+    ns = {"error": error}
+    exec(compile("def broken(self, *args):\n    raise error\n",
+                 "/site-packages/picard_casadi/methods/fake.py", "exec"), ns)
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "_step", ns["broken"])
     model = _blowup_model()
     exp = _blowup_experiment(0.05, 2.0, 21)
     res = pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)
@@ -191,3 +194,15 @@ def test_package_errors_are_not_hidden_by_the_net(monkeypatch):
     exp = _blowup_experiment(0.05, 2.0, 21)
     with pytest.raises(pc.CodegenError):
         pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("my callback broke"), ZeroDivisionError("x"),
+                                   np.linalg.LinAlgError("mine")])
+def test_an_error_in_the_users_callback_is_not_hidden(error):
+    def callback(rec):
+        raise error
+
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    with pytest.raises(type(error), match=str(error)):
+        pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False, callback=callback)

@@ -40,10 +40,16 @@ def _cache_cases(tmp_path):
                            r"the C compiler '/bin/false' does not work"),
         "compiler not runnable": ({"CC": str(afile), "PICARD_CASADI_CACHE": str(tmp_path / "c")},
                                   r"the C compiler .* (cannot be run|does not work)"),
+        "compiler makes nothing": ({"CC": "true", "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                                   r"the C compiler .*true' produced no library"),
+        "bad flags": ({"PICARD_CASADI_CFLAGS": "-O2 --no-such-flag-x",
+                       "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                      r"the C compiler .* does not work \(exit status \d+: .*no-such-flag"),
     }
 
 
-CASES = ["cache is a file", "cache under a file", "compiler fails", "compiler not runnable"]
+CASES = ["cache is a file", "cache under a file", "compiler fails", "compiler not runnable",
+         "compiler makes nothing", "bad flags"]
 
 
 @needs_cc
@@ -92,8 +98,10 @@ def test_read_only_cache_is_used_for_hits_under_auto(tmp_path, monkeypatch, fres
     assert after["cache_hits"] > before["cache_hits"] and after["compiled"] == before["compiled"]
     assert any("read-only" in w for w in res.warnings)
     # a function not in the cache falls back, with a note; under True it is an error
-    res2 = prob.estimate("picard-gn", codegen="auto", uncertainty=False, continuity="multiplier",
-                         jacobian="picard", hessian="gauss-newton", max_iter=5)
+    with pytest.warns(RuntimeWarning, match=r"runs on CasADi's virtual machine"):
+        res2 = prob.estimate("picard-gn", codegen="auto", uncertainty=False,
+                             continuity="multiplier", jacobian="picard", hessian="gauss-newton",
+                             max_iter=5)
     assert any("runs on CasADi's virtual machine" in w and "Permission denied" in w
                for w in res2.warnings), res2.warnings
     monkeypatch.setattr(codegen, "_PROBED", {})
@@ -119,6 +127,23 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
     assert any("f_derivatives runs on CasADi's virtual machine" in w for w in res.warnings)
     with pytest.raises(pc.CodegenError, match="virtual memory exhausted"):
         pc.problem("vdp").estimate("picard-gn", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_a_cache_entry_replaced_by_a_folder(tmp_path, monkeypatch, fresh_probe):
+    """A library path taken by a directory: rebuilt impossible, so the VM under auto."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(cache))
+    prob = pc.problem("vdp")
+    ref = prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    for lib in cache.glob("pc_*.so"):
+        lib.unlink()
+        lib.mkdir()
+    with pytest.warns(RuntimeWarning, match="virtual machine"):
+        res = prob.estimate("picard-gn", codegen="auto", uncertainty=False)
+    assert res.success and np.allclose(res.p, ref.p, rtol=1e-9)
+    with pytest.raises(pc.CodegenError, match="cannot be used"):
+        prob.estimate("picard-gn", codegen=True, uncertainty=False)
 
 
 @needs_cc

@@ -83,6 +83,8 @@ ESTIMATE_CASES = [
     (dict(codegen="yes"), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(codegen=None), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(max_intervals=0), ValueError, r"`max_intervals` must be an integer >= 1"),
+    (dict(scheme=["chebyshev"]), ValueError, r"`scheme` must be one of \('chebyshev', 'trapezoid'\)"),
+    (dict(scheme=None), ValueError, r"`scheme` must be one of"),
     (dict(max_intervals="many"), TypeError, r"`max_intervals` must be an integer"),
 ]
 

@@ -80,6 +80,23 @@ def test_memory_budget_lowers_the_default_limit_for_large_models():
         pc.estimate(model, [exp], [1.0], T=0.1)
 
 
+def test_too_many_nodes_is_refused_naming_nodes(vdp):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"\(5000 nodes x 2 states each.*or fewer nodes \(each "
+                                         r"interval needs about \d.* GB\)"):
+        pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", nodes=5000)
+    with pytest.raises(ValueError, match=r"`nodes` = 9000: one interval alone .* needs about "
+                                         r"\d.* GB.*use fewer nodes"):
+        pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", nodes=9000)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_many_experiments_are_counted_together(vdp):
+    exps = [vdp.experiments[0]] * 3000  # 3000 x 40 intervals
+    with pytest.raises(ValueError, match=r"makes 120,000 intervals"):
+        pc.estimate(vdp.model, exps, vdp.p0, "picard-gn", T=0.25)
+
+
 def test_cli_refuses_tiny_T_with_one_line(tmp_path):
     env = dict(os.environ, PICARD_CASADI_CACHE=str(tmp_path / "cache"))
     t0 = time.perf_counter()

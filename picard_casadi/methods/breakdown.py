@@ -22,6 +22,7 @@ CasADi ``RuntimeError`` s.  This module turns them into results:
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -100,6 +101,22 @@ def guarded_step(step: Callable[..., StepInfo]) -> Callable[..., StepInfo]:
     return wrapper
 
 
+def _from_numerical_code(err: BaseException) -> bool:
+    """Whether ``err`` was raised by CasADi, NumPy or this package's numerics, not by
+    the user's code (a callback): judged by where it was raised, and for CasADi's
+    ``RuntimeError`` by its text."""
+    if isinstance(err, PicardError):
+        return False
+    text = str(err)
+    if isinstance(err, RuntimeError) and (".cpp:" in text or "Error in Function" in text):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1].filename.replace("\\", "/")
+    return any(part in last for part in ("/casadi/", "/numpy/", "/picard_casadi/"))
+
+
 def guarded_solve(solve: Callable[..., LoopOutcome], method: str) -> Callable[..., LoopOutcome]:
     """Wrap a method's ``solve(setup, opts, callback)`` as the module doc says."""
 
@@ -116,7 +133,7 @@ def guarded_solve(solve: Callable[..., LoopOutcome], method: str) -> Callable[..
         except NUMERICAL_ERRORS as err:
             if is_interrupt(err):
                 raise KeyboardInterrupt from None
-            if isinstance(err, PicardError):  # the package's own, already clear
+            if not _from_numerical_code(err):  # the package's own, or the user's callback
                 raise
             lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
             detail = lines[-1][:300] if lines else type(err).__name__

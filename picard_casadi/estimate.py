@@ -23,6 +23,7 @@ from .discretisation import Discretisation
 from .errors import ConvergenceError
 from .experiment import Experiment
 from .guess import GUESSES, initial_guess, measured_state_series
+from .interrupts import interruptible_call
 from .methods import get_method, method_options
 from .methods.base import IterationRecord, LoopOutcome, Setup
 from .model import Model
@@ -249,6 +250,7 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
 
 
 # ---------------------------------------------------------------------- estimate
+@interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
 def estimate(
     model: Model,
     experiments: Experiment | Sequence[Experiment],

@@ -213,6 +213,7 @@ def initial_guess(
                              "failed; its states are propagated interval by interval")
         carry = np.asarray(x0s[e], float).copy()
         for j in range(sl.start, sl.stop):
+            reraise_if_interrupted()  # one lost by CasADi's wrapper on the last interval
             if traj is not None and strategy == "shooting":
                 x = np.clip(traj[j - sl.start], lo, hi)
                 if j == sl.start and not estimate_x0:

@@ -15,7 +15,10 @@ interrupt into something else (measured with casadi 3.8.2):
   interrupt arrives when the call returns.
 
 In each case Python's own ``KeyboardInterrupt`` is raised inside CasADi and
-cleared there.  :func:`interruptible` therefore installs, for the duration of
+cleared there.  (So is one that arrives while CasADi's Python wrapper converts
+arguments: it tries conversions and clears the errors of those that fail.
+Measured: about one Ctrl-C in ten during ``picard-gn`` iterations was lost
+that way, and the run went on.)  :func:`interruptible` therefore installs, for the duration of
 a block, a SIGINT handler that records the interrupt before raising it (so
 CasADi still stops at once), and re-raises :class:`KeyboardInterrupt` when
 the block ends, whatever CasADi made of it.  Blocks nest; only the outermost
@@ -26,12 +29,17 @@ printed output names the interrupt).
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["interruptible", "reraise_if_interrupted", "is_interrupt", "deferred_interrupt"]
+T = TypeVar("T")
+
+__all__ = ["interruptible", "reraise_if_interrupted", "is_interrupt", "deferred_interrupt",
+           "interruptible_call", "interrupt_checked"]
 
 _LOCK = threading.Lock()
 _state: dict[str, Any] = {"depth": 0, "flag": False, "previous": None, "installed": False}
@@ -117,6 +125,31 @@ def reraise_if_interrupted(err: BaseException | None = None, printed: str = "") 
     :class:`interruptible` block."""
     if _state["flag"] or is_interrupt(err, printed):
         raise KeyboardInterrupt from None
+
+
+def interruptible_call(func: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a function so that its whole call is an :class:`interruptible` block."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        with interruptible():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def interrupt_checked(step: Callable[..., T]) -> Callable[..., T]:
+    """Decorate one step of a loop: an interrupt recorded (and lost on the way) before
+    or during the step is raised at its start and end, not when the loop ends."""
+
+    @functools.wraps(step)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        reraise_if_interrupted()
+        out = step(*args, **kwargs)
+        reraise_if_interrupted()
+        return out
+
+    return wrapper
 
 
 class deferred_interrupt:

@@ -31,7 +31,8 @@ from picard_casadi import codegen
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and process groups")
 
 CHILD = textwrap.dedent(r'''
-    import os, signal, sys, time
+    import faulthandler, os, signal, sys, time
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it does
     MARK, phase, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     import numpy as np, casadi as ca
     import picard_casadi as pc
@@ -179,7 +180,15 @@ def _run(tmp_path, phase, delay=0.5, timeout=120.0):
             time.sleep(delay)
             signalled = time.monotonic()
             os.killpg(proc.pid, signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=timeout)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the child's stacks, for the report
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"phase {phase} (marked={marked}) did not end within {timeout} s "
+                        f"of Ctrl-C:\n{stdout}\n{stderr}")
     finally:
         os.close(r)
         if proc.poll() is None:

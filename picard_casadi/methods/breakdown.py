@@ -30,7 +30,7 @@ import numpy as np
 
 from .._native_output import captured_native_output
 from ..errors import PicardError
-from ..interrupts import interruptible, is_interrupt, reraise_if_interrupted
+from ..interrupts import interrupt_checked, interruptible, is_interrupt, reraise_if_interrupted
 from .base import LoopOutcome, Setup, StepInfo
 
 __all__ = ["describe_interval", "first_nonfinite_interval", "failed_step", "guarded_step",
@@ -82,6 +82,7 @@ def guarded_step(step: Callable[..., StepInfo]) -> Callable[..., StepInfo]:
     """Decorate a step rule's ``step(self, Xs, U, ps, V, lam)`` as the module doc says."""
 
     @functools.wraps(step)
+    @interrupt_checked
     def wrapper(self: Any, Xs: np.ndarray, U: Any, ps: np.ndarray, V: np.ndarray,
                 lam: float) -> StepInfo:
         printed: list[str] = []

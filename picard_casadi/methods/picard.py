@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..interrupts import interrupt_checked
 from .base import (LoopOptions, Setup, StepInfo, require_fraction, require_one_of,
                    require_positive_int)
 
@@ -83,6 +84,7 @@ class ProjectedGradientStep:
         gradient: small next to the penalty's pull, about ``2 lam |c|``."""
         return info.precision_reached or info.grad_norm <= 0.2 * lam * gap_scaled
 
+    @interrupt_checked
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         tr = s.tr

@@ -6,7 +6,7 @@ Run::
     python benchmarks/study.py --paper              # every paper problem (slow)
 
 Every method solves the same problem (same data, start, bounds, discretisation;
-PROBLEMS.md protocol) with code generation on ("auto": on when a C compiler is
+docs/problems.md protocol) with code generation on ("auto": on when a C compiler is
 found).  F/A-18 runs use ``weights="auto"`` for every method (the unweighted
 loss is ill-conditioned for every solver; see the README).  Prints, per
 problem, the ratios of ``picard-gn``'s and ``picard``'s median solve times to

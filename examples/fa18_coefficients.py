@@ -5,7 +5,7 @@ Run (391 s on a 2-core machine with ``OMP_NUM_THREADS=1``)::
     python examples/fa18_coefficients.py                  # seeds 0 1 2
     python examples/fa18_coefficients.py --seeds 0 --out results/fa18
 
-The six runs of the paper (MODELS.md table), each estimating one coefficient
+The six runs of the paper (docs/models.md table), each estimating one coefficient
 group with the others known, with ``method="picard-gn"`` on the paper's
 discretisation (``T = 0.1``, ``n = 3``, 7 Chebyshev nodes) and two losses:
 

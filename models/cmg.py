@@ -3,7 +3,7 @@
 Paper, Sec. IV (Talitckii and Peet), with the equations of Valk, Berry and
 Vallery, "Directional singularity escape and avoidance for single-gimbal
 control moment gyroscopes", JGCD 2018, and Schaub, Vadali and Junkins 1998;
-every number and sign as fixed in ``shared/specs/MODELS.md``.
+every number and sign as fixed in ``docs/models.md``.
 
 States (15): ``x = [omega (3), gamma (4), gamma_dot (4), Omega (4)]``: body
 rates (rad/s), gimbal angles (rad), gimbal rates (rad/s), wheel speeds (rad/s).
@@ -49,7 +49,7 @@ four inputs, each torque the same on all four gyros:
 1. ``M_g = 0, M_h = 0``;  2. ``M_g = 40 cos(10 t)``;  3. ``M_h = 100 cos(10 t)``;
 4. ``M_g = -4`` for ``t < 1.5``, else 0 (declared as a breakpoint).
 Paper settings: Alg. 4 with ``lambda = 10``, ``n = 3``, ``T = 0.2``; its
-estimate ``[215, 207, 527]``.  Noise: standard deviation 0.05 (MODELS.md:
+estimate ``[215, 207, 527]``.  Noise: standard deviation 0.05 (docs/models.md:
 the paper's "variance 0.05" is a standard deviation).
 """
 
@@ -172,7 +172,7 @@ def paper_inputs():
 
 
 def make_problem(seed: int = 0, noise_std: float = 0.05, n_samples: int = 301) -> Problem:
-    """The paper's four experiments with synthetic data (MODELS.md protocol)."""
+    """The paper's four experiments with synthetic data (docs/models.md protocol)."""
     model = build_model()
     t = np.linspace(0.0, 3.0, n_samples)
     rng = np.random.default_rng(seed)

@@ -4,13 +4,13 @@ Paper, Sec. V (Talitckii and Peet); the model of Chakraborty, Seiler and
 Balas, "Susceptibility of F/A-18 flight controllers to the falling-leaf mode:
 nonlinear analysis", JGCD 2011, as implemented in its authors' public model
 code (``f18_data.m``, ``f18full.m``); every number and sign as fixed in
-``shared/specs/MODELS.md``.
+``docs/models.md``.
 
 States (9), the reference code's order:
 ``x = [V, beta, alpha, p, q, r, phi, theta, psi]`` (ft/s, rad, rad/s, rad).
 Inputs (4): ``u = [T, d_stab, d_rud, d_ail]`` (lbf, rad).  Outputs: the state.
 
-Departures from the paper's text, with the evidence (MODELS.md):
+Departures from the paper's text, with the evidence (docs/models.md):
 
 * State order: the paper lists ``[V, alpha, beta, p, q, r, theta, phi, psi]``,
   but its initial conditions only make physical sense in the reference code's
@@ -46,7 +46,7 @@ Aerodynamic coefficients are polynomials in ``alpha`` with ascending powers,
 The 28 estimated coefficients, in the paper's order:
 ``[mu_D0, mu_Da (5), mu_Dstab (4), mu_la (5), mu_lp (2), mu_lr (3),
 mu_lail (4), mu_lrud (4)]``.  Each paper run estimates one group with the
-others fixed at their true values (MODELS.md table).
+others fixed at their true values (docs/models.md table).
 
 The model is valid for ``V > 0``, ``|beta| < pi/2`` and ``|theta| < pi/2``
 (``x_domain``); a simulation leaving that raises a clear error.
@@ -221,7 +221,7 @@ def true_parameters(groups: Sequence[str]) -> np.ndarray:
 
 
 def surface_pulse(amplitude: float) -> callable:
-    """``amplitude`` on [0, 2], ``-amplitude`` on (2, 4], 0 after (MODELS.md)."""
+    """``amplitude`` on [0, 2], ``-amplitude`` on (2, 4], 0 after (docs/models.md)."""
     def pulse(t: float) -> float:
         if 0.0 <= t <= 2.0:
             return amplitude
@@ -253,7 +253,7 @@ RUNS: dict[str, dict] = {
     "roll-rud": {"groups": ("lrud",), "x0": (X01, X02, X03), "surface": "rud", "amplitude": 0.2},
 }
 
-# Box for every interval start: admits the true trajectories (MODELS.md ranges:
+# Box for every interval start: admits the true trajectories (docs/models.md ranges:
 # V 226-449, |beta| <= 1.36, alpha -0.51..1.49, |p| <= 14.7, |q| <= 1.9,
 # |r| <= 2.8, theta -1.33..0.57, |psi| <= 3.1; measured on the noise-free
 # trajectories of all six runs at 1000 points: |beta| <= 1.386, theta in
@@ -295,7 +295,7 @@ def _samples_inside_box(model: Model, x0: np.ndarray, p: np.ndarray, t: np.ndarr
 
 def make_run(run: str, seed: int = 0, noise_std: float = 0.05,
              density: float = RHO_SEA_LEVEL) -> Problem:
-    """One of the paper's six runs with synthetic data (MODELS.md table)."""
+    """One of the paper's six runs with synthetic data (docs/models.md table)."""
     if run not in RUNS:
         raise ValueError(f"unknown F/A-18 run {run!r}; runs: {list(RUNS)}")
     spec = RUNS[run]
@@ -316,8 +316,11 @@ def make_run(run: str, seed: int = 0, noise_std: float = 0.05,
         name=f"fa18-{run}", model=model, experiments=exps, p_true=p_true,
         p0=np.zeros(p_true.size),
         p_bounds=(np.full(p_true.size, -50.0), np.full(p_true.size, 50.0)),
+        # weights="auto" (the maximum-likelihood weighting for the paper's noise
+        # model): the paper's unweighted loss (weights=None) is dominated by the
+        # airspeed and converges far less reliably (docs/design.md)
         options={"T": 0.1, "n": 3, "lam": 10.0, "nodes": 7, "x0_bounds": STATE_BOX,
-                 "p_scale": np.ones(p_true.size)},
+                 "p_scale": np.ones(p_true.size), "weights": "auto"},
         x0_true=[np.asarray(x0, float).copy() for x0 in spec["x0"]],
         description=f"F/A-18 run '{run}': coefficients {', '.join(groups)}; "
                     f"{len(exps)} experiments, noise std {noise_std:g}",

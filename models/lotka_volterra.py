@@ -1,11 +1,11 @@
-"""Lotka-Volterra predator-prey model (PROBLEMS.md).
+"""Lotka-Volterra predator-prey model (docs/problems.md).
 
     x' = a x - b x y
     y' = c x y - d y
 
 Truth ``(a, b, c, d) = (1.5, 1, 3, 1)``, ``x0 = (1, 1)``, ``t`` in ``[0, 10]``
 with 101 samples, both states measured, noise standard deviation 0.05.
-PROBLEMS.md gives no interval or start; this problem uses ``T = 0.25``,
+docs/problems.md gives no interval or start; this problem uses ``T = 0.25``,
 ``n = 2``, ``lambda = 10`` and ``p0 = (1, 0.7, 2, 0.7)``.
 """
 

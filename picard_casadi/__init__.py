@@ -4,14 +4,15 @@ Models are written with CasADi SX expressions; the Picard maps of the
 Talitckii-Peet method are built as CasADi function graphs, mapped over
 intervals and experiments, and optionally compiled to C.
 
-Public names (see the README and ``API.md``)::
+Public names (see the README and ``docs/api.md``)::
 
     Model, Experiment, estimate, EstimationResult, simulate,
     simulate_experiment, measure, problem, problems, register_problem,
-    Problem, SimulationError, ConvergenceError, CodegenError
+    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning
 """
 
-from .errors import CodegenError, ConvergenceError, PicardError, SimulationError
+from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, PicardError,
+                     SimulationError)
 from .estimate import estimate
 from .experiment import Experiment
 from .model import Model
@@ -25,5 +26,5 @@ __all__ = [
     "Model", "Experiment", "estimate", "EstimationResult", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
-    "ConvergenceError", "CodegenError", "__version__",
+    "ConvergenceError", "CodegenError", "DiscretisationWarning", "__version__",
 ]

@@ -238,6 +238,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
         count += J
         j = np.clip(np.searchsorted(b, e.t + 1e-9 * T, side="right") - 1, 0, J - 1)
         M = max(M, int(np.bincount(j, minlength=J).max(initial=1)))
+    M = 1 << (M - 1).bit_length()  # padded to a power of two, as Discretisation does
     per = _bytes_per_interval(nodes, model.nx, M, model.ny, model.nu)
     return ProblemSize(count, nodes, model.nx, M, count * per)
 

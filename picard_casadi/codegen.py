@@ -87,7 +87,7 @@ class NlpTooLarge(CodegenError):
 
 DEFAULT_OPT_FLAGS = ("-O2",)
 # Part of every cache key: bump when the generated code's layout changes.
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 _NO_COMPILER_WARNED = False
 _LOCK = threading.Lock()
 
@@ -344,6 +344,36 @@ def _wrap(name: str, f: ca.Function) -> ca.Function:
     return ca.Function(name, args, f.call(args), f.name_in(), f.name_out())
 
 
+def _map_source(name: str, f: ca.Function) -> str:
+    """C of ``{name}_map``: ``f`` (C symbol ``name``) called ``n`` times in a loop.
+
+    ``{name}_map(arg, res, iw, w, mem, n, stride)`` evaluates call ``k`` on
+    ``arg[i] + k stride[i]`` (``stride[i] = 0`` repeats an input for every
+    call) and writes ``res[o] + k nnz_out(o)``: the layout of
+    ``casadi.Function.map(n)``, with ``n`` chosen at run time, so one library
+    serves every number of intervals (a refined mesh compiles nothing).
+    """
+    nnz_out = ", ".join(str(f.nnz_out(o)) for o in range(f.n_out())) or "0"
+    sz_arg, sz_res = max(f.sz_arg(), 1), max(f.sz_res(), 1)
+    return f"""
+static const casadi_int {name}_map_nnz_out[] = {{{nnz_out}}};
+CASADI_SYMBOL_EXPORT int {name}_map(const casadi_real** arg, casadi_real** res,
+    casadi_int* iw, casadi_real* w, int mem, casadi_int n, const casadi_int* stride) {{
+  const casadi_real* a[{sz_arg}];
+  casadi_real* r[{sz_res}];
+  casadi_int k, i;
+  for (i = 0; i < {sz_arg}; ++i) a[i] = 0;
+  for (i = 0; i < {sz_res}; ++i) r[i] = 0;
+  for (k = 0; k < n; ++k) {{
+    for (i = 0; i < {f.n_in()}; ++i) a[i] = arg[i] ? arg[i] + k * stride[i] : 0;
+    for (i = 0; i < {f.n_out()}; ++i) r[i] = res[i] ? res[i] + k * {name}_map_nnz_out[i] : 0;
+    if ({name}(a, r, iw, w, mem)) return 1;
+  }}
+  return 0;
+}}
+"""
+
+
 def compile_functions(funcs: Mapping[str, ca.Function], tag: str = "fn") -> dict[str, ca.Function]:
     """Compile functions into one cached shared library and load them.
 
@@ -366,23 +396,29 @@ def compile_functions(funcs: Mapping[str, ca.Function], tag: str = "fn") -> dict
     return compile_library(funcs, tag)[0]
 
 
-def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn"
-                    ) -> tuple[dict[str, ca.Function], Path]:
-    """As :func:`compile_functions`, also returning the shared library's path."""
+def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn", *,
+                    mapped: bool = False) -> tuple[dict[str, ca.Function], Path]:
+    """As :func:`compile_functions`, also returning the shared library's path.
+
+    With ``mapped=True`` every function ``name`` also gets a C symbol
+    ``{name}_map`` that calls it a run-time number of times
+    (:func:`_map_source`; :class:`~picard_casadi.native.NativeFunction` with
+    ``count``).
+    """
     t_start = time.perf_counter()
     try:
-        return _compile_functions(funcs, tag)
+        return _compile_functions(funcs, tag, mapped)
     except OSError as err:  # the cache folder (writes, renames), not the compiler
         raise CodegenError(_cache_problem(_cache_path(), err)) from None
     finally:
         STATS.prepare_seconds += time.perf_counter() - t_start
 
 
-def _compile_functions(funcs: Mapping[str, ca.Function], tag: str
+def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool = False
                        ) -> tuple[dict[str, ca.Function], Path]:
     cc = _require_compiler()
     names = sorted(funcs)
-    parts: list[str | bytes] = []
+    parts: list[str | bytes] = ["mapped-1" if mapped else "plain"]
     for n in names:
         parts.append(n)
         parts.append(funcs[n].serialize())
@@ -400,10 +436,16 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str
         with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
             cname = f"pc_{tag}_{key}"
             gen = ca.CodeGenerator(cname + ".c", {"with_header": False, "mex": False})
+            wrapped = {n: _wrap(n, funcs[n]) for n in names}
             for n in names:
-                gen.add(_wrap(n, funcs[n]))
+                gen.add(wrapped[n])
             gen.generate(tmp + os.sep)
-            _compile_c(cc, [Path(tmp) / (cname + ".c")], lib, Path(tmp))
+            source = Path(tmp) / (cname + ".c")
+            if mapped:
+                with open(source, "a") as fh:
+                    for n in names:
+                        fh.write(_map_source(n, wrapped[n]))
+            _compile_c(cc, [source], lib, Path(tmp))
         _write_meta(lib, meta, {"functions": names, "casadi": ca.__version__})
         STATS.compile_seconds += time.perf_counter() - t0
         STATS.compiled += 1
@@ -499,11 +541,17 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
 
 
 class CodegenBackend:
-    """Turns a function set into compiled functions, one library per function.
+    """Turns a set of mapped functions into compiled ones, one library per function.
 
-    One library per function keeps a method from compiling functions it
-    never calls (the Jacobian through ``P^n`` of the penalty variant, say):
-    functions are compiled on first use.
+    The backend receives each function as ``(unit, count)``: the function of
+    one interval (or node, or sample) and how many times it is mapped.  Only
+    the unit is compiled (with a C loop over a run-time count,
+    :func:`_map_source`), so the libraries do not depend on the number of
+    intervals: a refined mesh, another data set or another experiment count
+    of the same model loads them from the cache.  One library per function
+    keeps a method from compiling functions it never calls (the Jacobian
+    through ``P^n`` of the penalty variant, say): functions are compiled on
+    first use.
 
     Parameters
     ----------
@@ -517,54 +565,69 @@ class CodegenBackend:
         _require_compiler()
         self.strict = strict
 
-    def __call__(self, funcs: Mapping[str, ca.Function]) -> Mapping[str, ca.Function]:
-        return LazyCompiled(funcs, strict=self.strict)
+    def __call__(self, units: Mapping[str, tuple[ca.Function, int]]) -> Mapping[str, ca.Function]:
+        return LazyCompiled(units, strict=self.strict)
 
 
 class LazyCompiled(Mapping):
     """A mapping that compiles (or loads from the cache) each function on first use.
 
-    Attributes
+    Parameters
     ----------
+    units : mapping of name -> (casadi.Function, int)
+        Each function of one call and its map count.
     strict : bool
         See :class:`CodegenBackend`.
+
+    Attributes
+    ----------
     notes : list of str
         What fell back to the virtual machine, and why.
     """
 
-    def __init__(self, funcs: Mapping[str, ca.Function], strict: bool = True) -> None:
-        self._source = dict(funcs)
+    def __init__(self, units: Mapping[str, tuple[ca.Function, int]], strict: bool = True) -> None:
+        self._source = dict(units)
         self._done: dict[str, ca.Function] = {}
         self._libraries: dict[str, Path | None] = {}
         self._native: dict[str, NativeFunction | None] = {}
         self.strict = strict
         self.notes: list[str] = []
 
-    def __getitem__(self, name: str) -> ca.Function:
-        if name not in self._done:
+    def _library(self, name: str) -> Path | None:
+        """The compiled library of ``name``, or None where compiling failed under
+        ``strict=False`` (then the function runs on the virtual machine)."""
+        if name not in self._libraries:
+            unit, _ = self._source[name]
             try:
-                loaded, lib = compile_library({name: self._source[name]}, tag=name)
+                _, self._libraries[name] = compile_library({name: unit}, tag=name, mapped=True)
             except CodegenError as err:
                 if self.strict:
                     raise
-                note = (f"codegen='auto': {name} runs on CasADi's virtual machine: {err}")
-                warnings.warn(note, RuntimeWarning, stacklevel=2)
+                note = f"codegen='auto': {name} runs on CasADi's virtual machine: {err}"
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
                 self.notes.append(note)
-                self._done[name], self._libraries[name] = self._source[name], None
-            else:
-                self._done[name], self._libraries[name] = loaded[name], lib
+                self._libraries[name] = None
+        return self._libraries[name]
+
+    def __getitem__(self, name: str) -> ca.Function:
+        """The compiled function mapped over its count (CasADi's ``map`` of the
+        loaded unit), for calls with DMs."""
+        if name not in self._done:
+            unit, count = self._source[name]
+            lib = self._library(name)
+            self._done[name] = (unit if lib is None else ca.external(name, str(lib))).map(count)
         return self._done[name]
 
     def native(self, name: str) -> NativeFunction | None:
-        """The compiled function ``name`` called on NumPy arrays
+        """The compiled function ``name`` called on NumPy arrays over its count
         (:class:`~picard_casadi.native.NativeFunction`), or ``None`` if it
         cannot be (a sparse input, or it was not compiled)."""
         if name not in self._native:
-            self[name]
-            library = self._libraries[name]
+            unit, count = self._source[name]
+            lib = self._library(name)
             try:
-                self._native[name] = (None if library is None else
-                                      NativeFunction(library, name, self._source[name]))
+                self._native[name] = (None if lib is None else
+                                      NativeFunction(lib, name, unit, count=count))
             except (ValueError, AttributeError, OSError):
                 self._native[name] = None
         return self._native[name]
@@ -578,7 +641,7 @@ class LazyCompiled(Mapping):
     def compile_all(self) -> None:
         """Compile every function now (to time the build apart from the solve)."""
         for name in self._source:
-            self[name]
+            self._library(name)
 
 
 def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:

@@ -71,6 +71,19 @@ def interval_boundaries(t0: float, t_end: float, T: float, breakpoints: np.ndarr
     return np.concatenate([[t0], inner, [t_end]])
 
 
+def _checked_boundaries(b: np.ndarray, exp: Experiment) -> np.ndarray:
+    """Given boundaries of one experiment, checked against its time span."""
+    if (b.ndim != 1 or b.size < 2 or np.any(np.diff(b) <= 0)
+            or not np.isclose(b[0], exp.t0) or not np.isclose(b[-1], exp.t_end)):
+        raise ValueError(
+            f"mesh of experiment {exp.name!r}: boundaries must increase from t0 = "
+            f"{exp.t0:g} to the last sample time {exp.t_end:g}"
+        )
+    b = b.copy()
+    b[0], b[-1] = exp.t0, exp.t_end
+    return b
+
+
 @dataclass
 class Discretisation:
     """The problem laid out on Picard intervals, for all experiments at once.
@@ -84,12 +97,18 @@ class Discretisation:
     nodes : int
         Nodes per interval (both end points included).
     scheme : {"chebyshev", "trapezoid"}
+    boundaries : list of ndarray, optional
+        The interval boundaries of each experiment (its ``t0`` first, its
+        last sample time last), for a mesh that is not the regular one of
+        ``T`` (a refined mesh, see :mod:`picard_casadi.mesh`).  ``T`` then
+        stays the nominal length.
 
     Notes
     -----
     Arrays are indexed by the global interval number ``j`` (intervals of
-    experiment 0 first).  Sample data are padded to ``M`` (the largest number
-    of samples in one interval) with zero weight.
+    experiment 0 first).  Sample data are padded with zero weight to ``M``,
+    the largest number of samples in one interval rounded up to a power of
+    two.
     """
 
     model: Model
@@ -97,8 +116,8 @@ class Discretisation:
     T: float
     nodes: int
     scheme: str
+    boundaries: list[np.ndarray] | None = None
     quad: Quadrature = field(init=False)
-    boundaries: list[np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.T) and self.T > 0):
@@ -106,10 +125,14 @@ class Discretisation:
         self.quad = Quadrature(self.scheme, self.nodes)
         K = self.quad.n_nodes
         m = self.model
-        self.boundaries = [
-            interval_boundaries(e.t0, e.t_end, float(self.T), e.breakpoints)
-            for e in self.experiments
-        ]
+        if self.boundaries is None:
+            self.boundaries = [
+                interval_boundaries(e.t0, e.t_end, float(self.T), e.breakpoints)
+                for e in self.experiments
+            ]
+        else:
+            self.boundaries = [_checked_boundaries(np.asarray(b, float), e)
+                               for b, e in zip(self.boundaries, self.experiments, strict=True)]
         counts = [b.size - 1 for b in self.boundaries]
         self.n_intervals = int(sum(counts))
         self.intervals_of = []  # slice of global intervals per experiment
@@ -154,7 +177,9 @@ class Discretisation:
         per_interval = np.zeros(J, dtype=int)
         for jj, _ in assign:
             np.add.at(per_interval, jj, 1)
-        M = max(1, int(per_interval.max()))
+        # padded to a power of two: the compiled functions of one interval depend
+        # on M, so a refined mesh (fewer samples per interval) rarely needs new ones
+        M = 1 << (max(1, int(per_interval.max())) - 1).bit_length()
         self.M = M
         self.sample_tau = np.zeros((J, M))
         self.sample_times = np.repeat(self.t0[:, None], M, axis=1).astype(float)
@@ -209,10 +234,18 @@ class Discretisation:
         """Per output, the finite measurements over all experiments."""
         return [self.y[:, k, :][self.mask[:, k, :] > 0] for k in range(self.model.ny)]
 
+    def mesh_summary(self) -> dict[str, float | int]:
+        """Interval count and the shortest and longest interval."""
+        return {"intervals": int(self.n_intervals), "shortest": float(self.h.min()),
+                "longest": float(self.h.max())}
+
     def describe(self) -> str:
         """One line: intervals, nodes, scheme, samples."""
+        uniform = np.allclose(self.h, self.h[0], rtol=1e-9) if self.n_intervals else True
+        size = f"T={self.T:g}" if uniform else (
+            f"lengths {self.h.min():.3g}..{self.h.max():.3g}")
         return (
-            f"{self.n_intervals} intervals (T={self.T:g}) x {self.K} {self.scheme} "
+            f"{self.n_intervals} intervals ({size}) x {self.K} {self.scheme} "
             f"nodes over {self.n_experiments} experiment(s), "
             f"{self.n_samples_total} sample times, {self.n_measurements} measurements"
         )

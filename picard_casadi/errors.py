@@ -7,7 +7,8 @@ conditions that are not a wrong argument.
 
 from __future__ import annotations
 
-__all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError"]
+__all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError",
+           "DiscretisationWarning"]
 
 
 class PicardError(Exception):
@@ -34,3 +35,8 @@ class ConvergenceError(PicardError, RuntimeError):
 
 class CodegenError(PicardError, RuntimeError):
     """Code generation was requested but cannot be done (no compiler, build error)."""
+
+
+class DiscretisationWarning(UserWarning):
+    """The estimate is of the discretisation: its certificate failed on a mesh
+    the user fixed (``refine=False``), or shooting's integration is too coarse."""

@@ -1,10 +1,19 @@
 """``estimate``: one entry point for every method.
 
-The driver validates the user's input once, builds the shared
-:class:`~picard_casadi.methods.base.Setup` (discretisation, transcription,
-bounds, scales, starting point), runs the chosen method (re-running it when
-``weights="auto"`` re-estimates the noise levels), and assembles an
-:class:`~picard_casadi.result.EstimationResult`.
+The driver checks the user's input once, builds the shared
+:class:`~picard_casadi.methods.base.Setup` (:mod:`picard_casadi.problem_setup`),
+and then, until the answer is certified or the budget is spent:
+
+1. runs the chosen method, re-running it while ``weights="auto"``
+   re-estimates the noise levels (:func:`_solve_with_weights`);
+2. certifies the converged solution against an accurate integration of the
+   model (:mod:`picard_casadi.certificate`); where the certificate fails and
+   ``refine`` allows, bisects the intervals it marks
+   (:mod:`picard_casadi.mesh`), carries the solution onto the new mesh and
+   goes back to 1.
+
+The result (:class:`~picard_casadi.result.EstimationResult`) carries the
+estimate, the certificate, the final mesh, the uncertainty and the timings.
 """
 
 from __future__ import annotations
@@ -12,29 +21,37 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
-from .discretisation import Discretisation
-from .errors import ConvergenceError
+from .errors import ConvergenceError, DiscretisationWarning
 from .experiment import Experiment
-from .guess import GUESSES, initial_guess, measured_state_series
+from .guess import GUESSES
 from .interrupts import interruptible_call
-from .methods import get_method, method_options
+from .mesh import default_T, refined_boundaries, transfer_solution
+from .methods import MethodSpec, get_method, method_options
 from .methods.base import IterationRecord, LoopOutcome, Setup
 from .model import Model
 from .predict import simulation_predictor
+from .problem_setup import (as_vector, build_setup, initial_weights, residual_variance,
+                            weights_from_variance)
 from .result import EstimationResult
-from .transcription import Transcription, build_interval_functions
+from .threads import with_solver_threads
 
-__all__ = ["estimate", "build_setup", "default_T"]
+__all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
 
+DEFAULT_METHOD = "picard-gn"
 DEFAULT_NODES = {"chebyshev": 9, "trapezoid": 21}
+MAX_REFINEMENTS = 5
 _AUTO_WEIGHT_ROUNDS = 6
+# Methods whose estimate is of the collocation solution on the mesh (the
+# certificate refines their mesh); shooting integrates with CVODES instead.
+_COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
 
 
 # ---------------------------------------------------------------------- checks
@@ -54,18 +71,6 @@ def _as_experiments(model: Model, experiments: Any) -> list[Experiment]:
     return exps
 
 
-def _vector(value: Any, n: int, field: str) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValueError(f"`{field}` must be {n} numbers") from None
-    if arr.size == 1 and n > 1:
-        arr = np.full(n, arr[0])
-    if arr.size != n:
-        raise ValueError(f"`{field}` must have {n} entries, got {arr.size}")
-    return arr
-
-
 def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
     if value is None:
         return np.full(n, -np.inf), np.full(n, np.inf)
@@ -73,8 +78,8 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
         lb, ub = value
     except (TypeError, ValueError):
         raise ValueError(f"`{field}` must be a pair (lower, upper) or None") from None
-    lb = np.full(n, -np.inf) if lb is None else _vector(lb, n, f"{field}[0]")
-    ub = np.full(n, np.inf) if ub is None else _vector(ub, n, f"{field}[1]")
+    lb = np.full(n, -np.inf) if lb is None else as_vector(lb, n, f"{field}[0]")
+    ub = np.full(n, np.inf) if ub is None else as_vector(ub, n, f"{field}[1]")
     lb = np.where(np.isnan(lb), -np.inf, lb)
     ub = np.where(np.isnan(ub), np.inf, ub)
     if np.any(lb > ub):
@@ -87,44 +92,59 @@ def _check_positive_int(value: Any, field: str, minimum: int = 1) -> int:
     return as_int(value, field, minimum)
 
 
-def default_T(model: Model, experiments: list[Experiment], p0: np.ndarray) -> float:
-    """An interval length from the Lipschitz constant of ``f`` (longer paper: T = 1/Kx).
-
-    ``Kx`` is estimated as the largest spectral norm of ``df/dx`` at the
-    measured and guessed initial states with ``p0``; ``T = 0.5 / Kx``, kept
-    between 1/500 of the shortest horizon and the whole horizon.
-    """
-    import casadi as ca
-
-    jac = ca.Function("dfdx", [model.t, model.x, model.p, model.u],
-                      [ca.jacobian(model.rhs, model.x)])
-    kx = 1e-12
-    for e in experiments:
-        x0 = e.x0_guess(model)
-        u0 = e.inputs([e.t0], model.nu)[0]
-        with np.errstate(all="ignore"):
-            A = np.asarray(jac(e.t0, x0, p0, u0))
-        if np.all(np.isfinite(A)):
-            kx = max(kx, float(np.linalg.norm(A, 2)))
-    horizon = min(e.t_end - e.t0 for e in experiments)
-    return float(np.clip(0.5 / kx, horizon / 500.0, horizon))
+def _refinement_budget(refine: Any) -> int:
+    """``refine`` as the number of refinement rounds allowed."""
+    if isinstance(refine, (bool, np.bool_)):
+        return MAX_REFINEMENTS if refine else 0
+    if isinstance(refine, (int, np.integer)) and refine >= 0:
+        return int(refine)
+    raise ValueError(
+        f"`refine` must be True, False or a number of refinement rounds >= 0, got {refine!r}"
+    )
 
 
-def _initial_weights(disc: Discretisation) -> np.ndarray:
-    """Inverse noise variance per output from second differences of the data."""
-    ny = disc.model.ny
-    var = np.zeros(ny)
-    for k in range(ny):
-        diffs = []
-        for e in disc.experiments:
-            col = e.y[:, k]
-            ok = np.isfinite(col)
-            v = col[ok]
-            if v.size >= 3:
-                diffs.append(v[2:] - 2 * v[1:-1] + v[:-2])
-        d = np.concatenate(diffs) if diffs else np.zeros(0)
-        var[k] = float(np.mean(d * d) / 6.0) if d.size else np.nan
-    return _weights_from_variance(var, disc)
+# ---------------------------------------------------------------------- the run
+@dataclass
+class _Problem:
+    """What a run needs besides the setup: the checked inputs and the options."""
+
+    model: Model
+    experiments: list[Experiment]
+    spec: MethodSpec
+    opts: Any
+    T: float
+    n: int
+    lam: float
+    nodes: int
+    scheme: str
+    p_bounds: tuple[np.ndarray, np.ndarray]
+    x_bounds: tuple[np.ndarray, np.ndarray]
+    estimate_x0: bool
+    weights_mode: str  # "none", "auto" or "given"
+    codegen: bool | str
+    guess: str
+    callback: Callable[[IterationRecord], Any] | None
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def setup(self, p0: np.ndarray, weights: np.ndarray, **kw: Any) -> Setup:
+        """A setup of this problem (``kw``: scales, mesh, start)."""
+        return build_setup(
+            self.model, self.experiments, p0, T=self.T, n=self.n, nodes=self.nodes,
+            scheme=self.scheme, weights=weights, p_bounds=self.p_bounds,
+            x_bounds=self.x_bounds, estimate_x0=self.estimate_x0, codegen=self.codegen,
+            timings=self.timings, notes=self.notes, guess=self.guess, **kw)
+
+
+@dataclass
+class _Solved:
+    """A method's outcome with everything accumulated over its rounds."""
+
+    outcome: LoopOutcome
+    records: list[IterationRecord]
+    iterations: int
+    weight_rounds: int
+    weights: np.ndarray
 
 
 # Tolerances of the intermediate rounds of weights="auto" (any method's options
@@ -142,120 +162,139 @@ def _loosened(opts: Any) -> Any:
     return replace(opts, **changes)
 
 
-def _weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
-    meas = disc.measured_values()
-    out = np.zeros_like(var)
-    for k in range(var.size):
-        typical = float(np.sqrt(np.mean(meas[k] ** 2))) if meas[k].size else 1.0
-        floor = (1e-6 * max(typical, 1e-12)) ** 2
-        v = var[k] if np.isfinite(var[k]) else max(typical, 1e-12) ** 2
-        out[k] = 1.0 / max(v, floor)
-    return out
+def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
+    """Run the method; with ``weights="auto"`` re-weight and re-run until the weights settle.
 
-
-# ---------------------------------------------------------------------- setup
-def build_setup(
-    model: Model,
-    experiments: list[Experiment],
-    p0: np.ndarray,
-    *,
-    T: float,
-    n: int,
-    nodes: int,
-    scheme: str,
-    weights: np.ndarray,
-    p_bounds: tuple[np.ndarray, np.ndarray],
-    x_bounds: tuple[np.ndarray, np.ndarray],
-    estimate_x0: bool,
-    x_scale: np.ndarray | None = None,
-    p_scale: np.ndarray | None = None,
-    codegen: bool | str = "auto",
-    timings: dict[str, float] | None = None,
-    notes: list[str] | None = None,
-    guess: str = "simulation",
-) -> Setup:
-    """Discretise, build the functions, and choose scales and the start.
-
-    Returns
-    -------
-    Setup
+    The rounds that only serve to re-estimate the noise variances are solved
+    to a loose tolerance (the variances need the estimate to ~1e-5, not to
+    round-off), the last one to the method's own.
     """
-    timings = {} if timings is None else timings
-    notes = [] if notes is None else notes
+    auto = prob.weights_mode == "auto"
+    opts = _loosened(prob.opts) if auto else prob.opts
+    outcome = prob.spec.solve(setup, opts, prob.callback)
+    records, iterations, rounds = list(outcome.history), outcome.iterations, 1
+
+    def again(options: Any) -> None:
+        nonlocal outcome, iterations, rounds
+        setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
+        outcome = prob.spec.solve(setup, options, prob.callback)
+        records.extend(outcome.history)
+        iterations += outcome.iterations
+        rounds += 1
+
+    if auto:
+        for _ in range(_AUTO_WEIGHT_ROUNDS - 1):
+            w_new = weights_from_variance(
+                residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
+            if np.max(np.abs(w_new / w - 1.0)) < 0.01:
+                break
+            w = w_new
+            setup.tr.set_weights(w)
+            again(opts)
+        if opts is not prob.opts:  # the final weights, solved to the full tolerance
+            again(prob.opts)
+    return _Solved(outcome, records, iterations, rounds, w)
+
+
+def _timed_solve(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
+    """:func:`_solve_with_weights`, its time booked as build (what the method
+    compiled or built, an NLP) and solve."""
+    from .codegen import STATS as codegen_stats
+
+    timings = prob.timings
+    t_solve = time.perf_counter()
+    build_before = timings.get("build", 0.0)
+    compile_before = codegen_stats.prepare_seconds
+    solved = _solve_with_weights(prob, setup, w)
+    # What a method builds inside its solve (an NLP) it adds to "build" itself;
+    # functions compiled (or loaded from the cache) on first use are counted here.
+    # Whichever is larger (the NLP's build includes its compilation) is build time.
+    extra = max(timings.get("build", 0.0) - build_before,
+                codegen_stats.prepare_seconds - compile_before)
+    timings["build"] = build_before + extra
+    timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - t_solve - extra
+    return solved
+
+
+def _certificate(prob: _Problem, setup: Setup, outcome: LoopOutcome
+                 ) -> tuple[Certificate, Any]:
+    """The certificate of a converged outcome, and the sensitivities it computed.
+
+    Timings: ``sensitivity`` (the solution's exact sensitivities, which the
+    uncertainty reuses) and ``certificate`` (the accurate integration and the
+    propagation of its defects).
+    """
+    from .uncertainty import solution_sensitivity
+
     t0 = time.perf_counter()
-    disc = Discretisation(model, experiments, float(T), nodes, scheme)
-    fns = build_interval_functions(disc, n)
-    timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t0
-
+    info = solution_sensitivity(setup, outcome.X, outcome.U, outcome.p)
     t1 = time.perf_counter()
-    x_lb, x_ub = x_bounds
-    x0s = [e.x0_guess(model) for e in experiments]
-    X0, U0, guess_notes = initial_guess(disc, fns, p0, x0s, estimate_x0, x_lb, x_ub,
-                                        strategy=guess)
-    notes.extend(guess_notes)
-    if x_scale is None:
-        x_scale = model.x_nominal
-    if x_scale is None:
-        mags = np.maximum(np.abs(U0).max(axis=(0, 2)), np.abs(X0).max(axis=0))
-        for e in range(len(experiments)):
-            for i, (_, vals) in measured_state_series(disc, e).items():
-                mags[i] = max(mags[i], float(np.abs(vals).max()))
-        top = float(mags.max()) if mags.size else 1.0
-        x_scale = np.where(mags > 1e-9 * max(top, 1e-300), mags, 1.0)
-    x_scale = _vector(x_scale, model.nx, "x_scale")
-    if np.any(x_scale <= 0) or not np.all(np.isfinite(x_scale)):
-        raise ValueError("`x_scale` must be positive and finite")
-    timings["guess"] = timings.get("guess", 0.0) + time.perf_counter() - t1
+    fitted = None
+    rtol = None
+    if prob.spec.name == "shooting":
+        # shooting's own model is CVODES at its tolerances: held against tighter ones
+        from .certificate import integrated_outputs
 
+        o = prob.opts
+        fitted = integrated_outputs(setup, outcome.X, outcome.p, o.rtol, o.atol, o.max_steps)
+        rtol = min(1e-2 * o.rtol, 1e-10)
+    cert = certify(setup, outcome.X, outcome.p, info,
+                   from_weights=prob.weights_mode != "none", fitted=fitted,
+                   **({} if rtol is None else {"rtol": rtol}))
     t2 = time.perf_counter()
-    from .codegen import backend_for
-
-    backend, codegen_note = backend_for(codegen)
-    if codegen_note:
-        notes.append(codegen_note)
-    tr = Transcription(disc, n, weights, x_scale, backend=backend, interval_functions=fns)
-    timings["build"] += time.perf_counter() - t2
-    p_lb, p_ub = p_bounds
-    if p_scale is None:
-        width = np.where(np.isfinite(p_ub - p_lb), 0.5 * (p_ub - p_lb), np.nan)
-        p_scale = np.where(np.abs(p0) > 0, np.abs(p0), np.where(np.isfinite(width) & (width > 0), width, 1.0))
-    p_scale = _vector(p_scale, model.np, "p_scale")
-    if np.any(p_scale <= 0) or not np.all(np.isfinite(p_scale)):
-        raise ValueError("`p_scale` must be positive and finite")
-    J = disc.n_intervals
-    free_x = np.ones((J, model.nx), dtype=bool)
-    if not estimate_x0:
-        free_x[disc.is_first] = False
-    free_p = p_lb < p_ub
-    return Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
-                 p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,
-                 X0=X0, U0=U0, p0=p0.copy(), timings=timings, compiled=backend is not None)
+    prob.timings["sensitivity"] = prob.timings.get("sensitivity", 0.0) + t1 - t0
+    prob.timings["certificate"] = prob.timings.get("certificate", 0.0) + t2 - t1
+    return cert, info
 
 
-def _residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-    disc = setup.disc
-    _, Ys, _ = setup.tr.trajectory(X, U, p)
-    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
-        res2 = disc.mask * (disc.y - Ys) ** 2
-    count = disc.mask.sum(axis=(0, 2))
-    dof = np.maximum(count - (setup.free_p.sum() + 0.0) / max(disc.model.ny, 1), 1.0)
-    return np.where(count > 0, res2.sum(axis=(0, 2)) / dof, np.nan)
+def _refined_setup(prob: _Problem, setup: Setup, marked: np.ndarray, *,
+                   solved: _Solved | None = None, U: np.ndarray | None = None,
+                   p0: np.ndarray | None = None) -> Setup:
+    """A setup on the mesh with the marked intervals bisected.
+
+    It starts from the solution ``solved`` (node values ``U``, settled) carried
+    over to the new mesh, or, given ``p0``, from a new initial guess.
+    """
+    from .discretisation import Discretisation
+
+    boundaries = refined_boundaries(setup.disc, marked)
+    if solved is None:
+        new = prob.setup(p0, setup.tr.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
+                         boundaries=boundaries)
+        new.tr.set_weights(setup.tr.weights)
+        return new
+    new_disc = Discretisation(prob.model, prob.experiments, prob.T, prob.nodes, prob.scheme,
+                              boundaries)
+    X, U_new = transfer_solution(setup.disc, solved.outcome.X, U, new_disc)
+    # a new interval start inside an old interval may lie outside the state box
+    # (which bounds interval starts only): the start must be in it
+    X = np.where(new_disc.is_first[:, None] & (not prob.estimate_x0), X,
+                 np.clip(X, *prob.x_bounds))
+    U_new[:, :, 0] = X
+    p = solved.outcome.p
+    new = prob.setup(p, solved.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
+                     boundaries=boundaries, start=(X, U_new))
+    new.U0, _, _ = new.tr.settle(X, U_new, p, tol=1e-12)
+    return new
 
 
-def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
-    if not records:
-        return {}
-    names = [f.name for f in fields(IterationRecord)]
-    return {k: [getattr(r, k) for r in records] for k in names}
+def _unresolved(setup: Setup, outcome: LoopOutcome) -> np.ndarray | None:
+    """Intervals a failed run's mesh does not resolve at its last iterate, or None."""
+    from .certificate import resolution_check
+
+    sigma = 1.0 / np.sqrt(initial_weights(setup.disc))
+    marked, _ = resolution_check(setup, outcome.X, outcome.U, outcome.p, sigma)
+    return marked
 
 
 # ---------------------------------------------------------------------- estimate
 @interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
+@with_solver_threads
 def estimate(
     model: Model,
     experiments: Experiment | Sequence[Experiment],
     p0: Any,
-    method: str = "picard",
+    method: str = DEFAULT_METHOD,
     *,
     p_bounds: tuple[Any, Any] | None = None,
     x0_bounds: tuple[Any, Any] | None = None,
@@ -266,6 +305,7 @@ def estimate(
     nodes: int | None = None,
     scheme: str = "chebyshev",
     weights: Any = None,
+    refine: bool | int = True,
     codegen: bool | str = "auto",
     x_scale: Any = None,
     p_scale: Any = None,
@@ -288,11 +328,12 @@ def estimate(
         They share ``p``; each has its own ``x0`` and inputs.
     p0 : array_like (np,)
         Starting parameter values.
-    method : {"picard", "picard-gn", "ipopt", "shooting"}
-        ``"picard"``: the paper's Algorithm 4 (projected gradient steps with
-        line search and relaxed Picard updates).  ``"picard-gn"``: the same
-        iteration with structured Levenberg-Marquardt steps.  ``"ipopt"``:
-        IPOPT on the collocation NLP of the same discretisation.
+    method : {"picard-gn", "picard", "ipopt", "shooting"}
+        ``"picard-gn"`` (default): the Picard iteration with Gauss-Newton
+        steps on the exact fixed-point derivatives, continuity as linearised
+        constraints.  ``"picard"``: the paper's Algorithm 4 (projected
+        gradient steps with line search and relaxed Picard updates).
+        ``"ipopt"``: IPOPT on the collocation NLP of the same discretisation.
         ``"shooting"``: CVODES multiple shooting solved by IPOPT.
     p_bounds : (array_like, array_like), optional
         Box for ``p``; ``None`` entries or infinities are unbounded.  Equal
@@ -303,8 +344,8 @@ def estimate(
     estimate_x0 : bool
         False holds every experiment's ``x0`` at its given value.
     T : float, optional
-        Picard interval length; default from the Lipschitz constant of ``f``
-        (see :func:`default_T`).
+        Length of the first mesh's intervals; default from the data's and
+        the model's time scales (:func:`~picard_casadi.mesh.default_T`).
     n : int
         Order of the Picard composition ``P^n`` in the loss.
     lam : float
@@ -317,6 +358,15 @@ def estimate(
         unweighted sum of squares; ``"auto"`` uses inverse noise variances
         estimated from the residuals and re-estimated until they settle
         (maximum likelihood for Gaussian noise).
+    refine : bool or int
+        After a collocation method converges, check the estimate against an
+        accurate integration of the model (the discretisation certificate,
+        :mod:`picard_casadi.certificate`) and, where it fails, bisect the
+        intervals with the largest defects and solve again, at most
+        ``MAX_REFINEMENTS`` (5) times, or the given number of times.  A
+        result whose certificate still fails has ``success=False``.
+        ``False`` keeps the first mesh: the certificate is still reported,
+        and a failing one is a warning.
     codegen : bool or "auto"
         Generate and compile C for the iteration's functions (``True``), use
         CasADi's virtual machine (``False``), or generate when a C compiler
@@ -330,10 +380,10 @@ def estimate(
         (default), or propagated interval by interval from the data, or every
         state from the simulation (a continuous start).
     warm_start : EstimationResult, optional
-        Start from this result's interval starts, node values and ``p``
-        (instead of ``p0`` and the guess); it must come from a run with the
-        same experiments and discretisation.  For example, to check one
-        method's solution with another.
+        Start from this result's solution (interval starts, node values,
+        ``p``) instead of ``p0`` and the guess; it must come from a run on the
+        same experiments.  Without ``T`` the run starts on that result's
+        final mesh; otherwise its solution is carried onto the new one.
     uncertainty : bool
         Compute standard errors and confidence intervals of the estimate.
     multistart : int, optional
@@ -372,7 +422,7 @@ def estimate(
     if not isinstance(model, Model):
         raise TypeError(f"model must be a picard_casadi.Model, got {type(model).__name__}")
     exps = _as_experiments(model, experiments)
-    p0 = _vector(p0, model.np, "p0")
+    p0 = as_vector(p0, model.np, "p0")
     if not np.all(np.isfinite(p0)):
         raise ValueError(f"`p0` must be finite, got {p0}")
     check_bounds_not_nan(p_bounds, "p_bounds")
@@ -400,6 +450,22 @@ def estimate(
     n = _check_positive_int(n, "n")
     check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
+    max_refinements = _refinement_budget(refine)
+    mesh_of_warm_start = None
+    if warm_start is not None:
+        if not isinstance(warm_start, EstimationResult) or warm_start._X is None:
+            raise ValueError(
+                "`warm_start` must be an EstimationResult of a run on the same experiments; "
+                "results loaded from JSON carry no node values"
+            )
+        disc_ws = warm_start._disc
+        if len(disc_ws.experiments) != len(exps) or any(
+                a.n_samples != b.n_samples or a.t0 != b.t0 or a.t_end != b.t_end
+                for a, b in zip(disc_ws.experiments, exps)):
+            raise ValueError("`warm_start` must be a result of a run on the same experiments")
+        if T is None and nodes == disc_ws.nodes and scheme == disc_ws.scheme:
+            mesh_of_warm_start = disc_ws.boundaries
+            T = disc_ws.T
     if T is None:
         T = default_T(model, exps, p0)
     T = as_positive_number(T, "T")
@@ -418,17 +484,16 @@ def estimate(
         opts_given.setdefault("lam", float(lam))
     opts = method_options(spec, opts_given)
 
-    auto_weights = isinstance(weights, str)
-    if auto_weights and weights != "auto":
+    if isinstance(weights, str) and weights != "auto":
         raise ValueError(f"`weights` must be None, 'auto' or {model.ny} numbers, got {weights!r}")
-    if weights is None:
-        w = np.ones(model.ny)
-    elif auto_weights:
-        w = None
-    else:
-        w = _vector(weights, model.ny, "weights")
+    weights_mode = ("none" if weights is None else "auto" if isinstance(weights, str)
+                    else "given")
+    if weights_mode == "given":
+        w = as_vector(weights, model.ny, "weights")
         if np.any(w < 0) or not np.all(np.isfinite(w)) or not np.any(w > 0):
             raise ValueError("`weights` must be finite, non-negative and not all zero")
+    else:
+        w = np.ones(model.ny)
 
     if multistart is not None and multistart > 1:
         from .multistart import run_multistart
@@ -437,34 +502,28 @@ def estimate(
             estimate, model, exps, p0, method, multistart, seed,
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
                  T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
-                 codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=guess,
-                 uncertainty=uncertainty, callback=callback,
+                 refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
+                 guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
         )
 
-    timings: dict[str, float] = {}
-    notes: list[str] = []
-    setup = build_setup(
-        model, exps, p0, T=float(T), n=n, nodes=nodes, scheme=scheme,
-        weights=np.ones(model.ny) if w is None else w, p_bounds=(p_lb, p_ub),
-        x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0), x_scale=x_scale,
-        p_scale=p_scale, codegen=codegen, timings=timings, notes=notes,
-        guess=guess,
-    )
-    if w is None:
-        w = _initial_weights(setup.disc)
-        setup.tr.set_weights(w)
+    prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
+                    lam=float(lam), nodes=nodes, scheme=scheme, p_bounds=(p_lb, p_ub),
+                    x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0),
+                    weights_mode=weights_mode, codegen=codegen, guess=guess,
+                    callback=callback)
+    start = None
     if warm_start is not None:
-        X_ws, U_ws = getattr(warm_start, "_X", None), getattr(warm_start, "_U", None)
-        if X_ws is None or X_ws.shape != setup.X0.shape or U_ws.shape != setup.U0.shape:
-            raise ValueError(
-                "`warm_start` must be a result of a run on the same experiments and "
-                f"discretisation ({setup.disc.n_intervals} intervals x {setup.disc.K} nodes); "
-                "results loaded from JSON carry no node values"
-            )
-        setup.X0, setup.U0 = X_ws.copy(), U_ws.copy()
-        setup.p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
+        from .discretisation import Discretisation
 
+        mesh = Discretisation(model, exps, prob.T, nodes, scheme, mesh_of_warm_start)
+        start = transfer_solution(warm_start._disc, warm_start._X, warm_start._U, mesh)
+        p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
+    setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
+                       boundaries=mesh_of_warm_start, start=start)
+    if weights_mode == "auto":
+        w = initial_weights(setup.disc)
+        setup.tr.set_weights(w)
     r0 = setup.tr.residuals(setup.X0, setup.U0, setup.p0,
                             np.zeros_like(setup.X0), float(lam))
     if not np.all(np.isfinite(r0)):
@@ -473,95 +532,137 @@ def estimate(
             "evaluated at p0 and the initial guess of the states (check p0, the "
             "experiments' x0 and x0_bounds)"
         )
+    initial_intervals = setup.disc.n_intervals
 
-    from .codegen import STATS as codegen_stats
-
-    t_solve = time.perf_counter()
-    build_before = timings.get("build", 0.0)
-    compile_before = codegen_stats.prepare_seconds
-    # with weights="auto" the rounds that only serve to re-estimate the noise
-    # variances are solved to a loose tolerance, and the last one to the given
-    # one (the variances need the estimate to ~1e-5, not to round-off)
-    round_opts = _loosened(opts) if auto_weights else opts
-    outcome = spec.solve(setup, round_opts, callback)
-    records = list(outcome.history)
-    iterations = outcome.iterations
-    rounds = 1
-    if auto_weights:
-        for _ in range(_AUTO_WEIGHT_ROUNDS - 1):
-            var = _residual_variance(setup, outcome.X, outcome.U, outcome.p)
-            w_new = _weights_from_variance(var, setup.disc)
-            if np.max(np.abs(w_new / w - 1.0)) < 0.01:
+    solved = _timed_solve(prob, setup, w)
+    records, iterations = list(solved.records), solved.iterations
+    cert, info, refinements = None, None, 0
+    refinable = spec.name in _COLLOCATION_METHODS
+    while True:
+        outcome = solved.outcome
+        if outcome.success:
+            cert, info = _certificate(prob, setup, outcome)
+            if cert.passed or not refinable or refinements >= max_refinements:
                 break
-            w = w_new
-            setup.tr.set_weights(w)
-            setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
-            outcome = spec.solve(setup, round_opts, callback)
-            records.extend(outcome.history)
-            iterations += outcome.iterations
-            rounds += 1
-        if round_opts is not opts:  # the final weights, solved to the full tolerance
-            setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
-            outcome = spec.solve(setup, opts, callback)
-            records.extend(outcome.history)
-            iterations += outcome.iterations
-    # What a method builds inside its solve (an NLP) it adds to "build" itself;
-    # functions compiled (or loaded from the cache) on first use are counted here.  Whichever is larger
-    # (the NLP's build includes its compilation) is build time, not solve time.
-    compiled = codegen_stats.prepare_seconds - compile_before
-    built = timings.get("build", 0.0) - build_before
-    extra = max(built, compiled)
-    timings["build"] = build_before + extra
-    timings["solve"] = time.perf_counter() - t_solve - extra
-    result = _assemble(model, exps, setup, outcome, spec.name, w, records, iterations,
-                       timings, notes, dict(
-                           T=float(T), n=n, lam=float(lam), nodes=nodes, scheme=scheme,
-                           weights="auto" if auto_weights else ("none" if weights is None else "given"),
-                           weight_rounds=rounds, estimate_x0=bool(estimate_x0),
-                           intervals=setup.disc.n_intervals,
-                           codegen=str(codegen), options=asdict(opts),
-                       ))
-    if uncertainty and result.success:
+            setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
+        else:
+            # a breakdown (not an iteration limit) on a mesh that does not
+            # resolve the model at the last iterate: refine it and start again
+            if (not refinable or refinements >= max_refinements
+                    or outcome.status in ("max_iter", "stopped")):
+                break
+            marked = _unresolved(setup, outcome)
+            if marked is None:
+                break
+            prob.notes.append(
+                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
+                f"does not resolve the model ({outcome.message[:80]}); the mesh was refined "
+                "and the run started again from p0")
+            setup = _refined_setup(prob, setup, marked, p0=p0)
+        refinements += 1
+        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
+                              (initial_weights(setup.disc) if weights_mode == "auto" else w))
+        records.extend(solved.records)
+        iterations += solved.iterations
+        cert, info = None, None
+
+    outcome = solved.outcome
+    mesh = setup.disc.mesh_summary()
+    result = _assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
+        T=prob.T, n=n, lam=float(lam), nodes=nodes, scheme=scheme, weights=weights_mode,
+        weight_rounds=solved.weight_rounds, estimate_x0=bool(estimate_x0),
+        intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
+        longest_interval=mesh["longest"], initial_intervals=initial_intervals,
+        refinements=refinements, refine=max_refinements, codegen=str(codegen),
+        options=asdict(opts),
+    ))
+    if cert is not None:
+        _judge(result, cert, refinements, max_refinements, spec.name)
+    if uncertainty and outcome.success and info is not None:
         t_unc = time.perf_counter()
         from .uncertainty import attach_uncertainty
 
-        attach_uncertainty(result, setup, outcome)
-        timings["uncertainty"] = time.perf_counter() - t_unc
+        attach_uncertainty(result, setup, info)
+        prob.timings["uncertainty"] = time.perf_counter() - t_unc
     result.wall_time = time.perf_counter() - t_start
     for note in result.warnings:
         if "information matrix" in note:
-            warnings.warn(note, stacklevel=2)
+            warnings.warn(note, stacklevel=3)
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
 
 
-def _assemble(model: Model, exps: list[Experiment], setup: Setup, outcome: LoopOutcome,
-              method: str, w: np.ndarray, records: list[IterationRecord], iterations: int,
-              timings: dict[str, float], notes: list[str],
+def _judge(result: EstimationResult, cert: Certificate, refinements: int,
+           budget: int, method: str) -> None:
+    """Attach the certificate and let it decide what ``success`` means."""
+    result.certificate = cert.to_dict()
+    result.discretisation_error = float(cert.discretisation_error)
+    if cert.passed:
+        # the numbers of the ODE's own solution at the estimate, not of the mesh's
+        N = result.n_samples
+        result.ssr, result.weighted_ssr = cert.ssr_model, cert.weighted_ssr_model
+        result.objective = 0.5 * result.ssr / N
+        result.weighted_objective = 0.5 * result.weighted_ssr / N
+        return
+    if method not in _COLLOCATION_METHODS:
+        note = (f"shooting: its integration is not accurate enough for this data "
+                f"({cert.message}); tighten rtol and atol")
+        result.warnings.append(note)
+        warnings.warn(note, DiscretisationWarning, stacklevel=4)
+        return
+    if budget == 0:
+        note = (f"the estimate is of the discretisation, not certified as the ODE's "
+                f"({cert.message}); refine=True refines the mesh until it is, or pass a "
+                f"smaller T or more nodes")
+        result.warnings.append(note)
+        warnings.warn(note, DiscretisationWarning, stacklevel=4)
+        return
+    result.success = False
+    result.status = "not_certified"
+    result.message = (
+        f"the estimate is not certified as the ODE's after {refinements} mesh "
+        f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "
+        f"pass a smaller T, more nodes, or refine=<more rounds>"
+    )
+
+
+def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
+    if not records:
+        return {}
+    names = [f.name for f in fields(IterationRecord)]
+    return {k: [getattr(r, k) for r in records] for k in names}
+
+
+def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
+              records: list[IterationRecord], iterations: int,
               settings: dict[str, Any]) -> EstimationResult:
     disc, tr = setup.disc, setup.tr
+    model = prob.model
     X, U, p = outcome.X, outcome.U, outcome.p
     _, Ys, xend = tr.trajectory(X, U, p)
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
-        misfit = float(0.5 * res2.sum() / disc.n_samples_total)
-        weighted = float(0.5 * np.sum(res2 * w[None, :, None]) / disc.n_samples_total)
+        ssr = float(res2.sum())
+        weighted_ssr = float(np.sum(res2 * w[None, :, None]))
         hn = disc.has_next
         gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
     PU = tr.picard(X, U, p)
     fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
     x0 = [X[sl.start].copy() for sl in disc.intervals_of]
+    N = disc.n_samples_total
     result = EstimationResult(
         p=np.asarray(p, float).copy(), x0=x0, success=bool(outcome.success),
         status=outcome.status, message=outcome.message, iterations=int(iterations),
-        objective=misfit, weighted_objective=weighted, continuity_gap=gap,
-        fixed_point_residual=fp, wall_time=0.0, timings=timings,
-        history=_history_dict(records), method=method, settings=settings,
+        objective=0.5 * ssr / N, weighted_objective=0.5 * weighted_ssr / N,
+        ssr=ssr, weighted_ssr=weighted_ssr, n_samples=N, n_measurements=disc.n_measurements,
+        continuity_gap=gap, fixed_point_residual=fp, wall_time=0.0, timings=prob.timings,
+        history=_history_dict(records), method=prob.spec.name, settings=settings,
         weights=np.asarray(w, float).copy(), p_names=list(model.p_names),
         x_names=list(model.x_names), y_names=list(model.y_names),
-        experiment_names=[e.name for e in exps], warnings=list(notes) + list(outcome.notes),
+        experiment_names=[e.name for e in prob.experiments],
+        warnings=list(prob.notes) + list(outcome.notes),
     )
-    result._predictor = simulation_predictor(model, exps, disc, X, U)
-    result._X, result._U = X.copy(), U.copy()
+    result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
+    result._X, result._U, result._disc = X.copy(), U.copy(), disc
     return result

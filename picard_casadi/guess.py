@@ -1,6 +1,6 @@
 """The starting point of every method: interval starts ``x_j`` and node values.
 
-PROBLEMS.md measured that the start matters as much as the step: started from
+docs/problems.md measured that the start matters as much as the step: started from
 constant ``x_j``, collocation stopped in a local optimum with 2,000 times the
 misfit of the one found from a data-based start.  So:
 
@@ -12,7 +12,7 @@ misfit of the one found from a data-based start.  So:
   starts the intervals with gaps that the continuity penalty then "repairs"
   by moving the parameters (seen on the CMG problem);
 * the other states come from a CVODES simulation from the experiment's
-  ``x0`` with ``p0`` (PROBLEMS.md's rule); where that simulation fails they
+  ``x0`` with ``p0`` (docs/problems.md's rule); where that simulation fails they
   are propagated interval by interval instead (``"anchored"``: the interval's
   fixed point from the data-anchored start, its end starting the next
   interval).  ``guess="shooting"`` takes every state from the simulation (a

@@ -36,11 +36,15 @@ class NativeFunction:
     Parameters
     ----------
     library : path
-        The shared library built by :func:`picard_casadi.codegen.compile_functions`.
+        The shared library built by :func:`picard_casadi.codegen.compile_library`.
     name : str
         The C symbol of the function in it.
     function : casadi.Function
         The same function (its input and output sparsity patterns).
+    count : int, optional
+        Call the library's ``{name}_map`` loop instead (built with
+        ``mapped=True``): ``function`` is one call, evaluated ``count`` times
+        in the layout of ``function.map(count)``.
 
     Raises
     ------
@@ -48,26 +52,32 @@ class NativeFunction:
         When an input is not dense (callers then keep the DM interface).
     """
 
-    def __init__(self, library: str | Path, name: str, function: ca.Function) -> None:
+    def __init__(self, library: str | Path, name: str, function: ca.Function,
+                 count: int | None = None) -> None:
         for i in range(function.n_in()):
             if not function.sparsity_in(i).is_dense():
                 raise ValueError(f"input {function.name_in(i)!r} of {name!r} is sparse")
         self.name = name
+        self.count = 1 if count is None else int(count)
+        self._mapped = count is not None
         self._lib = ctypes.CDLL(str(library))
-        self._fn = getattr(self._lib, name)
+        self._fn = getattr(self._lib, name + "_map" if self._mapped else name)
         self._fn.restype = ctypes.c_int
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_void_p, ctypes.c_int]
+                             ctypes.c_void_p, ctypes.c_int] + (
+            [_CASADI_INT, ctypes.c_void_p] if self._mapped else [])
         work = getattr(self._lib, name + "_work")
         work.restype = ctypes.c_int
         sizes = [_CASADI_INT() for _ in range(4)]
         if work(*[ctypes.byref(s) for s in sizes]) != 0:
             raise RuntimeError(f"{name}_work failed")
         sz_arg, sz_res, sz_iw, sz_w = (int(s.value) for s in sizes)
-        self._arg = (ctypes.c_void_p * max(sz_arg, 1))()
-        self._res = (ctypes.c_void_p * max(sz_res, 1))()
+        self._arg = (ctypes.c_void_p * max(sz_arg, function.n_in(), 1))()
+        self._res = (ctypes.c_void_p * max(sz_res, function.n_out(), 1))()
         self._iw = np.zeros(max(sz_iw, 1), dtype=np.int64)
         self._w = np.zeros(max(sz_w, 1))
+        self._stride = np.zeros(max(function.n_in(), 1), dtype=np.int64)
+        # one call's shapes
         self.in_shapes = [(function.size1_in(i), function.size2_in(i))
                           for i in range(function.n_in())]
         self._out: list[tuple[int, int, int, np.ndarray | None]] = []
@@ -80,25 +90,30 @@ class NativeFunction:
                 scatter = np.asarray(cols, dtype=np.int64) * r + np.asarray(rows, dtype=np.int64)
             self._out.append((r, c, sp.nnz(), scatter))
 
-    def _buffer(self, i: int, value: Any) -> np.ndarray:
+    def _buffer(self, i: int, value: Any) -> tuple[np.ndarray, int]:
+        """Input ``i`` as a column-major buffer, and its stride between calls."""
         r, c = self.in_shapes[i]
+        n = self.count
         if isinstance(value, ca.DM):
             value = value.full()
         a = np.asarray(value, dtype=float)
-        if a.ndim == 2 and a.shape == (r, c):
-            return a.reshape(-1, order="F")  # a view when ``a`` is Fortran-ordered
-        if a.ndim < 2 and a.size == r * c:
-            return a.reshape(-1)
-        # as casadi.Function.map: an input given for one call is repeated
+        if a.ndim == 2 and a.shape == (r, c * n):
+            return a.reshape(-1, order="F"), r * c  # a view when ``a`` is Fortran-ordered
+        if a.ndim < 2 and a.size == r * c * n:
+            return a.reshape(-1), r * c
+        if self._mapped and ((a.ndim == 2 and a.shape == (r, c)) or (a.ndim < 2 and a.size == r * c)):
+            return a.reshape(-1, order="F"), 0  # the same input for every call
+        # as casadi.Function.map: an input given for fewer calls is repeated
         a2 = a.reshape(-1, 1) if a.ndim < 2 else a
-        if a2.shape[0] == r and a2.shape[1] > 0 and c % a2.shape[1] == 0:
-            return np.tile(a2, (1, c // a2.shape[1])).reshape(-1, order="F")
+        cols = c * n
+        if a2.shape[0] == r and a2.shape[1] > 0 and cols % a2.shape[1] == 0:
+            return np.tile(a2, (1, cols // a2.shape[1])).reshape(-1, order="F"), r * c
         raise ValueError(
-            f"input {i} of {self.name}: expected shape {(r, c)} (or {r} rows repeated), "
+            f"input {i} of {self.name}: expected shape {(r, cols)} (or {r} rows repeated), "
             f"got {a.shape}")
 
     def __call__(self, *args: Any) -> list[np.ndarray]:
-        """Evaluate; each output is a dense ``(rows, columns)`` array.
+        """Evaluate; each output is a dense ``(rows, columns x count)`` array.
 
         Parameters
         ----------
@@ -109,21 +124,28 @@ class NativeFunction:
         """
         if len(args) != len(self.in_shapes):
             raise TypeError(f"{self.name} takes {len(self.in_shapes)} inputs, got {len(args)}")
-        buffers = [self._buffer(i, a) for i, a in enumerate(args)]
-        for i, b in enumerate(buffers):
+        n = self.count
+        buffers = []
+        for i, a in enumerate(args):
+            b, stride = self._buffer(i, a)
+            buffers.append(b)
             self._arg[i] = b.ctypes.data
-        outputs = [np.empty(nnz) for (_, _, nnz, _) in self._out]
+            self._stride[i] = stride
+        outputs = [np.empty(nnz * n) for (_, _, nnz, _) in self._out]
         for i, o in enumerate(outputs):
             self._res[i] = o.ctypes.data
-        status = self._fn(ctypes.addressof(self._arg), ctypes.addressof(self._res),
-                          self._iw.ctypes.data, self._w.ctypes.data, 0)
+        call = [ctypes.addressof(self._arg), ctypes.addressof(self._res),
+                self._iw.ctypes.data, self._w.ctypes.data, 0]
+        if self._mapped:
+            call += [n, self._stride.ctypes.data]
+        status = self._fn(*call)
         if status != 0:
             raise RuntimeError(f"the compiled function {self.name} returned status {status}")
         result = []
-        for (r, c, _, scatter), o in zip(self._out, outputs):
+        for (r, c, nnz, scatter), o in zip(self._out, outputs):
             if scatter is not None:
-                dense = np.zeros(r * c)
-                dense[scatter] = o
-                o = dense
-            result.append(o.reshape(c, r).T)
+                dense = np.zeros((n, r * c))
+                dense[:, scatter] = o.reshape(n, nnz)
+                o = dense.ravel()
+            result.append(o.reshape(c * n, r).T)
         return result

@@ -90,10 +90,34 @@ class EstimationResult:
     message : str
     iterations : int
     objective : float
-        Unweighted data misfit ``1/(2N) sum_i |y_i - g(t_i, x(t_i), p)|^2``
-        (N sample times over all experiments, missing values skipped).
+        ``ssr / (2 N)``: the unweighted data misfit
+        ``1/(2N) sum_i |y_i - g(t_i, x(t_i), p)|^2`` (``N`` sample times over
+        all experiments, missing values skipped), the paper's loss.
     weighted_objective : float
-        The same with the per-output weights used.
+        ``weighted_ssr / (2 N)``.
+    ssr : float
+        The plain sum of squared residuals ``sum_i |y_i - g_i|^2`` over every
+        measured value (what papers and benchmark suites quote).  Of the
+        model's own solution from the estimated ``x0`` and ``p`` (an accurate
+        integration) when the discretisation certificate holds, else of the
+        trajectory the method fitted (``certificate["ssr_fitted"]`` is that
+        one's always).
+    weighted_ssr : float
+        ``sum_i sum_k w_k (y_ik - g_ik)^2`` with the weights used.
+    n_samples, n_measurements : int
+        Sample times ``N``, and measured values (``ny N`` less missing ones).
+    discretisation_error : float
+        Largest difference between the fitted outputs and the model's own
+        (accurately integrated from the estimated ``x0`` with the estimated
+        ``p``) over the samples, in units of each output's noise level; NaN
+        where not certified (a run that did not converge).
+    certificate : dict or None
+        The discretisation certificate (:mod:`picard_casadi.certificate`):
+        ``passed``, ``discretisation_error``, ``parameter_shift`` (estimated
+        distance to the ODE's optimum in standard errors), ``p_shift``,
+        ``p_shift_se``, ``noise_level``, ``ssr_model``, ``weighted_ssr_model``,
+        ``ssr_fitted``, ``worst``,
+        ``thresholds``, ``message``.
     continuity_gap : float
         ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval).
     fixed_point_residual : float
@@ -102,12 +126,16 @@ class EstimationResult:
         Seconds spent in ``estimate``.
     timings : dict
         Seconds per phase: ``build`` (symbolic graphs and code generation),
-        ``guess``, ``solve``, ``uncertainty``.
+        ``guess``, ``solve`` (every mesh's), ``sensitivity`` (the solution's
+        exact sensitivities, shared by the certificate and the uncertainty),
+        ``certificate`` (the accurate integration), ``uncertainty``.
     history : dict of lists
         Per iteration: objective, misfit, grad_norm, step_norm, gap, ...
     method : str
     settings : dict
-        The options the run used (T, n, lam, nodes, scheme, weights, ...).
+        The options the run used (T, n, lam, nodes, scheme, weights, ...) and
+        the final mesh: ``intervals``, ``shortest_interval``,
+        ``longest_interval``, ``initial_intervals``, ``refinements``.
     weights : ndarray (ny,)
     p_names, x_names, y_names, experiment_names : list of str
     p_true : ndarray or None
@@ -151,9 +179,16 @@ class EstimationResult:
     x0_std: list[np.ndarray] | None = None
     warnings: list[str] = field(default_factory=list)
     starts: list[dict[str, Any]] = field(default_factory=list)
+    ssr: float = float("nan")
+    weighted_ssr: float = float("nan")
+    n_samples: int = 0
+    n_measurements: int = 0
+    discretisation_error: float = float("nan")
+    certificate: dict[str, Any] | None = None
     _predictor: Any = field(default=None, repr=False, compare=False)
     _X: Any = field(default=None, repr=False, compare=False)  # interval starts (J, nx)
     _U: Any = field(default=None, repr=False, compare=False)  # node values (J, nx, K)
+    _disc: Any = field(default=None, repr=False, compare=False)  # the final Discretisation
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,
@@ -197,8 +232,27 @@ class EstimationResult:
             f"({self.status}) after {self.iterations} iterations, "
             f"{self.wall_time:.2f} s",
             f"  {self.message}",
-            f"  data misfit {self.objective:.6g}, continuity gap {self.continuity_gap:.3g}",
+            f"  sum of squared residuals SSR = sum (y - g)^2 = {self.ssr:.6g} over "
+            f"{self.n_measurements} measurements"
+            + (f"; weighted sum w (y - g)^2 = {self.weighted_ssr:.6g}"
+               if self.settings.get("weights", "none") != "none" else ""),
+            f"  objective SSR / (2 N) = {self.objective:.6g} (N = {self.n_samples} sample "
+            f"times); continuity gap {self.continuity_gap:.3g}",
         ]
+        mesh = self.settings
+        if "intervals" in mesh and "shortest_interval" in mesh:
+            lines.append(
+                f"  mesh: {mesh['intervals']} intervals of {mesh['shortest_interval']:.3g} to "
+                f"{mesh['longest_interval']:.3g}, {mesh.get('nodes', '?')} nodes each, "
+                f"{mesh.get('refinements', 0)} refinement(s)")
+        if self.certificate is not None:
+            c = self.certificate
+            lines.append(
+                f"  discretisation certificate: {'passed' if c['passed'] else 'FAILED'}; "
+                f"error {c['discretisation_error']:.2g} noise levels, shift to the ODE's "
+                f"optimum {c['parameter_shift']:.2g} standard errors (thresholds "
+                f"{c['thresholds']['discretisation_error']:g}, "
+                f"{c['thresholds']['parameter_shift']:g})")
         head = f"  {'parameter':<14}{'estimate':>14}"
         if self.p_std is not None:
             head += f"{'std. error':>13}{'95% CI':>28}"
@@ -291,6 +345,9 @@ class EstimationResult:
         for k in ("objective", "weighted_objective", "continuity_gap",
                   "fixed_point_residual", "wall_time"):
             d[k] = field(k, _float)
+        for k in ("ssr", "weighted_ssr", "discretisation_error"):
+            if k in d:
+                d[k] = field(k, _float)
         if not isinstance(d["success"], bool):
             raise ValueError(f"{source}: field 'success' must be true or false, "
                              f"got {d['success']!r}")
@@ -305,6 +362,10 @@ class EstimationResult:
                 if not isinstance(d[k], dict):
                     raise ValueError(f"{source}: field {k!r} must be an object")
                 d[k] = _restore(d[k])
+        if d.get("certificate") is not None:
+            if not isinstance(d["certificate"], dict):
+                raise ValueError(f"{source}: field 'certificate' must be an object or null")
+            d["certificate"] = _restore(d["certificate"])
         if "starts" in d:
             d["starts"] = field("starts", lambda v: [_restore(dict(s)) for s in v])
         known = set(cls.__dataclass_fields__)

@@ -164,6 +164,7 @@ class PointDerivatives:
             [model.y, ca.jacobian(model.y, x), ca.jacobian(model.y, p)],
             ["t", "x", "p", "u"], ["g", "gx", "gp"],
         )
+        self.units = {"f_derivatives": f_fun, "g_derivatives": g_fun}
         self.functions = {
             "f_derivatives": f_fun.map(n_nodes),
             "g_derivatives": g_fun.map(n_samples),

@@ -10,7 +10,7 @@ restarts at each segment, so an input that jumps on a segment boundary is
 integrated exactly and seen from the correct side.  A jump inside a segment
 is smeared: declare it as a breakpoint.
 
-Noise model (MODELS.md): ``y_i = (1 + n_i) g(t_i, x(t_i), p) + m_i`` with one
+Noise model (docs/models.md): ``y_i = (1 + n_i) g(t_i, x(t_i), p) + m_i`` with one
 scalar ``n_i`` per sample time and one ``m_i`` per output, both normal with
 standard deviation ``noise_std``.
 """
@@ -53,9 +53,9 @@ def _segments(t0: float, t: np.ndarray, breakpoints: np.ndarray) -> np.ndarray:
 
 
 def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.ndarray,
-                        nu: int) -> np.ndarray:
-    """Chebyshev coefficients of the inputs on each segment, ``(nu (d+1), S)``."""
-    d = _INPUT_DEGREE
+                        nu: int, degree: int = _INPUT_DEGREE) -> np.ndarray:
+    """Chebyshev coefficients of the inputs on each segment, ``(nu (degree+1), S)``."""
+    d = degree
     k = np.arange(d + 1)
     xi = np.cos(np.pi * (k + 0.5) / (d + 1))  # Chebyshev-Gauss points in (-1, 1)
     V = np.polynomial.chebyshev.chebvander(xi, d)
@@ -68,15 +68,18 @@ def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.n
     return coef.transpose(0, 2, 1).reshape(a.size, (d + 1) * nu).T
 
 
-def _segment_integrator(model: Model, rtol: float, atol: float,
-                        max_steps: int) -> ca.Function:
+def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
+                        degree: int = _INPUT_DEGREE,
+                        grid: tuple[float, ...] = (1.0,)) -> ca.Function:
     """CVODES over one segment in normalised time ``s in [0, 1]``.
 
-    Parameters of the returned ``step(x, q, p) -> x_end``: ``q`` holds the
-    segment start, its length and the input's Chebyshev coefficients.
+    Parameters of the returned ``step(x, q, p) -> xf``: ``q`` holds the
+    segment start, its length and the input's Chebyshev coefficients (of
+    ``degree``); ``xf`` is the state at each point of ``grid`` (normalised
+    times in ``(0, 1]``, one column each; CVODES is not restarted between them).
     """
     nu = model.nu
-    d = _INPUT_DEGREE
+    d = degree
     s = ca.SX.sym("s")
     q = ca.SX.sym("q", 2 + nu * (d + 1))
     a, L = q[0], q[1]
@@ -92,7 +95,7 @@ def _segment_integrator(model: Model, rtol: float, atol: float,
         "abstol": atol, "reltol": rtol, "max_num_steps": max_steps,
         "disable_internal_warnings": True, "show_eval_warnings": False,
     }
-    F = ca.integrator("segment", "cvodes", dae, 0.0, 1.0, opts)
+    F = ca.integrator("segment", "cvodes", dae, 0.0, [float(g) for g in grid], opts)
     xk, qk, pk = ca.MX.sym("x", model.nx), ca.MX.sym("q", q.numel()), ca.MX.sym("p", model.np)
     xf = F(x0=xk, p=ca.vertcat(pk, qk))["xf"]
     return ca.Function("segment_step", [xk, qk, pk], [xf], ["x", "q", "p"], ["xf"])
@@ -146,7 +149,7 @@ def cvodes_failure(err: Exception, printed: str) -> tuple[str, float | None]:
 
 
 def locate_cvodes_failure(step: ca.Function, x0: np.ndarray, controls: np.ndarray,
-                    p: np.ndarray) -> tuple[int, np.ndarray, str, float | None]:
+                          p: np.ndarray) -> tuple[int, np.ndarray, str, float | None]:
     """Integrate segment by segment to find the one that fails.
 
     Returns the failing segment's index, the state at its start, CVODES'
@@ -307,7 +310,7 @@ def _check_trajectory(model: Model, t: np.ndarray, X: np.ndarray) -> None:
 def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | None = None, *, noise_std: float = 0.05,
             rng: np.random.Generator | int | None = 0) -> np.ndarray:
-    """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (MODELS.md).
+    """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
     Parameters
     ----------
@@ -361,7 +364,7 @@ def simulate_experiment(
     model, x0, p, t, u
         As for :func:`simulate` (``u`` a callable or None).
     noise_std : float
-        Noise standard deviation (MODELS.md: 0.05 is the paper's level).
+        Noise standard deviation (docs/models.md: 0.05 is the paper's level).
     seed : int or Generator
         Random seed of the noise.
     name : str, optional

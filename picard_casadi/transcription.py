@@ -203,11 +203,12 @@ def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
                              summary, relax, ny * M + nx)
 
 
-Backend = Callable[[Mapping[str, ca.Function]], Mapping[str, ca.Function]]
+# A backend maps {name: (function of one call, map count)} to callable functions.
+Backend = Callable[[Mapping[str, tuple[ca.Function, int]]], Mapping[str, ca.Function]]
 
 
-def _identity_backend(funcs: Mapping[str, ca.Function]) -> Mapping[str, ca.Function]:
-    return funcs
+def _virtual_machine(units: Mapping[str, tuple[ca.Function, int]]) -> dict[str, ca.Function]:
+    return {name: f.map(count) for name, (f, count) in units.items()}
 
 
 class Transcription:
@@ -245,19 +246,15 @@ class Transcription:
         self.n = int(n)
         self.fns = interval_functions or build_interval_functions(disc, n)
         J = disc.n_intervals
-        mapped = {
-            "picard": self.fns.picard.map(J),
-            "residual": self.fns.residual.map(J),
-            "jacobian": self.fns.jacobian.map(J),
-            "gradient": self.fns.gradient.map(J),
-            "trajectory": self.fns.trajectory.map(J),
-            "objective": self.fns.objective.map(J),
-            "summary": self.fns.summary.map(J),
-            "relax": self.fns.relax.map(J),
-        }
-        mapped.update(PointDerivatives(disc.model, J * disc.K, J * disc.M).functions)
-        self.functions = (backend or _identity_backend)(mapped)
-        self._input_names = {k: f.name_in() for k, f in mapped.items()}  # keys of _dm
+        f = self.fns
+        units = {name: (getattr(f, name), J) for name in (
+            "picard", "residual", "jacobian", "gradient", "trajectory", "objective",
+            "summary", "relax")}
+        points = PointDerivatives(disc.model, 1, 1).units
+        units["f_derivatives"] = (points["f_derivatives"], J * disc.K)
+        units["g_derivatives"] = (points["g_derivatives"], J * disc.M)
+        self.functions = (backend or _virtual_machine)(units)
+        self._input_names = {k: u.name_in() for k, (u, _) in units.items()}  # keys of _dm
         # compiled functions called on NumPy buffers, when the backend offers them
         self._native_of = getattr(self.functions, "native", None)
         self.x_scale = np.asarray(x_scale, float)

@@ -25,37 +25,68 @@ warning, and their standard errors are infinite.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .methods.base import LoopOutcome, Setup
+from .methods.base import Setup
 
-__all__ = ["sensitivity_jacobian", "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
+__all__ = ["solution_sensitivity", "SolutionSensitivity",
+           "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
 
 IDENTIFIABILITY_THRESHOLD = 1e-8
 Z95 = 1.959963984540054
 
 
-def sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
-    """Weighted residuals and their Jacobian with respect to ``(p, x0_e)``.
+@dataclass
+class SolutionSensitivity:
+    """The fitted trajectory's residuals and their exact derivatives at a solution.
+
+    Shared by the uncertainty (:func:`attach_uncertainty`) and the
+    discretisation certificate (:mod:`picard_casadi.certificate`).
+
+    Attributes
+    ----------
+    U : ndarray (J, nx, K)
+        Node values settled on the fixed point (``|P U - U|`` ~ 1e-13).
+    sens : dict
+        :meth:`~picard_casadi.transcription.Transcription.interval_sensitivities` at ``U``.
+    r : ndarray (m,)
+        Weighted residuals ``sqrt(w) (y - g)`` over the measured values.
+    Jt : ndarray (m, n_theta)
+        ``d r / d theta``, ``theta`` the free parameters and initial states.
+    columns : list of (kind, experiment, index)
+        What each column of ``Jt`` is: ``("p", -1, i)`` or ``("x0", e, i)``.
+    rows : list of slice
+        The rows of ``r`` and ``Jt`` that belong to each interval; within
+        one, the measured entries of ``(sample, output)`` in row-major order.
+    """
+
+    U: np.ndarray
+    sens: dict[str, np.ndarray]
+    r: np.ndarray
+    Jt: np.ndarray
+    columns: list[tuple[str, int, int]]
+    rows: list[slice]
+
+
+def solution_sensitivity(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                         ) -> SolutionSensitivity:
+    """Settle ``U`` on the fixed point and chain the interval sensitivities.
 
     Parameters
     ----------
     setup : Setup
     X, U, p : ndarray
-        The solution (interval starts, node values at the fixed point, p).
-
-    Returns
-    -------
-    r : ndarray (m,)
-        ``sqrt(w) (y - g)`` over the measured values.
-    Jt : ndarray (m, n_theta)
-        ``d r / d theta``.
-    columns : list of (kind, experiment, index)
-        What each column of ``Jt`` is: ``("p", -1, i)`` or ``("x0", e, i)``.
+        The solution (interval starts, node values, p).
     """
+    U, _, _ = setup.tr.settle(X, U, p, tol=1e-13, max_sweeps=30)
+    r, Jt, columns, rows, sens = _sensitivity_jacobian(setup, X, U, p)
+    return SolutionSensitivity(U=U, sens=sens, r=r, Jt=Jt, columns=columns, rows=rows)
+
+
+def _sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray):
     disc, tr = setup.disc, setup.tr
     m = disc.model
     nx, np_ = m.nx, m.np
@@ -72,7 +103,8 @@ def sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarr
     for i, k in p_cols.items():
         Ep[i, k] = 1.0
     sw = np.sqrt(tr.weights)
-    rows_r, rows_J = [], []
+    rows_r: list[np.ndarray] = [np.zeros(0)] * disc.n_intervals
+    rows_J: list[np.ndarray] = [np.zeros((0, nth))] * disc.n_intervals
     for e, sl in enumerate(disc.intervals_of):
         S = np.zeros((nx, nth))
         for i in range(nx):
@@ -84,22 +116,29 @@ def sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarr
             dy = np.einsum("moa,az->moz", dG[..., :nx], S) + np.einsum("mok,kz->moz", dG[..., nx:], Ep)
             mask = disc.mask[j].T > 0  # (M, ny)
             res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
-            rows_r.append((sw[None, :] * res)[mask])
-            rows_J.append((-sw[None, :, None] * dy)[mask])
+            rows_r[j] = (sw[None, :] * res)[mask]
+            rows_J[j] = (-sw[None, :, None] * dy)[mask]
             dend = sens["dend"][j]
             S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
-    return np.concatenate(rows_r), np.concatenate(rows_J, axis=0), columns
+    bounds = np.cumsum([0] + [r.size for r in rows_r])
+    rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return np.concatenate(rows_r), np.concatenate(rows_J, axis=0), columns, rows, sens
 
 
-def attach_uncertainty(result: Any, setup: Setup, outcome: LoopOutcome) -> None:
+def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> None:
     """Fill ``p_cov``, ``p_std``, ``p_ci``, ``p_corr`` and ``x0_std`` of a result.
 
     Adds a warning naming the parameters involved when the information
     matrix is near-singular.
+
+    Parameters
+    ----------
+    result : EstimationResult
+    setup : Setup
+    info : SolutionSensitivity
+        From :func:`solution_sensitivity` at the result's solution.
     """
-    tr = setup.tr
-    U, _, _ = tr.settle(outcome.X, outcome.U, outcome.p, tol=1e-13, max_sweeps=30)
-    r, Jt, columns = sensitivity_jacobian(setup, outcome.X, U, outcome.p)
+    r, Jt, columns = info.r, info.Jt, info.columns
     m_meas, nth = Jt.shape
     model = setup.disc.model
     np_ = model.np

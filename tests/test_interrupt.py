@@ -98,7 +98,8 @@ CHILD = textwrap.dedent(r'''
             return prob.estimate("shooting", uncertainty=False, codegen=False, max_iter=10**6,
                                  tol=1e-300, ipopt_options=LONG_IPOPT)
         if phase == "setup":
-            marked(mod["picard_casadi.estimate"], "build_interval_functions", self_signal=True)
+            import picard_casadi.problem_setup as ps
+            marked(ps, "build_interval_functions", self_signal=True)
             return prob.estimate("picard-gn", codegen=False)
         if phase == "uncertainty":
             import picard_casadi.uncertainty as unc

@@ -1,4 +1,4 @@
-"""Every bad input listed in API.md raises ValueError (or TypeError) naming the field."""
+"""Every bad input listed in docs/api.md raises ValueError (or TypeError) naming the field."""
 
 import casadi as ca
 import numpy as np

@@ -37,6 +37,11 @@ __all__ = [
 ]
 
 CONTINUITY_MODES = ("constrained", "multiplier", "penalty")
+# A merit below this fraction of the data's own (the merit of a model that
+# predicts zero) is a zero residual: residuals 1e-12 of the data.  The
+# stopping tests relative to the merit need it as a floor, or exact data
+# (an exact fit, merit 1e-30) never converge.
+ZERO_MERIT = 1e-24
 
 
 @dataclass
@@ -110,6 +115,11 @@ class Setup:
         Xs = np.where(self.free_x, np.clip(Xs, xl, xu), Xs_fixed)
         ps = np.where(self.free_p, np.clip(ps, pl, pu), ps_fixed)
         return Xs, ps
+
+    def merit_floor(self) -> float:
+        """The merit of a zero residual (``ZERO_MERIT`` of the data's own)."""
+        Wt = self.tr._Wt
+        return ZERO_MERIT * 0.5 * float(np.sum((Wt * self.disc.y) ** 2)) + 1e-300
 
     def projected_gradient_norm(self, Xs: np.ndarray, ps: np.ndarray,
                                 gX: np.ndarray, gp: np.ndarray) -> float:
@@ -365,6 +375,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     t_start = time.perf_counter()
     status, message, success = "max_iter", "", False
     rejected_in_row = 0
+    floor = setup.merit_floor()
     it = 0
     for it in range(1, int(opts.max_iter) + 1):
         info = rule.step(Xs, U, ps, V, lam)
@@ -436,7 +447,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         # stopping rules
         continuous = (not enforce_gap) or gap_scaled <= opts.gap_tol
         fixed = fp <= opts.fixed_point_tol
-        scale = max(abs(info.phi_after), 1e-300)
+        scale = max(abs(info.phi_after), floor)
         # the gradient relative to the objective, or (Gauss-Newton steps) the
         # cosine between the residual and what the Jacobian reaches: scale-free,
         # and reached in a step or two once Gauss-Newton converges, where the

@@ -51,15 +51,16 @@ def describe_interval(setup: Setup, j: int) -> str:
             f"(t = {t0:.6g} to {t1:.6g})")
 
 
-def first_nonfinite_interval(*arrays: np.ndarray) -> int | None:
-    """The first index along axis 0 where any of ``arrays`` is not finite, or None."""
+def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int | None:
+    """The first index along axis 0 where any of ``arrays`` is not finite (or larger
+    than ``limit`` in magnitude), or None."""
     bad = None
     for a in arrays:
         a = np.asarray(a)
         if a.ndim == 0:
             continue
         with np.errstate(all="ignore"):
-            rows = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
+            rows = ~(np.abs(a.reshape(a.shape[0], -1)) <= limit).all(axis=1)
         if np.any(rows):
             k = int(np.flatnonzero(rows)[0])
             bad = k if bad is None else min(bad, k)

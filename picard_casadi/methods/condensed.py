@@ -91,10 +91,6 @@ __all__ = ["ConstrainedGaussNewtonStep"]
 
 PRECISION = 1e-14  # predicted relative gain of a full step that counts as nothing
 COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step realises it
-# a merit below this fraction of the data's own sum of squares is an exact fit:
-# round-off, where no step can be predicted (an unidentifiable model fitted to
-# noise-free data ended "trust region collapsed" at merit 5e-27)
-EXACT_FIT = 1e-20
 # Trial points are compared on the merit, so their fixed point is solved tightly
 # (from the first-order prediction this takes a few sweeps); a loose solve made
 # the merit noisier than the gains near convergence (FitzHugh-Nagumo, seed 1).
@@ -128,6 +124,9 @@ STATIONARITY_DAMPING = 1e-14
 # never has gaps this open when it runs out of gains)
 STUCK_ITERATIONS = 3
 STUCK_GAP = 1e-6
+# condensed rows larger than this overflow when squared (LAPACK then fails on
+# inf, e.g. "SVD did not converge"): the step reports the interval instead
+OVERFLOW = 1e150
 
 
 def _working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -663,6 +662,11 @@ class ConstrainedGaussNewtonStep:
         c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
         data = 0.5 * float(np.sum(r * r))
         gap2 = float(np.sum(c * c))
+        zero = s.merit_floor()  # the merit of a zero residual (exact data)
+        if data + 0.5 * self.rho * gap2 <= zero:
+            merit = data + 0.5 * self.rho * gap2
+            return StepInfo(Xs, ps, merit, merit, 0.0, 0.0, False, 1, self.mu,
+                            precision_reached=True, optimality=0.0)
 
         # parameters at a bound with the reduced gradient pointing out stay fixed
         _, _, pl, pu = s.scaled_bounds
@@ -676,7 +680,7 @@ class ConstrainedGaussNewtonStep:
             free_p &= ~out
             A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
             g = np.einsum("jmt,jm->t", A, b)
-        bad = first_nonfinite_interval(A, b, S_all, s_all)
+        bad = first_nonfinite_interval(A, b, S_all, s_all, limit=OVERFLOW)
         if bad is not None:
             # the chain S_{j+1} = E_j S_j + F_j P overflowed: the trajectory with
             # the current p and x0 is violently unstable (or blows up) there
@@ -740,7 +744,7 @@ class ConstrainedGaussNewtonStep:
             full_pred_gap = 0.5 * (gap2 - float(np.sum(full_gap * full_gap)))
             self._raise_rho(full_pred_data, full_pred_gap, gap2)
             full_pred = full_pred_data + self.rho * full_pred_gap
-            if full_pred <= PRECISION * max(data + 0.5 * self.rho * gap2, 1e-300):
+            if full_pred <= PRECISION * max(data + 0.5 * self.rho * gap2, zero):
                 merit = data + 0.5 * self.rho * gap2
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
@@ -757,7 +761,7 @@ class ConstrainedGaussNewtonStep:
             self._raise_rho(pred_data, pred_gap, gap2)
             merit = data + 0.5 * self.rho * gap2
             predicted = pred_data + self.rho * pred_gap
-            if predicted <= PRECISION * max(merit, 1e-300):
+            if predicted <= PRECISION * max(merit, zero):
                 self.radius = max(0.25 * self.radius, 1e-12)  # shortened to nothing
                 if self.radius <= 1e-10:
                     break
@@ -788,7 +792,7 @@ class ConstrainedGaussNewtonStep:
             # model: such a step is kept if it does not raise the merit, and the
             # radius is left alone (shrinking it on noise cost fa18-roll-rud ten
             # iterations of doubling it back)
-            in_noise = predicted <= NOISE_GAIN * max(merit, 1e-300)
+            in_noise = predicted <= NOISE_GAIN * max(merit, zero)
             if in_noise and np.isfinite(merit_new) and merit_new <= merit:
                 ratio = max(ratio, 1e-3)
             if np.isfinite(merit_new) and ratio > 1e-4:
@@ -807,9 +811,7 @@ class ConstrainedGaussNewtonStep:
             self.mu = min(self.mu * 2.0, 1e6)
             if self.radius <= 1e-10:
                 break
-        exact_fit = merit <= EXACT_FIT * 0.5 * float(np.sum((tr._Wt * disc.y) ** 2))
-        if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, 1e-300)
-                                     or exact_fit):
+        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, zero):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,

@@ -155,6 +155,10 @@ class LevenbergMarquardtStep:
                                 "iterate; the model left its domain (add or tighten "
                                 "x0_bounds/p_bounds)"))
         phi = 0.5 * float(np.sum(r * r))
+        zero = s.merit_floor()  # the merit of a zero residual (exact data)
+        if phi <= zero:
+            return StepInfo(Xs, ps, phi, phi, 0.0, 0.0, False, 1, self.mu,
+                            precision_reached=True, optimality=0.0)
         Jx = Jx * s.x_scale[None, None, :]
         Jp = Jp * s.p_scale[None, None, :]
         a = np.sqrt(2.0 * lam) * disc.has_next.astype(float)
@@ -186,7 +190,7 @@ class LevenbergMarquardtStep:
             dX, dp = Xn - Xs, pn - ps
             lin = r + jacobian_times(Jx, Jp, a, disc.has_next, dX, dp)
             predicted = phi - 0.5 * float(np.sum(lin * lin))
-            if predicted <= PRECISION * max(phi, 1e-300):
+            if predicted <= PRECISION * max(phi, zero):
                 # nothing left to gain at double precision: not a failed step
                 return StepInfo(Xs, ps, phi, phi, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)

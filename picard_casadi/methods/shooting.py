@@ -6,11 +6,9 @@ node ``x_j`` per Picard interval; on each interval CVODES integrates from
 sample times and the interval's end; IPOPT minimises the same data misfit
 subject to ``x_end,j = x_{j+1}``, with the same bounds, start and weights.
 
-Each interval is a chain of short segments ending at its sample times (the
-inputs on a segment are its Chebyshev interpolant, as in
-:func:`~picard_casadi.simulate`); intervals are padded to the same number of
-segments with segments of zero length, so one ``mapaccum`` serves every
-interval and ``map`` runs them all.  The Hessian is the Gauss-Newton one
+Each interval is integrated by CVODES through its sample times to its end
+(:class:`~picard_casadi.interval_integration.IntervalIntegrator`, shared
+with the discretisation certificate).  The Hessian is the Gauss-Newton one
 (second-order sensitivities of CVODES would be far slower).
 
 A failing integration (too much work, blow-up) inside IPOPT's iterations
@@ -27,7 +25,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from ..discretisation import to_map_layout
+from ..interval_integration import IntervalIntegrator
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
@@ -84,57 +82,22 @@ class ShootingNLP:
     def __init__(self, setup: Setup, opts: ShootingOptions) -> None:
         disc = setup.disc
         m = disc.model
-        J, M, nx, np_, nu = disc.n_intervals, disc.M, m.nx, m.np, m.nu
+        J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
         self.setup, self.J, self.nx, self.np = setup, J, nx, np_
-        # segments of every interval: from its start through its samples to its end
-        seg_bounds = []
-        for j in range(J):
-            e = disc.exp_of[j]
-            ts = disc.sample_times[j][disc.sample_exp[j] == e]
-            b = np.unique(np.concatenate([[disc.t0[j]], ts, [disc.t0[j] + disc.h[j]]]))
-            seg_bounds.append(b)
-        S = max(b.size - 1 for b in seg_bounds)
-        q_size = 2 + nu * 9
-        Q = np.zeros((J, q_size, S))
-        for j, b in enumerate(seg_bounds):
-            exp = disc.experiments[disc.exp_of[j]]
-            ns = b.size - 1
-            coef = (_input_coefficients(lambda tt: exp.inputs(tt, nu), b, nu)
-                    if nu else np.zeros((0, ns)))
-            Q[j, 0, :ns] = b[:-1]
-            Q[j, 1, :ns] = np.diff(b)
-            Q[j, 2:, :ns] = coef
-            Q[j, 0, ns:] = b[-1]  # zero-length padding segments
-        step = _segment_integrator(m, opts.rtol, opts.atol, opts.max_steps)
-        chain = step.mapaccum("interval", S, [0], [0]).map(J)
-        self._step, self._Q = step, Q  # to locate a failing integration
-        # which chain output (or the start) is each padded sample's state
-        pick = np.zeros((J, M), dtype=int)  # -1: the interval start
-        ends = np.zeros(J, dtype=int)
-        for j, b in enumerate(seg_bounds):
-            ends[j] = b.size - 2
-            for s in range(M):
-                tt = disc.sample_times[j, s]
-                k = int(np.searchsorted(b, tt - 1e-12 * max(1.0, abs(tt))))
-                pick[j, s] = -1 if k == 0 or abs(tt - b[0]) <= 1e-12 * max(1.0, abs(tt)) else k - 1
-
+        states = IntervalIntegrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+        self._cvodes = (opts.rtol, opts.atol, opts.max_steps)  # to locate a failure
         xs = ca.DM(setup.x_scale)
         ps = ca.DM(setup.p_scale)
         w = ca.MX.sym("w", np_ + J * nx)
         Wt = ca.MX.sym("Wt", m.ny, M * J)
         p = w[:np_] * ps
         X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
-        traj = chain(X, ca.DM(to_map_layout(Q)), p)  # nx x (S J)
-        cols = []
-        for j in range(J):
-            for s in range(M):
-                cols.append(("x", j) if pick[j, s] < 0 else ("t", j * S + pick[j, s]))
-        Xs = ca.horzcat(*[X[:, c] if kind == "x" else traj[:, c] for kind, c in cols])
+        Xs, xend = states(X, p)
         c = setup.tr._data_common
         G = m.g.map(M * J)(c["ts"], Xs, ca.repmat(p, 1, M * J), c["Ws"])
         r_data = ca.vec(Wt * (c["Y"] - G))
         nxt = [j for j in range(J) if disc.has_next[j]]
-        cont = ca.horzcat(*[(traj[:, j * S + ends[j]] - X[:, j + 1]) / xs for j in nxt]) \
+        cont = ca.horzcat(*[(xend[:, j] - X[:, j + 1]) / xs for j in nxt]) \
             if nxt else ca.MX(nx, 0)
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vec(cont)
@@ -166,14 +129,28 @@ class ShootingNLP:
         return run_nlp(self.solver, self.setup, self.start(), self.lbw, self.ubw)
 
     def locate_failure(self, w: np.ndarray) -> str:
-        """Where CVODES fails at the point ``w``: interval, experiment and time, or ''."""
+        """Where CVODES fails at the point ``w``: interval, experiment and time, or ''.
+
+        Each interval is integrated from its start through its sample times,
+        segment by segment (only after a failure: about a millisecond per
+        segment), until one fails.
+        """
         s = self.setup
+        disc = s.disc
+        nu = disc.model.nu
         p = w[: self.np] * s.p_scale
         X = w[self.np:].reshape(self.J, self.nx) * s.x_scale
+        step = _segment_integrator(disc.model, *self._cvodes)
         for j in range(self.J):
-            k, xk, reason, frac = locate_cvodes_failure(self._step, X[j], self._Q[j], p)
+            exp = disc.experiments[disc.exp_of[j]]
+            ts = disc.sample_times[j][disc.sample_exp[j] == disc.exp_of[j]]
+            b = np.unique(np.concatenate([[disc.t0[j]], ts, [disc.t0[j] + disc.h[j]]]))
+            Q = np.vstack([b[None, :-1], np.diff(b)[None, :],
+                           _input_coefficients(lambda tt: exp.inputs(tt, nu), b, nu)
+                           if nu else np.zeros((0, b.size - 1))])
+            k, xk, reason, frac = locate_cvodes_failure(step, X[j], Q, p)
             if k >= 0:
-                a, length = float(self._Q[j, 0, k]), float(self._Q[j, 1, k])
+                a, length = float(Q[0, k]), float(Q[1, k])
                 when = f" at t = {a + length * frac:.6g}" if frac is not None else ""
                 return (f"{reason}{when} on {describe_interval(s, j)}, integrating from "
                         f"x = {np.array2string(xk, precision=4)} (t = {a:.6g}) with "

@@ -1,0 +1,148 @@
+"""The discretisation certificate, the mesh refinement and the first mesh."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.mesh import default_T
+
+
+@pytest.fixture(scope="module")
+def vdp():
+    return pc.problem("vdp", seed=0)
+
+
+@pytest.fixture(scope="module")
+def vdp_fine(vdp):
+    """The ODE's optimum, as near as a fine mesh gets (T = 0.1, 100 intervals)."""
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=0.1,
+                      refine=False)
+    assert res.certificate["passed"]
+    return res
+
+
+def test_predicted_shift_matches_the_fine_mesh(vdp, vdp_fine):
+    """On meshes too coarse to certify, the certificate's estimate of the shift
+    to the ODE's optimum is the shift a fine mesh gives."""
+    for T, nodes in ((1.5, 9), (1.0, 7)):
+        with pytest.warns(pc.DiscretisationWarning):
+            res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=T,
+                              nodes=nodes, refine=False)
+        cert = res.certificate
+        assert res.success and not cert["passed"]
+        actual = vdp_fine.p - res.p
+        predicted = np.asarray(cert["p_shift"])
+        big = int(np.argmax(np.abs(actual)))
+        assert predicted[big] == pytest.approx(actual[big], rel=0.25)
+        assert np.all(np.abs(predicted - actual) <= 0.25 * np.abs(actual).max())
+
+
+def test_one_interval_per_experiment_is_refined_to_the_certified_answer(vdp, vdp_fine):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=10.0)
+    assert res.success, res.message
+    assert res.certificate["passed"]
+    assert res.settings["initial_intervals"] == 1
+    assert res.settings["refinements"] >= 2
+    assert res.settings["shortest_interval"] < res.settings["longest_interval"] + 1e-12
+    shift = np.abs(res.p - vdp_fine.p) / res.p_std
+    assert np.all(shift < 0.1), shift
+
+
+def test_refine_false_keeps_the_mesh_and_warns(vdp):
+    with pytest.warns(pc.DiscretisationWarning, match="refine=True"):
+        res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=2.5,
+                          refine=False)
+    assert res.settings["intervals"] == 4 and res.settings["refinements"] == 0
+    assert res.success  # the discretised problem is solved: the method's verdict stands
+    assert not res.certificate["passed"]
+    assert res.discretisation_error > 0.1
+    assert any("not certified" in w for w in res.warnings)
+
+
+def test_an_exhausted_refinement_budget_is_a_failure(vdp):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=5.0,
+                      refine=1)
+    assert not res.success
+    assert res.status == "not_certified"
+    assert "refine" in res.message and "noise levels" in res.message
+
+
+@pytest.mark.parametrize("method", ["picard-gn", "ipopt"])
+def test_every_collocation_method_is_refined(vdp, vdp_fine, method):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, method, p_bounds=vdp.p_bounds,
+                      T=2.5)
+    assert res.success and res.certificate["passed"], res.message
+    assert res.settings["refinements"] >= 1
+    assert np.all(np.abs(res.p - vdp_fine.p) < 0.1 * vdp_fine.p_std)
+
+
+def test_shooting_reports_its_integration_accuracy(vdp):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds,
+                      T=1.0)
+    assert res.success and res.certificate["passed"]
+    assert res.discretisation_error < 1e-3  # CVODES at rtol 1e-10 against 1e-12
+    assert res.settings["refinements"] == 0
+
+
+def _decay() -> pc.Model:
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    return pc.Model(x=x, p=p, rhs=-p * x, name="decay")
+
+
+@pytest.mark.parametrize("p0", [0.3, 3.0])
+def test_exact_data_is_a_success(p0):
+    """A zero residual is optimal: the stopping tests have an absolute floor."""
+    t = np.linspace(0.0, 2.0, 21)
+    exp = pc.Experiment(t, np.exp(-0.7 * t), x0=[1.0])
+    res = pc.estimate(_decay(), [exp], [p0], T=0.2)
+    assert res.success, res.message
+    assert res.p[0] == pytest.approx(0.7, rel=1e-10)
+    assert res.certificate["passed"]
+    # the ODE's sum of squares at the estimate: the reference integration's error
+    assert res.objective < 1e-16 and res.certificate["ssr_fitted"] < 1e-20
+
+
+def test_known_x0_stays_known_through_refinement(vdp):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=10.0,
+                      estimate_x0=False)
+    assert res.success and res.settings["refinements"] >= 1, res.message
+    assert np.array_equal(res.x0[0], vdp.experiments[0].x0)
+
+
+def test_default_T_does_not_depend_on_the_time_unit_or_a_zero_p0():
+    """The same experiment in hours and in seconds gets the same intervals;
+    p0 = 0 (f's Jacobian is zero) does not make one interval of the horizon."""
+    x = ca.SX.sym("x", 2)
+    k = ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]))
+    hours = np.linspace(0.0, 10.0, 25)
+    exp_h = pc.simulate_experiment(model, [1.0, 0.0], [1.0, 0.4], hours, noise_std=0.01, seed=1)
+    exp_s = pc.Experiment(3600.0 * hours, exp_h.y, x0=exp_h.x0)
+    T_h = default_T(model, [exp_h], np.zeros(2))
+    T_s = default_T(model, [exp_s], np.zeros(2))
+    assert T_s == pytest.approx(3600.0 * T_h)
+    assert 10.0 / T_h >= 8  # at least eight intervals
+    # with a sensible p0 the dynamics' time scale can only shorten it
+    assert default_T(model, [exp_h], np.array([1.0, 0.4])) <= T_h
+
+
+def test_result_states_its_sums_of_squares_and_certificate(vdp, tmp_path):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds)
+    assert res.objective == pytest.approx(res.ssr / (2 * res.n_samples))
+    assert res.n_measurements == 2 * res.n_samples
+    text = res.summary()
+    assert "SSR = sum (y - g)^2" in text and "SSR / (2 N)" in text
+    assert "discretisation certificate: passed" in text
+    path = tmp_path / "r.json"
+    res.to_json(path)
+    back = pc.EstimationResult.from_json(path)
+    assert back.ssr == res.ssr and back.certificate["passed"] is True
+    assert back.discretisation_error == res.discretisation_error
+    assert json.loads(path.read_text())["settings"]["intervals"] == res.settings["intervals"]

@@ -30,6 +30,18 @@ settings compiles nothing.  A library is written under a temporary name and
 moved into place (``os.replace``), so two processes building the same entry
 both end with a valid library; its SHA-256 is recorded beside it, and an
 entry whose file is missing, truncated or altered is rebuilt, never loaded.
+
+An unusable cache or compiler
+-----------------------------
+Before the first compilation of a process, :func:`probe` compiles a
+one-line C file into the cache and loads it: that tests at once that the
+cache folder can be created and written (``PICARD_CASADI_CACHE`` on a
+read-only folder or on a regular file), that the compiler works (``CC=/bin/false``)
+and that its libraries can be loaded.  Under ``codegen="auto"`` a failure
+means CasADi's virtual machine, with a note in the result; under
+``codegen=True`` it is a :class:`CodegenError` saying what failed and how to
+fix it.  A compilation that fails later (a full disk, a compiler that gives
+up on a large file) is handled the same way, function by function.
 """
 
 from __future__ import annotations
@@ -50,13 +62,15 @@ from typing import Any
 
 import casadi as ca
 
+from .checks import as_codegen
 from .errors import CodegenError
+from .interrupts import deferred_interrupt
 from .native import NativeFunction
 
 __all__ = [
     "find_compiler", "cache_dir", "compile_functions", "compile_nlpsol", "backend_for",
     "CodegenStats", "STATS", "CodegenBackend", "clear_cache", "NlpTooLarge",
-    "MAX_NLP_SOURCE_BYTES",
+    "MAX_NLP_SOURCE_BYTES", "probe",
 ]
 
 # CasADi writes an NLP with all its derivative functions into one C file.
@@ -139,16 +153,116 @@ def _flags() -> list[str]:
     return (opt.split() if opt else list(DEFAULT_OPT_FLAGS)) + ["-fPIC", "-shared"]
 
 
-def cache_dir() -> Path:
-    """The cache directory (created if needed)."""
+def _cache_path() -> Path:
     env = os.environ.get("PICARD_CASADI_CACHE")
     if env:
-        path = Path(env)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        path = Path(base) / "picard_casadi"
-    path.mkdir(parents=True, exist_ok=True)
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "picard_casadi"
+
+
+def cache_dir() -> Path:
+    """The cache directory (created if needed).
+
+    Raises
+    ------
+    CodegenError
+        When it cannot be created or is not a folder, naming it and the fix.
+    """
+    path = _cache_path()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            raise NotADirectoryError(f"{str(path)!r} is not a folder")
+    except OSError as err:
+        raise CodegenError(_cache_problem(path, err)) from None
     return path
+
+
+def _cache_problem(path: Path, err: OSError) -> str:
+    why = err.strerror or str(err)
+    if isinstance(err, (FileExistsError, NotADirectoryError)):
+        why = "a file is in the way, it is not a folder"
+    return (f"the code cache {str(path)!r} cannot be used ({why}); set PICARD_CASADI_CACHE "
+            "to a writable folder, or use codegen=False")
+
+
+_PROBED: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+
+def probe() -> tuple[str, bool]:
+    """Check that code generation can work in this process (see the module doc).
+
+    Returns
+    -------
+    problem : str
+        ``''`` when the compiler works and the cache folder can be used,
+        else why not (with the fix).
+    read_only : bool
+        The cache folder exists and can be read but not written: its
+        libraries can be loaded, nothing new can be compiled into it.
+
+    The answer is remembered per compiler, flags and cache folder.
+    """
+    cc = find_compiler()
+    if cc is None:
+        return "no C compiler found (set $CC or install gcc/clang)", False
+    key = (cc, " ".join(_flags()), str(_cache_path()))
+    if key not in _PROBED:
+        _PROBED[key] = _probe(cc)
+    return _PROBED[key]
+
+
+def _probe(cc: str) -> tuple[str, bool]:
+    try:
+        directory = cache_dir()
+    except CodegenError as err:
+        return str(err), False
+    try:
+        fd, name = tempfile.mkstemp(prefix="pc_probe_", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.unlink(name)
+        writable = True
+    except OSError:
+        writable = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="picard_probe_") as tmp:
+            src = Path(tmp) / "pc_probe.c"
+            src.write_text("int pc_probe(void) { return 42; }\n")
+            # built where the real libraries go, so that loading is tested there too
+            fd, lib_name = tempfile.mkstemp(prefix="pc_probe_", suffix=".so",
+                                            dir=directory if writable else tmp)
+            os.close(fd)
+            lib = Path(lib_name)
+            try:
+                out = subprocess.run([cc, *_flags(), str(src), "-o", str(lib)],
+                                     capture_output=True, text=True, cwd=tmp, timeout=120)
+                if out.returncode != 0:
+                    detail = (out.stderr or out.stdout).strip().splitlines()
+                    return (f"the C compiler {cc!r} does not work (exit status "
+                            f"{out.returncode}{': ' + detail[-1][:200] if detail else ''}); "
+                            "set $CC to a working compiler, or use codegen=False"), False
+                if lib.stat().st_size == 0:
+                    return (f"the C compiler {cc!r} produced no library from a one-line "
+                            "file; set $CC to a working compiler, or use codegen=False"), False
+                import ctypes
+
+                try:
+                    if ctypes.CDLL(str(lib)).pc_probe() != 42:
+                        raise OSError("wrong result")
+                except (OSError, AttributeError) as err:
+                    return (f"libraries compiled into {str(lib.parent)!r} cannot be loaded "
+                            f"({err}); set PICARD_CASADI_CACHE to another folder, or use "
+                            "codegen=False"), False
+            finally:
+                lib.unlink(missing_ok=True)
+    except OSError as err:
+        if err.filename == cc:
+            return f"the C compiler {cc!r} cannot be run ({err.strerror}); set $CC", False
+        return _cache_problem(directory, err), False
+    except subprocess.TimeoutExpired:
+        return f"the C compiler {cc!r} did not finish a one-line file within 120 s", False
+    return "", not writable
 
 
 def clear_cache() -> int:
@@ -192,7 +306,8 @@ def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path) -> None:
             )
         os.replace(tmp, lib)
     finally:
-        tmp.unlink(missing_ok=True)
+        with deferred_interrupt():  # a second Ctrl-C must not leave the temporary file
+            tmp.unlink(missing_ok=True)
 
 
 def _write_meta(lib: Path, meta: Path, extra: dict[str, Any]) -> None:
@@ -293,6 +408,8 @@ def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn", *,
     t_start = time.perf_counter()
     try:
         return _compile_functions(funcs, tag, mapped)
+    except OSError as err:  # the cache folder (writes, renames), not the compiler
+        raise CodegenError(_cache_problem(_cache_path(), err)) from None
     finally:
         STATS.prepare_seconds += time.perf_counter() - t_start
 
@@ -435,13 +552,21 @@ class CodegenBackend:
     keeps a method from compiling functions it never calls (the Jacobian
     through ``P^n`` of the penalty variant, say): functions are compiled on
     first use.
+
+    Parameters
+    ----------
+    strict : bool
+        ``True`` (``codegen=True``): a compilation that fails is a
+        :class:`CodegenError`.  ``False`` (``codegen="auto"``): that function
+        runs on CasADi's virtual machine instead, with a note.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = True) -> None:
         _require_compiler()
+        self.strict = strict
 
     def __call__(self, units: Mapping[str, tuple[ca.Function, int]]) -> Mapping[str, ca.Function]:
-        return LazyCompiled(units)
+        return LazyCompiled(units, strict=self.strict)
 
 
 class LazyCompiled(Mapping):
@@ -451,37 +576,58 @@ class LazyCompiled(Mapping):
     ----------
     units : mapping of name -> (casadi.Function, int)
         Each function of one call and its map count.
+    strict : bool
+        See :class:`CodegenBackend`.
+
+    Attributes
+    ----------
+    notes : list of str
+        What fell back to the virtual machine, and why.
     """
 
-    def __init__(self, units: Mapping[str, tuple[ca.Function, int]]) -> None:
+    def __init__(self, units: Mapping[str, tuple[ca.Function, int]], strict: bool = True) -> None:
         self._source = dict(units)
         self._done: dict[str, ca.Function] = {}
-        self._libraries: dict[str, Path] = {}
+        self._libraries: dict[str, Path | None] = {}
         self._native: dict[str, NativeFunction | None] = {}
+        self.strict = strict
+        self.notes: list[str] = []
 
-    def _library(self, name: str) -> Path:
+    def _library(self, name: str) -> Path | None:
+        """The compiled library of ``name``, or None where compiling failed under
+        ``strict=False`` (then the function runs on the virtual machine)."""
         if name not in self._libraries:
             unit, _ = self._source[name]
-            _, self._libraries[name] = compile_library({name: unit}, tag=name, mapped=True)
+            try:
+                _, self._libraries[name] = compile_library({name: unit}, tag=name, mapped=True)
+            except CodegenError as err:
+                if self.strict:
+                    raise
+                note = f"codegen='auto': {name} runs on CasADi's virtual machine: {err}"
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
+                self.notes.append(note)
+                self._libraries[name] = None
         return self._libraries[name]
 
     def __getitem__(self, name: str) -> ca.Function:
         """The compiled function mapped over its count (CasADi's ``map`` of the
         loaded unit), for calls with DMs."""
         if name not in self._done:
-            _, count = self._source[name]
-            self._done[name] = ca.external(name, str(self._library(name))).map(count)
+            unit, count = self._source[name]
+            lib = self._library(name)
+            self._done[name] = (unit if lib is None else ca.external(name, str(lib))).map(count)
         return self._done[name]
 
     def native(self, name: str) -> NativeFunction | None:
         """The compiled function ``name`` called on NumPy arrays over its count
         (:class:`~picard_casadi.native.NativeFunction`), or ``None`` if it
-        cannot be (a sparse input)."""
+        cannot be (a sparse input, or it was not compiled)."""
         if name not in self._native:
             unit, count = self._source[name]
             lib = self._library(name)
             try:
-                self._native[name] = NativeFunction(lib, name, unit, count=count)
+                self._native[name] = (None if lib is None else
+                                      NativeFunction(lib, name, unit, count=count))
             except (ValueError, AttributeError, OSError):
                 self._native[name] = None
         return self._native[name]
@@ -501,17 +647,27 @@ class LazyCompiled(Mapping):
 def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
     """The backend for an ``estimate(codegen=...)`` value, and a note for the result.
 
-    ``True`` requires a compiler (:class:`CodegenError` otherwise); ``"auto"``
-    generates when a compiler is found and otherwise runs on CasADi's virtual
-    machine, warning once per process; ``False`` uses the virtual machine.
+    ``True`` requires a working compiler and cache (:class:`CodegenError`
+    otherwise, saying which and how to fix it); ``"auto"`` generates when
+    :func:`probe` finds both usable and otherwise runs on CasADi's virtual
+    machine, warning once per process and cause; ``False`` uses the virtual
+    machine.
     """
     global _NO_COMPILER_WARNED
+    codegen = as_codegen(codegen)
     if codegen is False:
         return None, ""
     if codegen is True:
-        return CodegenBackend(), ""
-    if codegen != "auto":
-        raise ValueError(f"codegen must be True, False or 'auto', got {codegen!r}")
+        _require_compiler()
+        problem, read_only = probe()
+        if problem:
+            raise CodegenError(f"codegen=True: {problem}")
+        if read_only:
+            raise CodegenError(
+                f"codegen=True: the code cache {str(_cache_path())!r} is not writable; set "
+                "PICARD_CASADI_CACHE to a writable folder, or use codegen='auto' to load the "
+                "libraries it holds and run the rest on CasADi's virtual machine")
+        return CodegenBackend(strict=True), ""
     if find_compiler() is None:
         note = ("codegen='auto': no C compiler found; running on CasADi's virtual machine "
                 "(install gcc or clang, or set $CC, to generate C)")
@@ -519,4 +675,18 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
             warnings.warn(note, RuntimeWarning, stacklevel=3)
             _NO_COMPILER_WARNED = True
         return None, note
-    return CodegenBackend(), ""
+    problem, read_only = probe()
+    if problem:
+        note = f"codegen='auto': {problem}; running on CasADi's virtual machine"
+        if problem not in _WARNED:
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
+            _WARNED.add(problem)
+        return None, note
+    if read_only:
+        return CodegenBackend(strict=False), (
+            f"codegen='auto': the code cache {str(_cache_path())!r} is read-only: the "
+            "libraries it holds are used, other functions run on CasADi's virtual machine")
+    return CodegenBackend(strict=False), ""
+
+
+_WARNED: set[str] = set()

@@ -141,19 +141,33 @@ def compare(
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
-    """Write ``table.csv``, ``table.md`` and ``comparison.png`` into ``out``."""
+    """Write ``table.csv``, ``table.md`` and ``comparison.png`` into ``out``.
+
+    The three are written under temporary names and moved into place
+    together (:class:`~picard_casadi.outputs.AtomicOutputs`).
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from .outputs import AtomicOutputs
     from .plotting import plot_comparison
 
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "table.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: (" ".join(f"{v:.8g}" for v in r[k]) if k == "estimate" else r[k])
-                             for k in COLUMNS})
-    (out / "table.md").write_text(format_markdown(rows))
-    summary = _per_problem_method(rows)
-    plot_comparison(summary, path=out / "comparison.png")
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(COLUMNS))
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (" ".join(f"{v:.8g}" for v in r[k]) if k == "estimate" else r[k])
+                         for k in COLUMNS})
+    with AtomicOutputs(out) as files:
+        files.write_text("table.csv", table.getvalue())
+        files.write_text("table.md", format_markdown(rows))
+        fig = plot_comparison(_per_problem_method(rows))
+        try:
+            fig.savefig(files.path("comparison.png"), format="png", dpi=130)
+        finally:
+            plt.close(fig)
+        files.commit()
 
 
 def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

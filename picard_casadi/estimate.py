@@ -27,8 +27,12 @@ from typing import Any
 import numpy as np
 
 from .certificate import Certificate, certify
+from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
+                     check_callback, check_choice, check_problem_size, check_seed)
 from .errors import ConvergenceError, DiscretisationWarning
 from .experiment import Experiment
+from .guess import GUESSES
+from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
 from .methods.base import IterationRecord, LoopOutcome, Setup
@@ -85,9 +89,7 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_positive_int(value: Any, field: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"`{field}` must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return as_int(value, field, minimum)
 
 
 def _refinement_budget(refine: Any) -> int:
@@ -286,6 +288,7 @@ def _unresolved(setup: Setup, outcome: LoopOutcome) -> np.ndarray | None:
 
 
 # ---------------------------------------------------------------------- estimate
+@interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
 @with_solver_threads
 def estimate(
     model: Model,
@@ -313,6 +316,7 @@ def estimate(
     seed: int | None = 0,
     callback: Callable[[IterationRecord], Any] | None = None,
     raise_on_failure: bool = False,
+    max_intervals: int | None = None,
     **options: Any,
 ) -> EstimationResult:
     """Estimate parameters (and initial states) of an ODE model from data.
@@ -393,6 +397,11 @@ def estimate(
     raise_on_failure : bool
         Raise :class:`~picard_casadi.ConvergenceError` instead of returning a
         result with ``success=False``.
+    max_intervals : int, optional
+        The most Picard intervals accepted (the resource guard,
+        :func:`~picard_casadi.checks.check_problem_size`): by default 100,000,
+        or fewer where their estimated memory would exceed 4 GB.  A larger
+        problem is refused with a ValueError before anything is built.
     **options
         Method options (``max_iter``, ``sigma``, ``gap_tol``, ...; IPOPT
         options as ``ipopt_options={...}``).  Unknown names are an error
@@ -416,6 +425,7 @@ def estimate(
     p0 = as_vector(p0, model.np, "p0")
     if not np.all(np.isfinite(p0)):
         raise ValueError(f"`p0` must be finite, got {p0}")
+    check_bounds_not_nan(p_bounds, "p_bounds")
     p_lb, p_ub = _bounds(p_bounds, model.np, "p_bounds")
     outside = (p0 < p_lb) | (p0 > p_ub)
     if np.any(outside):
@@ -424,6 +434,7 @@ def estimate(
             f"`p0`[{i}] = {p0[i]} ({model.p_names[i]}) is outside p_bounds "
             f"[{p_lb[i]}, {p_ub[i]}]; start inside the box"
         )
+    check_bounds_not_nan(x0_bounds, "x0_bounds")
     x_lb, x_ub = _bounds(x0_bounds, model.nx, "x0_bounds")
     if model.x_domain is not None:
         x_lb = np.maximum(x_lb, model.x_domain[0])
@@ -437,8 +448,7 @@ def estimate(
                     f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
                 )
     n = _check_positive_int(n, "n")
-    if scheme not in DEFAULT_NODES:
-        raise ValueError(f"`scheme` must be one of {tuple(DEFAULT_NODES)}, got {scheme!r}")
+    check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
     max_refinements = _refinement_budget(refine)
     mesh_of_warm_start = None
@@ -458,13 +468,16 @@ def estimate(
             T = disc_ws.T
     if T is None:
         T = default_T(model, exps, p0)
-    elif not (isinstance(T, (int, float, np.integer, np.floating)) and np.isfinite(T) and T > 0):
-        raise ValueError(f"`T` must be a positive interval length, got {T!r}")
-    if not (isinstance(lam, (int, float, np.integer, np.floating)) and np.isfinite(lam)
-            and lam > 0):
-        raise ValueError(f"`lam` must be a positive number, got {lam!r}")
+    T = as_positive_number(T, "T")
+    lam = as_positive_number(lam, "lam")
     if multistart is not None:
         _check_positive_int(multistart, "multistart")
+    seed, uncertainty = check_seed(seed), as_bool(uncertainty, "uncertainty")
+    raise_on_failure = as_bool(raise_on_failure, "raise_on_failure")
+    check_callback(callback)
+    check_choice(guess, "guess", GUESSES)
+    as_codegen(codegen)
+    check_problem_size(model, exps, T, nodes, max_intervals)
     spec = get_method(method)
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:
@@ -491,7 +504,7 @@ def estimate(
                  T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
                  refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
-                 raise_on_failure=raise_on_failure, **options),
+                 raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
         )
 
     prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,

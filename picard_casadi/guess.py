@@ -42,6 +42,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
+from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
@@ -112,7 +113,8 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j
                 else:
                     new = np.asarray(fns.picard(x, Uj, p0, disc.t0[j], disc.h[j],
                                                 disc.node_inputs[j]))
-            except RuntimeError:
+            except RuntimeError as err:
+                reraise_if_interrupted(err)
                 break
             change = float(np.max(np.abs(new - Uj) / scale))
             if not np.isfinite(change) or change > 1e6:
@@ -211,6 +213,7 @@ def initial_guess(
                              "failed; its states are propagated interval by interval")
         carry = np.asarray(x0s[e], float).copy()
         for j in range(sl.start, sl.stop):
+            reraise_if_interrupted()  # one lost by CasADi's wrapper on the last interval
             if traj is not None and strategy == "shooting":
                 x = np.clip(traj[j - sl.start], lo, hi)
                 if j == sl.start and not estimate_x0:

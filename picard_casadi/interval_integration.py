@@ -23,7 +23,9 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
+from ._native_output import captured_native_output
 from .discretisation import Discretisation, to_map_layout
+from .interrupts import interruptible, reraise_if_interrupted
 from .simulate import _INPUT_DEGREE, _input_coefficients, _segment_integrator
 
 __all__ = ["IntervalIntegrator"]
@@ -150,9 +152,18 @@ class IntervalIntegrator:
         Raises
         ------
         RuntimeError
-            When CVODES fails on an interval (CasADi's error).
+            When CVODES fails on an interval (CasADi's error; what CVODES and
+            CasADi print is kept off the terminal).
+        KeyboardInterrupt
+            After Ctrl-C, which CasADi would report as a failed integration.
         """
         d = self.disc
-        Xs, xend = self.function(np.asarray(X, float).T, np.asarray(p, float))
+        printed: list[str] = []
+        try:
+            with interruptible(), captured_native_output() as printed:
+                Xs, xend = self.function(np.asarray(X, float).T, np.asarray(p, float))
+        except RuntimeError as err:
+            reraise_if_interrupted(err, printed[0] if printed else "")
+            raise
         Xs = np.asarray(Xs).reshape(d.model.nx, d.n_intervals, d.M).transpose(1, 0, 2)
         return Xs, np.asarray(xend).T

@@ -1,4 +1,11 @@
-"""The result of :func:`~picard_casadi.estimate`, and its JSON form."""
+"""The result of :func:`~picard_casadi.estimate`, and its JSON form.
+
+The JSON is strict (RFC 8259): a non-finite float is written as the string
+``"inf"``, ``"-inf"`` or ``"nan"`` and read back as a float in every numeric
+field (estimate, history, timings, settings, starts).  Reading names the
+file and what is wrong with it (not JSON, truncated, a missing or malformed
+field).  Writing to a path is atomic (a temporary file, then a rename).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,12 @@ import numpy as np
 __all__ = ["EstimationResult"]
 
 FORMAT_VERSION = 1
+
+
+_NONFINITE = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
+              "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}
+REQUIRED = ("p", "x0", "success", "status", "message", "iterations", "objective",
+            "weighted_objective", "continuity_gap", "fixed_point_residual", "wall_time")
 
 
 def _jsonable(value: Any) -> Any:
@@ -33,7 +46,30 @@ def _jsonable(value: Any) -> Any:
 
 
 def _float(value: Any) -> float:
-    return float(value) if not isinstance(value, str) else float(value.replace("Infinity", "inf"))
+    """A JSON number, or one of the strings ``_jsonable`` writes for inf and NaN."""
+    if isinstance(value, str):
+        if value.strip().lower() in _NONFINITE:
+            return _NONFINITE[value.strip().lower()]
+        raise ValueError(f"{value!r} is not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _restore(value: Any) -> Any:
+    """Non-finite floats written as strings back to floats, in nested lists and dicts."""
+    if isinstance(value, str) and value.strip().lower() in _NONFINITE:
+        return _NONFINITE[value.strip().lower()]
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _restore(v) for k, v in value.items()}
+    return value
+
+
+def _array(value: Any) -> np.ndarray:
+    arr = np.asarray(_restore(value), dtype=float)
+    return arr
 
 
 @dataclass
@@ -254,34 +290,84 @@ class EstimationResult:
         str
             The JSON text.
         """
-        text = json.dumps(self.to_dict(), indent=indent)
+        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            from .outputs import atomic_write_text
+
+            atomic_write_text(path, text + "\n")
         return text
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EstimationResult:
-        """Inverse of :meth:`to_dict`."""
+    def from_dict(cls, d: dict[str, Any], source: str = "result") -> EstimationResult:
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``source`` and the field that is missing or malformed.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"{source}: expected a JSON object of result fields, got "
+                             f"{type(d).__name__}")
         d = dict(d)
+        missing = [k for k in REQUIRED if k not in d]
+        if missing:
+            raise ValueError(f"{source}: missing field(s) {missing}; it is not a complete "
+                             "result written by EstimationResult.to_json")
         version = d.pop("format_version", FORMAT_VERSION)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ValueError(f"{source}: 'format_version' must be an integer, got {version!r}")
         if version > FORMAT_VERSION:
             raise ValueError(
-                f"result format version {version} is newer than this package reads "
-                f"({FORMAT_VERSION}); upgrade picard_casadi"
+                f"{source}: result format version {version} is newer than this package "
+                f"reads ({FORMAT_VERSION}); upgrade picard_casadi"
             )
-        arrays = ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr")
-        for k in arrays:
+
+        def field(key: str, convert: Any) -> Any:
+            try:
+                return convert(d[key])
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{source}: field {key!r} is malformed ({err})") from None
+
+        def vector_list(value: Any) -> list[np.ndarray]:
+            if not isinstance(value, list):
+                raise ValueError("expected a list of arrays")
+            return [_array(v) for v in value]
+
+        for k in ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr"):
             if d.get(k) is not None:
-                d[k] = np.asarray(d[k], dtype=float)
-        d["x0"] = [np.asarray(v, dtype=float) for v in d.get("x0", [])]
+                d[k] = field(k, _array)
+        if d["p"].ndim != 1:
+            raise ValueError(f"{source}: field 'p' must be a list of numbers")
+        d["x0"] = field("x0", vector_list)
         if d.get("x0_std") is not None:
-            d["x0_std"] = [np.asarray(v, dtype=float) for v in d["x0_std"]]
+            d["x0_std"] = field("x0_std", vector_list)
         for k in ("objective", "weighted_objective", "continuity_gap",
                   "fixed_point_residual", "wall_time"):
-            d[k] = _float(d[k])
+            d[k] = field(k, _float)
         for k in ("ssr", "weighted_ssr", "discretisation_error"):
             if k in d:
-                d[k] = _float(d[k])
+                d[k] = field(k, _float)
+        if not isinstance(d["success"], bool):
+            raise ValueError(f"{source}: field 'success' must be true or false, "
+                             f"got {d['success']!r}")
+        if isinstance(d["iterations"], bool) or not isinstance(d["iterations"], int):
+            raise ValueError(f"{source}: field 'iterations' must be an integer, "
+                             f"got {d['iterations']!r}")
+        for k in ("status", "message"):
+            if not isinstance(d[k], str):
+                raise ValueError(f"{source}: field {k!r} must be a string, got {d[k]!r}")
+        for k in ("timings", "history", "settings"):
+            if k in d:
+                if not isinstance(d[k], dict):
+                    raise ValueError(f"{source}: field {k!r} must be an object")
+                d[k] = _restore(d[k])
+        if d.get("certificate") is not None:
+            if not isinstance(d["certificate"], dict):
+                raise ValueError(f"{source}: field 'certificate' must be an object or null")
+            d["certificate"] = _restore(d["certificate"])
+        if "starts" in d:
+            d["starts"] = field("starts", lambda v: [_restore(dict(s)) for s in v])
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known and not k.startswith("_")})
 
@@ -298,9 +384,25 @@ class EstimationResult:
             Attach them to make :meth:`predict` work again (simulation only).
         """
         text = str(source)
-        if not text.lstrip().startswith("{"):
-            text = Path(source).read_text(encoding="utf-8")
-        res = cls.from_dict(json.loads(text))
+        if isinstance(source, Path) or not text.lstrip().startswith("{"):
+            where = f"result file {str(source)!r}"
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{where} is not UTF-8 text ({err.reason} at byte "
+                                 f"{err.start}); it is not a result written by to_json") from None
+        else:
+            where = "result JSON text"
+        if not text.strip():
+            raise ValueError(f"{where} is empty (was it written completely?)")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{where} is not valid JSON: {err.msg} at line {err.lineno}, column "
+                f"{err.colno} (the file may be truncated, or not a result written by to_json)"
+            ) from None
+        res = cls.from_dict(data, where)
         if model is not None and experiments is not None:
             from .predict import simulation_predictor
 

@@ -27,6 +27,7 @@ import numpy as np
 from ._native_output import captured_native_output
 from .errors import SimulationError
 from .experiment import Experiment, evaluate_inputs
+from .interrupts import interruptible, reraise_if_interrupted
 from .model import Model
 
 __all__ = ["simulate", "measure", "simulate_experiment"]
@@ -107,6 +108,68 @@ def _cvodes_reason(err: Exception, printed: list[str]) -> str:
     text = printed[0] if printed else ""
     detail = re.search(r"(At t = [^\n]*)", text)
     return f"{flag}: {detail.group(1).strip()}" if detail else flag
+
+
+# what CVODES' failure flags mean for a user (SUNDIALS' CVODE documentation)
+CVODES_FLAGS = {
+    "CV_TOO_MUCH_WORK": "the step limit (max_steps) was reached",
+    "CV_TOO_MUCH_ACC": "the tolerances cannot be met",
+    "CV_ERR_FAILURE": "the error test failed repeatedly",
+    "CV_CONV_FAILURE": "the corrector did not converge",
+    "CV_RHSFUNC_FAIL": "the right-hand side could not be evaluated",
+    "CV_REPTD_RHSFUNC_ERR": "the right-hand side was not finite, repeatedly",
+    "CV_UNREC_RHSFUNC_ERR": "the right-hand side was not finite",
+}
+
+
+def cvodes_flag(err: BaseException) -> str:
+    """``"CV_TOO_MUCH_WORK (the step limit (max_steps) was reached)"`` from a CasADi
+    error, or the error's last line when it names no CVODES flag."""
+    m = re.search(r'CVode returned "([A-Z_]+)"', str(err))
+    if not m:
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        return re.sub(r"^.*?\.cpp:\d+: ", "", lines[-1] if lines else "unknown error")[:200]
+    flag = m.group(1)
+    return f"{flag} ({CVODES_FLAGS[flag]})" if flag in CVODES_FLAGS else flag
+
+
+def cvodes_failure(err: Exception, printed: str) -> tuple[str, float | None]:
+    """CVODES' flag with its explanation, and the time (in the integrator's own
+    time variable) where it stopped, from a failed call and its printed output."""
+    flag = cvodes_flag(err)
+    detail = re.search(r"At t = ([-+0-9.eE]+)[,;]?\s*([^\n]*)", printed)
+    if not detail:
+        return flag, None
+    try:
+        s = float(detail.group(1))
+    except ValueError:
+        s = None
+    why = detail.group(2).strip().rstrip(".")
+    return (f"{flag} ({why})" if why else flag), s
+
+
+def locate_cvodes_failure(step: ca.Function, x0: np.ndarray, controls: np.ndarray,
+                          p: np.ndarray) -> tuple[int, np.ndarray, str, float | None]:
+    """Integrate segment by segment to find the one that fails.
+
+    Returns the failing segment's index, the state at its start, CVODES'
+    reason and where in the segment (``s`` in ``[0, 1]``) it stopped; the
+    index is -1 when every segment succeeds on its own.
+    """
+    x = np.asarray(x0, float)
+    for k in range(controls.shape[1]):
+        try:
+            with interruptible(), captured_native_output() as printed:
+                x_next = np.asarray(step(x, controls[:, k], p)).ravel()
+        except RuntimeError as err:
+            text = printed[0] if printed else ""
+            reraise_if_interrupted(err, text)
+            reason, s = cvodes_failure(err, text)
+            return k, x, reason, s
+        if not np.all(np.isfinite(x_next)):
+            return k, x, "the state became non-finite", None
+        x = x_next
+    return -1, x, "", None
 
 
 def simulate(
@@ -198,16 +261,26 @@ def simulate(
         return out
     coef = _input_coefficients(u_of_t, bounds, model.nu) if model.nu else np.zeros((0, bounds.size - 1))
     controls = np.vstack([bounds[None, :-1], np.diff(bounds)[None, :], coef])
-    chain = _segment_integrator(model, rtol, atol, max_steps).mapaccum(
-        "simulate", bounds.size - 1, [0], [0])
+    step = _segment_integrator(model, rtol, atol, max_steps)
+    chain = step.mapaccum("simulate", bounds.size - 1, [0], [0])
     try:
-        with captured_native_output() as printed:
+        with interruptible(), captured_native_output() as printed:
             xf = np.asarray(chain(x0, controls, p)).T  # (S, nx) at bounds[1:]
     except RuntimeError as err:
+        reraise_if_interrupted(err, printed[0] if printed else "")
+        k, xk, reason, s = locate_cvodes_failure(step, x0, controls, p)
+        if k < 0:  # not reproduced segment by segment: report what the chain said
+            raise SimulationError(
+                f"simulation of model {model.name!r} failed: CVODES reported "
+                f"{_cvodes_reason(err, printed)} (the solution blows up or leaves the "
+                f"model's domain for p = {p.tolist()})"
+            ) from None
+        a, b = float(bounds[k]), float(bounds[k + 1])
+        when = f"t = {a + (b - a) * s:.6g}" if s is not None else f"t in [{a:.6g}, {b:.6g}]"
         raise SimulationError(
-            f"simulation of model {model.name!r} failed: CVODES reported "
-            f"{_cvodes_reason(err, printed)} (the solution blows up or leaves the "
-            f"model's domain for p = {p.tolist()})"
+            f"simulation of model {model.name!r} failed at {when}: CVODES reported "
+            f"{reason}; the state was {np.array2string(xk, precision=4)} at t = {a:.6g} "
+            f"(p = {p.tolist()}): the solution blows up or leaves the model's domain"
         ) from None
     idx = np.searchsorted(bounds[1:], t[start:])
     out[start:] = xf[idx]

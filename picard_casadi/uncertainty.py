@@ -147,11 +147,22 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             f"no uncertainty: {m_meas} measurements for {nth} estimated quantities"
         )
         return
-    F = Jt.T @ Jt
-    s2 = float(r @ r) / (m_meas - nth)
+    with np.errstate(all="ignore"):
+        F = Jt.T @ Jt
+        s2 = float(r @ r) / (m_meas - nth)
+    if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
+        result.warnings.append(
+            "no uncertainty: the output sensitivities at the estimate are not finite "
+            "(the solution is violently unstable there)")
+        return
     d = np.sqrt(np.maximum(np.diag(F), 1e-300))
     Fs = F / d[:, None] / d[None, :]
-    evals, evecs = np.linalg.eigh(Fs)
+    try:
+        evals, evecs = np.linalg.eigh(Fs)
+    except np.linalg.LinAlgError as err:
+        result.warnings.append(f"no uncertainty: the information matrix could not be "
+                               f"decomposed ({err})")
+        return
     lam_max = max(float(evals[-1]), 1e-300)
     weak = evals < IDENTIFIABILITY_THRESHOLD * lam_max
     names = []

@@ -8,10 +8,11 @@ comparison is a change of the ``method`` argument only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
+from .breakdown import guarded_solve
 from .condensed import ConstrainedGaussNewtonStep
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
@@ -46,19 +47,23 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
 
 METHODS: dict[str, MethodSpec] = {
     "picard": MethodSpec(
-        "picard", PicardOptions, _solve_picard,
+        "picard", PicardOptions, guarded_solve(_solve_picard, "picard"),
         "the paper's Alg. 3/4: projected gradient steps with line search, relaxed Picard updates",
     ),
     "picard-gn": MethodSpec(
-        "picard-gn", PicardGNOptions, _solve_picard_gn,
+        "picard-gn", PicardGNOptions, guarded_solve(_solve_picard_gn, "picard-gn"),
         "Picard iteration with structured Levenberg-Marquardt steps on (p, x_j)",
     ),
 }
 
 
 def register(spec: MethodSpec) -> None:
-    """Add a method to the registry (used by the IPOPT and shooting modules)."""
-    METHODS[spec.name] = spec
+    """Add a method to the registry (used by the IPOPT and shooting modules).
+
+    Its solve is wrapped so that numerical breakdowns end as ``success=False``
+    and Ctrl-C as KeyboardInterrupt (:mod:`picard_casadi.methods.breakdown`).
+    """
+    METHODS[spec.name] = replace(spec, solve=guarded_solve(spec.solve, spec.name))
 
 
 def get_method(name: str) -> MethodSpec:

@@ -191,38 +191,77 @@ class LoopOptions:
     gtol: float = 1e-8
 
     def validate(self) -> None:
-        """Raise ValueError naming a bad option."""
+        """Raise ValueError/TypeError naming a bad option and what it accepts."""
         require_positive_int("max_iter", self.max_iter)
+        require_number("sigma", self.sigma)
         if not 0.0 < self.sigma <= 1.0:
             raise ValueError(f"sigma must be in (0, 1], got {self.sigma!r}")
-        if self.sweeps != "auto" and (
-            isinstance(self.sweeps, str) or int(self.sweeps) != self.sweeps or self.sweeps < 1
-        ):
-            raise ValueError(f"sweeps must be a positive integer or 'auto', got {self.sweeps!r}")
+        if self.sweeps != "auto":
+            require_positive_int("sweeps", self.sweeps, "a positive integer or 'auto'")
+        require_positive_int("max_sweeps", self.max_sweeps)
         require_positive("lam", self.lam)
         require_one_of("continuity", self.continuity, CONTINUITY_MODES)
+        require_number("lam_max", self.lam_max)
+        if not self.lam_max >= 1.0:  # NaN too
+            raise ValueError(f"lam_max must be a number >= 1 (a multiple of lam), "
+                             f"got {self.lam_max!r}")
         for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol"):
             val = getattr(self, name)
+            require_number(name, val)
             if not (np.isfinite(val) and val >= 0):
                 raise ValueError(f"{name} must be a non-negative number, got {val!r}")
+        require_positive_int("ftol_window", self.ftol_window)
 
 
-def require_positive_int(name: str, value: Any) -> None:
-    """Raise ValueError naming option ``name`` unless it is an integer >= 1."""
-    if int(value) != value or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def require_number(name: str, value: Any, accepted: str = "a number") -> None:
+    """Raise TypeError naming option ``name`` unless it is a (Python or NumPy) real number."""
+    if not _is_number(value):
+        raise TypeError(f"{name} must be {accepted}, got {value!r} ({type(value).__name__})")
+
+
+def require_positive_int(name: str, value: Any, accepted: str = "a positive integer") -> None:
+    """Raise TypeError/ValueError naming option ``name`` unless it is an integer >= 1."""
+    require_number(name, value, accepted)
+    if not np.isfinite(value) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be {accepted}, got {value!r}")
+
+
+def require_nonnegative_int(name: str, value: Any) -> None:
+    """Raise TypeError/ValueError naming option ``name`` unless it is an integer >= 0."""
+    require_number(name, value, "an integer >= 0")
+    if not np.isfinite(value) or int(value) != value or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 def require_one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
     """Raise ValueError naming option ``name`` unless ``value`` is one of ``choices``."""
-    if value not in choices:
+    if not (isinstance(value, str) and value in choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
-def require_positive(name: str, value: float) -> None:
-    """Raise ValueError naming option ``name`` unless it is a finite number > 0."""
+def require_positive(name: str, value: Any) -> None:
+    """Raise TypeError/ValueError naming option ``name`` unless it is a finite number > 0."""
+    require_number(name, value, "a positive number")
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def require_fraction(name: str, value: Any) -> None:
+    """Raise TypeError/ValueError naming option ``name`` unless ``0 < value < 1``."""
+    require_number(name, value, "a number in (0, 1)")
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+
+
+def require_bool(name: str, value: Any) -> None:
+    """Raise TypeError naming option ``name`` unless it is True or False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
 
 
 @dataclass

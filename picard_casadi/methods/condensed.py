@@ -85,6 +85,7 @@ import numpy as np
 from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo, require_one_of
+from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 
 __all__ = ["ConstrainedGaussNewtonStep"]
 
@@ -118,6 +119,14 @@ STALL_STEPS = 10
 NEWTON_MAX_DAMPING = 1e-4
 # relative damping of the Gauss-Newton step that measures stationarity
 STATIONARITY_DAMPING = 1e-14
+# iterations in a row with nothing to gain while the scaled gap norm is above
+# STUCK_GAP before the step gives up (far above gap_tol: a converging run
+# never has gaps this open when it runs out of gains)
+STUCK_ITERATIONS = 3
+STUCK_GAP = 1e-6
+# condensed rows larger than this overflow when squared (LAPACK then fails on
+# inf, e.g. "SVD did not converge"): the step reports the interval instead
+OVERFLOW = 1e150
 
 
 def _working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -263,6 +272,10 @@ class ConstrainedGaussNewtonStep:
         self.newton = hessian == "exact"  # Newton steps now (exact), or once GN stalls (auto)
         self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN
         self._second_order: FixedPointHessian | None = None  # built on the first Newton step
+        # iterations in a row where no step gained while the gaps were open
+        self._stuck = 0
+        self._last_gap = 0.0  # scaled gap norm of the last linearisation
+        self._worst_interval = 0  # where the condensed sensitivities were largest
 
     def reset(self) -> None:
         """Nothing to forget: no multipliers in this formulation."""
@@ -516,6 +529,7 @@ class ConstrainedGaussNewtonStep:
         return data_lin, gap_lin
 
     # ------------------------------------------------------------------ step
+    @guarded_step
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         # trial points far from the solution can overflow; they are rejected
         # below (non-finite merit), so the floating-point warnings are noise
@@ -524,7 +538,32 @@ class ConstrainedGaussNewtonStep:
             if info.accepted:
                 info = self._pattern_move(Xs, ps, info)
                 self._watch_for_stall(info)
+            return self._check_stuck(Xs, ps, info)
+
+    def _check_stuck(self, Xs, ps, info: StepInfo) -> StepInfo:
+        """Fail, rather than repeat forever, where no step can gain with the gaps open.
+
+        "Nothing to gain at double precision" is convergence at a continuous
+        point; with gaps still open (scaled norm above ``STUCK_GAP``) it means
+        the linearisation is numerically meaningless (measured: ``x' = p
+        x^2`` from ``p0 = 50`` has sensitivities of 1e148 and the same
+        iterate was returned 200 times, ending in "increase max_iter").
+        """
+        if info.precision_reached and self._last_gap > STUCK_GAP:
+            self._stuck += 1
+        else:
+            self._stuck = 0
+        if self._stuck < STUCK_ITERATIONS:
             return info
+        _, p = self.setup.from_scaled(Xs, ps)
+        return failed_step(Xs, ps, (
+            f"no step can lower the merit although the continuity gaps are still open "
+            f"(scaled norm {self._last_gap:.3g}): the linearisation is numerically "
+            f"meaningless (gradient norm {info.grad_norm:.3g}; the sensitivities are largest "
+            f"at {describe_interval(self.setup, self._worst_interval)}); the solution nearly "
+            f"blows up for p = {np.array2string(p, precision=6)} -- start from a better p0, "
+            "bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
+            self.mu, info.phi_before)
 
     def _watch_for_stall(self, info: StepInfo) -> None:
         """Switch to Newton steps (``hessian="auto"``) once Gauss-Newton stalls.
@@ -644,6 +683,21 @@ class ConstrainedGaussNewtonStep:
             free_p &= ~out
             A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
             g = np.einsum("jmt,jm->t", A, b)
+        bad = first_nonfinite_interval(A, b, S_all, s_all, limit=OVERFLOW)
+        if bad is not None:
+            # the chain S_{j+1} = E_j S_j + F_j P overflowed: the trajectory with
+            # the current p and x0 is violently unstable (or blows up) there
+            return failed_step(Xs, ps, (
+                "the condensed Gauss-Newton step overflowed at "
+                f"{describe_interval(s, bad)}: the sensitivities of the states to p and "
+                "x0, chained from the experiment's start, exceed the floating-point range "
+                f"there (p = {np.array2string(p, precision=6)}); the solution blows up or "
+                "is violently unstable for these parameters -- start from a better p0, "
+                "bound p (p_bounds) and the states (x0_bounds), or fit a shorter horizon"),
+                self.mu, data + 0.5 * self.rho * gap2)
+        self._last_gap = float(np.sqrt(gap2))
+        self._worst_interval = int(np.argmax(np.abs(S_all).reshape(S_all.shape[0], -1)
+                                             .max(axis=1, initial=0.0)))
         A2, b2 = A.reshape(-1, self.n_theta), b.ravel()
         bnorm = float(np.sqrt(b2 @ b2))
         if A2.shape[0] > A2.shape[1]:

@@ -32,10 +32,11 @@ import casadi as ca
 import numpy as np
 
 from .._native_output import captured_native_output
+from ..interrupts import interruptible, reraise_if_interrupted
 from ..discretisation import to_map_layout
 from . import MethodSpec, register
-from .base import (IterationRecord, LoopOutcome, Setup, require_one_of, require_positive,
-                   require_positive_int)
+from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
+                   require_one_of, require_positive, require_positive_int)
 
 __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
            "run_nlp", "ipopt_history"]
@@ -96,6 +97,7 @@ def _probe_ipopt_option(key: str, val: Any) -> str:
             text = " ".join(line.strip() for line in printed[0].splitlines() if line.strip())
             problem = f"IPOPT rejected it ({text[:300] or 'unknown option or bad value'})"
     except RuntimeError as err:
+        reraise_if_interrupted(err)
         reason = re.sub(r"^.*?\.cpp:\d+: ", "", str(err).strip().splitlines()[-1])
         if "type mismatch" in reason:
             reason = "the value has the wrong type for this option"
@@ -139,6 +141,8 @@ class IpoptOptions:
         require_positive_int("max_iter", self.max_iter)
         require_positive("tol", self.tol)
         require_one_of("hessian", self.hessian, HESSIANS)
+        require_bool("expand", self.expand)
+        require_nonnegative_int("print_level", self.print_level)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 
@@ -162,14 +166,31 @@ def run_nlp(solver: ca.Function, setup: Setup, w0: np.ndarray, lbw: np.ndarray,
     """Solve from ``w0`` (clipped into the box) with the setup's data weights.
 
     Returns IPOPT's solution, its statistics, and what it printed.  Raises
-    ValueError when IPOPT rejects an option.
+    ValueError when IPOPT rejects an option, and KeyboardInterrupt after a
+    Ctrl-C (which IPOPT would report as ``NonIpopt_Exception_Thrown``).
+    When a function evaluation fails outright (CasADi raises, e.g. CVODES'
+    ``CV_TOO_MUCH_WORK`` inside the gradient), the solution is the start and
+    the statistics say ``return_status="Evaluation_Failed"`` with the
+    error's last line under ``"error"``.
     """
     Wt = to_map_layout(setup.tr._Wt)
-    with captured_native_output() as printed:
-        sol = solver(x0=np.clip(w0, lbw, ubw), p=Wt.ravel(order="F"), lbx=lbw, ubx=ubw,
-                     lbg=0.0, ubg=0.0)
+    x0 = np.clip(w0, lbw, ubw)
+    printed: list[str] = []
+    try:
+        with interruptible(), captured_native_output() as printed:
+            sol = solver(x0=x0, p=Wt.ravel(order="F"), lbx=lbw, ubx=ubw,
+                         lbg=0.0, ubg=0.0)
+    except RuntimeError as err:
+        text = printed[0] if printed else ""
+        reraise_if_interrupted(err, text)
+        from ..simulate import cvodes_flag
+
+        stats = {"return_status": "Evaluation_Failed", "success": False, "iter_count": 0,
+                 "error": cvodes_flag(err)}
+        return {"x": ca.DM(x0)}, stats, text
     stats = solver.stats()
     text = printed[0] if printed else ""
+    reraise_if_interrupted(None, text)
     if stats.get("return_status") == "Invalid_Option":
         detail = " ".join(line.strip() for line in text.splitlines()
                           if "option" in line.lower() or "type" in line.lower())
@@ -280,6 +301,7 @@ class CollocationNLP:
         self.solver = None
         if setup.compiled:
             from ..codegen import NlpTooLarge, compile_nlpsol
+            from ..errors import CodegenError
 
             try:
                 # generated from the MX graph: the mapped vector field becomes a
@@ -289,6 +311,12 @@ class CollocationNLP:
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
                              "expanded to SX (its fastest uncompiled form)")
+                solver_opts["expand"] = True
+            except CodegenError as err:  # a compiler or cache that failed on this NLP
+                if getattr(setup.tr.functions, "strict", True):
+                    raise
+                self.note = (f"codegen='auto': the IPOPT NLP runs on CasADi's virtual "
+                             f"machine: {err}")
                 solver_opts["expand"] = True
         if self.solver is None:
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
@@ -338,6 +366,10 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     nlp = cache[key]
     sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
+    if "error" in stats:
+        status_error = f" ({stats['error']})"
+    else:
+        status_error = ""
     J, K, nx, np_ = nlp.J, nlp.K, nlp.nx, nlp.np
     w = np.asarray(sol["x"]).ravel()
     p = w[:np_] * setup.p_scale
@@ -351,7 +383,7 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
                        "pass ipopt_options={'acceptable_iter': 0} to insist)")
     else:
         status_note = ""
-    message = f"IPOPT: {status}{status_note}" + ("" if success else
+    message = f"IPOPT: {status}{status_error}{status_note}" + ("" if success else
                                     " (see IPOPT's documentation of this status; try "
                                     "hessian='gauss-newton', a larger max_iter or a better start)")
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import LoopOptions, Setup, StepInfo, require_one_of
+from ..interrupts import interrupt_checked
+from .base import (LoopOptions, Setup, StepInfo, require_fraction, require_one_of,
+                   require_positive_int)
 
 __all__ = ["ProjectedGradientStep", "PicardOptions"]
 
@@ -56,6 +58,8 @@ class PicardOptions(LoopOptions):
                 "method='picard' supports 'multiplier' and 'penalty'"
             )
         require_one_of("initial_step", self.initial_step, INITIAL_STEPS)
+        require_fraction("armijo", self.armijo)
+        require_positive_int("max_backtracks", self.max_backtracks)
 
 
 class ProjectedGradientStep:
@@ -80,6 +84,7 @@ class ProjectedGradientStep:
         gradient: small next to the penalty's pull, about ``2 lam |c|``."""
         return info.precision_reached or info.grad_norm <= 0.2 * lam * gap_scaled
 
+    @interrupt_checked
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         tr = s.tr

@@ -36,7 +36,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
-from .base import LoopOptions, Setup, StepInfo, require_one_of, require_positive
+from .base import (LoopOptions, Setup, StepInfo, require_one_of, require_positive,
+                   require_positive_int)
+from .breakdown import guarded_step
 from .condensed import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
@@ -90,6 +92,8 @@ class PicardGNOptions(LoopOptions):
     def validate(self) -> None:
         super().validate()
         require_positive("radius0", self.radius0)
+        require_positive("mu0", self.mu0)
+        require_positive_int("max_tries", self.max_tries)
         require_one_of("hessian", self.hessian, HESSIANS)
         if self.hessian == "exact" and self.continuity != "constrained":
             raise ValueError(
@@ -133,6 +137,7 @@ class LevenbergMarquardtStep:
         (nearly) orthogonal to every Jacobian column (MINPACK's gtol test)."""
         return info.precision_reached or info.optimality <= SETTLED_COSINE
 
+    @guarded_step
     def step(self, Xs, U, ps, V, lam) -> StepInfo:
         with np.errstate(all="ignore"):  # overflowing trials are rejected below
             return self._step(Xs, U, ps, V, lam)

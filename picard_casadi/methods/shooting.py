@@ -26,8 +26,11 @@ import casadi as ca
 import numpy as np
 
 from ..interval_integration import IntervalIntegrator
+from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
-from .base import LoopOutcome, Setup, require_positive, require_positive_int
+from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
+                   require_positive_int)
+from .breakdown import describe_interval
 from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
 
 __all__ = ["ShootingOptions", "solve_shooting"]
@@ -68,6 +71,8 @@ class ShootingOptions:
         require_positive_int("max_iter", self.max_iter)
         for name in ("tol", "rtol", "atol"):
             require_positive(name, getattr(self, name))
+        require_positive_int("max_steps", self.max_steps)
+        require_nonnegative_int("print_level", self.print_level)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 
@@ -80,6 +85,7 @@ class ShootingNLP:
         J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
         self.setup, self.J, self.nx, self.np = setup, J, nx, np_
         states = IntervalIntegrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+        self._cvodes = (opts.rtol, opts.atol, opts.max_steps)  # to locate a failure
         xs = ca.DM(setup.x_scale)
         ps = ca.DM(setup.p_scale)
         w = ca.MX.sym("w", np_ + J * nx)
@@ -112,11 +118,44 @@ class ShootingNLP:
         ubw[np_:][fixed] = x_start[fixed]
         self.lbw, self.ubw = lbw, ubw
 
-    def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
-        """Solve from the setup's start; return IPOPT's result, stats and output."""
+    def start(self) -> np.ndarray:
+        """The decision vector of the setup's start (scaled, clipped into the box)."""
         s = self.setup
         w0 = np.concatenate([s.p0 / s.p_scale, (s.X0 / s.x_scale).ravel()])
-        return run_nlp(self.solver, s, w0, self.lbw, self.ubw)
+        return np.clip(w0, self.lbw, self.ubw)
+
+    def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Solve from the setup's start; return IPOPT's result, stats and output."""
+        return run_nlp(self.solver, self.setup, self.start(), self.lbw, self.ubw)
+
+    def locate_failure(self, w: np.ndarray) -> str:
+        """Where CVODES fails at the point ``w``: interval, experiment and time, or ''.
+
+        Each interval is integrated from its start through its sample times,
+        segment by segment (only after a failure: about a millisecond per
+        segment), until one fails.
+        """
+        s = self.setup
+        disc = s.disc
+        nu = disc.model.nu
+        p = w[: self.np] * s.p_scale
+        X = w[self.np:].reshape(self.J, self.nx) * s.x_scale
+        step = _segment_integrator(disc.model, *self._cvodes)
+        for j in range(self.J):
+            exp = disc.experiments[disc.exp_of[j]]
+            ts = disc.sample_times[j][disc.sample_exp[j] == disc.exp_of[j]]
+            b = np.unique(np.concatenate([[disc.t0[j]], ts, [disc.t0[j] + disc.h[j]]]))
+            Q = np.vstack([b[None, :-1], np.diff(b)[None, :],
+                           _input_coefficients(lambda tt: exp.inputs(tt, nu), b, nu)
+                           if nu else np.zeros((0, b.size - 1))])
+            k, xk, reason, frac = locate_cvodes_failure(step, X[j], Q, p)
+            if k >= 0:
+                a, length = float(Q[0, k]), float(Q[1, k])
+                when = f" at t = {a + length * frac:.6g}" if frac is not None else ""
+                return (f"{reason}{when} on {describe_interval(s, j)}, integrating from "
+                        f"x = {np.array2string(xk, precision=4)} (t = {a:.6g}) with "
+                        f"p = {np.array2string(p, precision=6)}")
+        return ""
 
 
 def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOutcome:
@@ -138,7 +177,16 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     success = bool(stats.get("success", False))
     cv = re.findall(r'CVode returned "([A-Z_]+)"', printed)
     message = f"IPOPT: {status}"
-    if not success:
+    if "error" in stats:  # an evaluation failed outright: say where
+        where = nlp.locate_failure(nlp.start())
+        message = ("shooting stopped: CVODES failed "
+                   + (f"at the start: {where}" if where else
+                      f"({stats['error']}) at a point IPOPT tried (every interval "
+                      "integrates at the start)")
+                   + "; the solution blows up or CVODES needs more steps (max_steps) -- "
+                     "bound p (p_bounds) and the states (x0_bounds) or start from a "
+                     "better p0")
+    elif not success:
         message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
     history = ipopt_history(stats)

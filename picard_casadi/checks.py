@@ -1,0 +1,309 @@
+"""Checks of :func:`~picard_casadi.estimate`'s arguments, before anything is built.
+
+Pure functions: each takes a value and the argument's name, returns the value
+in the form the package uses, and raises :class:`TypeError` (wrong kind of
+value) or :class:`ValueError` (right kind, wrong value) naming the argument
+and what it accepts.  NumPy scalars (``np.int64(5)``, ``np.float32(0.1)``)
+are accepted wherever Python numbers are; ``bool`` is not a number here
+(``n=True`` is a mistake, not ``n=1``).
+
+:func:`check_problem_size` is the resource guard: it counts the intervals a
+discretisation would make, and the memory they imply, from the experiments'
+time spans alone, and refuses a problem above a limit before any array or
+CasADi function is built (``T=1e-6`` on a horizon of 10 asks for ten
+million intervals: about 200 GB and hours of set-up before the first
+iteration).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_int", "as_positive_number", "as_bool", "as_codegen", "check_seed",
+    "check_bounds_not_nan",
+    "check_callback", "check_choice", "ProblemSize", "problem_size", "check_problem_size",
+    "DEFAULT_MAX_INTERVALS", "MEMORY_BUDGET_BYTES",
+]
+
+# The resource guard's defaults (docs/reliability.md).  The built-in problems
+# use 40-150 intervals; 100,000 intervals of a two-state model take about
+# 2 GB and a minute of set-up before the first iteration.
+DEFAULT_MAX_INTERVALS = 100_000
+# Without an explicit max_intervals the limit is also lowered so that the
+# estimated memory stays below this (dense per-interval matrices grow with
+# (K nx)^2: 5,500 intervals of the 15-state CMG model already need ~4 GB).
+MEMORY_BUDGET_BYTES = 4 * 1024 ** 3
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def as_int(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int >= minimum``; Python and NumPy integers (and
+    integral floats such as ``2.0``) are accepted.
+
+    Raises
+    ------
+    TypeError
+        For ``None``, strings, booleans and other non-numbers.
+    ValueError
+        For non-integral or too small values.
+    """
+    if not _is_number(value):
+        raise TypeError(f"`{name}` must be an integer >= {minimum}, got {value!r} "
+                        f"({type(value).__name__})")
+    if not math.isfinite(float(value)) or int(value) != value:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def as_positive_number(value: Any, name: str) -> float:
+    """``value`` as a finite ``float > 0`` (Python or NumPy int or float).
+
+    Raises
+    ------
+    TypeError
+        For ``None``, strings, booleans and other non-numbers.
+    ValueError
+        For zero, negative, NaN or infinite values.
+    """
+    if not _is_number(value):
+        raise TypeError(f"`{name}` must be a positive number, got {value!r} "
+                        f"({type(value).__name__})")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
+    return v
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """``value`` as a ``bool``: only ``True``/``False`` (or NumPy's) are accepted.
+
+    A string such as ``"no"`` is truthy, so it is refused rather than read
+    as ``True``.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def check_seed(seed: Any, name: str = "seed") -> Any:
+    """A seed for :func:`numpy.random.default_rng`: ``None``, an integer
+    ``>= 0``, a :class:`numpy.random.SeedSequence` or a
+    :class:`numpy.random.Generator`."""
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (numbers.Integral,)):
+        raise TypeError(f"`{name}` must be None, an integer >= 0 or a numpy Generator, "
+                        f"got {seed!r} ({type(seed).__name__})")
+    if seed < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def check_bounds_not_nan(bounds: Any, name: str) -> None:
+    """Refuse a NaN in a ``(lower, upper)`` pair of bounds.
+
+    NaN is neither a bound nor "no bound": ``None``, ``-inf`` and ``inf``
+    say that.  Other malformed bounds are left to the caller's own checks.
+    """
+    if bounds is None:
+        return
+    try:
+        lower, upper = bounds
+    except (TypeError, ValueError):
+        return
+    for side, part in (("lower", lower), ("upper", upper)):
+        if part is None:
+            continue
+        try:
+            arr = np.asarray(part, dtype=float).ravel()
+        except (TypeError, ValueError):
+            return
+        if np.any(np.isnan(arr)):
+            i = int(np.flatnonzero(np.isnan(arr))[0])
+            where = f"[{i}]" if arr.size > 1 else ""
+            no_bound = "-inf" if side == "lower" else "inf"
+            raise ValueError(
+                f"`{name}`: the {side} bound{where} is NaN; use None or {no_bound} for no "
+                f"{side} bound, or a number"
+            )
+
+
+def as_codegen(value: Any) -> bool | str:
+    """``codegen`` as ``True``, ``False`` or ``"auto"`` (NumPy booleans accepted)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value == "auto":
+        return "auto"
+    raise ValueError(f"codegen must be True, False or 'auto', got {value!r}")
+
+
+def check_callback(callback: Any, name: str = "callback") -> None:
+    """``None`` or a callable."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"`{name}` must be a callable or None, got {type(callback).__name__}")
+
+
+def check_choice(value: Any, name: str, choices: Sequence[Any]) -> None:
+    """``value`` must be one of ``choices`` (compared by equality, hashable or not)."""
+    try:
+        ok = any(isinstance(value, type(c)) and bool(value == c) for c in choices)
+    except Exception:  # an array compared to a string, say
+        ok = False
+    if not ok:
+        raise ValueError(f"`{name}` must be one of {tuple(choices)!r}, got {value!r}")
+
+
+# ---------------------------------------------------------------------- size guard
+@dataclass(frozen=True)
+class ProblemSize:
+    """What a discretisation of the problem would hold.
+
+    Attributes
+    ----------
+    intervals : int
+        Picard intervals over all experiments (exact, or a lower bound when
+        ``exact`` is False: counting them exactly would itself be too big).
+    nodes : int
+        Nodes per interval ``K``.
+    states : int
+        ``nx``.
+    samples_per_interval : int
+        ``M``, the most samples in one interval (arrays are padded to it).
+    bytes : float
+        Estimated memory of the estimate (see :func:`problem_size`).
+    exact : bool
+    """
+
+    intervals: int
+    nodes: int
+    states: int
+    samples_per_interval: int
+    bytes: float
+    exact: bool = True
+
+
+def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int) -> float:
+    """Memory per interval, measured on vdp (nx 2, K 9) and CMG (nx 15, K 9).
+
+    ``picard-gn`` keeps several dense ``(K nx)^2`` matrices per interval
+    (``I - dP/dU``, its inverse, products); node values, sensitivities and
+    padded sample arrays are linear in ``K nx`` and ``M``.  Measured peak
+    growth: 16 KB per interval on vdp, 640 KB on CMG; this formula gives
+    21 KB and 725 KB.
+    """
+    kn = K * nx
+    return 8.0 * (4.5 * kn * kn + 64.0 * kn + M * (K + 3 * ny + nu + 4 * nx))
+
+
+def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -> ProblemSize:
+    """Count intervals (with :func:`~picard_casadi.discretisation.interval_boundaries`)
+    and estimate the memory, without building a discretisation.
+
+    Parameters
+    ----------
+    model : Model
+    experiments : sequence of Experiment
+    T : float
+        Interval length.
+    nodes : int
+        Nodes per interval.
+    """
+    from .discretisation import interval_boundaries
+
+    # Each experiment has between floor(horizon / T) - #breakpoints and
+    # floor(horizon / T) + #breakpoints + 1 intervals; where that is far
+    # beyond any limit the boundaries are not materialised (T = 1e-9 over a
+    # horizon of 10 would be an array of 1e10 floats).
+    rough = sum(max(1.0, math.floor((e.t_end - e.t0) / T)) for e in experiments)
+    if rough > 50 * DEFAULT_MAX_INTERVALS:
+        per = _bytes_per_interval(nodes, model.nx, 1, model.ny, model.nu)
+        return ProblemSize(int(rough), nodes, model.nx, 1, rough * per, exact=False)
+    count = 0
+    M = 1
+    for e in experiments:
+        b = interval_boundaries(e.t0, e.t_end, float(T), e.breakpoints)
+        J = b.size - 1
+        count += J
+        j = np.clip(np.searchsorted(b, e.t + 1e-9 * T, side="right") - 1, 0, J - 1)
+        M = max(M, int(np.bincount(j, minlength=J).max(initial=1)))
+    M = 1 << (M - 1).bit_length()  # padded to a power of two, as Discretisation does
+    per = _bytes_per_interval(nodes, model.nx, M, model.ny, model.nu)
+    return ProblemSize(count, nodes, model.nx, M, count * per)
+
+
+def _human(nbytes: float) -> str:
+    for unit, size in (("TB", 1024 ** 4), ("GB", 1024 ** 3), ("MB", 1024 ** 2)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{nbytes / 1024:.3g} KB"
+
+
+def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int,
+                       max_intervals: Any = None) -> ProblemSize:
+    """Refuse a problem too large to set up, before anything is built.
+
+    Parameters
+    ----------
+    model, experiments, T, nodes
+        As :func:`problem_size`.
+    max_intervals : int, optional
+        The largest number of intervals accepted.  Default (``None``):
+        ``DEFAULT_MAX_INTERVALS`` (100,000), lowered to what fits in
+        ``MEMORY_BUDGET_BYTES`` (4 GB) of estimated memory.  Given
+        explicitly, it is the only limit.
+
+    Returns
+    -------
+    ProblemSize
+
+    Raises
+    ------
+    ValueError
+        Naming the number of intervals asked for, the memory they imply,
+        the limit, the longest ``T`` that would fit, and the keyword that
+        raises the limit.
+    """
+    size = problem_size(model, experiments, T, nodes)
+    per = size.bytes / max(size.intervals, 1)
+    if max_intervals is None:
+        limit = int(min(DEFAULT_MAX_INTERVALS, max(1, MEMORY_BUDGET_BYTES // per)))
+        why = f"the default limit is {limit:,} intervals"
+        if limit < DEFAULT_MAX_INTERVALS:
+            why += (f" for this model (what fits in {_human(MEMORY_BUDGET_BYTES)}; at most "
+                    f"{DEFAULT_MAX_INTERVALS:,} for any model)")
+    else:
+        limit = as_int(max_intervals, "max_intervals")
+        why = f"the limit is max_intervals={limit:,}"
+    if size.intervals <= limit:
+        return size
+    if max_intervals is None and per > MEMORY_BUDGET_BYTES:
+        raise ValueError(
+            f"`nodes` = {nodes}: one interval alone ({nodes} nodes x {model.nx} states) needs "
+            f"about {_human(per)} (dense (K nx)^2 matrices), more than the "
+            f"{_human(MEMORY_BUDGET_BYTES)} budget; use fewer nodes, or pass "
+            f"max_intervals={size.intervals} to estimate() to go ahead"
+        )
+    horizon = sum(e.t_end - e.t0 for e in experiments)
+    T_fit = horizon / max(limit - len(experiments), 1)
+    count = f"{size.intervals:,}" if size.exact else f"about {size.intervals:,}"
+    fewer_nodes = (f" or fewer nodes (each interval needs about {_human(per)})"
+                   if per * 1000 > MEMORY_BUDGET_BYTES else "")
+    raise ValueError(
+        f"`T` = {T:g} makes {count} intervals ({nodes} nodes x {model.nx} states each, "
+        f"{size.samples_per_interval} sample(s) at most per interval): about "
+        f"{_human(size.bytes)} of memory and a long set-up before the first iteration; "
+        f"{why}.  Use a longer T (T >= {T_fit:.3g} stays within the limit here){fewer_nodes}, "
+        f"or pass max_intervals={size.intervals} to estimate() to go ahead"
+    )

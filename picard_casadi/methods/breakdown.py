@@ -1,0 +1,151 @@
+"""Numerical breakdowns inside a method: an honest failure, never a raw exception.
+
+A model that blows up for the current parameters (``x' = p x^2`` with
+``p0 = 50``) makes the sensitivities along an interval chain overflow, and
+LAPACK then fails on ``inf``/``NaN`` (``LinAlgError: SVD did not converge``,
+with ``** On entry to DLASCL parameter number 4 had an illegal value``
+printed by the Fortran library on the terminal); CVODES and IPOPT raise
+CasADi ``RuntimeError`` s.  This module turns them into results:
+
+* :func:`guarded_step` wraps a step rule's ``step``: LAPACK's prints are
+  captured, a :class:`numpy.linalg.LinAlgError` becomes a failed step whose
+  message says what broke and where (the first interval with non-finite
+  values: experiment, interval and time span);
+* :func:`guarded_solve` wraps a method's solve: whatever numerical error
+  still escapes (CasADi ``RuntimeError``, ``LinAlgError``, overflow) becomes
+  ``success=False`` with status ``"breakdown"``, and a Ctrl-C that CasADi
+  disguised becomes :class:`KeyboardInterrupt` again
+  (:mod:`picard_casadi.interrupts`).  The package's own errors (bad input,
+  a failed compilation under ``codegen=True``) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._native_output import captured_native_output
+from ..errors import PicardError
+from ..interrupts import interrupt_checked, interruptible, is_interrupt, reraise_if_interrupted
+from .base import LoopOutcome, Setup, StepInfo
+
+__all__ = ["describe_interval", "first_nonfinite_interval", "failed_step", "guarded_step",
+           "guarded_solve", "NUMERICAL_ERRORS"]
+
+# what numerical code raises when it breaks down (CasADi raises RuntimeError)
+NUMERICAL_ERRORS = (np.linalg.LinAlgError, RuntimeError, FloatingPointError, OverflowError,
+                    ZeroDivisionError)
+
+
+def describe_interval(setup: Setup, j: int) -> str:
+    """``"interval 12 of experiment 'a' (t = 0.11 to 0.12)"`` for global interval ``j``."""
+    disc = setup.disc
+    e = int(disc.exp_of[j])
+    local = j - disc.intervals_of[e].start
+    t0, t1 = float(disc.t0[j]), float(disc.t0[j] + disc.h[j])
+    return (f"interval {local} of experiment {disc.experiments[e].name!r} "
+            f"(t = {t0:.6g} to {t1:.6g})")
+
+
+def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int | None:
+    """The first index along axis 0 where any of ``arrays`` is not finite (or larger
+    than ``limit`` in magnitude), or None."""
+    bad = None
+    for a in arrays:
+        a = np.asarray(a)
+        if a.ndim == 0:
+            continue
+        with np.errstate(all="ignore"):
+            rows = ~(np.abs(a.reshape(a.shape[0], -1)) <= limit).all(axis=1)
+        if np.any(rows):
+            k = int(np.flatnonzero(rows)[0])
+            bad = k if bad is None else min(bad, k)
+    return bad
+
+
+def failed_step(Xs: np.ndarray, ps: np.ndarray, message: str, control: float = 0.0,
+                phi: float = np.nan) -> StepInfo:
+    """A step that failed: the iteration stops with ``message``."""
+    return StepInfo(Xs, ps, phi, phi, np.nan, 0.0, False, 1, control, failed=True,
+                    message=message)
+
+
+def _lapack_note(printed: str) -> str:
+    lines = [ln.strip() for ln in printed.splitlines() if ln.strip()]
+    return f" (LAPACK printed: {lines[0][:120]!r})" if lines else ""
+
+
+def guarded_step(step: Callable[..., StepInfo]) -> Callable[..., StepInfo]:
+    """Decorate a step rule's ``step(self, Xs, U, ps, V, lam)`` as the module doc says."""
+
+    @functools.wraps(step)
+    @interrupt_checked
+    def wrapper(self: Any, Xs: np.ndarray, U: Any, ps: np.ndarray, V: np.ndarray,
+                lam: float) -> StepInfo:
+        printed: list[str] = []
+        try:
+            with captured_native_output() as printed:
+                return step(self, Xs, U, ps, V, lam)
+        except np.linalg.LinAlgError as err:
+            text = printed[0] if printed else ""
+            reraise_if_interrupted(err, text)
+            X, p = self.setup.from_scaled(Xs, ps)
+            return failed_step(Xs, ps, (
+                f"the linear algebra of the step failed (numpy: {err}){_lapack_note(text)} "
+                f"at p = {np.array2string(p, precision=6)}: the linearisation is singular "
+                "or not finite there; start from a better p0 or bound p (p_bounds) and "
+                "the states (x0_bounds)"), getattr(self, "mu", 0.0))
+
+    return wrapper
+
+
+def _from_numerical_code(err: BaseException) -> bool:
+    """Whether ``err`` was raised by CasADi, NumPy or this package's numerics, not by
+    the user's code (a callback): judged by where it was raised, and for CasADi's
+    ``RuntimeError`` by its text."""
+    if isinstance(err, PicardError):
+        return False
+    text = str(err)
+    if isinstance(err, RuntimeError) and (".cpp:" in text or "Error in Function" in text):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1].filename.replace("\\", "/")
+    return any(part in last for part in ("/casadi/", "/numpy/", "/picard_casadi/"))
+
+
+def guarded_solve(solve: Callable[..., LoopOutcome], method: str) -> Callable[..., LoopOutcome]:
+    """Wrap a method's ``solve(setup, opts, callback)`` as the module doc says."""
+
+    @functools.wraps(solve)
+    def wrapper(setup: Setup, opts: Any, callback: Any = None) -> LoopOutcome:
+        fallbacks = getattr(setup.tr.functions, "notes", [])
+        known = len(fallbacks)
+        try:
+            with interruptible():
+                outcome = solve(setup, opts, callback)
+            # functions that fell back to the virtual machine during the solve
+            outcome.notes.extend(n for n in fallbacks[known:] if n not in outcome.notes)
+            return outcome
+        except NUMERICAL_ERRORS as err:
+            if is_interrupt(err):
+                raise KeyboardInterrupt from None
+            if not _from_numerical_code(err):  # the package's own, or the user's callback
+                raise
+            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+            detail = lines[-1][:300] if lines else type(err).__name__
+            return LoopOutcome(
+                X=setup.X0.copy(), U=setup.U0.copy(), p=setup.p0.copy(),
+                V=np.zeros_like(setup.X0), lam=0.0, iterations=0, success=False,
+                status="breakdown",
+                message=(f"{method} broke down: {type(err).__name__}: {detail}; the result "
+                         "is the starting point, not an estimate (the model may blow up "
+                         "for these parameters: bound p with p_bounds, start from a better "
+                         "p0, or use a shorter T)"))
+
+    return wrapper

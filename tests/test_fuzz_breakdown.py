@@ -1,0 +1,208 @@
+"""Fuzz: numerical breakdowns end as an honest result or a clear error.
+
+Never a raw CasADi ``RuntimeError`` or NumPy ``LinAlgError`` out of
+``estimate``, never LAPACK's messages on the terminal, and a message that
+says what broke and where.
+"""
+
+from __future__ import annotations
+
+import re
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+
+def _blowup_model() -> pc.Model:
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    return pc.Model(x=x, p=p, rhs=p * x ** 2, name="blowup")
+
+
+def _blowup_experiment(p_true: float, t_end: float, n: int) -> pc.Experiment:
+    t = np.linspace(0.0, t_end, n)
+    return pc.Experiment(t, (1.0 / (1.0 - p_true * t))[:, None], x0=[1.0], name="run")
+
+
+@pytest.fixture(scope="module")
+def blowup():
+    """The issue's example: x' = p x^2 from p0 = 50, default T (x blows up at t = 0.02)."""
+    return _blowup_model(), _blowup_experiment(0.05, 10.0, 101)
+
+
+WHERE = r"interval \d+ of experiment 'run' \(t = [\d.e+-]+ to [\d.e+-]+\)"
+
+
+def test_picard_gn_blowup_is_an_honest_failure_naming_the_interval(blowup, capfd):
+    model, exp = blowup
+    res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False)
+    assert not res.success and res.status == "step_failed"
+    assert re.search(r"overflowed at " + WHERE, res.message), res.message
+    assert "p = [50.]" in res.message
+    out, err = capfd.readouterr()
+    assert "DLASCL" not in out + err and "illegal value" not in out + err
+
+
+def test_shooting_blowup_names_cvodes_flag_interval_and_time(blowup):
+    model, exp = blowup
+    res = pc.estimate(model, [exp], [50.0], "shooting", codegen=False)
+    assert not res.success and res.status == "Evaluation_Failed"
+    assert "CV_TOO_MUCH_WORK" in res.message and "max_steps" in res.message
+    assert re.search(r"on " + WHERE, res.message), res.message
+
+
+@pytest.mark.parametrize("method", ["ipopt", "picard"])
+def test_other_methods_on_the_blowup_return_a_result(blowup, method):
+    model, exp = blowup
+    res = pc.estimate(model, [exp], [50.0], method, codegen=False, max_iter=200)
+    assert isinstance(res.success, bool)
+    if res.success:
+        assert np.all(np.isfinite(res.p)) and res.continuity_gap < 1e-6
+    else:
+        assert res.message
+
+
+def test_linearisation_out_of_range_stops_instead_of_repeating(capfd):
+    """Short horizon: sensitivities of 1e148, no step can gain; it used to repeat the
+    same iterate 200 times and end with "increase max_iter"."""
+    model = _blowup_model()
+    exp = _blowup_experiment(0.5, 1.0, 11)
+    res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False)
+    assert not res.success and res.status == "step_failed"
+    assert res.iterations <= 5
+    assert "numerically meaningless" in res.message and "increase max_iter" not in res.message
+    assert re.search(WHERE, res.message)
+
+
+def test_multiplier_continuity_blowup(blowup):
+    model, exp = blowup
+    res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False,
+                      continuity="multiplier", hessian="gauss-newton", max_iter=30)
+    assert not res.success and res.message
+
+
+def test_simulation_failure_names_the_time(blowup):
+    model, _ = blowup
+    with pytest.raises(pc.SimulationError,
+                       match=r"failed at t in \[0\.015, 0\.02\]: CVODES reported CV_\w+ \("):
+        pc.simulate(model, [1.0], [50.0], np.linspace(0, 1, 11))
+
+
+@pytest.mark.parametrize("p0", [1e150, 1e300, -1e300])
+def test_huge_p0_is_a_clear_error_or_an_honest_failure(p0):
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    try:
+        res = pc.estimate(model, [exp], [p0], "picard-gn", codegen=False, max_iter=20)
+    except ValueError as err:
+        assert "not finite at the starting point" in str(err)
+    else:
+        assert not res.success or np.all(np.isfinite(res.p))
+
+
+def test_nan_at_the_start_is_a_clear_error():
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * ca.sqrt(x - 5), name="sqrt")
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    with pytest.raises(ValueError, match=r"not finite at the starting point"):
+        pc.estimate(model, [exp], [1.0], "picard-gn", codegen=False)
+
+
+def test_an_output_never_measured_is_handled():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p * x[0], x[0]), y=x, name="half")
+    t = np.linspace(0, 2, 21)
+    rng = np.random.default_rng(0)
+    y = np.column_stack([np.exp(-t) + 0.01 * rng.normal(size=21), np.full(21, np.nan)])
+    exp = pc.Experiment(t, y, x0=[1.0, 0.0])
+    with pytest.warns(UserWarning, match=r"x0\[x1\].*practically unidentifiable"):
+        res = pc.estimate(model, [exp], [0.5], "picard-gn", codegen=False, weights="auto")
+    assert res.success and abs(res.p[0] - 1.0) < 0.05
+
+
+def test_an_unidentifiable_parameter_is_a_warning_not_a_crash():
+    """Noise-free data, fitted exactly (merit 5e-27): it ended "trust region collapsed"."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-(p[0] + p[1]) * x, name="sum")
+    t = np.linspace(0, 2, 21)
+    exp = pc.Experiment(t, np.exp(-t)[:, None], x0=[1.0])
+    with pytest.warns(UserWarning, match="information matrix"):
+        res = pc.estimate(model, [exp], [0.3, 0.3], "picard-gn", codegen=False)
+    assert res.success and not np.all(np.isfinite(res.p_std))
+
+
+def test_a_linear_algebra_error_inside_a_step_is_a_failed_step(monkeypatch, capfd):
+    """The shared guard: whatever LAPACK raises inside a step, with its prints."""
+    import picard_casadi.methods.condensed as condensed
+
+    def broken(*args, **kwargs):
+        import ctypes
+        import os
+
+        os.write(2, b" ** On entry to DLASCL parameter number  4 had an illegal value\n")
+        ctypes.CDLL(None)  # native code ran
+        raise np.linalg.LinAlgError("SVD did not converge in Linear Least Squares")
+
+    monkeypatch.setattr(condensed, "_working_set_step", broken)
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    res = pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)
+    assert not res.success and res.status == "step_failed"
+    assert "SVD did not converge" in res.message and "DLASCL" in res.message
+    out, err = capfd.readouterr()
+    assert "DLASCL" not in out + err
+
+
+@pytest.mark.parametrize("error", [RuntimeError("Error in Function::call for 'x' [MXFunction]"),
+                                   np.linalg.LinAlgError("Singular matrix"),
+                                   FloatingPointError("overflow"), OverflowError("big")])
+def test_an_error_escaping_a_method_is_success_false(monkeypatch, error):
+    """The method-level net (``guarded_solve``) for anything the steps did not catch."""
+    import picard_casadi.methods.condensed as condensed
+
+    # raised from "inside the package" (the net tells package errors from a user's
+    # callback by where they were raised)
+    ns = {"error": error}
+    exec(compile("def broken(self, *args):\n    raise error\n",
+                 "/site-packages/picard_casadi/methods/fake.py", "exec"), ns)
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "_step", ns["broken"])
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    res = pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)
+    if isinstance(error, np.linalg.LinAlgError):
+        assert res.status == "step_failed"
+    else:
+        assert res.status == "breakdown" and "picard-gn broke down" in res.message
+    assert not res.success and str(error).split("[")[0].strip() in res.message
+    assert np.array_equal(res.p, [0.1])
+
+
+def test_package_errors_are_not_hidden_by_the_net(monkeypatch):
+    import picard_casadi.methods.condensed as condensed
+
+    def broken(self, *args):
+        raise pc.CodegenError("the C compiler failed")
+
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "_step", broken)
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    with pytest.raises(pc.CodegenError):
+        pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("my callback broke"), ZeroDivisionError("x"),
+                                   np.linalg.LinAlgError("mine")])
+def test_an_error_in_the_users_callback_is_not_hidden(error):
+    def callback(rec):
+        raise error
+
+    model = _blowup_model()
+    exp = _blowup_experiment(0.05, 2.0, 21)
+    with pytest.raises(type(error), match=str(error)):
+        pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False, callback=callback)

@@ -1,0 +1,179 @@
+"""Fuzz: an unusable code cache or compiler.
+
+Under ``codegen="auto"`` the run goes on on CasADi's virtual machine and the
+result says why; under ``codegen=True`` it is one clear ``CodegenError``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi import codegen
+
+needs_cc = pytest.mark.skipif(codegen.find_compiler() is None,
+                              reason="no C compiler (set $CC or install gcc)")
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch):
+    """Forget what earlier tests found about compilers and caches."""
+    monkeypatch.setattr(codegen, "_PROBED", {})
+    monkeypatch.setattr(codegen, "_WARNED", set())
+
+
+def _cache_cases(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    return {
+        "cache is a file": ({"PICARD_CASADI_CACHE": str(afile)}, r"a file is in the way"),
+        "cache under a file": ({"PICARD_CASADI_CACHE": str(afile / "sub")},
+                               r"a file is in the way"),
+        "compiler fails": ({"CC": "/bin/false", "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                           r"the C compiler '/bin/false' does not work"),
+        "compiler not runnable": ({"CC": str(afile), "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                                  r"the C compiler .* (cannot be run|does not work)"),
+        "compiler makes nothing": ({"CC": "true", "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                                   r"the C compiler .*true' produced no library"),
+        "bad flags": ({"PICARD_CASADI_CFLAGS": "-O2 --no-such-flag-x",
+                       "PICARD_CASADI_CACHE": str(tmp_path / "c")},
+                      r"the C compiler .* does not work \(exit status \d+: .*no-such-flag"),
+    }
+
+
+CASES = ["cache is a file", "cache under a file", "compiler fails", "compiler not runnable",
+         "compiler makes nothing", "bad flags"]
+
+
+@needs_cc
+@pytest.mark.parametrize("case", CASES)
+def test_auto_falls_back_with_a_note(tmp_path, monkeypatch, fresh_probe, case):
+    env, pattern = _cache_cases(tmp_path)[case]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.warns(RuntimeWarning, match=pattern):
+        res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
+    assert res.success
+    notes = [w for w in res.warnings if "virtual machine" in w]
+    assert notes and any(__import__("re").search(pattern, n) for n in notes), res.warnings
+
+
+@needs_cc
+@pytest.mark.parametrize("case", CASES)
+def test_codegen_true_is_a_clear_error(tmp_path, monkeypatch, fresh_probe, case):
+    env, pattern = _cache_cases(tmp_path)[case]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(pc.CodegenError, match=r"codegen=True: .*" + pattern):
+        pc.problem("vdp").estimate("picard-gn", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_read_only_cache_is_used_for_hits_under_auto(tmp_path, monkeypatch, fresh_probe):
+    """Simulated: writes into the cache fail with EACCES (tests run as root ignore modes)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(cache))
+    prob = pc.problem("vdp")
+    ref = prob.estimate("picard-gn", codegen=True, uncertainty=False)  # fills the cache
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kw):
+        if dir is not None and os.path.realpath(dir) == os.path.realpath(cache):
+            raise PermissionError(13, "Permission denied", str(dir))
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(codegen.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(codegen, "_PROBED", {})
+    before = codegen.STATS.snapshot()
+    res = prob.estimate("picard-gn", codegen="auto", uncertainty=False)
+    after = codegen.STATS.snapshot()
+    assert res.success and np.array_equal(res.p, ref.p)
+    assert after["cache_hits"] > before["cache_hits"] and after["compiled"] == before["compiled"]
+    assert any("read-only" in w for w in res.warnings)
+    # a function not in the cache falls back, with a note; under True it is an error
+    with pytest.warns(RuntimeWarning, match=r"runs on CasADi's virtual machine"):
+        res2 = prob.estimate("picard-gn", codegen="auto", uncertainty=False,
+                             continuity="multiplier", jacobian="picard", hessian="gauss-newton",
+                             max_iter=5)
+    assert any("runs on CasADi's virtual machine" in w and "Permission denied" in w
+               for w in res2.warnings), res2.warnings
+    monkeypatch.setattr(codegen, "_PROBED", {})
+    with pytest.raises(pc.CodegenError, match=r"codegen=True: the code cache .* is not writable"):
+        prob.estimate("picard-gn", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch, fresh_probe):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    real = codegen._compile_c
+
+    def failing(cc, sources, lib, workdir):
+        if "jacobian" in lib.name or "f_derivatives" in lib.name:
+            raise pc.CodegenError("the C compiler failed (cc -O2 ...):\nvirtual memory exhausted")
+        return real(cc, sources, lib, workdir)
+
+    monkeypatch.setattr(codegen, "_compile_c", failing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
+    assert res.success
+    assert any("f_derivatives runs on CasADi's virtual machine" in w for w in res.warnings)
+    with pytest.raises(pc.CodegenError, match="virtual memory exhausted"):
+        pc.problem("vdp").estimate("picard-gn", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_a_cache_entry_replaced_by_a_folder(tmp_path, monkeypatch, fresh_probe):
+    """A library path taken by a directory: rebuilt impossible, so the VM under auto."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(cache))
+    prob = pc.problem("vdp")
+    ref = prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    for lib in cache.glob("pc_*.so"):
+        lib.unlink()
+        lib.mkdir()
+    with pytest.warns(RuntimeWarning, match="virtual machine"):
+        res = prob.estimate("picard-gn", codegen="auto", uncertainty=False)
+    assert res.success and np.allclose(res.p, ref.p, rtol=1e-9)
+    with pytest.raises(pc.CodegenError, match="cannot be used"):
+        prob.estimate("picard-gn", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_ipopt_nlp_compile_failure_falls_back_under_auto(tmp_path, monkeypatch, fresh_probe):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+
+    def failing(*args, **kwargs):
+        raise pc.CodegenError("the C compiler failed: internal compiler error")
+
+    monkeypatch.setattr(codegen, "compile_nlpsol", failing)
+    res = pc.problem("vdp").estimate("ipopt", codegen="auto", uncertainty=False)
+    assert res.success and any("internal compiler error" in w for w in res.warnings)
+    with pytest.raises(pc.CodegenError, match="internal compiler error"):
+        pc.problem("vdp").estimate("ipopt", codegen=True, uncertainty=False)
+
+
+@needs_cc
+def test_cli_with_a_broken_compiler_is_one_line(tmp_path):
+    env = dict(os.environ, CC="/bin/false", PICARD_CASADI_CACHE=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-m", "picard_casadi", "run", "vdp", "--codegen", "on",
+                          "--out", "res"], cwd=tmp_path, capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "picard-casadi run: error: codegen=True: the C compiler '/bin/false' does not work "
+        "(exit status 1); set $CC to a working compiler, or use codegen=False"]
+    assert not (tmp_path / "res").exists()
+    out = subprocess.run([sys.executable, "-m", "picard_casadi", "run", "vdp", "--codegen",
+                          "auto", "--out", "res", "--quiet"], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "virtual machine" in out.stdout + out.stderr
+    assert (tmp_path / "res" / "result.json").is_file()

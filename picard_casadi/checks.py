@@ -194,17 +194,46 @@ class ProblemSize:
     exact: bool = True
 
 
-def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int) -> float:
-    """Memory per interval, measured on vdp (nx 2, K 9) and CMG (nx 15, K 9).
+def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int, nnz_fx: int) -> float:
+    """Memory per interval of ``picard-gn``'s default (sparse) linear algebra.
 
-    ``picard-gn`` keeps several dense ``(K nx)^2`` matrices per interval
-    (``I - dP/dU``, its inverse, products); node values, sensitivities and
-    padded sample arrays are linear in ``K nx`` and ``M``.  Measured peak
-    growth: 16 KB per interval on vdp, 640 KB on CMG; this formula gives
-    21 KB and 725 KB.
+    It keeps, per interval, the node sensitivities ``dU/d(x_j, p)`` (``K nx``
+    rows and about ``nx`` columns, the estimated initial states) in a few
+    copies, node values, and padded sample arrays; the matrix ``I - dP/dU``
+    has ``K^2`` blocks with the ``nnz_fx`` nonzeros of ``f_x`` each (its
+    sparse factors about as many again).  Measured peak growth
+    (``max_iter=3``, ``T`` quartered): 21 KB per interval on ``cmg``
+    (formula: 108 KB), 1.8 MB on a ring of 80 states (formula: 1.6 MB).  The
+    dense ``(K nx)^2`` matrices of the exact-Hessian steps are built only
+    where they fit (:func:`dense_fits`).
     """
     kn = K * nx
-    return 8.0 * (4.5 * kn * kn + 64.0 * kn + M * (K + 3 * ny + nu + 4 * nx))
+    return 8.0 * (3.0 * kn * (nx + 8) + 8.0 * kn + 2.0 * K * K * nnz_fx
+                  + M * (K + 3 * ny + nu + 4 * nx))
+
+
+def _nnz_fx(model: Any) -> int:
+    """Nonzeros of ``df/dx`` (structural)."""
+    import casadi as ca
+
+    return int(ca.jacobian(model.rhs, model.x).nnz())
+
+
+def dense_fits(intervals: int, K: int, nx: int) -> bool:
+    """Whether the dense ``(K nx)^2`` matrices of every interval fit in a quarter
+    of ``MEMORY_BUDGET_BYTES`` (the exact-Hessian steps need them)."""
+    kn = K * nx
+    return 8.0 * 4.5 * kn * kn * intervals <= 0.25 * MEMORY_BUDGET_BYTES
+
+
+def interval_limit(model: Any, nodes: int, samples_per_interval: int,
+                   max_intervals: Any = None) -> int:
+    """The most intervals accepted (see :func:`check_problem_size`)."""
+    if max_intervals is not None:
+        return as_int(max_intervals, "max_intervals")
+    per = _bytes_per_interval(nodes, model.nx, samples_per_interval, model.ny, model.nu,
+                              _nnz_fx(model))
+    return int(min(DEFAULT_MAX_INTERVALS, max(1, MEMORY_BUDGET_BYTES // per)))
 
 
 def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -> ProblemSize:
@@ -228,7 +257,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
     # horizon of 10 would be an array of 1e10 floats).
     rough = sum(max(1.0, math.floor((e.t_end - e.t0) / T)) for e in experiments)
     if rough > 50 * DEFAULT_MAX_INTERVALS:
-        per = _bytes_per_interval(nodes, model.nx, 1, model.ny, model.nu)
+        per = _bytes_per_interval(nodes, model.nx, 1, model.ny, model.nu, _nnz_fx(model))
         return ProblemSize(int(rough), nodes, model.nx, 1, rough * per, exact=False)
     count = 0
     M = 1
@@ -239,7 +268,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
         j = np.clip(np.searchsorted(b, e.t + 1e-9 * T, side="right") - 1, 0, J - 1)
         M = max(M, int(np.bincount(j, minlength=J).max(initial=1)))
     M = 1 << (M - 1).bit_length()  # padded to a power of two, as Discretisation does
-    per = _bytes_per_interval(nodes, model.nx, M, model.ny, model.nu)
+    per = _bytes_per_interval(nodes, model.nx, M, model.ny, model.nu, _nnz_fx(model))
     return ProblemSize(count, nodes, model.nx, M, count * per)
 
 
@@ -277,21 +306,20 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
     """
     size = problem_size(model, experiments, T, nodes)
     per = size.bytes / max(size.intervals, 1)
+    limit = interval_limit(model, nodes, size.samples_per_interval, max_intervals)
     if max_intervals is None:
-        limit = int(min(DEFAULT_MAX_INTERVALS, max(1, MEMORY_BUDGET_BYTES // per)))
         why = f"the default limit is {limit:,} intervals"
         if limit < DEFAULT_MAX_INTERVALS:
             why += (f" for this model (what fits in {_human(MEMORY_BUDGET_BYTES)}; at most "
                     f"{DEFAULT_MAX_INTERVALS:,} for any model)")
     else:
-        limit = as_int(max_intervals, "max_intervals")
         why = f"the limit is max_intervals={limit:,}"
     if size.intervals <= limit:
         return size
     if max_intervals is None and per > MEMORY_BUDGET_BYTES:
         raise ValueError(
             f"`nodes` = {nodes}: one interval alone ({nodes} nodes x {model.nx} states) needs "
-            f"about {_human(per)} (dense (K nx)^2 matrices), more than the "
+            f"about {_human(per)}, more than the "
             f"{_human(MEMORY_BUDGET_BYTES)} budget; use fewer nodes, or pass "
             f"max_intervals={size.intervals} to estimate() to go ahead"
         )

@@ -488,11 +488,11 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
     and the solver is rebuilt from the library.
     """
     cc = _require_compiler()
-    sym = ca.nlpsol(name, solver, nlp, {k: v for k, v in opts.items() if k != "ipopt"} |
-                    {"ipopt": {"print_level": 0, "sb": "yes"}})
+    # run-time only: the iteration callback (its repr names a memory address)
+    symbolic = {k: v for k, v in opts.items() if k not in ("ipopt", "iteration_callback")}
+    sym = ca.nlpsol(name, solver, nlp, symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
     oracle = ca.Function("nlp_oracle", [nlp["x"], nlp["p"]], [nlp["f"], nlp["g"]])
-    extra = json.dumps({k: str(v) for k, v in opts.items() if k not in ("ipopt",)},
-                       sort_keys=True)
+    extra = json.dumps({k: str(v) for k, v in symbolic.items()}, sort_keys=True)
     key = _key([oracle.serialize(), extra, str(opts.get("hess_lag", ""))], cc)
     directory = cache_dir()
     lib = directory / f"pc_nlp_{key}.so"

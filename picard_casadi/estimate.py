@@ -124,6 +124,7 @@ class _Problem:
     codegen: bool | str
     guess: str
     callback: Callable[[IterationRecord], Any] | None
+    max_intervals: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -276,6 +277,21 @@ def _refined_setup(prob: _Problem, setup: Setup, marked: np.ndarray, *,
                      boundaries=boundaries, start=(X, U_new))
     new.U0, _, _ = new.tr.settle(X, U_new, p, tol=1e-12)
     return new
+
+
+def _within_limit(prob: _Problem, setup: Setup, marked: np.ndarray) -> bool:
+    """Whether the refined mesh stays within the size limit
+    (:func:`~picard_casadi.checks.check_problem_size`); a note if not."""
+    from .checks import interval_limit
+
+    wanted = setup.disc.n_intervals + int(np.count_nonzero(marked))
+    limit = interval_limit(prob.model, prob.nodes, setup.disc.M, prob.max_intervals)
+    if wanted <= limit:
+        return True
+    prob.notes.append(
+        f"mesh refinement stopped: {wanted:,} intervals would exceed the limit of {limit:,} "
+        "(pass max_intervals to estimate() to raise it)")
+    return False
 
 
 def _unresolved(setup: Setup, outcome: LoopOutcome) -> np.ndarray | None:
@@ -511,7 +527,7 @@ def estimate(
                     lam=float(lam), nodes=nodes, scheme=scheme, p_bounds=(p_lb, p_ub),
                     x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0),
                     weights_mode=weights_mode, codegen=codegen, guess=guess,
-                    callback=callback)
+                    callback=callback, max_intervals=max_intervals)
     start = None
     if warm_start is not None:
         from .discretisation import Discretisation
@@ -542,7 +558,8 @@ def estimate(
         outcome = solved.outcome
         if outcome.success:
             cert, info = _certificate(prob, setup, outcome)
-            if cert.passed or not refinable or refinements >= max_refinements:
+            if (cert.passed or not refinable or refinements >= max_refinements
+                    or not _within_limit(prob, setup, cert.marked())):
                 break
             setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
         else:
@@ -552,7 +569,7 @@ def estimate(
                     or outcome.status in ("max_iter", "stopped")):
                 break
             marked = _unresolved(setup, outcome)
-            if marked is None:
+            if marked is None or not _within_limit(prob, setup, marked):
                 break
             prob.notes.append(
                 f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "

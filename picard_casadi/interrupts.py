@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 __all__ = ["interruptible", "reraise_if_interrupted", "is_interrupt", "deferred_interrupt",
-           "interruptible_call", "interrupt_checked"]
+           "interruptible_call", "interrupt_checked", "interrupted"]
 
 _LOCK = threading.Lock()
 _state: dict[str, Any] = {"depth": 0, "flag": False, "previous": None, "installed": False}
@@ -117,6 +117,12 @@ def is_interrupt(err: BaseException | None, printed: str = "") -> bool:
         return True
     cause = err.__cause__ or err.__context__
     return isinstance(cause, KeyboardInterrupt)
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C was recorded in the current :class:`interruptible` block
+    (and CasADi may have swallowed it)."""
+    return bool(_state["flag"])
 
 
 def reraise_if_interrupted(err: BaseException | None = None, printed: str = "") -> None:

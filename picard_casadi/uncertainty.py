@@ -36,6 +36,9 @@ __all__ = ["solution_sensitivity", "SolutionSensitivity",
            "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
 
 IDENTIFIABILITY_THRESHOLD = 1e-8
+# a sensitivity column below this fraction of the largest (both scaled by the
+# quantities' nominal sizes) is round-off: the data do not depend on it
+SILENT_COLUMN = 1e-10
 Z95 = 1.959963984540054
 
 
@@ -155,6 +158,15 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             "no uncertainty: the output sensitivities at the estimate are not finite "
             "(the solution is violently unstable there)")
         return
+    # a column the outputs do not depend on is zero up to the round-off of the
+    # sensitivities (a sparse factorisation leaves ~1e-18), which scaling to a
+    # unit diagonal would blow up into a well-determined direction
+    scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i]
+                      for kind, _, i in columns])
+    reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
+    silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
+    F[silent, :] = 0.0
+    F[:, silent] = 0.0
     d = np.sqrt(np.maximum(np.diag(F), 1e-300))
     Fs = F / d[:, None] / d[None, :]
     try:

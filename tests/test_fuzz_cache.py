@@ -115,7 +115,7 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
     real = codegen._compile_c
 
     def failing(cc, sources, lib, workdir):
-        if "jacobian" in lib.name or "f_derivatives" in lib.name:
+        if "jacobian" in lib.name or "interval_linearisation" in lib.name:
             raise pc.CodegenError("the C compiler failed (cc -O2 ...):\nvirtual memory exhausted")
         return real(cc, sources, lib, workdir)
 
@@ -124,7 +124,8 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
         warnings.simplefilter("ignore", RuntimeWarning)
         res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
     assert res.success
-    assert any("f_derivatives runs on CasADi's virtual machine" in w for w in res.warnings)
+    assert any("interval_linearisation runs on CasADi's virtual machine" in w
+               for w in res.warnings)
     with pytest.raises(pc.CodegenError, match="virtual memory exhausted"):
         pc.problem("vdp").estimate("picard-gn", codegen=True, uncertainty=False)
 

@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import dense_fits
 from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo, require_one_of
@@ -572,10 +573,15 @@ class ConstrainedGaussNewtonStep:
         merit by less than ``STALL_GAIN`` of it, while the iteration has not
         converged (Gauss-Newton's linear convergence where the residuals are
         large; it converges in a few steps where they are not, so the switch
-        costs nothing there).
+        costs nothing there).  Not where the second-order terms' dense
+        ``(K nx)^2`` matrices per interval would not fit in memory
+        (:func:`~picard_casadi.checks.dense_fits`).
         """
         if self.hessian != "auto" or self.newton:
             return
+        d = self.setup.disc
+        if not dense_fits(d.n_intervals, d.K, d.model.nx):
+            return  # the second-order terms' dense matrices would not fit: Gauss-Newton
         gain = (info.phi_before - info.phi_after) / max(abs(info.phi_before), 1e-300)
         self._slow_steps = self._slow_steps + 1 if gain < STALL_GAIN else 0
         if self._slow_steps >= STALL_STEPS:

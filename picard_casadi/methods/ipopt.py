@@ -32,7 +32,7 @@ import casadi as ca
 import numpy as np
 
 from .._native_output import captured_native_output
-from ..interrupts import interruptible, reraise_if_interrupted
+from ..interrupts import interrupted, interruptible, reraise_if_interrupted
 from ..discretisation import to_map_layout
 from . import MethodSpec, register
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
@@ -144,6 +144,41 @@ class IpoptOptions:
         require_bool("expand", self.expand)
         require_nonnegative_int("print_level", self.print_level)
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
+
+
+class StopOnInterrupt(ca.Callback):
+    """IPOPT's iteration callback: stop once a Ctrl-C was recorded.
+
+    Inside an NLP whose functions integrate with CVODES, CasADi turns the
+    Ctrl-C into a failed function evaluation, IPOPT treats it as an invalid
+    number and carries on with shorter steps (measured: 92 s to stop a
+    shooting solve).  Returning 1 from the callback ends the solve at the next
+    iteration; :func:`run_nlp` then raises :class:`KeyboardInterrupt`.
+    """
+
+    def __init__(self, nx: int, ng: int, np_: int) -> None:
+        ca.Callback.__init__(self)
+        self._sizes = {"x": nx, "lam_x": nx, "g": ng, "lam_g": ng, "p": np_, "lam_p": np_,
+                       "f": 1}
+        self.construct("stop_on_interrupt", {})
+
+    def get_n_in(self) -> int:
+        return ca.nlpsol_n_out()
+
+    def get_n_out(self) -> int:
+        return 1
+
+    def get_name_in(self, i: int) -> str:
+        return ca.nlpsol_out(i)
+
+    def get_name_out(self, i: int) -> str:
+        return "ret"
+
+    def get_sparsity_in(self, i: int) -> ca.Sparsity:
+        return ca.Sparsity.dense(self._sizes.get(ca.nlpsol_out(i), 0), 1)
+
+    def eval(self, arg: Any) -> list[int]:
+        return [1 if interrupted() else 0]
 
 
 def gauss_newton_hessian(r: ca.MX, w: ca.MX, params: ca.MX) -> ca.Function:
@@ -291,9 +326,10 @@ class CollocationNLP:
             "print_level": int(opts.print_level), "sb": "yes",
         }
         ipopt.update(opts.ipopt_options or {})
+        self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel())
         solver_opts: dict[str, Any] = {
             "ipopt": ipopt, "print_time": False, "expand": bool(opts.expand),
-            "error_on_fail": False,
+            "error_on_fail": False, "iteration_callback": self._stop,
         }
         if opts.hessian == "gauss-newton":
             solver_opts["hess_lag"] = gauss_newton_hessian(r_data, w, nlp["p"])

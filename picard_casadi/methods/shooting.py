@@ -31,7 +31,8 @@ from . import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
 from .breakdown import describe_interval
-from .ipopt import check_ipopt_options, gauss_newton_hessian, ipopt_history, run_nlp
+from .ipopt import (StopOnInterrupt, check_ipopt_options, gauss_newton_hessian, ipopt_history,
+                    run_nlp)
 
 __all__ = ["ShootingOptions", "solve_shooting"]
 
@@ -106,8 +107,10 @@ class ShootingNLP:
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
+        self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel())
         self.solver = ca.nlpsol("shooting", "ipopt", nlp, {
             "ipopt": ipopt, "print_time": False, "error_on_fail": False, "hess_lag": hess,
+            "iteration_callback": self._stop,
         })
         xl, xu, pl, pu = setup.scaled_bounds
         lbw = np.concatenate([np.where(setup.free_p, pl, setup.p0 / setup.p_scale), xl.ravel()])

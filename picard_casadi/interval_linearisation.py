@@ -27,7 +27,9 @@ linearisation is one generated C function, mapped over the intervals:
 Measured on a ring of ``N`` states each driven by its two neighbours (9
 nodes, 20 intervals; ``benchmarks/state_scaling.py``): the sensitivities of
 all intervals take 0.022, 0.071 and 0.27 s for ``N`` = 40, 80 and 160
-compiled, where the dense inverse alone took 0.068, 0.73 and 8.5 s.
+compiled, where the dense inverse alone took 0.068, 0.73 and 8.5 s.  On small
+or densely coupled models the batched dense linear algebra of
+:mod:`picard_casadi.sensitivity` is faster; :func:`sparse_pays` chooses.
 """
 
 from __future__ import annotations
@@ -37,7 +39,22 @@ import numpy as np
 
 from .discretisation import Discretisation
 
-__all__ = ["sparse_interval_functions", "fixed_point_matrix_pattern"]
+__all__ = ["sparse_interval_functions", "fixed_point_matrix_pattern", "sparse_pays",
+           "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY"]
+
+# The sparse factorisation pays where f_x is sparse and the matrix large: on
+# dense-ish models (cmg: 15 states, f_x 75 % full) sparse QR took 43 ms per
+# call where the batched dense inverse and its chord steps took a few; on a
+# ring of 20 states (15 % full) both took 28 ms per iteration, of 40 states
+# (7.5 %) 62 ms against 256 ms.
+SPARSE_MIN_STATES = 20
+SPARSE_MAX_DENSITY = 0.2
+
+
+def sparse_pays(model) -> bool:
+    """Whether the model is large and sparsely coupled enough for the sparse path."""
+    nnz = ca.jacobian(model.rhs, model.x).nnz()
+    return model.nx >= SPARSE_MIN_STATES and nnz <= SPARSE_MAX_DENSITY * model.nx ** 2
 
 
 def fixed_point_matrix_pattern(A: np.ndarray, fx: ca.Sparsity, nx: int

@@ -354,7 +354,8 @@ class FixedPointLinearisation:
 
         # solve (I - dP/dU) S = dP/dz
         Bx = np.tile(np.eye(nx), (K, 1))[None, :, :].repeat(J, axis=0)  # (J, K nx, nx)
-        Bp = (h[:, None, None, None] * np.einsum("kl,jlab->jkab", A, Fp)).reshape(J, K * nx, np_)
+        # (einsum's generic loops cost several times BLAS's batched matmul here)
+        Bp = (h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(J, K * nx, np_)
         lhs = fixed_point_matrix(A, h, Fx)
         rhs = np.concatenate([Bx, Bp], axis=2)
         try:
@@ -367,23 +368,26 @@ class FixedPointLinearisation:
             self.last_inverse = None
         S = S.reshape(J, K, nx, nx + np_)
         # dF_l/dz = Fx[l] S_l + [0 | Fp[l]]
-        dF = np.einsum("jkab,jkbz->jkaz", Fx, S)
+        dF = np.matmul(Fx, S)
         dF[..., nx:] += Fp
         eye_z = np.zeros((nx, nx + np_))
         eye_z[:, :nx] = np.eye(nx)
 
         Srow = d.sample_rows  # (J, M, K)
-        Xs = X[:, None, :] + h[:, None, None] * np.einsum("jmk,jka->jma", Srow, F)  # (J, M, nx)
-        dXs = eye_z[None, None] + h[:, None, None, None] * np.einsum("jmk,jkaz->jmaz", Srow, dF)
-        xend = X + h[:, None] * np.einsum("k,jka->ja", A[K - 1], F)
-        dend = eye_z[None] + h[:, None, None] * np.einsum("k,jkaz->jaz", A[K - 1], dF)
+        nz = nx + np_
+        Xs = X[:, None, :] + h[:, None, None] * np.matmul(Srow, F)  # (J, M, nx)
+        dXs = eye_z[None, None] + h[:, None, None, None] * np.matmul(
+            Srow, dF.reshape(J, K, nx * nz)).reshape(J, M, nx, nz)
+        xend = X + h[:, None] * np.matmul(A[K - 1], F)
+        dend = eye_z[None] + h[:, None, None] * np.matmul(
+            A[K - 1], dF.reshape(J, K, nx * nz)).reshape(J, nx, nz)
 
         G, Gx, Gp = self.g_der(self._samp_t, Xs.transpose(2, 0, 1).reshape(nx, J * M), p,
                                self._samp_u)
         G = np.asarray(G).reshape(ny, J, M).transpose(1, 0, 2)  # (J, ny, M)
         Gx = np.asarray(Gx).reshape(ny, J, M, nx).transpose(1, 2, 0, 3)  # (J, M, ny, nx)
         Gp = np.asarray(Gp).reshape(ny, J, M, np_).transpose(1, 2, 0, 3)  # (J, M, ny, np)
-        dG = np.einsum("jmoa,jmaz->jmoz", Gx, dXs)
+        dG = np.matmul(Gx, dXs)
         dG[..., nx:] += Gp
         return {"G": G, "dG": dG, "xend": xend, "dend": dend, "S": S,
                 "Fx": Fx, "Xs": Xs, "dXs": dXs, "Gx": Gx}

@@ -34,7 +34,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation, from_map_layout, to_map_layout
-from .interval_linearisation import sparse_interval_functions
+from .interval_linearisation import sparse_interval_functions, sparse_pays
 from .sensitivity import FixedPointLinearisation, PointDerivatives
 
 __all__ = ["Transcription", "IntervalFunctions", "build_interval_functions"]
@@ -254,7 +254,8 @@ class Transcription:
         points = PointDerivatives(disc.model, 1, 1).units
         units["f_derivatives"] = (points["f_derivatives"], J * disc.K)
         units["g_derivatives"] = (points["g_derivatives"], J * disc.M)
-        units.update({name: (fn, J) for name, fn in sparse_interval_functions(disc).items()})
+        if sparse_pays(disc.model):
+            units.update({name: (fn, J) for name, fn in sparse_interval_functions(disc).items()})
         self.functions = (backend or _virtual_machine)(units)
         self._input_names = {k: u.name_in() for k, (u, _) in units.items()}  # keys of _dm
         # compiled functions called on NumPy buffers, when the backend offers them

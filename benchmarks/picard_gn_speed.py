@@ -1,0 +1,82 @@
+"""picard-gn's time per iteration: generated code against the virtual machine,
+and against an earlier version of the package.
+
+Run::
+
+    python benchmarks/picard_gn_speed.py
+    python benchmarks/picard_gn_speed.py --baseline /path/to/old/checkout/.venv/bin/python
+
+For each problem (``cmg`` and ``fa18-roll-ail`` with the registry's settings,
+``refine`` off where the version has it, so every run solves the same
+discretised problem), one warm-up call fills the code cache, then the solve
+time per iteration is measured with code generation on and off.  With
+``--baseline`` the same measurement runs in a subprocess with another
+interpreter (an older checkout installed in its own venv) and the ratios
+come from this one run.  The library limits BLAS to one thread itself; the
+baseline gets ``OMP_NUM_THREADS=1`` so that both run single-threaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MEASURE = r'''
+import inspect, json, sys, warnings
+warnings.simplefilter("ignore")
+import picard_casadi as pc
+out = {}
+for name in sys.argv[1].split(","):
+    prob = pc.problem(name, seed=0)
+    extra = {"weights": "auto"} if name.startswith("fa18") else {}
+    if "refine" in inspect.signature(pc.estimate).parameters:
+        extra["refine"] = False
+    row = {}
+    for cg in (True, False):
+        prob.estimate("picard-gn", codegen=cg, uncertainty=False, **extra)
+        best = None
+        for _ in range(2):
+            res = prob.estimate("picard-gn", codegen=cg, uncertainty=False, **extra)
+            per = res.timings["solve"] / max(res.iterations, 1)
+            best = per if best is None else min(best, per)
+        row["C" if cg else "VM"] = best
+        row["iterations"] = res.iterations
+    out[name] = row
+print("JSON" + json.dumps(out))
+'''
+
+PROBLEMS = "cmg,fa18-roll-ail"
+
+
+def measure(python: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    # run outside any checkout, so each interpreter imports its own installed package
+    out = subprocess.run([python, "-c", MEASURE, PROBLEMS], capture_output=True, text=True,
+                         env=env, check=True, cwd=tempfile.gettempdir())
+    line = [s for s in out.stdout.splitlines() if s.startswith("JSON")][-1]
+    return json.loads(line[4:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="python of an older checkout, for the ratio")
+    args = parser.parse_args()
+    now = measure(sys.executable)
+    old = measure(args.baseline) if args.baseline else None
+    print(f"{'problem':14s} {'it':>4s} {'C [ms/it]':>10s} {'VM [ms/it]':>11s} {'VM/C':>6s}"
+          + (f" {'old C':>8s} {'old VM':>8s} {'new C / old C':>14s}" if old else ""))
+    for name, row in now.items():
+        line = (f"{name:14s} {row['iterations']:4d} {1e3 * row['C']:10.1f} "
+                f"{1e3 * row['VM']:11.1f} {row['VM'] / row['C']:6.2f}")
+        if old:
+            o = old[name]
+            line += (f" {1e3 * o['C']:8.1f} {1e3 * o['VM']:8.1f} {row['C'] / o['C']:14.3f}")
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -88,7 +88,8 @@ def test_numpy_buffer_calls_equal_the_dm_calls():
 @needs_cc
 def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
     """The iteration takes the NumPy-buffer path when compiled; the estimate is
-    bit-for-bit the one through casadi.external's DM interface."""
+    the one through casadi.external's DM interface, to round-off (the buffers'
+    memory order can change which BLAS kernel NumPy picks: 1 ulp seen on vdp)."""
     from picard_casadi.transcription import Transcription
 
     prob = pc.problem("vdp", seed=0)
@@ -106,7 +107,7 @@ def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
     finally:
         Transcription.__init__ = original
     assert res_native.iterations == res_dm.iterations
-    assert np.array_equal(res_native.p, res_dm.p)
+    np.testing.assert_allclose(res_native.p, res_dm.p, rtol=1e-13, atol=0)
 
 
 def test_estimate_is_the_same_with_and_without_codegen():

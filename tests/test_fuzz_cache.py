@@ -120,6 +120,8 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
         return real(cc, sources, lib, workdir)
 
     monkeypatch.setattr(codegen, "_compile_c", failing)
+    import picard_casadi.transcription as transcription
+    monkeypatch.setattr(transcription, "sparse_pays", lambda model: True)  # build both
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)

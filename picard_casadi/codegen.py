@@ -483,14 +483,17 @@ def _code_bytes(source: Path) -> int:
 def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, Any]) -> ca.Function:
     """An ``nlpsol`` whose NLP functions are generated, compiled and cached.
 
-    The solver is first built symbolically, its NLP functions are written with
-    ``generate_dependencies``, compiled (cached like :func:`compile_functions`),
-    and the solver is rebuilt from the library.
+    The cache key comes from what determines the NLP (its functions ``f``
+    and ``g`` serialised, and the options), before anything else is built: a
+    cache hit loads the library and runs (cmg: the symbolic solver with its
+    exact Hessian took 26 s to build, on every call, before the key was
+    known).  On a miss the solver is built symbolically, its NLP functions
+    are written with ``generate_dependencies``, compiled, and the solver is
+    built from the library.
     """
     cc = _require_compiler()
     # run-time only: the iteration callback (its repr names a memory address)
     symbolic = {k: v for k, v in opts.items() if k not in ("ipopt", "iteration_callback")}
-    sym = ca.nlpsol(name, solver, nlp, symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
     oracle = ca.Function("nlp_oracle", [nlp["x"], nlp["p"]], [nlp["f"], nlp["g"]])
     extra = json.dumps({k: str(v) for k, v in symbolic.items()}, sort_keys=True)
     key = _key([oracle.serialize(), extra, str(opts.get("hess_lag", ""))], cc)
@@ -506,6 +509,8 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
         else:
             stale = lib.exists() or meta.exists()
             t0 = time.perf_counter()
+            sym = ca.nlpsol(name, solver, nlp,
+                            symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
             with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
                 src = sym.generate_dependencies(f"pc_nlp_{key}.c")
                 src_path = Path(src)

@@ -156,6 +156,8 @@ _ROUND_TOLERANCES = {"gtol": 1e-5, "ftol": 1e-7, "tol": 1e-5}
 
 def _loosened(opts: Any) -> Any:
     """A copy of a method's options with the round tolerances, or ``opts`` itself."""
+    if getattr(opts, "tolerance_fixed_at_build", False):
+        return opts  # a looser round would rebuild the solver (IPOPT: ~10 s on F/A-18)
     names = {f.name for f in fields(opts)}
     changes = {k: max(getattr(opts, k), v) for k, v in _ROUND_TOLERANCES.items() if k in names}
     if not changes or all(getattr(opts, k) == v for k, v in changes.items()):

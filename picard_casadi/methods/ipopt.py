@@ -11,8 +11,9 @@ is the first node, ``u_j[:, 0]``):
 with the same nodes, scheme, ``T``, start and scaling as ``method="picard"``.
 The Picard map is linear in the vector field's node values, so the NLP maps
 the model's ``f`` over every node and integrates with sparse constant
-matrices (:func:`collocation_expressions`); on the virtual machine it is
-expanded to SX by default.  IPOPT solves it through ``casadi.nlpsol`` with the
+matrices; on the virtual machine the whole NLP is one graph expanded to SX
+(:func:`collocation_expressions_flat`), in generated code one interval's
+function mapped over the intervals (:func:`collocation_expressions`).  IPOPT solves it through ``casadi.nlpsol`` with the
 exact Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
 CasADi's system-identification example passes ``hess_lag``).  The data
 weights are NLP parameters, so re-weighting does not rebuild the NLP.  With
@@ -26,14 +27,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import casadi as ca
 import numpy as np
 
 from .._native_output import captured_native_output
 from ..interrupts import interrupted, interruptible, reraise_if_interrupted
-from ..discretisation import to_map_layout
+from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
                    require_one_of, require_positive, require_positive_int)
@@ -119,7 +120,8 @@ class IpoptOptions:
     hessian : {"exact", "gauss-newton"}
         Exact Hessian of the Lagrangian, or ``J^T J`` of the data residuals.
     expand : bool
-        Expand the NLP's MX graph to SX (much faster to evaluate).
+        On CasADi's virtual machine, expand the NLP's MX graph to SX (much
+        faster to evaluate).  Generated code is built from MX either way.
     ipopt_options : dict, optional
         Passed to IPOPT unchanged (for example ``{"linear_solver": "ma27"}``).
     print_level : int
@@ -135,6 +137,10 @@ class IpoptOptions:
     ipopt_options: dict[str, Any] | None = field(default=None)
     print_level: int = 0
     lam: float = 0.0
+    #: IPOPT's tolerances are fixed when the solver is built, so the
+    #: re-weighting rounds of ``weights="auto"`` keep them (a looser round
+    #: meant a second NLP build: fa18-roll-ail 20 s instead of 9)
+    tolerance_fixed_at_build: ClassVar[bool] = True
 
     def validate(self) -> None:
         """Raise ValueError/TypeError naming a bad option."""
@@ -196,9 +202,9 @@ def gauss_newton_hessian(r: ca.MX, w: ca.MX, params: ca.MX) -> ca.Function:
     )
 
 
-def run_nlp(solver: ca.Function, setup: Setup, w0: np.ndarray, lbw: np.ndarray,
+def run_nlp(solver: ca.Function, params: np.ndarray, w0: np.ndarray, lbw: np.ndarray,
             ubw: np.ndarray) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """Solve from ``w0`` (clipped into the box) with the setup's data weights.
+    """Solve from ``w0`` (clipped into the box) with the NLP's parameters ``params``.
 
     Returns IPOPT's solution, its statistics, and what it printed.  Raises
     ValueError when IPOPT rejects an option, and KeyboardInterrupt after a
@@ -208,12 +214,11 @@ def run_nlp(solver: ca.Function, setup: Setup, w0: np.ndarray, lbw: np.ndarray,
     the statistics say ``return_status="Evaluation_Failed"`` with the
     error's last line under ``"error"``.
     """
-    Wt = to_map_layout(setup.tr._Wt)
     x0 = np.clip(w0, lbw, ubw)
     printed: list[str] = []
     try:
         with interruptible(), captured_native_output() as printed:
-            sol = solver(x0=x0, p=Wt.ravel(order="F"), lbx=lbw, ubx=ubw,
+            sol = solver(x0=x0, p=params, lbx=lbw, ubx=ubw,
                          lbg=0.0, ubg=0.0)
     except RuntimeError as err:
         text = printed[0] if printed else ""
@@ -248,8 +253,127 @@ def ipopt_history(stats: dict[str, Any]) -> list[IterationRecord]:
             for k in range(n)]
 
 
-def collocation_expressions(setup: Setup, w: ca.MX, Wt: ca.MX) -> tuple[ca.MX, ca.MX, ca.MX]:
+NLP_MAX_DIR = 8
+
+# The data of the collocation NLP, its parameters (not constants), so that the
+# generated code does not depend on the data: (name, rows, columns per interval)
+def _data_layout(disc: Discretisation) -> list[tuple[str, int, int]]:
+    m = disc.model
+    K, M = disc.K, disc.M
+    return [("t0", 1, 1), ("h", 1, 1), ("Wn", m.nu, K), ("S", M, K), ("ts", 1, M),
+            ("Ws", m.nu, M), ("Y", m.ny, M), ("Wt", m.ny, M)]
+
+
+def collocation_interval(disc: Discretisation) -> ca.Function:
+    """One interval of the collocation NLP, to be mapped over all intervals.
+
+    ``(U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs) -> (defects, r, end)``: with
+    ``x = U[:, 0]`` the interval start, the scaled fixed-point defects
+    ``(x + h F A^T - U)[:, 1:] / xs`` (``F`` the vector field at the nodes), the
+    weighted data residuals ``vec(Wt * (Y - g(ts, x + h F S^T, p, Ws)))`` and
+    the end state ``U[:, -1]``.  The values are those of the Picard functions
+    with ``n = 1`` (same nodes, quadrature and sample rows).
+    """
+    m = disc.model
+    K, M = disc.K, disc.M
+    nx, np_, nu, ny = m.nx, m.np, m.nu, m.ny
+    A = ca.DM(np.asarray(disc.quad.integration, float))
+    tau = ca.DM(disc.quad.tau).T
+    U = ca.MX.sym("U", nx, K)
+    p = ca.MX.sym("p", np_)
+    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
+    Wn, S = ca.MX.sym("Wn", nu, K), ca.MX.sym("S", M, K)
+    ts, Ws = ca.MX.sym("ts", 1, M), ca.MX.sym("Ws", nu, M)
+    Y, Wt = ca.MX.sym("Y", ny, M), ca.MX.sym("Wt", ny, M)
+    xs = ca.MX.sym("xs", nx)
+    x = U[:, 0]
+    # derivatives in at most NLP_MAX_DIR directions per sweep: CasADi's
+    # default 64 made cmg's NLP 9 MB of C (its 64-direction derivatives of the
+    # vector field alone 75,000 lines), 8 makes it 1.7 MB (gcc -O2: 30 s)
+    few = {"max_num_dir": NLP_MAX_DIR}
+    f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs], few)
+    g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y], few)
+    F = f.map(K)(t0 + h * tau, U, ca.repmat(p, 1, K), Wn)
+    PU = ca.repmat(x, 1, K) + h * ca.mtimes(F, A.T)
+    defects = (PU[:, 1:] - U[:, 1:]) / ca.repmat(xs, 1, K - 1)
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
+    Ys = g.map(M)(ts, Xs, ca.repmat(p, 1, M), Ws)
+    r = ca.vec(Wt * (Y - Ys))
+    return ca.Function("collocation_interval",
+                       [U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs], [defects, r, U[:, K - 1]],
+                       ["U", "p", "t0", "h", "Wn", "S", "ts", "Ws", "Y", "Wt", "xs"],
+                       ["defects", "r", "end"], few)
+
+
+def collocation_parameters(disc: Discretisation, Wt: np.ndarray) -> np.ndarray:
+    """The NLP's parameter vector: the data in :func:`_data_layout`'s order.
+
+    Parameters
+    ----------
+    Wt : ndarray (J, ny, M)
+        Square-root data weights (zero where missing).
+    """
+    J = disc.n_intervals
+    arrays = {"t0": disc.t0[None, :], "h": disc.h[None, :],
+              "Wn": to_map_layout(disc.node_inputs), "S": to_map_layout(disc.sample_rows),
+              "ts": to_map_layout(disc.sample_times[:, None, :]),
+              "Ws": to_map_layout(disc.sample_inputs), "Y": to_map_layout(disc.y),
+              "Wt": to_map_layout(Wt)}
+    parts = []
+    for name, rows, cols in _data_layout(disc):
+        a = np.asarray(arrays[name], float).reshape(rows, cols * J)
+        parts.append(a.ravel(order="F"))
+    return np.concatenate(parts)
+
+
+def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX) -> tuple[ca.MX, ca.MX, ca.MX]:
     """Fixed-point defects, continuity defects and data residuals of the NLP.
+
+    Every interval is :func:`collocation_interval`, mapped over all of them
+    (``Function.map``): CasADi differentiates the map into maps of the one
+    interval's derivatives, so the NLP's generated code has the size of one
+    interval's, in a loop, whatever the number of intervals, and it reads the
+    data from the NLP's parameters (:func:`collocation_parameters`), so one
+    compiled NLP serves any data on meshes of the same shape.
+
+    Parameters
+    ----------
+    setup : Setup
+    w : casadi.MX
+        Decision vector ``[p / p_scale, vec(U_j / x_scale) for each j]``.
+    data : casadi.MX
+        The parameter vector (:func:`collocation_parameters`).
+    """
+    disc = setup.disc
+    m = disc.model
+    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+    xs = ca.DM(setup.x_scale)
+    p = w[:np_] * ca.DM(setup.p_scale)
+    U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+    pieces, start = {}, 0
+    for name, rows, cols in _data_layout(disc):
+        n = rows * cols * J
+        pieces[name] = ca.reshape(data[start:start + n], rows, cols * J)
+        start += n
+    defects, r, end = collocation_interval(disc).map(J)(
+        U, p, pieces["t0"], pieces["h"], pieces["Wn"], pieces["S"], pieces["ts"],
+        pieces["Ws"], pieces["Y"], pieces["Wt"], xs)
+    X = U[:, list(range(0, J * K, K))]
+    nxt = [j for j in range(J) if disc.has_next[j]]
+    cont = ((end[:, nxt] - X[:, [j + 1 for j in nxt]]) / ca.repmat(xs, 1, len(nxt))
+            if nxt else ca.MX(nx, 0))
+    return defects, cont, r
+
+
+def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX
+                                 ) -> tuple[ca.MX, ca.MX, ca.MX]:
+    """The NLP of :func:`collocation_expressions` as one graph over all intervals.
+
+    The form for CasADi's virtual machine, expanded to SX: on fa18-roll-ail it
+    builds in 9 s and solves in 1.3 s, where the mapped interval (the form for
+    code generation) took 8 s and 19 s, and the mapped interval expanded to SX
+    68 s and 4 s.  The data are constants here; only the weights are NLP
+    parameters.
 
     The Picard map is linear in the vector-field values at the nodes, so the
     model's ``f`` is mapped once over every node of every interval and the
@@ -316,23 +440,40 @@ class CollocationNLP:
         J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
         self.setup = setup
         w = ca.MX.sym("w", np_ + J * nx * K)
-        Wt = ca.MX.sym("Wt", m.ny, disc.M * J)
-        defects, cont, r_data = collocation_expressions(setup, w, Wt)
-        f = 0.5 * ca.sumsqr(r_data)
-        g = ca.vertcat(ca.vec(defects), ca.vec(cont))
-        nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
         ipopt = {
             "max_iter": int(opts.max_iter), "tol": float(opts.tol),
             "print_level": int(opts.print_level), "sb": "yes",
         }
         ipopt.update(opts.ipopt_options or {})
-        self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel())
-        solver_opts: dict[str, Any] = {
-            "ipopt": ipopt, "print_time": False, "expand": bool(opts.expand),
-            "error_on_fail": False, "iteration_callback": self._stop,
-        }
-        if opts.hessian == "gauss-newton":
-            solver_opts["hess_lag"] = gauss_newton_hessian(r_data, w, nlp["p"])
+        n_g = J * nx * (K - 1) + nx * int(np.sum(disc.has_next))
+
+        def build(compiled: bool) -> tuple[dict[str, ca.MX], dict[str, Any]]:
+            # generated code: the interval function mapped, data as parameters
+            # (the C does not depend on the data or the number of intervals);
+            # virtual machine: one graph over all intervals, expanded to SX
+            if compiled:
+                data = ca.MX.sym("data", collocation_parameters(disc, setup.tr._Wt).size)
+                defects, cont, r_data = collocation_expressions(setup, w, data)
+                self._params = lambda: collocation_parameters(disc, setup.tr._Wt)
+            else:
+                data = ca.MX.sym("Wt", m.ny * disc.M * J)
+                defects, cont, r_data = collocation_expressions_flat(
+                    setup, w, ca.reshape(data, m.ny, disc.M * J))
+                self._params = lambda: to_map_layout(setup.tr._Wt).ravel(order="F")
+            self._stop = StopOnInterrupt(w.numel(), n_g, data.numel())
+            nlp = {"x": w, "p": data, "f": 0.5 * ca.sumsqr(r_data),
+                   "g": ca.vertcat(ca.vec(defects), ca.vec(cont))}
+            solver_opts: dict[str, Any] = {
+                "ipopt": ipopt, "print_time": False,
+                "expand": bool(opts.expand) and not compiled,
+                "error_on_fail": False, "iteration_callback": self._stop,
+            }
+            if compiled:
+                solver_opts["oracle_options"] = {"max_num_dir": NLP_MAX_DIR}
+            if opts.hessian == "gauss-newton":
+                solver_opts["hess_lag"] = gauss_newton_hessian(r_data, w, data)
+            return nlp, solver_opts
+
         self.note = ""
         self.solver = None
         if setup.compiled:
@@ -340,23 +481,22 @@ class CollocationNLP:
             from ..errors import CodegenError
 
             try:
-                # generated from the MX graph: the mapped vector field becomes a
+                # generated from the MX graph: the mapped interval becomes a
                 # loop in C; expanded to SX the same NLP is hundreds of MB of C
-                self.solver = compile_nlpsol("collocation", "ipopt", nlp,
-                                             solver_opts | {"expand": False})
+                nlp, solver_opts = build(True)
+                self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts)
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
-                             "expanded to SX (its fastest uncompiled form)")
-                solver_opts["expand"] = True
+                             "each interval expanded to SX (its fastest uncompiled form)")
             except CodegenError as err:  # a compiler or cache that failed on this NLP
                 if getattr(setup.tr.functions, "strict", True):
                     raise
                 self.note = (f"codegen='auto': the IPOPT NLP runs on CasADi's virtual "
                              f"machine: {err}")
-                solver_opts["expand"] = True
         if self.solver is None:
+            nlp, solver_opts = build(False)
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
-        self.n_g = g.numel()
+        self.n_g = n_g
         xl, xu, pl, pu = setup.scaled_bounds
         # the state box applies to the interval starts (the first node of each
         # interval), as in the Picard methods: the same feasible set.  Boxing
@@ -387,7 +527,7 @@ class CollocationNLP:
         s = self.setup
         w0 = np.concatenate([s.p0 / s.p_scale,
                              (s.U0 / s.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
-        return run_nlp(self.solver, s, w0, self.lbw, self.ubw)
+        return run_nlp(self.solver, self._params(), w0, self.lbw, self.ubw)
 
 
 def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import casadi as ca
 import numpy as np
 
+from ..discretisation import to_map_layout
 from ..interval_integration import IntervalIntegrator
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
@@ -66,6 +67,8 @@ class ShootingOptions:
     ipopt_options: dict[str, Any] | None = field(default=None)
     print_level: int = 0
     lam: float = 0.0
+    #: the solver is built for its tolerances: re-weighting rounds keep them
+    tolerance_fixed_at_build: ClassVar[bool] = True
 
     def validate(self) -> None:
         """Raise ValueError/TypeError naming a bad option."""
@@ -129,7 +132,8 @@ class ShootingNLP:
 
     def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
         """Solve from the setup's start; return IPOPT's result, stats and output."""
-        return run_nlp(self.solver, self.setup, self.start(), self.lbw, self.ubw)
+        Wt = to_map_layout(self.setup.tr._Wt).ravel(order="F")
+        return run_nlp(self.solver, Wt, self.start(), self.lbw, self.ubw)
 
     def locate_failure(self, w: np.ndarray) -> str:
         """Where CVODES fails at the point ``w``: interval, experiment and time, or ''.

@@ -311,6 +311,8 @@ def estimate(
     uncertainty: bool = True,
     multistart: int | None = None,
     seed: int | None = 0,
+    executor: Any = None,
+    n_jobs: int | None = None,
     callback: Callable[[IterationRecord], Any] | None = None,
     raise_on_failure: bool = False,
     **options: Any,
@@ -387,6 +389,13 @@ def estimate(
         ``p_bounds``) and return the best; all are kept in ``result.starts``.
     seed : int, optional
         Seed of the multistart sampling.
+    executor : concurrent.futures.Executor, optional
+        Run the multistart starts on it (a process pool, a Dask client's
+        ``get_executor()``, Ray's); same seed, same result as serial
+        (:mod:`picard_casadi.parallel`: what must pickle).
+    n_jobs : int, optional
+        The multistart starts on a local pool of this many processes
+        (``-1``: one per core).
     callback : callable, optional
         Called with an :class:`~picard_casadi.methods.base.IterationRecord`
         after each iteration of the Picard methods; returning True stops.
@@ -492,6 +501,7 @@ def estimate(
                  refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, **options),
+            executor=executor, n_jobs=n_jobs,
         )
 
     prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,

@@ -8,11 +8,13 @@ Public names (see the README and ``docs/api.md``)::
 
     Model, Experiment, estimate, EstimationResult, simulate,
     simulate_experiment, measure, problem, problems, register_problem,
-    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning
+    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning,
+    compare
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, PicardError,
                      SimulationError)
+from .compare import compare
 from .estimate import estimate
 from .experiment import Experiment
 from .model import Model
@@ -26,5 +28,5 @@ __all__ = [
     "Model", "Experiment", "estimate", "EstimationResult", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
-    "ConvergenceError", "CodegenError", "DiscretisationWarning", "__version__",
+    "ConvergenceError", "CodegenError", "DiscretisationWarning", "compare", "__version__",
 ]

@@ -223,3 +223,29 @@ def test_ctrl_c_stops_a_pool_and_its_workers(tmp_path):
     assert elapsed < 15, elapsed
     # stopped, not left to finish their 5 s iteration
     assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+
+
+# ---------------------------------------------------------------------- compare
+def _copy_of_vdp(seed=0, noise_std=None):
+    """A registered problem's factory at module level: it can go to a worker."""
+    return pc.problem("vdp", seed=seed)
+
+
+_SAME = ("problem", "seed", "method", "success", "rel_error", "misfit", "iterations",
+         "estimate", "message")
+
+
+def test_compare_on_a_process_pool_gives_the_serial_rows():
+    pc.register_problem("vdp-copy", _copy_of_vdp, "vdp through a user's factory")
+    kw = dict(seeds=[0, 1], codegen=False)
+    serial = pc.compare(["vdp", "vdp-copy"], ["picard-gn", "ipopt"], **kw)
+    pooled = pc.compare(["vdp", "vdp-copy"], ["picard-gn", "ipopt"], n_jobs=2, **kw)
+    assert [tuple(r[k] for k in _SAME) for r in serial] == \
+        [tuple(r[k] for k in _SAME) for r in pooled]
+    assert [(r["problem"], r["seed"], r["method"]) for r in pooled][:4] == [
+        ("vdp", 0, "picard-gn"), ("vdp", 0, "ipopt"), ("vdp", 1, "picard-gn"), ("vdp", 1, "ipopt")]
+
+
+def test_compare_names_an_unknown_problem_before_any_work():
+    with pytest.raises(ValueError, match="unknown problem 'nope'"):
+        pc.compare(["vdp", "nope"], ["picard-gn"], n_jobs=2)

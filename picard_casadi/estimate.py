@@ -571,7 +571,8 @@ def estimate(
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
-        options=asdict(opts),
+        options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
+        x0_bounds=[x_lb.tolist(), x_ub.tolist()],
     ))
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name)

@@ -7,7 +7,7 @@ taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 1`` for ``p0 = 0``) on that side.
 Every start runs the full estimate; the successful run with the smallest
 weighted objective is returned (or the smallest objective if none
 succeeded; ties go to the earlier start), and every start's ``p0``,
-estimate, objective and status are kept in ``result.starts``.
+estimate, objective, status and wall time are kept in ``result.starts``.
 
 The starts are drawn here, from ``seed``, before any runs, and each start is
 a deterministic computation, so the same seed gives the same result
@@ -109,6 +109,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         "p0": [float(v) for v in s], "p": [float(v) for v in r.p],
         "objective": r.objective, "weighted_objective": r.weighted_objective,
         "success": r.success, "iterations": r.iterations, "message": r.message,
+        "wall_time": r.wall_time,
     } for s, r in zip(starts, results)]
     best.settings["multistart"] = n_starts
     n_ok = len(ok)

@@ -391,7 +391,7 @@ def estimate(
         Seed of the multistart sampling.
     executor : concurrent.futures.Executor, optional
         Run the multistart starts on it (a process pool, a Dask client's
-        ``get_executor()``, Ray's); same seed, same result as serial
+        ``get_executor()``); same seed, same result as serial
         (:mod:`picard_casadi.parallel`: what must pickle).
     n_jobs : int, optional
         The multistart starts on a local pool of this many processes

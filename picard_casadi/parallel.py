@@ -4,7 +4,8 @@ Multistart (``estimate(..., multistart=N)``), :func:`~picard_casadi.compare`,
 the coverage study and the profile likelihood are lists of independent
 tasks.  Each accepts ``executor=``, any :class:`concurrent.futures.Executor`
 (a :class:`~concurrent.futures.ProcessPoolExecutor`, a Dask client's
-``client.get_executor()``, Ray's), or ``n_jobs=k`` for a local pool of ``k``
+``client.get_executor()``; Ray's ``concurrent.futures`` executor has the same
+interface, untested here), or ``n_jobs=k`` for a local pool of ``k``
 processes that is created for the call and shut down after it.  Without
 either the tasks run one after another in this process, through the same
 code.

@@ -154,21 +154,29 @@ def angular_momentum(x: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return np.asarray(f(x, theta)).ravel()
 
 
+def _zero(t):
+    return np.zeros(8)
+
+
+def _gimbal_cos(t):
+    return np.concatenate([np.full(4, 40.0 * np.cos(10.0 * t)), np.zeros(4)])
+
+
+def _wheel_cos(t):
+    return np.concatenate([np.zeros(4), np.full(4, 100.0 * np.cos(10.0 * t))])
+
+
+def _gimbal_step(t):
+    return np.concatenate([np.full(4, -4.0 if t < 1.5 else 0.0), np.zeros(4)])
+
+
 def paper_inputs():
-    """The four input functions of the paper, ``u(t) -> (8,)``, and their breakpoints."""
-    def zero(t):
-        return np.zeros(8)
+    """The four input functions of the paper, ``u(t) -> (8,)``, and their breakpoints.
 
-    def gimbal_cos(t):
-        return np.concatenate([np.full(4, 40.0 * np.cos(10.0 * t)), np.zeros(4)])
-
-    def wheel_cos(t):
-        return np.concatenate([np.zeros(4), np.full(4, 100.0 * np.cos(10.0 * t))])
-
-    def gimbal_step(t):
-        return np.concatenate([np.full(4, -4.0 if t < 1.5 else 0.0), np.zeros(4)])
-
-    return [(zero, None), (gimbal_cos, None), (wheel_cos, None), (gimbal_step, [1.5])]
+    Module-level functions, so the experiments pickle (another process,
+    :mod:`picard_casadi.parallel`).
+    """
+    return [(_zero, None), (_gimbal_cos, None), (_wheel_cos, None), (_gimbal_step, [1.5])]
 
 
 def make_problem(seed: int = 0, noise_std: float = 0.05, n_samples: int = 301) -> Problem:

@@ -63,6 +63,7 @@ experiments keep the full ``0:0.1:5``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import casadi as ca
 import numpy as np
@@ -220,28 +221,49 @@ def true_parameters(groups: Sequence[str]) -> np.ndarray:
     return np.concatenate([COEFFICIENTS[g] for g in groups])
 
 
-def surface_pulse(amplitude: float) -> callable:
+@dataclass(frozen=True)
+class SurfacePulse:
     """``amplitude`` on [0, 2], ``-amplitude`` on (2, 4], 0 after (docs/models.md)."""
-    def pulse(t: float) -> float:
+
+    amplitude: float
+
+    def __call__(self, t: float) -> float:
         if 0.0 <= t <= 2.0:
-            return amplitude
+            return self.amplitude
         if 2.0 < t <= 4.0:
-            return -amplitude
+            return -self.amplitude
         return 0.0
-    return pulse
 
 
-def inputs(surface: str | None = None, amplitude: float = 0.0):
-    """``u(t) = [T, d_stab, d_rud, d_ail]`` with one surface pulsed (or none)."""
-    index = {"stab": 1, "rud": 2, "ail": 3}
-    pulse = surface_pulse(amplitude) if surface else None
+def surface_pulse(amplitude: float) -> SurfacePulse:
+    """``amplitude`` on [0, 2], ``-amplitude`` on (2, 4], 0 after (docs/models.md)."""
+    return SurfacePulse(float(amplitude))
 
-    def u(t: float) -> np.ndarray:
+
+_SURFACE_INDEX = {"stab": 1, "rud": 2, "ail": 3}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """``u(t) = [T, d_stab, d_rud, d_ail]`` with one surface pulsed (or none).
+
+    A small class rather than a closure, so the experiments pickle (another
+    process, :mod:`picard_casadi.parallel`).
+    """
+
+    surface: str | None = None
+    amplitude: float = 0.0
+
+    def __call__(self, t: float) -> np.ndarray:
         out = np.array([THRUST, 0.0, 0.0, 0.0])
-        if pulse is not None:
-            out[index[surface]] = pulse(t)
+        if self.surface:
+            out[_SURFACE_INDEX[self.surface]] = surface_pulse(self.amplitude)(t)
         return out
-    return u
+
+
+def inputs(surface: str | None = None, amplitude: float = 0.0) -> Inputs:
+    """``u(t) = [T, d_stab, d_rud, d_ail]`` with one surface pulsed (or none)."""
+    return Inputs(surface, float(amplitude))
 
 
 RUNS: dict[str, dict] = {

@@ -8,14 +8,17 @@ Public names (see the README and ``docs/api.md``)::
 
     Model, Experiment, estimate, EstimationResult, simulate,
     simulate_experiment, measure, problem, problems, register_problem,
-    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning
+    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning,
+    profile, Profile, compare
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, PicardError,
                      SimulationError)
+from .compare import compare
 from .estimate import estimate
 from .experiment import Experiment
 from .model import Model
+from .profile import Profile, profile
 from .registry import Problem, describe_problems, problem, problems, register_problem
 from .result import EstimationResult
 from .simulate import measure, simulate, simulate_experiment
@@ -26,5 +29,6 @@ __all__ = [
     "Model", "Experiment", "estimate", "EstimationResult", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
-    "ConvergenceError", "CodegenError", "DiscretisationWarning", "__version__",
+    "ConvergenceError", "CodegenError", "DiscretisationWarning", "profile", "Profile",
+    "compare", "__version__",
 ]

@@ -10,22 +10,26 @@ time on a cold cache and on a warm one, and solve time, as medians over
 ``repeats`` runs.  Times are only comparable within one study on one machine.
 
 A user's own problem joins the study after
-:func:`picard_casadi.register_problem`.
+:func:`picard_casadi.register_problem`.  The rows run on an executor with
+``executor=`` or ``n_jobs=`` (:mod:`picard_casadi.parallel`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .parallel import Encoded, decoded, encode, executor_for, run_tasks
+from .registry import _entry as make_problem_entry
 from .registry import problem as make_problem
 
 __all__ = ["compare", "format_markdown", "COLUMNS"]
@@ -50,6 +54,8 @@ def compare(
     options: dict[str, dict[str, Any]] | None = None,
     method_options: dict[str, dict[str, Any]] | None = None,
     verbose: bool = False,
+    executor: Any = None,
+    n_jobs: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run the study and (optionally) write ``table.csv``, ``table.md``, ``comparison.png``.
 
@@ -73,71 +79,126 @@ def compare(
         Per method, extra keyword arguments (e.g. ``{"ipopt": {"hessian":
         "gauss-newton"}}``).
     verbose : bool
-        Print a line per run.
+        Print a line per run (on an executor: when all are done).
+    executor : concurrent.futures.Executor, optional
+        Run the (problem, seed, method) rows on it, each with its repeats
+        (:mod:`picard_casadi.parallel`).  Rows of one problem then share its
+        fresh cache concurrently, so more than one may compile (their
+        ``build_first``), and the times include the contention of the
+        machine's cores: compare times from one setting only.  Problems
+        added with :func:`~picard_casadi.register_problem` must have a
+        module-level factory.
+    n_jobs : int, optional
+        A local pool of this many processes instead.
 
     Returns
     -------
     list of dict
-        One row per (problem, seed, method) with the keys of ``COLUMNS``.
+        One row per (problem, seed, method) with the keys of ``COLUMNS``,
+        in the order problem, seed, method.
     """
     from .methods import get_method
+    from .registry import _BUILTIN, _REGISTRY
 
     for m in methods:
         get_method(m)  # unknown names: ValueError listing the valid ones
     if int(repeats) != repeats or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    for name in problem_names:
+        make_problem_entry(name)  # unknown names: ValueError listing the known ones
     options = options or {}
     method_options = method_options or {}
-    rows: list[dict[str, Any]] = []
-    saved_cache = os.environ.get("PICARD_CASADI_CACHE")
-    try:
+    with contextlib.ExitStack() as stack:
+        caches = {name: stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="picard_study_cache_"))
+            for name in dict.fromkeys(problem_names)}
+        tasks = []
         for name in problem_names:
-            with tempfile.TemporaryDirectory(prefix="picard_study_cache_") as cache:
-                os.environ["PICARD_CASADI_CACHE"] = cache
-                for seed in seeds:
-                    prob = make_problem(name, seed=seed)
-                    kw = dict(prob.options)
-                    kw.update(options.get(name, {}))
-                    for method in methods:
-                        runs = []
-                        for _ in range(int(repeats)):
-                            mkw = dict(kw)
-                            mkw.update(method_options.get(method, {}))
-                            t0 = time.perf_counter()
-                            # the protocol: every method on the same discretisation
-                            # (the certificate is still reported, not acted on)
-                            mkw.setdefault("refine", False)
-                            res = prob.estimate(method, codegen=codegen, uncertainty=False, **mkw)
-                            runs.append((res, time.perf_counter() - t0))
-                        res = runs[-1][0]
-                        builds = [r.timings.get("build", 0.0) for r, _ in runs]
-                        row = {
-                            "problem": name, "seed": seed, "method": method,
-                            "success": all(r.success for r, _ in runs),
-                            "rel_error": res.relative_error,
-                            "misfit": res.objective, "gap": res.continuity_gap,
-                            "iterations": res.iterations,
-                            "build_first": builds[0],
-                            "build_cached": _median(builds[1:]) if len(builds) > 1 else float("nan"),
-                            "solve_time": _median([r.timings.get("solve", np.nan) for r, _ in runs]),
-                            "estimate": [float(v) for v in res.p],
-                            "message": res.message,
-                        }
-                        rows.append(row)
-                        if verbose:
-                            print(f"{name:16s} seed {seed} {method:10s} "
-                                  f"{'ok ' if row['success'] else 'FAIL'} "
-                                  f"err {row['rel_error']:.3%} it {row['iterations']:5d} "
-                                  f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s",
-                                  flush=True)
-    finally:
-        if saved_cache is None:
-            os.environ.pop("PICARD_CASADI_CACHE", None)
-        else:
-            os.environ["PICARD_CASADI_CACHE"] = saved_cache
+            for seed in seeds:
+                for method in methods:
+                    kw = dict(options.get(name, {}))
+                    kw.update(method_options.get(method, {}))
+                    tasks.append((name, seed, method, kw, int(repeats), codegen, caches[name]))
+        with executor_for(executor, n_jobs, len(tasks)) as ex:
+            if ex is None:
+                rows = []
+                for task in tasks:
+                    rows.append(_row(*task))
+                    if verbose:
+                        _print_row(rows[-1])
+            else:
+                added = {n: _REGISTRY[n].factory for n in dict.fromkeys(problem_names)
+                         if n in _REGISTRY and n not in _BUILTIN}
+                data = encode({"factories": added})
+                rows = run_tasks(_row_in_worker, [(data, *task) for task in tasks], ex)
+                if verbose:
+                    for row in rows:
+                        _print_row(row)
     if out is not None:
         write_outputs(rows, Path(out))
     return rows
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    print(f"{row['problem']:16s} seed {row['seed']} {row['method']:10s} "
+          f"{'ok ' if row['success'] else 'FAIL'} "
+          f"err {row['rel_error']:.3%} it {row['iterations']:5d} "
+          f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s", flush=True)
+
+
+@contextlib.contextmanager
+def _code_cache(path: str) -> Iterator[None]:
+    """``$PICARD_CASADI_CACHE`` set to ``path`` inside the block, restored after."""
+    saved = os.environ.get("PICARD_CASADI_CACHE")
+    os.environ["PICARD_CASADI_CACHE"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PICARD_CASADI_CACHE", None)
+        else:
+            os.environ["PICARD_CASADI_CACHE"] = saved
+
+
+def _row(name: str, seed: int, method: str, kw: dict[str, Any], repeats: int,
+         codegen: bool | str, cache: str) -> dict[str, Any]:
+    """One (problem, seed, method) of the study: ``repeats`` runs, one row."""
+    prob = make_problem(name, seed=seed)
+    mkw = dict(prob.options)
+    mkw.update(kw)
+    # the protocol: every method on the same discretisation
+    # (the certificate is still reported, not acted on)
+    mkw.setdefault("refine", False)
+    runs = []
+    with _code_cache(cache):
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            res = prob.estimate(method, codegen=codegen, uncertainty=False, **mkw)
+            runs.append((res, time.perf_counter() - t0))
+    res = runs[-1][0]
+    builds = [r.timings.get("build", 0.0) for r, _ in runs]
+    return {
+        "problem": name, "seed": seed, "method": method,
+        "success": all(r.success for r, _ in runs),
+        "rel_error": res.relative_error,
+        "misfit": res.objective, "gap": res.continuity_gap,
+        "iterations": res.iterations,
+        "build_first": builds[0],
+        "build_cached": _median(builds[1:]) if len(builds) > 1 else float("nan"),
+        "solve_time": _median([r.timings.get("solve", np.nan) for r, _ in runs]),
+        "estimate": [float(v) for v in res.p],
+        "message": res.message,
+    }
+
+
+def _row_in_worker(data: Encoded, *task: Any) -> dict[str, Any]:
+    """:func:`_row` on an executor: the caller's registered problems registered here first."""
+    from .registry import _REGISTRY, register_problem
+
+    for name, factory in decoded(data)["factories"].items():
+        if name not in _REGISTRY or _REGISTRY[name].factory is not factory:
+            register_problem(name, factory)
+    return _row(*task)
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:

@@ -332,6 +332,8 @@ def estimate(
     uncertainty: bool = True,
     multistart: int | None = None,
     seed: int | None = 0,
+    executor: Any = None,
+    n_jobs: int | None = None,
     callback: Callable[[IterationRecord], Any] | None = None,
     raise_on_failure: bool = False,
     max_intervals: int | None = None,
@@ -409,6 +411,13 @@ def estimate(
         ``p_bounds``) and return the best; all are kept in ``result.starts``.
     seed : int, optional
         Seed of the multistart sampling.
+    executor : concurrent.futures.Executor, optional
+        Run the multistart starts on it (a process pool, a Dask client's
+        ``get_executor()``); same seed, same result as serial
+        (:mod:`picard_casadi.parallel`: what must pickle).
+    n_jobs : int, optional
+        The multistart starts on a local pool of this many processes
+        (``-1``: one per core).
     callback : callable, optional
         Called with an :class:`~picard_casadi.methods.base.IterationRecord`
         after each iteration of the Picard methods; returning True stops.
@@ -523,6 +532,7 @@ def estimate(
                  refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
+            executor=executor, n_jobs=n_jobs,
         )
 
     prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
@@ -593,7 +603,8 @@ def estimate(
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
-        options=asdict(opts),
+        options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
+        x0_bounds=[x_lb.tolist(), x_ub.tolist()],
     ))
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name)

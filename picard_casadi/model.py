@@ -254,6 +254,30 @@ class Model:
             self._x_nominal = None
         self._functions: dict[str, ca.Function] = {}
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support (another process, :mod:`picard_casadi.parallel`).
+
+        CasADi SX does not pickle on its own; the symbols and expressions
+        travel as one ``casadi.Function`` (which serialises), so the
+        unpickled model's functions serialise exactly as the original's
+        (same code-cache entries, same numbers).
+        """
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_t", "_x", "_p", "_u", "_rhs", "_y", "_functions")}
+        state["_graph"] = ca.Function("model", [self._t, self._x, self._p, self._u],
+                                      [self._rhs, self._y])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        graph = state.pop("_graph")
+        t, x, p, u = graph.sx_in()
+        rhs, y = graph.call([t, x, p, u])
+        self.__dict__.update(state)
+        self._t, self._x, self._p, self._u, self._rhs, self._y = t, x, p, u, rhs, y
+        self._functions = {}
+
     # ------------------------------------------------------------------ symbols
     @property
     def t(self) -> ca.SX:

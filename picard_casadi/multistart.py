@@ -6,8 +6,15 @@ stratum, strata paired at random).  Where a bound is infinite the box is
 taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 1`` for ``p0 = 0``) on that side.
 Every start runs the full estimate; the successful run with the smallest
 weighted objective is returned (or the smallest objective if none
-succeeded), and every start's ``p0``, estimate, objective and status are
-kept in ``result.starts``.
+succeeded; ties go to the earlier start), and every start's ``p0``,
+estimate, objective, status and wall time are kept in ``result.starts``.
+
+The starts are drawn here, from ``seed``, before any runs, and each start is
+a deterministic computation, so the same seed gives the same result
+whether the starts run one after another or on an executor
+(``executor=``, ``n_jobs=``; :mod:`picard_casadi.parallel`).  In one
+process the starts share the model's interval functions and compiled code
+(built once); on an executor each worker builds them once.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["latin_hypercube", "run_multistart"]
+from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
+
+__all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
 
 
 def latin_hypercube(lb: np.ndarray, ub: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -36,10 +45,10 @@ def _finite_box(p0: np.ndarray, lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndar
     return lo, hi
 
 
-def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
-                   method: str, n_starts: int, seed: int | None, kwargs: dict[str, Any]) -> Any:
-    """Run ``estimate`` from ``n_starts`` starts and return the best result."""
-    lb, ub = kwargs["p_bounds"]
+def multistart_points(p0: np.ndarray, p_bounds: tuple[np.ndarray, np.ndarray], n_starts: int,
+                      seed: int | None) -> list[np.ndarray]:
+    """``p0`` and ``n_starts - 1`` Latin-hypercube samples of the (finite) box."""
+    lb, ub = p_bounds
     lo, hi = _finite_box(p0, lb, ub)
     rng = np.random.default_rng(seed)
     starts = [p0.copy()]
@@ -47,18 +56,60 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         free = lo < hi
         samples = latin_hypercube(lo, hi, n_starts - 1, rng)
         starts += [np.where(free, s, p0) for s in samples]
+    return starts
+
+
+def _start_in_worker(data: Encoded, p0: np.ndarray) -> Any:
+    """One start on an executor: the problem decoded once per worker, the result portable."""
+    from .estimate import estimate
+
+    prob = decoded(data)
+    res = estimate(prob["model"], prob["experiments"], p0, prob["method"], multistart=None,
+                   **prob["kwargs"])
+    return portable(res)
+
+
+def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
+                   method: str, n_starts: int, seed: int | None, kwargs: dict[str, Any],
+                   executor: Any = None, n_jobs: int | None = None) -> Any:
+    """Run ``estimate`` from ``n_starts`` starts and return the best result.
+
+    Parameters
+    ----------
+    estimate : callable
+        :func:`~picard_casadi.estimate` (passed in to avoid a circular import).
+    model, experiments, p0, method
+        As ``estimate``'s.
+    n_starts : int
+    seed : int or None
+        Seed of the Latin-hypercube starts.
+    kwargs : dict
+        ``estimate``'s other keyword arguments (``p_bounds`` as a pair of arrays).
+    executor : concurrent.futures.Executor, optional
+    n_jobs : int, optional
+        See :func:`picard_casadi.parallel.executor_for`.
+    """
+    kwargs = dict(kwargs)
+    starts = multistart_points(p0, kwargs["p_bounds"], n_starts, seed)
     raise_on_failure = kwargs.pop("raise_on_failure", False)
-    results = []
-    for k, start in enumerate(starts):
-        res = estimate(model, experiments, start, method, multistart=None, **kwargs)
-        results.append(res)
+    with executor_for(executor, n_jobs, len(starts)) as ex:
+        if ex is None:
+            results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
+                       for s in starts]
+        else:
+            data = encode({"model": model, "experiments": list(experiments),
+                           "method": method, "kwargs": kwargs})
+            items = run_tasks(_start_in_worker, [(data, s) for s in starts], ex)
+            results = [item.result for item in items]
     ok = [r for r in results if r.success]
-    pool = ok or results
-    best = min(pool, key=lambda r: r.weighted_objective)
+    candidates = [k for k, r in enumerate(results) if r.success] or list(range(len(results)))
+    k_best = min(candidates, key=lambda k: results[k].weighted_objective)
+    best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
     best.starts = [{
         "p0": [float(v) for v in s], "p": [float(v) for v in r.p],
         "objective": r.objective, "weighted_objective": r.weighted_objective,
         "success": r.success, "iterations": r.iterations, "message": r.message,
+        "wall_time": r.wall_time,
     } for s, r in zip(starts, results)]
     best.settings["multistart"] = n_starts
     n_ok = len(ok)

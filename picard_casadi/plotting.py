@@ -1,4 +1,4 @@
-"""Figures: fit versus data, convergence history, and the method comparison.
+"""Figures: fit versus data, convergence history, the method comparison, profiles.
 
 All functions draw with matplotlib's non-interactive ``Agg`` backend and
 return the figure; pass ``path`` to save it as PNG.
@@ -20,7 +20,7 @@ from .experiment import Experiment  # noqa: E402
 from .model import Model  # noqa: E402
 from .result import EstimationResult  # noqa: E402
 
-__all__ = ["plot_fit", "plot_convergence", "plot_comparison"]
+__all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile"]
 
 
 def _label(name: str, unit: str) -> str:
@@ -161,6 +161,65 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
         ax.grid(alpha=0.3, axis="y", which="both")
     axes[0].legend(fontsize=8)
     fig.suptitle("method comparison (same data, start, bounds and discretisation)", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None = None
+                 ) -> plt.Figure:
+    """Profile likelihoods (:class:`~picard_casadi.profile.Profile`), one panel each.
+
+    Each panel: the profile statistic ``(PL(c) - WSSR) / s^2`` at the
+    computed points, the threshold, the profile interval (vertical lines,
+    an arrow where it is open), the Wald parabola ``((c - estimate) /
+    std)^2`` and the Wald interval (``p_ci``, a bar on the axis).
+
+    Parameters
+    ----------
+    prof : Profile
+    parameters : sequence of int
+        Indices of the parameters to draw.
+    path : str or Path, optional
+        Save as PNG here.
+    """
+    n = max(len(parameters), 1)
+    rows, cols = _grid(n)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    pct = f"{100 * prof.confidence:g} %"
+    for ax in axes.ravel()[len(parameters):]:
+        ax.set_visible(False)
+    for ax, i in zip(axes.ravel(), parameters):
+        path_i = prof.paths[i]
+        c, stat = path_i.values, path_i.statistic
+        ax.plot(c, stat, "o-", ms=3.5, lw=1.4, color="C0", label="profile")
+        ax.axhline(prof.threshold, color="C3", lw=1.0, ls="--",
+                   label=f"threshold {prof.threshold:.3g} ({prof.statistic_name})")
+        theta = prof.estimate[i]
+        top = max(1.6 * prof.threshold, float(np.nanmax(stat)) if stat.size else 0.0)
+        lo, hi = prof.intervals[i]
+        for end, sign in ((lo, -1), (hi, 1)):
+            if np.isfinite(end):
+                ax.axvline(end, color="C0", lw=0.9, alpha=0.7)
+            else:
+                edge = c.min() if sign < 0 else c.max()
+                ax.annotate("open", xy=(edge, prof.threshold), fontsize=8, color="C0",
+                            ha="right" if sign < 0 else "left", va="bottom")
+        if prof.std is not None and np.isfinite(prof.std[i]) and prof.std[i] > 0:
+            grid = np.linspace(c.min(), c.max(), 200)
+            ax.plot(grid, ((grid - theta) / prof.std[i]) ** 2, color="0.5", lw=1.0, ls=":",
+                    label="Wald (quadratic)")
+        if prof.wald is not None and np.all(np.isfinite(prof.wald[i])):
+            ax.plot(prof.wald[i], [0.02 * top] * 2, "|-", color="0.35", lw=2.5, ms=10,
+                    label="Wald 95 % (p_ci)")
+        ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
+        ax.set_ylim(-0.04 * top, top)
+        ax.set_xlabel(prof.names[i])
+        ax.set_ylabel("(PL - WSSR) / s$^2$")
+        ax.set_title(f"{prof.names[i]}: [{lo:.4g}, {hi:.4g}] ({pct})", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes.ravel()[0].legend(fontsize=7, loc="upper center")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130)

@@ -14,7 +14,9 @@ into the next round's weights.
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -23,10 +25,34 @@ from .experiment import Experiment
 from .guess import initial_guess, measured_state_series
 from .methods.base import Setup
 from .model import Model
-from .transcription import Transcription, build_interval_functions
+from .transcription import IntervalFunctions, Transcription, build_interval_functions
 
 __all__ = ["build_setup", "initial_weights", "weights_from_variance", "residual_variance",
-           "as_vector"]
+           "as_vector", "interval_functions"]
+
+# Interval functions already built in this process, per model and shape.
+_BUILT: weakref.WeakKeyDictionary[Model, dict[tuple, IntervalFunctions]] = (
+    weakref.WeakKeyDictionary())
+_BUILT_LOCK = threading.Lock()
+
+
+def interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
+    """:func:`~picard_casadi.transcription.build_interval_functions`, once per model and shape.
+
+    The functions depend on the model, the quadrature (scheme, nodes), the
+    padded sample count ``M`` and ``n`` only, not on the data, the mesh's
+    times or the start; multistart starts, profile points and refined
+    meshes of the same shape in one process share them (CMG: 0.32 s per
+    build).  Kept as long as the model object lives.
+    """
+    key = (disc.scheme, disc.nodes, disc.K, disc.M, n)
+    with _BUILT_LOCK:
+        fns = _BUILT.get(disc.model, {}).get(key)
+    if fns is None:
+        fns = build_interval_functions(disc, n)
+        with _BUILT_LOCK:
+            fns = _BUILT.setdefault(disc.model, {}).setdefault(key, fns)
+    return fns
 
 
 def as_vector(value, n: int, field: str) -> np.ndarray:
@@ -133,7 +159,7 @@ def build_setup(
     notes = [] if notes is None else notes
     t0 = time.perf_counter()
     disc = Discretisation(model, experiments, float(T), nodes, scheme, boundaries)
-    fns = build_interval_functions(disc, n)
+    fns = interval_functions(disc, n)
     timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t0
 
     t1 = time.perf_counter()

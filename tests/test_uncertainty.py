@@ -64,14 +64,18 @@ def test_latin_hypercube_has_one_point_per_stratum():
 
 @pytest.mark.slow
 def test_coverage_of_95_percent_intervals_on_lotka_volterra():
-    hits = total = 0
-    for seed in range(100):
-        prob = pc.problem("lotka-volterra", seed=seed, noise_std=0.05)
-        res = prob.estimate("picard-gn", codegen=False)
-        assert res.success, (seed, res.message)
-        inside = (res.p_ci[:, 0] <= prob.p_true) & (prob.p_true <= res.p_ci[:, 1])
-        hits += int(inside.sum())
-        total += inside.size
-    coverage = hits / total
+    """100 seeds on two processes (picard_casadi.coverage)."""
+    import functools
+
+    from picard_casadi.coverage import coverage_study
+
+    study = coverage_study(functools.partial(pc.problem, "lotka-volterra", noise_std=0.05),
+                           range(100), profile=False, estimate_options={"codegen": False},
+                           n_jobs=2)
+    assert study.failed == 0, [r["seed"] for r in study.rows if not r["success"]]
+    hits = sum(sum(r["inside"]["wald"]) for r in study.rows)
+    total = sum(len(r["inside"]["wald"]) for r in study.rows)
+    coverage = study.coverage["wald"]
     print(f"coverage of the 95 % intervals over 100 seeds: {coverage:.1%} ({hits}/{total})")
+    print(study.summary())
     assert 0.88 <= coverage <= 0.99

@@ -1,0 +1,178 @@
+"""Profile-likelihood intervals: exact on a linear model, open where not identifiable,
+asymmetric on saturating kinetics, parallel equal to serial; the coverage study."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.models import michaelis_menten
+from picard_casadi.quantiles import chi2_1, f_1, student_t
+
+
+# ---------------------------------------------------------------------- quantiles
+@pytest.mark.parametrize("q, dof, table", [
+    (0.975, 1, 12.706204736), (0.975, 5, 2.570581836), (0.975, 10, 2.228138852),
+    (0.995, 3, 5.840909309), (0.95, 30, 1.697260887),
+])
+def test_student_t_quantiles_match_the_tables(q, dof, table):
+    assert student_t(q, dof) == pytest.approx(table, rel=1e-8)
+    assert student_t(1 - q, dof) == pytest.approx(-table, rel=1e-8)
+
+
+def test_f_and_chi_square_quantiles_match_the_tables():
+    assert f_1(0.95, 7) == pytest.approx(5.591447851, rel=1e-8)
+    assert f_1(0.99, 30) == pytest.approx(7.562476095, rel=1e-8)
+    assert chi2_1(0.95) == pytest.approx(3.841458821, rel=1e-10)
+    assert f_1(0.95, 1e7) == pytest.approx(chi2_1(0.95), rel=1e-5)  # F(1, inf) = chi2(1)
+
+
+# ---------------------------------------------------------------------- problems
+def _quadratic_trend():
+    """x' = a + b t, y = x: outputs linear in (x0, a, b); profiles are exact t intervals."""
+    t = ca.SX.sym("t")
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 2)
+    model = pc.Model(t=t, x=x, p=p, rhs=p[0] + p[1] * t, name="trend", p_names=["a", "b"])
+    times = np.linspace(0.0, 3.0, 13)
+    exp = pc.simulate_experiment(model, [1.0], [0.5, -0.4], times, noise_std=0.0, seed=0)
+    y = np.asarray(exp.y) + np.random.default_rng(1).normal(0, 0.05, size=exp.y.shape)
+    return model, pc.Experiment(times, y, x0=y[0])
+
+
+@pytest.fixture(scope="module")
+def saturating():
+    """Michaelis-Menten from 17 samples (seed 1): K's profile is skewed."""
+    prob = michaelis_menten.make_problem(seed=1)
+    return prob, prob.estimate()
+
+
+# ---------------------------------------------------------------------- profiles
+def test_profile_of_a_linear_model_is_the_exact_t_interval():
+    model, exp = _quadratic_trend()
+    res = pc.estimate(model, [exp], [0.0, 0.0])
+    prof = pc.profile(res)
+    dof = exp.t.size - 3  # a, b and x0
+    assert prof.dof == dof and prof.threshold == pytest.approx(f_1(0.95, dof))
+    t = student_t(0.975, dof)
+    exact = np.column_stack([res.p - t * res.p_std, res.p + t * res.p_std])
+    assert np.allclose(prof.intervals, exact, rtol=0, atol=1e-3 * res.p_std[:, None])
+    # the Wald interval of the package is the normal one: narrower by z / t
+    assert np.allclose(res.p_ci[:, 1] - res.p, 1.959963984540054 * res.p_std)
+    assert not prof.warnings
+    assert all(p.ends == ("threshold", "threshold") for p in prof.paths.values())
+
+
+def test_known_noise_uses_the_chi_square_threshold():
+    model, exp = _quadratic_trend()
+    res = pc.estimate(model, [exp], [0.0, 0.0], weights=[1 / 0.05 ** 2])
+    prof = pc.profile(res, noise="known", parameters=["b"])
+    assert prof.threshold == pytest.approx(chi2_1(0.95)) and prof.s2 == 1.0
+    # known sigma = 0.05: b +- 1.96 sigma_b, sigma_b from the unscaled information
+    s_b = res.p_std[1] / np.sqrt(res.settings["noise_variance_factor"])
+    assert prof.intervals[1] == pytest.approx(res.p[1] + np.array([-1, 1]) * 1.959964 * s_b,
+                                              abs=2e-3 * s_b)
+    assert np.all(np.isnan(prof.intervals[0]))  # not asked for
+
+
+def test_non_identifiable_pair_gives_open_intervals_and_a_warning():
+    """Only a*b enters the dynamics: a's profile is flat to the bound."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
+    t = np.linspace(0, 4, 41)
+    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [exp], p0=[0.7, 1.2, 0.2], T=0.5,
+                          p_bounds=([0.05, 0.05, 0.0], [20.0, 20.0, 1.0]))
+    with pytest.warns(UserWarning, match=r"profile of a does not cross .* open .* a is "
+                                         r"practically non-identifiable"):
+        prof = pc.profile(res, parameters=["a", "c"])
+    assert np.isinf(prof.intervals[0]).all()
+    assert prof.paths[0].ends == ("bound", "bound")
+    assert np.all(prof.paths[0].statistic < prof.threshold)
+    # along a's profile, b follows 1 / a (where b is inside its box): the
+    # product is what the data fix
+    a, b = prof.paths[0].p[:, 0], prof.paths[0].p[:, 1]
+    inside = b < 20.0
+    assert inside.sum() >= 5
+    assert np.allclose(a[inside] * b[inside], res.p[0] * res.p[1], rtol=1e-4)
+    # c is identifiable: a closed interval around its estimate
+    assert np.all(np.isfinite(prof.intervals[2]))
+    assert prof.intervals[2, 0] < res.p[2] < prof.intervals[2, 1]
+
+
+def test_saturating_kinetics_profile_is_asymmetric_unlike_wald(saturating, tmp_path):
+    prob, res = saturating
+    prof = pc.profile(res)
+    lo, hi = prof.intervals[1]  # K
+    k = res.p[1]
+    assert lo < k < hi and (hi - k) > 1.5 * (k - lo)  # long towards large K
+    w_lo, w_hi = res.p_ci[1]
+    assert w_hi - k == pytest.approx(k - w_lo)  # Wald: symmetric
+    assert w_lo < lo  # Wald reaches down where the data rule K out
+    assert np.all(np.isfinite(prof.intervals)) and not prof.warnings
+    assert np.all((prof.intervals[:, 0] < prob.p_true) & (prob.p_true < prof.intervals[:, 1]))
+    fig = prof.plot(path=tmp_path / "profile.png")
+    assert (tmp_path / "profile.png").stat().st_size > 0 and len(fig.axes) == 2
+    text = json.dumps(prof.to_dict())
+    assert json.loads(text)["names"] == ["V", "K"]
+    assert "profile 95 %" in prof.summary()
+
+
+def test_profile_on_a_process_pool_equals_serial(saturating):
+    prob, res = saturating
+    serial = pc.profile(res)
+    pooled = pc.profile(res, n_jobs=2)
+    assert np.array_equal(serial.intervals, pooled.intervals)
+    for i in serial.paths:
+        assert np.array_equal(serial.paths[i].values, pooled.paths[i].values)
+
+
+def test_profile_refuses_what_it_cannot_do(saturating):
+    prob, res = saturating
+    with pytest.raises(ValueError, match="unknown parameter 'Q'; the parameters are V, K"):
+        pc.profile(res, parameters=["Q"])
+    with pytest.raises(ValueError, match="`noise` must be one of"):
+        pc.profile(res, noise="guess")
+    with pytest.raises(ValueError, match="`confidence`"):
+        pc.profile(res, confidence=95)
+    loaded = pc.EstimationResult.from_json(res.to_json())
+    with pytest.raises(ValueError, match="pass model=... and experiments="):
+        pc.profile(loaded)
+    # with them, from the JSON's numbers: the same intervals
+    again = pc.profile(loaded, model=prob.model, experiments=prob.experiments,
+                       parameters=["V"])
+    assert again.intervals[0] == pytest.approx(pc.profile(res, parameters=["V"]).intervals[0],
+                                               rel=1e-4)
+
+
+# ---------------------------------------------------------------------- coverage
+def test_coverage_study_counts_pairs_and_runs_on_a_pool():
+    from picard_casadi.coverage import coverage_study
+
+    serial = coverage_study(michaelis_menten.make_problem, [0, 1], profile=False)
+    pooled = coverage_study(michaelis_menten.make_problem, [0, 1], profile=False, n_jobs=2)
+    assert serial.coverage == pooled.coverage
+    assert [r["wald"] for r in serial.rows] == [r["wald"] for r in pooled.rows]
+    assert set(serial.coverage) == {"wald", "wald_t"}
+    assert "wald_t" in serial.summary()
+
+
+@pytest.mark.slow
+def test_profile_intervals_cover_the_truth_where_wald_does_not():
+    """100 seeds of few-sample Michaelis-Menten data on two processes."""
+    from picard_casadi.coverage import coverage_study
+
+    study = coverage_study(michaelis_menten.make_problem, range(100), n_jobs=2)
+    print()
+    print(study.summary())
+    assert study.failed <= 2
+    assert 0.90 <= study.coverage["profile"] <= 0.99
+    assert study.coverage["wald"] < study.coverage["profile"] - 0.05

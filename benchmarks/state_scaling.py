@@ -1,0 +1,92 @@
+"""Cost against the number of states: a sparsely coupled ring of N states.
+
+Run::
+
+    python benchmarks/state_scaling.py [--sizes 20,40,80,160]
+
+The model: ``x_i' = p0 (x_{i-1} + x_{i+1} - 2 x_i) - p1 x_i^3 + 0.5 sin(0.5 t +
+2 pi i / N)`` (each state driven by its two neighbours and itself), ``x_i(0)
+= cos(2 pi i / N)``, truth ``p = (0.8, 0.5)``, every state measured at 51
+times on ``[0, 10]`` with noise 0.01, ``x0`` estimated; ``T = 0.5`` (20
+intervals of 9 nodes), ``refine=False`` so every size solves the same mesh.
+For each N, ``picard-gn`` and ``ipopt`` (both compiled) are run once to
+build and compile, then timed on a warm cache.  Prints the solve time, the
+time per iteration, IPOPT's solve over ``picard-gn``'s, and the growth
+exponent of ``picard-gn``'s time per iteration between successive sizes
+(``log2`` of the ratio; 1.5 is the issue's bound, 3 a dense factorisation).
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import argparse
+import math
+import platform
+import time
+import warnings
+
+import casadi as ca
+import numpy as np
+
+import picard_casadi as pc
+
+
+def ring_model(N: int) -> pc.Model:
+    t = ca.SX.sym("t")
+    x = ca.SX.sym("x", N)
+    p = ca.SX.sym("p", 2)
+    rhs = [p[0] * (x[(i - 1) % N] + x[(i + 1) % N] - 2 * x[i]) - p[1] * x[i] ** 3
+           + 0.5 * ca.sin(0.5 * t + 2 * np.pi * i / N) for i in range(N)]
+    return pc.Model(t=t, x=x, p=p, rhs=ca.vertcat(*rhs), name=f"ring{N}")
+
+
+def ring_experiment(model: pc.Model, seed: int = 0) -> pc.Experiment:
+    N = model.nx
+    x0 = np.cos(2 * np.pi * np.arange(N) / N)
+    return pc.simulate_experiment(model, x0, [0.8, 0.5], np.linspace(0, 10, 51),
+                                  noise_std=0.01, seed=seed)
+
+
+def run(model, exp, method):
+    kw = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]),
+              codegen=True)
+    pc.estimate(model, [exp], [0.5, 0.3], method, **kw)  # builds and compiles
+    t = time.perf_counter()
+    res = pc.estimate(model, [exp], [0.5, 0.3], method, **kw)
+    return res, time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="20,40,80,160")
+    args = ap.parse_args()
+    sizes = [int(v) for v in args.sizes.split(",")]
+    warnings.simplefilter("ignore")
+    print(f"machine: {platform.machine()}, python {platform.python_version()}; "
+          "ring of N states, 20 intervals x 9 nodes, one BLAS thread, warm cache")
+    print(f"{'N':>4s} {'method':10s} {'ok':>3s} {'it':>4s} {'solve [s]':>9s} "
+          f"{'per it [ms]':>11s} {'call [s]':>8s}  p")
+    per_it: dict[int, float] = {}
+    for N in sizes:
+        model = ring_model(N)
+        exp = ring_experiment(model)
+        solves = {}
+        for method in ("picard-gn", "ipopt"):
+            res, wall = run(model, exp, method)
+            it = max(res.iterations, 1)
+            solves[method] = res.timings["solve"]
+            if method == "picard-gn":
+                per_it[N] = res.timings["solve"] / it
+            print(f"{N:4d} {method:10s} {str(res.success)[0]:>3s} {res.iterations:4d} "
+                  f"{res.timings['solve']:9.3f} {1e3 * res.timings['solve'] / it:11.1f} "
+                  f"{wall:8.2f}  {np.round(res.p, 5)}", flush=True)
+        print(f"     picard-gn solve / IPOPT solve = "
+              f"{solves['picard-gn'] / solves['ipopt']:.2f}", flush=True)
+    print("growth of picard-gn's time per iteration (exponent of N):")
+    for a, b in zip(sizes, sizes[1:]):
+        print(f"  N {a:3d} -> {b:3d}: {math.log(per_it[b] / per_it[a]) / math.log(b / a):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -136,6 +136,8 @@ def _check_extras(extras: dict[str, Any], model: Any, path: Path) -> None:
             raise CliError(f"{where}: {name} has {vals.size} value(s), the model has {n} {what}")
         if not np.all(np.isfinite(vals)):
             raise CliError(f"{where}: {name} must be finite, got {vals.tolist()}")
+    if "P_BOUNDS" in extras:
+        _base_box(model, extras["P_BOUNDS"], where)
     if "OPTIONS" in extras and not isinstance(extras["OPTIONS"], dict):
         raise CliError(f"{where}: OPTIONS must be a dict of estimate() keyword arguments, "
                        f"got {type(extras['OPTIONS']).__name__}")
@@ -568,9 +570,11 @@ def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
     data's first measurements of the states that are outputs (0 for the
     others); ``--x0 NAME=VALUE`` replaces that state's guess.
 
-    Known (``--x0-known``): state by state, ``--x0`` (either form), else the
-    experiment's first row where the state is an output measured there, else
-    ``X0`` of the model file; a state with none of these is an error.
+    Known (``--x0-known``): state by state, the experiment's first row where
+    the state is an output measured there, else ``--x0`` (either form), else
+    ``X0`` of the model file; a state with none of these is an error.  (The
+    known values are measured ones where the data have them; ``--x0`` fills
+    in, and a value it gives that no experiment uses is noted.)
     """
     named, vector = _x0_flags(getattr(args, "x0", None), model)
     file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
@@ -586,18 +590,20 @@ def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
             out.append(_with_x0(e, x0))
         return out, []
     measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
-    out, lines = [], []
+    out, lines, used = [], [], set()
     for e in experiments:
         x0, parts = np.empty(model.nx), []
         for i, name in enumerate(model.x_names):
             k = measured.get(i)
             first = e.y[0, k] if k is not None else math.nan
-            if i in named:
+            if math.isfinite(first):
+                x0[i], src = first, "data"
+            elif i in named:
                 x0[i], src = named[i], "--x0"
+                used.add(i)
             elif vector is not None:
                 x0[i], src = vector[i], "--x0"
-            elif math.isfinite(first):
-                x0[i], src = first, "data"
+                used.add(i)
             elif file_x0 is not None:
                 x0[i], src = file_x0[i], "X0"
             else:
@@ -610,6 +616,11 @@ def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
             parts.append(f"{name}={x0[i]:.6g} ({src})")
         out.append(_with_x0(e, x0))
         lines.append(f"  {e.name}: {', '.join(parts)}")
+    unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
+                                          not None else []) if i not in used]
+    if unused:
+        lines.append(f"  (--x0 of {', '.join(unused)} not used: the first row of every "
+                     "experiment measures it)")
     return out, lines
 
 
@@ -959,8 +970,8 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
                         "the model file, or from the data)")
     p.add_argument("--x0-known", action="store_true",
                    help="the initial states are known, not estimated: each experiment's "
-                        "first row gives the states that are outputs, --x0 (or X0 in the "
-                        "model file) the others")
+                        "first row gives the states that are outputs measured there, --x0 "
+                        "(or X0 in the model file) the others")
     p.add_argument("--input-hold", choices=("linear", "previous"), default="linear",
                    help="inputs between samples: linear interpolation (default) or "
                         "zero-order hold")

@@ -33,12 +33,13 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def _short(message: str, limit: int = 90) -> str:
-    """The first sentence-ish of a message, at most ``limit`` characters."""
+    """The first clause of a message (up to ``:``, ``;`` or ``.``), at most ``limit``
+    characters."""
     text = " ".join(str(message).split())
-    for stop in ("; ", " (see ", ". "):
-        cut = text.find(stop)
-        if 20 < cut < limit:
-            return text[:cut]
+    cuts = [text.find(stop) for stop in (": ", "; ", " (see ", ". ")]
+    cuts = [c for c in cuts if c > 15]
+    if cuts and min(cuts) <= limit:
+        return text[:min(cuts)]
     return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
@@ -139,25 +140,25 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                 bottom = fit_ax
             if k == ny - 1:
                 bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
-    handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=colours[0], alpha=0.6),
+    dot = colours[0] if ny == 1 else "0.45"  # several outputs: each its own colour
+    handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
     labels = ["data", "fit (simulated from the estimate)"]
     if residuals:
-        handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=colours[0]))
+        handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=dot))
         labels.append("residual = data - fit, at the sample times")
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
                frameon=False)
     shown = list(zip(result.p_names, result.p))[:8]
     est = ", ".join(f"{n}={v:.4g}" for n, v in shown) + (" ..." if result.p.size > 8 else "")
+    width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 10 pt
     if result.success:
-        verdict = "converged"
+        head = title or f"{model.name}: {result.method} fit, converged"
         colour = "black"
     else:
-        verdict = f"FAILED: {_short(result.message) or result.status}"
+        verdict = f"FAILED: {_short(result.message, width_chars - 8) or result.status}"
+        head = f"{title or f'{model.name}: {result.method} fit'}\n{verdict}"
         colour = "#c00000"
-    head = title or f"{model.name}: {result.method} fit, {verdict}"
-    if title is not None and not result.success:
-        head = f"{title}\n{verdict}"
     if failed_sim:
         est += f"  (simulation failed: {', '.join(failed_sim)})"
     fig.suptitle(f"{head}\n{est}", fontsize=10, color=colour)

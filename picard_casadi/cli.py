@@ -1,17 +1,29 @@
-"""The ``picard-casadi`` command line.
+"""The ``picard-casadi`` command line (user guide: docs/cli.md).
 
 ::
 
     picard-casadi problems
     picard-casadi run NAME [--method M] [--seed S] [--noise-std E] [--T T] [--n N]
                            [--lam L] [--out DIR] ...
-    picard-casadi fit MODEL.py DATA.csv --p0 ... [--out DIR] ...
+    picard-casadi fit MODEL.py DATA.csv [--p0 ...] [--bounds NAME=LO:HI] [--fix NAME=VALUE]
+                      [--x0 ...] [--x0-known] [--weights auto|none|w1,...]
+                      [--multistart N] [--jobs K] [--profile] [--out DIR] ...
     picard-casadi compare NAMES... [--methods ...] [--seeds ...] [--out DIR]
+    picard-casadi compare --model MODEL.py --data DATA.csv [--methods ...] [--p0 ...]
 
-``run`` and ``fit`` print a progress line (updated in place on a terminal,
-plain lines when piped), the estimate with standard errors and confidence
-intervals (and the truth when known), and write ``result.json``,
-``fit.png`` and ``convergence.png`` into the output folder.
+``run`` and ``fit`` print progress (a line per iteration of every method,
+updated in place on a terminal, plain lines when piped; a line before the
+model's functions are first compiled), the estimate with standard errors
+and confidence intervals, the initial states per experiment (and the truth
+when known), and write ``result.json``, ``fit.png`` and ``convergence.png``
+(with ``--profile`` also ``profile.png`` and ``profile.json``) into the
+output folder.
+
+A model file's ``P0``, ``P_BOUNDS``, ``X0`` and ``OPTIONS`` combine with the
+flags; a flag wins over the file for what it sets (``--bounds`` replaces one
+parameter's bounds, ``--fix`` sets them equal and the start to the value).
+With ``--x0-known`` a state's known initial value is the experiment's first
+measurement where the first row has it, else ``--x0``, else ``X0``.
 
 Exit status and outputs (docs/reliability.md):
 
@@ -835,6 +847,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     prob = problem(args.name, seed=args.seed, **kw_problem)
     fit = _settings(args, prob.model, prob.experiments, prob.p0, "the problem's p0",
                     prob.p_bounds, "the problem's box", prob.options)
+    _note_idle_jobs(fit, args)
     print(f"{prob.description}; method {fit.method}")
     t0 = time.perf_counter()
     res = _estimate(fit, args)
@@ -885,13 +898,17 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     return _settings(args, model, experiments, p0, p0_origin, box, box_origin, options, extras)
 
 
+def _note_idle_jobs(fit: _Fit, args: argparse.Namespace) -> None:
+    if args.jobs is not None and not (fit.options.get("multistart") or args.profile):
+        print(f"picard-casadi {args.command}: note: --jobs has no effect without "
+              "--multistart or --profile", file=sys.stderr)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     model, extras = load_model_file(args.model)
     out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
     fit = _user_fit(args, model, extras, args.model, args.data)
-    if args.jobs is not None and not (fit.options.get("multistart") or args.profile):
-        print("picard-casadi fit: note: --jobs has no effect without --multistart or "
-              "--profile", file=sys.stderr)
+    _note_idle_jobs(fit, args)
     res = _estimate(fit, args)
     return _finish(res, fit, args, out)
 

@@ -259,9 +259,12 @@ class EstimationResult:
         if self.p_true is not None:
             head += f"{'truth':>12}{'rel. err':>10}"
         lines.append(head)
+        fixed = self._fixed()
         for i, name in enumerate(self.p_names or [f"p{i}" for i in range(self.p.size)]):
             row = f"  {name:<14}{self.p[i]:>14.6g}"
-            if self.p_std is not None and self.p_ci is not None:
+            if fixed[i]:
+                row += f"{'fixed':>13}"
+            elif self.p_std is not None and self.p_ci is not None:
                 row += f"{self.p_std[i]:>13.3g}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
             if self.p_true is not None:
                 tr = self.p_true[i]
@@ -272,6 +275,15 @@ class EstimationResult:
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+    def _fixed(self) -> list[bool]:
+        """Which parameters were held fixed (equal bounds in ``settings``)."""
+        bounds = self.settings.get("p_bounds")
+        try:
+            lb, ub = (np.asarray(_restore(b), float) for b in bounds)
+            return [bool(v) for v in (lb == ub)] if lb.size == self.p.size else [False] * self.p.size
+        except (TypeError, ValueError):
+            return [False] * self.p.size
 
     def _x0_lines(self, per_block: int = 5) -> list[str]:
         """The initial states per experiment (with standard errors when known), in

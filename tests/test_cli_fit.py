@@ -150,11 +150,21 @@ def test_bounds_and_fix_override_the_model_file(here, capsys):
     assert lb == [0.0, 1.8] and ub == ["inf", 1.8]
     assert saved["p"][1] == 1.8                      # the fixed value, used as its start
     assert abs(saved["p"][0] - DECAY_TRUE[0]) < 0.15  # k re-fitted around the fixed s
+    assert re.search(r"\n  s\s+1.8\s+fixed\n", out), out
     # without flags the model file's box holds
     code, _, err, saved = _fit(capsys, "--quiet")
     assert code == 0, err
     assert saved["settings"]["p_bounds"] == [[0.1, 0.1], [10.0, 10.0]]
     assert np.allclose(saved["p"], DECAY_TRUE, rtol=0.05)
+
+
+def test_run_takes_the_parameter_flags(here, capsys):
+    code, out, err = _main(capsys, "run", "vdp", "--fix", "th2=1", "--bounds", "th1=0.1:5",
+                           "--weights", "auto", "--codegen", "off", "--quiet", "--out", "r")
+    assert code == 0, err
+    saved = json.loads((here / "r" / "result.json").read_text())
+    assert saved["p"][1] == 1.0 and saved["settings"]["weights"] == "auto"
+    assert saved["settings"]["p_bounds"] == [[0.1, 1.0], [5.0, 1.0]]
 
 
 def test_a_start_outside_the_flags_bounds_is_named(here, capsys):

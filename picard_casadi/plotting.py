@@ -49,7 +49,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
              columns: int = 4) -> plt.Figure:
     """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
 
-    One column per experiment (wrapped after ``columns``), and for each
+    One column per experiment (at most ``columns`` side by side, spread evenly
+    over the rows of panels they need), and for each
     output a panel of data and fit with, below it, a panel of the residuals
     ``data - fit`` at the sample times.  The lines are CVODES simulations
     from the estimated ``x0`` with the estimated ``p``.  The title gives the
@@ -74,7 +75,7 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     residuals : bool
         Draw the residual panels.
     columns : int
-        Experiments side by side before the panels wrap to a new band.
+        Most experiments side by side (5 experiments: 3 and 2).
     """
     if experiment is None:
         chosen = list(range(len(experiments)))
@@ -83,8 +84,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     else:
         chosen = [int(e) for e in experiment]
     ny = model.ny
-    cols = max(1, min(len(chosen), int(columns)))
-    bands = int(np.ceil(len(chosen) / cols))
+    # as few bands as ``columns`` allows, the experiments spread evenly over them
+    bands = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
+    cols = max(1, int(np.ceil(len(chosen) / bands)))
     per_output = 2 if residuals else 1
     ratios = ([2.2, 1.0] if residuals else [2.2]) * ny * bands
     fit_h, res_h = (1.9, 0.85) if ny <= 3 else (1.5, 0.7)
@@ -143,10 +145,10 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     dot = colours[0] if ny == 1 else "0.45"  # several outputs: each its own colour
     handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
-    labels = ["data", "fit (simulated from the estimate)"]
+    labels = ["data", "fit: simulated from the estimate"]
     if residuals:
         handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=dot))
-        labels.append("residual = data - fit, at the sample times")
+        labels.append("residual: data - fit")
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
                frameon=False)
     shown = list(zip(result.p_names, result.p))[:8]

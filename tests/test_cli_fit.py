@@ -415,6 +415,13 @@ def test_fit_png_of_two_outputs(tmp_path):
     assert len(fig.axes) == 6
     fig = plot_fit(res, model, exps, experiment=1, residuals=False)
     assert [ax.get_gid() for ax in fig.axes] == ["fit:1:0"]
+    for residuals in (True, False):  # one experiment, one output: the legend is not clipped
+        fig = plot_fit(res, model, exps, experiment=0, residuals=residuals)
+        fig.canvas.draw()
+        legend, box = fig.legends[0].get_window_extent(), fig.bbox
+        assert box.x0 <= legend.x0 and legend.x1 <= box.x1 and box.y0 <= legend.y0
+        ax_low = min(ax.get_window_extent().y0 for ax in fig.axes)
+        assert legend.y1 < ax_low  # below the panels, not over them
 
 
 def test_failed_fit_is_titled_failed_in_red(here, capsys, figures):

@@ -1,17 +1,29 @@
-"""The ``picard-casadi`` command line.
+"""The ``picard-casadi`` command line (user guide: docs/cli.md).
 
 ::
 
     picard-casadi problems
     picard-casadi run NAME [--method M] [--seed S] [--noise-std E] [--T T] [--n N]
                            [--lam L] [--out DIR] ...
-    picard-casadi fit MODEL.py DATA.csv --p0 ... [--out DIR] ...
+    picard-casadi fit MODEL.py DATA.csv [--p0 ...] [--bounds NAME=LO:HI] [--fix NAME=VALUE]
+                      [--x0 ...] [--x0-known] [--weights auto|none|w1,...]
+                      [--multistart N] [--jobs K] [--profile] [--out DIR] ...
     picard-casadi compare NAMES... [--methods ...] [--seeds ...] [--out DIR]
+    picard-casadi compare --model MODEL.py --data DATA.csv [--methods ...] [--p0 ...]
 
-``run`` and ``fit`` print a progress line (updated in place on a terminal,
-plain lines when piped), the estimate with standard errors and confidence
-intervals (and the truth when known), and write ``result.json``,
-``fit.png`` and ``convergence.png`` into the output folder.
+``run`` and ``fit`` print progress (a line per iteration of every method,
+updated in place on a terminal, plain lines when piped; a line before the
+model's functions are first compiled), the estimate with standard errors
+and confidence intervals, the initial states per experiment (and the truth
+when known), and write ``result.json``, ``fit.png`` and ``convergence.png``
+(with ``--profile`` also ``profile.png`` and ``profile.json``) into the
+output folder.
+
+A model file's ``P0``, ``P_BOUNDS``, ``X0`` and ``OPTIONS`` combine with the
+flags; a flag wins over the file for what it sets (``--bounds`` replaces one
+parameter's bounds, ``--fix`` sets them equal and the start to the value).
+With ``--x0-known`` a state's known initial value is the experiment's first
+measurement where the first row has it, else ``--x0``, else ``X0``.
 
 Exit status and outputs (docs/reliability.md):
 
@@ -35,11 +47,14 @@ import argparse
 import csv
 import importlib.util
 import io
+import json
 import math
 import os
 import sys
 import time
 import traceback
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +66,7 @@ __all__ = ["main", "read_csv_experiments", "load_model_file"]
 
 METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting")
 RESULT_FILES = ("result.json", "fit.png", "convergence.png")
+PROFILE_FILES = ("profile.png", "profile.json")
 COMPARE_FILES = ("table.csv", "table.md", "comparison.png")
 
 
@@ -132,6 +148,8 @@ def _check_extras(extras: dict[str, Any], model: Any, path: Path) -> None:
             raise CliError(f"{where}: {name} has {vals.size} value(s), the model has {n} {what}")
         if not np.all(np.isfinite(vals)):
             raise CliError(f"{where}: {name} must be finite, got {vals.tolist()}")
+    if "P_BOUNDS" in extras:
+        _base_box(model, extras["P_BOUNDS"], where)
     if "OPTIONS" in extras and not isinstance(extras["OPTIONS"], dict):
         raise CliError(f"{where}: OPTIONS must be a dict of estimate() keyword arguments, "
                        f"got {type(extras['OPTIONS']).__name__}")
@@ -265,29 +283,64 @@ def _read_text(path: Path) -> str:
 
 # ---------------------------------------------------------------------- progress
 class Progress:
-    """Prints one line per iteration: in place on a terminal, plain when piped."""
+    """Progress on stdout: a line per iteration, in place on a terminal, plain when piped.
 
-    def __init__(self, stream=None, quiet: bool = False) -> None:
+    Every method reports through it (``estimate``'s ``callback``): the Picard
+    methods per iteration, IPOPT and shooting per IPOPT iteration (no
+    gradient norm: ``-``).  :meth:`note` prints a line of its own (the
+    compilation notice) without breaking an in-place line.  In a worker
+    process (``--multistart`` with ``--jobs``) the lines are plain and
+    prefixed with the worker's process id.
+    """
+
+    def __init__(self, stream: Any = None, quiet: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.quiet = quiet
-        self.last = 0.0
+        self.open_line = False
+        self.prefix = ""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a stream does not pickle: a worker writes plain lines to its own stdout
+        return {"quiet": self.quiet}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(None, state["quiet"])  # type: ignore[misc]
+        self.tty = False
+        self.prefix = f"[worker {os.getpid()}] "
+
+    @staticmethod
+    def _num(value: float, width: int, spec: str) -> str:
+        return f"{value:{width}{spec}}" if math.isfinite(value) else f"{'-':>{width}}"
 
     def __call__(self, rec: Any) -> None:
         if self.quiet:
             return
-        line = (f"iter {rec.iteration:5d}  objective {rec.objective:11.5e}  "
-                f"|grad| {rec.grad_norm:9.2e}  gap {rec.gap:9.2e}")
+        line = (f"{self.prefix}iter {rec.iteration:5d}  objective "
+                f"{self._num(rec.objective, 11, '.5e')}  |grad| "
+                f"{self._num(rec.grad_norm, 9, '.2e')}  gap {self._num(rec.gap, 9, '.2e')}")
         if self.tty:
             self.stream.write("\r" + line)
+            self.open_line = True
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """A line of its own (ends an in-place iteration line first)."""
+        if self.quiet:
+            return
+        if self.open_line:
+            self.stream.write("\n")
+            self.open_line = False
+        self.stream.write(f"{self.prefix}{text}\n")
+        self.stream.flush()
+
     def done(self) -> None:
-        if self.tty and not self.quiet:
+        if self.open_line and not self.quiet:
             self.stream.write("\n")
             self.stream.flush()
+        self.open_line = False
 
 
 # ---------------------------------------------------------------------- argument types
@@ -328,48 +381,353 @@ def node_count(text: str) -> int:
     return _number(text, int, 2, False, "an integer >= 2")
 
 
+def job_count(text: str) -> int:
+    """argparse type: a number of processes, an integer >= 1 or -1 (one per core)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, or -1 for one per core, "
+                                         f"got {text!r}")
+    return value
+
+
+def _finite(text: str, what: str, allow_inf: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a number") from None
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise argparse.ArgumentTypeError(f"{what}: expected a finite number, got {text!r}")
+    return value
+
+
+def _assignment(text: str, form: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def bounds_arg(text: str) -> tuple[str, float, float]:
+    """argparse type of ``--bounds NAME=LO:HI`` (LO or HI empty: unbounded on that side)."""
+    name, value = _assignment(text, "NAME=LO:HI (e.g. k=0:10, k=0: or k=:5)")
+    lo_text, sep, hi_text = value.partition(":")
+    if not sep or ":" in hi_text:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=LO:HI (e.g. k=0:10, k=0: or k=:5), got {text!r}")
+    lo = -math.inf if lo_text.strip() == "" else _finite(lo_text, text, allow_inf=True)
+    hi = math.inf if hi_text.strip() == "" else _finite(hi_text, text, allow_inf=True)
+    if lo == math.inf or hi == -math.inf:
+        raise argparse.ArgumentTypeError(f"{text}: a lower bound of inf or an upper bound of "
+                                         "-inf leaves nothing")
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"{text}: the lower bound {lo:g} exceeds the upper "
+                                         f"bound {hi:g}")
+    return name, lo, hi
+
+
+def fix_arg(text: str) -> tuple[str, float]:
+    """argparse type of ``--fix NAME=VALUE``."""
+    name, value = _assignment(text, "NAME=VALUE (e.g. k=2.5)")
+    return name, _finite(value, text)
+
+
+def weights_arg(text: str) -> str | np.ndarray:
+    """argparse type of ``--weights``: ``auto``, ``none`` or one weight per output."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        values = np.array([float(v) for v in text.replace(",", " ").split()])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto, none or one number per output (w1,w2,...), got {text!r}") from None
+    if (values.size == 0 or not np.all(np.isfinite(values)) or np.any(values < 0)
+            or not np.any(values > 0)):
+        raise argparse.ArgumentTypeError(
+            f"the weights must be finite numbers >= 0, not all 0, got {text!r}")
+    return values
+
+
+# ---------------------------------------------------------------------- estimate settings
+# Keys of a model file's OPTIONS that the command line sets itself (flags win)
+# and what to use instead of the ones it cannot take.
+_OPTIONS_NOT_ACCEPTED = {
+    "callback": "the command line reports progress itself",
+    "executor": "use --jobs K for a local process pool",
+}
+
+
+def _options_from_file(extras: dict[str, Any], where: str) -> dict[str, Any]:
+    """A copy of OPTIONS, refused where it sets what the command line owns."""
+    options = dict(extras.get("OPTIONS", {}))
+    for key, why in _OPTIONS_NOT_ACCEPTED.items():
+        if key in options:
+            raise CliError(f"{where}: OPTIONS cannot set {key!r} ({why})")
+    if "p_bounds" in options and "P_BOUNDS" in extras:
+        raise CliError(f"{where}: the parameter box is given twice (P_BOUNDS and "
+                       "OPTIONS['p_bounds']); keep one")
+    return options
+
+
+def _base_box(model: Any, value: Any, where: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(lower, upper, origin)`` of a box given as ``(lower, upper)`` or None."""
+    from .estimate import _bounds
+
+    if value is None:
+        return np.full(model.np, -np.inf), np.full(model.np, np.inf), ""
+    try:
+        lb, ub = _bounds(value, model.np, "P_BOUNDS")
+    except (TypeError, ValueError) as err:
+        raise CliError(f"{where}: {str(err).replace('`', '')}; P_BOUNDS is (lower, upper), "
+                       f"each {model.np} numbers (None for unbounded)") from None
+    return lb.astype(float), ub.astype(float), where
+
+
+def _parameter_index(model: Any, name: str, flag: str) -> int:
+    if name not in model.p_names:
+        raise CliError(f"{flag}: unknown parameter {name!r}; the model's parameters are "
+                       f"{', '.join(model.p_names)}")
+    return list(model.p_names).index(name)
+
+
+def _parameters(model: Any, p0: np.ndarray, p0_origin: str, box: Any, box_origin: str,
+                args: argparse.Namespace) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The start and the box after ``--bounds`` and ``--fix`` (flags win over the file).
+
+    ``--bounds NAME=LO:HI`` replaces that parameter's bounds; ``--fix
+    NAME=VALUE`` sets both bounds and the start to the value.
+    """
+    lb, ub, _ = _base_box(model, box, box_origin)
+    origin = [box_origin or "unbounded"] * model.np
+    p0 = np.asarray(p0, float).copy()
+    seen: dict[str, str] = {}
+    for name, lo, hi in getattr(args, "bounds", None) or []:
+        i = _parameter_index(model, name, "--bounds")
+        if name in seen:
+            raise CliError(f"--bounds: parameter {name!r} is given twice")
+        seen[name] = "--bounds"
+        lb[i], ub[i], origin[i] = lo, hi, "--bounds"
+    for name, value in getattr(args, "fix", None) or []:
+        i = _parameter_index(model, name, "--fix")
+        if name in seen:
+            raise CliError(f"--fix: parameter {name!r} is also given by {seen[name]}; "
+                           "give it once")
+        seen[name] = "--fix"
+        lb[i] = ub[i] = p0[i] = value
+        origin[i] = "--fix"
+    for i in range(model.np):
+        if not lb[i] <= p0[i] <= ub[i]:
+            raise CliError(
+                f"{p0_origin}: the start {model.p_names[i]} = {p0[i]:g} is outside its bounds "
+                f"[{lb[i]:g}, {ub[i]:g}] ({origin[i]}); give a start inside them "
+                f"(--p0) or wider bounds (--bounds {model.p_names[i]}=LO:HI)")
+    return p0, (lb, ub)
+
+
+def _weights(value: Any, model: Any, options: dict[str, Any]) -> None:
+    """``--weights`` into ``options`` (the flag wins over OPTIONS['weights'])."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        options["weights"] = None if value == "none" else "auto"
+        return
+    if value.size != model.ny:
+        raise CliError(f"--weights: expected {model.ny} number(s), one per output "
+                       f"({', '.join(model.y_names)}), got {value.size}")
+    options["weights"] = value
+
+
+def _with_x0(exp: Any, x0: np.ndarray) -> Any:
+    from .experiment import Experiment
+
+    return Experiment(exp.t, exp.y, u=exp.u, x0=x0, name=exp.name, t0=exp.t0,
+                      u_interpolation=exp.u_interpolation, breakpoints=exp.breakpoints)
+
+
+def _x0_flags(items: list[str] | None, model: Any
+              ) -> tuple[dict[int, float], np.ndarray | None]:
+    """``--x0``: named states (``NAME=VALUE``, repeatable) or one list of all states."""
+    if not items:
+        return {}, None
+    named = [t for t in items if "=" in t]
+    if named and len(named) != len(items) or (not named and len(items) > 1):
+        raise CliError("--x0: give NAME=VALUE (repeatable) or one list v1,v2,... of all "
+                       f"{model.nx} states, not both and not two lists")
+    if not named:
+        return {}, _vector_arg(items[0], model.nx, "--x0")
+    values: dict[int, float] = {}
+    for text in items:
+        try:
+            name, value = _assignment(text, "NAME=VALUE")
+            number = _finite(value, text)
+        except argparse.ArgumentTypeError as err:
+            raise CliError(f"--x0: {err}") from None
+        if name not in model.x_names:
+            raise CliError(f"--x0: unknown state {name!r}; the model's states are "
+                           f"{', '.join(model.x_names)}")
+        i = list(model.x_names).index(name)
+        if i in values:
+            raise CliError(f"--x0: state {name!r} is given twice")
+        values[i] = number
+    return values, None
+
+
+def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
+                    extras: dict[str, Any], known: bool) -> tuple[list, list[str]]:
+    """The experiments with their ``x0`` set, and lines saying where known values came from.
+
+    Guess (default): ``--x0`` list, else ``X0`` of the model file, else the
+    data's first measurements of the states that are outputs (0 for the
+    others); ``--x0 NAME=VALUE`` replaces that state's guess.
+
+    Known (``--x0-known``): state by state, the experiment's first row where
+    the state is an output measured there, else ``--x0`` (either form), else
+    ``X0`` of the model file; a state with none of these is an error.  (The
+    known values are measured ones where the data have them; ``--x0`` fills
+    in, and a value it gives that no experiment uses is noted.)
+    """
+    named, vector = _x0_flags(getattr(args, "x0", None), model)
+    file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
+    if not known:
+        base = vector if vector is not None else file_x0
+        if base is None and not named:
+            return experiments, []
+        out = []
+        for e in experiments:
+            x0 = (base if base is not None else e.x0_guess(model)).copy()
+            for i, v in named.items():
+                x0[i] = v
+            out.append(_with_x0(e, x0))
+        return out, []
+    measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
+    out, lines, used = [], [], set()
+    for e in experiments:
+        x0, parts = np.empty(model.nx), []
+        for i, name in enumerate(model.x_names):
+            k = measured.get(i)
+            first = e.y[0, k] if k is not None else math.nan
+            if math.isfinite(first):
+                x0[i], src = first, "data"
+            elif i in named:
+                x0[i], src = named[i], "--x0"
+                used.add(i)
+            elif vector is not None:
+                x0[i], src = vector[i], "--x0"
+                used.add(i)
+            elif file_x0 is not None:
+                x0[i], src = file_x0[i], "X0"
+            else:
+                why = (f"{name} is not an output of the model" if k is None else
+                       f"its cell in the first row (time {e.t[0]:g}) is empty")
+                raise CliError(
+                    f"--x0-known: the initial value of state {name!r} in experiment "
+                    f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
+                    f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
+            parts.append(f"{name}={x0[i]:.6g} ({src})")
+        out.append(_with_x0(e, x0))
+        lines.append(f"  {e.name}: {', '.join(parts)}")
+    unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
+                                          not None else []) if i not in used]
+    if unused:
+        lines.append(f"  (--x0 of {', '.join(unused)} not used: the first row of every "
+                     "experiment measures it)")
+    return out, lines
+
+
+@dataclass
+class _Fit:
+    """Everything one estimation needs, assembled from the flags and the inputs."""
+
+    model: Any
+    experiments: list
+    p0: np.ndarray
+    p_bounds: tuple[np.ndarray, np.ndarray]
+    method: str
+    options: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.ndarray,
+              p0_origin: str, box: Any, box_origin: str, options: dict[str, Any],
+              extras: dict[str, Any] | None = None) -> _Fit:
+    """Combine the problem's (or the model file's) settings with the flags; flags win."""
+    options = dict(options)
+    method = getattr(args, "method", None) or options.pop("method", None) or "picard-gn"
+    options.pop("method", None)
+    if method not in METHOD_CHOICES:
+        raise CliError(f"OPTIONS: unknown method {method!r}; valid: {', '.join(METHOD_CHOICES)}")
+    p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
+    notes: list[str] = []
+    if extras is not None:
+        known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
+        experiments, lines = _initial_states(model, experiments, args, extras, known)
+        if known:
+            options["estimate_x0"] = False
+            notes = ["initial states known (not estimated):", *lines]
+    for name in ("T", "n", "lam", "nodes"):
+        value = getattr(args, name, None)
+        if value is not None:
+            options[name] = value
+    _weights(getattr(args, "weights", None), model, options)
+    for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
+                      ("multistart", "multistart"), ("jobs", "n_jobs")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            options[key] = value
+    codegen = getattr(args, "codegen", None)
+    if codegen is not None:
+        options["codegen"] = {"auto": "auto", "on": True, "off": False}[codegen]
+    return _Fit(model, list(experiments), p0, p_bounds, method, options, notes)
+
+
 # ---------------------------------------------------------------------- commands
 def _common_estimate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", default="picard-gn", choices=METHOD_CHOICES,
-                   help="estimation method (default: picard-gn)")
+    p.add_argument("--method", default=None, choices=METHOD_CHOICES,
+                   help="estimation method (default: picard-gn, or OPTIONS['method'] of "
+                        "a model file)")
+    p.add_argument("--bounds", action="append", type=bounds_arg, default=None,
+                   metavar="NAME=LO:HI",
+                   help="bounds of parameter NAME (repeatable); LO or HI empty for "
+                        "unbounded (k=0: is k >= 0); replaces that parameter's bounds "
+                        "from the model file or the problem")
+    p.add_argument("--fix", action="append", type=fix_arg, default=None,
+                   metavar="NAME=VALUE",
+                   help="hold parameter NAME at VALUE (repeatable): equal bounds, and the "
+                        "start set to VALUE")
     p.add_argument("--T", type=positive_float, default=None, help="Picard interval length T")
     p.add_argument("--n", type=positive_int, default=None, help="Picard order n of the loss")
     p.add_argument("--lam", type=positive_float, default=None,
                    help="continuity penalty lambda")
     p.add_argument("--nodes", type=node_count, default=None,
                    help="quadrature nodes per interval")
-    p.add_argument("--weights", choices=("none", "auto"), default=None,
-                   help="output weights: none (the paper's unweighted loss) or auto "
-                        "(inverse noise variance)")
+    p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
+                   help="output weights: none (the paper's unweighted loss), auto "
+                        "(inverse noise variance, re-estimated) or one weight per output")
     p.add_argument("--max-iter", type=positive_int, default=None,
                    help="iteration limit of the method")
     p.add_argument("--max-intervals", type=positive_int, default=None,
                    help="largest number of Picard intervals accepted (default: 100,000, "
                         "or what fits in 4 GB)")
-    p.add_argument("--codegen", choices=("auto", "on", "off"), default="auto",
+    p.add_argument("--multistart", type=positive_int, default=None, metavar="N",
+                   help="run from N starts (the start and N-1 Latin-hypercube samples of "
+                        "the bounds) and keep the best")
+    p.add_argument("--jobs", type=job_count, default=None, metavar="K",
+                   help="processes for --multistart and --profile (-1: one per core; "
+                        "default: one after another in this process)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the fit, profile-likelihood intervals of every free "
+                        "parameter, printed beside the Wald intervals; writes profile.png "
+                        "and profile.json")
+    p.add_argument("--codegen", choices=("auto", "on", "off"), default=None,
                    help="compile the iteration's functions to C (default: auto)")
     p.add_argument("--out", default=None, help="folder for result.json, fit.png and "
                    "convergence.png (default: results/<name>); checked before the run")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the results of an earlier run in the output folder "
                         "(without it the command refuses to start)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-
-
-def _estimate_kwargs(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
-    kw = dict(base)
-    for name in ("T", "n", "lam", "nodes"):
-        value = getattr(args, name)
-        if value is not None:
-            kw[name] = value
-    if args.weights is not None:
-        kw["weights"] = None if args.weights == "none" else "auto"
-    if args.max_iter is not None:
-        kw["max_iter"] = args.max_iter
-    if args.max_intervals is not None:
-        kw["max_intervals"] = args.max_intervals
-    kw["codegen"] = {"auto": "auto", "on": True, "off": False}[args.codegen]
-    return kw
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def _output_folder(args: argparse.Namespace, default_name: str, names: tuple[str, ...]) -> Path:
@@ -381,40 +739,94 @@ def _output_folder(args: argparse.Namespace, default_name: str, names: tuple[str
         raise CliError(str(err)) from None
 
 
-def _write_results(res: Any, model: Any, experiments: list, out: Path) -> None:
-    """result.json and the two figures, written together (see the module doc)."""
+def _write_results(res: Any, model: Any, experiments: list, out: Path,
+                   prof: Any = None) -> None:
+    """result.json, the figures (and the profile's), written together (see the module doc).
+
+    Profile files of an earlier run that this one does not write are removed
+    in the same step, so the folder never mixes two runs.
+    """
     import matplotlib.pyplot as plt
 
     from .plotting import plot_convergence, plot_fit
 
+    figures = [("fit.png", lambda: plot_fit(res, model, experiments)),
+               ("convergence.png", lambda: plot_convergence(res))]
+    if prof is not None:
+        figures.append(("profile.png", lambda: prof.plot()))
     try:
         with AtomicOutputs(out) as files:
             files.write_text("result.json", res.to_json() + "\n")
-            for name, fig in (("fit.png", lambda: plot_fit(res, model, experiments)),
-                              ("convergence.png", lambda: plot_convergence(res))):
+            if prof is not None:
+                files.write_text("profile.json", json.dumps(prof.to_dict(), indent=2) + "\n")
+            else:
+                for name in PROFILE_FILES:
+                    files.remove(name)
+            for name, fig in figures:
                 figure = fig()
                 try:
                     figure.savefig(files.path(name), format="png", dpi=130)
                 finally:
                     plt.close(figure)
-            files.commit()
+            written = files.commit()
     except OSError as err:
         raise CliFailure(f"could not write the results to {str(out)!r} ({err.strerror or err}); "
                          "nothing was saved") from None
-    print(f"wrote {out / 'result.json'}, {out / 'fit.png'}, {out / 'convergence.png'}")
+    print(f"wrote {', '.join(str(p) for p in written)}")
 
 
-def _estimate(model: Any, experiments: list, p0: Any, args: argparse.Namespace,
-              **kw: Any) -> Any:
+def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
+    from .codegen import compilation_notice
     from .estimate import estimate
 
     progress = Progress(quiet=args.quiet)
+    for line in fit.notes:
+        print(line)
     try:
-        return estimate(model, experiments, p0, args.method, callback=progress, **kw)
+        with compilation_notice(progress.note):
+            return estimate(fit.model, fit.experiments, fit.p0, fit.method,
+                            p_bounds=fit.p_bounds, callback=progress, **fit.options)
     except (ValueError, TypeError) as err:
         raise CliError(str(err)) from None
     finally:
         progress.done()
+
+
+def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
+    """``--profile``: the profile of a converged fit, or None and why not."""
+    from .profile import profile
+
+    if not args.profile:
+        return None, ""
+    if not res.success:
+        return None, "--profile: skipped, the fit did not converge"
+    free = [n for n, lo, hi in zip(res.p_names, *fit.p_bounds) if lo < hi]
+    if not free:
+        return None, "--profile: skipped, every parameter is fixed"
+    jobs = args.jobs
+    where = (f" on {jobs} processes" if jobs and jobs > 1 else
+             " on one process per core" if jobs == -1 else "")
+    print(f"profile likelihood of {', '.join(free)} (both sides of each){where} ...",
+          flush=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warnings are in its summary
+            prof = profile(res, n_jobs=jobs)
+    except ValueError as err:
+        return None, f"--profile: {err}"
+    print(prof.summary())
+    return prof, ""
+
+
+def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
+    """Summary, profile, files; the exit status."""
+    print(res.summary())
+    prof, problem = _profile(res, fit, args)
+    _write_results(res, fit.model, fit.experiments, out, prof)
+    if problem:
+        print(f"picard-casadi {args.command}: {problem}", file=sys.stderr)
+        return 1
+    return 0 if res.success else 1
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
@@ -430,23 +842,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.name not in problems():
         raise CliError(f"NAME: unknown problem {args.name!r}; known: {', '.join(problems())}")
-    out = _output_folder(args, args.name, RESULT_FILES)
+    out = _output_folder(args, args.name, RESULT_FILES + PROFILE_FILES)
     kw_problem = {} if args.noise_std is None else {"noise_std": args.noise_std}
     prob = problem(args.name, seed=args.seed, **kw_problem)
-    kw = _estimate_kwargs(args, prob.options)
-    print(f"{prob.description}; method {args.method}")
+    fit = _settings(args, prob.model, prob.experiments, prob.p0, "the problem's p0",
+                    prob.p_bounds, "the problem's box", prob.options)
+    _note_idle_jobs(fit, args)
+    print(f"{prob.description}; method {fit.method}")
     t0 = time.perf_counter()
-    res = _estimate(prob.model, prob.experiments, prob.p0, args, p_bounds=prob.p_bounds, **kw)
+    res = _estimate(fit, args)
     res.p_true = np.asarray(prob.p_true, float)
     if "paper_estimate" in prob.reference:
         paper = prob.reference["paper_estimate"]
         print(f"paper's estimate: {np.array2string(np.asarray(paper), precision=4)} "
               f"(relative error {prob.reference['paper_relative_error']:.1%})")
-    print(res.summary())
-    _write_results(res, prob.model, prob.experiments, out)
+    status = _finish(res, fit, args, out)
     print(f"relative error to the truth: {res.relative_error:.2%}; total "
           f"{time.perf_counter() - t0:.1f} s")
-    return 0 if res.success else 1
+    return status
 
 
 def _vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
@@ -463,33 +876,46 @@ def _vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
     return vals
 
 
+def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], model_path: str,
+              data_path: str) -> _Fit:
+    """A model file (loaded), its CSV and the flags: what ``fit`` and ``compare --model``
+    estimate."""
+    where = f"MODEL {str(model_path)!r}"
+    options = _options_from_file(extras, where)
+    box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
+    box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
+    experiments = read_csv_experiments(data_path, model, args.input_hold)
+    p0 = _vector_arg(args.p0, model.np, "--p0")
+    p0_origin = "--p0"
+    if p0 is None:
+        if "P0" in extras:
+            p0, p0_origin = np.asarray(extras["P0"], float), f"P0 in {model_path}"
+        elif args.fix and len({n for n, _ in args.fix}) == model.np:
+            p0, p0_origin = np.zeros(model.np), "--fix"  # every parameter fixed
+        else:
+            raise CliError(f"--p0: give {model.np} starting values "
+                           f"({', '.join(model.p_names)}), or define P0 in the model file")
+    return _settings(args, model, experiments, p0, p0_origin, box, box_origin, options, extras)
+
+
+def _note_idle_jobs(fit: _Fit, args: argparse.Namespace) -> None:
+    if args.jobs is not None and not (fit.options.get("multistart") or args.profile):
+        print(f"picard-casadi {args.command}: note: --jobs has no effect without "
+              "--multistart or --profile", file=sys.stderr)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     model, extras = load_model_file(args.model)
-    out = _output_folder(args, model.name, RESULT_FILES)
-    experiments = read_csv_experiments(args.data, model, args.input_hold)
-    p0 = _vector_arg(args.p0, model.np, "--p0")
-    if p0 is None:
-        if "P0" not in extras:
-            raise CliError(f"--p0: give {model.np} starting values (or define P0 in the model file)")
-        p0 = np.asarray(extras["P0"], float)
-    x0 = _vector_arg(args.x0, model.nx, "--x0")
-    if x0 is None and "X0" in extras:
-        x0 = np.asarray(extras["X0"], float)
-    if x0 is not None:
-        from .experiment import Experiment
-
-        experiments = [Experiment(e.t, e.y, u=e.u, x0=x0, name=e.name,
-                                  u_interpolation=e.u_interpolation) for e in experiments]
-    kw = _estimate_kwargs(args, dict(extras.get("OPTIONS", {})))
-    res = _estimate(model, experiments, p0, args, p_bounds=extras.get("P_BOUNDS"), **kw)
-    print(res.summary())
-    _write_results(res, model, experiments, out)
-    return 0 if res.success else 1
+    out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
+    fit = _user_fit(args, model, extras, args.model, args.data)
+    _note_idle_jobs(fit, args)
+    res = _estimate(fit, args)
+    return _finish(res, fit, args, out)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare, write_outputs
-    from .registry import problems
+    from .registry import Problem, problems
 
     unknown = [n for n in args.names if n not in problems()]
     if unknown:
@@ -497,13 +923,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
     bad = [m for m in args.methods if m not in METHOD_CHOICES]
     if bad:
         raise CliError(f"--methods: unknown method(s) {bad}; valid: {', '.join(METHOD_CHOICES)}")
+    if (args.model is None) != (args.data is None):
+        raise CliError("--model and --data go together: your model file and its CSV")
+    if args.model is None:
+        if not args.names:
+            raise CliError("give problem NAMES (see picard-casadi problems), or your own "
+                           "model and data with --model M.py --data D.csv")
+        for flag in ("p0", "x0", "bounds", "fix", "weights"):
+            if getattr(args, flag) not in (None, False):
+                raise CliError(f"--{flag} applies to --model M.py --data D.csv only")
+        if args.x0_known:
+            raise CliError("--x0-known applies to --model M.py --data D.csv only")
     try:
         out = check_output_folder(args.out, COMPARE_FILES, overwrite=args.overwrite)
     except ValueError as err:
         raise CliError(str(err)) from None
-    rows = compare(args.names, args.methods, seeds=args.seeds, repeats=args.repeats, out=None,
-                   codegen={"auto": "auto", "on": True, "off": False}[args.codegen],
-                   verbose=True)
+    entries: list[Any] = list(args.names)
+    if args.model is not None:
+        model, extras = load_model_file(args.model)
+        fit = _user_fit(args, model, extras, args.model, args.data)
+        if fit.model.name in args.names:
+            raise CliError(f"--model: the model is named {fit.model.name!r} like a problem in "
+                           "NAMES; rename it (name= in build_model) or leave that one out")
+        for line in fit.notes:
+            print(line)
+        options = {k: v for k, v in fit.options.items() if k not in ("codegen", "n_jobs")}
+        entries.append(Problem.from_data(
+            fit.model, fit.experiments, fit.p0, p_bounds=fit.p_bounds, options=options,
+            description=f"{args.model} fitted to {args.data}"))
+    from .codegen import compilation_notice
+
+    progress = Progress()
+    try:
+        with compilation_notice(progress.note):
+            rows = compare(entries, args.methods, seeds=args.seeds, repeats=args.repeats,
+                           out=None, verbose=True, n_jobs=args.jobs,
+                           codegen={"auto": "auto", "on": True, "off": False}[args.codegen])
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err)) from None
     try:
         write_outputs(rows, out)
     except OSError as err:
@@ -520,6 +977,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> None:
+    """``--p0``, ``--x0``, ``--x0-known``, ``--input-hold`` (fit, compare --model)."""
+    p.add_argument("--p0", default=None, help="starting parameters, comma separated "
+                   "(default: P0 in the model file)")
+    p.add_argument("--x0", action="append", default=None, metavar="NAME=VALUE|v1,v2,...",
+                   help="initial states: NAME=VALUE for one state (repeatable) or a list of "
+                        "all; a guess, or with --x0-known the known values (default: X0 in "
+                        "the model file, or from the data)")
+    p.add_argument("--x0-known", action="store_true",
+                   help="the initial states are known, not estimated: each experiment's "
+                        "first row gives the states that are outputs measured there, --x0 "
+                        "(or X0 in the model file) the others")
+    p.add_argument("--input-hold", choices=("linear", "previous"), default="linear",
+                   help="inputs between samples: linear interpolation (default) or "
+                        "zero-order hold")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``picard-casadi``."""
     parser = _Parser(
@@ -527,7 +1001,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Parameter estimation for nonlinear ODE models by Picard iteration "
                     "(CasADi).",
         epilog="Exit status: 0 done, 1 not converged or failed, 2 bad arguments or input, "
-               "130 interrupted.",
+               "130 interrupted.  docs/cli.md has a worked example.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
@@ -552,27 +1026,36 @@ def build_parser() -> argparse.ArgumentParser:
                                    "time, one per output (y_names) and one per input "
                                    "(u_names); empty cells are missing values.  The CSV "
                                    "is read as UTF-8 (with or without a byte-order mark), "
-                                   "else as Latin-1.")
+                                   "else as Latin-1.  The model file may define P0, "
+                                   "P_BOUNDS, X0 and OPTIONS; flags override them.")
     p.add_argument("model", help="Python file defining build_model() -> picard_casadi.Model")
     p.add_argument("data", help="CSV file of measurements")
-    p.add_argument("--p0", default=None, help="starting parameters, comma separated "
-                   "(default: P0 in the model file)")
-    p.add_argument("--x0", default=None, help="initial-state guess, comma separated "
-                   "(default: X0 in the model file, or from the data)")
-    p.add_argument("--input-hold", choices=("linear", "previous"), default="linear",
-                   help="inputs between samples: linear interpolation (default) or "
-                        "zero-order hold")
+    _user_input_args(p)
     _common_estimate_args(p)
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("compare", help="compare methods on problems",
-                       description="Run every method on every problem from the same start "
-                                   "and write a table (CSV and Markdown) and a figure.")
-    p.add_argument("names", nargs="+", help="problem names")
+    p = sub.add_parser("compare", help="compare methods on problems, or on your model and data",
+                       description="Run every method on every problem (or on your model "
+                                   "file and CSV: --model, --data) from the same start and "
+                                   "write a table (CSV and Markdown) and a figure.")
+    p.add_argument("names", nargs="*", help="problem names (optional with --model)")
+    p.add_argument("--model", default=None, metavar="M.py",
+                   help="your model file (as for fit); with --data")
+    p.add_argument("--data", default=None, metavar="D.csv", help="its CSV of measurements")
     p.add_argument("--methods", nargs="+", default=["picard-gn", "ipopt", "picard"],
                    help=f"methods to compare (from {', '.join(METHOD_CHOICES)})")
-    p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0], help="noise seeds")
+    p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0],
+                   help="noise seeds of the built-in problems")
     p.add_argument("--repeats", type=positive_int, default=1, help="timing repeats (medians)")
+    _user_input_args(p, for_compare=True)
+    p.add_argument("--bounds", action="append", type=bounds_arg, default=None,
+                   metavar="NAME=LO:HI", help="bounds of a parameter of --model (repeatable)")
+    p.add_argument("--fix", action="append", type=fix_arg, default=None, metavar="NAME=VALUE",
+                   help="hold a parameter of --model fixed (repeatable)")
+    p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
+                   help="output weights for --model")
+    p.add_argument("--jobs", type=job_count, default=None, metavar="K",
+                   help="run the rows on K processes (-1: one per core)")
     p.add_argument("--codegen", choices=("auto", "on", "off"), default="auto",
                    help="compile functions to C (default: auto)")
     p.add_argument("--out", default="results/compare", help="output folder (checked before "

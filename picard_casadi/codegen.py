@@ -31,6 +31,14 @@ moved into place (``os.replace``), so two processes building the same entry
 both end with a valid library; its SHA-256 is recorded beside it, and an
 entry whose file is missing, truncated or altered is rebuilt, never loaded.
 
+Announcing a compilation
+------------------------
+A cold cache means seconds to minutes of compiling before the first
+iteration.  :func:`compilation_notice` installs a function that is called
+once, with a one-line message, when a library is about to be compiled (the
+cache was looked up and missed); the command line prints it.  Nothing is
+called on a cache hit.
+
 An unusable cache or compiler
 -----------------------------
 Before the first compilation of a process, :func:`probe` compiles a
@@ -46,6 +54,7 @@ up on a large file) is handled the same way, function by function.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -55,7 +64,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +79,11 @@ from .native import NativeFunction
 __all__ = [
     "find_compiler", "cache_dir", "compile_functions", "compile_nlpsol", "backend_for",
     "CodegenStats", "STATS", "CodegenBackend", "clear_cache", "NlpTooLarge",
-    "MAX_NLP_SOURCE_BYTES", "probe",
+    "MAX_NLP_SOURCE_BYTES", "probe", "compilation_notice", "COMPILE_NOTICE",
 ]
+
+#: What :func:`compilation_notice` reports before the first compilation.
+COMPILE_NOTICE = "compiling the model's functions to C (first run only; cached) ..."
 
 # CasADi writes an NLP with all its derivative functions into one C file.
 # What costs the compiler is code, not data: the sparsity patterns of a large
@@ -126,6 +138,41 @@ class CodegenStats:
 
 
 STATS = CodegenStats()
+
+# The function compilation_notice installed, and whether it was called yet.
+_NOTICE: list[Any] = [None, False]
+
+
+@contextlib.contextmanager
+def compilation_notice(notify: Callable[[str], Any] | None) -> Iterator[None]:
+    """Call ``notify(COMPILE_NOTICE)`` before the first compilation inside the block.
+
+    Parameters
+    ----------
+    notify : callable or None
+        Called at most once, in this process, when a library is not in the
+        cache and is about to be compiled (not on a cache hit).  It runs with
+        the real stdout/stderr even inside a call whose native output is
+        captured.
+    """
+    saved = list(_NOTICE)
+    _NOTICE[:] = [notify, False]
+    try:
+        yield
+    finally:
+        _NOTICE[:] = saved
+
+
+def _announce() -> None:
+    """Before a compilation: the installed notice, once."""
+    notify, done = _NOTICE
+    if notify is None or done:
+        return
+    _NOTICE[1] = True
+    from ._native_output import released_output
+
+    with released_output():
+        notify(COMPILE_NOTICE)
 
 
 def find_compiler() -> str | None:
@@ -432,6 +479,7 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
             STATS.cache_hits += 1
             return loaded, lib
         stale = lib.exists() or meta.exists()
+        _announce()
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
             cname = f"pc_{tag}_{key}"
@@ -508,6 +556,7 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
             STATS.cache_hits += 1
         else:
             stale = lib.exists() or meta.exists()
+            _announce()
             t0 = time.perf_counter()
             sym = ca.nlpsol(name, solver, nlp,
                             symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})

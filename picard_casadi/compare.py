@@ -10,7 +10,11 @@ time on a cold cache and on a warm one, and solve time, as medians over
 ``repeats`` runs.  Times are only comparable within one study on one machine.
 
 A user's own problem joins the study after
-:func:`picard_casadi.register_problem`.  The rows run on an executor with
+:func:`picard_casadi.register_problem`, or directly as a
+:class:`~picard_casadi.Problem` (``Problem.from_data(model, experiments,
+p0)`` for measured data): its data are fixed, so it runs once (no seeds),
+and without a truth its rows have no relative error (the table shows
+``-``; the figure shows each method's data misfit instead).  The rows run on an executor with
 ``executor=`` or ``n_jobs=`` (:mod:`picard_casadi.parallel`).
 """
 
@@ -44,7 +48,7 @@ def _median(values: list[float]) -> float:
 
 
 def compare(
-    problem_names: Sequence[str],
+    problem_names: Sequence[str | Any],
     methods: Sequence[str] = ("picard-gn", "ipopt", "picard"),
     *,
     seeds: Sequence[int] = (0,),
@@ -61,8 +65,10 @@ def compare(
 
     Parameters
     ----------
-    problem_names : sequence of str
-        Registered problems (:func:`picard_casadi.problems`).
+    problem_names : sequence of str or Problem
+        Registered problems (:func:`picard_casadi.problems`), or
+        :class:`~picard_casadi.Problem` objects (your model and data:
+        ``Problem.from_data``), run once each with their own data.
     methods : sequence of str
     seeds : sequence of int
         Noise seeds; each is a separate row.
@@ -95,26 +101,39 @@ def compare(
     -------
     list of dict
         One row per (problem, seed, method) with the keys of ``COLUMNS``,
-        in the order problem, seed, method.
+        in the order problem, seed, method.  A ``Problem`` object's rows
+        have ``seed`` None, and ``rel_error`` None when it has no ``p_true``.
     """
     from .methods import get_method
-    from .registry import _BUILTIN, _REGISTRY
+    from .registry import _BUILTIN, _REGISTRY, Problem
 
     for m in methods:
         get_method(m)  # unknown names: ValueError listing the valid ones
     if int(repeats) != repeats or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    for name in problem_names:
-        make_problem_entry(name)  # unknown names: ValueError listing the known ones
+    given: dict[str, Problem] = {}
+    labels = []
+    for entry in problem_names:
+        if isinstance(entry, Problem):
+            if entry.name in given or entry.name in problem_names:
+                raise ValueError(f"two problems are named {entry.name!r}; give each a "
+                                 "different name")
+            given[entry.name] = entry
+            labels.append(entry.name)
+        elif isinstance(entry, str):
+            make_problem_entry(entry)  # unknown names: ValueError listing the known ones
+            labels.append(entry)
+        else:
+            raise TypeError(f"problems are names or Problem objects, got {type(entry).__name__}")
     options = options or {}
     method_options = method_options or {}
     with contextlib.ExitStack() as stack:
         caches = {name: stack.enter_context(
             tempfile.TemporaryDirectory(prefix="picard_study_cache_"))
-            for name in dict.fromkeys(problem_names)}
+            for name in dict.fromkeys(labels)}
         tasks = []
-        for name in problem_names:
-            for seed in seeds:
+        for name in labels:
+            for seed in ([None] if name in given else seeds):
                 for method in methods:
                     kw = dict(options.get(name, {}))
                     kw.update(method_options.get(method, {}))
@@ -123,13 +142,13 @@ def compare(
             if ex is None:
                 rows = []
                 for task in tasks:
-                    rows.append(_row(*task))
+                    rows.append(_row(*task, given=given.get(task[0])))
                     if verbose:
                         _print_row(rows[-1])
             else:
-                added = {n: _REGISTRY[n].factory for n in dict.fromkeys(problem_names)
-                         if n in _REGISTRY and n not in _BUILTIN}
-                data = encode({"factories": added})
+                added = {n: _REGISTRY[n].factory for n in dict.fromkeys(labels)
+                         if n in _REGISTRY and n not in _BUILTIN and n not in given}
+                data = encode({"factories": added, "given": given})
                 rows = run_tasks(_row_in_worker, [(data, *task) for task in tasks], ex)
                 if verbose:
                     for row in rows:
@@ -139,10 +158,17 @@ def compare(
     return rows
 
 
+def _known(value: Any) -> bool:
+    return value is not None and np.isfinite(value)
+
+
 def _print_row(row: dict[str, Any]) -> None:
-    print(f"{row['problem']:16s} seed {row['seed']} {row['method']:10s} "
+    seed = "-" if row["seed"] is None else row["seed"]
+    err = (f"err {row['rel_error']:.3%}" if _known(row["rel_error"]) else
+           f"misfit {row['misfit']:.4g}")
+    print(f"{row['problem']:16s} seed {seed} {row['method']:10s} "
           f"{'ok ' if row['success'] else 'FAIL'} "
-          f"err {row['rel_error']:.3%} it {row['iterations']:5d} "
+          f"{err} it {row['iterations']:5d} "
           f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s", flush=True)
 
 
@@ -160,20 +186,25 @@ def _code_cache(path: str) -> Iterator[None]:
             os.environ["PICARD_CASADI_CACHE"] = saved
 
 
-def _row(name: str, seed: int, method: str, kw: dict[str, Any], repeats: int,
-         codegen: bool | str, cache: str) -> dict[str, Any]:
-    """One (problem, seed, method) of the study: ``repeats`` runs, one row."""
-    prob = make_problem(name, seed=seed)
+def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: int,
+         codegen: bool | str, cache: str, given: Any = None) -> dict[str, Any]:
+    """One (problem, seed, method) of the study: ``repeats`` runs, one row.
+
+    ``given``: the Problem object itself (measured data, ``seed`` None), else
+    the registered problem ``name`` is built with ``seed``.
+    """
+    prob = given if given is not None else make_problem(name, seed=seed)
     mkw = dict(prob.options)
     mkw.update(kw)
     # the protocol: every method on the same discretisation
     # (the certificate is still reported, not acted on)
     mkw.setdefault("refine", False)
+    mkw.update(codegen=codegen, uncertainty=False)  # the study's, over the problem's options
     runs = []
     with _code_cache(cache):
         for _ in range(repeats):
             t0 = time.perf_counter()
-            res = prob.estimate(method, codegen=codegen, uncertainty=False, **mkw)
+            res = prob.estimate(method, **mkw)
             runs.append((res, time.perf_counter() - t0))
     res = runs[-1][0]
     builds = [r.timings.get("build", 0.0) for r, _ in runs]
@@ -195,10 +226,11 @@ def _row_in_worker(data: Encoded, *task: Any) -> dict[str, Any]:
     """:func:`_row` on an executor: the caller's registered problems registered here first."""
     from .registry import _REGISTRY, register_problem
 
-    for name, factory in decoded(data)["factories"].items():
+    shared = decoded(data)
+    for name, factory in shared["factories"].items():
         if name not in _REGISTRY or _REGISTRY[name].factory is not factory:
             register_problem(name, factory)
-    return _row(*task)
+    return _row(*task, given=shared.get("given", {}).get(task[0]))
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
@@ -218,8 +250,8 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
     writer = csv.DictWriter(table, fieldnames=list(COLUMNS))
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: (" ".join(f"{v:.8g}" for v in r[k]) if k == "estimate" else r[k])
-                         for k in COLUMNS})
+        writer.writerow({k: (" ".join(f"{v:.8g}" for v in r[k]) if k == "estimate" else
+                             "" if r[k] is None else r[k]) for k in COLUMNS})
     with AtomicOutputs(out) as files:
         files.write_text("table.csv", table.getvalue())
         files.write_text("table.md", format_markdown(rows))
@@ -237,7 +269,9 @@ def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         groups.setdefault((r["problem"], r["method"]), []).append(r)
     return [{"problem": p, "method": m,
              "solve_time": _median([r["solve_time"] for r in rs]),
-             "rel_error": _median([r["rel_error"] for r in rs])}
+             "rel_error": _median([r["rel_error"] for r in rs]),
+             "misfit": _median([r["misfit"] for r in rs]),
+             "success": all(r["success"] for r in rs)}
             for (p, m), rs in groups.items()]
 
 
@@ -248,9 +282,11 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 12]
     for r in rows:
         est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
+        seed = "-" if r["seed"] is None else r["seed"]
+        err = f"{r['rel_error']:.2%}" if _known(r["rel_error"]) else "-"
         lines.append(
-            f"| {r['problem']} | {r['seed']} | {r['method']} | {'yes' if r['success'] else 'no'} | "
-            f"{r['rel_error']:.2%} | {r['misfit']:.5g} | {r['gap']:.1e} | {r['iterations']} | "
+            f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
+            f"{err} | {r['misfit']:.5g} | {r['gap']:.1e} | {r['iterations']} | "
             f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} |"
         )
     return "\n".join(lines) + "\n"

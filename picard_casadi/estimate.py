@@ -420,7 +420,11 @@ def estimate(
         (``-1``: one per core).
     callback : callable, optional
         Called with an :class:`~picard_casadi.methods.base.IterationRecord`
-        after each iteration of the Picard methods; returning True stops.
+        after each iteration of every method; returning True stops (status
+        ``"stopped"``).  For ``"ipopt"`` and ``"shooting"`` once per IPOPT
+        iteration, from iteration 0 (the start): the objective, the largest
+        scaled constraint violation as ``gap``, and ``p``; the fields IPOPT
+        does not expose (``grad_norm``, ``misfit``, ...) are NaN.
     raise_on_failure : bool
         Raise :class:`~picard_casadi.ConvergenceError` instead of returning a
         result with ``success=False``.

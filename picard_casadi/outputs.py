@@ -148,6 +148,7 @@ class AtomicOutputs:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._temps: dict[str, Path] = {}
+        self._stale: list[str] = []
         self._created: list[Path] = []
         self.written: list[Path] = []
 
@@ -181,9 +182,25 @@ class AtomicOutputs:
         """Let ``writer(temporary_path)`` write the file ``name``."""
         writer(self.path(name))
 
+    def remove(self, name: str) -> None:
+        """Remove the file ``name`` of an earlier set at :meth:`commit` (if it is there).
+
+        For a file the new set does not have (a profile figure of an earlier
+        run): removed with the others' renames, so the folder never mixes sets.
+        """
+        self._stale.append(name)
+
     def commit(self) -> list[Path]:
-        """Move every written file into place (Ctrl-C held off until done)."""
+        """Move every written file into place (Ctrl-C held off until done).
+
+        Files marked with :meth:`remove` are removed first: if that fails,
+        nothing has been replaced yet.
+        """
         with deferred_interrupt():
+            for name in self._stale:
+                if name not in self._temps:
+                    (self.folder / name).unlink(missing_ok=True)
+            self._stale.clear()
             for name, tmp in self._temps.items():
                 os.chmod(tmp, _MODE)
                 os.replace(tmp, self.folder / name)

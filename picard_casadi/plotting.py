@@ -32,14 +32,32 @@ def _grid(n: int) -> tuple[int, int]:
     return int(np.ceil(n / cols)), cols
 
 
+def _short(message: str, limit: int = 90) -> str:
+    """The first clause of a message (up to ``:``, ``;`` or ``.``), at most ``limit``
+    characters."""
+    text = " ".join(str(message).split())
+    cuts = [text.find(stop) for stop in (": ", "; ", " (see ", ". ")]
+    cuts = [c for c in cuts if c > 15]
+    if cuts and min(cuts) <= limit:
+        return text[:min(cuts)]
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
 def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Experiment],
              experiment: int | Sequence[int] | None = None, path: str | Path | None = None,
-             title: str | None = None, dense: int = 400) -> plt.Figure:
-    """Measured outputs (dots) and the fitted model's outputs (lines).
+             title: str | None = None, dense: int = 400, residuals: bool = True,
+             columns: int = 4) -> plt.Figure:
+    """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
 
-    One panel per output; each selected experiment in its own colour.  The
-    lines are CVODES simulations from the estimated ``x0`` with the
-    estimated ``p`` on a fine time grid.
+    One column per experiment (at most ``columns`` side by side, spread evenly
+    over the rows of panels they need), and for each
+    output a panel of data and fit with, below it, a panel of the residuals
+    ``data - fit`` at the sample times.  The lines are CVODES simulations
+    from the estimated ``x0`` with the estimated ``p``.  The title gives the
+    verdict: a result with ``success`` False is titled ``FAILED: <message>``
+    in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"`` or
+    ``"residual:<e>:<k>"`` (experiment index, output index), for scripts
+    and tests.
 
     Parameters
     ----------
@@ -47,57 +65,105 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     model : Model
     experiments : sequence of Experiment
     experiment : int or sequence of int, optional
-        Which experiments to draw (default all, at most 4).
+        Which experiments to draw (default: every one).
     path : str or Path, optional
         Save as PNG here.
     title : str, optional
+        The first title line (default: model, method and verdict).
     dense : int
         Points of the simulated line.
+    residuals : bool
+        Draw the residual panels.
+    columns : int
+        Most experiments side by side (5 experiments: 3 and 2).
     """
     if experiment is None:
-        chosen = list(range(min(len(experiments), 4)))
+        chosen = list(range(len(experiments)))
     elif isinstance(experiment, (int, np.integer)):
         chosen = [int(experiment)]
     else:
         chosen = [int(e) for e in experiment]
-    rows, cols = _grid(model.ny)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 2.6 * rows + 0.6),
-                             squeeze=False, sharex=True)
+    ny = model.ny
+    # as few bands as ``columns`` allows, the experiments spread evenly over them
+    bands = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
+    cols = max(1, int(np.ceil(len(chosen) / bands)))
+    per_output = 2 if residuals else 1
+    ratios = ([2.2, 1.0] if residuals else [2.2]) * ny * bands
+    fit_h, res_h = (1.9, 0.85) if ny <= 3 else (1.5, 0.7)
+    height = bands * ny * (fit_h + (res_h if residuals else 0.0)) + 1.4
+    fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
+    grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    failed_sim = []
     for n, e in enumerate(chosen):
         exp = experiments[e]
-        colour = colours[n % len(colours)]
+        band, col = divmod(n, cols)
         t_fine = np.linspace(exp.t0, exp.t_end, dense)
+        t_all = np.union1d(t_fine, exp.t)
         try:
-            Y_fit = result.predict(e, t_fine)
+            Y_all = result.predict(e, t_all)
         except Exception:  # a simulation can fail far from the optimum
-            Y_fit = None
-        for k in range(model.ny):
-            ax = axes[k // cols, k % cols]
-            ax.plot(exp.t, exp.y[:, k], "o", ms=2.5, color=colour, alpha=0.55,
-                    label=f"{exp.name}: data" if k == 0 else None)
-            if Y_fit is not None:
-                ax.plot(t_fine, Y_fit[:, k], "-", lw=1.6, color=colour,
-                        label=f"{exp.name}: fit" if k == 0 else None)
-            ax.set_ylabel(_label(model.y_names[k], model.y_units[k]))
-            ax.grid(alpha=0.3)
-    for k in range(model.ny, rows * cols):
-        axes[k // cols, k % cols].axis("off")
-    for c in range(min(cols, model.ny)):
-        lowest = max(k for k in range(model.ny) if k % cols == c)
-        ax = axes[lowest // cols, c]
-        ax.set_xlabel(_label("time", model.t_unit))
-        ax.tick_params(labelbottom=True)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    ncol = min(len(labels), 4)
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+            Y_all = None
+            failed_sim.append(exp.name)
+        at_samples = np.searchsorted(t_all, exp.t)
+        fit_ax = None
+        for k in range(ny):
+            row = (band * ny + k) * per_output
+            fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
+            fit_ax.set_gid(f"fit:{e}:{k}")
+            colour = colours[k % len(colours)]
+            fit_ax.plot(exp.t, exp.y[:, k], "o", ms=2.8, color=colour, alpha=0.6,
+                        label="data")
+            if Y_all is not None:
+                fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
+            if k == 0:
+                fit_ax.set_title(exp.name, fontsize=9)
+            if col == 0:
+                fit_ax.set_ylabel(_label(model.y_names[k], model.y_units[k]), fontsize=8)
+            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and k == ny - 1)
+            fit_ax.grid(alpha=0.3)
+            if Y_all is None:
+                fit_ax.text(0.5, 0.5, "simulation failed", transform=fit_ax.transAxes,
+                            ha="center", va="center", color="C3", fontsize=8)
+            if residuals:
+                res_ax = fig.add_subplot(grid[row + 1, col], sharex=fit_ax)
+                res_ax.set_gid(f"residual:{e}:{k}")
+                res_ax.axhline(0.0, color="0.3", lw=0.8)
+                if Y_all is not None:
+                    r = exp.y[:, k] - Y_all[at_samples, k]
+                    res_ax.plot(exp.t, r, "o", ms=2.2, color=colour, alpha=0.8,
+                                label="residual (data - fit)")
+                if col == 0:
+                    res_ax.set_ylabel(_label("residual", model.y_units[k]), fontsize=8)
+                res_ax.tick_params(labelsize=7, labelbottom=k == ny - 1)
+                res_ax.grid(alpha=0.3)
+                bottom = res_ax
+            else:
+                bottom = fit_ax
+            if k == ny - 1:
+                bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
+    dot = colours[0] if ny == 1 else "0.45"  # several outputs: each its own colour
+    handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
+               plt.Line2D([], [], color="0.15", lw=1.5)]
+    labels = ["data", "fit: simulated from the estimate"]
+    if residuals:
+        handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=dot))
+        labels.append("residual: data - fit")
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
+               frameon=False)
     shown = list(zip(result.p_names, result.p))[:8]
     est = ", ".join(f"{n}={v:.4g}" for n, v in shown) + (" ..." if result.p.size > 8 else "")
-    head = title or f"{model.name}: {result.method} fit (dots: data, lines: simulated fit)"
-    fig.suptitle(f"{head}\n{est}", fontsize=9)
-    legend_rows = int(np.ceil(len(labels) / max(ncol, 1)))
-    bottom = min(0.25, (0.25 + 0.18 * legend_rows) / fig.get_figheight())
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 10 pt
+    if result.success:
+        head = title or f"{model.name}: {result.method} fit, converged"
+        colour = "black"
+    else:
+        verdict = f"FAILED: {_short(result.message, width_chars - 8) or result.status}"
+        head = f"{title or f'{model.name}: {result.method} fit'}\n{verdict}"
+        colour = "#c00000"
+    if failed_sim:
+        est += f"  (simulation failed: {', '.join(failed_sim)})"
+    fig.suptitle(f"{head}\n{est}", fontsize=10, color=colour)
     if path is not None:
         fig.savefig(path, dpi=130)
     return fig
@@ -131,35 +197,59 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
 
 
 def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> plt.Figure:
-    """Solve time and relative error per method and problem (the study's figure).
+    """Solve time and relative error (or data misfit) per method and problem.
 
     Parameters
     ----------
     rows : sequence of dict
-        With keys ``problem``, ``method``, ``solve_time`` and ``rel_error``
-        (as :func:`picard_casadi.compare.compare` returns).
+        With keys ``problem``, ``method``, ``solve_time``, ``rel_error``,
+        ``misfit`` and ``success`` (as :func:`picard_casadi.compare.compare`
+        returns); runs that did not converge are hatched.  Where
+        a problem has no truth (``rel_error`` None: measured data), a panel
+        of the data misfit ``SSR / (2 N)`` is drawn as well (in place of the
+        error panel when no problem has a truth).
     """
+    def known(v: Any) -> bool:
+        return v is not None and bool(np.isfinite(v))
+
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = [("solve_time", "solve time [s] (median)", 1.0)]
+    if any(known(r.get("rel_error")) for r in rows):
+        panels.append(("rel_error", "relative error to truth [%]", 100.0))
+    if any(not known(r.get("rel_error")) for r in rows):
+        panels.append(("misfit", "data misfit SSR / (2 N)", 1.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    axes = axes[0]
     width = 0.8 / max(len(methods), 1)
     x = np.arange(len(problems))
     for i, m in enumerate(methods):
-        times, errs = [], []
-        for p in problems:
-            match = [r for r in rows if r["problem"] == p and r["method"] == m]
-            times.append(match[0]["solve_time"] if match else np.nan)
-            errs.append(match[0]["rel_error"] if match else np.nan)
-        axes[0].bar(x + i * width, times, width, label=m)
-        axes[1].bar(x + i * width, np.asarray(errs) * 100, width, label=m)
-    for ax, ylabel in ((axes[0], "solve time [s] (median)"),
-                       (axes[1], "relative error to truth [%]")):
+        for ax, (key, _, factor) in zip(axes, panels):
+            values, failed = [], []
+            for p in problems:
+                match = [r for r in rows if r["problem"] == p and r["method"] == m]
+                v = match[0].get(key) if match else None
+                values.append(float(v) * factor if known(v) else np.nan)
+                failed.append(bool(match) and not match[0].get("success", True))
+            bars = ax.bar(x + i * width, values, width, label=m)
+            for bar, bad in zip(bars, failed):
+                if bad:  # a run that did not converge: hatched
+                    bar.set_hatch("///")
+                    bar.set_edgecolor("white")
+    hatched = any(not r.get("success", True) for r in rows)
+    for ax, (_, ylabel, _) in zip(axes, panels):
         ax.set_xticks(x + width * (len(methods) - 1) / 2)
         ax.set_xticklabels(problems, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(ylabel)
         ax.set_yscale("log")
         ax.grid(alpha=0.3, axis="y", which="both")
-    axes[0].legend(fontsize=8)
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=f"C{i % 10}", label=m) for i, m in enumerate(methods)]
+    if hatched:
+        handles.append(Patch(facecolor="0.6", hatch="///", edgecolor="white",
+                             label="did not converge"))
+    axes[0].legend(handles=handles, fontsize=8)
     fig.suptitle("method comparison (same data, start, bounds and discretisation)", fontsize=10)
     fig.tight_layout()
     if path is not None:

@@ -36,15 +36,16 @@ class Problem:
     name : str
     model : Model
     experiments : list of Experiment
-    p_true : ndarray
-        The parameters the data were generated with.
+    p_true : ndarray or None
+        The parameters the data were generated with (None for measured data:
+        :meth:`from_data`).
     p0 : ndarray
         Default starting point.
     p_bounds : (ndarray, ndarray) or None
     options : dict
         Keyword arguments of :func:`~picard_casadi.estimate` for this protocol.
     x0_true : list of ndarray
-        True initial states of the experiments.
+        True initial states of the experiments (empty when unknown).
     description : str
     reference : dict
         Published numbers to compare with (e.g. the paper's estimate).
@@ -53,7 +54,7 @@ class Problem:
     name: str
     model: Model
     experiments: list[Experiment]
-    p_true: np.ndarray
+    p_true: np.ndarray | None
     p0: np.ndarray
     p_bounds: tuple[np.ndarray, np.ndarray] | None
     options: dict[str, Any]
@@ -65,7 +66,7 @@ class Problem:
         """Run :func:`~picard_casadi.estimate` with this problem's settings.
 
         Keyword arguments override ``p0``, ``p_bounds`` and ``options``.  The
-        result's ``p_true`` is filled in.
+        result's ``p_true`` is filled in when known.
         """
         from .estimate import estimate
 
@@ -74,10 +75,44 @@ class Problem:
         kwargs.update(overrides)
         p0 = kwargs.pop("p0", self.p0)
         res = estimate(self.model, self.experiments, p0, method, **kwargs)
-        res.p_true = np.asarray(self.p_true, float).copy()
-        for start in res.starts:
-            start["p_true"] = res.p_true
+        if self.p_true is not None:
+            res.p_true = np.asarray(self.p_true, float).copy()
+            for start in res.starts:
+                start["p_true"] = res.p_true
         return res
+
+    @classmethod
+    def from_data(cls, model: Model, experiments: Any, p0: Any, *, name: str | None = None,
+                  p_bounds: tuple[Any, Any] | None = None,
+                  options: dict[str, Any] | None = None, description: str = "") -> Problem:
+        """A problem of your own model and measured data (the truth unknown).
+
+        For :func:`~picard_casadi.compare`, which takes such a problem beside
+        the names of registered ones: every method runs on these data from
+        ``p0`` with these settings.
+
+        Parameters
+        ----------
+        model : Model
+        experiments : Experiment or sequence of Experiment
+        p0 : array_like (np,)
+        name : str, optional
+            The problem's name in tables (default: the model's).
+        p_bounds : (array_like, array_like), optional
+        options : dict, optional
+            ``estimate`` keyword arguments (``T``, ``weights``, ``estimate_x0``, ...).
+        description : str
+        """
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a picard_casadi.Model, got {type(model).__name__}")
+        exps = [experiments] if isinstance(experiments, Experiment) else list(experiments)
+        p0 = np.asarray(p0, float).ravel()
+        if p0.size != model.np:
+            raise ValueError(f"p0 has {p0.size} value(s), the model has {model.np} parameters")
+        label = model.name if name is None else str(name)
+        return cls(name=label, model=model, experiments=exps, p_true=None, p0=p0,
+                   p_bounds=p_bounds, options=dict(options or {}), x0_true=[],
+                   description=description or f"{label}: measured data")
 
 
 @dataclass(frozen=True)

@@ -259,18 +259,58 @@ class EstimationResult:
         if self.p_true is not None:
             head += f"{'truth':>12}{'rel. err':>10}"
         lines.append(head)
+        fixed = self._fixed()
         for i, name in enumerate(self.p_names or [f"p{i}" for i in range(self.p.size)]):
             row = f"  {name:<14}{self.p[i]:>14.6g}"
-            if self.p_std is not None and self.p_ci is not None:
+            if fixed[i]:
+                row += f"{'fixed':>13}"
+            elif self.p_std is not None and self.p_ci is not None:
                 row += f"{self.p_std[i]:>13.3g}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
             if self.p_true is not None:
                 tr = self.p_true[i]
                 rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")
                 row += f"{tr:>12.6g}{100 * rel:>9.2f}%"
             lines.append(row)
+        lines += self._x0_lines()
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+    def _fixed(self) -> list[bool]:
+        """Which parameters were held fixed (equal bounds in ``settings``)."""
+        bounds = self.settings.get("p_bounds")
+        try:
+            lb, ub = (np.asarray(_restore(b), float) for b in bounds)
+            return [bool(v) for v in (lb == ub)] if lb.size == self.p.size else [False] * self.p.size
+        except (TypeError, ValueError):
+            return [False] * self.p.size
+
+    def _x0_lines(self, per_block: int = 5) -> list[str]:
+        """The initial states per experiment (with standard errors when known), in
+        blocks of ``per_block`` states."""
+        if not self.x0:
+            return []
+        nx = len(self.x0[0])
+        names = self.x_names or [f"x{i}" for i in range(nx)]
+        exps = self.experiment_names or [f"experiment {j}" for j in range(len(self.x0))]
+        estimated = bool(self.settings.get("estimate_x0", True))
+        lines = [f"  initial states ({'estimated' if estimated else 'known, not estimated'}"
+                 + (", std. error in brackets" if estimated and self.x0_std else "") + "):"]
+        width = max(12, *(len(n) + 2 for n in exps))
+        with_std = estimated and self.x0_std is not None and len(self.x0_std) == len(self.x0)
+        cell = 24 if with_std else 13
+        for start in range(0, nx, per_block):
+            block = range(start, min(nx, start + per_block))
+            lines.append(f"  {'experiment':<{width}}" + "".join(f"{names[i]:>{cell}}" for i in block))
+            for j, name in enumerate(exps[:len(self.x0)]):
+                row = f"  {name:<{width}}"
+                for i in block:
+                    value = f"{float(self.x0[j][i]):.6g}"
+                    if with_std:
+                        value += f" ({float(self.x0_std[j][i]):.2g})"
+                    row += f"{value:>{cell}}"
+                lines.append(row)
+        return lines
 
     def __str__(self) -> str:
         return self.summary()

@@ -24,15 +24,17 @@ methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import casadi as ca
 import numpy as np
 
-from .._native_output import captured_native_output
+from .._native_output import captured_native_output, released_output
 from ..interrupts import interrupted, interruptible, reraise_if_interrupted
 from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
@@ -153,19 +155,34 @@ class IpoptOptions:
 
 
 class StopOnInterrupt(ca.Callback):
-    """IPOPT's iteration callback: stop once a Ctrl-C was recorded.
+    """IPOPT's iteration callback: stop once a Ctrl-C was recorded; report progress.
 
     Inside an NLP whose functions integrate with CVODES, CasADi turns the
     Ctrl-C into a failed function evaluation, IPOPT treats it as an invalid
     number and carries on with shorter steps (measured: 92 s to stop a
     shooting solve).  Returning 1 from the callback ends the solve at the next
     iteration; :func:`run_nlp` then raises :class:`KeyboardInterrupt`.
+
+    Inside :meth:`reporting`, each IPOPT iteration (from iteration 0, the
+    start) is also passed to ``estimate``'s ``callback`` as an
+    :class:`IterationRecord`: ``objective`` is IPOPT's objective, ``gap`` the
+    largest scaled constraint violation (continuity and collocation defects),
+    ``p`` the current parameters; ``grad_norm`` and the other fields IPOPT
+    does not expose to the callback are NaN.  A callback returning True stops
+    the solve (status ``"stopped"``); an exception it raises ends the solve
+    and is raised again after it.
     """
 
     def __init__(self, nx: int, ng: int, np_: int) -> None:
         ca.Callback.__init__(self)
         self._sizes = {"x": nx, "lam_x": nx, "g": ng, "lam_g": ng, "p": np_, "lam_p": np_,
                        "f": 1}
+        self._report: Any = None
+        self._p_of: Any = None
+        self._iteration = 0
+        self._t0 = 0.0
+        self._error: BaseException | None = None
+        self.stopped = False
         self.construct("stop_on_interrupt", {})
 
     def get_n_in(self) -> int:
@@ -183,8 +200,52 @@ class StopOnInterrupt(ca.Callback):
     def get_sparsity_in(self, i: int) -> ca.Sparsity:
         return ca.Sparsity.dense(self._sizes.get(ca.nlpsol_out(i), 0), 1)
 
+    @contextlib.contextmanager
+    def reporting(self, callback: Any, p_of: Any) -> Iterator[None]:
+        """Pass each iteration to ``callback`` during the block (see the class doc).
+
+        Parameters
+        ----------
+        callback : callable or None
+            ``estimate``'s callback; None reports nothing.
+        p_of : callable
+            The physical parameters from IPOPT's (scaled) decision vector.
+        """
+        self._report, self._p_of = callback, p_of
+        self._iteration, self._t0 = 0, time.perf_counter()
+        self._error, self.stopped = None, False
+        try:
+            yield
+        finally:
+            self._report = self._p_of = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
     def eval(self, arg: Any) -> list[int]:
-        return [1 if interrupted() else 0]
+        if interrupted():
+            return [1]
+        if self._report is None:
+            return [0]
+        try:
+            g = np.asarray(arg[2], float).ravel()
+            gap = float(np.abs(g).max(initial=0.0))
+            nan = float("nan")
+            rec = IterationRecord(
+                iteration=self._iteration, objective=float(arg[1]), misfit=nan,
+                grad_norm=nan, step_norm=nan, gap=gap, gap_scaled=gap, fixed_point=nan,
+                lam=0.0, control=nan, time=time.perf_counter() - self._t0,
+                p=[float(v) for v in self._p_of(np.asarray(arg[0], float).ravel())])
+            self._iteration += 1
+            with released_output():
+                stop = self._report(rec) is True
+        except BaseException as err:  # the user's callback: raised again after the solve
+            self._error = err
+            return [1]
+        if stop:
+            self.stopped = True
+            return [1]
+        return [0]
 
 
 def gauss_newton_hessian(r: ca.MX, w: ca.MX, params: ca.MX) -> ca.Function:
@@ -497,6 +558,7 @@ class CollocationNLP:
             nlp, solver_opts = build(False)
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
         self.n_g = n_g
+        self.monitor = self._stop
         xl, xu, pl, pu = setup.scaled_bounds
         # the state box applies to the interval starts (the first node of each
         # interval), as in the Picard methods: the same feasible set.  Boxing
@@ -540,7 +602,8 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
         cache[key] = CollocationNLP(setup, opts)
         setup.timings["build"] = setup.timings.get("build", 0.0) + time.perf_counter() - t0
     nlp = cache[key]
-    sol, stats, printed = nlp.solve()
+    with nlp.monitor.reporting(callback, lambda w: w[:setup.p_scale.size] * setup.p_scale):
+        sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
     if "error" in stats:
         status_error = f" ({stats['error']})"
@@ -562,6 +625,8 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     message = f"IPOPT: {status}{status_error}{status_note}" + ("" if success else
                                     " (see IPOPT's documentation of this status; try "
                                     "hessian='gauss-newton', a larger max_iter or a better start)")
+    if nlp.monitor.stopped:
+        status, message = "stopped", "stopped by the callback"
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,
                        success=success, status="converged" if success else status,
                        message=message, history=history,

@@ -111,6 +111,7 @@ class ShootingNLP:
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
         self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel())
+        self.monitor = self._stop
         self.solver = ca.nlpsol("shooting", "ipopt", nlp, {
             "ipopt": ipopt, "print_time": False, "error_on_fail": False, "hess_lag": hess,
             "iteration_callback": self._stop,
@@ -174,7 +175,8 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
         setup.cache[key] = ShootingNLP(setup, opts)
         setup.timings["build"] = setup.timings.get("build", 0.0) + time.perf_counter() - t0
     nlp = setup.cache[key]
-    sol, stats, printed = nlp.solve()
+    with nlp.monitor.reporting(callback, lambda w: w[:nlp.np] * setup.p_scale):
+        sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
     w = np.asarray(sol["x"]).ravel()
     p = w[: nlp.np] * setup.p_scale
@@ -196,6 +198,8 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     elif not success:
         message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
+    if nlp.monitor.stopped:
+        status, message = "stopped", "stopped by the callback"
     history = ipopt_history(stats)
     notes = [] if np.isfinite(res) and res < 1e-8 else [
         "shooting: the collocation fixed point used to report the continuity gap did "

@@ -1,0 +1,481 @@
+"""``picard-casadi fit`` and ``compare --model``: the flags, the model-file hooks, the figures.
+
+Small user models written into ``tmp_path`` (a one-state decay, a two-state
+spring with only the position measured), about 20 samples per experiment,
+code generation off except where the compilation notice is tested.  Most
+cases call ``cli.main`` in this process; the progress of IPOPT (printed from
+inside a call whose native output is captured) and the compilation notice
+run in a subprocess, where stdout is the real file descriptor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi import cli
+
+DECAY = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [0.5, 0.5]
+{extra}
+
+def build_model():
+    x = ca.SX.sym("x")
+    k, s = ca.SX.sym("k"), ca.SX.sym("s")
+    return pc.Model(x=x, p=ca.vertcat(k, s), rhs=-k * x + s, name="decay",
+                    x_names=["x"], p_names=["k", "s"], y_names=["x"])
+'''
+
+SPRING = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [3.0, 0.2]
+{extra}
+
+def build_model():
+    pos, vel = ca.SX.sym("pos"), ca.SX.sym("vel")
+    k, c = ca.SX.sym("k"), ca.SX.sym("c")
+    return pc.Model(x=ca.vertcat(pos, vel), p=ca.vertcat(k, c),
+                    rhs=ca.vertcat(vel, -k * pos - c * vel), y=pos, name="spring",
+                    x_names=["pos", "vel"], p_names=["k", "c"], y_names=["pos"])
+'''
+
+DECAY_TRUE = [1.0, 2.0]
+SPRING_TRUE = [4.0, 0.3]
+
+
+def _build(source: str):
+    ns: dict = {}
+    exec(source.format(extra=""), ns)
+    return ns["build_model"]()
+
+
+def _write(tmp_path, source, truth, x0s, extra="", n=20, t_end=4.0, noise=0.01,
+           missing=()):
+    """The model file and a CSV of ``len(x0s)`` experiments; returns their names."""
+    (tmp_path / "model.py").write_text(source.format(extra=extra))
+    model = _build(source)
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, t_end, n)
+    lines = ["experiment,time," + ",".join(model.y_names)]
+    for e, x0 in enumerate(x0s):
+        X = pc.simulate(model, x0, truth, t)
+        y = X[:, 0] + noise * rng.standard_normal(t.size)
+        for i in range(t.size):
+            cell = "" if (e, i) in missing else f"{y[i]:.8g}"
+            lines.append(f"e{e},{t[i]:.6g},{cell}")
+    (tmp_path / "data.csv").write_text("\n".join(lines) + "\n")
+    return "model.py", "data.csv"
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _main(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _fit(capsys, *argv, out="res"):
+    """``fit model.py data.csv`` (codegen off, --overwrite); status, stdout, stderr and the
+    result.json it wrote (None if none)."""
+    path = os.path.join(out, "result.json")
+    if os.path.exists(path):
+        os.unlink(path)  # an earlier run's must not pass for this one's
+    code, stdout, err = _main(capsys, "fit", "model.py", "data.csv", "--out", out,
+                              "--codegen", "off", "--overwrite", *argv)
+    saved = json.loads(open(path).read()) if os.path.exists(path) else None
+    return code, stdout, err, saved
+
+
+def _one_error_line(err, command="fit"):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"picard-casadi {command}: error: "), err
+    return lines[0]
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """What plot_fit drew during a command: the panels' gids, the title and its colour."""
+    import matplotlib.colors as mcolors
+
+    import picard_casadi.plotting as plotting
+
+    seen: list[dict] = []
+    real = plotting.plot_fit
+
+    def recording(*args, **kwargs):
+        fig = real(*args, **kwargs)
+        fig.canvas.draw()
+        legend = fig.legends[0].get_window_extent()
+        box = fig.bbox
+        seen.append({
+            "gids": [ax.get_gid() for ax in fig.axes],
+            "title": fig._suptitle.get_text(),
+            "colour": mcolors.to_hex(fig._suptitle.get_color()),
+            "legend_inside": (legend.x0 >= box.x0 - 1 and legend.x1 <= box.x1 + 1
+                              and legend.y0 >= box.y0 - 1 and legend.y1 <= box.y1 + 1),
+        })
+        return fig
+
+    monkeypatch.setattr(plotting, "plot_fit", recording)
+    return seen
+
+
+# ---------------------------------------------------------------------- parameters
+def test_bounds_and_fix_override_the_model_file(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]],
+           extra="P_BOUNDS = ([0.1, 0.1], [10.0, 10.0])")
+    # --bounds replaces k's bounds from P_BOUNDS (empty HI: unbounded); --fix holds s
+    code, out, err, saved = _fit(capsys, "--bounds", "k=0:", "--fix", "s=1.8", "--quiet")
+    assert code == 0, err
+    lb, ub = saved["settings"]["p_bounds"]
+    assert lb == [0.0, 1.8] and ub == ["inf", 1.8]
+    assert saved["p"][1] == 1.8                      # the fixed value, used as its start
+    assert abs(saved["p"][0] - DECAY_TRUE[0]) < 0.15  # k re-fitted around the fixed s
+    assert re.search(r"\n  s\s+1.8\s+fixed\n", out), out
+    # without flags the model file's box holds
+    code, _, err, saved = _fit(capsys, "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["p_bounds"] == [[0.1, 0.1], [10.0, 10.0]]
+    assert np.allclose(saved["p"], DECAY_TRUE, rtol=0.05)
+
+
+def test_run_takes_the_parameter_flags(here, capsys):
+    code, out, err = _main(capsys, "run", "vdp", "--fix", "th2=1", "--bounds", "th1=0.1:5",
+                           "--weights", "auto", "--codegen", "off", "--quiet", "--out", "r")
+    assert code == 0, err
+    saved = json.loads((here / "r" / "result.json").read_text())
+    assert saved["p"][1] == 1.0 and saved["settings"]["weights"] == "auto"
+    assert saved["settings"]["p_bounds"] == [[0.1, 1.0], [5.0, 1.0]]
+
+
+def test_a_start_outside_the_flags_bounds_is_named(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    code, out, err, _ = _fit(capsys, "--bounds", "k=2:3")
+    assert code == 2 and "iter" not in out
+    line = _one_error_line(err)
+    assert "P0 in model.py: the start k = 0.5 is outside its bounds [2, 3] (--bounds)" in line
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--bounds", "kk=0:1"], r"--bounds: unknown parameter 'kk'; the model's parameters are k, s"),
+    (["--fix", "q=1"], r"--fix: unknown parameter 'q'; the model's parameters are k, s"),
+    (["--bounds", "k=3:1"], r"argument --bounds: k=3:1: the lower bound 3 exceeds the upper bound 1"),
+    (["--bounds", "k=0"], r"argument --bounds: expected NAME=LO:HI"),
+    (["--bounds", "k"], r"argument --bounds: expected NAME=LO:HI"),
+    (["--bounds", "k=0:1:2"], r"argument --bounds: expected NAME=LO:HI"),
+    (["--bounds", "k=a:1"], r"argument --bounds: k=a:1: 'a' is not a number"),
+    (["--bounds", "k=nan:1"], r"argument --bounds: k=nan:1: expected a finite number"),
+    (["--bounds", "k=0:1", "--bounds", "k=0:2"], r"--bounds: parameter 'k' is given twice"),
+    (["--bounds", "k=0:1", "--fix", "k=0.5"], r"--fix: parameter 'k' is also given by --bounds"),
+    (["--fix", "s"], r"argument --fix: expected NAME=VALUE"),
+    (["--fix", "s=abc"], r"argument --fix: s=abc: 'abc' is not a number"),
+    (["--fix", "s=inf"], r"argument --fix: s=inf: expected a finite number"),
+    (["--weights", "1,2"], r"--weights: expected 1 number\(s\), one per output \(x\), got 2"),
+    (["--weights", "-1"], r"argument --weights: the weights must be finite numbers >= 0"),
+    (["--weights", "heavy"], r"argument --weights: expected auto, none or one number per output"),
+    (["--x0", "y=1"], r"--x0: unknown state 'y'; the model's states are x"),
+    (["--x0", "x=1", "--x0", "x=2"], r"--x0: state 'x' is given twice"),
+    (["--x0", "x=1", "--x0", "1"], r"--x0: give NAME=VALUE \(repeatable\) or one list"),
+    (["--multistart", "0"], r"argument --multistart: expected an integer >= 1"),
+    (["--jobs", "0"], r"argument --jobs: expected an integer >= 1, or -1 for one per core"),
+])
+def test_bad_flag_values_are_one_line_naming_the_flag(here, capsys, argv, pattern):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    try:
+        code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--codegen", "off", *argv)
+    except SystemExit as stop:  # argparse's own errors
+        code, (out, err) = stop.code, capsys.readouterr()
+    assert code == 2 and "iter" not in out
+    assert re.search(pattern, _one_error_line(err)), err
+    assert not (here / "results").exists()
+
+
+@pytest.mark.parametrize("extra,pattern", [
+    ("P_BOUNDS = ([0, 0], [1, 2, 3])", r"MODEL .model.py.: P_BOUNDS\[1\] must have 2 entries, got 3"),
+    ("P_BOUNDS = 5", r"MODEL .model.py.: P_BOUNDS must be a pair \(lower, upper\) or None"),
+    ("OPTIONS = {'callback': print}", r"OPTIONS cannot set 'callback'"),
+    ("OPTIONS = {'method': 'newton'}", r"OPTIONS: unknown method 'newton'"),
+    ("P_BOUNDS = (None, None)\nOPTIONS = {'p_bounds': (None, None)}",
+     r"the parameter box is given twice"),
+])
+def test_bad_model_file_hooks_are_named(here, capsys, extra, pattern):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra=extra)
+    code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--codegen", "off")
+    assert code == 2
+    assert re.search(pattern, _one_error_line(err)), err
+
+
+def test_method_from_options_and_the_flag_wins(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra="OPTIONS = {'method': 'shooting'}")
+    code, _, err, saved = _fit(capsys, "--quiet")
+    assert code == 0, err
+    assert saved["method"] == "shooting"
+    code, _, err, saved = _fit(capsys, "--quiet", "--method", "picard-gn")
+    assert code == 0, err
+    assert saved["method"] == "picard-gn"
+
+
+# ---------------------------------------------------------------------- initial states
+def test_x0_known_takes_the_first_row(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err, saved = _fit(capsys, "--x0-known", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["estimate_x0"] is False
+    first = {}
+    for line in (here / "data.csv").read_text().splitlines()[1:]:
+        name, _, value = line.split(",")
+        first.setdefault(name, float(value))
+    assert np.allclose([x[0] for x in saved["x0"]], [first["e0"], first["e1"]], rtol=0, atol=0)
+    assert "initial states known (not estimated):" in out
+    assert re.search(r"e0: x=\S+ \(data\)", out)
+    assert "initial states (known, not estimated):" in out
+
+
+def test_x0_known_needs_the_unmeasured_states(here, capsys):
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]])
+    code, out, err, _ = _fit(capsys, "--x0-known")
+    assert code == 2 and "iter" not in out
+    line = _one_error_line(err)
+    assert ("--x0-known: the initial value of state 'vel' in experiment 'e0' is not in the "
+            "data (vel is not an output of the model); give it with --x0 vel=VALUE") in line
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "vel=0", "--quiet")
+    assert code == 0, err
+    assert [x[1] for x in saved["x0"]] == [0.0, 0.0]
+    assert "(data)" in out and "vel=0 (--x0)" in out
+    assert np.allclose(saved["p"], SPRING_TRUE, rtol=0.05)
+    # a list fills in what the first row does not measure; the data keep theirs
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "7,0", "--quiet")
+    assert code == 0, err
+    assert [x[1] for x in saved["x0"]] == [0.0, 0.0] and saved["x0"][0][0] != 7.0
+    assert "(--x0 of pos not used: the first row of every experiment measures it)" in out
+    # X0 in the model file fills what the data do not give
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]], extra="X0 = [9.0, 0.0]")
+    code, out, err, saved = _fit(capsys, "--x0-known", "--quiet")
+    assert code == 0, err
+    assert [x[1] for x in saved["x0"]] == [0.0, 0.0] and saved["x0"][0][0] != 9.0
+    assert "vel=0 (X0)" in out
+
+
+def test_x0_known_with_an_empty_first_cell(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]], missing={(1, 0)})
+    code, _, err, _ = _fit(capsys, "--x0-known")
+    assert code == 2
+    assert ("state 'x' in experiment 'e1' is not in the data (its cell in the first row "
+            "(time 0) is empty)") in _one_error_line(err)
+    code, _, err, saved = _fit(capsys, "--x0-known", "--x0", "x=3", "--quiet")
+    assert code == 0, err
+    assert saved["x0"][1] == [3.0] and saved["x0"][0] != [3.0]  # e0 keeps its first row
+
+
+def test_x0_guess_by_name_and_estimated_x0_in_the_summary(here, capsys):
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]])
+    code, out, err, saved = _fit(capsys, "--x0", "vel=0.1", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["estimate_x0"] is True
+    assert "initial states (estimated, std. error in brackets):" in out
+    assert re.search(r"\n\s+e0\s+[-\d.e]+ \([\d.e-]+\)\s+[-\d.e]+ \(", out)
+    assert np.allclose(saved["x0"][0], [1.0, 0.0], atol=0.05)
+
+
+# ---------------------------------------------------------------------- weights, methods
+def test_weights_flag(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    code, _, err, saved = _fit(capsys, "--weights", "4", "--quiet")
+    assert code == 0, err
+    assert saved["weights"] == [4.0] and saved["settings"]["weights"] == "given"
+    code, _, err, saved = _fit(capsys, "--weights", "auto", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["weights"] == "auto"
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra="OPTIONS = {'weights': 'auto'}")
+    code, _, err, saved = _fit(capsys, "--weights", "none", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["weights"] == "none"  # the flag wins over OPTIONS
+
+
+def test_multistart_on_two_processes(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra="P_BOUNDS = ([0.1, 0.1], [5, 5])")
+    code, out, err, saved = _fit(capsys, "--multistart", "3", "--jobs", "2", "--quiet")
+    assert code == 0, err
+    assert len(saved["starts"]) == 3 and saved["settings"]["multistart"] == 3
+    assert "multistart: 3 of 3 starts converged" in out
+
+
+@pytest.mark.parametrize("method", ["ipopt", "shooting"])
+def test_ipopt_and_shooting_print_progress(tmp_path, method):
+    """In a subprocess: the lines come from inside IPOPT, whose native output is captured."""
+    _write(tmp_path, DECAY, DECAY_TRUE, [[0.2]])
+    out = subprocess.run(
+        [sys.executable, "-m", "picard_casadi", "fit", "model.py", "data.csv", "--method",
+         method, "--codegen", "off", "--out", "res"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300, env={**os.environ, "PICARD_CASADI_CACHE": str(tmp_path / "c")})
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("iter")]
+    assert re.match(r"iter\s+0\s+objective\s+\S+\s+\|grad\|\s+-\s+gap\s+\S+", lines[0])
+    saved = json.loads((tmp_path / "res" / "result.json").read_text())
+    assert len(lines) >= saved["iterations"]  # every IPOPT iteration, from 0
+
+
+def test_compilation_notice_on_a_cold_cache_only(tmp_path):
+    _write(tmp_path, DECAY, DECAY_TRUE, [[0.2]])
+    env = {**os.environ, "PICARD_CASADI_CACHE": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        runs.append(subprocess.run(
+            [sys.executable, "-m", "picard_casadi", "fit", "model.py", "data.csv", "--codegen",
+             "on", "--out", "res", "--overwrite"], cwd=tmp_path, capture_output=True,
+            text=True, timeout=600, env=env))
+        assert runs[-1].returncode == 0, runs[-1].stderr
+    notice = "compiling the model's functions to C (first run only; cached) ..."
+    first = runs[0].stdout.splitlines()
+    assert first.count(notice) == 1
+    assert first.index(notice) < min(i for i, ln in enumerate(first) if ln.startswith("iter"))
+    assert notice not in runs[1].stdout
+
+
+# ---------------------------------------------------------------------- profile
+def test_profile_writes_its_files_and_overwrite_removes_them(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err, saved = _fit(capsys, "--profile", "--quiet")
+    assert code == 0, err
+    for name in ("profile.png", "profile.json", "result.json", "fit.png"):
+        assert (here / "res" / name).is_file()
+    assert re.search(r"Wald 95 %\s+profile 95 %", out)
+    assert re.search(r"\n\s+k\s+\S+\s+\[\s*\S+,\s*\S+\]\s+\[\s*\S+,\s*\S+\]", out)
+    prof = json.loads((here / "res" / "profile.json").read_text())
+    lo, hi = prof["intervals"][0]
+    assert lo < saved["p"][0] < hi
+    # a run without --profile into the same folder leaves no stale profile behind
+    code, _, err, _ = _fit(capsys, "--quiet")
+    assert code == 0, err
+    assert sorted(p.name for p in (here / "res").iterdir()) == [
+        "convergence.png", "fit.png", "result.json"]
+
+
+def test_profile_of_a_failed_fit_is_skipped(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    code, out, err, saved = _fit(capsys, "--profile", "--max-iter", "1", "--quiet")
+    assert code == 1
+    assert saved is not None and saved["success"] is False
+    assert "--profile: skipped, the fit did not converge" in err
+    assert not (here / "res" / "profile.png").exists()
+
+
+def test_an_earlier_profile_blocks_without_overwrite(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    (here / "res").mkdir()
+    (here / "res" / "profile.png").write_bytes(b"old")
+    code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--out", "res",
+                           "--codegen", "off")
+    assert code == 2 and "already holds profile.png" in _one_error_line(err)
+    assert (here / "res" / "profile.png").read_bytes() == b"old"
+
+
+# ---------------------------------------------------------------------- figures
+def test_fit_png_has_every_experiment_and_residuals(here, capsys, figures):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [1.0], [3.0], [0.0], [2.5]])
+    code, _, err, saved = _fit(capsys, "--quiet")
+    assert code == 0, err
+    assert (here / "res" / "fit.png").stat().st_size > 0
+    drawn = figures[-1]
+    assert sorted(drawn["gids"]) == sorted([f"fit:{e}:0" for e in range(5)]
+                                           + [f"residual:{e}:0" for e in range(5)])
+    assert drawn["legend_inside"]
+    assert "converged" in drawn["title"] and "FAILED" not in drawn["title"]
+    assert drawn["colour"] == "#000000"
+
+
+def test_fit_png_of_two_outputs(tmp_path):
+    model = _build(SPRING)
+    t = np.linspace(0, 4, 20)
+    exps = [pc.Experiment(t, pc.simulate(model, x0, SPRING_TRUE, t)[:, :1], name=f"r{i}")
+            for i, x0 in enumerate([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])]
+    res = pc.estimate(model, exps, SPRING_TRUE, codegen=False, uncertainty=False)
+    from picard_casadi.plotting import plot_fit
+
+    fig = plot_fit(res, model, exps, path=tmp_path / "f.png")
+    assert len(fig.axes) == 6
+    fig = plot_fit(res, model, exps, experiment=1, residuals=False)
+    assert [ax.get_gid() for ax in fig.axes] == ["fit:1:0"]
+    for residuals in (True, False):  # one experiment, one output: the legend is not clipped
+        fig = plot_fit(res, model, exps, experiment=0, residuals=residuals)
+        fig.canvas.draw()
+        legend, box = fig.legends[0].get_window_extent(), fig.bbox
+        assert box.x0 <= legend.x0 and legend.x1 <= box.x1 and box.y0 <= legend.y0
+        ax_low = min(ax.get_window_extent().y0 for ax in fig.axes)
+        assert legend.y1 < ax_low  # below the panels, not over them
+
+
+def test_failed_fit_is_titled_failed_in_red(here, capsys, figures):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]], extra="OPTIONS = {'max_iter': 1}")
+    code, out, err, saved = _fit(capsys, "--quiet")
+    assert code == 1 and saved["success"] is False
+    drawn = figures[-1]
+    assert re.search(r"\nFAILED: iteration limit reached \(max_iter=1\) before convergence\n",
+                     drawn["title"]), drawn["title"]
+    assert drawn["colour"] == "#c00000"
+
+
+# ---------------------------------------------------------------------- compare
+def test_compare_on_a_model_file_and_csv(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err = _main(capsys, "compare", "--model", "model.py", "--data", "data.csv",
+                           "--methods", "picard-gn", "ipopt", "--codegen", "off",
+                           "--out", "cmp", "--p0", "0.8,1.5")
+    assert code == 0, err
+    assert re.search(r"decay\s+seed - picard-gn\s+ok\s+misfit", out)
+    rows = (here / "cmp" / "table.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[1].startswith("decay,,picard-gn,True,,")
+    md = (here / "cmp" / "table.md").read_text()
+    assert "| decay | - | ipopt | yes | - |" in md
+    assert (here / "cmp" / "comparison.png").stat().st_size > 0
+    p_gn, p_ip = (np.array(r.split(",")[11].split(), float) for r in rows[1:])
+    assert np.allclose(p_gn, p_ip, rtol=1e-5)
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--model", "model.py"], r"--model and --data go together"),
+    ([], r"give problem NAMES .* or your own model and data with --model M.py --data D.csv"),
+    (["vdp", "--p0", "1,2"], r"--p0 applies to --model M.py --data D.csv only"),
+    (["vdp", "--x0-known"], r"--x0-known applies to --model"),
+    (["--model", "model.py", "--data", "data.csv", "--fix", "zz=1"],
+     r"--fix: unknown parameter 'zz'"),
+])
+def test_compare_model_arguments_are_checked(here, capsys, argv, pattern):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    code, out, err = _main(capsys, "compare", *argv, "--out", "cmp")
+    assert code == 2
+    assert re.search(pattern, _one_error_line(err, "compare")), err
+    assert not (here / "cmp").exists()
+
+
+def test_compare_accepts_a_problem_object(tmp_path):
+    model = _build(DECAY)
+    t = np.linspace(0, 4, 20)
+    exp = pc.Experiment(t, pc.simulate(model, [0.2], DECAY_TRUE, t), name="only")
+    prob = pc.Problem.from_data(model, [exp], [0.8, 1.5], name="mine",
+                                options={"codegen": False})
+    rows = pc.compare([prob], ["picard-gn"], seeds=[0, 1], codegen=False,
+                      out=tmp_path / "cmp")
+    assert len(rows) == 1 and rows[0]["seed"] is None and rows[0]["rel_error"] is None
+    assert rows[0]["success"] and np.allclose(rows[0]["estimate"], DECAY_TRUE, rtol=1e-4)
+    with pytest.raises(ValueError, match="two problems are named 'mine'"):
+        pc.compare([prob, prob], ["picard-gn"])

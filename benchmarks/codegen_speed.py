@@ -48,6 +48,12 @@ class _Timed:
     def __getitem__(self, name):
         return _timed(self._f[name])
 
+    def __contains__(self, name):
+        return name in self._f
+
+    def __iter__(self):
+        return iter(self._f)
+
     def _native(self, name):
         f = self._f.native(name)
         return None if f is None else _timed(f)

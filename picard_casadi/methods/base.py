@@ -359,6 +359,9 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     """
     opts.validate()
     tr = setup.tr
+    prefetch = getattr(tr.functions, "prefetch", None)
+    if prefetch is not None:  # compiled: build what the step calls, side by side
+        prefetch(getattr(rule, "units", ()))
     disc = setup.disc
     J, nx = disc.n_intervals, disc.model.nx
     xs = setup.x_scale

@@ -265,6 +265,9 @@ def _room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> floa
 class ConstrainedGaussNewtonStep:
     """Levenberg-Marquardt-damped condensed Gauss-Newton step on ``(p, x_j)``."""
 
+    #: the transcription's functions the iteration calls (compiled side by side)
+    units = ("residual", "summary")
+
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
                  rho0: float = 20.0, radius0: float = 0.5, hessian: str = "auto") -> None:
         self.setup = setup

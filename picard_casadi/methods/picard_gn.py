@@ -113,6 +113,9 @@ class PicardGNOptions(LoopOptions):
 class LevenbergMarquardtStep:
     """Levenberg-Marquardt step on ``(p, x_j)`` for fixed node values ``U``."""
 
+    #: the transcription's functions the iteration calls (compiled side by side)
+    units = ("residual", "summary")
+
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
                  jacobian: str = "fixed-point", radius0: float = 0.5) -> None:
         self.setup = setup

@@ -43,3 +43,31 @@ def duffing_experiment(duffing) -> pc.Experiment:
     t = np.linspace(0.0, 6.0, 61)
     return pc.simulate_experiment(duffing, [0.5, 0.0], DUFFING_P, t, duffing_input,
                                   noise_std=0.01, seed=3, name="duffing")
+
+
+def product_model_data() -> tuple[pc.Model, pc.Experiment]:
+    """``x' = -a b x + c``: only the product ``a b`` is identifiable (truth a=0.5,
+    b=2, c=0.3; 41 samples on [0, 4], noise 0.01, seed 0)."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
+    t = np.linspace(0, 4, 41)
+    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    return model, exp
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """A fresh working folder and code cache for a CLI test."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def cli_main(capsys, *argv):
+    """Run the CLI in this process: (exit status, stdout, stderr)."""
+    from picard_casadi import cli
+
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import cli
+
+from conftest import cli_main as _main
 
 DECAY = '''
 import casadi as ca
@@ -79,17 +80,6 @@ def _write(tmp_path, source, truth, x0s, extra="", n=20, t_end=4.0, noise=0.01,
     return "model.py", "data.csv"
 
 
-@pytest.fixture
-def here(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
-    return tmp_path
-
-
-def _main(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _fit(capsys, *argv, out="res"):

@@ -19,6 +19,8 @@ import pytest
 import picard_casadi as pc
 from picard_casadi import cli
 
+from conftest import cli_main as _main
+
 MODEL = '''
 import casadi as ca
 import picard_casadi as pc
@@ -61,17 +63,6 @@ def _csv(tmp_path, rows=None, header="experiment,time,pos,force", encoding="utf-
     return path
 
 
-@pytest.fixture
-def here(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
-    return tmp_path
-
-
-def _main(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _one_error_line(err, command="run"):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
+from conftest import product_model_data
 
 
 # ---------------------------------------------------------------------- pickling
@@ -132,11 +133,7 @@ def test_executor_and_n_jobs_together_are_refused():
 
 def test_warnings_of_a_worker_are_issued_in_the_caller():
     """Only the product a*b is identifiable: the worker's warning reaches the caller."""
-    x = ca.SX.sym("x")
-    p = ca.SX.sym("p", 3)
-    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
-    t = np.linspace(0, 4, 41)
-    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    model, exp = product_model_data()
     with pytest.warns(UserWarning, match=r"combination of a, b"):
         res = pc.estimate(model, [exp], p0=[0.7, 1.2, 0.2], T=0.5, multistart=2,
                           p_bounds=([0.1, 0.1, 0.0], [5.0, 5.0, 1.0]), n_jobs=2)

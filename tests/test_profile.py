@@ -13,6 +13,7 @@ import pytest
 import picard_casadi as pc
 from picard_casadi.models import michaelis_menten
 from picard_casadi.quantiles import chi2_1, f_1, student_t
+from conftest import product_model_data
 
 
 # ---------------------------------------------------------------------- quantiles
@@ -82,11 +83,7 @@ def test_known_noise_uses_the_chi_square_threshold():
 
 def test_non_identifiable_pair_gives_open_intervals_and_a_warning():
     """Only a*b enters the dynamics: a's profile is flat to the bound."""
-    x = ca.SX.sym("x")
-    p = ca.SX.sym("p", 3)
-    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
-    t = np.linspace(0, 4, 41)
-    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    model, exp = product_model_data()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = pc.estimate(model, [exp], p0=[0.7, 1.2, 0.2], T=0.5,

@@ -1,10 +1,10 @@
 """Uncertainty of the estimates, identifiability warnings and multistart."""
 
-import casadi as ca
 import numpy as np
 import pytest
 
 import picard_casadi as pc
+from conftest import product_model_data
 
 
 def test_standard_errors_agree_between_methods():
@@ -28,11 +28,7 @@ def test_standard_errors_scale_with_the_noise():
 
 def test_unidentifiable_pair_is_named_in_a_warning():
     """Only the product a*b enters the dynamics: a and b cannot be told apart."""
-    x = ca.SX.sym("x")
-    p = ca.SX.sym("p", 3)
-    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x + p[2], p_names=["a", "b", "c"])
-    t = np.linspace(0, 4, 41)
-    exp = pc.simulate_experiment(model, [2.0], [0.5, 2.0, 0.3], t, noise_std=0.01, seed=0)
+    model, exp = product_model_data()
     with pytest.warns(UserWarning, match=r"combination of a, b"):
         res = pc.estimate(model, [exp], p0=[0.7, 1.2, 0.2], method="picard-gn", T=0.5)
     assert res.success

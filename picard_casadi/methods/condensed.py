@@ -23,59 +23,36 @@ step is shortened to the radius, which grows after steps the model predicts
 well and shrinks after poor ones; Levenberg-Marquardt damping ``mu`` only
 regularises the small condensed system.
 
-Safeguards, each found on the F/A-18's unweighted loss (airspeed
-residuals ~20 ft/s, a long curved valley of near-optimal parameters):
+Safeguards (why each, with its measurements: ``docs/design.md``):
 
-* second-order correction: a trial whose merit ratio is below 0.75 is
-  also evaluated with its new gaps closed along the current linearisation
-  (``d_{j+1} = E_j d_j + c_j``), and the better point is kept.  Without it the
-  gaps' curvature spoilt every step (data predictions exact, gap predictions
-  wrong in sign; ratio 0.61 at every iteration, trust radius 6e-5), the
-  iteration crept along the valley and stopped 0.5 % above the optimum;
+* second-order correction: a trial whose merit ratio is below 0.75 is also
+  evaluated with its new gaps closed along the current linearisation
+  (``d_{j+1} = E_j d_j + c_j``), and the better point is kept;
 * the state box and the parameter box are inequalities of the condensed
   QP, solved by a primal active-set method (never more active bounds than
-  free unknowns) from a feasible start found by minimising the violation
-  (closing the gaps can itself push a start out of the box); each
-  working-set solve is a least-squares solve on ``A``, never on the normal
-  equations ``A^T A`` (whose condition number reached 1e17);
+  free unknowns) from a feasible start found by minimising the violation;
+  each working-set solve is a least-squares solve on ``A``, never on the
+  normal equations ``A^T A``;
 * a pattern move: where the steps zigzag across a valley (every other step
   the same), the point is extrapolated along the two-step progress;
 * ``rho`` is not raised at a continuous point (dividing by a round-off
-  predicted gap reduction sent it to 1e27), and a trial whose fixed point
-  is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.
+  predicted gap reduction sends it to overflow), and a trial whose fixed
+  point is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.
 
-Exact-Hessian (Newton) steps, ``hessian="auto"`` or ``"exact"``: Gauss-Newton
-models the data misfit by ``J^T J`` alone and converges only linearly where
-the residuals are large and curved (the unweighted F/A-18 loss: airspeed
-residuals ~20 ft/s).  The Newton model adds the curvature of the Lagrangian
-per interval (:mod:`picard_casadi.second_order`: exact second derivatives of
-the Picard fixed point, outputs weighted by ``-W r`` and end states by the
-continuity multipliers), condensed like ``J^T J``.  The condensed model is
-then a dense quadratic in ``theta``, solved by the same active-set method as
-a least-squares problem in its Cholesky factor; where it is not convex
-even with a damping ``mu`` of 1e-4 (relative to ``J^T J``'s diagonal) the
-step is Gauss-Newton's, whose model always is.  Steps are accepted on the
-same merit ratio.  With ``"auto"`` the switch is made when Gauss-Newton
+Exact-Hessian (Newton) steps, ``hessian="auto"`` or ``"exact"``: the Newton
+model adds the curvature of the Lagrangian per interval
+(:mod:`picard_casadi.second_order`: exact second derivatives of the Picard
+fixed point, outputs weighted by ``-W r`` and end states by the continuity
+multipliers), condensed like ``J^T J`` and solved by the same active-set
+method in its Cholesky factor; where it is not convex even with a damping
+``mu`` of 1e-4 (relative to ``J^T J``'s diagonal) the step is
+Gauss-Newton's.  With ``"auto"`` the switch is made when Gauss-Newton
 stalls (``STALL_STEPS`` accepted steps in a row, each gaining less than
-``STALL_GAIN`` of the merit).  Measured on ``fa18-roll-beta``, seed 1,
-unweighted, started from the weighted answer: Gauss-Newton crept for 2000
-iterations 2e-7 above IPOPT's optimum; with the switch it converges in 327
-iterations to it (``benchmarks/fa18_roll_beta_valley.py``).  On the
-Dennis-Schnabel large-residual example (``x' = p x``, data ``(1, 2, 4,
--4)``) Newton steps converge in 8 iterations where Gauss-Newton needs 33.
-From the cold start of that F/A-18 run they do not help: the condensed
-columns reach norm 1e9 there (an unstable trajectory) and the model is no
-better than Gauss-Newton's.
+``STALL_GAIN`` of the merit).
 
-Stationarity is measured as the cosine between the residual and what the
-undamped Gauss-Newton step within the boxes reaches of it
-(:func:`_reach_cosine`), not MINPACK's largest cosine with one column,
-which the same ill-conditioning fooled (7e-9 at a point with gradient 68).
-
-Measured: the multiplier-penalty variant needed 151 iterations on the CMG
-problem and stopped 0.17 % short of IPOPT's optimum as ``lambda`` grew to
-1e7 and the penalised problem became ill-conditioned; this step has no such
-weight to grow.
+Stationarity is the cosine between the residual and what the undamped
+Gauss-Newton step within the boxes reaches of it (:func:`_reach_cosine`),
+not MINPACK's largest cosine with one column, which ill-conditioning fools.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from picard_casadi.methods.condensed import _least_violation, _working_set_step
+from picard_casadi.methods.least_squares import least_violation, working_set_step
 
 
 def _ill_conditioned(m: int, n: int, cond: float, rng: np.random.Generator) -> np.ndarray:
@@ -22,7 +22,7 @@ def test_working_set_step_keeps_its_bounds_on_an_ill_conditioned_problem():
     active = np.ones(8, dtype=bool)
     theta = rng.standard_normal(8)
     Cw = rng.standard_normal((2, 8))
-    step, nu = _working_set_step(A, b, damp, active, theta, Cw)
+    step, nu = working_set_step(A, b, damp, active, theta, Cw)
     assert np.max(np.abs(Cw @ step)) <= 1e-12 * np.max(np.abs(step))
     new = theta + step
     grad = A.T @ (A @ new + b) + damp * new
@@ -35,7 +35,7 @@ def test_working_set_step_without_bounds_is_the_damped_least_squares_step():
     A = rng.standard_normal((30, 5))
     b = rng.standard_normal(30)
     damp = np.full(5, 0.3)
-    step, nu = _working_set_step(A, b, damp, np.ones(5, dtype=bool), np.zeros(5), np.zeros((0, 5)))
+    step, nu = working_set_step(A, b, damp, np.ones(5, dtype=bool), np.zeros(5), np.zeros((0, 5)))
     expected = np.linalg.solve(A.T @ A + np.diag(damp), -A.T @ b)
     np.testing.assert_allclose(step, expected, rtol=1e-10)
     assert nu.size == 0
@@ -46,7 +46,7 @@ def test_working_set_step_leaves_inactive_entries_alone():
     A = rng.standard_normal((30, 5))
     b = rng.standard_normal(30)
     active = np.array([True, False, True, True, False])
-    step, _ = _working_set_step(A, b, np.zeros(5), active, np.zeros(5), rng.standard_normal((1, 5)))
+    step, _ = working_set_step(A, b, np.zeros(5), active, np.zeros(5), rng.standard_normal((1, 5)))
     assert step[1] == 0.0 and step[4] == 0.0
     assert np.any(step != 0.0)
 
@@ -59,7 +59,7 @@ def test_least_violation_finds_a_feasible_start_when_zero_is_not():
     v = C @ target + d
     lo, hi = v - 0.05, v + 0.05  # a small box around a point far from theta = 0
     assert np.any((d < lo) | (d > hi))
-    theta = _least_violation(C, d, lo, hi, np.ones(6))
+    theta = least_violation(C, d, lo, hi, np.ones(6))
     w = C @ theta + d
     assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
 
@@ -68,7 +68,7 @@ def test_least_violation_keeps_zero_when_it_is_feasible():
     rng = np.random.default_rng(4)
     C = rng.standard_normal((10, 3))
     d = rng.standard_normal(10)
-    theta = _least_violation(C, d, d - 1.0, d + 1.0, np.ones(3))
+    theta = least_violation(C, d, d - 1.0, d + 1.0, np.ones(3))
     assert np.all(theta == 0.0)
 
 
@@ -76,6 +76,6 @@ def test_least_violation_reduces_an_infeasible_violation():
     """Contradictory bounds (x >= 1 and x <= -1 on the same row): the least violation, 0."""
     C = np.array([[1.0], [1.0]])
     d = np.array([5.0, 5.0])
-    theta = _least_violation(C, d, np.array([1.0, -np.inf]), np.array([np.inf, -1.0]), np.ones(1))
+    theta = least_violation(C, d, np.array([1.0, -np.inf]), np.array([np.inf, -1.0]), np.ones(1))
     # the violations (1 - x)_+ and (x + 1)_+ balance at x = 0
     assert abs(float(C[0] @ theta + d[0])) < 1e-6

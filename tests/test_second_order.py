@@ -8,7 +8,7 @@ import pytest
 
 import picard_casadi as pc
 from picard_casadi.estimate import build_setup
-from picard_casadi.methods.condensed import _reach_cosine
+from picard_casadi.methods.least_squares import reach_cosine
 from picard_casadi.second_order import FixedPointHessian
 
 
@@ -105,11 +105,11 @@ def test_stationarity_sees_a_gain_that_single_columns_hide():
     per_column = np.abs(A.T @ b) / np.linalg.norm(A, axis=0) / np.linalg.norm(b)
     assert per_column.max() < 1e-9
     theta = np.linalg.lstsq(A, -b, rcond=None)[0]
-    assert _reach_cosine(A, b, theta) == pytest.approx(np.sqrt(0.5), rel=1e-9)
+    assert reach_cosine(A, b, theta) == pytest.approx(np.sqrt(0.5), rel=1e-9)
     # at a stationary point (residual orthogonal to the range) it is zero
     b_stat = np.array([0.0, 0.0, 1.0])
     theta = np.linalg.lstsq(A, -b_stat, rcond=None)[0]
-    assert _reach_cosine(A, b_stat, theta) == 0.0
+    assert reach_cosine(A, b_stat, theta) == 0.0
 
 
 def test_exact_hessian_needs_the_constrained_step():

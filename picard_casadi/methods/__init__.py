@@ -3,6 +3,24 @@
 Every method receives the same :class:`~picard_casadi.methods.base.Setup`
 (discretisation, transcription, bounds, scales, starting point), so a
 comparison is a change of the ``method`` argument only.
+
+Where each piece lives:
+
+* ``base``: the setup every method receives, and the shared Picard
+  iteration loop (``run_picard_iteration``) that takes a step rule;
+* ``picard``: the paper's Algorithm 4, projected gradient steps
+  (``method="picard"``);
+* ``picard_gn``: ``method="picard-gn"``'s options, and the
+  Levenberg-Marquardt step on the penalised residuals
+  (``continuity="multiplier"``);
+* ``condensed``: ``picard-gn``'s default step, Gauss-Newton with continuity
+  as linearised constraints: condensing, trust region, second-order
+  correction, pattern move, Newton switch;
+* ``least_squares``: the dense bounded least-squares pieces of that step
+  (row compression, feasible start, working-set step, stationarity);
+* ``ipopt``, ``shooting``: the IPOPT comparisons on the same discretisation;
+* ``breakdown``: numerical failures inside a step or solve turned into an
+  honest result.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ stalls (``STALL_STEPS`` accepted steps in a row, each gaining less than
 ``STALL_GAIN`` of the merit).
 
 Stationarity is the cosine between the residual and what the undamped
-Gauss-Newton step within the boxes reaches of it (:func:`_reach_cosine`),
+Gauss-Newton step within the boxes reaches of it (:func:`reach_cosine`),
 not MINPACK's largest cosine with one column, which ill-conditioning fools.
 """
 
@@ -64,6 +64,7 @@ from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo, require_one_of
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
+from .least_squares import compress_rows, least_violation, reach_cosine, room, working_set_step
 
 __all__ = ["ConstrainedGaussNewtonStep"]
 
@@ -105,138 +106,6 @@ STUCK_GAP = 1e-6
 # condensed rows larger than this overflow when squared (LAPACK then fails on
 # inf, e.g. "SVD did not converge"): the step reports the interval instead
 OVERFLOW = 1e150
-
-
-def _working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
-                      theta: np.ndarray, Cw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The step to the minimiser on a working set, and the working bounds' multipliers.
-
-    Minimises ``q(theta + s) = |A (theta + s) + b|^2 / 2 + (theta + s)^T
-    diag(damp) (theta + s) / 2`` over ``s`` with ``Cw s = 0`` and ``s = 0``
-    on the inactive entries.  Null-space method: ``s = Z w`` with ``Z`` an
-    orthonormal basis of the null space of the working rows (from an SVD),
-    so the working bounds hold exactly; ``w`` is a least-squares solution
-    (QR/SVD of ``[A Z; sqrt(damp) Z]``), whose accuracy depends on the
-    condition of ``A``, not of ``A^T A``.  (A KKT matrix solved by least
-    squares violated a working bound by 1e-2 on the F/A-18's unweighted
-    loss.)  The multipliers ``nu`` solve ``Cw^T nu = -grad q(theta + s)``.
-    """
-    n = A.shape[1]
-    cols = np.flatnonzero(active)
-    if Cw.shape[0]:
-        _, sv, Vt = np.linalg.svd(Cw[:, cols])
-        rank = int(np.count_nonzero(sv > 1e-12 * max(float(sv[0]), 1e-300)))
-        Za = Vt[rank:].T
-    else:
-        Za = np.eye(cols.size)
-    Z = np.zeros((n, Za.shape[1]))
-    Z[cols] = Za
-    root = np.sqrt(damp)
-    step = np.zeros(n)
-    if Z.shape[1]:
-        M = np.vstack([A @ Z, root[:, None] * Z])
-        rhs = -np.concatenate([A @ theta + b, root * theta])
-        step = Z @ np.linalg.lstsq(M, rhs, rcond=None)[0]
-    if not Cw.shape[0]:
-        return step, np.zeros(0)
-    new = theta + step
-    grad = A.T @ (A @ new + b) + damp * new
-    nu = np.linalg.lstsq(Cw[:, cols].T, -grad[cols], rcond=None)[0]
-    return step, nu
-
-
-def _least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                     scale: np.ndarray, max_rounds: int = 50) -> np.ndarray:
-    """A ``theta`` with ``lo <= C theta + d <= hi``, or the least violation of it.
-
-    The condensed QP needs a feasible start.  ``theta = 0`` (the gaps closed
-    with ``p`` and ``x0`` held) is one unless closing the gaps moves a later
-    interval start out of the box, and near a solution with an active state
-    bound it does: the previous interval ends outside the box, and only a
-    change of ``p`` or ``x0`` brings the start back in.  Found by Newton's
-    method on ``|violation|^2 / 2`` (piecewise quadratic: the violated rows
-    are fitted to their bounds), with a tiny ``scale``-weighted damping that
-    picks the smallest move; it returns ``theta = 0`` when that is feasible.
-    """
-    theta = np.zeros(C.shape[1])
-    reg = 1e-12 * np.maximum(scale, 1e-300)
-
-    def violation(th: np.ndarray) -> tuple[float, np.ndarray]:
-        v = C @ th + d
-        excess = np.where(v < lo, v - lo, 0.0) + np.where(v > hi, v - hi, 0.0)
-        return 0.5 * float(excess @ excess), excess
-
-    f, excess = violation(theta)
-    for _ in range(max_rounds):
-        if f == 0.0:
-            break
-        rows = excess != 0.0
-        grad = C[rows].T @ excess[rows]
-        step = -np.linalg.lstsq(C[rows].T @ C[rows] + np.diag(reg), grad, rcond=None)[0]
-        t = 1.0
-        while t > 1e-8:
-            f_new, excess_new = violation(theta + t * step)
-            if f_new <= f - 1e-4 * t * float(grad @ -step):
-                break
-            t *= 0.5
-        else:
-            break
-        improved = f - f_new
-        theta, f, excess = theta + t * step, f_new, excess_new
-        if improved <= 1e-14 * max(f, 1e-300) + 1e-30:
-            break
-    return theta
-
-
-def _compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each interval's data rows as the triangular factor of ``[Jx Jp r]``.
-
-    The linear model of interval ``j``'s residuals, ``r_j + Jx_j dx_j + Jp_j
-    dp``, has ``M ny`` rows but depends on ``nx + np`` unknowns: with
-    ``[Jx_j Jp_j r_j] = Q_j R_j`` its squared norm is that of ``R_j``'s rows
-    (``nx + np + 1`` of them) applied to ``(dx_j, dp, 1)``, plus a part no step
-    reaches.  Every least-squares problem of the step keeps its solution;
-    the condensed matrix shrinks from ``J M ny`` to ``J (nx + np + 1)`` rows
-    (cmg: 8540 rows to 1159, for 63 unknowns).
-    """
-    J, rows, nx = Jx.shape
-    cols = nx + Jp.shape[2] + 1
-    if rows <= cols:
-        return r, Jx, Jp
-    R = np.linalg.qr(np.concatenate([Jx, Jp, r[..., None]], axis=2), mode="r")
-    return R[:, :, -1], R[:, :, :nx], R[:, :, nx:-1]
-
-
-def _reach_cosine(A: np.ndarray, b: np.ndarray, theta: np.ndarray,
-                  bnorm: float | None = None) -> float:
-    """Cosine between the residual ``b`` and what the step ``theta`` reaches of it.
-
-    For ``theta`` the least-squares step (``A theta ~ -b``) this is
-    ``|P_A b| / |b|``, the cosine between the residual and the range of the
-    Jacobian, and its square is the relative gain Gauss-Newton predicts; for
-    a step that stops at bounds, the gain it predicts.  0 at a stationary
-    point.  MINPACK's ``gtol`` test takes the largest cosine with a single
-    column instead, which ill-conditioning fools: on the unweighted
-    ``fa18-roll-beta`` loss (seed 1), with columns of norm 1e9 (an unstable
-    trajectory), it was 7e-9 where the gradient was 68 (objective 96) and
-    the step would still gain.  Computed from the gain ``-2 b^T A theta -
-    |A theta|^2``, which has no cancellation of large terms.  ``bnorm``: the
-    residual's norm when ``A, b`` are its compressed form (``R, Q^T b``).
-    """
-    bnorm = float(np.sqrt(b @ b)) if bnorm is None else bnorm
-    if bnorm == 0.0:
-        return 0.0
-    reach = A @ theta
-    gain2 = -2.0 * float(b @ reach) - float(reach @ reach)
-    return float(np.sqrt(max(gain2, 0.0))) / bnorm
-
-
-def _room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
-    """The largest ``t >= 0`` with ``lo <= z + t dz <= hi`` (``inf`` when nothing blocks)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(dz > 0, (hi - z) / dz, np.where(dz < 0, (lo - z) / dz, np.inf))
-    return float(np.min(t, initial=np.inf))
 
 
 class ConstrainedGaussNewtonStep:
@@ -330,13 +199,13 @@ class ConstrainedGaussNewtonStep:
         so the state box is a set of linear inequalities of the small condensed
         problem ``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2``.
         It is solved by a primal active-set method: from a feasible point
-        (:func:`_least_violation`) move towards the minimiser on the working
+        (:func:`least_violation`) move towards the minimiser on the working
         set, stop at the first bound that blocks and add it; at a minimiser on
         the working set drop the bound whose multiplier has the wrong sign.
         The working set never has more bounds than ``theta`` has free
         entries.  Each minimiser on the working set is a least-squares solve
         on ``A`` restricted to the null space of the working bounds
-        (:func:`_working_set_step`), never the normal equations: on the
+        (:func:`working_set_step`), never the normal equations: on the
         unweighted F/A-18 loss ``A^T A`` spans 17 orders of magnitude (the
         starts' sensitivity to ``x0`` grows along a tumbling trajectory), its
         smallest computed eigenvalue was negative, and the steps crept.
@@ -353,14 +222,14 @@ class ConstrainedGaussNewtonStep:
         d = np.concatenate([(Xs + s_all).ravel()[free], ps[p_rows]])
         lo = np.concatenate([xl.ravel()[free], pl[p_rows]])
         hi = np.concatenate([xu.ravel()[free], pu[p_rows]])
-        theta = _least_violation(C, d, lo, hi, damp * active)
+        theta = least_violation(C, d, lo, hi, damp * active)
         v = C @ theta + d
         lo, hi = np.minimum(lo, v), np.maximum(hi, v)
         work: dict[int, int] = {}  # row of C -> -1 (lower bound) or +1 (upper bound)
         n_free = int(np.count_nonzero(active))
         for _ in range(max_rounds):
             rows = list(work)
-            step, nu = _working_set_step(A2, b2, damp, active, theta, C[rows])
+            step, nu = working_set_step(A2, b2, damp, active, theta, C[rows])
             if np.max(np.abs(step), initial=0.0) <= 1e-14 * (1.0 + np.max(np.abs(theta), initial=0.0)):
                 # a minimiser on the working set: a bound pulling inwards is released
                 wrong = [(abs(v), r) for r, v in zip(rows, nu) if v * work[r] < 0]
@@ -620,7 +489,7 @@ class ConstrainedGaussNewtonStep:
         dX = np.where(s.free_x, self._trail[3][0] - self._trail[1][0], 0.0)
         dp = np.where(s.free_p, self._trail[3][1] - self._trail[1][1], 0.0)
         # the largest multiple that keeps every start and parameter in its box
-        limit = min(_room(info.Xs, dX, xl, xu), _room(info.ps, dp, pl, pu), PATTERN_MAX_FACTOR)
+        limit = min(room(info.Xs, dX, xl, xu), room(info.ps, dp, pl, pu), PATTERN_MAX_FACTOR)
         best = None
         best_merit = info.phi_after
         factor = 1.0
@@ -678,7 +547,7 @@ class ConstrainedGaussNewtonStep:
                             precision_reached=True, optimality=0.0)
         # the second-order terms weight the outputs by the full residuals
         r_full, Jx_full = r, Jx
-        r, Jx, Jp = _compress_rows(r, Jx, Jp)
+        r, Jx, Jp = compress_rows(r, Jx, Jp)
         # the linear model's data part, less what no step can reach
         data_c = 0.5 * float(np.sum(r * r))
 
@@ -732,10 +601,10 @@ class ConstrainedGaussNewtonStep:
         diag = np.maximum(col2, 1e-12 * max(float(np.max(col2, initial=0.0)), 1e-300))
         xl, xu, _, _ = s.scaled_bounds
         # stationarity: the gain of the undamped Gauss-Newton step within the
-        # boxes, as a cosine (see _reach_cosine)
+        # boxes, as a cosine (see reach_cosine)
         theta_gn = self._bounded_step(A2, b2, STATIONARITY_DAMPING * diag, active,
                                       S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
-        optimality = _reach_cosine(A2, b2, theta_gn, bnorm)
+        optimality = reach_cosine(A2, b2, theta_gn, bnorm)
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
 
         # Newton steps: the curvature per interval, condensed like J^T J

@@ -305,6 +305,81 @@ def _unresolved(setup: Setup, outcome: LoopOutcome) -> np.ndarray | None:
     return marked
 
 
+def _weights(weights: Any, ny: int) -> tuple[str, np.ndarray]:
+    """``estimate``'s ``weights`` as a mode (``"none"``, ``"auto"``, ``"given"``)
+    and the starting weights per output."""
+    if isinstance(weights, str) and weights != "auto":
+        raise ValueError(f"`weights` must be None, 'auto' or {ny} numbers, got {weights!r}")
+    mode = "none" if weights is None else "auto" if isinstance(weights, str) else "given"
+    if mode != "given":
+        return mode, np.ones(ny)
+    w = as_vector(weights, ny, "weights")
+    if np.any(w < 0) or not np.all(np.isfinite(w)) or not np.any(w > 0):
+        raise ValueError("`weights` must be finite, non-negative and not all zero")
+    return mode, w
+
+
+@dataclass
+class _Run:
+    """The last solve of :func:`_solve_and_refine`, on its final mesh."""
+
+    setup: Setup
+    solved: _Solved
+    certificate: Certificate | None
+    info: Any
+    records: list
+    iterations: int
+    refinements: int
+
+
+def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarray,
+                      max_refinements: int) -> _Run:
+    """Solve, certify, and refine the mesh where the certificate fails.
+
+    A converged run is certified; where it fails, the marked intervals are
+    bisected and the run continues from its solution on the new mesh.  A run
+    that broke down (not an iteration limit) on a mesh that does not resolve
+    the model at its last iterate is refined and restarted from ``p0``.
+    Stops when the certificate holds, the budget ``max_refinements`` is
+    spent, or the refined mesh would pass the size limit.
+    """
+    spec = prob.spec
+    weights_mode = prob.weights_mode
+    solved = _timed_solve(prob, setup, w)
+    records, iterations = list(solved.records), solved.iterations
+    cert, info, refinements = None, None, 0
+    refinable = spec.name in _COLLOCATION_METHODS
+    while True:
+        outcome = solved.outcome
+        if outcome.success:
+            cert, info = _certificate(prob, setup, outcome)
+            if (cert.passed or not refinable or refinements >= max_refinements
+                    or not _within_limit(prob, setup, cert.marked())):
+                break
+            setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
+        else:
+            # a breakdown (not an iteration limit) on a mesh that does not
+            # resolve the model at the last iterate: refine it and start again
+            if (not refinable or refinements >= max_refinements
+                    or outcome.status in ("max_iter", "stopped")):
+                break
+            marked = _unresolved(setup, outcome)
+            if marked is None or not _within_limit(prob, setup, marked):
+                break
+            prob.notes.append(
+                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
+                f"does not resolve the model ({outcome.message[:80]}); the mesh was refined "
+                "and the run started again from p0")
+            setup = _refined_setup(prob, setup, marked, p0=p0)
+        refinements += 1
+        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
+                              (initial_weights(setup.disc) if weights_mode == "auto" else w))
+        records.extend(solved.records)
+        iterations += solved.iterations
+        cert, info = None, None
+    return _Run(setup, solved, cert, info, records, iterations, refinements)
+
+
 # ---------------------------------------------------------------------- estimate
 @interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
 @with_solver_threads
@@ -515,16 +590,7 @@ def estimate(
         opts_given.setdefault("lam", float(lam))
     opts = method_options(spec, opts_given)
 
-    if isinstance(weights, str) and weights != "auto":
-        raise ValueError(f"`weights` must be None, 'auto' or {model.ny} numbers, got {weights!r}")
-    weights_mode = ("none" if weights is None else "auto" if isinstance(weights, str)
-                    else "given")
-    if weights_mode == "given":
-        w = as_vector(weights, model.ny, "weights")
-        if np.any(w < 0) or not np.all(np.isfinite(w)) or not np.any(w > 0):
-            raise ValueError("`weights` must be finite, non-negative and not all zero")
-    else:
-        w = np.ones(model.ny)
+    weights_mode, w = _weights(weights, model.ny)
 
     if multistart is not None and multistart > 1:
         from .multistart import run_multistart
@@ -566,38 +632,9 @@ def estimate(
         )
     initial_intervals = setup.disc.n_intervals
 
-    solved = _timed_solve(prob, setup, w)
-    records, iterations = list(solved.records), solved.iterations
-    cert, info, refinements = None, None, 0
-    refinable = spec.name in _COLLOCATION_METHODS
-    while True:
-        outcome = solved.outcome
-        if outcome.success:
-            cert, info = _certificate(prob, setup, outcome)
-            if (cert.passed or not refinable or refinements >= max_refinements
-                    or not _within_limit(prob, setup, cert.marked())):
-                break
-            setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
-        else:
-            # a breakdown (not an iteration limit) on a mesh that does not
-            # resolve the model at the last iterate: refine it and start again
-            if (not refinable or refinements >= max_refinements
-                    or outcome.status in ("max_iter", "stopped")):
-                break
-            marked = _unresolved(setup, outcome)
-            if marked is None or not _within_limit(prob, setup, marked):
-                break
-            prob.notes.append(
-                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
-                f"does not resolve the model ({outcome.message[:80]}); the mesh was refined "
-                "and the run started again from p0")
-            setup = _refined_setup(prob, setup, marked, p0=p0)
-        refinements += 1
-        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
-                              (initial_weights(setup.disc) if weights_mode == "auto" else w))
-        records.extend(solved.records)
-        iterations += solved.iterations
-        cert, info = None, None
+    run = _solve_and_refine(prob, setup, w, p0, max_refinements)
+    setup, solved, cert, info = run.setup, run.solved, run.certificate, run.info
+    records, iterations, refinements = run.records, run.iterations, run.refinements
 
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()

@@ -2,14 +2,16 @@
 
 Run::
 
-    python benchmarks/whole_call.py [--problems cmg,fa18-drag,...] [--threads]
+    python benchmarks/whole_call.py [--problems cmg,fa18-drag,...] [--empty-cache] [--threads]
 
 For each problem (seed 11, the registry's settings, every default otherwise:
 the first mesh chosen, certified and refined where needed), each method is
 called once to build and compile, then timed: the wall time of the whole
 ``estimate`` call (build, guess, solve, uncertainty, certificate), with the
-breakdown from ``result.timings``.  Prints ``picard-gn``'s whole call over
-IPOPT's, measured in this one run.
+breakdown from ``result.timings``, and the first call's build time (``first
+build``: cold with ``--empty-cache``, which points the code cache at a new
+temporary folder).  Prints ``picard-gn``'s whole call over IPOPT's, measured
+in this one run.
 
 ``--threads`` instead compares, on ``cmg``, ``picard-gn`` with the default
 BLAS threads against one thread forced from outside (``threadpoolctl``) and
@@ -41,20 +43,21 @@ def timed(prob, method):
 
 def whole_call(names):
     print(f"{'problem':16s} {'method':10s} {'ok':>3s} {'it':>5s} {'int':>4s} {'call [s]':>8s} "
-          f"{'build':>6s} {'guess':>6s} {'solve':>7s} {'unc':>6s} {'cert':>6s}")
+          f"{'build':>6s} {'guess':>6s} {'solve':>7s} {'unc':>6s} {'cert':>6s} {'first build':>11s}")
     ratios = {}
     for name in names:
         prob = pc.problem(name, seed=11)
         calls = {}
         for method in ("picard-gn", "ipopt"):
-            timed(prob, method)  # builds, compiles, fills the cache
+            first, _ = timed(prob, method)  # builds, compiles, fills the cache
             res, wall = timed(prob, method)
             calls[method] = (res, wall)
             tm = res.timings
             print(f"{name:16s} {method:10s} {str(res.success)[0]:>3s} {res.iterations:5d} "
                   f"{res.settings['intervals']:4d} {wall:8.2f} {tm.get('build', 0):6.2f} "
                   f"{tm.get('guess', 0):6.2f} {tm.get('solve', 0):7.2f} "
-                  f"{tm.get('sensitivity', 0):6.2f} {tm.get('certificate', 0):6.2f}", flush=True)
+                  f"{tm.get('sensitivity', 0):6.2f} {tm.get('certificate', 0):6.2f} "
+                  f"{first.timings.get('build', 0):11.2f}", flush=True)
         (a, ta), (b, tb) = calls["picard-gn"], calls["ipopt"]
         rel = float(np.max(np.abs(a.p - b.p) / np.maximum(np.abs(b.p), 1e-12)))
         ratios[name] = ta / tb
@@ -96,10 +99,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--threads", action="store_true")
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="a new, empty code cache: the first call's build is cold")
     args = ap.parse_args()
+    if args.empty_cache:
+        import tempfile
+
+        os.environ["PICARD_CASADI_CACHE"] = tempfile.mkdtemp(prefix="picard_whole_call_")
     warnings.simplefilter("ignore")
+    cache = "an empty code cache first" if args.empty_cache else "warm code cache"
     print(f"machine: {platform.machine()}, python {platform.python_version()}, seed 11, "
-          "warm code cache, every default")
+          f"{cache}, every default")
     if args.threads:
         threads()
     else:

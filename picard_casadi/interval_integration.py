@@ -14,8 +14,7 @@ such polynomial reproduces (a sampled input held or interpolated linearly
 between samples jumps or kinks at each one) are integrated instead as a
 chain of segments cut at the sample times, CVODES restarting on each (as in
 :func:`picard_casadi.simulate`), intervals padded to the same number of
-segments with segments of zero length.  Measured on ``cmg`` (61 intervals of
-20 samples): 0.05 s one run per interval, 0.49 s restarted at every sample.
+segments with segments of zero length (cost: ``docs/certificate.md``).
 """
 
 from __future__ import annotations

@@ -24,12 +24,9 @@ linearisation is one generated C function, mapped over the intervals:
   application, their exact derivatives in ``(x_j, p)`` through the fixed
   point, and the node sensitivities ``dU/dz`` (rows node-major).
 
-Measured on a ring of ``N`` states each driven by its two neighbours (9
-nodes, 20 intervals; ``benchmarks/state_scaling.py``): the sensitivities of
-all intervals take 0.022, 0.071 and 0.27 s for ``N`` = 40, 80 and 160
-compiled, where the dense inverse alone took 0.068, 0.73 and 8.5 s.  On small
-or densely coupled models the batched dense linear algebra of
-:mod:`picard_casadi.sensitivity` is faster; :func:`sparse_pays` chooses.
+On small or densely coupled models the batched dense linear algebra of
+:mod:`picard_casadi.sensitivity` is faster; :func:`sparse_pays` chooses
+(measurements: ``docs/performance.md``).
 """
 
 from __future__ import annotations

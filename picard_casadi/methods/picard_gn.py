@@ -11,10 +11,10 @@ residuals).  Its Jacobian is either
   fixed (CasADi forward mode on the per-interval SX graph), a truncated
   Neumann series of the former.
 
-Measured on "vdp" (``T = 0.25``, ``n = 2``, where ``L T`` is near 1) the
-truncated Jacobian is 10 % off, so Gauss-Newton with it converges linearly
-and its limit is biased by the truncation; the fixed-point Jacobian gives
-Gauss-Newton's fast convergence to the exactly continuous optimum.  The Jacobian is block sparse;
+The truncated Jacobian makes Gauss-Newton converge linearly and biases its
+limit where ``L T`` is not small (``docs/design.md``); the fixed-point
+Jacobian gives Gauss-Newton's fast convergence to the exactly continuous
+optimum.  The Jacobian is block sparse;
 the normal equations are solved by block elimination
 (:mod:`picard_casadi.blocksolve`), so the cost of a step grows linearly with
 the number of intervals and experiments.

@@ -1,37 +1,24 @@
 """The starting point of every method: interval starts ``x_j`` and node values.
 
-docs/problems.md measured that the start matters as much as the step: started from
-constant ``x_j``, collocation stopped in a local optimum with 2,000 times the
-misfit of the one found from a data-based start.  So:
+The start matters as much as the step (measurements: ``docs/design.md``):
 
 * states that are outputs (``y[k]`` is ``x[i]``) take, at each interval
   start, a local quadratic regression of their measurements (tricube
-  weights over a window of ``max(T/2, 2 sample spacings)`` each side: wider
-  windows bias fast signals, e.g. the F/A-18 rolling at 6 rad/s), not a
-  raw noisy sample: with the paper's 5 % multiplicative noise a raw sample
-  starts the intervals with gaps that the continuity penalty then "repairs"
-  by moving the parameters (seen on the CMG problem);
+  weights over a window of ``max(T/2, 2 sample spacings)`` each side), not
+  a raw noisy sample;
 * the other states come from a CVODES simulation from the experiment's
-  ``x0`` with ``p0`` (docs/problems.md's rule); where that simulation fails they
-  are propagated interval by interval instead (``"anchored"``: the interval's
-  fixed point from the data-anchored start, its end starting the next
-  interval).  ``guess="shooting"`` takes every state from the simulation (a
-  continuous start).  Measured on vdp, Lotka-Volterra, FitzHugh-Nagumo and
-  CMG with ``picard-gn``: the data-anchored starts converge in 8-13
-  iterations to the right optimum; the continuous start needs up to 143 and
-  found wrong optima on Lotka-Volterra and vdp;
+  ``x0`` with ``p0``; where that simulation fails they are propagated
+  interval by interval instead (``"anchored"``: the interval's fixed point
+  from the data-anchored start, its end starting the next interval).
+  ``guess="shooting"`` takes every state from the simulation (a continuous
+  start);
 * on every interval the node values are the fixed point ``U = P U`` from the
   interval start (Picard sweeps, Newton steps where the sweeps do not
-  contract: a collocation simulation of the interval); where neither
-  settles (the model leaves its domain), or the fixed point leaves the
-  state box by more than the box's width within one interval, the nodes are
-  held constant.  (On ``fa18-roll-rud``, seed 2, the start regressed from
-  noisy data at t = 0.5 s rolled to p = 123 rad/s within 0.1 s, box
-  |p| <= 25; closing that gap wrecked the unweighted fit and the run
-  failed, and the roll rate's data-based scale was five times too large.)
-  The sweeps' changes are measured against each state's typical magnitude
-  (its starts and the box's half-width), not against its start alone: a
-  state starting at exactly zero made every change look like divergence.
+  contract); where neither settles, or the fixed point leaves the state box
+  by more than the box's width within one interval, the nodes are held
+  constant.  The sweeps' changes are measured against each state's typical
+  magnitude (its starts and the box's half-width), not against its start
+  alone.
 
 Every ``x_j`` is clipped into the state box.
 """

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -380,6 +380,108 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
     return _Run(setup, solved, cert, info, records, iterations, refinements)
 
 
+class _Arguments(NamedTuple):
+    """``estimate``'s arguments, checked and in the forms the solve uses."""
+
+    exps: list[Experiment]
+    p0: np.ndarray
+    p_lb: np.ndarray
+    p_ub: np.ndarray
+    x_lb: np.ndarray
+    x_ub: np.ndarray
+    n: int
+    nodes: int
+    max_refinements: int
+    mesh_of_warm_start: Any
+    T: float
+    lam: float
+    seed: Any
+    uncertainty: bool
+    raise_on_failure: bool
+    spec: MethodSpec
+    opts: Any
+    weights_mode: str
+    w: np.ndarray
+
+
+def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds: Any,
+                     x0_bounds: Any, estimate_x0: Any, T: Any, n: Any, lam: Any, nodes: Any,
+                     scheme: Any, weights: Any, refine: Any, codegen: Any, guess: Any,
+                     warm_start: Any, uncertainty: Any, multistart: Any, seed: Any,
+                     callback: Any, raise_on_failure: Any, max_intervals: Any,
+                     options: dict[str, Any]) -> _Arguments:
+    """Check every argument of :func:`estimate` where it enters (ValueError or
+    TypeError naming it), before anything is built; the default ``T`` and the
+    warm start's mesh are settled here, and the problem's size is checked."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a picard_casadi.Model, got {type(model).__name__}")
+    exps = _as_experiments(model, experiments)
+    p0 = as_vector(p0, model.np, "p0")
+    if not np.all(np.isfinite(p0)):
+        raise ValueError(f"`p0` must be finite, got {p0}")
+    check_bounds_not_nan(p_bounds, "p_bounds")
+    p_lb, p_ub = _bounds(p_bounds, model.np, "p_bounds")
+    outside = (p0 < p_lb) | (p0 > p_ub)
+    if np.any(outside):
+        i = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"`p0`[{i}] = {p0[i]} ({model.p_names[i]}) is outside p_bounds "
+            f"[{p_lb[i]}, {p_ub[i]}]; start inside the box"
+        )
+    check_bounds_not_nan(x0_bounds, "x0_bounds")
+    x_lb, x_ub = _bounds(x0_bounds, model.nx, "x0_bounds")
+    if model.x_domain is not None:
+        x_lb = np.maximum(x_lb, model.x_domain[0])
+        x_ub = np.minimum(x_ub, model.x_domain[1])
+    if not isinstance(estimate_x0, (bool, np.bool_)):
+        raise TypeError(f"`estimate_x0` must be True or False, got {estimate_x0!r}")
+    if not estimate_x0:
+        for e in exps:
+            if e.x0 is None:
+                raise ValueError(
+                    f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
+                )
+    n = _check_positive_int(n, "n")
+    check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
+    nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
+    max_refinements = _refinement_budget(refine)
+    mesh_of_warm_start = None
+    if warm_start is not None:
+        if not isinstance(warm_start, EstimationResult) or warm_start._X is None:
+            raise ValueError(
+                "`warm_start` must be an EstimationResult of a run on the same experiments; "
+                "results loaded from JSON carry no node values"
+            )
+        disc_ws = warm_start._disc
+        if len(disc_ws.experiments) != len(exps) or any(
+                a.n_samples != b.n_samples or a.t0 != b.t0 or a.t_end != b.t_end
+                for a, b in zip(disc_ws.experiments, exps)):
+            raise ValueError("`warm_start` must be a result of a run on the same experiments")
+        if T is None and nodes == disc_ws.nodes and scheme == disc_ws.scheme:
+            mesh_of_warm_start = disc_ws.boundaries
+            T = disc_ws.T
+    if T is None:
+        T = default_T(model, exps, p0)
+    T = as_positive_number(T, "T")
+    lam = as_positive_number(lam, "lam")
+    if multistart is not None:
+        _check_positive_int(multistart, "multistart")
+    seed, uncertainty = check_seed(seed), as_bool(uncertainty, "uncertainty")
+    raise_on_failure = as_bool(raise_on_failure, "raise_on_failure")
+    check_callback(callback)
+    check_choice(guess, "guess", GUESSES)
+    as_codegen(codegen)
+    check_problem_size(model, exps, T, nodes, max_intervals)
+    spec = get_method(method)
+    opts_given = dict(options)
+    if "lam" in {f.name for f in fields(spec.options)}:
+        opts_given.setdefault("lam", float(lam))
+    opts = method_options(spec, opts_given)
+
+    weights_mode, w = _weights(weights, model.ny)
+    return _Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w)
+
+
 # ---------------------------------------------------------------------- estimate
 @interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
 @with_solver_threads
@@ -525,72 +627,11 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     t_start = time.perf_counter()
-    if not isinstance(model, Model):
-        raise TypeError(f"model must be a picard_casadi.Model, got {type(model).__name__}")
-    exps = _as_experiments(model, experiments)
-    p0 = as_vector(p0, model.np, "p0")
-    if not np.all(np.isfinite(p0)):
-        raise ValueError(f"`p0` must be finite, got {p0}")
-    check_bounds_not_nan(p_bounds, "p_bounds")
-    p_lb, p_ub = _bounds(p_bounds, model.np, "p_bounds")
-    outside = (p0 < p_lb) | (p0 > p_ub)
-    if np.any(outside):
-        i = int(np.flatnonzero(outside)[0])
-        raise ValueError(
-            f"`p0`[{i}] = {p0[i]} ({model.p_names[i]}) is outside p_bounds "
-            f"[{p_lb[i]}, {p_ub[i]}]; start inside the box"
-        )
-    check_bounds_not_nan(x0_bounds, "x0_bounds")
-    x_lb, x_ub = _bounds(x0_bounds, model.nx, "x0_bounds")
-    if model.x_domain is not None:
-        x_lb = np.maximum(x_lb, model.x_domain[0])
-        x_ub = np.minimum(x_ub, model.x_domain[1])
-    if not isinstance(estimate_x0, (bool, np.bool_)):
-        raise TypeError(f"`estimate_x0` must be True or False, got {estimate_x0!r}")
-    if not estimate_x0:
-        for e in exps:
-            if e.x0 is None:
-                raise ValueError(
-                    f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
-                )
-    n = _check_positive_int(n, "n")
-    check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
-    nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
-    max_refinements = _refinement_budget(refine)
-    mesh_of_warm_start = None
-    if warm_start is not None:
-        if not isinstance(warm_start, EstimationResult) or warm_start._X is None:
-            raise ValueError(
-                "`warm_start` must be an EstimationResult of a run on the same experiments; "
-                "results loaded from JSON carry no node values"
-            )
-        disc_ws = warm_start._disc
-        if len(disc_ws.experiments) != len(exps) or any(
-                a.n_samples != b.n_samples or a.t0 != b.t0 or a.t_end != b.t_end
-                for a, b in zip(disc_ws.experiments, exps)):
-            raise ValueError("`warm_start` must be a result of a run on the same experiments")
-        if T is None and nodes == disc_ws.nodes and scheme == disc_ws.scheme:
-            mesh_of_warm_start = disc_ws.boundaries
-            T = disc_ws.T
-    if T is None:
-        T = default_T(model, exps, p0)
-    T = as_positive_number(T, "T")
-    lam = as_positive_number(lam, "lam")
-    if multistart is not None:
-        _check_positive_int(multistart, "multistart")
-    seed, uncertainty = check_seed(seed), as_bool(uncertainty, "uncertainty")
-    raise_on_failure = as_bool(raise_on_failure, "raise_on_failure")
-    check_callback(callback)
-    check_choice(guess, "guess", GUESSES)
-    as_codegen(codegen)
-    check_problem_size(model, exps, T, nodes, max_intervals)
-    spec = get_method(method)
-    opts_given = dict(options)
-    if "lam" in {f.name for f in fields(spec.options)}:
-        opts_given.setdefault("lam", float(lam))
-    opts = method_options(spec, opts_given)
-
-    weights_mode, w = _weights(weights, model.ny)
+    (exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam,
+     seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w) = _check_arguments(
+        model, experiments, p0, method, p_bounds, x0_bounds, estimate_x0, T, n, lam, nodes,
+        scheme, weights, refine, codegen, guess, warm_start, uncertainty, multistart, seed,
+        callback, raise_on_failure, max_intervals, options)
 
     if multistart is not None and multistart > 1:
         from .multistart import run_multistart

@@ -71,3 +71,21 @@ def cli_main(capsys, *argv):
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+#: a model file for the CLI tests: a forced oscillator, position measured
+OSCILLATOR_MODEL_FILE = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [0.5, 0.5]
+
+def build_model():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 2)
+    u = ca.SX.sym("u")
+    rhs = ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1] + u)
+    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=x[0:1], name="oscillator",
+                    x_names=["pos", "vel"], p_names=["k", "c"], u_names=["force"],
+                    y_names=["pos"])
+'''

@@ -19,23 +19,10 @@ import pytest
 import picard_casadi as pc
 from picard_casadi import cli
 
-from conftest import cli_main as _main
+from conftest import OSCILLATOR_MODEL_FILE, cli_main as _main
 
-MODEL = '''
-import casadi as ca
-import picard_casadi as pc
-
-P0 = [0.5, 0.5]
-
-def build_model():
-    x = ca.SX.sym("x", 2)
-    p = ca.SX.sym("p", 2)
-    u = ca.SX.sym("u")
-    rhs = ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1] + u)
-    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=x[0:1], name=NAME,
-                    x_names=["pos", "vel"], p_names=["k", "c"], u_names=["force"],
-                    y_names=["pos"])
-'''
+# the shared oscillator model file, its name a placeholder NAME replaced per test
+MODEL = OSCILLATOR_MODEL_FILE.replace('name="oscillator"', "name=NAME")
 
 
 def _model_file(tmp_path, name="oscillator", extra="", body=None):

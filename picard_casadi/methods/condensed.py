@@ -587,8 +587,8 @@ class ConstrainedGaussNewtonStep:
             # rest of b is out of A's reach), so the QP's many solves are small
             # (fa18-drag-stab: 2754 rows for 31 unknowns, 17 ms per solve).
             # Rows of missing or padding samples are zero; R and Q^T b come
-            # from the triangular factor of [A b], Q is never formed (cmg:
-            # 48 ms -> see docs/performance.md)
+            # from the triangular factor of [A b], Q is never formed
+            # (docs/performance.md)
             keep = np.any(A2 != 0.0, axis=1) | (b2 != 0.0)
             A2, b2 = A2[keep], b2[keep]
             n = self.n_theta

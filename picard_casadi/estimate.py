@@ -165,21 +165,34 @@ def _loosened(opts: Any) -> Any:
     return replace(opts, **changes)
 
 
-def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
+def _continuing(opts: Any) -> Any:
+    """The method's options for a solve that starts from a converged solution
+    (``LoopOptions.continuing``), or ``opts`` where the method has none."""
+    continuing = getattr(opts, "continuing", None)
+    return continuing() if continuing is not None else opts
+
+
+def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray,
+                        continuing: bool = False) -> _Solved:
     """Run the method; with ``weights="auto"`` re-weight and re-run until the weights settle.
 
     The rounds that only serve to re-estimate the noise variances are solved
     to a loose tolerance (the variances need the estimate to ~1e-5, not to
-    round-off), the last one to the method's own.
+    round-off), the last one to the method's own.  A round after a converged
+    one, and with ``continuing`` the first (the setup starts from a converged
+    solution carried to a refined mesh), uses the options for a continuing
+    solve (:func:`_continuing`).
     """
     auto = prob.weights_mode == "auto"
     opts = _loosened(prob.opts) if auto else prob.opts
-    outcome = prob.spec.solve(setup, opts, prob.callback)
+    outcome = prob.spec.solve(setup, _continuing(opts) if continuing else opts, prob.callback)
     records, iterations, rounds = list(outcome.history), outcome.iterations, 1
 
     def again(options: Any) -> None:
         nonlocal outcome, iterations, rounds
         setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
+        if outcome.success:
+            options = _continuing(options)
         outcome = prob.spec.solve(setup, options, prob.callback)
         records.extend(outcome.history)
         iterations += outcome.iterations
@@ -199,7 +212,8 @@ def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
     return _Solved(outcome, records, iterations, rounds, w)
 
 
-def _timed_solve(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
+def _timed_solve(prob: _Problem, setup: Setup, w: np.ndarray,
+                 continuing: bool = False) -> _Solved:
     """:func:`_solve_with_weights`, its time booked as build (what the method
     compiled or built, an NLP) and solve."""
     from .codegen import STATS as codegen_stats
@@ -208,7 +222,7 @@ def _timed_solve(prob: _Problem, setup: Setup, w: np.ndarray) -> _Solved:
     t_solve = time.perf_counter()
     build_before = timings.get("build", 0.0)
     compile_before = codegen_stats.prepare_seconds
-    solved = _solve_with_weights(prob, setup, w)
+    solved = _solve_with_weights(prob, setup, w, continuing)
     # What a method builds inside its solve (an NLP) it adds to "build" itself;
     # functions compiled (or loaded from the cache) on first use are counted here.
     # Whichever is larger (the NLP's build includes its compilation) is build time.
@@ -373,7 +387,8 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
-                              (initial_weights(setup.disc) if weights_mode == "auto" else w))
+                              (initial_weights(setup.disc) if weights_mode == "auto" else w),
+                              continuing=outcome.success)
         records.extend(solved.records)
         iterations += solved.iterations
         cert, info = None, None

@@ -129,3 +129,22 @@ def test_samples_between_nodes_use_the_integral_up_to_the_sample():
     U, _, _ = tr.settle(X, np.ones((1, 1, 13)), np.array([-1.0]), tol=1e-15)
     _, Ys, _ = tr.trajectory(X, U, np.array([-1.0]))
     assert np.max(np.abs(Ys[0, 0, :5] - np.exp(-t))) < 1e-12
+
+
+def test_rounds_after_a_converged_one_start_undamped():
+    """weights='auto': a round that continues from a converged solution starts with
+    the damping of PicardGNOptions.continuing (1e-9), not mu0's 1e-3; the first
+    round keeps mu0.  A user's smaller mu0 is kept."""
+    from picard_casadi.methods.picard_gn import CONTINUING_MU0, PicardGNOptions
+
+    assert PicardGNOptions().continuing().mu0 == CONTINUING_MU0
+    assert PicardGNOptions(mu0=1e-12).continuing().mu0 == 1e-12
+    prob = pc.problem("fa18-roll-ail", seed=0)
+    res = prob.estimate(uncertainty=False, refine=False)
+    assert res.success and res.settings["weight_rounds"] >= 2
+    its = np.asarray(res.history["iteration"])
+    control = np.asarray(res.history["control"])
+    starts = np.flatnonzero(its == 1)
+    assert control[starts[0]] >= 1e-4  # the first round: mu0 = 1e-3, divided once
+    for k in starts[1:]:
+        assert control[k] <= 2 * CONTINUING_MU0  # at most doubled by one rejection

@@ -139,7 +139,7 @@ def test_an_unidentifiable_parameter_is_a_warning_not_a_crash():
 
 def test_a_linear_algebra_error_inside_a_step_is_a_failed_step(monkeypatch, capfd):
     """The shared guard: whatever LAPACK raises inside a step, with its prints."""
-    import picard_casadi.methods.condensed as condensed
+    import picard_casadi.methods.least_squares as least_squares
 
     def broken(*args, **kwargs):
         import ctypes
@@ -149,7 +149,7 @@ def test_a_linear_algebra_error_inside_a_step_is_a_failed_step(monkeypatch, capf
         ctypes.CDLL(None)  # native code ran
         raise np.linalg.LinAlgError("SVD did not converge in Linear Least Squares")
 
-    monkeypatch.setattr(condensed, "working_set_step", broken)
+    monkeypatch.setattr(least_squares, "working_set_step", broken)
     model = _blowup_model()
     exp = _blowup_experiment(0.05, 2.0, 21)
     res = pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False)

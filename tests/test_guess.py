@@ -43,3 +43,50 @@ def test_a_state_starting_at_zero_gets_its_fixed_point():
     assert setup.X0[0, 0] == 0.0
     rise = setup.U0[:, 0, -1] - setup.U0[:, 0, 0]
     np.testing.assert_allclose(rise, 0.1, rtol=1e-10)
+
+
+def _count_simulations(monkeypatch) -> list[int]:
+    import importlib
+
+    # the package exports the function under the module's name
+    simulate_module = importlib.import_module("picard_casadi.simulate")
+    calls = []
+    real = simulate_module.simulate
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(simulate_module, "simulate", counting)
+    return calls
+
+
+def test_no_simulation_when_every_state_is_measured(monkeypatch):
+    """The simulation only supplies unmeasured states: with none, it is not run,
+    and the start is the same data-anchored one."""
+    t = np.linspace(0.0, 1.0, 11)
+    exp = pc.Experiment(t=t, y=(0.5 + 0.3 * np.sin(t))[:, None], name="e")
+    calls = _count_simulations(monkeypatch)
+    setup = _ramp_setup(exp, 1.0, 10.0, estimate_x0=True)
+    assert calls == []
+    # the starts are the local regression of the data (0.5 + 0.3 sin t)
+    np.testing.assert_allclose(setup.X0[:, 0], 0.5 + 0.3 * np.sin(setup.disc.t0), atol=2e-3)
+
+
+def test_unmeasured_states_still_come_from_the_simulation(monkeypatch):
+    """x1' = x2, x2' = -p x1 with only x1 measured: x2's starts are simulated."""
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p * x[0]), y=x[0], name="osc")
+    t = np.linspace(0.0, 2.0, 41)
+    exp = pc.Experiment(t=t, y=np.cos(t)[:, None], x0=np.array([1.0, 0.0]), name="e")
+    calls = _count_simulations(monkeypatch)
+    setup = build_setup(model, [exp], np.array([1.0]), T=0.25, n=2, nodes=5,
+                        scheme="chebyshev", weights=np.ones(1),
+                        p_bounds=(np.array([0.1]), np.array([10.0])),
+                        x_bounds=(np.array([-5.0, -5.0]), np.array([5.0, 5.0])),
+                        estimate_x0=True, codegen=False)
+    assert len(calls) == 1
+    # x2 = -sin t at the interval starts (simulated with p0 = 1 from a start
+    # regressed from the data, so to the regression's accuracy)
+    np.testing.assert_allclose(setup.X0[:, 1], -np.sin(setup.disc.t0), atol=1e-3)

@@ -14,10 +14,17 @@ Where each piece lives:
   Levenberg-Marquardt step on the penalised residuals
   (``continuity="multiplier"``);
 * ``condensed``: ``picard-gn``'s default step, Gauss-Newton with continuity
-  as linearised constraints: condensing, trust region, second-order
-  correction, pattern move, Newton switch;
-* ``least_squares``: the dense bounded least-squares pieces of that step
-  (row compression, feasible start, working-set step, stationarity);
+  as linearised constraints: the linearisation, the trust-region loop, the
+  second-order correction; its parts:
+
+  - ``condensing``: the continuity conditions eliminate the interval
+    starts, leaving a small problem in ``(dp, dx0)``;
+  - ``least_squares``: the dense bounded least-squares pieces (row
+    compression, feasible start, working-set step, the active-set solve,
+    stationarity);
+  - ``newton_switch``: exact second derivatives, and when they replace
+    Gauss-Newton's model;
+  - ``pattern_move``: extrapolation along a valley crossed in a zigzag;
 * ``ipopt``, ``shooting``: the IPOPT comparisons on the same discretisation;
 * ``breakdown``: numerical failures inside a step or solve turned into an
   honest result.

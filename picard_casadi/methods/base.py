@@ -190,6 +190,16 @@ class LoopOptions:
     ftol_window: int = 5
     gtol: float = 1e-8
 
+    def continuing(self) -> "LoopOptions":
+        """The options of a solve that continues from a converged solution.
+
+        Another round of ``weights="auto"`` and the solve on a refined mesh
+        start next to their answer; methods whose step has a damping that
+        only a distant start needs return a copy without it (see
+        :meth:`PicardGNOptions.continuing`).  Here: the options themselves.
+        """
+        return self
+
     def validate(self) -> None:
         """Raise ValueError/TypeError naming a bad option and what it accepts."""
         require_positive_int("max_iter", self.max_iter)

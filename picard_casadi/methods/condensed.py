@@ -23,32 +23,28 @@ step is shortened to the radius, which grows after steps the model predicts
 well and shrinks after poor ones; Levenberg-Marquardt damping ``mu`` only
 regularises the small condensed system.
 
-Safeguards (why each, with its measurements: ``docs/design.md``):
+This module holds the step itself: the linearisation, the trust-region
+loop and its acceptance test, the second-order correction and the merit's
+``rho``.  Its parts, one module each:
+
+* :mod:`~picard_casadi.methods.condensing`: the chain ``dx_j = S_j theta +
+  s_j`` and the linearised residuals;
+* :mod:`~picard_casadi.methods.least_squares`: row compression and the
+  active-set solve of the bounded condensed problem (state box and
+  parameter box as inequalities; least squares on ``A``, never ``A^T A``);
+* :mod:`~picard_casadi.methods.newton_switch`: the exact-Hessian (Newton)
+  model and when it replaces Gauss-Newton's (``hessian=``);
+* :mod:`~picard_casadi.methods.pattern_move`: the extrapolation along a
+  valley the steps cross in a zigzag.
+
+Safeguards here (why each, with its measurements: ``docs/design.md``):
 
 * second-order correction: a trial whose merit ratio is below 0.75 is also
   evaluated with its new gaps closed along the current linearisation
   (``d_{j+1} = E_j d_j + c_j``), and the better point is kept;
-* the state box and the parameter box are inequalities of the condensed
-  QP, solved by a primal active-set method (never more active bounds than
-  free unknowns) from a feasible start found by minimising the violation;
-  each working-set solve is a least-squares solve on ``A``, never on the
-  normal equations ``A^T A``;
-* a pattern move: where the steps zigzag across a valley (every other step
-  the same), the point is extrapolated along the two-step progress;
 * ``rho`` is not raised at a continuous point (dividing by a round-off
   predicted gap reduction sends it to overflow), and a trial whose fixed
   point is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.
-
-Exact-Hessian (Newton) steps, ``hessian="auto"`` or ``"exact"``: the Newton
-model adds the curvature of the Lagrangian per interval
-(:mod:`picard_casadi.second_order`: exact second derivatives of the Picard
-fixed point, outputs weighted by ``-W r`` and end states by the continuity
-multipliers), condensed like ``J^T J`` and solved by the same active-set
-method in its Cholesky factor; where it is not convex even with a damping
-``mu`` of 1e-4 (relative to ``J^T J``'s diagonal) the step is
-Gauss-Newton's.  With ``"auto"`` the switch is made when Gauss-Newton
-stalls (``STALL_STEPS`` accepted steps in a row, each gaining less than
-``STALL_GAIN`` of the merit).
 
 Stationarity is the cosine between the residual and what the undamped
 Gauss-Newton step within the boxes reaches of it (:func:`reach_cosine`),
@@ -59,14 +55,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import dense_fits
-from ..second_order import FixedPointHessian
 from ..sensitivity import predict_nodes
-from .base import Setup, StepInfo, require_one_of
+from .base import Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
-from .least_squares import compress_rows, least_violation, reach_cosine, room, working_set_step
+from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
+from .least_squares import bounded_least_squares, compress_rows, reach_cosine
+from .newton_switch import HESSIANS, NewtonSwitch
+from .pattern_move import PatternMove
 
-__all__ = ["ConstrainedGaussNewtonStep"]
+__all__ = ["ConstrainedGaussNewtonStep", "HESSIANS"]
 
 PRECISION = 1e-14  # predicted relative gain of a full step that counts as nothing
 COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step realises it
@@ -83,19 +80,6 @@ SOC_RATIO = 0.75
 RHO_GAP_FLOOR = 1e-10
 # predicted gains below this fraction of the merit are at the level of its round-off
 NOISE_GAIN = 1e-10
-# two steps apart, accepted steps this parallel mark a zigzag across a valley
-ZIGZAG_COSINE = 0.99
-# largest multiple of the two-step progress tried by a pattern move
-PATTERN_MAX_FACTOR = 2.0 ** 12
-# which model the steps use: J^T J, the exact Hessian, or J^T J until it stalls
-HESSIANS = ("auto", "exact", "gauss-newton")
-# Gauss-Newton has stalled after STALL_STEPS accepted steps in a row that each
-# gained less than STALL_GAIN of the merit (hessian="auto")
-STALL_GAIN = 1e-5
-STALL_STEPS = 10
-# largest relative damping that may make the Newton model convex; beyond it
-# the step is Gauss-Newton's (see _newton_system)
-NEWTON_MAX_DAMPING = 1e-4
 # relative damping of the Gauss-Newton step that measures stationarity
 STATIONARITY_DAMPING = 1e-14
 # iterations in a row with nothing to gain while the scaled gap norm is above
@@ -135,13 +119,9 @@ class ConstrainedGaussNewtonStep:
             k += free.size
         self.n_theta = k
         self.nx, self.np = m.nx, m.np
-        # the last accepted points (scaled X, p), for the pattern move
-        self._trail: list[tuple[np.ndarray, np.ndarray]] = []
-        require_one_of("hessian", hessian, HESSIANS)
-        self.hessian = hessian
-        self.newton = hessian == "exact"  # Newton steps now (exact), or once GN stalls (auto)
-        self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN
-        self._second_order: FixedPointHessian | None = None  # built on the first Newton step
+        self.pattern = PatternMove(setup)
+        # Newton steps now (exact), once Gauss-Newton stalls (auto), or never
+        self.switch = NewtonSwitch(setup, hessian)
         # iterations in a row where no step gained while the gaps were open
         self._stuck = 0
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
@@ -167,50 +147,19 @@ class ConstrainedGaussNewtonStep:
         return 0.5 * float(np.sum(r * r)), gaps
 
     def _condense(self, Jx, Jp, r, E, F, c, free_p):
-        """Rows ``A_j theta + b_j`` of every interval and the chain ``S_j, s_j``."""
-        disc = self.setup.disc
-        J = disc.n_intervals
-        nx, nth = self.nx, self.n_theta
-        P = np.zeros((self.np, nth))
-        for col, i in enumerate(self.p_cols):
-            if free_p[i]:
-                P[i, col] = 1.0
-        S_all = np.zeros((J, nx, nth))
-        s_all = np.zeros((J, nx))
-        for e, sl in enumerate(disc.intervals_of):
-            S = np.zeros((nx, nth))
-            comps, cols = self.x0_cols[e]
-            S[comps, cols] = 1.0
-            sv = np.zeros(nx)
-            for j in range(sl.start, sl.stop):
-                S_all[j], s_all[j] = S, sv
-                if j + 1 < sl.stop:
-                    S = E[j] @ S + F[j] @ P
-                    sv = E[j] @ sv + c[j]
-        A = np.einsum("jmn,jnt->jmt", Jx, S_all) + np.einsum("jmk,kt->jmt", Jp, P)
-        b = r + np.einsum("jmn,jn->jm", Jx, s_all)
+        """Rows ``A_j theta + b_j`` of every interval, the chain ``S_j, s_j``, and
+        ``P`` (``dp = P theta``): :mod:`picard_casadi.methods.condensing`."""
+        P = parameter_columns(self.np, self.p_cols, self.n_theta, free_p)
+        A, b, S_all, s_all = condense(self.setup.disc, self.x0_cols, P, Jx, Jp, r, E, F, c)
         return A, b, S_all, s_all, P
 
-    def _bounded_step(self, A2, b2, damp, active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu,
-                      max_rounds=100):
+    def _bounded_step(self, A2, b2, damp, active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu):
         """The damped condensed step with every interval start and ``p`` kept in their boxes.
 
         The starts are affine in ``theta`` (``x_j = Xs_j + S_j theta + s_j``),
         so the state box is a set of linear inequalities of the small condensed
-        problem ``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2``.
-        It is solved by a primal active-set method: from a feasible point
-        (:func:`least_violation`) move towards the minimiser on the working
-        set, stop at the first bound that blocks and add it; at a minimiser on
-        the working set drop the bound whose multiplier has the wrong sign.
-        The working set never has more bounds than ``theta`` has free
-        entries.  Each minimiser on the working set is a least-squares solve
-        on ``A`` restricted to the null space of the working bounds
-        (:func:`working_set_step`), never the normal equations: on the
-        unweighted F/A-18 loss ``A^T A`` spans 17 orders of magnitude (the
-        starts' sensitivity to ``x0`` grows along a tumbling trajectory), its
-        smallest computed eigenvalue was negative, and the steps crept.
-        Where no ``theta`` meets every bound, the least violation found is
-        kept and not made worse.
+        problem ``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2``,
+        solved by :func:`~picard_casadi.methods.least_squares.bounded_least_squares`.
         """
         n = A2.shape[1]
         free = self.setup.free_x.ravel()
@@ -222,44 +171,7 @@ class ConstrainedGaussNewtonStep:
         d = np.concatenate([(Xs + s_all).ravel()[free], ps[p_rows]])
         lo = np.concatenate([xl.ravel()[free], pl[p_rows]])
         hi = np.concatenate([xu.ravel()[free], pu[p_rows]])
-        theta = least_violation(C, d, lo, hi, damp * active)
-        v = C @ theta + d
-        lo, hi = np.minimum(lo, v), np.maximum(hi, v)
-        work: dict[int, int] = {}  # row of C -> -1 (lower bound) or +1 (upper bound)
-        n_free = int(np.count_nonzero(active))
-        for _ in range(max_rounds):
-            rows = list(work)
-            step, nu = working_set_step(A2, b2, damp, active, theta, C[rows])
-            if np.max(np.abs(step), initial=0.0) <= 1e-14 * (1.0 + np.max(np.abs(theta), initial=0.0)):
-                # a minimiser on the working set: a bound pulling inwards is released
-                wrong = [(abs(v), r) for r, v in zip(rows, nu) if v * work[r] < 0]
-                if not wrong:
-                    return theta
-                del work[max(wrong)[1]]
-                continue
-            x_now = C @ theta + d
-            dx = C @ step
-            with np.errstate(divide="ignore", invalid="ignore"):
-                to_lo = np.where(dx < 0, (lo - x_now) / dx, np.inf)
-                to_hi = np.where(dx > 0, (hi - x_now) / dx, np.inf)
-            limit = np.minimum(to_lo, to_hi)
-            if work:
-                limit[list(work)] = np.inf
-            k = int(np.argmin(limit))
-            beta = float(limit[k])
-            if beta >= 1.0:
-                # the minimiser on the working set: done unless a bound pulls inwards
-                theta = theta + step
-                wrong = [(abs(v), r) for r, v in zip(rows, nu) if v * work[r] < 0]
-                if not wrong:
-                    return theta
-                del work[max(wrong)[1]]
-                continue
-            theta = theta + max(beta, 0.0) * step
-            if len(work) >= n_free:
-                return theta  # no freedom left: the blocked point
-            work[k] = -1 if to_lo[k] <= to_hi[k] else 1
-        return theta
+        return bounded_least_squares(A2, b2, damp, active, C, d, lo, hi)
 
     def _second_order_correction(self, Xn, pn, U_new, c_new, E, S_nodes):
         """Trial point with its gaps closed to first order by the interval starts.
@@ -274,11 +186,7 @@ class ConstrainedGaussNewtonStep:
         (Xs, U, merit, evaluations) or None when the corrected point cannot be evaluated.
         """
         s = self.setup
-        disc = s.disc
-        d = np.zeros_like(Xn)
-        for sl in disc.intervals_of:
-            for j in range(sl.start, sl.stop - 1):
-                d[j + 1] = E[j] @ d[j] + c_new[j]
+        d = gap_closing_shift(s.disc, E, c_new)
         xl, xu, _, _ = s.scaled_bounds
         Xc = np.where(s.free_x, np.clip(Xn + d, xl, xu), Xn)
         d = Xc - Xn
@@ -304,81 +212,6 @@ class ConstrainedGaussNewtonStep:
         merit = data + 0.5 * self.rho * float(np.sum(c * c))
         return (merit if np.isfinite(merit) else np.inf), U, sweeps + 1
 
-    def _interval_curvature(self, U: np.ndarray, p: np.ndarray, sens: dict[str, np.ndarray],
-                            r: np.ndarray, Jx: np.ndarray, E: np.ndarray) -> np.ndarray | None:
-        """The Lagrangian's second-order terms per interval, scaled: ``(J, nx + np, nx + np)``.
-
-        The Lagrangian ``|r|^2 / 2 + sum_j lam_j^T (x_end_j - x_{j+1})`` (scaled
-        continuity conditions).  Its multipliers make it stationary in every
-        interval start after an experiment's first, backwards along each
-        experiment: ``lam_j = Jx_{j+1}^T r_{j+1} + E_{j+1}^T lam_{j+1}`` (zero
-        after the last interval).  With them, ``S~^T (J^T J + curvature) S~``
-        is the exact Hessian of the condensed objective at a continuous
-        point.  The data residuals ``r = W (y - g)`` weight the outputs'
-        curvature by ``-W r``.  ``None`` where a value is not finite.
-        """
-        s = self.setup
-        disc = s.disc
-        J, M, ny, nx = disc.n_intervals, disc.M, disc.model.ny, self.nx
-        hn = disc.has_next
-        lam = np.zeros((J, nx))
-        for j in range(J - 2, -1, -1):
-            if hn[j]:
-                lam[j] = Jx[j + 1].T @ r[j + 1] + E[j + 1].T @ lam[j + 1]
-        w = -s.tr._Wt.transpose(0, 2, 1) * r.reshape(J, M, ny)
-        inverse = s.tr.last_fixed_point_inverse
-        if inverse is None:
-            return None
-        if self._second_order is None:
-            self._second_order = FixedPointHessian(disc)
-        H = self._second_order.contracted(U, p, sens, inverse, w, lam / s.x_scale)
-        zs = np.concatenate([s.x_scale, s.p_scale])
-        Hs = zs[None, :, None] * H * zs[None, None, :]
-        return Hs if np.all(np.isfinite(Hs)) else None
-
-    @staticmethod
-    def _quadratic(Hs: np.ndarray | None, dX: np.ndarray, dp: np.ndarray) -> float:
-        """``sum_j dz_j^T Hs_j dz_j``, ``dz_j = (dX_j, dp)``; 0 without ``Hs`` (Gauss-Newton)."""
-        if Hs is None:
-            return 0.0
-        dz = np.concatenate([dX, np.broadcast_to(dp, (dX.shape[0], dp.size))], axis=1)
-        return float(np.einsum("ja,jab,jb->", dz, Hs, dz))
-
-    def _newton_system(self, H0: np.ndarray, g: np.ndarray, diag: np.ndarray,
-                       active: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The damped Newton model as a least-squares problem for :meth:`_bounded_step`.
-
-        The model ``q(t) = t^T H0 t / 2 + g^T t`` (``H0 = A^T A + Hc``, ``g =
-        A^T b + hc``) plus the damping ``mu t^T diag(diag) t / 2`` equals
-        ``|L^T t + L^-1 g|^2 / 2`` up to a constant, with ``L L^T`` the
-        Cholesky factor of its Hessian.  Inactive entries (parameters held on
-        their bound) get unit rows.  Where that Hessian is not positive
-        definite, ``mu`` is raised until it is, but not beyond
-        ``NEWTON_MAX_DAMPING``: ``None`` then, the iterate is not near a
-        minimum and the step falls back to Gauss-Newton's convex model.
-        (Without the cap, as in a trust-region Newton method,
-        ``fa18-roll-rud`` seed 2 crept with ``mu`` ~1e-5..1e-4 and steps
-        ~1e-5 for 2000 iterations where Gauss-Newton converges in 1147; with
-        no damping allowed at all, ``fa18-roll-beta`` seed 0 took 885
-        iterations instead of 379.)
-        """
-        inactive = ~active
-        mu = self.mu
-        while True:
-            H = H0 + np.diag(mu * diag)
-            H[inactive, :] = 0.0
-            H[:, inactive] = 0.0
-            H[inactive, inactive] = 1.0
-            try:
-                L = np.linalg.cholesky(H)
-            except np.linalg.LinAlgError:
-                mu = max(mu, 1e-12) * 4.0
-                if mu > NEWTON_MAX_DAMPING:
-                    return None
-                continue
-            self.mu = mu
-            return L.T, np.linalg.solve(L, np.where(active, g, 0.0))
-
     def _raise_rho(self, pred_data: float, pred_gap: float, gap2: float) -> None:
         """Raise ``rho`` so a step that closes gaps is predicted to lower the merit.
 
@@ -391,12 +224,7 @@ class ConstrainedGaussNewtonStep:
 
     def _linear_model(self, r, Jx, Jp, E, F, c, dX, dp):
         """Linearised data residuals and gaps after the step ``(dX, dp)``."""
-        data_lin = r + np.einsum("jmn,jn->jm", Jx, dX) + np.einsum("jmk,k->jm", Jp, dp)
-        nxt = np.zeros_like(dX)
-        nxt[:-1] = dX[1:]
-        gap_lin = c + np.einsum("jab,jb->ja", E, dX) + np.einsum("jak,k->ja", F, dp) - nxt
-        gap_lin[~self.setup.disc.has_next] = 0.0  # no continuity after an experiment's end
-        return data_lin, gap_lin
+        return linearised_residuals(self.setup.disc, r, Jx, Jp, E, F, c, dX, dp)
 
     # ------------------------------------------------------------------ step
     @guarded_step
@@ -406,8 +234,8 @@ class ConstrainedGaussNewtonStep:
         with np.errstate(all="ignore"):
             info = self._step(Xs, U, ps, V, lam)
             if info.accepted:
-                info = self._pattern_move(Xs, ps, info)
-                self._watch_for_stall(info)
+                info = self.pattern.after(Xs, ps, info, self._settled_merit)
+                self.switch.watch(info)
             return self._check_stuck(Xs, ps, info)
 
     def _check_stuck(self, Xs, ps, info: StepInfo) -> StepInfo:
@@ -435,83 +263,6 @@ class ConstrainedGaussNewtonStep:
             "bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
             self.mu, info.phi_before)
 
-    def _watch_for_stall(self, info: StepInfo) -> None:
-        """Switch to Newton steps (``hessian="auto"``) once Gauss-Newton stalls.
-
-        Stalled: ``STALL_STEPS`` accepted steps in a row each lowered the
-        merit by less than ``STALL_GAIN`` of it, while the iteration has not
-        converged (Gauss-Newton's linear convergence where the residuals are
-        large; it converges in a few steps where they are not, so the switch
-        costs nothing there).  Not where the second-order terms' dense
-        ``(K nx)^2`` matrices per interval would not fit in memory
-        (:func:`~picard_casadi.checks.dense_fits`).
-        """
-        if self.hessian != "auto" or self.newton:
-            return
-        d = self.setup.disc
-        if not dense_fits(d.n_intervals, d.K, d.model.nx):
-            return  # the second-order terms' dense matrices would not fit: Gauss-Newton
-        gain = (info.phi_before - info.phi_after) / max(abs(info.phi_before), 1e-300)
-        self._slow_steps = self._slow_steps + 1 if gain < STALL_GAIN else 0
-        if self._slow_steps >= STALL_STEPS:
-            self.newton = True
-
-    def _pattern_move(self, Xs, ps, info: StepInfo) -> StepInfo:
-        """Extrapolate along a valley that the Gauss-Newton steps cross in a zigzag.
-
-        Where the residuals are large (the unweighted F/A-18 loss) Gauss-Newton
-        can settle into a two-cycle: every other step is the same (measured on
-        fa18-roll-beta, seed 1: cosine 1.000 two steps apart, 0.91 between
-        neighbours), each step exactly as good as predicted and 1 % less
-        than the one before.  The sum of two consecutive steps then points
-        along the valley floor.  As in the pattern move of Hooke and Jeeves
-        (or parallel tangents), the point is extrapolated along it by
-        doubling multiples while the merit falls (interval starts and ``p``
-        kept in their boxes, node values settled on the fixed point); the
-        best point replaces the step's, or the step stands when no multiple
-        improves on it.  Measured: fa18-roll-ail, seed 2, unweighted,
-        converges in 978 iterations (not within 1000 without); fa18-roll-beta,
-        seed 1, still does not within 4000 (its valley is where the second
-        experiment's trajectory is violently unstable; README, Known
-        limitations).
-        """
-        self._trail.append((info.Xs.copy(), info.ps.copy()))
-        del self._trail[:-4]
-        if len(self._trail) < 4:
-            return info
-        z = [np.concatenate([X.ravel(), p]) for X, p in self._trail]
-        s1, s3 = z[1] - z[0], z[3] - z[2]
-        n1, n3 = np.linalg.norm(s1), np.linalg.norm(s3)
-        if n1 == 0.0 or n3 == 0.0 or float(s1 @ s3) < ZIGZAG_COSINE * n1 * n3:
-            return info
-        s = self.setup
-        xl, xu, pl, pu = s.scaled_bounds
-        dX = np.where(s.free_x, self._trail[3][0] - self._trail[1][0], 0.0)
-        dp = np.where(s.free_p, self._trail[3][1] - self._trail[1][1], 0.0)
-        # the largest multiple that keeps every start and parameter in its box
-        limit = min(room(info.Xs, dX, xl, xu), room(info.ps, dp, pl, pu), PATTERN_MAX_FACTOR)
-        best = None
-        best_merit = info.phi_after
-        factor = 1.0
-        U_start = info.U
-        evals = 0
-        while factor <= limit and U_start is not None:
-            Xn, pn = info.Xs + factor * dX, info.ps + factor * dp
-            merit_new, U_new, n_evals = self._settled_merit(Xn, pn, U_start)
-            evals += n_evals
-            if not merit_new < best_merit:
-                break
-            best, best_merit, U_start = (Xn, pn, U_new), merit_new, U_new
-            factor *= 2.0
-        if best is None:
-            return info
-        self._trail.clear()
-        Xn, pn, U_new = best
-        step = float(max(np.abs(Xn - Xs).max(initial=0.0), np.abs(pn - ps).max(initial=0.0)))
-        return StepInfo(Xn, pn, info.phi_before, best_merit, info.grad_norm, step, True,
-                        info.evaluations + evals, info.control, U=U_new,
-                        optimality=info.optimality)
-
     def _step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
         disc, tr = s.disc, s.tr
@@ -519,7 +270,7 @@ class ConstrainedGaussNewtonStep:
         X, p = s.from_scaled(Xs, ps)
         U = tr.nodes_np(U)
         # the second-order terms (Newton steps) need the full set
-        sens = tr.interval_sensitivities(X, U, p, full=self.newton)
+        sens = tr.interval_sensitivities(X, U, p, full=self.switch.newton)
         if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
                             failed=True, message=(
@@ -609,7 +360,8 @@ class ConstrainedGaussNewtonStep:
 
         # Newton steps: the curvature per interval, condensed like J^T J
         # (dz_j = St_j theta + st_j), added to the model's Hessian and gradient
-        Hs = self._interval_curvature(U, p, sens, r_full, Jx_full, E) if self.newton else None
+        Hs = (self.switch.curvature(U, p, sens, r_full, Jx_full, E) if self.switch.newton
+              else None)
         if Hs is not None:
             St = np.concatenate([S_all, np.broadcast_to(P, (J,) + P.shape)], axis=1)
             st = np.concatenate([s_all, np.zeros((J, np_))], axis=1)
@@ -625,21 +377,22 @@ class ConstrainedGaussNewtonStep:
         mu_solved = None
         for _ in range(self.max_tries):
             if mu_solved != self.mu:
-                newton = (self._newton_system(H_newton, g_newton, diag, active)
+                newton = (self.switch.system(H_newton, g_newton, diag, active, self.mu)
                           if Hs is not None else None)
                 if newton is None:
                     Hs = None  # Gauss-Newton model for this iteration
                     theta = self._bounded_step(A2, b2, self.mu * diag, active,
                                                S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
                 else:  # the damping is in the factor
-                    theta = self._bounded_step(newton[0], newton[1], np.zeros(self.n_theta),
+                    L_t, rhs, self.mu = newton
+                    theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta),
                                                active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
                 mu_solved = self.mu
             full_dX = np.einsum("jnt,t->jn", S_all, theta) + s_all
             full_dp = P @ theta
             full_data, full_gap = self._linear_model(r, Jx, Jp, E, F, c, full_dX, full_dp)
             full_pred_data = data_c - 0.5 * float(np.sum(full_data * full_data)) \
-                - 0.5 * self._quadratic(Hs, full_dX, full_dp)
+                - 0.5 * self.switch.quadratic(Hs, full_dX, full_dp)
             full_pred_gap = 0.5 * (gap2 - float(np.sum(full_gap * full_gap)))
             self._raise_rho(full_pred_data, full_pred_gap, gap2)
             full_pred = full_pred_data + self.rho * full_pred_gap
@@ -655,7 +408,7 @@ class ConstrainedGaussNewtonStep:
             dX, dp = Xn - Xs, pn - ps
             data_lin, gap_lin = self._linear_model(r, Jx, Jp, E, F, c, dX, dp)
             pred_data = data_c - 0.5 * float(np.sum(data_lin * data_lin)) \
-                - 0.5 * self._quadratic(Hs, dX, dp)
+                - 0.5 * self.switch.quadratic(Hs, dX, dp)
             pred_gap = 0.5 * (gap2 - float(np.sum(gap_lin * gap_lin)))
             self._raise_rho(pred_data, pred_gap, gap2)
             merit = data + 0.5 * self.rho * gap2

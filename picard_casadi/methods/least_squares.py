@@ -10,6 +10,8 @@ pieces, each a function of dense arrays only:
 * :func:`least_violation`: a feasible start for the bounds;
 * :func:`working_set_step`: the minimiser on a working set of active bounds
   (null-space method, least squares on ``A``, never ``A^T A``);
+* :func:`bounded_least_squares`: the primal active-set method built from
+  these two;
 * :func:`room`: how far a step can go before a bound blocks it;
 * :func:`reach_cosine`: the stationarity measure.
 """
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["compress_rows", "least_violation", "reach_cosine", "room", "working_set_step"]
+__all__ = ["bounded_least_squares", "compress_rows", "least_violation", "reach_cosine", "room",
+           "working_set_step"]
 
 
 def working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -151,3 +154,72 @@ def room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(dz > 0, (hi - z) / dz, np.where(dz < 0, (lo - z) / dz, np.inf))
     return float(np.min(t, initial=np.inf))
+
+
+def bounded_least_squares(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
+                          C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                          max_rounds: int = 100) -> np.ndarray:
+    """``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2`` with ``lo <= C theta + d <= hi``.
+
+    A primal active-set method: from a feasible point (:func:`least_violation`)
+    move towards the minimiser on the working set, stop at the first bound
+    that blocks and add it; at a minimiser on the working set drop the bound
+    whose multiplier has the wrong sign.  The working set never has more
+    bounds than ``theta`` has free (``active``) entries.  Each minimiser on
+    the working set is a least-squares solve on ``A`` restricted to the null
+    space of the working bounds (:func:`working_set_step`), never the normal
+    equations: on the unweighted F/A-18 loss ``A^T A`` spans 17 orders of
+    magnitude, its smallest computed eigenvalue was negative, and the steps
+    crept.  Where no ``theta`` meets every bound, the least violation found
+    is kept and not made worse.
+
+    Parameters
+    ----------
+    A, b : ndarray (m, n), (m,)
+    damp : ndarray (n,)
+        Diagonal damping.
+    active : ndarray of bool (n,)
+        Entries of ``theta`` that may move (the others stay zero).
+    C, d, lo, hi : ndarray (k, n), (k,), (k,), (k,)
+        The bounded quantities ``C theta + d`` and their bounds.
+    max_rounds : int
+        Working-set changes before the current point is returned.
+    """
+    theta = least_violation(C, d, lo, hi, damp * active)
+    v = C @ theta + d
+    lo, hi = np.minimum(lo, v), np.maximum(hi, v)
+    work: dict[int, int] = {}  # row of C -> -1 (lower bound) or +1 (upper bound)
+    n_free = int(np.count_nonzero(active))
+    for _ in range(max_rounds):
+        rows = list(work)
+        step, nu = working_set_step(A, b, damp, active, theta, C[rows])
+        if np.max(np.abs(step), initial=0.0) <= 1e-14 * (1.0 + np.max(np.abs(theta), initial=0.0)):
+            # a minimiser on the working set: a bound pulling inwards is released
+            wrong = [(abs(v), r) for r, v in zip(rows, nu) if v * work[r] < 0]
+            if not wrong:
+                return theta
+            del work[max(wrong)[1]]
+            continue
+        x_now = C @ theta + d
+        dx = C @ step
+        with np.errstate(divide="ignore", invalid="ignore"):
+            to_lo = np.where(dx < 0, (lo - x_now) / dx, np.inf)
+            to_hi = np.where(dx > 0, (hi - x_now) / dx, np.inf)
+        limit = np.minimum(to_lo, to_hi)
+        if work:
+            limit[list(work)] = np.inf
+        k = int(np.argmin(limit))
+        beta = float(limit[k])
+        if beta >= 1.0:
+            # the minimiser on the working set: done unless a bound pulls inwards
+            theta = theta + step
+            wrong = [(abs(v), r) for r, v in zip(rows, nu) if v * work[r] < 0]
+            if not wrong:
+                return theta
+            del work[max(wrong)[1]]
+            continue
+        theta = theta + max(beta, 0.0) * step
+        if len(work) >= n_free:
+            return theta  # no freedom left: the blocked point
+        work[k] = -1 if to_lo[k] <= to_hi[k] else 1
+    return theta

@@ -98,6 +98,28 @@ def invert_fixed_point_matrix(lhs: np.ndarray, nx: int, first_node_fixed: bool) 
     return out
 
 
+def solve_fixed_point_matrix(lhs: np.ndarray, rhs: np.ndarray, nx: int,
+                             first_node_fixed: bool) -> np.ndarray:
+    """``(I - dP/dU)^-1 rhs`` for every interval, by LU (no inverse formed).
+
+    With the interval start as the first node the matrix is ``[[I, 0], [-C,
+    B]]``: the first block of the solution is the right-hand side's, the rest
+    solves with ``B`` (one node smaller).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        When an interval's matrix is singular.
+    """
+    if not first_node_fixed:
+        return np.linalg.solve(lhs, rhs)
+    out = np.empty_like(rhs)
+    out[:, :nx] = rhs[:, :nx]
+    out[:, nx:] = np.linalg.solve(lhs[:, nx:, nx:],
+                                  rhs[:, nx:] - np.matmul(lhs[:, nx:, :nx], rhs[:, :nx]))
+    return out
+
+
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A: np.ndarray,
                             h: np.ndarray, X: np.ndarray, U: np.ndarray, p: np.ndarray
                             ) -> tuple[np.ndarray, float]:
@@ -135,7 +157,7 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A:
     rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
     with np.errstate(all="ignore"):
         try:
-            dU = np.linalg.solve(lhs, rhs)
+            dU = solve_fixed_point_matrix(lhs, rhs, nx, not np.any(A[0]))
         except np.linalg.LinAlgError:
             dU = np.full_like(rhs, np.nan)
     dU = dU.reshape(J, K, nx).transpose(0, 2, 1)
@@ -207,8 +229,10 @@ class FixedPointLinearisation:
         self._node_u = as_arg(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
         self._A = d.quad.integration  # K x K
         self._first_node_fixed = not np.any(self._A[0])  # node 0 is the interval start
-        # (J, K nx, K nx): inverse of I - dP/dU at the last linearisation, see chord_step
-        self.last_inverse: np.ndarray | None = None
+        # I - dP/dU at the last linearisation (J, K nx, K nx), and its inverse,
+        # formed only when a chord step or the second-order terms ask for it
+        self._last_matrix: np.ndarray | None = None
+        self._last_inverse: np.ndarray | None = None
 
     def _function(self, name: str) -> Any:
         """``name`` as called here: on NumPy buffers when compiled (resolved,
@@ -229,6 +253,28 @@ class FixedPointLinearisation:
         """``(t, x, p, u) -> (g, g_x, g_p)`` mapped over all samples."""
         return self._function("g_derivatives")
 
+    @property
+    def last_inverse(self) -> np.ndarray | None:
+        """Inverse of ``I - dP/dU`` at the last dense linearisation ``(J, K nx, K nx)``.
+
+        Formed on first use (the second-order terms of Newton steps) and kept
+        until the next linearisation: the sensitivities themselves come from
+        an LU solve, about a third of the inverse's cost (cmg, 61 intervals of
+        120 unknowns: 8.8 against 24.2 ms).  ``None`` after a sparse
+        linearisation or where the matrix is singular.
+        """
+        if self._last_inverse is None and self._last_matrix is not None:
+            try:
+                self._last_inverse = invert_fixed_point_matrix(
+                    self._last_matrix, self.disc.model.nx, self._first_node_fixed)
+            except np.linalg.LinAlgError:
+                pass
+            self._last_matrix = None
+        return self._last_inverse
+
+    def _forget_linearisation(self, matrix: np.ndarray | None = None) -> None:
+        self._last_matrix, self._last_inverse = matrix, None
+
     def chord_step(self, U: np.ndarray, PU: np.ndarray) -> np.ndarray | None:
         """A Newton step on ``U = P U`` with the Jacobian of the last linearisation.
 
@@ -237,18 +283,20 @@ class FixedPointLinearisation:
         vector-field derivatives and the assembly of a Newton step (measured on
         ``fa18-roll-ail``: solve time 1.69 s -> 1.49 s).  The linearisation
         keeps the inverse of the matrix, so a chord step is one batched
-        matrix-vector product: about five chord steps follow each
-        linearisation, and five batched solves cost more than one inversion
-        (NumPy keeps no LU factors; measured on ``fa18-roll-beta``: the solves
-        were 42 % of the solve time).  Returns ``None`` when no linearisation
-        is stored; callers check that the residual fell.
+        matrix-vector product, but only where :attr:`last_inverse` has
+        been formed anyway (the Newton model's second-order terms need it):
+        forming it for chord steps alone cost more than the Picard sweeps and
+        Newton steps that settle a trial point without it (cmg: 54.9 against
+        40.3 ms per iteration, ``benchmarks/picard_gn_speed.py``).  Returns
+        ``None`` when no inverse is at hand; callers check that the residual
+        fell.
 
         Parameters
         ----------
         U, PU : (J, nx, K)
             Node values and their Picard image.
         """
-        inverse = self.last_inverse
+        inverse = self._last_inverse  # only where already formed (see last_inverse)
         if inverse is None or inverse.shape[0] != U.shape[0]:
             return None
         J, nx, K = U.shape
@@ -311,7 +359,7 @@ class FixedPointLinearisation:
         G, dG, xend, dend, dU = (np.asarray(o) for o in self._function("interval_linearisation")(
             X.T, U.transpose(1, 0, 2).reshape(nx, J * K), p, c["t0"], c["h"], c["Wn"], c["S"],
             c["ts"], c["Ws"]))
-        self.last_inverse = None
+        self._forget_linearisation()
         return {"G": G.reshape(ny, J, M).transpose(1, 0, 2),
                 "dG": dG.reshape(M * ny, J, nz).transpose(1, 0, 2).reshape(J, M, ny, nz),
                 "xend": xend.T, "dend": dend.reshape(nx, J, nz).transpose(1, 0, 2),
@@ -359,13 +407,11 @@ class FixedPointLinearisation:
         lhs = fixed_point_matrix(A, h, Fx)
         rhs = np.concatenate([Bx, Bp], axis=2)
         try:
-            # the inverse, kept for the chord steps that settle the next trial point
-            inverse = invert_fixed_point_matrix(lhs, nx, self._first_node_fixed)
-            S = np.matmul(inverse, rhs)  # (J, K nx, nx+np)
-            self.last_inverse = inverse
+            S = solve_fixed_point_matrix(lhs, rhs, nx, self._first_node_fixed)
+            self._forget_linearisation(lhs)  # kept for last_inverse
         except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
             S = np.full(rhs.shape, np.nan)
-            self.last_inverse = None
+            self._forget_linearisation()
         S = S.reshape(J, K, nx, nx + np_)
         # dF_l/dz = Fx[l] S_l + [0 | Fp[l]]
         dF = np.matmul(Fx, S)

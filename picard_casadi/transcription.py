@@ -440,8 +440,9 @@ class Transcription:
         (:mod:`picard_casadi.interval_linearisation`), damped Newton steps:
         each call returns the residual at its start and the next step, and a
         step that does not lower the residual is halved.  Otherwise (the
-        dense fallback) chord steps come first: Newton steps with the inverse
-        of ``I - dP/dU`` kept from the last linearisation, used while each
+        dense fallback) chord steps come first where the inverse of ``I -
+        dP/dU`` from the last linearisation is at hand (Newton steps form it,
+        see :meth:`FixedPointLinearisation.chord_step`), used while each
         halves the residual (near a Gauss-Newton trial point they converge in
         one or two); then Picard sweeps, cheap where ``P`` contracts; when a
         sweep does not halve the residual, damped Newton steps on ``U - P U =

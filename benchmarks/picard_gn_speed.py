@@ -5,6 +5,12 @@ Run::
 
     python benchmarks/picard_gn_speed.py
     python benchmarks/picard_gn_speed.py --baseline /path/to/old/checkout/.venv/bin/python
+    python benchmarks/picard_gn_speed.py --sparse
+
+``--sparse`` forces the per-interval generated functions with CasADi's sparse
+QR inside (:mod:`picard_casadi.interval_linearisation`) on these small, densely
+coupled models, where the library would choose the batched dense NumPy path:
+what moving the linear algebra into generated code costs there.
 
 For each problem (``cmg`` and ``fa18-roll-ail`` with the registry's settings,
 ``refine`` off where the version has it, so every run solves the same
@@ -29,6 +35,9 @@ MEASURE = r'''
 import inspect, json, sys, warnings
 warnings.simplefilter("ignore")
 import picard_casadi as pc
+if sys.argv[2] == "sparse":
+    import picard_casadi.transcription as transcription
+    transcription.sparse_pays = lambda model: True
 out = {}
 for name in sys.argv[1].split(","):
     prob = pc.problem(name, seed=0)
@@ -52,10 +61,10 @@ print("JSON" + json.dumps(out))
 PROBLEMS = "cmg,fa18-roll-ail"
 
 
-def measure(python: str) -> dict:
+def measure(python: str, path: str = "auto") -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     # run outside any checkout, so each interpreter imports its own installed package
-    out = subprocess.run([python, "-c", MEASURE, PROBLEMS], capture_output=True, text=True,
+    out = subprocess.run([python, "-c", MEASURE, PROBLEMS, path], capture_output=True, text=True,
                          env=env, check=True, cwd=tempfile.gettempdir())
     line = [s for s in out.stdout.splitlines() if s.startswith("JSON")][-1]
     return json.loads(line[4:])
@@ -64,8 +73,10 @@ def measure(python: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="python of an older checkout, for the ratio")
+    parser.add_argument("--sparse", action="store_true",
+                        help="force the generated sparse per-interval functions")
     args = parser.parse_args()
-    now = measure(sys.executable)
+    now = measure(sys.executable, "sparse" if args.sparse else "auto")
     old = measure(args.baseline) if args.baseline else None
     print(f"{'problem':14s} {'it':>4s} {'C [ms/it]':>10s} {'VM [ms/it]':>11s} {'VM/C':>6s}"
           + (f" {'old C':>8s} {'old VM':>8s} {'new C / old C':>14s}" if old else ""))

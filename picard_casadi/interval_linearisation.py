@@ -39,11 +39,10 @@ from .discretisation import Discretisation
 __all__ = ["sparse_interval_functions", "fixed_point_matrix_pattern", "sparse_pays",
            "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY"]
 
-# The sparse factorisation pays where f_x is sparse and the matrix large: on
-# dense-ish models (cmg: 15 states, f_x 75 % full) sparse QR took 43 ms per
-# call where the batched dense inverse and its chord steps took a few; on a
-# ring of 20 states (15 % full) both took 28 ms per iteration, of 40 states
-# (7.5 %) 62 ms against 256 ms.
+# The sparse factorisation pays where f_x is sparse and the matrix large; on
+# small, densely coupled models the batched dense LU is several times faster
+# (measurements: docs/performance.md, "the dense path" and "Large, sparsely
+# coupled models").
 SPARSE_MIN_STATES = 20
 SPARSE_MAX_DENSITY = 0.2
 

@@ -259,9 +259,9 @@ class FixedPointLinearisation:
 
         Formed on first use (the second-order terms of Newton steps) and kept
         until the next linearisation: the sensitivities themselves come from
-        an LU solve, about a third of the inverse's cost (cmg, 61 intervals of
-        120 unknowns: 8.8 against 24.2 ms).  ``None`` after a sparse
-        linearisation or where the matrix is singular.
+        an LU solve, about a third of the inverse's operations
+        (docs/performance.md).  ``None`` after a sparse linearisation or where
+        the matrix is singular.
         """
         if self._last_inverse is None and self._last_matrix is not None:
             try:
@@ -286,8 +286,8 @@ class FixedPointLinearisation:
         matrix-vector product, but only where :attr:`last_inverse` has
         been formed anyway (the Newton model's second-order terms need it):
         forming it for chord steps alone cost more than the Picard sweeps and
-        Newton steps that settle a trial point without it (cmg: 54.9 against
-        40.3 ms per iteration, ``benchmarks/picard_gn_speed.py``).  Returns
+        Newton steps that settle a trial point without it
+        (docs/performance.md, "the dense path").  Returns
         ``None`` when no inverse is at hand; callers check that the residual
         fell.
 

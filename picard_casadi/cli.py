@@ -50,6 +50,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -814,13 +815,13 @@ def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
             prof = profile(res, n_jobs=jobs)
     except ValueError as err:
         return None, f"--profile: {err}"
-    print(prof.summary())
+    print(in_cli_terms(prof.summary()))
     return prof, ""
 
 
 def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
     """Summary, profile, files; the exit status."""
-    print(res.summary())
+    print(in_cli_terms(res.summary()))
     prof, problem = _profile(res, fit, args)
     _write_results(res, fit.model, fit.experiments, out, prof)
     if problem:
@@ -1077,6 +1078,28 @@ def _quiet_broken_pipe() -> int:
     return 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
 
 
+# The library's messages give advice as Python keywords; here, as this program's flags
+_FLAG_SPELLINGS = (
+    (re.compile(r"codegen=False or 'auto'"), lambda m: "--codegen off or auto"),
+    (re.compile(r"codegen=False"), lambda m: "--codegen off"),
+    (re.compile(r"codegen=True"), lambda m: "--codegen on"),
+    (re.compile(r"codegen='auto'"), lambda m: "--codegen auto"),
+    (re.compile(r"pass max_intervals=([\d,]+) to estimate\(\)"),
+     lambda m: "pass --max-intervals " + m.group(1).replace(",", "")),
+    (re.compile(r"pass max_intervals to estimate\(\)"), lambda m: "pass --max-intervals"),
+    (re.compile(r"max_intervals=([\d,]+)"),
+     lambda m: "--max-intervals " + m.group(1).replace(",", "")),
+)
+
+
+def in_cli_terms(message: str) -> str:
+    """``message`` with its advice in Python keywords (``codegen=False``,
+    ``max_intervals=N``) spelled as this program's flags."""
+    for pattern, spelling in _FLAG_SPELLINGS:
+        message = pattern.sub(spelling, message)
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``picard-casadi`` console script."""
     from .errors import PicardError
@@ -1094,14 +1117,14 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()  # a closed pipe shows here, not at exit
             return status
     except CliError as err:
-        print(f"{command}: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return _interrupted(command, argv is None)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except (CliFailure, PicardError) as err:
-        print(f"{command}: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
         return 1
     except MemoryError:
         print(f"{command}: error: out of memory (use a longer --T or fewer nodes)",

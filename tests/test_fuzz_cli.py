@@ -209,7 +209,7 @@ def test_argparse_rejects_with_one_line(here, capsys, argv, pattern):
     (["run", "../../etc"], r"NAME: unknown problem '../../etc'"),
     (["compare", "vdp", "--methods", "newton"], r"--methods: unknown method\(s\) \['newton'\]"),
     (["run", "vdp", "--T", "1e-7"], r"`T` = 1e-07 makes about 100,000,000 intervals"),
-    (["run", "vdp", "--T", "0.001", "--max-intervals", "50"], r"the limit is max_intervals=50"),
+    (["run", "vdp", "--T", "0.001", "--max-intervals", "50"], r"the limit is --max-intervals 50.*or pass --max-intervals \d+ to go ahead"),
 ])
 def test_bad_value_is_one_line(here, capsys, argv, pattern):
     import re
@@ -421,3 +421,27 @@ def test_end_to_end_input_error_in_a_subprocess(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == ("picard-casadi run: error: argument --seed: expected an "
                                   "integer >= 0, got '-1' (see picard-casadi run --help)")
+
+
+def test_codegen_advice_is_given_as_flags(here, capsys, monkeypatch):
+    """``--codegen on`` without a C compiler: one line whose advice is the
+    program's flags, not the library's keywords (codegen=True/False)."""
+    from picard_casadi import codegen
+
+    monkeypatch.setattr(codegen, "find_compiler", lambda: None)
+    code, out, err = _main(capsys, "run", "vdp", "--codegen", "on", "--quiet")
+    line = _one_error_line(err)
+    assert code == 1
+    assert "--codegen on needs a C compiler" in line
+    assert "use --codegen off or auto" in line
+    assert "codegen=" not in line
+
+
+def test_in_cli_terms_rewrites_keywords_only():
+    from picard_casadi.cli import in_cli_terms
+
+    assert (in_cli_terms("or pass max_intervals=1,234 to estimate() to go ahead")
+            == "or pass --max-intervals 1234 to go ahead")
+    assert (in_cli_terms("refinement stopped (pass max_intervals to estimate() to raise it)")
+            == "refinement stopped (pass --max-intervals to raise it)")
+    assert in_cli_terms("p = 3, T = 0.1") == "p = 3, T = 0.1"

@@ -33,6 +33,9 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and pr
 CHILD = textwrap.dedent(r'''
     import faulthandler, os, signal, sys, time
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it does
+    # Ctrl-C as an interactive program gets it: a test run started in the
+    # background of a non-interactive shell (`pytest &`) inherits SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     MARK, phase, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     import numpy as np, casadi as ca
     import picard_casadi as pc

@@ -167,8 +167,13 @@ def test_a_worker_decodes_the_problem_once():
 
 
 _INTERRUPTED_SCRIPT = """
+import signal
 import time
 import picard_casadi as pc
+
+# Ctrl-C as an interactive program gets it (a test run started with `&` in a
+# non-interactive shell inherits SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def slow(record):  # every iteration of a start takes 5 s: the workers stay busy

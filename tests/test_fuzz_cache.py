@@ -171,8 +171,8 @@ def test_cli_with_a_broken_compiler_is_one_line(tmp_path):
                          env=env, timeout=300)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
-        "picard-casadi run: error: codegen=True: the C compiler '/bin/false' does not work "
-        "(exit status 1); set $CC to a working compiler, or use codegen=False"]
+        "picard-casadi run: error: --codegen on: the C compiler '/bin/false' does not work "
+        "(exit status 1); set $CC to a working compiler, or use --codegen off"]
     assert not (tmp_path / "res").exists()
     out = subprocess.run([sys.executable, "-m", "picard_casadi", "run", "vdp", "--codegen",
                           "auto", "--out", "res", "--quiet"], cwd=tmp_path, capture_output=True,

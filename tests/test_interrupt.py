@@ -242,6 +242,17 @@ def test_cli_exits_130_with_one_line_and_no_output(tmp_path, phase, delay):
 
 
 # ---------------------------------------------------------------------- the mechanism, in process
+@pytest.fixture
+def interactive_sigint():
+    """SIGINT handled as in an interactive program (Python's default handler) for
+    the test: a test run started with `&` from a non-interactive shell inherits
+    it ignored, and an ignored SIGINT is rightly left ignored by the package."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("interactive_sigint")
 def test_interruptible_reraises_what_casadi_absorbed():
     """CVODES in this process: the handler records the interrupt, the block re-raises it."""
     import casadi as ca
@@ -282,6 +293,7 @@ def test_is_interrupt_recognises_the_disguises():
     assert not is_interrupt(RuntimeError('CVode returned "CV_TOO_MUCH_WORK"'))
 
 
+@pytest.mark.usefixtures("interactive_sigint")
 def test_nested_blocks_and_an_application_handler():
     from picard_casadi.interrupts import interruptible
 

@@ -354,21 +354,62 @@ def _valid_entry(lib: Path, meta: Path) -> bool:
 
 def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path,
                kind: str = "functions") -> None:
-    """Compile C sources into ``lib`` atomically (temporary name, then replace)."""
+    """Compile C sources into ``lib`` atomically (temporary name, then replace).
+
+    Several sources are compiled to objects side by side (one compiler per
+    core, the largest first) and then linked: IPOPT's NLP comes as one file
+    per function (:func:`compile_nlpsol`).
+    """
     fd, tmp_name = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=lib.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    cmd = [cc, *_flags(kind), *map(str, sources), "-o", str(tmp), "-lm"]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
-        if out.returncode != 0:
-            raise CodegenError(
-                f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{out.stderr[-2000:]}"
-            )
+        if len(sources) == 1:
+            _run_compiler([cc, *_flags(kind), str(sources[0]), "-o", str(tmp), "-lm"], workdir)
+        else:
+            objects = _compile_objects(cc, sources, workdir, kind)
+            _run_compiler([cc, *_flags(kind), *map(str, objects), "-o", str(tmp), "-lm"],
+                          workdir)
         os.replace(tmp, lib)
     finally:
         with deferred_interrupt():  # a second Ctrl-C must not leave the temporary file
             tmp.unlink(missing_ok=True)
+
+
+def _run_compiler(cmd: list[str], workdir: Path) -> None:
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    if out.returncode != 0:
+        raise CodegenError(
+            f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{out.stderr[-2000:]}")
+
+
+def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> list[Path]:
+    """Each source compiled to an object file, ``os.cpu_count()`` compilers at a time."""
+    flags = [f for f in _flags(kind) if f != "-shared"] + ["-c"]
+    queue = sorted(sources, key=lambda src: src.stat().st_size, reverse=True)
+    jobs = max(1, min(os.cpu_count() or 1, len(queue)))
+    running: list[tuple[subprocess.Popen, list[str]]] = []
+    objects = []
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                src = queue.pop(0)
+                obj = src.with_suffix(".o")
+                cmd = [cc, *flags, str(src), "-o", str(obj)]
+                running.append((subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True,
+                                                 cwd=workdir), cmd))
+                objects.append(obj)
+            proc, cmd = running.pop(0)
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise CodegenError(
+                    f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{err[-2000:]}")
+    finally:
+        for proc, _ in running:  # an error or Ctrl-C: no compiler is left running
+            proc.kill()
+            proc.wait()
+    return objects
 
 
 def _write_meta(lib: Path, meta: Path, extra: dict[str, Any]) -> None:
@@ -543,6 +584,24 @@ def _code_bytes(source: Path) -> int:
     return total
 
 
+def _nlp_sources(sym: ca.Function, key: str, folder: str) -> list[Path]:
+    """The NLP functions of the symbolic solver ``sym``, one C file each.
+
+    What ``generate_dependencies`` writes as one file (the oracle ``nlp`` and
+    ``nlp_f``, ``nlp_g``, ``nlp_grad``, ``nlp_grad_f``, ``nlp_jac_g``,
+    ``nlp_hess_l``), written per function so that they compile side by side
+    (:func:`_compile_objects`) and link into the same library.
+    """
+    sources = []
+    for fname in ["nlp", *sym.get_function()]:
+        f = sym.oracle() if fname == "nlp" else sym.get_function(fname)
+        gen = ca.CodeGenerator(f"pc_nlp_{key}_{fname}.c", {"with_header": False})
+        gen.add(f)
+        gen.generate(folder + os.sep)
+        sources.append(Path(folder) / f"pc_nlp_{key}_{fname}.c")
+    return sources
+
+
 def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, Any]) -> ca.Function:
     """An ``nlpsol`` whose NLP functions are generated, compiled and cached.
 
@@ -551,8 +610,8 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
     cache hit loads the library and runs (cmg: the symbolic solver with its
     exact Hessian took 26 s to build, on every call, before the key was
     known).  On a miss the solver is built symbolically, its NLP functions
-    are written with ``generate_dependencies``, compiled, and the solver is
-    built from the library.
+    are written one C file each (:func:`_nlp_sources`) and compiled side by
+    side into one library, and the solver is built from the library.
     """
     cc = _require_compiler()
     # run-time only: the iteration callback (its repr names a memory address)
@@ -576,19 +635,13 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
             sym = ca.nlpsol(name, solver, nlp,
                             symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
             with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
-                src = sym.generate_dependencies(f"pc_nlp_{key}.c")
-                src_path = Path(src)
-                if not src_path.is_absolute():
-                    moved = Path(tmp) / src_path.name
-                    shutil.move(str(src_path), moved)
-                    src_path = moved
-                size = _code_bytes(src_path)
+                sources = _nlp_sources(sym, key, tmp)
+                size = sum(_code_bytes(src) for src in sources)
                 if size > MAX_NLP_SOURCE_BYTES:
                     why = (f"the generated NLP has {size / 1e6:.0f} MB of C code (limit "
                            f"{MAX_NLP_SOURCE_BYTES / 1e6:.0f} MB); it is not compiled")
                     too_large.write_text(why)
                     raise NlpTooLarge(why)
-                sources = [src_path]
                 if "hess_lag" in opts:
                     # generate_dependencies leaves out a user Hessian; the solver
                     # looks it up in the library under the name nlp_hess_l

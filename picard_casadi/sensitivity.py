@@ -230,7 +230,7 @@ class FixedPointLinearisation:
         self._A = d.quad.integration  # K x K
         self._first_node_fixed = not np.any(self._A[0])  # node 0 is the interval start
         # I - dP/dU at the last linearisation (J, K nx, K nx), and its inverse,
-        # formed only when a chord step or the second-order terms ask for it
+        # formed only when asked for (last_inverse)
         self._last_matrix: np.ndarray | None = None
         self._last_inverse: np.ndarray | None = None
 
@@ -273,23 +273,21 @@ class FixedPointLinearisation:
         return self._last_inverse
 
     def _forget_linearisation(self, matrix: np.ndarray | None = None) -> None:
+        """A new linearisation: keep its matrix (dense path), drop the old inverse."""
         self._last_matrix, self._last_inverse = matrix, None
 
     def chord_step(self, U: np.ndarray, PU: np.ndarray) -> np.ndarray | None:
         """A Newton step on ``U = P U`` with the Jacobian of the last linearisation.
 
         After a Gauss-Newton step the fixed-point Jacobian of the new point
-        differs little from the one just built, so reusing it saves the
-        vector-field derivatives and the assembly of a Newton step (measured on
-        ``fa18-roll-ail``: solve time 1.69 s -> 1.49 s).  The linearisation
-        keeps the inverse of the matrix, so a chord step is one batched
-        matrix-vector product, but only where :attr:`last_inverse` has
-        been formed anyway (the Newton model's second-order terms need it):
-        forming it for chord steps alone cost more than the Picard sweeps and
-        Newton steps that settle a trial point without it
-        (docs/performance.md, "the dense path").  Returns
-        ``None`` when no inverse is at hand; callers check that the residual
-        fell.
+        differs little from the one just built, so its inverse settles the
+        trial point in one batched matrix-vector product per step.  Taken
+        only where :attr:`last_inverse` has been formed anyway (the Newton
+        model's second-order terms need it): forming it for chord steps
+        alone cost more than the Picard sweeps and Newton steps that settle a
+        trial point without it (docs/performance.md, "the dense path").
+        Returns ``None`` when no inverse is at hand; callers check that the
+        residual fell.
 
         Parameters
         ----------
@@ -325,9 +323,9 @@ class FixedPointLinearisation:
         ----------
         X : (J, nx), U : (J, nx, K), p : (np,)
         full : bool
-            Also the intermediate quantities the second-order terms need, and
-            the dense inverse of ``I - dP/dU`` kept for chord steps and
-            adjoint solves (:attr:`last_inverse`).  Otherwise, where the
+            Also the intermediate quantities the second-order terms need, on
+            the dense path (whose matrix ``I - dP/dU`` is kept for
+            :attr:`last_inverse`, for the adjoint solves).  Otherwise, where the
             per-interval sparse function is available, only the first five
             entries below, from one generated call.
 

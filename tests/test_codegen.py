@@ -196,3 +196,28 @@ def test_exported_c_example_compiles_and_matches_python(tmp_path):
     pu_py = np.asarray(funcs["cmg_picard"](cmg.X0_TRUE, U, cmg.P_TRUE, 0.3, 0.2, W)).ravel(order="F")
     assert np.max(np.abs(rhs_c - rhs_py)) <= 1e-12 * max(1, np.max(np.abs(rhs_py)))
     assert np.max(np.abs(pu_c - pu_py)) <= 1e-12 * max(1, np.max(np.abs(pu_py)))
+
+
+@needs_cc
+def test_several_sources_compile_side_by_side_into_one_library(tmp_path):
+    """IPOPT's NLP comes as one C file per function: compiled to objects in
+    parallel, linked into one library that exports each; a failing source is
+    a CodegenError and leaves no library."""
+    x = ca.SX.sym("x")
+    sources = []
+    for name, expr in (("twice", 2 * x), ("square", x * x), ("cube", x ** 3)):
+        gen = ca.CodeGenerator(f"{name}.c", {"with_header": False})
+        gen.add(ca.Function(name, [x], [expr]))
+        gen.generate(str(tmp_path) + os.sep)
+        sources.append(tmp_path / f"{name}.c")
+    cc = codegen.find_compiler()
+    lib = tmp_path / "lib.so"
+    codegen._compile_c(cc, sources, lib, tmp_path, "nlp")
+    for name, value in (("twice", 6.0), ("square", 9.0), ("cube", 27.0)):
+        assert float(ca.external(name, str(lib))(3.0)) == value
+    (tmp_path / "broken.c").write_text("this is not C\n")
+    broken = tmp_path / "broken.so"
+    with pytest.raises(pc.CodegenError, match="the C compiler failed"):
+        codegen._compile_c(cc, [*sources, tmp_path / "broken.c"], broken, tmp_path, "nlp")
+    assert not broken.exists()
+    assert not list(tmp_path.glob("broken.so.*.tmp"))

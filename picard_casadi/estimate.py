@@ -347,7 +347,7 @@ class _Run:
 
 
 def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarray,
-                      max_refinements: int, continuing: bool = False) -> _Run:
+                      max_refinements: int) -> _Run:
     """Solve, certify, and refine the mesh where the certificate fails.
 
     A converged run is certified; where it fails, the marked intervals are
@@ -359,7 +359,7 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
     """
     spec = prob.spec
     weights_mode = prob.weights_mode
-    solved = _timed_solve(prob, setup, w, continuing)
+    solved = _timed_solve(prob, setup, w)
     records, iterations = list(solved.records), solved.iterations
     cert, info, refinements = None, None, 0
     refinable = spec.name in _COLLOCATION_METHODS
@@ -595,10 +595,10 @@ def estimate(
         Start from this result's solution (interval starts, node values,
         ``p``) instead of ``p0`` and the guess; it must come from a run on the
         same experiments.  Without ``T`` the run starts on that result's
-        final mesh; otherwise its solution is carried onto the new one.  From
-        a successful result, ``picard-gn`` starts with the options of a
-        continuing solve (``PicardGNOptions.continuing``: no damping beyond
-        ``1e-9``), as its own later rounds do.
+        final mesh; otherwise its solution is carried onto the new one.  The
+        method's options are the caller's (a warm start may be the answer
+        of another loss: from the weighted answer, the unweighted F/A-18
+        loss needs ``mu0``'s damping).
     uncertainty : bool
         Compute standard errors and confidence intervals of the estimate.
     multistart : int, optional
@@ -691,9 +691,7 @@ def estimate(
         )
     initial_intervals = setup.disc.n_intervals
 
-    # a start at a converged result needs none of the damping meant for a distant start
-    run = _solve_and_refine(prob, setup, w, p0, max_refinements,
-                            continuing=warm_start is not None and bool(warm_start.success))
+    run = _solve_and_refine(prob, setup, w, p0, max_refinements)
     setup, solved, cert, info = run.setup, run.solved, run.certificate, run.info
     records, iterations, refinements = run.records, run.iterations, run.refinements
 

@@ -368,6 +368,12 @@ def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
         codegen=_codegen(s.get("codegen", "auto")),
         weights=None if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
     )
+    if "mu0" in kw:
+        # picard-gn: each point starts next to a neighbouring optimum of the same
+        # loss, the continuation of a converged solve (PicardGNOptions.continuing)
+        from .methods.picard_gn import CONTINUING_MU0
+
+        kw["mu0"] = min(float(kw["mu0"]), CONTINUING_MU0)
     kw.update(overrides)
     return kw
 

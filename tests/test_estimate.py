@@ -148,3 +148,14 @@ def test_rounds_after_a_converged_one_start_undamped():
     assert control[starts[0]] >= 1e-4  # the first round: mu0 = 1e-3, divided once
     for k in starts[1:]:
         assert control[k] <= 2 * CONTINUING_MU0  # at most doubled by one rejection
+
+
+def test_a_warm_start_keeps_the_callers_damping():
+    """estimate(warm_start=...) may start another loss from an answer (the unweighted
+    F/A-18 loss from the weighted one needs mu0's damping): its first step is damped
+    by mu0, not by the continuing solve's 1e-9."""
+    prob = pc.problem("vdp", seed=0)
+    first = prob.estimate(uncertainty=False)
+    res = prob.estimate(warm_start=first, weights="auto", uncertainty=False)
+    assert res.success
+    assert np.asarray(res.history["control"])[0] >= 1e-4

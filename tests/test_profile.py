@@ -173,3 +173,14 @@ def test_profile_intervals_cover_the_truth_where_wald_does_not():
     assert study.failed <= 2
     assert 0.90 <= study.coverage["profile"] <= 0.99
     assert study.coverage["wald"] < study.coverage["profile"] - 0.05
+
+
+def test_profile_points_continue_undamped_unless_told():
+    """Each profile point starts next to a neighbouring optimum of the same loss:
+    picard-gn's damping starts at CONTINUING_MU0; a caller's mu0 wins."""
+    from picard_casadi.methods.picard_gn import CONTINUING_MU0
+    from picard_casadi.profile import _estimate_options
+
+    res = pc.problem("vdp", seed=0).estimate(uncertainty=False)
+    assert _estimate_options(res, {})["mu0"] == CONTINUING_MU0
+    assert _estimate_options(res, {"mu0": 1e-3})["mu0"] == 1e-3

@@ -178,10 +178,12 @@ def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray,
 
     The rounds that only serve to re-estimate the noise variances are solved
     to a loose tolerance (the variances need the estimate to ~1e-5, not to
-    round-off), the last one to the method's own.  A round after a converged
-    one, and with ``continuing`` the first (the setup starts from a converged
-    solution carried to a refined mesh), uses the options for a continuing
-    solve (:func:`_continuing`).
+    round-off), the last one to the method's own.  Every round after the
+    first continues from a converged one and uses the options for a
+    continuing solve (:func:`_continuing`), and so does the first with
+    ``continuing`` (the setup starts from a converged solution carried to a
+    refined mesh).  A round that fails ends the rounds: its outcome is the
+    answer, and says why.
     """
     auto = prob.weights_mode == "auto"
     opts = _loosened(prob.opts) if auto else prob.opts
@@ -191,15 +193,18 @@ def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray,
     def again(options: Any) -> None:
         nonlocal outcome, iterations, rounds
         setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
-        if outcome.success:
-            options = _continuing(options)
-        outcome = prob.spec.solve(setup, options, prob.callback)
+        outcome = prob.spec.solve(setup, _continuing(options), prob.callback)
         records.extend(outcome.history)
         iterations += outcome.iterations
         rounds += 1
 
     if auto:
         for _ in range(_AUTO_WEIGHT_ROUNDS - 1):
+            if not outcome.success:
+                # the residuals of a failed fit say nothing about the noise, and
+                # another round would fail alike (the paper's algorithm on the
+                # F/A-18: six more rounds of 5000 iterations each)
+                break
             w_new = weights_from_variance(
                 residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
             if np.max(np.abs(w_new / w - 1.0)) < 0.01:
@@ -207,8 +212,8 @@ def _solve_with_weights(prob: _Problem, setup: Setup, w: np.ndarray,
             w = w_new
             setup.tr.set_weights(w)
             again(opts)
-        if opts is not prob.opts:  # the final weights, solved to the full tolerance
-            again(prob.opts)
+        if opts is not prob.opts and outcome.success:
+            again(prob.opts)  # the final weights, solved to the full tolerance
     return _Solved(outcome, records, iterations, rounds, w)
 
 

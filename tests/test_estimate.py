@@ -159,3 +159,13 @@ def test_a_warm_start_keeps_the_callers_damping():
     res = prob.estimate(warm_start=first, weights="auto", uncertainty=False)
     assert res.success
     assert np.asarray(res.history["control"])[0] >= 1e-4
+
+
+def test_a_failed_weight_round_ends_the_rounds():
+    """weights='auto': a round that fails (here its iteration limit) is the answer;
+    no more rounds re-weight from its residuals (the paper's algorithm on the
+    F/A-18 ran six more rounds of 5000 iterations)."""
+    prob = pc.problem("vdp", seed=0)
+    res = prob.estimate(weights="auto", max_iter=2, uncertainty=False, refine=False)
+    assert not res.success and res.status == "max_iter"
+    assert res.settings["weight_rounds"] == 1 and res.iterations == 2

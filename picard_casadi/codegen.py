@@ -376,11 +376,14 @@ def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path,
             tmp.unlink(missing_ok=True)
 
 
+def _compiler_failed(cmd: list[str], stderr: str) -> CodegenError:
+    return CodegenError(f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{stderr[-2000:]}")
+
+
 def _run_compiler(cmd: list[str], workdir: Path) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if out.returncode != 0:
-        raise CodegenError(
-            f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{out.stderr[-2000:]}")
+        raise _compiler_failed(cmd, out.stderr)
 
 
 def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> list[Path]:
@@ -403,8 +406,7 @@ def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> 
             proc, cmd = running.pop(0)
             _, err = proc.communicate()
             if proc.returncode != 0:
-                raise CodegenError(
-                    f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{err[-2000:]}")
+                raise _compiler_failed(cmd, err)
     finally:
         for proc, _ in running:  # an error or Ctrl-C: no compiler is left running
             proc.kill()
@@ -584,16 +586,22 @@ def _code_bytes(source: Path) -> int:
     return total
 
 
-def _nlp_sources(sym: ca.Function, key: str, folder: str) -> list[Path]:
+def _nlp_sources(sym: ca.Function, key: str, folder: str,
+                 user_hessian: bool = False) -> list[Path]:
     """The NLP functions of the symbolic solver ``sym``, one C file each.
 
     What ``generate_dependencies`` writes as one file (the oracle ``nlp`` and
     ``nlp_f``, ``nlp_g``, ``nlp_grad``, ``nlp_grad_f``, ``nlp_jac_g``,
     ``nlp_hess_l``), written per function so that they compile side by side
-    (:func:`_compile_objects`) and link into the same library.
+    (:func:`_compile_objects`) and link into the same library.  With
+    ``user_hessian`` (``hess_lag`` given) ``nlp_hess_l`` is left out: the
+    caller writes it from the user's function, and a second definition would
+    not link.
     """
     sources = []
     for fname in ["nlp", *sym.get_function()]:
+        if user_hessian and fname == "nlp_hess_l":
+            continue
         f = sym.oracle() if fname == "nlp" else sym.get_function(fname)
         gen = ca.CodeGenerator(f"pc_nlp_{key}_{fname}.c", {"with_header": False})
         gen.add(f)
@@ -635,7 +643,7 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
             sym = ca.nlpsol(name, solver, nlp,
                             symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
             with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
-                sources = _nlp_sources(sym, key, tmp)
+                sources = _nlp_sources(sym, key, tmp, user_hessian="hess_lag" in opts)
                 size = sum(_code_bytes(src) for src in sources)
                 if size > MAX_NLP_SOURCE_BYTES:
                     why = (f"the generated NLP has {size / 1e6:.0f} MB of C code (limit "
@@ -643,8 +651,8 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
                     too_large.write_text(why)
                     raise NlpTooLarge(why)
                 if "hess_lag" in opts:
-                    # generate_dependencies leaves out a user Hessian; the solver
-                    # looks it up in the library under the name nlp_hess_l
+                    # the user's Hessian: the solver looks it up in the library
+                    # under the name nlp_hess_l
                     h = opts["hess_lag"]
                     args = h.mx_in()
                     hess = ca.Function("nlp_hess_l", args, h.call(args),

@@ -221,3 +221,19 @@ def test_several_sources_compile_side_by_side_into_one_library(tmp_path):
         codegen._compile_c(cc, [*sources, tmp_path / "broken.c"], broken, tmp_path, "nlp")
     assert not broken.exists()
     assert not list(tmp_path.glob("broken.so.*.tmp"))
+
+
+@needs_cc
+@pytest.mark.parametrize("hessian", ["exact", "gauss-newton"])
+def test_ipopt_nlp_compiles_on_an_empty_cache(tmp_path, monkeypatch, hessian):
+    """The NLP written one file per function links (a user Hessian, hess_lag, is
+    written once: the solver's own nlp_hess_l is left out) and solves as on the
+    virtual machine."""
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(codegen, "_PROBED", {})
+    prob = pc.problem("vdp", seed=0)
+    compiled = prob.estimate("ipopt", hessian=hessian, codegen=True, uncertainty=False)
+    assert any(p.name.startswith("pc_nlp_") for p in (tmp_path / "cache").rglob("*.so"))
+    vm = prob.estimate("ipopt", hessian=hessian, codegen=False, uncertainty=False)
+    assert compiled.success and vm.success
+    np.testing.assert_allclose(compiled.p, vm.p, rtol=1e-8)

@@ -1080,13 +1080,13 @@ def _quiet_broken_pipe() -> int:
 
 # The library's messages give advice as Python keywords; here, as this program's flags
 _FLAG_SPELLINGS = (
-    (re.compile(r"codegen=False or 'auto'"), lambda m: "--codegen off or auto"),
-    (re.compile(r"codegen=False"), lambda m: "--codegen off"),
-    (re.compile(r"codegen=True"), lambda m: "--codegen on"),
-    (re.compile(r"codegen='auto'"), lambda m: "--codegen auto"),
+    (re.compile(r"codegen=False or 'auto'"), "--codegen off or auto"),
+    (re.compile(r"codegen=False"), "--codegen off"),
+    (re.compile(r"codegen=True"), "--codegen on"),
+    (re.compile(r"codegen='auto'"), "--codegen auto"),
     (re.compile(r"pass max_intervals=([\d,]+) to estimate\(\)"),
      lambda m: "pass --max-intervals " + m.group(1).replace(",", "")),
-    (re.compile(r"pass max_intervals to estimate\(\)"), lambda m: "pass --max-intervals"),
+    (re.compile(r"pass max_intervals to estimate\(\)"), "pass --max-intervals"),
     (re.compile(r"max_intervals=([\d,]+)"),
      lambda m: "--max-intervals " + m.group(1).replace(",", "")),
 )

@@ -8,9 +8,9 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   a raw noisy sample;
 * the other states come from a CVODES simulation from the experiment's
   ``x0`` with ``p0`` (not run where every state is measured); where that
-  simulation fails they are propagated
-  interval by interval instead (``"anchored"``: the interval's fixed point
-  from the data-anchored start, its end starting the next interval).
+  simulation fails they are propagated interval by interval instead
+  (``"anchored"``: the interval's fixed point from the data-anchored start,
+  its end starting the next interval).
   ``guess="shooting"`` takes every state from the simulation (a continuous
   start);
 * on every interval the node values are the fixed point ``U = P U`` from the
@@ -197,8 +197,7 @@ def initial_guess(
 
         traj = None
         # the simulation supplies the unmeasured states: with every state
-        # measured it would be overwritten entirely (the F/A-18 runs: 0.59 s of
-        # fa18-roll-beta's 0.74 s guess)
+        # measured it would be overwritten entirely (docs/design.md)
         unmeasured = len(measured) < nx
         if strategy == "shooting" or (strategy == "simulation" and unmeasured):
             try:

@@ -368,14 +368,25 @@ def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
         codegen=_codegen(s.get("codegen", "auto")),
         weights=None if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
     )
-    if "mu0" in kw:
-        # picard-gn: each point starts next to a neighbouring optimum of the same
-        # loss, the continuation of a converged solve (PicardGNOptions.continuing)
-        from .methods.picard_gn import CONTINUING_MU0
-
-        kw["mu0"] = min(float(kw["mu0"]), CONTINUING_MU0)
+    kw.update(_continuing_options(result.method, kw))
     kw.update(overrides)
     return kw
+
+
+def _continuing_options(method: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """The method's options among ``kw`` as for a solve that continues from a
+    converged one (``LoopOptions.continuing``): each profile point starts next to
+    a neighbouring optimum of the same loss."""
+    from dataclasses import fields
+
+    from .methods import get_method
+
+    options = get_method(method).options
+    if not hasattr(options, "continuing"):
+        return {}
+    names = [f.name for f in fields(options) if f.name in kw]
+    continuing = options(**{n: kw[n] for n in names}).continuing()
+    return {n: getattr(continuing, n) for n in names}
 
 
 def profile(

@@ -60,10 +60,10 @@ from .base import Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
 from .least_squares import bounded_least_squares, compress_rows, reach_cosine
-from .newton_switch import HESSIANS, NewtonSwitch
+from .newton_switch import NewtonSwitch
 from .pattern_move import PatternMove
 
-__all__ = ["ConstrainedGaussNewtonStep", "HESSIANS"]
+__all__ = ["ConstrainedGaussNewtonStep"]
 
 PRECISION = 1e-14  # predicted relative gain of a full step that counts as nothing
 COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step realises it

@@ -94,12 +94,12 @@ class PicardGNOptions(LoopOptions):
     def continuing(self) -> "PicardGNOptions":
         """These options with the damping started at ``min(mu0, CONTINUING_MU0)``.
 
-        A solve that continues from a converged solution (a new round of
-        weights, a refined mesh) starts where the Gauss-Newton model is good;
-        ``mu0``'s damping, meant for a distant start, only shortens the first
-        steps along weakly determined directions (``fa18-roll-rud``: 52
-        iterations in seven solves with ``mu0``, 35 with ``1e-9``;
-        docs/performance.md).  The trust region still bounds every step.
+        A solve that continues from a converged solution of the same loss (a
+        new round of weights, a refined mesh, a profile point) starts where
+        the Gauss-Newton model is good; ``mu0``'s damping, meant for a distant
+        start, only shortens the first steps along weakly determined
+        directions (measurements: docs/design.md).  The trust region still
+        bounds every step.
         """
         return replace(self, mu0=min(self.mu0, CONTINUING_MU0))
 

@@ -14,6 +14,12 @@ build and compile, then timed on a warm cache.  Prints the solve time, the
 time per iteration, IPOPT's solve over ``picard-gn``'s, and the growth
 exponent of ``picard-gn``'s time per iteration between successive sizes
 (``log2`` of the ratio; 1.5 is the issue's bound, 3 a dense factorisation).
+
+``--paths`` instead times ``picard-gn`` on both of its fixed-point paths
+(the batched dense LU and the generated sparse QR) at each size, the
+measurement behind ``interval_linearisation.SPARSE_MIN_STATES``::
+
+    python benchmarks/state_scaling.py --paths --sizes 20,30,34,40
 """
 
 from __future__ import annotations
@@ -57,12 +63,41 @@ def run(model, exp, method):
     return res, time.perf_counter() - t
 
 
+def compare_paths(sizes: list[int]) -> None:
+    """picard-gn per iteration on the dense and the sparse path, size by size."""
+    from picard_casadi import interval_linearisation
+    print(f"machine: {platform.machine()}, python {platform.python_version()}; ring, "
+          "20 intervals x 9 nodes, one BLAS thread, warm cache; picard-gn only")
+    print(f"{'N':>4s} {'path':7s} {'it':>4s} {'solve [s]':>9s} {'per it [ms]':>11s}")
+    default = interval_linearisation.SPARSE_MIN_STATES
+    try:
+        for N in sizes:
+            model = ring_model(N)
+            exp = ring_experiment(model)
+            per_it = {}
+            for path, threshold in (("dense", 10 ** 9), ("sparse", 1)):
+                interval_linearisation.SPARSE_MIN_STATES = threshold
+                res, _ = run(model, exp, "picard-gn")
+                per_it[path] = res.timings["solve"] / max(res.iterations, 1)
+                print(f"{N:4d} {path:7s} {res.iterations:4d} {res.timings['solve']:9.3f} "
+                      f"{1e3 * per_it[path]:11.1f}", flush=True)
+            print(f"     dense / sparse per iteration = {per_it['dense'] / per_it['sparse']:.2f}",
+                  flush=True)
+    finally:
+        interval_linearisation.SPARSE_MIN_STATES = default
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20,40,80,160")
+    ap.add_argument("--paths", action="store_true",
+                    help="time picard-gn's dense and sparse fixed-point paths at each size")
     args = ap.parse_args()
     sizes = [int(v) for v in args.sizes.split(",")]
     warnings.simplefilter("ignore")
+    if args.paths:
+        compare_paths(sizes)
+        return
     print(f"machine: {platform.machine()}, python {platform.python_version()}; "
           "ring of N states, 20 intervals x 9 nodes, one BLAS thread, warm cache")
     print(f"{'N':>4s} {'method':10s} {'ok':>3s} {'it':>4s} {'solve [s]':>9s} "

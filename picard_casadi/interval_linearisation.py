@@ -40,10 +40,10 @@ __all__ = ["sparse_interval_functions", "fixed_point_matrix_pattern", "sparse_pa
            "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY"]
 
 # The sparse factorisation pays where f_x is sparse and the matrix large; on
-# small, densely coupled models the batched dense LU is several times faster
-# (measurements: docs/performance.md, "the dense path" and "Large, sparsely
-# coupled models").
-SPARSE_MIN_STATES = 20
+# small, densely coupled models the batched dense LU is faster (the crossover
+# on the ring of benchmarks/state_scaling.py is between 30 and 34 states;
+# measurements: docs/performance.md, "Large, sparsely coupled models").
+SPARSE_MIN_STATES = 32
 SPARSE_MAX_DENSITY = 0.2
 
 

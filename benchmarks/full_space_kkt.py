@@ -1,0 +1,206 @@
+"""The full-space Gauss-Newton step on the ring: a sparse KKT solve instead of condensing.
+
+Run::
+
+    python benchmarks/full_space_kkt.py [--sizes 40,160]
+
+``picard-gn``'s step condenses: it eliminates the node values and interval
+starts through each interval's sensitivities ``E_j`` (dense ``N x N``), so
+its cost per iteration is at least ``N^2`` (``benchmarks/state_scaling.py``).
+The alternative that never forms ``E_j`` keeps every node value as an
+unknown and solves the step's KKT system with a sparse factorisation (the
+way IPOPT's collocation does).  This script builds that system at the first
+iterate of the ring (20 intervals x 9 nodes; unknowns: ``dp``, every
+interval's ``dx_j`` and node values ``dU_j``, the residuals ``e``, and the
+multipliers of the fixed-point and continuity conditions, in the augmented
+form ``[D Jr' C'; Jr -I 0; C 0 0]``), checks that its solution equals the
+condensed step, and times its factorisation:
+
+* with SciPy's SuperLU (``scipy.sparse.linalg.splu``, COLAMD ordering),
+  when SciPy is installed (it is not a dependency of the package);
+* with CasADi's ``"mumps"`` linear solver.
+
+The result is in ``docs/performance.md`` ("Large, sparsely coupled models").
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import argparse
+import time
+import warnings
+
+import casadi as ca
+import numpy as np
+
+import picard_casadi as pc
+from picard_casadi.methods import condensed
+from state_scaling import ring_experiment, ring_model
+
+
+def first_iterate(N: int) -> dict:
+    """The setup and the first iterate of picard-gn on the ring of N states."""
+    seen: dict = {}
+    step = condensed.ConstrainedGaussNewtonStep._step
+
+    def spy(self, Xs, U, ps, V, lam):
+        if not seen:
+            seen.update(rule=self, Xs=Xs.copy(), U=self.setup.tr.nodes_np(U).copy(),
+                        ps=ps.copy())
+        return step(self, Xs, U, ps, V, lam)
+
+    condensed.ConstrainedGaussNewtonStep._step = spy
+    try:
+        model = ring_model(N)
+        pc.estimate(model, [ring_experiment(model)], [0.5, 0.3], "picard-gn", T=0.5,
+                    refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]), max_iter=1)
+    finally:
+        condensed.ConstrainedGaussNewtonStep._step = step
+    return seen
+
+
+def interval_jacobian(disc) -> tuple[ca.Function, tuple[ca.Sparsity, ...]]:
+    """Fixed-point residual, outputs at the samples, end state and their sparse Jacobians
+    in ``(x_j, vec U_j, p)``, for one interval."""
+    m = disc.model
+    K, M = disc.K, disc.M
+    A = np.asarray(disc.quad.integration, float)
+    tau = np.asarray(disc.quad.tau, float)
+    x, U, p = ca.SX.sym("x", m.nx), ca.SX.sym("U", m.nx, K), ca.SX.sym("p", m.np)
+    t0, h = ca.SX.sym("t0"), ca.SX.sym("h")
+    Wn, S = ca.SX.sym("Wn", m.nu, K), ca.SX.sym("S", M, K)
+    ts, Ws = ca.SX.sym("ts", 1, M), ca.SX.sym("Ws", m.nu, M)
+    f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
+    g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
+    F = ca.horzcat(*[f(t0 + h * tau[k], U[:, k], p, Wn[:, k]) for k in range(K)])
+    R = ca.repmat(x, 1, K) + h * ca.mtimes(F, ca.DM(A.T)) - U
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
+    G = ca.horzcat(*[g(ts[0, s], Xs[:, s], p, Ws[:, s]) for s in range(M)])
+    xend = x + h * ca.mtimes(F, ca.DM(A[K - 1, :]))
+    z = ca.vertcat(x, ca.vec(U), p)
+    jacs = [ca.jacobian(ca.vec(v), z) for v in (R, G, xend)]
+    fn = ca.Function("interval_jacobian", [x, U, p, t0, h, Wn, S, ts, Ws],
+                     [ca.vec(R), ca.vec(G), xend] + [jac.nz[:] for jac in jacs])
+    return fn, tuple(jac.sparsity() for jac in jacs)
+
+
+def kkt_system(seen: dict, mu: float = 1e-12):
+    """Triplets and right-hand side of the full-space step's augmented KKT system."""
+    s = seen["rule"].setup
+    d, tr = s.disc, s.tr
+    m = d.model
+    J, K, M = d.n_intervals, d.K, d.M
+    nx, np_, ny = m.nx, m.np, m.ny
+    X, p = s.from_scaled(seen["Xs"], seen["ps"])
+    fn, (spR, spG, spE) = interval_jacobian(d)
+    c = tr._common()
+    R, G, xend, vR, vG, vE = (np.asarray(o) for o in fn.map(J)(
+        X.T, seen["U"].transpose(1, 0, 2).reshape(nx, J * K), p, c["t0"], c["h"], c["Wn"],
+        c["S"], c["ts"], c["Ws"]))
+    R, G, xend = R.reshape(K * nx, J).T, G.reshape(M * ny, J).T, xend.reshape(nx, J).T
+    vR, vG, vE = (v.reshape(-1, J).T for v in (vR, vG, vE))
+    xs, psc = s.x_scale, s.p_scale
+    nxu = nx + K * nx  # one interval's (dx_j, dU_j)
+    nz = np_ + J * nxu
+    colscale = np.concatenate([xs, np.tile(xs, K), psc])
+
+    def column(j, local):  # local column of (x_j, vec U_j, p) -> unknown's index
+        return np.where(local < nxu, np_ + j * nxu + local, local - nxu)
+
+    w = tr._Wt.transpose(0, 2, 1).reshape(J, M * ny)
+    r = w * (d.y.transpose(0, 2, 1).reshape(J, M * ny) - G)
+    nxt = np.flatnonzero(d.has_next)
+    ne = J * M * ny
+    e0, l0 = nz, nz + ne
+    n = nz + ne + J * K * nx + nxt.size * nx
+    rows, cols, vals = [], [], []
+
+    def put(a, b, v):  # a block and its transpose
+        rows.extend([a, b]), cols.extend([b, a]), vals.extend([v, v])
+
+    (rR, cR), (rG, cG), (rE, cE) = (map(np.asarray, sp.get_triplet()) for sp in (spR, spG, spE))
+    for j in range(J):
+        put(e0 + j * M * ny + rG, column(j, cG), -w[j, rG] * vG[j] * colscale[cG])
+        put(l0 + j * K * nx + rR, column(j, cR), vR[j] * colscale[cR] / xs[rR % nx])
+    for q, j in enumerate(nxt):
+        row = l0 + J * K * nx + q * nx
+        put(row + rE, column(j, cE), vE[j] * colscale[cE] / xs[rE])
+        put(row + np.arange(nx), np_ + (j + 1) * nxu + np.arange(nx), -np.ones(nx))
+    rows.append(e0 + np.arange(ne)), cols.append(e0 + np.arange(ne)), vals.append(-np.ones(ne))
+    theta = np.concatenate([np.arange(np_), np_ + np.arange(nx)])  # (dp, dx0) damped
+    rows.append(theta), cols.append(theta), vals.append(np.full(theta.size, mu))
+    rhs = np.zeros(n)
+    rhs[e0:l0] = -r.ravel()
+    rhs[l0:] = -np.concatenate([(R / np.tile(xs, K)).ravel(),
+                                ((xend[nxt] - X[nxt + 1]) / xs).ravel()])
+    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), rhs, n,
+            np_ + nx)
+
+
+def condensed_step(seen: dict, mu: float = 1e-12) -> np.ndarray:
+    """The condensed step ``theta = (dp, dx0)`` with the same damping."""
+    rule = seen["rule"]
+    s = rule.setup
+    d, tr = s.disc, s.tr
+    J, M = d.n_intervals, d.M
+    nx, ny = d.model.nx, d.model.ny
+    xs, psc = s.x_scale, s.p_scale
+    X, p = s.from_scaled(seen["Xs"], seen["ps"])
+    sens = tr.interval_sensitivities(X, seen["U"], p)
+    r = (tr._Wt * (d.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
+    dG = -(tr._Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, -1)
+    E = sens["dend"][:, :, :nx] * xs[None, None, :] / xs[None, :, None]
+    F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
+    gaps = np.zeros((J, nx))
+    gaps[d.has_next] = (sens["xend"][d.has_next] - X[1:][d.has_next[:-1]]) / xs
+    A, b, _, _, _ = rule._condense(dG[:, :, :nx] * xs, dG[:, :, nx:] * psc, r, E, F, gaps,
+                                   s.free_p.copy())
+    A, b = A.reshape(-1, rule.n_theta), b.ravel()
+    return np.linalg.solve(A.T @ A + mu * np.eye(rule.n_theta), -A.T @ b)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="40,160")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    try:
+        import scipy.sparse
+        import scipy.sparse.linalg
+    except ImportError:
+        scipy = None
+        print("SciPy is not installed: SuperLU is skipped (pip install scipy)")
+    else:
+        print(f"SciPy {scipy.__version__}, CasADi {ca.__version__}")
+    print(f"{'N':>4s} {'unknowns':>8s} {'solver':14s} {'factor+solve [s]':>16s} "
+          f"{'fill':>10s} {'|theta - condensed|':>19s}")
+    for N in (int(v) for v in args.sizes.split(",")):
+        seen = first_iterate(N)
+        rows, cols, vals, rhs, n, n_theta = kkt_system(seen)
+        reference = condensed_step(seen)
+        scale = np.abs(reference).max()
+        if scipy is not None:
+            matrix = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(n, n))
+            t = time.perf_counter()
+            lu = scipy.sparse.linalg.splu(matrix, permc_spec="COLAMD")
+            sol = lu.solve(rhs)
+            elapsed = time.perf_counter() - t
+            print(f"{N:4d} {n:8d} {'SuperLU COLAMD':14s} {elapsed:16.3f} "
+                  f"{lu.L.nnz + lu.U.nnz:10d} {np.abs(sol[:n_theta] - reference).max() / scale:19.1e}",
+                  flush=True)
+        matrix = ca.DM.triplet(rows.tolist(), cols.tolist(), ca.DM(vals), n, n)
+        t = time.perf_counter()
+        solver = ca.Linsol("kkt", "mumps", matrix.sparsity())
+        solver.sfact(matrix)
+        solver.nfact(matrix)
+        sol = np.asarray(solver.solve(matrix, ca.DM(rhs))).ravel()
+        elapsed = time.perf_counter() - t
+        residual = np.abs(np.asarray(ca.mtimes(matrix, ca.DM(sol))).ravel() - rhs).max()
+        print(f"{N:4d} {n:8d} {'CasADi mumps':14s} {elapsed:16.3f} {'':>10s} "
+              f"{np.abs(sol[:n_theta] - reference).max() / scale:19.1e}  "
+              f"(|K sol - rhs| = {residual:.1e})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,10 +13,18 @@ build``: cold with ``--empty-cache``, which points the code cache at a new
 temporary folder).  Prints ``picard-gn``'s whole call over IPOPT's, measured
 in this one run.
 
-``--threads`` instead compares, on ``cmg``, ``picard-gn`` with the default
-BLAS threads against one thread forced from outside (``threadpoolctl``) and
-against the package's own limit switched off (``PICARD_CASADI_BLAS_THREADS=0``),
-in one process, alternating, best of two each.
+``--threads`` instead compares, on ``cmg`` (or the ``--problems`` given),
+``picard-gn`` with the default BLAS threads against one thread forced from
+outside (``threadpoolctl``) and against the package's own limit switched off
+(``PICARD_CASADI_BLAS_THREADS=0``), in one process, alternating, best of two
+each; ``--unweighted`` fits with ``weights=None``, ``--hessian`` sets
+``picard-gn``'s ``hessian`` option (``exact``: the Newton model, which forms
+the batched inverses) and ``--seed`` picks the data set, e.g. the case that
+made the package limit the threads; ``--busy`` keeps one core busy with another
+process meanwhile (a shared machine, or a second worker of a multistart)::
+
+    python benchmarks/whole_call.py --threads --problems fa18-drag-stab --unweighted --seed 0
+    python benchmarks/whole_call.py --threads --busy
 """
 
 from __future__ import annotations
@@ -35,18 +43,18 @@ PROBLEMS = ("cmg", "fa18-drag", "fa18-drag-stab", "fa18-roll-beta", "fa18-roll-r
             "fa18-roll-ail", "fa18-roll-rud")
 
 
-def timed(prob, method):
+def timed(prob, method, **kwargs):
     t = time.perf_counter()
-    res = prob.estimate(method)
+    res = prob.estimate(method, **kwargs)
     return res, time.perf_counter() - t
 
 
-def whole_call(names):
+def whole_call(names, seed: int = 11):
     print(f"{'problem':16s} {'method':10s} {'ok':>3s} {'it':>5s} {'int':>4s} {'call [s]':>8s} "
           f"{'build':>6s} {'guess':>6s} {'solve':>7s} {'unc':>6s} {'cert':>6s} {'first build':>11s}")
     ratios = {}
     for name in names:
-        prob = pc.problem(name, seed=11)
+        prob = pc.problem(name, seed=seed)
         calls = {}
         for method in ("picard-gn", "ipopt"):
             first, _ = timed(prob, method)  # builds, compiles, fills the cache
@@ -66,27 +74,33 @@ def whole_call(names):
     print("ratios: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
 
 
-def threads():
+def threads(name: str = "cmg", seed: int = 11, unweighted: bool = False,
+            hessian: str | None = None):
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    prob = pc.problem("cmg", seed=11)
-    prob.estimate("picard-gn")  # warm cache
+    prob = pc.problem(name, seed=seed)
+    kwargs = {"weights": None} if unweighted else {}
+    if hessian is not None:
+        kwargs["hessian"] = hessian
+    prob.estimate("picard-gn", **kwargs)  # warm cache
     blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
-    print("BLAS:", ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in blas))
+    print(f"{name}, seed {seed}, {'unweighted' if unweighted else 'default weights'}, "
+          f"hessian={hessian or 'default'}; BLAS:",
+          ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in blas))
     times = {"default": [], "one": [], "unlimited": []}
     for _ in range(2):
         for mode in times:
             if mode == "one":
                 with threadpool_limits(limits=1, user_api="blas"):
-                    _, wall = timed(prob, "picard-gn")
+                    _, wall = timed(prob, "picard-gn", **kwargs)
             elif mode == "unlimited":  # the package's limit switched off
                 os.environ["PICARD_CASADI_BLAS_THREADS"] = "0"
                 try:
-                    _, wall = timed(prob, "picard-gn")
+                    _, wall = timed(prob, "picard-gn", **kwargs)
                 finally:
                     del os.environ["PICARD_CASADI_BLAS_THREADS"]
             else:
-                _, wall = timed(prob, "picard-gn")
+                _, wall = timed(prob, "picard-gn", **kwargs)
             times[mode].append(wall)
             print(f"  {mode:8s} threads: {wall:.2f} s", flush=True)
     print(f"default / one thread (best of 2 each) = "
@@ -99,6 +113,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--threads", action="store_true")
+    ap.add_argument("--unweighted", action="store_true", help="with --threads: weights=None")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--hessian", default=None, help="with --threads: picard-gn's hessian option")
+    ap.add_argument("--busy", action="store_true",
+                    help="with --threads: another process keeps one core busy meanwhile")
     ap.add_argument("--empty-cache", action="store_true",
                     help="a new, empty code cache: the first call's build is cold")
     args = ap.parse_args()
@@ -108,12 +127,25 @@ def main() -> None:
         os.environ["PICARD_CASADI_CACHE"] = tempfile.mkdtemp(prefix="picard_whole_call_")
     warnings.simplefilter("ignore")
     cache = "an empty code cache first" if args.empty_cache else "warm code cache"
-    print(f"machine: {platform.machine()}, python {platform.python_version()}, seed 11, "
+    print(f"machine: {platform.machine()}, python {platform.python_version()}, seed {args.seed}, "
           f"{cache}, every default")
     if args.threads:
-        threads()
+        names = args.problems.split(",") if args.problems != ",".join(PROBLEMS) else ["cmg"]
+        busy = None
+        if args.busy:
+            import subprocess
+            import sys
+
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            print("another process keeps one core busy")
+        try:
+            for name in names:
+                threads(name, args.seed, args.unweighted, args.hessian)
+        finally:
+            if busy is not None:
+                busy.kill()
     else:
-        whole_call(args.problems.split(","))
+        whole_call(args.problems.split(","), args.seed)
 
 
 if __name__ == "__main__":

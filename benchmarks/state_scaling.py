@@ -17,9 +17,15 @@ exponent of ``picard-gn``'s time per iteration between successive sizes
 
 ``--paths`` instead times ``picard-gn`` on both of its fixed-point paths
 (the batched dense LU and the generated sparse QR) at each size, the
-measurement behind ``interval_linearisation.SPARSE_MIN_STATES``::
+measurement behind ``interval_linearisation.SPARSE_MIN_STATES``, with the
+size of the sparse path's QR factors of one interval::
 
-    python benchmarks/state_scaling.py --paths --sizes 20,30,34,40
+    python benchmarks/state_scaling.py --paths --sizes 10,14,20,26,32,40
+
+``--profile N`` times one ``picard-gn`` solve at N states by generated
+function (calls, seconds), where an iteration's time goes::
+
+    python benchmarks/state_scaling.py --profile 160
 """
 
 from __future__ import annotations
@@ -54,13 +60,27 @@ def ring_experiment(model: pc.Model, seed: int = 0) -> pc.Experiment:
                                   noise_std=0.01, seed=seed)
 
 
+RUN_OPTIONS = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]),
+                   codegen=True)
+
+
 def run(model, exp, method):
-    kw = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]),
-              codegen=True)
+    kw = RUN_OPTIONS
     pc.estimate(model, [exp], [0.5, 0.3], method, **kw)  # builds and compiles
     t = time.perf_counter()
     res = pc.estimate(model, [exp], [0.5, 0.3], method, **kw)
     return res, time.perf_counter() - t
+
+
+def qr_fill(model: pc.Model, nodes: int = 9) -> int:
+    """Entries of CasADi's sparse QR factors (V and R) of one interval's fixed-point matrix."""
+    from picard_casadi.interval_linearisation import fixed_point_matrix_pattern
+    from picard_casadi.quadrature import Quadrature
+
+    A = np.asarray(Quadrature("chebyshev", nodes).integration, float)
+    fx = ca.jacobian(model.rhs, model.x).sparsity()
+    V, R, _, _ = fixed_point_matrix_pattern(A, fx, model.nx)[0].qr_sparse(True)
+    return V.nnz() + R.nnz()
 
 
 def compare_paths(sizes: list[int]) -> None:
@@ -81,15 +101,55 @@ def compare_paths(sizes: list[int]) -> None:
                 per_it[path] = res.timings["solve"] / max(res.iterations, 1)
                 print(f"{N:4d} {path:7s} {res.iterations:4d} {res.timings['solve']:9.3f} "
                       f"{1e3 * per_it[path]:11.1f}", flush=True)
-            print(f"     dense / sparse per iteration = {per_it['dense'] / per_it['sparse']:.2f}",
-                  flush=True)
+            print(f"     dense / sparse per iteration = {per_it['dense'] / per_it['sparse']:.2f}; "
+                  f"sparse QR factors of one interval: {qr_fill(model)} entries", flush=True)
     finally:
         interval_linearisation.SPARSE_MIN_STATES = default
+
+
+def profile(N: int) -> None:
+    """Seconds per generated function in one picard-gn solve (warm cache)."""
+    from collections import Counter, defaultdict
+
+    from picard_casadi.native import NativeFunction
+
+    model = ring_model(N)
+    exp = ring_experiment(model)
+    run(model, exp, "picard-gn")  # builds and compiles
+    seconds: defaultdict[str, float] = defaultdict(float)
+    calls: Counter[str] = Counter()
+    call = NativeFunction.__call__
+
+    def timed(self, *args):
+        t = time.perf_counter()
+        try:
+            return call(self, *args)
+        finally:
+            seconds[self.name] += time.perf_counter() - t
+            calls[self.name] += 1
+
+    NativeFunction.__call__ = timed
+    try:
+        t = time.perf_counter()
+        res = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", **RUN_OPTIONS)
+        wall = time.perf_counter() - t
+    finally:
+        NativeFunction.__call__ = call
+    solve = res.timings["solve"]
+    print(f"ring of {N} states: {res.iterations} iterations, solve {solve:.3f} s "
+          f"({1e3 * solve / max(res.iterations, 1):.1f} ms per iteration), whole call "
+          f"{wall:.3f} s; generated functions in the whole call:")
+    for name in sorted(seconds, key=seconds.get, reverse=True):
+        print(f"  {name:24s} {calls[name]:4d} calls {seconds[name]:7.3f} s "
+              f"{1e3 * seconds[name] / calls[name]:8.1f} ms per call")
+    print(f"  {'the rest (NumPy, Python)':24s} {'':10s} {wall - sum(seconds.values()):7.3f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20,40,80,160")
+    ap.add_argument("--profile", type=int, default=None, metavar="N",
+                    help="seconds per generated function in one picard-gn solve at N states")
     ap.add_argument("--paths", action="store_true",
                     help="time picard-gn's dense and sparse fixed-point paths at each size")
     args = ap.parse_args()
@@ -97,6 +157,9 @@ def main() -> None:
     warnings.simplefilter("ignore")
     if args.paths:
         compare_paths(sizes)
+        return
+    if args.profile is not None:
+        profile(args.profile)
         return
     print(f"machine: {platform.machine()}, python {platform.python_version()}; "
           "ring of N states, 20 intervals x 9 nodes, one BLAS thread, warm cache")

@@ -40,10 +40,11 @@ __all__ = ["sparse_interval_functions", "fixed_point_matrix_pattern", "sparse_pa
            "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY"]
 
 # The sparse factorisation pays where f_x is sparse and the matrix large; on
-# small, densely coupled models the batched dense LU is faster (the crossover
-# on the ring of benchmarks/state_scaling.py is between 30 and 34 states;
-# measurements: docs/performance.md, "Large, sparsely coupled models").
-SPARSE_MIN_STATES = 32
+# small, densely coupled models the batched dense LU is faster (on the ring of
+# benchmarks/state_scaling.py the two paths are level from 10 to 20 states and
+# the sparse one is faster from 26; measurements: docs/performance.md, "Large,
+# sparsely coupled models").
+SPARSE_MIN_STATES = 20
 SPARSE_MAX_DENSITY = 0.2
 
 

@@ -438,15 +438,16 @@ class Transcription:
 
         With the sparse per-interval Newton step
         (:mod:`picard_casadi.interval_linearisation`), damped Newton steps:
-        the residual from a Picard application, a Newton call only where a
-        step is needed, and a step that does not lower the residual is halved.  Otherwise (the
-        dense fallback) chord steps come first where the inverse of ``I -
-        dP/dU`` from the last linearisation is at hand (Newton steps form it,
-        see :meth:`FixedPointLinearisation.chord_step`), used while each
-        halves the residual (near a Gauss-Newton trial point they converge in
-        one or two); then Picard sweeps, cheap where ``P`` contracts; when a
-        sweep does not halve the residual, damped Newton steps on ``U - P U =
-        0`` (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
+        each residual from a Picard application, a Newton call only where a
+        step is needed, and a step that does not lower the residual halved.
+        Otherwise (the dense fallback) chord steps come first where the
+        inverse of ``I - dP/dU`` from the last linearisation is at hand
+        (Newton steps form it, see :meth:`FixedPointLinearisation.chord_step`),
+        used while each halves the residual (near a Gauss-Newton trial point
+        they converge in one or two); then Picard sweeps, cheap where ``P``
+        contracts; when a sweep does not halve the residual, damped Newton
+        steps on ``U - P U = 0``
+        (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
 
         Returns
         -------

@@ -66,12 +66,18 @@ class Problem:
         """Run :func:`~picard_casadi.estimate` with this problem's settings.
 
         Keyword arguments override ``p0``, ``p_bounds`` and ``options``.  The
-        result's ``p_true`` is filled in when known.
+        result's ``p_true`` is filled in when known.  With ``warm_start`` and
+        no ``T`` of the caller's, the protocol's ``T`` is not applied: the run
+        starts on the warm start's final mesh, as :func:`~picard_casadi.estimate`
+        does without ``T`` (a refined mesh is kept, so IPOPT warm-started from
+        ``picard-gn``'s answer solves the same discretisation).
         """
         from .estimate import estimate
 
         kwargs: dict[str, Any] = dict(self.options)
         kwargs["p_bounds"] = self.p_bounds
+        if overrides.get("warm_start") is not None and "T" not in overrides:
+            kwargs.pop("T", None)
         kwargs.update(overrides)
         p0 = kwargs.pop("p0", self.p0)
         res = estimate(self.model, self.experiments, p0, method, **kwargs)

@@ -161,6 +161,21 @@ def test_a_warm_start_keeps_the_callers_damping():
     assert np.asarray(res.history["control"])[0] >= 1e-4
 
 
+def test_a_registry_warm_start_keeps_the_warm_starts_mesh():
+    """prob.estimate(warm_start=res) starts on res's final mesh, not on the protocol's
+    T (the F/A-18 optimality check compared IPOPT on the registry mesh of 100
+    intervals with picard-gn's answer on its refined mesh of 102)."""
+    prob = pc.problem("vdp", seed=0)
+    T = prob.options["T"]
+    first = prob.estimate(T=0.7 * T, uncertainty=False, refine=False)
+    assert first.success
+    again = prob.estimate(warm_start=first, uncertainty=False, refine=False)
+    assert again.settings["intervals"] == first.settings["intervals"]
+    assert again.iterations <= 2  # it starts at the answer, on the same discretisation
+    moved = prob.estimate(warm_start=first, T=T, uncertainty=False, refine=False)
+    assert moved.settings["intervals"] != first.settings["intervals"]  # the caller's T
+
+
 def test_a_failed_weight_round_ends_the_rounds():
     """weights='auto': a round that fails (here its iteration limit) is the answer;
     no more rounds re-weight from its residuals (the paper's algorithm on the

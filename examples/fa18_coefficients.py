@@ -1,6 +1,6 @@
 """Paper, Sec. V and Table 1: the 28 aerodynamic coefficients of the F/A-18.
 
-Run (452 s on a 2-core machine with ``OMP_NUM_THREADS=1``)::
+Run (285 s on a 2-core machine)::
 
     python examples/fa18_coefficients.py                  # seeds 0 1 2
     python examples/fa18_coefficients.py --seeds 0 --out results/fa18

@@ -23,7 +23,10 @@ condensed step, and times its factorisation:
 It also counts the iterations of Jacobi-preconditioned conjugate gradients
 on the condensed normal equations (the unknowns ``theta = (dp, dx0)``), the
 iterative alternative that needs only products with the sensitivities, not
-the sensitivities themselves.
+the sensitivities themselves, and times what one such iteration would cost
+with factorisations kept between calls the way CasADi offers from Python
+(one ``casadi.Linsol`` with the ``"qr"`` plugin per interval: a forward and
+a backward sweep, 40 solves with one right-hand side each).
 
 The result is in ``docs/performance.md`` ("Large, sparsely coupled models").
 """
@@ -200,6 +203,42 @@ def cg_iterations(A: np.ndarray, b: np.ndarray, tols: tuple[float, ...],
     return found + [-1] * (len(tols) - len(found))
 
 
+def sweep_time(seen: dict, repeats: int = 5) -> tuple[float, float]:
+    """Seconds to factorise every interval's fixed-point matrix with one kept
+    ``casadi.Linsol("qr")`` each, and for a forward and a backward sweep (one
+    solve per interval each way) with those factors."""
+    from picard_casadi.interval_linearisation import fixed_point_matrix_pattern
+
+    s = seen["rule"].setup
+    d = s.disc
+    m = d.model
+    J, K, nx = d.n_intervals, d.K, m.nx
+    X, p = s.from_scaled(seen["Xs"], seen["ps"])
+    fx = ca.Function("f_x", [m.t, m.x, m.p, m.u], [ca.jacobian(m.rhs, m.x)])
+    pattern, eye, T = fixed_point_matrix_pattern(np.asarray(d.quad.integration, float),
+                                                 fx.sparsity_out(0), nx)
+    matrices = []
+    for j in range(J):
+        t = d.t0[j] + d.h[j] * np.asarray(d.quad.tau, float)
+        nz = np.concatenate([np.asarray(fx(t[k], seen["U"][j, :, k], p, d.node_inputs[j][:, k])
+                                        .nonzeros()) for k in range(K)])
+        matrices.append(ca.DM(pattern, np.asarray(eye).ravel()
+                              - d.h[j] * np.asarray(ca.mtimes(T, ca.DM(nz))).ravel()))
+    solvers = [ca.Linsol(f"interval{j}", "qr", pattern) for j in range(J)]
+    t = time.perf_counter()
+    for solver, matrix in zip(solvers, matrices):
+        solver.sfact(matrix)
+        solver.nfact(matrix)
+    factor = time.perf_counter() - t
+    rhs = ca.DM(np.ones(pattern.size1()))
+    t = time.perf_counter()
+    for _ in range(repeats):
+        for transposed in (False, True):
+            for solver, matrix in zip(solvers, matrices):
+                solver.solve(matrix, rhs, transposed)
+    return factor, (time.perf_counter() - t) / repeats
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="40,160")
@@ -244,6 +283,10 @@ def main() -> None:
         tols = (1e-3, 1e-6, 1e-10)
         print(f"{N:4d} {n_theta:8d} conjugate gradients on the condensed problem: iterations to "
               + ", ".join(f"{t:.0e}: {k}" for t, k in zip(tols, cg_iterations(A, b, tols))),
+              flush=True)
+        factor, sweeps = sweep_time(seen)
+        print(f"{N:4d} {'':8s} kept casadi.Linsol('qr') factors: factorising every interval "
+              f"{1e3 * factor:.1f} ms, a forward and a backward sweep {1e3 * sweeps:.1f} ms",
               flush=True)
 
 

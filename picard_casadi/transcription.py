@@ -492,20 +492,19 @@ class Transcription:
 
     def _fixed_point_residual(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> float:
         """Scaled ``max |P U - U|`` (``inf`` if not finite), from one Picard application."""
+        return self._scaled_residual(self.picard(X, U, p), U)
+
+    def _scaled_residual(self, PU: np.ndarray, U: np.ndarray) -> float:
+        """Scaled ``max |P U - U|`` of node values ``U`` and their Picard image ``PU``
+        (``inf`` if not finite)."""
         with np.errstate(all="ignore"):
-            r = float(np.max(np.abs(self.picard(X, U, p) - U) / self.x_scale[None, :, None]))
+            r = float(np.max(np.abs(PU - U) * (1.0 / self.x_scale[None, :, None])))
         return r if np.isfinite(r) else np.inf
 
     def _settle_dense(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
                       max_sweeps: int) -> tuple[np.ndarray, float, int]:
         """:meth:`settle` with chord steps, Picard sweeps and dense Newton steps."""
-        inv = 1.0 / self.x_scale[None, :, None]
-
-        def residual(PU: np.ndarray, Uc: np.ndarray) -> float:
-            with np.errstate(all="ignore"):
-                r = float(np.max(np.abs(PU - Uc) * inv))
-            return r if np.isfinite(r) else np.inf
-
+        residual = self._scaled_residual
         U = self.nodes_np(U)
         PU = self.picard(X, U, p)
         res = residual(PU, U)

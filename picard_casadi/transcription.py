@@ -469,7 +469,7 @@ class Transcription:
         needs no factorisation; the Newton call (a sparse factorisation per
         interval) is made only where a step is needed.  From a first-order
         prediction that is one or two steps: on the ring of 160 states this
-        saved a third of the Newton calls (``docs/performance.md``).
+        took the Newton calls of a solve from 75 to 32 (``docs/performance.md``).
         """
         newton = self._fixed_point.sparse_newton_step
         res = self._fixed_point_residual(X, U, p)

@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/full_space_kkt.py [--sizes 40,160]
+    python benchmarks/full_space_kkt.py [--sizes 40,160] [--products-only]
 
 ``picard-gn``'s step condenses: it eliminates the node values and interval
 starts through each interval's sensitivities ``E_j`` (dense ``N x N``), so
@@ -27,6 +27,17 @@ the sensitivities themselves, and times what one such iteration would cost
 with factorisations kept between calls the way CasADi offers from Python
 (one ``casadi.Linsol`` with the ``"qr"`` plugin per interval: a forward and
 a backward sweep, 40 solves with one right-hand side each).
+
+Last, the products that a conjugate-gradient step needs, without any
+factorisation: the node derivatives of each interval from linear Picard
+sweeps (``dU <- 1 dx^T + h (f_U dU + f_p dp) A^T``, converging at the
+contraction of ``dP/dU``), chained through the intervals in one generated
+``mapaccum`` call each way (the transpose is the exact transpose of the
+truncated sweeps: a dot-product test checks it).  It prints their error
+against the exact sensitivities, their time, the time of a CG step with the
+iteration counts above, and the time of today's linearisation at the same
+iterate for comparison.  ``--products-only`` skips the KKT solves and the
+kept factors (SciPy is then not needed).
 
 The result is in ``docs/performance.md`` ("Large, sparsely coupled models").
 """
@@ -239,9 +250,130 @@ def sweep_time(seen: dict, repeats: int = 5) -> tuple[float, float]:
     return factor, (time.perf_counter() - t) / repeats
 
 
+def interval_products(d, sweeps: int) -> tuple[ca.Function, ca.Function]:
+    """One interval's linearised map ``(dx_j, dp) -> (dx_end, dG)`` with the node
+    derivatives from ``sweeps`` linear Picard sweeps (no factorisation), and its
+    exact transpose ``(w_end, w_G) -> (bar dx_j, bar dp)``, as MX functions whose
+    per-sweep pieces are SX functions (small generated code, linear in N).
+
+    A sweep is ``dU <- 1 dx^T + h (f_U dU + f_p dp) A^T``: the fixed point is
+    the sensitivity, and the error shrinks by the contraction of ``dP/dU``.
+    """
+    m = d.model
+    K, M, nx = d.K, d.M, d.model.nx
+    A = ca.DM(np.asarray(d.quad.integration, float))
+    tau = np.asarray(d.quad.tau, float)
+    x, U, p = ca.SX.sym("x", nx), ca.SX.sym("U", nx, K), ca.SX.sym("p", m.np)
+    t0, h, S = ca.SX.sym("t0"), ca.SX.sym("h"), ca.SX.sym("S", M, K)
+    Wn, Ws, ts = ca.SX.sym("Wn", m.nu, K), ca.SX.sym("Ws", m.nu, M), ca.SX.sym("ts", 1, M)
+    f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
+    g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
+    F = ca.horzcat(*[f(t0 + h * tau[k], U[:, k], p, Wn[:, k]) for k in range(K)])
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
+    G = ca.horzcat(*[g(ts[0, s], Xs[:, s], p, Ws[:, s]) for s in range(M)])
+    out = ca.vertcat(x + h * ca.mtimes(F, A[K - 1, :].T), ca.vec(G))
+    data = [x, U, p, t0, h, Wn, S, ts, Ws]
+    dx, dU, dp = ca.SX.sym("dx", nx), ca.SX.sym("dU", nx, K), ca.SX.sym("dp", m.np)
+    Up, z = ca.vertcat(ca.vec(U), p), ca.vertcat(x, ca.vec(U), p)
+    lin = ca.reshape(ca.jtimes(ca.vec(F), Up, ca.vertcat(ca.vec(dU), dp)), nx, K)
+    sweep = ca.Function("sweep", data + [dU, dp, dx],
+                        [ca.repmat(dx, 1, K) + h * ca.mtimes(lin, A.T)])
+    jout = ca.jtimes(out, z, ca.vertcat(dx, ca.vec(dU), dp))
+    tail = ca.Function("tail", data + [dU, dp, dx], [jout[:nx], jout[nx:]])
+    seed = ca.SX.sym("w", out.numel())
+    bar = ca.jtimes(out, z, seed, True)
+    tail_T = ca.Function("tail_T", data + [seed],
+                         [bar[:nx], ca.reshape(bar[nx:nx + nx * K], nx, K), bar[nx + nx * K:]])
+    bar_sweep = ca.SX.sym("bar_sweep", nx, K)
+    b = ca.jtimes(ca.vec(F), Up, ca.vec(h * ca.mtimes(bar_sweep, A)), True)
+    sweep_T = ca.Function("sweep_T", data + [bar_sweep],
+                          [ca.reshape(b[:nx * K], nx, K), b[nx * K:], ca.sum2(bar_sweep)])
+    sym = [ca.MX.sym(f"data{i}", *v.shape) for i, v in enumerate(data)]
+    mdx, mdp = ca.MX.sym("dx", nx), ca.MX.sym("dp", m.np)
+    node = ca.repmat(mdx, 1, K)
+    for _ in range(sweeps):
+        node = sweep(*sym, node, mdp, mdx)
+    forward = ca.Function("forward", [mdx] + sym + [mdp], list(tail(*sym, node, mdp, mdx)))
+    w_end, w_G = ca.MX.sym("w_end", nx), ca.MX.sym("w_G", out.numel() - nx)
+    bdx, bnode, bdp = tail_T(*sym, ca.vertcat(w_end, w_G))
+    for _ in range(sweeps):
+        bprev, bp, bsum = sweep_T(*sym, bnode)
+        bdx, bdp, bnode = bdx + bsum, bdp + bp, bprev
+    transpose = ca.Function("transpose", [w_end] + sym + [w_G], [bdx + ca.sum2(bnode), bdp])
+    return forward, transpose
+
+
+def matrix_free_products(seen: dict, sweeps: int, repeats: int = 20
+                         ) -> tuple[float, float, float, float]:
+    """Products with the condensed Jacobian by linear Picard sweeps, generated to C.
+
+    The forward product chains ``(dx_0, dp)`` through every interval (one
+    ``mapaccum`` call); the transpose chains the multipliers back (the same
+    ``mapaccum`` over the intervals in reverse order).  Returns the relative
+    error of the forward product against the exact sensitivities, the
+    dot-product test of the transpose, and the milliseconds of each product.
+    """
+    from picard_casadi import codegen
+
+    s = seen["rule"].setup
+    d, tr = s.disc, s.tr
+    J, K, M, nx, ny, n_p = d.n_intervals, d.K, d.M, d.model.nx, d.model.ny, d.model.np
+    X, p = s.from_scaled(seen["Xs"], seen["ps"])
+    sens = tr.interval_sensitivities(X, seen["U"], p)
+    rng = np.random.default_rng(0)
+    dx0, dp = rng.standard_normal(nx), rng.standard_normal(n_p)
+    dx, exact = dx0, []
+    for j in range(J):  # the exact chained product from E_j, F_j and the output Jacobians
+        exact.append(sens["dG"][j].reshape(M * ny, nx + n_p) @ np.concatenate([dx, dp]))
+        dx = sens["dend"][j] @ np.concatenate([dx, dp])
+    exact = np.array(exact)
+    c = tr._common()
+    data = [X.T, seen["U"].transpose(1, 0, 2).reshape(nx, J * K), np.tile(p[:, None], (1, J)),
+            c["t0"], c["h"], c["Wn"], c["S"], c["ts"], c["Ws"]]
+    widths = (1, K, 1, 1, 1, K, K, M, M)
+    backwards = [np.asarray(a).reshape(np.shape(a)[0], J, w)[:, ::-1].reshape(-1, J * w)
+                 if np.size(a) else np.asarray(a) for a, w in zip(data, widths)]
+    forward, transpose = interval_products(d, sweeps)
+    lib = codegen.compile_functions({f"forward{nx}_{sweeps}": forward.mapaccum(J),
+                                     f"transpose{nx}_{sweeps}": transpose.mapaccum(J)},
+                                    tag="matrixfree")
+    fwd, rev = lib[f"forward{nx}_{sweeps}"], lib[f"transpose{nx}_{sweeps}"]
+    fargs = [dx0, *data, np.tile(dp[:, None], (1, J))]
+    Av = np.asarray(fwd(*fargs)[1]).T
+    error = np.abs(Av - exact).max() / np.abs(exact).max()
+    w = rng.standard_normal(Av.shape)
+    rargs = [np.zeros(nx), *backwards, w[::-1].T]
+    lam, bar_p = (np.asarray(o) for o in rev(*rargs))
+    ATw = np.concatenate([lam[:, -1], bar_p.sum(axis=1)])
+    dot = abs(np.sum(Av * w) - ATw @ np.concatenate([dx0, dp])) / abs(np.sum(Av * w))
+    times = []
+    for fn, args in ((fwd, fargs), (rev, rargs)):
+        fn(*args)
+        t = time.perf_counter()
+        for _ in range(repeats):
+            fn(*args)
+        times.append((time.perf_counter() - t) / repeats)
+    return error, dot, times[0], times[1]
+
+
+def linearisation_time(seen: dict, repeats: int = 3) -> float:
+    """Seconds of today's linearisation at the iterate (the generated per-interval
+    sensitivities and output Jacobians of the condensed step), best of ``repeats``."""
+    s = seen["rule"].setup
+    X, p = s.from_scaled(seen["Xs"], seen["ps"])
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        s.tr.interval_sensitivities(X, seen["U"], p)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="40,160")
+    ap.add_argument("--products-only", action="store_true",
+                    help="only the matrix-free products (and the CG counts they need)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     try:
@@ -249,46 +381,58 @@ def main() -> None:
         import scipy.sparse.linalg
     except ImportError:
         scipy = None
-        print("SciPy is not installed: SuperLU is skipped (pip install scipy)")
+        if not args.products_only:
+            print("SciPy is not installed: SuperLU is skipped (pip install scipy)")
     else:
         print(f"SciPy {scipy.__version__}, CasADi {ca.__version__}")
     print(f"{'N':>4s} {'unknowns':>8s} {'solver':14s} {'factor+solve [s]':>16s} "
           f"{'fill':>10s} {'|theta - condensed|':>19s}")
     for N in (int(v) for v in args.sizes.split(",")):
         seen = first_iterate(N)
-        rows, cols, vals, rhs, n, n_theta = kkt_system(seen)
         A, b = condensed_system(seen)
-        reference = condensed_step(A, b)
-        scale = np.abs(reference).max()
-        if scipy is not None:
-            matrix = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(n, n))
+        if not args.products_only:
+            rows, cols, vals, rhs, n, n_theta = kkt_system(seen)
+            reference = condensed_step(A, b)
+            scale = np.abs(reference).max()
+            if scipy is not None:
+                matrix = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(n, n))
+                t = time.perf_counter()
+                lu = scipy.sparse.linalg.splu(matrix, permc_spec="COLAMD")
+                sol = lu.solve(rhs)
+                elapsed = time.perf_counter() - t
+                print(f"{N:4d} {n:8d} {'SuperLU COLAMD':14s} {elapsed:16.3f} "
+                      f"{lu.L.nnz + lu.U.nnz:10d} "
+                      f"{np.abs(sol[:n_theta] - reference).max() / scale:19.1e}", flush=True)
+            matrix = ca.DM.triplet(rows.tolist(), cols.tolist(), ca.DM(vals), n, n)
             t = time.perf_counter()
-            lu = scipy.sparse.linalg.splu(matrix, permc_spec="COLAMD")
-            sol = lu.solve(rhs)
+            solver = ca.Linsol("kkt", "mumps", matrix.sparsity())
+            solver.sfact(matrix)
+            solver.nfact(matrix)
+            sol = np.asarray(solver.solve(matrix, ca.DM(rhs))).ravel()
             elapsed = time.perf_counter() - t
-            print(f"{N:4d} {n:8d} {'SuperLU COLAMD':14s} {elapsed:16.3f} "
-                  f"{lu.L.nnz + lu.U.nnz:10d} {np.abs(sol[:n_theta] - reference).max() / scale:19.1e}",
-                  flush=True)
-        matrix = ca.DM.triplet(rows.tolist(), cols.tolist(), ca.DM(vals), n, n)
-        t = time.perf_counter()
-        solver = ca.Linsol("kkt", "mumps", matrix.sparsity())
-        solver.sfact(matrix)
-        solver.nfact(matrix)
-        sol = np.asarray(solver.solve(matrix, ca.DM(rhs))).ravel()
-        elapsed = time.perf_counter() - t
-        residual = np.abs(np.asarray(ca.mtimes(matrix, ca.DM(sol))).ravel() - rhs).max()
-        print(f"{N:4d} {n:8d} {'CasADi mumps':14s} {elapsed:16.3f} {'':>10s} "
-              f"{np.abs(sol[:n_theta] - reference).max() / scale:19.1e}  "
-              f"(|K sol - rhs| = {residual:.1e})", flush=True)
+            residual = np.abs(np.asarray(ca.mtimes(matrix, ca.DM(sol))).ravel() - rhs).max()
+            print(f"{N:4d} {n:8d} {'CasADi mumps':14s} {elapsed:16.3f} {'':>10s} "
+                  f"{np.abs(sol[:n_theta] - reference).max() / scale:19.1e}  "
+                  f"(|K sol - rhs| = {residual:.1e})", flush=True)
         tols = (1e-3, 1e-6, 1e-10)
-        print(f"{N:4d} {n_theta:8d} conjugate gradients on the condensed problem: iterations to "
-              + ", ".join(f"{t:.0e}: {k}" for t, k in zip(tols, cg_iterations(A, b, tols))),
+        counts = cg_iterations(A, b, tols)
+        print(f"{N:4d} {A.shape[1]:8d} conjugate gradients on the condensed problem: iterations "
+              "to " + ", ".join(f"{t:.0e}: {k}" for t, k in zip(tols, counts)), flush=True)
+        if not args.products_only:
+            factor, sweeps = sweep_time(seen)
+            print(f"{N:4d} {'':8s} kept casadi.Linsol('qr') factors: factorising every "
+                  f"interval {1e3 * factor:.1f} ms, a forward and a backward sweep "
+                  f"{1e3 * sweeps:.1f} ms", flush=True)
+        linearisation = linearisation_time(seen)
+        coarse = matrix_free_products(seen, 8)[0]
+        error, dot, forward, transpose = matrix_free_products(seen, 16)
+        pair = forward + transpose
+        print(f"{N:4d} {'':8s} matrix-free, 16 linear Picard sweeps per interval: "
+              f"|A v - exact| / |A v| {error:.1e} (8 sweeps: {coarse:.1e}), dot test of A^T "
+              f"{dot:.1e}; A v {1e3 * forward:.2f} ms, A^T w {1e3 * transpose:.2f} ms; "
+              f"CG to 1e-6 / 1e-10: {counts[1] * pair:.3f} / {counts[2] * pair:.3f} s; "
+              f"today's linearisation (E_j, F_j, output Jacobians): {linearisation:.3f} s",
               flush=True)
-        factor, sweeps = sweep_time(seen)
-        print(f"{N:4d} {'':8s} kept casadi.Linsol('qr') factors: factorising every interval "
-              f"{1e3 * factor:.1f} ms, a forward and a backward sweep {1e3 * sweeps:.1f} ms",
-              flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,9 @@ and virtual-machine results agree to round-off.
 Cache
 -----
 One shared library per function set, in ``$PICARD_CASADI_CACHE`` or, by
-default, ``$XDG_CACHE_HOME/picard_casadi`` (``~/.cache/picard_casadi``).  The
+default, ``$XDG_CACHE_HOME/picard_casadi`` (``~/.cache/picard_casadi``);
+inside :func:`cache_at` (a study's fresh cache per problem), in the folder it
+names, for the calling thread only.  The
 key hashes the serialised functions, the compiler's identity and version,
 the flags and the CasADi version, so a second run with the same model and
 settings compiles nothing.  A library is written under a temporary name and
@@ -56,6 +58,7 @@ up on a large file) is handled the same way, function by function.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -81,7 +84,7 @@ from .native import NativeFunction
 __all__ = [
     "find_compiler", "cache_dir", "compile_functions", "compile_nlpsol", "backend_for",
     "CodegenStats", "STATS", "CodegenBackend", "clear_cache", "NlpTooLarge",
-    "MAX_NLP_SOURCE_BYTES", "probe", "compilation_notice", "COMPILE_NOTICE",
+    "MAX_NLP_SOURCE_BYTES", "probe", "compilation_notice", "COMPILE_NOTICE", "cache_at",
 ]
 
 #: What :func:`compilation_notice` reports before the first compilation.
@@ -213,7 +216,31 @@ def _flags(kind: str = "functions") -> list[str]:
     return (opt.split() if opt else list(DEFAULT_OPT_FLAGS[kind])) + ["-fPIC", "-shared"]
 
 
+# the folder cache_at() set in this thread (context), over the environment's
+_CACHE_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "picard_casadi_cache", default=None)
+
+
+@contextlib.contextmanager
+def cache_at(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Use the folder ``path`` as the code cache inside the block.
+
+    Only the calling thread (its context) sees it; ``$PICARD_CASADI_CACHE``
+    is left alone.  So a study on a thread pool can give each problem its own
+    fresh cache without one row's setting leaking into another's, or into the
+    process after the study (as setting the environment variable did).
+    """
+    token = _CACHE_OVERRIDE.set(os.fspath(path))
+    try:
+        yield
+    finally:
+        _CACHE_OVERRIDE.reset(token)
+
+
 def _cache_path() -> Path:
+    override = _CACHE_OVERRIDE.get()
+    if override:
+        return Path(override)
     env = os.environ.get("PICARD_CASADI_CACHE")
     if env:
         return Path(env)
@@ -792,7 +819,9 @@ class LazyCompiled(Mapping):
         errors: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1),
                                 thread_name_prefix="picard_cc") as pool:
-            for future in [pool.submit(self._library, n) for n in todo]:
+            # each compile sees the caller's context (a cache_at() folder)
+            for future in [pool.submit(contextvars.copy_context().run, self._library, n)
+                           for n in todo]:
                 try:
                     future.result()
                 except BaseException as err:  # noqa: BLE001 - re-raised below

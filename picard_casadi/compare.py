@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .codegen import cache_at
 from .parallel import Encoded, decoded, encode, executor_for, run_tasks
 from .registry import _entry as make_problem_entry
 from .registry import problem as make_problem
@@ -172,20 +172,6 @@ def _print_row(row: dict[str, Any]) -> None:
           f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s", flush=True)
 
 
-@contextlib.contextmanager
-def _code_cache(path: str) -> Iterator[None]:
-    """``$PICARD_CASADI_CACHE`` set to ``path`` inside the block, restored after."""
-    saved = os.environ.get("PICARD_CASADI_CACHE")
-    os.environ["PICARD_CASADI_CACHE"] = path
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("PICARD_CASADI_CACHE", None)
-        else:
-            os.environ["PICARD_CASADI_CACHE"] = saved
-
-
 def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: int,
          codegen: bool | str, cache: str, given: Any = None) -> dict[str, Any]:
     """One (problem, seed, method) of the study: ``repeats`` runs, one row.
@@ -201,7 +187,7 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
     mkw.setdefault("refine", False)
     mkw.update(codegen=codegen, uncertainty=False)  # the study's, over the problem's options
     runs = []
-    with _code_cache(cache):
+    with cache_at(cache):
         for _ in range(repeats):
             t0 = time.perf_counter()
             res = prob.estimate(method, **mkw)

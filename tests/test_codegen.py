@@ -237,3 +237,28 @@ def test_ipopt_nlp_compiles_on_an_empty_cache(tmp_path, monkeypatch, hessian):
     vm = prob.estimate("ipopt", hessian=hessian, codegen=False, uncertainty=False)
     assert compiled.success and vm.success
     np.testing.assert_allclose(compiled.p, vm.p, rtol=1e-8)
+
+
+def test_cache_at_holds_for_the_calling_thread_only(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "users"))
+    both_inside = threading.Barrier(3, timeout=30)
+    seen = {}
+
+    def worker(name):
+        with codegen.cache_at(tmp_path / name):
+            both_inside.wait()  # the three threads are all inside or all waiting here
+            seen[name] = codegen.cache_dir()
+            both_inside.wait()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    both_inside.wait()
+    seen["main"] = codegen.cache_dir()  # while both workers are inside cache_at
+    both_inside.wait()
+    for t in threads:
+        t.join()
+    assert seen == {"a": tmp_path / "a", "b": tmp_path / "b", "main": tmp_path / "users"}
+    assert os.environ["PICARD_CASADI_CACHE"] == str(tmp_path / "users")

@@ -251,3 +251,35 @@ def test_compare_on_a_process_pool_gives_the_serial_rows():
 def test_compare_names_an_unknown_problem_before_any_work():
     with pytest.raises(ValueError, match="unknown problem 'nope'"):
         pc.compare(["vdp", "nope"], ["picard-gn"], n_jobs=2)
+
+
+def test_compare_on_a_thread_pool_gives_each_problem_its_own_cache(monkeypatch):
+    # rows used to set $PICARD_CASADI_CACHE for the whole process: on a
+    # thread pool one row compiled into another problem's cache, and the
+    # variable could be left pointing at a deleted study folder afterwards
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from picard_casadi import codegen
+    from picard_casadi.registry import Problem
+
+    before = os.environ.get("PICARD_CASADI_CACHE")
+    overlap = threading.Barrier(2, timeout=60)
+    seen = {}
+    estimate = Problem.estimate
+
+    def spy(self, *args, **kw):
+        overlap.wait()  # both rows are inside their cache_at block now
+        seen[self.name] = codegen._cache_path()
+        overlap.wait()
+        return estimate(self, *args, **kw)
+
+    monkeypatch.setattr(Problem, "estimate", spy)
+    with ThreadPoolExecutor(2) as ex:
+        rows = pc.compare(["vdp", "lotka-volterra"], ["picard-gn"], seeds=[0],
+                          codegen=False, executor=ex)
+    assert all(r["success"] for r in rows)
+    assert seen["vdp"] != seen["lotka-volterra"]
+    assert all(path.name.startswith("picard_study_cache_") for path in seen.values())
+    assert os.environ.get("PICARD_CASADI_CACHE") == before

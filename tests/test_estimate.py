@@ -73,6 +73,30 @@ def test_known_x0_is_held(duffing, duffing_experiment):
     assert np.max(np.abs(res.p / DUFFING_P - 1)) < 0.1
 
 
+
+@pytest.mark.parametrize("estimate_x0", [False, True])
+def test_a_fixed_first_parameter_leaves_the_others_free(estimate_x0):
+    # theta's parameter columns were indexed by parameter number: with the
+    # first parameter fixed and x0 known that was an IndexError (and profile(),
+    # which fixes one parameter at a time, crashed on such a fit); with x0
+    # estimated it marked an x0 column instead of the parameter's
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[1] - p[1] * ca.sin(x[0])),
+                     y=x[0], p_names=["c", "k"])
+    exp = pc.simulate_experiment(model, [1.0, 0.0], [0.25, 1.2], np.linspace(0, 10, 41),
+                                 noise_std=0.02, seed=0)
+    res = pc.estimate(model, [exp], p0=[0.25, 1.0], estimate_x0=estimate_x0,
+                      p_bounds=([0.25, -np.inf], [0.25, np.inf]))
+    assert res.success, res.message
+    assert res.p[0] == 0.25 and abs(res.p[1] / 1.2 - 1) < 0.05
+    free = pc.estimate(model, [exp], p0=[0.2, 1.0], estimate_x0=estimate_x0)
+    prof = pc.profile(free, max_steps=10)
+    for i, truth in enumerate((0.25, 1.2)):
+        lo, hi = prof.intervals[i]
+        assert lo < truth < hi, prof.intervals
+
 def test_partial_and_missing_data_with_inputs(duffing):
     """Only position measured, 30 % of it missing, input and time dependence."""
     t = np.linspace(0.0, 8.0, 81)

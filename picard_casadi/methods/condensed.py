@@ -348,7 +348,8 @@ class ConstrainedGaussNewtonStep:
                 A2, b2 = R[:n, :n], R[:n, n]
         col2 = np.einsum("mt,mt->t", A2, A2)  # the diagonal of A^T A
         active = np.ones(self.n_theta, dtype=bool)
-        active[self.p_cols] = free_p[self.p_cols]
+        # theta's first columns are the free parameters, in p_cols' order
+        active[:self.p_cols.size] = free_p[self.p_cols]
         diag = np.maximum(col2, 1e-12 * max(float(np.max(col2, initial=0.0)), 1e-300))
         xl, xu, _, _ = s.scaled_bounds
         # stationarity: the gain of the undamped Gauss-Newton step within the

@@ -53,6 +53,18 @@ def _interval_input(exp, t0: float, h: float, nu: int) -> tuple[int, np.ndarray]
     return None
 
 
+def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
+    """The state at the output time of ``states`` nearest ``tau``.
+
+    The output grids are built from the sample times (rounded), the slots
+    from the normalised sample times: the two agree only to round-off, so a
+    slot is matched to the nearest grid time, not looked up by its rounded
+    value (which differed in the last digit for one sample: a KeyError).
+    """
+    keys = np.fromiter(states, float, len(states))
+    return states[float(keys[np.argmin(np.abs(keys - tau))])]
+
+
 class IntervalIntegrator:
     """``(X, p) -> (states at the sample slots, end states)`` of every interval.
 
@@ -105,9 +117,9 @@ class IntervalIntegrator:
         slots, ends = [], []
         for j in range(J):
             for s in range(M):
-                tau = round(float(disc.sample_tau[j, s]), 13)
+                tau = float(disc.sample_tau[j, s])
                 real = disc.sample_exp[j, s] == disc.exp_of[j]
-                slots.append(states[j][tau] if real and tau > 0 else X[:, j])
+                slots.append(_state_at(states[j], tau) if real and tau > 0 else X[:, j])
             ends.append(states[j][1.0])
         self.function = ca.Function("interval_states", [X, p],
                                     [ca.horzcat(*slots), ca.horzcat(*ends)],

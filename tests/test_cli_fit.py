@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -469,3 +470,33 @@ def test_compare_accepts_a_problem_object(tmp_path):
     assert rows[0]["success"] and np.allclose(rows[0]["estimate"], DECAY_TRUE, rtol=1e-4)
     with pytest.raises(ValueError, match="two problems are named 'mine'"):
         pc.compare([prob, prob], ["picard-gn"])
+
+
+FORCED_DUFFING = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [1.0, 1.0, 1.0]
+P_BOUNDS = ([0, 0, None], [None, None, None])
+
+def build_model():
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 3), ca.SX.sym("u", 1)
+    return pc.Model(x=x, p=p, u=u, rhs=ca.vertcat(
+        x[1], -p[0] * x[0] - p[1] * x[1] + p[2] * u[0] - 0.5 * x[0] ** 3),
+        y=x[0], name="duffing", p_names=["k", "c", "g"], x_names=["pos", "vel"],
+        u_names=["force"], y_names=["pos"])
+'''
+
+
+def test_a_sample_time_rounded_differently_reaches_the_certificate(here, capsys):
+    # found by a first-time user: from p0 = (5, 1, 1) the refined mesh put a
+    # sample at tau = 0.99636671555725..., which the certificate's integrator
+    # rounded to two different 13th digits (KeyError from interval_integration)
+    (here / "model.py").write_text(FORCED_DUFFING)
+    data = Path(__file__).parent / "data" / "forced_duffing.csv"
+    code, out, err = _main(capsys, "fit", "model.py", str(data), "--p0", "5,1,1",
+                           "--codegen", "off", "--quiet", "--out", "r")
+    assert code == 0, err
+    saved = json.loads((here / "r" / "result.json").read_text())
+    assert saved["success"], saved["message"]
+    assert np.allclose(saved["p"], [2.0, 0.3, 1.5], rtol=0.1), saved["p"]

@@ -18,6 +18,8 @@ estimate, the certificate, the final mesh, the uncertainty and the timings.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -87,6 +89,26 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"`{field}`: lower bound {lb[i]} exceeds upper bound {ub[i]} at index {i}")
     return lb, ub
 
+
+def _reject_unknown_keywords(spec: MethodSpec, given: dict[str, Any]) -> None:
+    """TypeError for keywords that are neither :func:`estimate`'s nor the method's,
+    with the nearest valid name of either (``weight`` -> ``weights``)."""
+    method_names = sorted(f.name for f in fields(spec.options))
+    unknown = sorted(set(given) - set(method_names))
+    if not unknown:
+        return
+    own = [name for name, prm in inspect.signature(estimate).parameters.items()
+           if prm.kind is not prm.VAR_KEYWORD]
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, own + method_names, n=1)
+        if close:
+            hints.append(f"{name!r}: did you mean {close[0]!r}?")
+    raise TypeError(
+        f"estimate() got unknown option(s) {unknown}"
+        + (f" ({'; '.join(hints)})" if hints else "")
+        + f"; estimate's own arguments are: {', '.join(own)}; method {spec.name!r} also "
+        f"takes: {', '.join(method_names)}")
 
 def _check_positive_int(value: Any, field: str, minimum: int = 1) -> int:
     return as_int(value, field, minimum)
@@ -453,6 +475,15 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
     if model.x_domain is not None:
         x_lb = np.maximum(x_lb, model.x_domain[0])
         x_ub = np.minimum(x_ub, model.x_domain[1])
+    for e in exps:  # a given x0 (held, or the start of its estimate) as p0 is checked
+        if e.x0 is not None and np.any((e.x0 < x_lb) | (e.x0 > x_ub)):
+            i = int(np.flatnonzero((e.x0 < x_lb) | (e.x0 > x_ub))[0])
+            raise ValueError(
+                f"Experiment {e.name!r}: its x0 starts state {model.x_names[i]!r} (index {i}) "
+                f"at {e.x0[i]}, outside x0_bounds [{x_lb[i]}, {x_ub[i]}]"
+                + (" (with model.x_domain)" if
+                                                       model.x_domain is not None else "")
+                + "; give an x0 inside the box, or widen x0_bounds")
     if not isinstance(estimate_x0, (bool, np.bool_)):
         raise TypeError(f"`estimate_x0` must be True or False, got {estimate_x0!r}")
     if not estimate_x0:
@@ -496,6 +527,7 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:
         opts_given.setdefault("lam", float(lam))
+    _reject_unknown_keywords(spec, opts_given)
     opts = method_options(spec, opts_given)
 
     weights_mode, w = _weights(weights, model.ny)
@@ -554,10 +586,12 @@ def estimate(
         ``"shooting"``: CVODES multiple shooting solved by IPOPT.
     p_bounds : (array_like, array_like), optional
         Box for ``p``; ``None`` entries or infinities are unbounded.  Equal
-        bounds hold a parameter fixed.
+        bounds hold a parameter fixed.  A bound given as one number (not in
+        a list) applies to every parameter.  ``p0`` must lie in the box.
     x0_bounds : (array_like, array_like), optional
         Box for every interval start ``x_j`` (the paper's ``X``), including
-        each ``x0``; intersected with ``model.x_domain``.
+        each ``x0``; intersected with ``model.x_domain``.  An experiment's
+        given ``x0`` must lie in it; one built from the data is clipped into it.
     estimate_x0 : bool
         False holds every experiment's ``x0`` at its given value.
     T : float, optional

@@ -56,15 +56,23 @@ def interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
 
 
 def as_vector(value, n: int, field: str) -> np.ndarray:
-    """``value`` as ``n`` floats (a scalar is repeated); ValueError naming ``field``."""
+    """``value`` as ``n`` floats; ValueError naming ``field``.
+
+    A number (not in a list) applies to all ``n`` entries; a list or array
+    must have ``n`` entries, also when it has one (``p0=[0.1]`` for two
+    parameters is a mistake more often than a shorthand).
+    """
     try:
-        arr = np.asarray(value, dtype=float).ravel()
+        arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"`{field}` must be {n} numbers") from None
-    if arr.size == 1 and n > 1:
-        arr = np.full(n, arr[0])
+    if arr.ndim == 0:
+        return np.full(n, float(arr))
+    arr = arr.ravel()
     if arr.size != n:
-        raise ValueError(f"`{field}` must have {n} entries, got {arr.size}")
+        raise ValueError(f"`{field}` must have {n} entries, got {arr.size}"
+                         + (" (a single number, not in a list, applies to all)"
+                            if arr.size == 1 else ""))
     return arr
 
 

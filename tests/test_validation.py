@@ -149,6 +149,35 @@ def test_estimate_p0_length_named(vdp_model):
         pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1, 1])
 
 
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(p0=[1.0]), "p0"),                                   # a one-entry list is no shorthand
+    (dict(p0=[1.0, 1.0], p_bounds=([0.0], [5.0])), r"p_bounds\[0\]"),
+    (dict(p0=[1.0, 1.0], x0_bounds=([0.0, 0.0], [5.0])), r"x0_bounds\[1\]"),
+])
+def test_estimate_one_entry_lists_are_not_spread(vdp_model, kw, field):
+    with pytest.raises(ValueError, match=field + r"` must have 2 entries, got 1 \(a single number"):
+        pc.estimate(vdp_model, [_good_experiment()], **kw)
+
+
+def test_estimate_single_numbers_apply_to_every_entry(vdp_model):
+    from picard_casadi.problem_setup import as_vector
+
+    assert as_vector(0.5, 3, "p0").tolist() == [0.5, 0.5, 0.5]
+    assert as_vector(np.float64(2.0), 2, "p0").tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match=r"`p0`\[0\].*outside p_bounds"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=3.0, p_bounds=(0, 2))
+
+
+def test_estimate_given_x0_outside_the_state_box_named(vdp_model):
+    # x0 = (1, 0) given; the box asks for x[0] in [2, 3]: refused before any work,
+    # as p0 outside p_bounds is (it used to run into "trust region collapsed")
+    for estimate_x0 in (True, False):
+        with pytest.raises(ValueError, match=r"'run-1'.*state 'x0' \(index 0\) at 1.0, "
+                                             r"outside x0_bounds \[2.0, 3.0\]"):
+            pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], estimate_x0=estimate_x0,
+                        x0_bounds=([2, -5], [3, 5]))
+
 def test_estimate_p0_outside_bounds_named(vdp_model):
     with pytest.raises(ValueError, match=r"`p0`\[1\].*outside p_bounds"):
         pc.estimate(vdp_model, [_good_experiment()], p0=[1, 5], p_bounds=([0, 0], [2, 2]))
@@ -167,6 +196,16 @@ def test_estimate_unknown_method_lists_choices(vdp_model):
 def test_estimate_unknown_option_lists_valid_ones(vdp_model):
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['max_iters'\].*max_iter"):
         pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], method="picard", max_iters=3)
+
+
+@pytest.mark.parametrize("wrong, right", [("weight", "weights"), ("p_bound", "p_bounds"),
+                                          ("maxiter", "max_iter")])
+def test_estimate_misspelled_keyword_suggests_estimates_and_the_methods_names(
+        vdp_model, wrong, right):
+    # estimate's own keywords used to be missing from the list of valid names
+    with pytest.raises(TypeError, match=rf"\['{wrong}'\] \('{wrong}': did you mean '{right}'\?\)"
+                                        r".*own arguments are: .*weights.*also takes: .*max_iter"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], **{wrong: 1})
 
 
 def test_estimate_bad_interval_length_named(vdp_model):

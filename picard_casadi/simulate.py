@@ -319,7 +319,8 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     X : ndarray (N, nx)
         States at ``t`` (from :func:`simulate`).
     p : array_like (np,)
-    u : callable, optional
+    u : callable, Experiment, array (N, nu) or None
+        As for :func:`simulate`.
     noise_std : float
         Standard deviation of both ``n_i`` (one per sample) and ``m_i`` (one
         per output and sample).
@@ -335,12 +336,28 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     p = np.asarray(p, float)
     G = np.empty((t.size, model.ny))
+    U = _inputs_at(model, t, u)
     for i, ti in enumerate(t):
-        ui = np.asarray(u(float(ti)), float) if (u is not None and model.nu) else np.zeros(model.nu)
-        G[i] = model.output_value(ti, X[i], p, ui)
+        G[i] = model.output_value(ti, X[i], p, U[i])
     n = rng.normal(0.0, noise_std, size=(t.size, 1))
     m = rng.normal(0.0, noise_std, size=(t.size, model.ny))
     return (1.0 + n) * G + m
+
+
+def _inputs_at(model: Model, t: np.ndarray, u: Any) -> np.ndarray:
+    """Input values ``(N, nu)`` at the times ``t``, ``u`` read as :func:`simulate`
+    reads it (a callable, an Experiment's inputs, or values at ``t`` held)."""
+    if isinstance(u, Experiment):
+        spec, times, interp = u.u, u.t, u.u_interpolation
+    else:
+        spec, times, interp = u, t, "previous"
+    if spec is not None and not callable(spec):
+        spec = np.asarray(spec, float)
+        if spec.ndim == 1:
+            spec = spec[:, None]
+    if model.nu == 0:
+        return np.zeros((t.size, 0))
+    return evaluate_inputs(spec, t, model.nu, "simulate", times, interp)
 
 
 def simulate_experiment(
@@ -362,7 +379,8 @@ def simulate_experiment(
     Parameters
     ----------
     model, x0, p, t, u
-        As for :func:`simulate` (``u`` a callable or None).
+        As for :func:`simulate` (``u`` a callable, an array ``(N, nu)`` of
+        values at ``t``, held, or None); the experiment keeps ``u``.
     noise_std : float
         Noise standard deviation (docs/models.md: 0.05 is the paper's level).
     seed : int or Generator
@@ -387,5 +405,8 @@ def simulate_experiment(
         if keep.shape != Y.shape:
             raise ValueError(f"observe must have shape {Y.shape}, got {keep.shape}")
         Y = np.where(keep, Y, np.nan)
+    if isinstance(u, Experiment):
+        raise TypeError("simulate_experiment: `u` must be a callable or an array of values at "
+                        "`t`, not an Experiment (pass its inputs: u=experiment.u)")
     return Experiment(t, Y, u=u, x0=np.asarray(x0 if x0_guess is None else x0_guess, float),
                       name=name, breakpoints=breakpoints)

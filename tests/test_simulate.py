@@ -81,3 +81,22 @@ def test_several_inputs_each_reach_their_own_state():
     exact = np.column_stack([np.sin(3 * t) / 3, 2 * t + t ** 2 / 2,
                              np.where(t < 1.0, -t, -1.0 + 4.0 * (t - 1.0))])
     assert np.max(np.abs(X - exact)) < 1e-7  # CVODES tolerance; a mixed-up input is O(1)
+
+
+def test_simulate_experiment_takes_input_values_at_the_samples():
+    # simulate() took an array of input values; the noise step then called it
+    # ("'numpy.ndarray' object is not callable")
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("u")
+    m = pc.Model(x=x, p=p, u=u, rhs=ca.vertcat(x[1], -p[0] * x[1] - p[1] * x[0] + u), y=x[0])
+    t = np.linspace(0, 10, 41)
+    values = np.sin(t)[:, None]
+
+    def held(tt):  # the same zero-order hold as a callable
+        return values[np.searchsorted(t, tt, side="right") - 1]
+
+    from_array = pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, values, seed=0)
+    from_callable = pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, held, seed=0)
+    assert np.array_equal(from_array.y, from_callable.y)
+    assert np.array_equal(from_array.u, values)
+    with pytest.raises(TypeError, match="not an Experiment"):
+        pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, from_array)

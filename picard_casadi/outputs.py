@@ -101,10 +101,15 @@ def check_output_folder(folder: str | Path, names: Sequence[str], overwrite: boo
     if not base.is_dir():
         raise ValueError(f"{option} {str(folder)!r}: {str(base)!r} is a file, so the folder "
                          "cannot be created; give another folder")
+    what = "folder" if base == folder else f"parent folder {str(base)!r}"
     if not os.access(base, os.W_OK | os.X_OK):
-        what = "folder" if base == folder else f"parent folder {str(base)!r}"
         raise ValueError(f"{option} {str(folder)!r}: the {what} is not writable (permission "
                          "denied); give a folder you can write to")
+    try:  # os.access answers yes for root and on /proc; creating tells
+        os.rmdir(tempfile.mkdtemp(prefix=".picard_casadi_probe_", dir=base))
+    except OSError as err:
+        raise ValueError(f"{option} {str(folder)!r}: nothing can be created in the {what} "
+                         f"({err.strerror or err}); give a folder you can write to") from None
     for name in names:
         if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", ".."):
             raise ValueError(f"output name {name!r} is not a plain file name")

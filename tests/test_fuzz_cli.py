@@ -91,6 +91,16 @@ def test_unwritable_out_is_refused_before_the_work(here, capsys, monkeypatch):
     assert code == 2 and "is not writable" in _one_error_line(err, "compare")
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_out_where_nothing_can_be_created_is_refused_before_the_work(here, capsys):
+    # os.access says /proc is writable (to root); a first-time user's run
+    # fitted for its whole length, then could not save
+    code, out, err = _main(capsys, "run", "vdp", "--out", "/proc/picard_results",
+                           "--codegen", "off")
+    assert code == 2 and "iter" not in out
+    assert "nothing can be created in the parent folder '/proc'" in _one_error_line(err)
+    assert not list(here.iterdir())  # the probe left nothing behind
+
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
                     reason="file modes do not bind root")
 def test_read_only_out_really_refused(here, capsys):

@@ -208,3 +208,16 @@ def test_a_failed_weight_round_ends_the_rounds():
     res = prob.estimate(weights="auto", max_iter=2, uncertainty=False, refine=False)
     assert not res.success and res.status == "max_iter"
     assert res.settings["weight_rounds"] == 1 and res.iterations == 2
+
+
+def test_the_summary_says_the_iterations_span_several_solves(vdp):
+    # a user read "FAILED (max_iter) after 395 iterations ... (max_iter=200)":
+    # the count is over every mesh of the refinement, the limit per solve
+    import dataclasses
+
+    res = vdp.estimate("picard-gn", uncertainty=False, refine=False)
+    assert f"after {res.iterations} iterations, " in res.summary()
+    refined = dataclasses.replace(res, status="max_iter",
+                                  settings=dict(res.settings, refinements=3))
+    assert (f"after {res.iterations} iterations in all (4 meshes; max_iter applies to each "
+            "solve)") in refined.summary()

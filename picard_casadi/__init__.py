@@ -9,11 +9,11 @@ Public names (see the README and ``docs/api.md``)::
     Model, Experiment, estimate, EstimationResult, simulate,
     simulate_experiment, measure, problem, problems, register_problem,
     Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning,
-    profile, Profile, compare
+    FitWarning, profile, Profile, compare
 """
 
-from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, PicardError,
-                     SimulationError)
+from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitWarning,
+                     PicardError, SimulationError)
 from .compare import compare
 from .estimate import estimate
 from .experiment import Experiment
@@ -29,6 +29,7 @@ __all__ = [
     "Model", "Experiment", "estimate", "EstimationResult", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
-    "ConvergenceError", "CodegenError", "DiscretisationWarning", "profile", "Profile",
+    "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
+    "Profile",
     "compare", "__version__",
 ]

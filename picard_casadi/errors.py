@@ -8,7 +8,7 @@ conditions that are not a wrong argument.
 from __future__ import annotations
 
 __all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError",
-           "DiscretisationWarning"]
+           "DiscretisationWarning", "FitWarning"]
 
 
 class PicardError(Exception):
@@ -40,3 +40,9 @@ class CodegenError(PicardError, RuntimeError):
 class DiscretisationWarning(UserWarning):
     """The estimate is of the discretisation: its certificate failed on a mesh
     the user fixed (``refine=False``), or shooting's integration is too coarse."""
+
+
+class FitWarning(UserWarning):
+    """A converged estimate whose residuals are systematic and far above the data's
+    noise: likely a local minimum, or a model that cannot describe the data
+    (:mod:`picard_casadi.fit_check`)."""

@@ -31,8 +31,9 @@ import numpy as np
 from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
-from .errors import ConvergenceError, DiscretisationWarning
+from .errors import ConvergenceError, DiscretisationWarning, FitWarning
 from .experiment import Experiment
+from .fit_check import lack_of_fit
 from .guess import GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
@@ -747,6 +748,8 @@ def estimate(
     ))
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name)
+    if result.success:
+        _check_fit(result, prob.experiments)
     if uncertainty and outcome.success and info is not None:
         t_unc = time.perf_counter()
         from .uncertainty import attach_uncertainty
@@ -794,6 +797,21 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
         f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "
         f"pass a smaller T, more nodes, or refine=<more rounds>"
     )
+
+
+def _check_fit(result: EstimationResult, experiments: list[Experiment]) -> None:
+    """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
+    estimate's residuals are systematic and far above the data's noise
+    (:mod:`picard_casadi.fit_check`)."""
+    try:
+        fitted = [result.predict(i, source="collocation") for i in range(len(experiments))]
+    except (ValueError, RuntimeError):  # no node values (a method without them)
+        return
+    unweighted = result.settings.get("weights", "none") == "none"
+    for note in lack_of_fit([e.y for e in experiments], fitted,
+                            [e.name for e in experiments], result.y_names, unweighted):
+        result.warnings.append(note)
+        warnings.warn(note, FitWarning, stacklevel=4)
 
 
 def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:

@@ -19,11 +19,15 @@ process the starts share the model's interval functions and compiled code
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from .errors import FitWarning
+from .fit_check import LACK_OF_FIT
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
 
 __all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
@@ -64,9 +68,19 @@ def _start_in_worker(data: Encoded, p0: np.ndarray) -> Any:
     from .estimate import estimate
 
     prob = decoded(data)
-    res = estimate(prob["model"], prob["experiments"], p0, prob["method"], multistart=None,
-                   **prob["kwargs"])
+    with _starts_quiet():
+        res = estimate(prob["model"], prob["experiments"], p0, prob["method"], multistart=None,
+                       **prob["kwargs"])
     return portable(res)
+
+
+@contextlib.contextmanager
+def _starts_quiet() -> Iterator[None]:
+    """No :class:`~picard_casadi.FitWarning` from each start: a start that found a
+    poor local minimum is what multistart is for; the best one's is re-issued."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        yield
 
 
 def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
@@ -94,8 +108,9 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     raise_on_failure = kwargs.pop("raise_on_failure", False)
     with executor_for(executor, n_jobs, len(starts)) as ex:
         if ex is None:
-            results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
-                       for s in starts]
+            with _starts_quiet():
+                results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
+                           for s in starts]
         else:
             data = encode({"model": model, "experiments": list(experiments),
                            "method": method, "kwargs": kwargs})
@@ -119,6 +134,9 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         f"{best.weighted_objective:.6g}; largest relative distance of a converged "
         f"estimate from the best: {spread:.2g}"
     )
+    for note in best.warnings:
+        if note.startswith(LACK_OF_FIT):
+            warnings.warn(note, FitWarning, stacklevel=3)
     if raise_on_failure and not best.success:
         from .errors import ConvergenceError
 

@@ -1,0 +1,71 @@
+"""False alarms of the lack-of-fit check on every registered problem.
+
+Run::
+
+    python benchmarks/fit_check_registry.py [--seeds 0,1,2] [--problems vdp,cmg]
+
+Each problem is estimated with its registry settings (``picard-gn``, the
+defaults) for each seed; for every experiment and output of a converged fit
+the two measures of :mod:`picard_casadi.fit_check` are computed (the runs
+test's z-score of the residual signs and the residuals' mean square over the
+noise variance from the data's second differences).  Prints, per fit, the
+most negative z, the largest ratio and how many outputs met both conditions
+(a false alarm: these fits are right), then the extremes over all fits.
+The thresholds are chosen against these numbers (``docs/reliability.md``).
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import argparse
+import warnings
+
+import numpy as np
+
+import picard_casadi as pc
+from picard_casadi.fit_check import NOISE_RATIO, RUNS_Z, noise_variance, runs_z
+
+
+def measures(res, experiments) -> list[tuple[float, float]]:
+    """``(z, ratio)`` of every experiment's outputs."""
+    out = []
+    for i, e in enumerate(experiments):
+        Y, G = np.asarray(e.y, float), res.predict(i, source="collocation")
+        for k in range(Y.shape[1]):
+            ok = np.isfinite(Y[:, k])
+            r = Y[ok, k] - G[ok, k]
+            out.append((runs_z(r), float(np.mean(r * r)) / noise_variance(Y[ok, k])))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--problems", default=",".join(pc.problems()))
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    worst_z, worst_ratio, alarms, fits = np.inf, 0.0, 0, 0
+    print(f"thresholds: z < {RUNS_Z} and ratio > {NOISE_RATIO}")
+    print(f"{'problem':16s} {'seed':>4s} {'ok':>3s} {'outputs':>7s} {'min z':>7s} "
+          f"{'max ratio':>9s} {'flagged':>7s}")
+    for name in args.problems.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            prob = pc.problem(name, seed=seed)
+            res = prob.estimate(uncertainty=False)
+            m = measures(res, prob.experiments)
+            z = min(v[0] for v in m)
+            ratio = max(v[1] for v in m)
+            flagged = sum(1 for a, b in m if a < RUNS_Z and b > NOISE_RATIO)
+            print(f"{name:16s} {seed:4d} {'yes' if res.success else 'no':>3s} {len(m):7d} "
+                  f"{z:7.2f} {ratio:9.2f} {flagged:7d}", flush=True)
+            if res.success:
+                fits += 1
+                worst_z, worst_ratio = min(worst_z, z), max(worst_ratio, ratio)
+                alarms += flagged
+    print(f"{fits} converged fits: most negative z {worst_z:.2f}, largest ratio "
+          f"{worst_ratio:.2f}, outputs flagged {alarms}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Lack of fit: a converged estimate far off the data is flagged, a good one is not."""
+
+import warnings
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.fit_check import lack_of_fit, noise_variance, runs_z
+
+
+def test_runs_test_tells_alternating_from_blocked_signs():
+    rng = np.random.default_rng(0)
+    assert abs(runs_z(rng.standard_normal(400))) < 3
+    assert runs_z(np.tile([1.0, -1.0], 50)) > 5                 # more runs than chance
+    assert runs_z(np.r_[np.ones(50), -np.ones(50)]) < -5      # two runs
+    assert runs_z(np.ones(20)) == 0.0                           # one sign: no judgement
+
+
+def test_second_differences_measure_white_noise():
+    rng = np.random.default_rng(1)
+    y = np.sin(np.linspace(0, 3, 2000)) + 0.1 * rng.standard_normal(2000)
+    assert noise_variance(y) == pytest.approx(0.01, rel=0.1)
+
+
+def test_only_systematic_residuals_far_above_the_noise_are_flagged():
+    rng = np.random.default_rng(2)
+    t = np.linspace(0, 10, 60)
+    y = np.sin(t) + 0.05 * rng.standard_normal(60)
+    good = np.sin(t)[:, None]
+    off = (np.sin(t) + 0.4 * np.sign(np.sin(0.5 * t)))[:, None]     # systematic, 8x noise
+    wiggly = (np.sin(t) + 0.4 * rng.standard_normal(60))[:, None]     # large but not systematic
+    args = (["e"], ["y"])
+    assert lack_of_fit([y[:, None]], [good], *args) == []
+    assert lack_of_fit([y[:, None]], [wiggly], *args) == []
+    [note] = lack_of_fit([y[:, None]], [off], *args)
+    assert "output 'y' in experiment 'e'" in note and "multistart" in note
+    assert "weights='auto'" not in lack_of_fit([y[:, None]], [off], *args, unweighted=True)[0]
+    # two outputs fitted unweighted: the small one may simply be neglected
+    [note] = lack_of_fit([np.c_[y, 100 * y]], [np.c_[off, 100 * y]], ["e"], ["y", "big"],
+                         unweighted=True)
+    assert "output 'y'" in note and "weights='auto'" in note
+
+
+def _prey_only_lotka_volterra():
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
+                                              -p[2] * x[1] + p[3] * x[0] * x[1]),
+                     y=x[0], name="lv", p_names=list("abcd"))
+    t = np.sort(np.random.default_rng(1).uniform(0, 15, 25))
+    t[0] = 0.0
+    exp = pc.simulate_experiment(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t, noise_std=0.05,
+                                 seed=3)
+    return model, exp
+
+
+def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_fit():
+    # a first-time user's case: prey measured at 25 random times, x0 known, a
+    # box; from p0 = 0.5 picard-gn converges at a = 5 (its bound) with residuals
+    # 20 times the noise, where IPOPT from the same start fits (SSR 25.7 vs 0.49)
+    model, exp = _prey_only_lotka_volterra()
+    kw = dict(p0=[0.5] * 4, estimate_x0=False, p_bounds=([0] * 4, [5] * 4))
+    with pytest.warns(pc.FitWarning, match="systematically off the data of output 'x0'"):
+        res = pc.estimate(model, [exp], **kw)
+    assert res.success and res.ssr > 10
+    assert any("likely a local minimum" in w for w in res.warnings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        best = pc.estimate(model, [exp], multistart=8, seed=0, **kw)
+    # the starts that found the poor minimum do not warn; the best fits
+    assert not [w for w in caught if issubclass(w.category, pc.FitWarning)]
+    assert best.success and best.ssr < 1.0
+    assert not any("systematically off" in w for w in best.warnings)
+    assert np.max(np.abs(best.p / [1.0, 0.5, 0.8, 0.3] - 1)) < 0.25

@@ -206,3 +206,17 @@ def test_an_error_in_the_users_callback_is_not_hidden(error):
     exp = _blowup_experiment(0.05, 2.0, 21)
     with pytest.raises(type(error), match=str(error)):
         pc.estimate(model, [exp], [0.1], "picard-gn", codegen=False, callback=callback)
+
+
+def test_max_iter_with_a_solution_that_blows_up_says_so_not_more_iterations():
+    # x' = a x^2 from x0 = 1 blows up at t = 1/a: data from a = 0.05 on [0, 10],
+    # start a = 0.5 (blow-up at t = 2).  The run used to end after 200
+    # iterations at a = 0.4999997 advising "increase max_iter"
+    x, a = ca.SX.sym("x"), ca.SX.sym("a")
+    model = pc.Model(x=x, p=a, rhs=a * x ** 2)
+    exp = pc.simulate_experiment(model, [1.0], [0.05], np.linspace(0, 10, 41),
+                                 noise_std=0.01, seed=0)
+    res = pc.estimate(model, [exp], p0=[0.5], uncertainty=False)
+    assert not res.success and res.status == "max_iter"
+    assert "does not exist over the data of experiment" in res.message
+    assert "failed at t in [1.95, 2]" in res.message and "increase max_iter" not in res.message

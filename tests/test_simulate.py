@@ -98,5 +98,11 @@ def test_simulate_experiment_takes_input_values_at_the_samples():
     from_callable = pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, held, seed=0)
     assert np.array_equal(from_array.y, from_callable.y)
     assert np.array_equal(from_array.u, values)
+    # the staircase jumps at the samples: they are the experiment's breakpoints, so
+    # no interval straddles a jump and the estimate is certified
+    assert np.array_equal(from_array.breakpoints, t[1:-1])
+    res = pc.estimate(m, [from_array], p0=[0.5, 1.5], uncertainty=False)
+    assert res.success, res.message
+    assert np.allclose(res.p, [0.3, 2.0], rtol=0.05)
     with pytest.raises(TypeError, match="not an Experiment"):
         pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, from_array)

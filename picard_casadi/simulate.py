@@ -238,13 +238,7 @@ def simulate(
 
     if isinstance(u, Experiment):
         bp = np.concatenate([bp, u.breakpoints])
-        u_spec, u_times, interp = u.u, u.t, u.u_interpolation
-    else:
-        u_spec, u_times, interp = u, t, "previous"
-    if u_spec is not None and not callable(u_spec):
-        u_spec = np.asarray(u_spec, float)
-        if u_spec.ndim == 1:
-            u_spec = u_spec[:, None]
+    u_spec, u_times, interp = _input_spec(u, t)
 
     def u_of_t(times: np.ndarray) -> np.ndarray:
         return evaluate_inputs(u_spec, times, model.nu, "simulate", u_times, interp)
@@ -344,9 +338,10 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     return (1.0 + n) * G + m
 
 
-def _inputs_at(model: Model, t: np.ndarray, u: Any) -> np.ndarray:
-    """Input values ``(N, nu)`` at the times ``t``, ``u`` read as :func:`simulate`
-    reads it (a callable, an Experiment's inputs, or values at ``t`` held)."""
+def _input_spec(u: Any, t: np.ndarray) -> tuple[Any, np.ndarray, str]:
+    """``u`` of :func:`simulate` as ``(spec, times, interpolation)`` for
+    :func:`~picard_casadi.experiment.evaluate_inputs`: a callable, an
+    Experiment's inputs, or values at ``t`` (one column per input) held."""
     if isinstance(u, Experiment):
         spec, times, interp = u.u, u.t, u.u_interpolation
     else:
@@ -355,8 +350,15 @@ def _inputs_at(model: Model, t: np.ndarray, u: Any) -> np.ndarray:
         spec = np.asarray(spec, float)
         if spec.ndim == 1:
             spec = spec[:, None]
+    return spec, times, interp
+
+
+def _inputs_at(model: Model, t: np.ndarray, u: Any) -> np.ndarray:
+    """Input values ``(N, nu)`` at the times ``t``, ``u`` read as :func:`simulate`
+    reads it."""
     if model.nu == 0:
         return np.zeros((t.size, 0))
+    spec, times, interp = _input_spec(u, t)
     return evaluate_inputs(spec, t, model.nu, "simulate", times, interp)
 
 

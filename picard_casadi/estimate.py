@@ -31,9 +31,9 @@ import numpy as np
 from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
-from .errors import ConvergenceError, DiscretisationWarning, FitWarning, SimulationError
+from .errors import ConvergenceError, DiscretisationWarning
+from .diagnosis import check_fit, diagnose_open_gaps
 from .experiment import Experiment
-from .fit_check import lack_of_fit
 from .guess import GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
@@ -44,7 +44,6 @@ from .predict import simulation_predictor
 from .problem_setup import (as_vector, build_setup, initial_weights, residual_variance,
                             weights_from_variance)
 from .result import EstimationResult
-from .simulate import simulate
 from .threads import with_solver_threads
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
@@ -750,9 +749,9 @@ def estimate(
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name)
     if result.success:
-        _check_fit(result, prob.experiments)
+        check_fit(result, prob.experiments)
     elif result.status == "max_iter":
-        _diagnose_open_gaps(result, prob.model, prob.experiments)
+        diagnose_open_gaps(result, prob.model, prob.experiments)
     if uncertainty and outcome.success and info is not None:
         t_unc = time.perf_counter()
         from .uncertainty import attach_uncertainty
@@ -800,56 +799,6 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
         f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "
         f"pass a smaller T, more nodes, or refine=<more rounds>"
     )
-
-
-def _check_fit(result: EstimationResult, experiments: list[Experiment]) -> None:
-    """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
-    estimate's residuals are systematic and far above the data's noise
-    (:mod:`picard_casadi.fit_check`)."""
-    try:
-        fitted = [result.predict(i, source="collocation") for i in range(len(experiments))]
-    except (ValueError, RuntimeError):  # no node values (a method without them)
-        return
-    unweighted = result.settings.get("weights", "none") == "none"
-    for note in lack_of_fit([e.y for e in experiments], fitted,
-                            [e.name for e in experiments], result.y_names, unweighted):
-        result.warnings.append(note)
-        warnings.warn(note, FitWarning, stacklevel=4)
-
-
-# a run that ends at max_iter with the scaled gaps still this open never found
-# a continuous trajectory: worth checking whether one exists for its p
-OPEN_GAP = 1e-3
-
-
-def _diagnose_open_gaps(result: EstimationResult, model: Model,
-                        experiments: list[Experiment]) -> None:
-    """Where a run hit ``max_iter`` with its gaps open, simulate the model with
-    the last ``p`` and ``x0``: if the solution does not exist over the data
-    (a blow-up), say so instead of advising more iterations.
-
-    Measured (a first-time user's ``x' = a x^2``, data from ``a = 0.05``, ``p0 =
-    0.5``, whose solution blows up at ``t = 2`` of ``[0, 10]``): 200 iterations
-    left ``a`` at 0.4999997 with the gaps at 1.4, and the advice was
-    "increase max_iter".
-    """
-    gaps = result.history.get("gap_scaled") or [0.0]
-    if not gaps[-1] > OPEN_GAP:
-        return
-    for i, e in enumerate(experiments):
-        try:
-            simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
-        except SimulationError as err:
-            limit = result.message.split("; ")[0]  # the limit and the last numbers
-            result.message = (
-                f"{limit}; the gaps stayed open because the model's solution with the last "
-                f"p does not exist over the data of experiment {e.name!r} ({err}), which "
-                "more iterations will not change; start from a p0 (and x0) whose solution "
-                "exists over the data (check with pc.simulate), bound p (p_bounds), or fit "
-                "a shorter horizon")
-            return
-        except (ValueError, RuntimeError):
-            return
 
 
 def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:

@@ -1,0 +1,70 @@
+"""What a finished run's result says beyond the optimiser's verdict.
+
+:func:`~picard_casadi.estimate` calls these on the assembled result:
+
+* :func:`check_fit`: a converged estimate whose residuals are systematic
+  and far above the data's noise gets a :class:`~picard_casadi.FitWarning`
+  (the test itself: :mod:`picard_casadi.fit_check`);
+* :func:`diagnose_open_gaps`: a run that hit ``max_iter`` with its
+  continuity gaps open is told whether the model's solution exists at its
+  last ``p`` at all, instead of being advised more iterations.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .errors import FitWarning, SimulationError
+from .experiment import Experiment
+from .fit_check import lack_of_fit
+from .model import Model
+from .result import EstimationResult
+from .simulate import simulate
+
+__all__ = ["check_fit", "diagnose_open_gaps", "OPEN_GAP"]
+
+
+def check_fit(result: EstimationResult, experiments: list[Experiment]) -> None:
+    """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
+    estimate's residuals are systematic and far above the data's noise
+    (:mod:`picard_casadi.fit_check`)."""
+    try:
+        fitted = [result.predict(i, source="collocation") for i in range(len(experiments))]
+    except (ValueError, RuntimeError):  # no node values (a method without them)
+        return
+    unweighted = result.settings.get("weights", "none") == "none"
+    for note in lack_of_fit([e.y for e in experiments], fitted,
+                            [e.name for e in experiments], result.y_names, unweighted):
+        result.warnings.append(note)
+        warnings.warn(note, FitWarning, stacklevel=4)
+
+
+#: a run that ends at max_iter with the scaled gaps still this open never found
+#: a continuous trajectory: worth checking whether one exists for its p
+OPEN_GAP = 1e-3
+
+
+def diagnose_open_gaps(result: EstimationResult, model: Model,
+                       experiments: list[Experiment]) -> None:
+    """Where a run hit ``max_iter`` with its gaps open, simulate the model with
+    the last ``p`` and ``x0``: if the solution does not exist over the data
+    (a blow-up), say so instead of advising more iterations
+    (``docs/reliability.md``, "Numerical breakdowns").
+    """
+    gaps = result.history.get("gap_scaled") or [0.0]
+    if not gaps[-1] > OPEN_GAP:
+        return
+    for i, e in enumerate(experiments):
+        try:
+            simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
+        except SimulationError as err:
+            limit = result.message.split("; ")[0]  # the limit and the last numbers
+            result.message = (
+                f"{limit}; the gaps stayed open because the model's solution with the last "
+                f"p does not exist over the data of experiment {e.name!r} ({err}), which "
+                "more iterations will not change; start from a p0 (and x0) whose solution "
+                "exists over the data (check with pc.simulate), bound p (p_bounds), or fit "
+                "a shorter horizon")
+            return
+        except (ValueError, RuntimeError):
+            return

@@ -505,6 +505,11 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
                 "results loaded from JSON carry no node values"
             )
         disc_ws = warm_start._disc
+        if np.size(warm_start.p) != model.np or disc_ws.model.nx != model.nx:
+            raise ValueError(
+                f"`warm_start` is a result of another model ({np.size(warm_start.p)} "
+                f"parameters, {disc_ws.model.nx} states; this model has {model.np} and "
+                f"{model.nx}); warm-start from a run of this model")
         if len(disc_ws.experiments) != len(exps) or any(
                 a.n_samples != b.n_samples or a.t0 != b.t0 or a.t_end != b.t_end
                 for a, b in zip(disc_ws.experiments, exps)):

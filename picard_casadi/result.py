@@ -462,5 +462,19 @@ class EstimationResult:
         if model is not None and experiments is not None:
             from .predict import simulation_predictor
 
+            res._check_matches(model, list(experiments), where)
             res._predictor = simulation_predictor(model, list(experiments))
         return res
+
+    def _check_matches(self, model: Any, experiments: list, where: str) -> None:
+        """ValueError where ``model`` or ``experiments`` are not the ones this
+        result was fitted with (names and counts, as the result records them)."""
+        for what, mine, theirs in (("parameters", self.p_names, list(model.p_names)),
+                                   ("states", self.x_names, list(model.x_names)),
+                                   ("outputs", self.y_names, list(model.y_names))):
+            if mine and mine != theirs:
+                raise ValueError(f"{where} was fitted with the {what} {mine}; the model given "
+                                 f"has {theirs}: pass the model it was fitted with")
+        if self.experiment_names and len(experiments) != len(self.experiment_names):
+            raise ValueError(f"{where} was fitted to {len(self.experiment_names)} "
+                             f"experiment(s); {len(experiments)} were given")

@@ -141,3 +141,15 @@ def test_to_json_is_atomic(result, tmp_path, monkeypatch):
         result.to_json(path)
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_another_models_result_is_refused_where_it_is_attached(result, tmp_path):
+    # a tester loaded a vdp result with the Lotka-Volterra model: the loader
+    # accepted it and predict() failed later ("'p' must be 4 finite numbers")
+    path = tmp_path / "r.json"
+    result.to_json(path)
+    lv = pc.problem("lotka-volterra")
+    with pytest.raises(ValueError, match=r"fitted with the parameters .*the model given has"):
+        pc.EstimationResult.from_json(path, model=lv.model, experiments=lv.experiments)
+    with pytest.raises(ValueError, match=r"`warm_start` is a result of another model"):
+        pc.estimate(lv.model, lv.experiments, p0=[1, 1, 1, 1], warm_start=result)

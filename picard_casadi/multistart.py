@@ -20,6 +20,7 @@ process the starts share the model's interval functions and compiled code
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,6 +104,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     n_jobs : int, optional
         See :func:`picard_casadi.parallel.executor_for`.
     """
+    t_start = time.perf_counter()
     kwargs = dict(kwargs)
     starts = multistart_points(p0, kwargs["p_bounds"], n_starts, seed)
     raise_on_failure = kwargs.pop("raise_on_failure", False)
@@ -127,12 +129,16 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         "wall_time": r.wall_time,
     } for s, r in zip(starts, results)]
     best.settings["multistart"] = n_starts
+    # the call's time, not the best start's (each start's: best.starts)
+    best.wall_time = time.perf_counter() - t_start
     n_ok = len(ok)
     spread = (np.max([np.max(np.abs(r.p / best.p - 1)) for r in ok]) if ok else np.nan)
     best.warnings.append(
-        f"multistart: {n_ok} of {len(starts)} starts converged; the best objective "
-        f"{best.weighted_objective:.6g}; largest relative distance of a converged "
-        f"estimate from the best: {spread:.2g}"
+        f"multistart: {n_ok} of {len(starts)} starts converged; the best (weighted) "
+        f"objective {best.weighted_objective:.6g}; largest relative distance of a converged "
+        f"estimate from the best: {spread:.2g}; "
+        f"{sum(r.iterations for r in results)} iterations over all starts (the best's: "
+        f"{best.iterations})"
     )
     for note in best.warnings:
         if note.startswith(LACK_OF_FIT):

@@ -283,3 +283,14 @@ def test_compare_on_a_thread_pool_gives_each_problem_its_own_cache(monkeypatch):
     assert seen["vdp"] != seen["lotka-volterra"]
     assert all(path.name.startswith("picard_study_cache_") for path in seen.values())
     assert os.environ.get("PICARD_CASADI_CACHE") == before
+
+
+def test_compare_rows_say_whether_the_mesh_certifies(tmp_path):
+    # the protocol keeps each problem's mesh: a row on a mesh that does not
+    # resolve the model said "ok" with nothing in the table to tell
+    rows = pc.compare(["vdp"], ["picard-gn"], seeds=[0], codegen=False, out=tmp_path,
+                      options={"vdp": {"T": 2.5}})
+    assert rows[0]["success"] and not rows[0]["certified"]
+    assert pc.compare(["vdp"], ["picard-gn"], seeds=[0], codegen=False)[0]["certified"]
+    assert "| certified |" in (tmp_path / "table.md").read_text()
+    assert ",certified," in (tmp_path / "table.csv").read_text().splitlines()[0]

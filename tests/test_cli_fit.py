@@ -434,9 +434,9 @@ def test_compare_on_a_model_file_and_csv(here, capsys):
     assert code == 0, err
     assert re.search(r"decay\s+seed - picard-gn\s+ok\s+misfit", out)
     rows = (here / "cmp" / "table.csv").read_text().splitlines()
-    assert len(rows) == 3 and rows[1].startswith("decay,,picard-gn,True,,")
+    assert len(rows) == 3 and rows[1].startswith("decay,,picard-gn,True,True,,")
     md = (here / "cmp" / "table.md").read_text()
-    assert "| decay | - | ipopt | yes | - |" in md
+    assert "| decay | - | ipopt | yes | yes | - |" in md
     assert (here / "cmp" / "comparison.png").stat().st_size > 0
     p_gn, p_ip = (np.array(r.split(",")[11].split(), float) for r in rows[1:])
     assert np.allclose(p_gn, p_ip, rtol=1e-5)

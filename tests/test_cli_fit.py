@@ -438,7 +438,7 @@ def test_compare_on_a_model_file_and_csv(here, capsys):
     md = (here / "cmp" / "table.md").read_text()
     assert "| decay | - | ipopt | yes | yes | - |" in md
     assert (here / "cmp" / "comparison.png").stat().st_size > 0
-    p_gn, p_ip = (np.array(r.split(",")[11].split(), float) for r in rows[1:])
+    p_gn, p_ip = (np.array(r.split(",")[12].split(), float) for r in rows[1:])
     assert np.allclose(p_gn, p_ip, rtol=1e-5)
 
 

@@ -44,6 +44,7 @@ Exit status and outputs (docs/reliability.md):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib.util
 import io
@@ -55,6 +56,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -784,13 +786,19 @@ def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
     for line in fit.notes:
         print(line)
     try:
-        with compilation_notice(progress.note):
-            return estimate(fit.model, fit.experiments, fit.p0, fit.method,
-                            p_bounds=fit.p_bounds, callback=progress, **fit.options)
+        with compilation_notice(progress.note), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            res = estimate(fit.model, fit.experiments, fit.p0, fit.method,
+                           p_bounds=fit.p_bounds, callback=progress, **fit.options)
     except (ValueError, TypeError) as err:
         raise CliError(str(err)) from None
     finally:
         progress.done()
+    # the result's own warnings are in its summary; others get one line each
+    for w in caught:
+        if str(w.message) not in res.warnings:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return res
 
 
 def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
@@ -1112,7 +1120,7 @@ def main(argv: list[str] | None = None) -> int:
         return _quiet_broken_pipe()
     command = f"picard-casadi {args.command}"
     try:
-        with interruptible():
+        with interruptible(), _one_line_warnings(command):
             status = int(args.func(args))
             sys.stdout.flush()  # a closed pipe shows here, not at exit
             return status
@@ -1134,6 +1142,21 @@ def main(argv: list[str] | None = None) -> int:
         if is_interrupt(err):
             return _interrupted(command, argv is None)
         raise
+
+
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Python warnings as one line each, ``<command>: warning: ...`` on stderr,
+    without the package's source line that Python's format adds."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{command}: warning: {in_cli_terms(str(message))}", file=sys.stderr)
+
+    saved = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
 
 
 def _interrupted(command: str, as_program: bool) -> int:

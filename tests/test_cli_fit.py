@@ -500,3 +500,42 @@ def test_a_sample_time_rounded_differently_reaches_the_certificate(here, capsys)
     saved = json.loads((here / "r" / "result.json").read_text())
     assert saved["success"], saved["message"]
     assert np.allclose(saved["p"], [2.0, 0.3, 1.5], rtol=0.1), saved["p"]
+
+
+PREY_ONLY_LV = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [0.5, 0.5, 0.5, 0.5]
+P_BOUNDS = ([0, 0, 0, 0], [5, 5, 5, 5])
+
+def build_model():
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    return pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
+                                             -p[2] * x[1] + p[3] * x[0] * x[1]),
+                    y=x[0], name="lv", p_names=list("abcd"), x_names=["prey", "pred"],
+                    y_names=["prey"])
+'''
+
+
+def test_warnings_print_once_in_the_summary_not_as_python_warnings(here):
+    # a tester saw each warning twice: Python's format with the package's
+    # source line ("interrupts.py:142: FitWarning ... return func(...)"), then
+    # the summary's line
+    (here / "model.py").write_text(PREY_ONLY_LV)
+    model = _build(PREY_ONLY_LV.replace("{", "{{").replace("}", "}}"))
+    t = np.sort(np.random.default_rng(1).uniform(0, 15, 25))
+    t[0] = 0.0
+    exp = pc.simulate_experiment(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t, noise_std=0.05,
+                                 seed=3)
+    (here / "data.csv").write_text("experiment,time,prey\n" + "".join(
+        f"e,{float(ti)!r},{float(yi)!r}\n" for ti, yi in zip(t, exp.y[:, 0])))
+    # a real process: pytest would capture the warnings an in-process call shows
+    proc = subprocess.run([sys.executable, "-m", "picard_casadi", "fit", "model.py", "data.csv",
+                           "--x0", "2,1", "--x0-known", "--codegen", "off", "--quiet",
+                           "--out", "r"], cwd=here, capture_output=True, text=True, timeout=300)
+    out, err = proc.stdout, proc.stderr
+    assert proc.returncode == 0, err
+    assert out.count("systematically off the data of output 'prey'") == 1
+    assert out.count("information matrix is near-singular") == 1
+    assert "Warning" not in err and ".py:" not in err

@@ -170,13 +170,21 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
 
 
 def plot_convergence(result: EstimationResult, path: str | Path | None = None) -> plt.Figure:
-    """Objective, gradient norm and continuity gap per iteration, on log axes."""
+    """Objective, gradient norm and continuity gap per iteration, on log axes.
+
+    A run of several solves (weight rounds, refined meshes) restarts its
+    iteration count in each: the iterations are drawn one after another, each
+    solve its own segment, with a dotted line where the next one starts.
+    """
     h = result.history
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     if not h:
         ax.text(0.5, 0.5, "no iteration history", ha="center", va="center")
     else:
-        it = np.asarray(h["iteration"])
+        within = np.asarray(h["iteration"])
+        it = np.arange(1, within.size + 1)  # over the whole run
+        starts = np.flatnonzero(np.diff(within) <= 0) + 1  # where a solve begins again
+        pieces = np.split(np.arange(within.size), starts)
         for key, label in (("objective", "objective"), ("misfit", "data misfit"),
                            ("grad_norm", "gradient norm (scaled)"),
                            ("gap", "continuity gap")):
@@ -184,8 +192,16 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
             if vals.size == 0 or not np.any(np.isfinite(vals)):
                 continue
             ok = np.isfinite(vals) & (vals > 0)
-            ax.semilogy(it[ok], vals[ok], label=label, lw=1.5)
-        ax.set_xlabel("iteration")
+            color = None
+            for k, piece in enumerate(pieces):
+                piece = piece[ok[piece]]
+                line, = ax.semilogy(it[piece], vals[piece], lw=1.5, color=color,
+                                    marker="o" if piece.size == 1 else None, ms=3,
+                                    label=label if k == 0 else None)
+                color = line.get_color()
+        for k in starts:
+            ax.axvline(it[k] - 0.5, color="0.6", ls=":", lw=1)
+        ax.set_xlabel("iteration (all solves)" if starts.size else "iteration")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     status = "converged" if result.success else f"NOT converged ({result.status})"

@@ -229,3 +229,23 @@ def test_multistart_wall_time_is_the_calls(vdp):
     starts = sum(s["wall_time"] for s in res.starts)
     assert res.wall_time >= starts > max(s["wall_time"] for s in res.starts)
     assert "iterations over all starts" in res.warnings[-1]
+
+
+def test_the_convergence_plot_draws_several_solves_one_after_another():
+    # weight rounds restart the iteration count: the plot joined each round's
+    # last point back to iteration 1 (a tangle a tester could not read)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from picard_casadi.plotting import plot_convergence
+
+    res = pc.problem("lotka-volterra", seed=0).estimate(weights="auto", uncertainty=False)
+    restarts = int(np.sum(np.diff(res.history["iteration"]) <= 0))
+    assert restarts >= 1
+    ax = plot_convergence(res).axes[0]
+    for line in ax.get_lines():
+        x = line.get_xdata()
+        if len(x) > 1 and x[0] != x[-1]:  # the data, not the dotted solve boundaries
+            assert np.all(np.diff(x) > 0)
+    assert sum(1 for line in ax.get_lines() if line.get_linestyle() == ":") == restarts
+    assert ax.get_xlim()[1] >= len(res.history["iteration"])

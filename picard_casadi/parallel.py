@@ -254,7 +254,7 @@ def _unpicklable(parts: dict[str, Any], err: Exception) -> str:
             return True
         return False
 
-    culprit = "the task data"
+    culprit, is_input = "the task data", False
     for name, value in parts.items():
         if not fails(value):
             continue
@@ -262,8 +262,9 @@ def _unpicklable(parts: dict[str, Any], err: Exception) -> str:
         if name == "experiments":
             for e in value:
                 if fails(e):
+                    is_input = fails(e.u)
                     culprit = (f"experiment {e.name!r} (its input `u`, a "
-                               f"{type(e.u).__name__})" if fails(e.u) else f"experiment {e.name!r}")
+                               f"{type(e.u).__name__})" if is_input else f"experiment {e.name!r}")
                     break
         elif isinstance(value, dict):
             for k, v in value.items():
@@ -273,7 +274,8 @@ def _unpicklable(parts: dict[str, Any], err: Exception) -> str:
         break
     return (
         f"{culprit} cannot be sent to another process ({type(err).__name__}: {err}). "
-        "Use an array of inputs, a module-level function or a functools.partial of one; "
+        + ("Use an array of inputs, a" if is_input else "Use a")
+        + " module-level function or a functools.partial of one; "
         "lambdas and nested functions need cloudpickle (pip install picard_casadi[dask]). "
         "Or run without executor/n_jobs."
     )

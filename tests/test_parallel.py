@@ -294,3 +294,13 @@ def test_compare_rows_say_whether_the_mesh_certifies(tmp_path):
     assert pc.compare(["vdp"], ["picard-gn"], seeds=[0], codegen=False)[0]["certified"]
     assert "| certified |" in (tmp_path / "table.md").read_text()
     assert ",certified," in (tmp_path / "table.csv").read_text().splitlines()[0]
+
+
+def test_what_cannot_be_sent_gets_advice_for_what_it_is():
+    # a callback that cannot be pickled was told to "use an array of inputs"
+    import threading
+
+    from picard_casadi.parallel import _unpicklable
+
+    note = _unpicklable({"kwargs": {"callback": threading.Lock()}}, TypeError("no"))
+    assert note.startswith("`callback` cannot be sent") and "array of inputs" not in note

@@ -476,15 +476,15 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
     if model.x_domain is not None:
         x_lb = np.maximum(x_lb, model.x_domain[0])
         x_ub = np.minimum(x_ub, model.x_domain[1])
-    for e in exps:  # a given x0 (held, or the start of its estimate) as p0 is checked
-        if e.x0 is not None and np.any((e.x0 < x_lb) | (e.x0 > x_ub)):
-            i = int(np.flatnonzero((e.x0 < x_lb) | (e.x0 > x_ub))[0])
+    domain = " (with model.x_domain)" if model.x_domain is not None else ""
+    for e in exps:  # a given x0 (held, or the start of its estimate), checked as p0 is
+        outside = (e.x0 < x_lb) | (e.x0 > x_ub) if e.x0 is not None else np.zeros(0, bool)
+        if np.any(outside):
+            i = int(np.flatnonzero(outside)[0])
             raise ValueError(
                 f"Experiment {e.name!r}: its x0 starts state {model.x_names[i]!r} (index {i}) "
-                f"at {e.x0[i]}, outside x0_bounds [{x_lb[i]}, {x_ub[i]}]"
-                + (" (with model.x_domain)" if
-                                                       model.x_domain is not None else "")
-                + "; give an x0 inside the box, or widen x0_bounds")
+                f"at {e.x0[i]}, outside x0_bounds [{x_lb[i]}, {x_ub[i]}]{domain}; give an x0 "
+                "inside the box, or widen x0_bounds")
     if not isinstance(estimate_x0, (bool, np.bool_)):
         raise TypeError(f"`estimate_x0` must be True or False, got {estimate_x0!r}")
     if not estimate_x0:

@@ -18,7 +18,6 @@ estimate, the certificate, the final mesh, the uncertainty and the timings.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import time
 import warnings
@@ -90,26 +89,6 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"`{field}`: lower bound {lb[i]} exceeds upper bound {ub[i]} at index {i}")
     return lb, ub
 
-
-def _reject_unknown_keywords(spec: MethodSpec, given: dict[str, Any]) -> None:
-    """TypeError for keywords that are neither :func:`estimate`'s nor the method's,
-    with the nearest valid name of either (``weight`` -> ``weights``)."""
-    method_names = sorted(f.name for f in fields(spec.options))
-    unknown = sorted(set(given) - set(method_names))
-    if not unknown:
-        return
-    own = [name for name, prm in inspect.signature(estimate).parameters.items()
-           if prm.kind is not prm.VAR_KEYWORD]
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, own + method_names, n=1)
-        if close:
-            hints.append(f"{name!r}: did you mean {close[0]!r}?")
-    raise TypeError(
-        f"estimate() got unknown option(s) {unknown}"
-        + (f" ({'; '.join(hints)})" if hints else "")
-        + f"; estimate's own arguments are: {', '.join(own)}; method {spec.name!r} also "
-        f"takes: {', '.join(method_names)}")
 
 def _check_positive_int(value: Any, field: str, minimum: int = 1) -> int:
     return as_int(value, field, minimum)
@@ -533,8 +512,9 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:
         opts_given.setdefault("lam", float(lam))
-    _reject_unknown_keywords(spec, opts_given)
-    opts = method_options(spec, opts_given)
+    own = [name for name, prm in inspect.signature(estimate).parameters.items()
+           if prm.kind is not prm.VAR_KEYWORD]
+    opts = method_options(spec, opts_given, "estimate", own)
 
     weights_mode, w = _weights(weights, model.ny)
     return _Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w)

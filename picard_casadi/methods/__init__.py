@@ -32,7 +32,8 @@ Where each piece lives:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -101,15 +102,30 @@ def get_method(name: str) -> MethodSpec:
     return METHODS[name]
 
 
-def method_options(spec: MethodSpec, given: dict[str, Any]) -> Any:
-    """Build the method's options object, rejecting unknown names."""
-    valid = {f.name for f in fields(spec.options)}
-    unknown = sorted(set(given) - valid)
+def method_options(spec: MethodSpec, given: dict[str, Any], caller: str = "",
+                   caller_names: Sequence[str] = ()) -> Any:
+    """Build the method's options object, rejecting unknown names.
+
+    ``caller`` and ``caller_names``: the function the options were passed to
+    and its own arguments; an unknown name is then reported with both lists
+    and the nearest valid name of either (``weight`` -> ``weights``).
+    """
+    valid = sorted(f.name for f in fields(spec.options))
+    unknown = sorted(set(given) - set(valid))
     if unknown:
-        raise TypeError(
-            f"method {spec.name!r} got unknown option(s) {unknown}; valid options "
-            f"are: {', '.join(sorted(valid))}"
-        )
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, [*caller_names, *valid], n=1)
+            if close:
+                hints.append(f"{name!r}: did you mean {close[0]!r}?")
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        if caller:
+            raise TypeError(
+                f"{caller}() got unknown option(s) {unknown}{hint}; {caller}'s own arguments "
+                f"are: {', '.join(caller_names)}; method {spec.name!r} also takes: "
+                f"{', '.join(valid)}")
+        raise TypeError(f"method {spec.name!r} got unknown option(s) {unknown}{hint}; valid "
+                        f"options are: {', '.join(valid)}")
     opts = spec.options(**given)
     opts.validate()
     return opts

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["lack_of_fit", "runs_z", "noise_variance", "RUNS_Z", "NOISE_RATIO", "LACK_OF_FIT"]
+__all__ = ["lack_of_fit", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
+           "NOISE_RATIO", "LACK_OF_FIT"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -59,9 +60,15 @@ def runs_z(residuals: np.ndarray) -> float:
     return (runs - mean) / math.sqrt(var) if var > 0 else 0.0
 
 
+def second_differences(values: np.ndarray) -> np.ndarray:
+    """``y_{i+1} - 2 y_i + y_{i-1}`` of a series: for white noise of variance
+    ``s^2`` their mean square is ``6 s^2`` (the signal's curvature adds to it)."""
+    return values[2:] - 2.0 * values[1:-1] + values[:-2]
+
+
 def noise_variance(values: np.ndarray) -> float:
     """Noise variance of a series from its second differences, ``mean(d^2) / 6``."""
-    d = values[2:] - 2.0 * values[1:-1] + values[:-2]
+    d = second_differences(values)
     return float(np.mean(d * d) / 6.0) if d.size else float("nan")
 
 

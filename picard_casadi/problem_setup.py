@@ -22,6 +22,7 @@ import numpy as np
 
 from .discretisation import Discretisation
 from .experiment import Experiment
+from .fit_check import second_differences
 from .guess import initial_guess, measured_state_series
 from .methods.base import Setup
 from .model import Model
@@ -87,7 +88,7 @@ def initial_weights(disc: Discretisation) -> np.ndarray:
             ok = np.isfinite(col)
             v = col[ok]
             if v.size >= 3:
-                diffs.append(v[2:] - 2 * v[1:-1] + v[:-2])
+                diffs.append(second_differences(v))
         d = np.concatenate(diffs) if diffs else np.zeros(0)
         var[k] = float(np.mean(d * d) / 6.0) if d.size else np.nan
     return weights_from_variance(var, disc)

@@ -276,7 +276,8 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
         err = f"{r['rel_error']:.2%}" if _known(r["rel_error"]) else "-"
         lines.append(
             f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
-            f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | {r['gap']:.1e} | {r['iterations']} | "
+            f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | "
+            f"{r['gap']:.1e} | {r['iterations']} | "
             f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} |"
         )
     return "\n".join(lines) + "\n"

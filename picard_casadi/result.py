@@ -226,7 +226,8 @@ class EstimationResult:
         return float(np.linalg.norm(self.p - self.p_true) / np.linalg.norm(self.p_true))
 
     def _solves_note(self) -> str:
-        """`` in all (k meshes; w weight rounds)``: where the iterations were spent."""
+        """`` in all (k meshes; w weight rounds)`` where the iterations were spent
+        in more than one solve (``max_iter`` in a message is per solve), else ``''``."""
         parts = []
         refinements = int(self.settings.get("refinements", 0) or 0)
         rounds = int(self.settings.get("weight_rounds", 1) or 1)
@@ -234,19 +235,18 @@ class EstimationResult:
             parts.append(f"{refinements + 1} meshes")
         if rounds > 1:
             parts.append(f"{rounds} weight rounds")
+        if not parts:
+            return ""
         if self.status == "max_iter":
             parts.append("max_iter applies to each solve")
         return f" in all ({'; '.join(parts)})"
 
     def summary(self) -> str:
         """A table of the estimate, with standard errors and truth when known."""
-        # the count is over every solve of the run; max_iter in a message is per solve
-        solves = (int(self.settings.get("refinements", 0) or 0)
-                  + int(self.settings.get("weight_rounds", 1) or 1))
         lines = [
             f"method {self.method}: {'success' if self.success else 'FAILED'} "
-            f"({self.status}) after {self.iterations} iterations"
-            + (self._solves_note() if solves > 1 else "") + f", {self.wall_time:.2f} s",
+            f"({self.status}) after {self.iterations} iterations{self._solves_note()}, "
+            f"{self.wall_time:.2f} s",
             f"  {self.message}",
             f"  sum of squared residuals SSR = sum (y - g)^2 = {self.ssr:.6g} over "
             f"{self.n_measurements} measurements"

@@ -512,9 +512,7 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:
         opts_given.setdefault("lam", float(lam))
-    own = [name for name, prm in inspect.signature(estimate).parameters.items()
-           if prm.kind is not prm.VAR_KEYWORD]
-    opts = method_options(spec, opts_given, "estimate", own)
+    opts = method_options(spec, opts_given, "estimate", _ESTIMATE_ARGUMENTS)
 
     weights_mode, w = _weights(weights, model.ny)
     return _Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w)
@@ -750,6 +748,11 @@ def estimate(
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
+
+
+#: estimate's own argument names (not method options), for the unknown-name message
+_ESTIMATE_ARGUMENTS = tuple(name for name, prm in inspect.signature(estimate).parameters.items()
+                            if prm.kind is not prm.VAR_KEYWORD)
 
 
 def _judge(result: EstimationResult, cert: Certificate, refinements: int,

@@ -82,6 +82,21 @@ def first_iterate(N: int) -> dict:
 def interval_jacobian(disc) -> tuple[ca.Function, tuple[ca.Sparsity, ...]]:
     """Fixed-point residual, outputs at the samples, end state and their sparse Jacobians
     in ``(x_j, vec U_j, p)``, for one interval."""
+    data, F, G, xend = interval_expressions(disc)
+    x, U, p, _, h = data[:5]
+    A = np.asarray(disc.quad.integration, float)
+    R = ca.repmat(x, 1, disc.K) + h * ca.mtimes(F, ca.DM(A.T)) - U
+    z = ca.vertcat(x, ca.vec(U), p)
+    jacs = [ca.jacobian(ca.vec(v), z) for v in (R, G, xend)]
+    fn = ca.Function("interval_jacobian", data,
+                     [ca.vec(R), ca.vec(G), xend] + [jac.nz[:] for jac in jacs])
+    return fn, tuple(jac.sparsity() for jac in jacs)
+
+
+def interval_expressions(disc) -> tuple[list[ca.SX], ca.SX, ca.SX, ca.SX]:
+    """One interval's symbols ``[x, U, p, t0, h, Wn, S, ts, Ws]`` and, in them, the
+    right-hand side at the nodes ``F (nx, K)``, the outputs at the samples ``G
+    (ny, M)`` and the end state."""
     m = disc.model
     K, M = disc.K, disc.M
     A = np.asarray(disc.quad.integration, float)
@@ -93,15 +108,10 @@ def interval_jacobian(disc) -> tuple[ca.Function, tuple[ca.Sparsity, ...]]:
     f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
     g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
     F = ca.horzcat(*[f(t0 + h * tau[k], U[:, k], p, Wn[:, k]) for k in range(K)])
-    R = ca.repmat(x, 1, K) + h * ca.mtimes(F, ca.DM(A.T)) - U
     Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
     G = ca.horzcat(*[g(ts[0, s], Xs[:, s], p, Ws[:, s]) for s in range(M)])
     xend = x + h * ca.mtimes(F, ca.DM(A[K - 1, :]))
-    z = ca.vertcat(x, ca.vec(U), p)
-    jacs = [ca.jacobian(ca.vec(v), z) for v in (R, G, xend)]
-    fn = ca.Function("interval_jacobian", [x, U, p, t0, h, Wn, S, ts, Ws],
-                     [ca.vec(R), ca.vec(G), xend] + [jac.nz[:] for jac in jacs])
-    return fn, tuple(jac.sparsity() for jac in jacs)
+    return [x, U, p, t0, h, Wn, S, ts, Ws], F, G, xend
 
 
 def kkt_system(seen: dict, mu: float = 1e-12):
@@ -260,19 +270,11 @@ def interval_products(d, sweeps: int) -> tuple[ca.Function, ca.Function]:
     the sensitivity, and the error shrinks by the contraction of ``dP/dU``.
     """
     m = d.model
-    K, M, nx = d.K, d.M, d.model.nx
+    K, nx = d.K, d.model.nx
     A = ca.DM(np.asarray(d.quad.integration, float))
-    tau = np.asarray(d.quad.tau, float)
-    x, U, p = ca.SX.sym("x", nx), ca.SX.sym("U", nx, K), ca.SX.sym("p", m.np)
-    t0, h, S = ca.SX.sym("t0"), ca.SX.sym("h"), ca.SX.sym("S", M, K)
-    Wn, Ws, ts = ca.SX.sym("Wn", m.nu, K), ca.SX.sym("Ws", m.nu, M), ca.SX.sym("ts", 1, M)
-    f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
-    g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
-    F = ca.horzcat(*[f(t0 + h * tau[k], U[:, k], p, Wn[:, k]) for k in range(K)])
-    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
-    G = ca.horzcat(*[g(ts[0, s], Xs[:, s], p, Ws[:, s]) for s in range(M)])
-    out = ca.vertcat(x + h * ca.mtimes(F, A[K - 1, :].T), ca.vec(G))
-    data = [x, U, p, t0, h, Wn, S, ts, Ws]
+    data, F, G, xend = interval_expressions(d)
+    x, U, p, _, h = data[:5]
+    out = ca.vertcat(xend, ca.vec(G))
     dx, dU, dp = ca.SX.sym("dx", nx), ca.SX.sym("dU", nx, K), ca.SX.sym("dp", m.np)
     Up, z = ca.vertcat(ca.vec(U), p), ca.vertcat(x, ca.vec(U), p)
     lin = ca.reshape(ca.jtimes(ca.vec(F), Up, ca.vertcat(ca.vec(dU), dp)), nx, K)

@@ -45,6 +45,22 @@ def duffing_experiment(duffing) -> pc.Experiment:
                                   noise_std=0.01, seed=3, name="duffing")
 
 
+def prey_only_lotka_volterra() -> tuple[pc.Model, pc.Experiment]:
+    """A first-time user's case: Lotka-Volterra with only the prey measured, at
+    25 random times on [0, 15] (truth a, b, c, d = 1, 0.5, 0.8, 0.3; x0 = (2, 1);
+    noise 0.05, seed 3).  From p0 = 0.5 in the box [0, 5] picard-gn converges to
+    a poor local minimum with a on its bound."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
+                                              -p[2] * x[1] + p[3] * x[0] * x[1]),
+                     y=x[0], name="lv", p_names=list("abcd"))
+    t = np.sort(np.random.default_rng(1).uniform(0, 15, 25))
+    t[0] = 0.0
+    exp = pc.simulate_experiment(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t, noise_std=0.05,
+                                 seed=3)
+    return model, exp
+
+
 def product_model_data() -> tuple[pc.Model, pc.Experiment]:
     """``x' = -a b x + c``: only the product ``a b`` is identifiable (truth a=0.5,
     b=2, c=0.3; 41 samples on [0, 4], noise 0.01, seed 0)."""

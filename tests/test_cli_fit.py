@@ -23,6 +23,7 @@ import pytest
 import picard_casadi as pc
 
 from conftest import cli_main as _main
+from conftest import prey_only_lotka_volterra
 
 DECAY = '''
 import casadi as ca
@@ -522,14 +523,10 @@ def test_warnings_print_once_in_the_summary_not_as_python_warnings(here):
     # a tester saw each warning twice: Python's format with the package's
     # source line ("interrupts.py:142: FitWarning ... return func(...)"), then
     # the summary's line
-    (here / "model.py").write_text(PREY_ONLY_LV)
-    model = _build(PREY_ONLY_LV.replace("{", "{{").replace("}", "}}"))
-    t = np.sort(np.random.default_rng(1).uniform(0, 15, 25))
-    t[0] = 0.0
-    exp = pc.simulate_experiment(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t, noise_std=0.05,
-                                 seed=3)
+    (here / "model.py").write_text(PREY_ONLY_LV)  # the same model, its state names given
+    _, exp = prey_only_lotka_volterra()
     (here / "data.csv").write_text("experiment,time,prey\n" + "".join(
-        f"e,{float(ti)!r},{float(yi)!r}\n" for ti, yi in zip(t, exp.y[:, 0])))
+        f"e,{float(ti)!r},{float(yi)!r}\n" for ti, yi in zip(exp.t, exp.y[:, 0])))
     # a real process: pytest would capture the warnings an in-process call shows
     proc = subprocess.run([sys.executable, "-m", "picard_casadi", "fit", "model.py", "data.csv",
                            "--x0", "2,1", "--x0-known", "--codegen", "off", "--quiet",

@@ -2,12 +2,13 @@
 
 import warnings
 
-import casadi as ca
 import numpy as np
 import pytest
 
 import picard_casadi as pc
 from picard_casadi.fit_check import lack_of_fit, noise_variance, runs_z
+
+from conftest import prey_only_lotka_volterra
 
 
 def test_runs_test_tells_alternating_from_blocked_signs():
@@ -43,23 +44,11 @@ def test_only_systematic_residuals_far_above_the_noise_are_flagged():
     assert "output 'y'" in note and "weights='auto'" in note
 
 
-def _prey_only_lotka_volterra():
-    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
-                                              -p[2] * x[1] + p[3] * x[0] * x[1]),
-                     y=x[0], name="lv", p_names=list("abcd"))
-    t = np.sort(np.random.default_rng(1).uniform(0, 15, 25))
-    t[0] = 0.0
-    exp = pc.simulate_experiment(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t, noise_std=0.05,
-                                 seed=3)
-    return model, exp
-
-
 def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_fit():
     # a first-time user's case: prey measured at 25 random times, x0 known, a
     # box; from p0 = 0.5 picard-gn converges at a = 5 (its bound) with residuals
     # 20 times the noise, where IPOPT from the same start fits (SSR 25.7 vs 0.49)
-    model, exp = _prey_only_lotka_volterra()
+    model, exp = prey_only_lotka_volterra()
     kw = dict(p0=[0.5] * 4, estimate_x0=False, p_bounds=([0] * 4, [5] * 4))
     with pytest.warns(pc.FitWarning, match="systematically off the data of output 'x0'"):
         res = pc.estimate(model, [exp], **kw)

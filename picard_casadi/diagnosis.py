@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
+from .discretisation import Discretisation
 from .errors import FitWarning, SimulationError
 from .experiment import Experiment
 from .fit_check import lack_of_fit
@@ -21,17 +24,27 @@ from .model import Model
 from .result import EstimationResult
 from .simulate import simulate
 
-__all__ = ["check_fit", "diagnose_open_gaps", "OPEN_GAP"]
+__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "OPEN_GAP"]
 
 
-def check_fit(result: EstimationResult, experiments: list[Experiment]) -> None:
+def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
+    """The outputs ``Ys (J, ny, M)`` at the sample slots, back in each experiment's
+    sample order: one ``(N_e, ny)`` array per experiment."""
+    out = []
+    for e, exp in enumerate(disc.experiments):
+        js, ss = np.nonzero(disc.sample_exp == e)
+        G = np.full((exp.n_samples, disc.model.ny), np.nan)
+        G[disc.sample_index[js, ss]] = Ys[js, :, ss]
+        out.append(G)
+    return out
+
+
+def check_fit(result: EstimationResult, experiments: list[Experiment],
+              fitted: list[np.ndarray]) -> None:
     """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
     estimate's residuals are systematic and far above the data's noise
-    (:mod:`picard_casadi.fit_check`)."""
-    try:
-        fitted = [result.predict(i, source="collocation") for i in range(len(experiments))]
-    except (ValueError, RuntimeError):  # no node values (a method without them)
-        return
+    (:mod:`picard_casadi.fit_check`).  ``fitted``: the outputs the run fitted,
+    per experiment at its sample times (:func:`fitted_outputs`)."""
     unweighted = result.settings.get("weights", "none") == "none"
     for note in lack_of_fit([e.y for e in experiments], fitted,
                             [e.name for e in experiments], result.y_names, unweighted):

@@ -31,7 +31,7 @@ from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
 from .errors import ConvergenceError, DiscretisationWarning
-from .diagnosis import check_fit, diagnose_open_gaps
+from .diagnosis import check_fit, diagnose_open_gaps, fitted_outputs
 from .experiment import Experiment
 from .guess import GUESSES
 from .interrupts import interruptible_call
@@ -720,7 +720,7 @@ def estimate(
 
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()
-    result = _assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
+    result, fitted = _assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
         T=prob.T, n=n, lam=float(lam), nodes=nodes, scheme=scheme, weights=weights_mode,
         weight_rounds=solved.weight_rounds, estimate_x0=bool(estimate_x0),
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
@@ -732,7 +732,7 @@ def estimate(
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name)
     if result.success:
-        check_fit(result, prob.experiments)
+        check_fit(result, prob.experiments, fitted)
     elif result.status == "max_iter":
         diagnose_open_gaps(result, prob.model, prob.experiments)
     if uncertainty and outcome.success and info is not None:
@@ -798,7 +798,8 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
 
 def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
               records: list[IterationRecord], iterations: int,
-              settings: dict[str, Any]) -> EstimationResult:
+              settings: dict[str, Any]) -> tuple[EstimationResult, list[np.ndarray]]:
+    """The result of a run, and its fitted outputs per experiment (sample order)."""
     disc, tr = setup.disc, setup.tr
     model = prob.model
     X, U, p = outcome.X, outcome.U, outcome.p
@@ -827,4 +828,4 @@ def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
     )
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc
-    return result
+    return result, fitted_outputs(disc, Ys)

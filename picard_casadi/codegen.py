@@ -506,6 +506,39 @@ CASADI_SYMBOL_EXPORT int {name}_map(const casadi_real** arg, casadi_real** res,
 """
 
 
+def _chain_source(name: str, f: ca.Function) -> str:
+    """C of ``{name}_chain``: ``{name}_map``'s loop with one output fed to the next call.
+
+    ``{name}_chain(arg, res, iw, w, mem, n, stride, carry_in, carry_out,
+    reverse)`` evaluates the calls in order (``reverse``: from the last to the
+    first) like ``{name}_map``, except that from the second call on, input
+    ``carry_in`` is output ``carry_out`` of the call before (of the same
+    size): a recursion along the intervals, such as the continuity chain of
+    :mod:`picard_casadi.interval_products`, in one compiled call.
+    """
+    sz_arg, sz_res = max(f.sz_arg(), 1), max(f.sz_res(), 1)
+    return f"""
+CASADI_SYMBOL_EXPORT int {name}_chain(const casadi_real** arg, casadi_real** res,
+    casadi_int* iw, casadi_real* w, int mem, casadi_int n, const casadi_int* stride,
+    casadi_int carry_in, casadi_int carry_out, int reverse) {{
+  const casadi_real* a[{sz_arg}];
+  casadi_real* r[{sz_res}];
+  casadi_int step, k, i;
+  for (i = 0; i < {sz_arg}; ++i) a[i] = 0;
+  for (i = 0; i < {sz_res}; ++i) r[i] = 0;
+  for (step = 0; step < n; ++step) {{
+    k = reverse ? n - 1 - step : step;
+    for (i = 0; i < {f.n_in()}; ++i) a[i] = arg[i] ? arg[i] + k * stride[i] : 0;
+    for (i = 0; i < {f.n_out()}; ++i) r[i] = res[i] ? res[i] + k * {name}_map_nnz_out[i] : 0;
+    if (step > 0) a[carry_in] = res[carry_out]
+        + (reverse ? k + 1 : k - 1) * {name}_map_nnz_out[carry_out];
+    if ({name}(a, r, iw, w, mem)) return 1;
+  }}
+  return 0;
+}}
+"""
+
+
 def compile_functions(funcs: Mapping[str, ca.Function], tag: str = "fn") -> dict[str, ca.Function]:
     """Compile functions into one cached shared library and load them.
 
@@ -535,7 +568,8 @@ def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn", *,
     With ``mapped=True`` every function ``name`` also gets a C symbol
     ``{name}_map`` that calls it a run-time number of times
     (:func:`_map_source`; :class:`~picard_casadi.native.NativeFunction` with
-    ``count``).
+    ``count``), and ``{name}_chain``, the same loop with an output fed to
+    the next call (:func:`_chain_source`; ``NativeFunction.chain``).
     """
     t_start = time.perf_counter()
     try:
@@ -550,7 +584,7 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
                        ) -> tuple[dict[str, ca.Function], Path]:
     cc = _require_compiler()
     names = sorted(funcs)
-    parts: list[str | bytes] = ["mapped-1" if mapped else "plain"]
+    parts: list[str | bytes] = ["mapped-2" if mapped else "plain"]  # 2: with _chain
     for n in names:
         parts.append(n)
         parts.append(funcs[n].serialize())
@@ -578,6 +612,7 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
                 with open(source, "a") as fh:
                     for n in names:
                         fh.write(_map_source(n, wrapped[n]))
+                        fh.write(_chain_source(n, wrapped[n]))
             _compile_c(cc, [source], lib, Path(tmp))
         _write_meta(lib, meta, {"functions": names, "casadi": ca.__version__})
         STATS.compile_seconds += time.perf_counter() - t0

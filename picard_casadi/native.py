@@ -62,6 +62,7 @@ class NativeFunction:
         self._mapped = count is not None
         self._lib = ctypes.CDLL(str(library))
         self._fn = getattr(self._lib, name + "_map" if self._mapped else name)
+        self._chain_fn = None  # {name}_chain, bound on first use
         self._fn.restype = ctypes.c_int
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_void_p, ctypes.c_int] + (
@@ -112,6 +113,23 @@ class NativeFunction:
             f"input {i} of {self.name}: expected shape {(r, cols)} (or {r} rows repeated), "
             f"got {a.shape}")
 
+    def chain(self, *args: Any, carry_in: int, carry_out: int,
+              reverse: bool = False) -> list[np.ndarray]:
+        """As :meth:`__call__`, but from the second call on input ``carry_in``
+        is output ``carry_out`` of the call before (the library's
+        ``{name}_chain``; ``reverse``: the calls from the last to the first).
+        Input ``carry_in`` as given is read by the first call only."""
+        if not self._mapped:
+            raise TypeError(f"{self.name} is not mapped: it has no chain")
+        if self._chain_fn is None:
+            fn = getattr(self._lib, self.name + "_chain")
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int, _CASADI_INT, ctypes.c_void_p, _CASADI_INT, _CASADI_INT,
+                           ctypes.c_int]
+            self._chain_fn = fn
+        return self._evaluate(self._chain_fn, args, [carry_in, carry_out, int(reverse)])
+
     def __call__(self, *args: Any) -> list[np.ndarray]:
         """Evaluate; each output is a dense ``(rows, columns x count)`` array.
 
@@ -122,6 +140,10 @@ class NativeFunction:
             or its number of entries as a 1-D array (column-major), or, as
             for a mapped CasADi function, the columns of one call (repeated).
         """
+        return self._evaluate(self._fn, args, [])
+
+    def _evaluate(self, fn: Any, args: tuple, extra: list) -> list[np.ndarray]:
+        """Call ``fn`` (the plain, mapped or chained symbol) on ``args``."""
         if len(args) != len(self.in_shapes):
             raise TypeError(f"{self.name} takes {len(self.in_shapes)} inputs, got {len(args)}")
         n = self.count
@@ -137,8 +159,8 @@ class NativeFunction:
         call = [ctypes.addressof(self._arg), ctypes.addressof(self._res),
                 self._iw.ctypes.data, self._w.ctypes.data, 0]
         if self._mapped:
-            call += [n, self._stride.ctypes.data]
-        status = self._fn(*call)
+            call += [n, self._stride.ctypes.data] + extra
+        status = fn(*call)
         if status != 0:
             raise RuntimeError(f"the compiled function {self.name} returned status {status}")
         result = []

@@ -35,6 +35,7 @@ import numpy as np
 
 from .discretisation import Discretisation, from_map_layout, to_map_layout
 from .interval_linearisation import sparse_interval_functions, sparse_pays
+from .interval_products import IntervalProducts, interval_product_functions
 from .sensitivity import FixedPointLinearisation, PointDerivatives
 
 __all__ = ["Transcription", "IntervalFunctions", "build_interval_functions"]
@@ -256,8 +257,11 @@ class Transcription:
         units["g_derivatives"] = (points["g_derivatives"], J * disc.M)
         if sparse_pays(disc.model):
             units.update({name: (fn, J) for name, fn in sparse_interval_functions(disc).items()})
+        # products of one interval, chained along the intervals
+        units.update({name: (fn, J) for name, fn in interval_product_functions(disc).items()})
         self.functions = (backend or _virtual_machine)(units)
         self._input_names = {k: u.name_in() for k, (u, _) in units.items()}  # keys of _dm
+        self._units = {k: u for k, (u, _) in units.items()}  # each function of one call
         # compiled functions called on NumPy buffers, when the backend offers them
         self._native_of = getattr(self.functions, "native", None)
         self.x_scale = np.asarray(x_scale, float)
@@ -308,6 +312,13 @@ class Transcription:
     def _native(self, name: str):
         """The NumPy-buffer call of compiled function ``name``, or ``None``."""
         return None if self._native_of is None else self._native_of(name)
+
+    def interval_products(self, X: np.ndarray, U: np.ndarray, p: np.ndarray):
+        """The linearisation at ``(X, U, p)`` as chained products
+        (:class:`~picard_casadi.interval_products.IntervalProducts`)."""
+        functions = {name: (self._native(name), self._units[name])
+                     for name in ("interval_forward", "interval_transpose")}
+        return IntervalProducts(self.disc, functions, X, self.nodes_np(U), p, self._common())
 
     def nodes_arg(self, U: np.ndarray | ca.DM) -> np.ndarray | ca.DM:
         """Node values in the layout of the mapped functions, ``(nx, J K)``.

@@ -40,6 +40,7 @@ from typing import Any
 from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
 from .breakdown import guarded_solve
 from .condensed import ConstrainedGaussNewtonStep
+from .matrix_free import MatrixFreeGaussNewtonStep, use_cg
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
 
@@ -63,7 +64,10 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
-    if opts.continuity == "constrained":
+    if opts.continuity == "constrained" and use_cg(opts, setup):
+        rule = MatrixFreeGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
+                                         radius0=opts.radius0)
+    elif opts.continuity == "constrained":
         rule = ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
                                           radius0=opts.radius0, hessian=opts.hessian)
     else:

@@ -222,6 +222,35 @@ class ConstrainedGaussNewtonStep:
         if pred_gap > 0 and gap2 > RHO_GAP_FLOOR ** 2:
             self.rho = max(self.rho, 4.0 * max(0.0, -pred_data) / pred_gap)
 
+    def _linearise(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, full: bool = False):
+        """Every interval's linearisation at a settled point, in the scaled unknowns.
+
+        Returns ``(sens, r, Jx, Jp, E, F, c)``: the interval sensitivities
+        (:meth:`~picard_casadi.transcription.Transcription.interval_sensitivities`),
+        the weighted data residuals ``(J, M ny)`` and their Jacobians, the
+        end-state derivatives and the scaled gaps ``(J, nx)``; ``None`` where
+        they are not finite.
+        """
+        s = self.setup
+        disc, tr = s.disc, s.tr
+        xs, psc = s.x_scale, s.p_scale
+        sens = tr.interval_sensitivities(X, U, p, full=full)
+        if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
+            return None
+        J, M = disc.n_intervals, disc.M
+        nx, np_, ny = self.nx, self.np, disc.model.ny
+        Wt = tr._Wt
+        r = (Wt * (disc.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
+        dG = -(Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, nx + np_)
+        Jx = dG[:, :, :nx] * xs[None, None, :]
+        Jp = dG[:, :, nx:] * psc[None, None, :]
+        E = sens["dend"][:, :, :nx] * xs[None, None, :] / xs[None, :, None]
+        F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
+        c = np.zeros((J, nx))
+        hn = disc.has_next
+        c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
+        return sens, r, Jx, Jp, E, F, c
+
     def _linear_model(self, r, Jx, Jp, E, F, c, dX, dp):
         """Linearised data residuals and gaps after the step ``(dX, dp)``."""
         return linearised_residuals(self.setup.disc, r, Jx, Jp, E, F, c, dX, dp)
@@ -270,25 +299,16 @@ class ConstrainedGaussNewtonStep:
         X, p = s.from_scaled(Xs, ps)
         U = tr.nodes_np(U)
         # the second-order terms (Newton steps) need the full set
-        sens = tr.interval_sensitivities(X, U, p, full=self.switch.newton)
-        if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
+        lin = self._linearise(X, U, p, full=self.switch.newton)
+        if lin is None:
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
                             failed=True, message=(
                                 "residuals or Jacobian are not finite at the current "
                                 "iterate; the model left its domain (add or tighten "
                                 "x0_bounds/p_bounds)"))
-        J, M = disc.n_intervals, disc.M
-        nx, np_, ny = self.nx, self.np, disc.model.ny
-        Wt = tr._Wt
-        r = (Wt * (disc.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
-        dG = -(Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, nx + np_)
-        Jx = dG[:, :, :nx] * xs[None, None, :]
-        Jp = dG[:, :, nx:] * psc[None, None, :]
-        E = sens["dend"][:, :, :nx] * xs[None, None, :] / xs[None, :, None]
-        F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
-        c = np.zeros((J, nx))
-        hn = disc.has_next
-        c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
+        sens, r, Jx, Jp, E, F, c = lin
+        J = disc.n_intervals
+        np_ = self.np
         data = 0.5 * float(np.sum(r * r))
         gap2 = float(np.sum(c * c))
         zero = s.merit_floor()  # the merit of a zero residual (exact data)

@@ -41,9 +41,10 @@ from .base import (LoopOptions, Setup, StepInfo, require_one_of, require_positiv
 from .breakdown import guarded_step
 from .newton_switch import HESSIANS
 
-__all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS"]
+__all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS", "TR_SOLVERS"]
 
 JACOBIANS = ("fixed-point", "picard")
+TR_SOLVERS = ("auto", "exact", "cg")
 PRECISION = 1e-14  # predicted relative reduction below this is round-off
 SETTLED_COSINE = 1e-4  # inner problem solved: max cosine(residual, Jacobian column)
 # initial damping of a solve that continues from a converged solution
@@ -74,6 +75,16 @@ class PicardGNOptions(LoopOptions):
         ``"auto"`` takes Gauss-Newton steps and switches to exact ones when
         they stall (linear convergence on a large-residual loss, see
         :mod:`picard_casadi.methods.newton_switch`).
+    tr_solver : {"auto", "exact", "cg"}
+        How the constrained step's least-squares problem is solved, as
+        ``scipy.optimize.least_squares``' option of that name: ``"exact"``
+        forms the condensed Jacobian from every interval's sensitivities
+        (:mod:`picard_casadi.methods.condensed`); ``"cg"`` solves it by
+        conjugate gradients with products only, never forming a sensitivity
+        (:mod:`picard_casadi.methods.matrix_free`), whose cost grows linearly
+        with the number of states of a sparsely coupled model; ``"auto"``
+        takes ``"cg"`` where it is measured to pay
+        (:func:`picard_casadi.methods.matrix_free.cg_pays`), else ``"exact"``.
     """
 
     max_iter_advice: ClassVar[str] = (
@@ -90,6 +101,7 @@ class PicardGNOptions(LoopOptions):
     max_tries: int = 12
     radius0: float = 0.5
     hessian: str = "auto"
+    tr_solver: str = "auto"
 
     def continuing(self) -> "PicardGNOptions":
         """These options with the damping started at ``min(mu0, CONTINUING_MU0)``.
@@ -116,6 +128,14 @@ class PicardGNOptions(LoopOptions):
                 f"continuity={self.continuity!r}"
             )
         require_one_of("jacobian", self.jacobian, JACOBIANS)
+        require_one_of("tr_solver", self.tr_solver, TR_SOLVERS)
+        if self.tr_solver == "cg" and (self.continuity != "constrained"
+                                       or self.hessian == "exact"):
+            raise ValueError(
+                "tr_solver='cg' is the constrained Gauss-Newton step's: it needs "
+                "continuity='constrained' and hessian='auto' or 'gauss-newton' (got "
+                f"continuity={self.continuity!r}, hessian={self.hessian!r}); use "
+                "tr_solver='exact' for the others")
         if self.continuity == "constrained" and self.jacobian != "fixed-point":
             raise ValueError(
                 "continuity='constrained' needs jacobian='fixed-point' (the end-state "

@@ -9,11 +9,13 @@ The model: ``x_i' = p0 (x_{i-1} + x_{i+1} - 2 x_i) - p1 x_i^3 + 0.5 sin(0.5 t +
 = cos(2 pi i / N)``, truth ``p = (0.8, 0.5)``, every state measured at 51
 times on ``[0, 10]`` with noise 0.01, ``x0`` estimated; ``T = 0.5`` (20
 intervals of 9 nodes), ``refine=False`` so every size solves the same mesh.
-For each N, ``picard-gn`` and ``ipopt`` (both compiled) are run once to
-build and compile, then timed on a warm cache.  Prints the solve time, the
-time per iteration, IPOPT's solve over ``picard-gn``'s, and the growth
-exponent of ``picard-gn``'s time per iteration between successive sizes
-(``log2`` of the ratio; 1.5 is the issue's bound, 3 a dense factorisation).
+For each N, ``picard-gn`` with each ``tr_solver`` (``"exact"``, the
+factorised step; ``"cg"``, products only) and ``ipopt`` (all compiled) are
+run once to build and compile, then timed on a warm cache.  Prints the solve
+time, the time per iteration, ``picard-gn``'s solve over IPOPT's, and the
+growth exponent of ``picard-gn``'s time per iteration between successive
+sizes (``log2`` of the ratio; 1.5 is the issue's bound, 3 a dense
+factorisation), for each ``tr_solver`` and for the default's choice.
 
 ``--paths`` instead times ``picard-gn`` on both of its fixed-point paths
 (the batched dense LU and the generated sparse QR) at each size, the
@@ -42,6 +44,7 @@ import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
+from picard_casadi.methods.matrix_free import cg_pays
 
 
 def ring_model(N: int) -> pc.Model:
@@ -64,8 +67,8 @@ RUN_OPTIONS = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10
                    codegen=True)
 
 
-def run(model, exp, method):
-    kw = RUN_OPTIONS
+def run(model, exp, method, **options):
+    kw = dict(RUN_OPTIONS, **options)
     pc.estimate(model, [exp], [0.5, 0.3], method, **kw)  # builds and compiles
     t = time.perf_counter()
     res = pc.estimate(model, [exp], [0.5, 0.3], method, **kw)
@@ -163,27 +166,39 @@ def main() -> None:
         return
     print(f"machine: {platform.machine()}, python {platform.python_version()}; "
           "ring of N states, 20 intervals x 9 nodes, one BLAS thread, warm cache")
-    print(f"{'N':>4s} {'method':10s} {'ok':>3s} {'it':>4s} {'solve [s]':>9s} "
+    print("picard-gn with each tr_solver ('exact': the factorised step, 'cg': products "
+          "only); '*' marks the one tr_solver='auto' (the default) takes")
+    print(f"{'N':>4s} {'method':14s} {'ok':>3s} {'it':>4s} {'solve [s]':>9s} "
           f"{'per it [ms]':>11s} {'call [s]':>8s}  p")
-    per_it: dict[int, float] = {}
+    runs = (("picard-gn", "exact"), ("picard-gn", "cg"), ("ipopt", None))
+    per_it: dict[str, dict[int, float]] = {"exact": {}, "cg": {}, "auto": {}}
     for N in sizes:
         model = ring_model(N)
         exp = ring_experiment(model)
+        auto = "cg" if cg_pays(model) else "exact"
         solves = {}
-        for method in ("picard-gn", "ipopt"):
-            res, wall = run(model, exp, method)
+        for method, solver in runs:
+            options = {} if solver is None else {"tr_solver": solver}
+            res, wall = run(model, exp, method, **options)
             it = max(res.iterations, 1)
-            solves[method] = res.timings["solve"]
-            if method == "picard-gn":
-                per_it[N] = res.timings["solve"] / it
-            print(f"{N:4d} {method:10s} {str(res.success)[0]:>3s} {res.iterations:4d} "
+            label = method if solver is None else f"{method} {solver}"
+            solves[label] = res.timings["solve"]
+            if solver is not None:
+                per_it[solver][N] = res.timings["solve"] / it
+                if solver == auto:
+                    per_it["auto"][N] = per_it[solver][N]
+                    label += " *"
+            print(f"{N:4d} {label:14s} {str(res.success)[0]:>3s} {res.iterations:4d} "
                   f"{res.timings['solve']:9.3f} {1e3 * res.timings['solve'] / it:11.1f} "
                   f"{wall:8.2f}  {np.round(res.p, 5)}", flush=True)
-        print(f"     picard-gn solve / IPOPT solve = "
-              f"{solves['picard-gn'] / solves['ipopt']:.2f}", flush=True)
+        print("     solve / IPOPT's solve: " + ", ".join(
+            f"{solver} {solves[f'picard-gn {solver}'] / solves['ipopt']:.2f}"
+            for solver in ("exact", "cg")), flush=True)
     print("growth of picard-gn's time per iteration (exponent of N):")
-    for a, b in zip(sizes, sizes[1:]):
-        print(f"  N {a:3d} -> {b:3d}: {math.log(per_it[b] / per_it[a]) / math.log(b / a):.2f}")
+    for solver in ("exact", "cg", "auto"):
+        print(f"  {solver:6s}" + "".join(
+            f"  N {a} -> {b}: {math.log(per_it[solver][b] / per_it[solver][a]) / math.log(b / a):.2f}"
+            for a, b in zip(sizes, sizes[1:])))
 
 
 if __name__ == "__main__":

@@ -169,11 +169,13 @@ def test_cg_step_takes_the_factorised_step_where_the_sweeps_do_not_converge(monk
     assert np.allclose(res.p, ref.p, rtol=1e-6)
     assert rules[0].factorised_steps > 0
     assert "sweeps" in rules[0].factorised_reason
+    assert any("tr_solver='cg'" in w and "factorised step" in w for w in res.warnings)
+    assert not any("tr_solver" in w for w in ref.warnings)
 
 
 def test_tr_solver_auto_takes_cg_for_large_sparsely_coupled_models():
     assert cg_pays(ring_model(matrix_free.CG_MIN_STATES))
-    assert not cg_pays(ring_model(10))
+    assert not cg_pays(ring_model(matrix_free.CG_MIN_STATES - 1))
     assert not cg_pays(pc.problem("cmg", seed=0).model)  # densely coupled
 
 
@@ -188,3 +190,21 @@ def test_tr_solver_refuses_what_it_cannot_do(kwargs, words):
         prob.estimate(**kwargs)
     for w in words:
         assert w in str(err.value)
+
+
+@pytest.mark.parametrize("estimate_x0", [True, False])
+def test_cg_step_with_two_experiments(ring20, estimate_x0):
+    # each experiment's chain restarts at its own first interval; with x0
+    # known the step's unknowns are the parameters alone
+    model, exp = ring20
+    N = model.nx
+    x0_second = 0.5 * np.sin(2 * np.pi * np.arange(N) / N)
+    second = pc.simulate_experiment(model, x0_second, [0.8, 0.5], np.linspace(0, 6, 31),
+                                    noise_std=0.01, seed=5)
+    kw = dict(RING, estimate_x0=estimate_x0)
+    exact = pc.estimate(model, [exp, second], [0.5, 0.3], "picard-gn", tr_solver="exact", **kw)
+    cg = pc.estimate(model, [exp, second], [0.5, 0.3], "picard-gn", tr_solver="cg", **kw)
+    assert exact.success and cg.success
+    assert np.max(np.abs(cg.p - exact.p) / np.abs(exact.p)) < 1e-6
+    for a, b in zip(cg.x0, exact.x0):
+        assert np.max(np.abs(np.asarray(a) - np.asarray(b))) < 1e-6

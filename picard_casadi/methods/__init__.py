@@ -72,7 +72,11 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
                                           radius0=opts.radius0, hessian=opts.hessian)
     else:
         rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
-    return run_picard_iteration(setup, rule, opts, callback)
+    outcome = run_picard_iteration(setup, rule, opts, callback)
+    note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
+    if note:
+        outcome.notes.append(note)
+    return outcome
 
 
 METHODS: dict[str, MethodSpec] = {

@@ -64,7 +64,7 @@ STATIONARITY_DAMPING = 1e-14
 REFRESH_ITERATIONS = 10
 #: tr_solver="auto" takes this step for sparsely coupled models of at least
 #: this many states (docs/performance.md)
-CG_MIN_STATES = 100
+CG_MIN_STATES = 40
 
 
 class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
@@ -96,6 +96,15 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         self._last_cg = 0
         self._sweep_failures = 0
         self.preconditioner_builds = 0
+
+    def fallback_note(self) -> str:
+        """What the result should say about iterations that took the factorised
+        step (empty when none did)."""
+        if not self.factorised_steps:
+            return ""
+        return (f"tr_solver='cg': {self.factorised_steps} iteration(s) took the factorised "
+                f"step instead ({self.factorised_reason}); where that is every iteration, "
+                "tr_solver='exact' is as good and a smaller T makes the products converge")
 
     def _tolerance(self) -> float:
         """CGLS's tolerance for this step: loose far from a stationary point."""

@@ -257,11 +257,10 @@ class Transcription:
         units["g_derivatives"] = (points["g_derivatives"], J * disc.M)
         if sparse_pays(disc.model):
             units.update({name: (fn, J) for name, fn in sparse_interval_functions(disc).items()})
-        # products of one interval, chained along the intervals
-        units.update({name: (fn, J) for name, fn in interval_product_functions(disc).items()})
-        self.functions = (backend or _virtual_machine)(units)
+        self._backend = backend or _virtual_machine
+        self.functions = self._backend(units)
+        self._products: tuple[Mapping[str, Any], dict[str, ca.Function]] | None = None
         self._input_names = {k: u.name_in() for k, (u, _) in units.items()}  # keys of _dm
-        self._units = {k: u for k, (u, _) in units.items()}  # each function of one call
         # compiled functions called on NumPy buffers, when the backend offers them
         self._native_of = getattr(self.functions, "native", None)
         self.x_scale = np.asarray(x_scale, float)
@@ -316,9 +315,21 @@ class Transcription:
     def interval_products(self, X: np.ndarray, U: np.ndarray, p: np.ndarray):
         """The linearisation at ``(X, U, p)`` as chained products
         (:class:`~picard_casadi.interval_products.IntervalProducts`)."""
-        functions = {name: (self._native(name), self._units[name])
-                     for name in ("interval_forward", "interval_transpose")}
+        compiled, units = self.product_functions()
+        native = getattr(compiled, "native", None)
+        functions = {name: (native(name) if native is not None else None, unit)
+                     for name, unit in units.items()}
         return IntervalProducts(self.disc, functions, X, self.nodes_np(U), p, self._common())
+
+    def product_functions(self) -> tuple[Mapping[str, Any], dict[str, ca.Function]]:
+        """The chained product functions (built, and compiled, on first use: only
+        the products-only step calls them), as the backend gives them and as
+        functions of one interval."""
+        if self._products is None:
+            units = interval_product_functions(self.disc)
+            J = self.disc.n_intervals
+            self._products = (self._backend({k: (u, J) for k, u in units.items()}), units)
+        return self._products
 
     def nodes_arg(self, U: np.ndarray | ca.DM) -> np.ndarray | ca.DM:
         """Node values in the layout of the mapped functions, ``(nx, J K)``.

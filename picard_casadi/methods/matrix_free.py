@@ -77,12 +77,14 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         As :class:`~picard_casadi.methods.condensed.ConstrainedGaussNewtonStep`.
     """
 
-    units = ConstrainedGaussNewtonStep.units + ("interval_forward", "interval_transpose")
-
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
                  rho0: float = 20.0, radius0: float = 0.5) -> None:
         super().__init__(setup, mu0, max_tries, rho0=rho0, radius0=radius0,
                          hessian="gauss-newton")
+        compiled, _ = setup.tr.product_functions()
+        prefetch = getattr(compiled, "prefetch", None)
+        if prefetch is not None:  # compiled: both products built side by side
+            prefetch(list(compiled))
         #: iterations that took the factorised step, and why (the last reason)
         self.factorised_steps = 0
         self.factorised_reason = ""

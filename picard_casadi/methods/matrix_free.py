@@ -265,10 +265,10 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         if self._sweep_failures >= SWEEP_FAILURES:
             return self._factorised(self.factorised_reason, Xs, U, ps, V, lam)
         ops = self._operator(X, U, p)
-        E_count = len(self.x0_cols)
+        n_exp = len(self.x0_cols)
         # the gap-closing chain s (theta = 0): b = r + J_x s
-        shift, _, dG_shift = ops.forward(np.zeros((E_count, self.nx)), np.zeros(self.np),
-                                         offsets=c * xs)
+        _, _, dG_shift = ops.forward(np.zeros((n_exp, self.nx)), np.zeros(self.np),
+                                     offsets=c * xs)
         b = r + self._rows(dG_shift)
         if not (ops.change <= SWEEP_CHANGE_TOL and np.all(np.isfinite(b))):
             self._sweep_failures += 1
@@ -279,14 +279,15 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         # parameters at a bound with the reduced gradient pointing out stay fixed
         _, _, pl, pu = s.scaled_bounds
         free_p = s.free_p.copy()
-        g = self._gather(*ops.transpose(self._rows(b)), free_p)
+        bars = ops.transpose(self._rows(b))
+        g = self._gather(*bars, free_p)
         gp = np.zeros(self.np)
         gp[self.p_cols] = g[:self.p_cols.size]
         tiny = 1e-12
         out = ((ps <= pl + tiny) & (gp > 0)) | ((ps >= pu - tiny) & (gp < 0))
         if np.any(out & free_p):
             free_p &= ~out
-            g = self._gather(*ops.transpose(self._rows(b)), free_p)
+            g = self._gather(*bars, free_p)
         active = np.ones(self.n_theta, dtype=bool)
         active[:self.p_cols.size] = free_p[self.p_cols]
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
@@ -316,6 +317,8 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 dx0, dp_full = self._split(theta, free_p)
                 full_used, _, dG_full = ops.forward(dx0, dp_full, offsets=c * xs)
                 full_nodes = ops.last_nodes
+                # where the step moves the starts most (the stuck message names it)
+                self._worst_interval = int(np.argmax(np.abs(full_used / xs).max(axis=1)))
                 full_data = r + self._rows(dG_full)
                 reach = full_data - b  # J theta
                 if optimality is None:
@@ -338,17 +341,18 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                              np.abs(full_dp).max(initial=0.0)))
             alpha = min(1.0, self.radius / size) if size > 0 else 1.0
             xl, xu, _, _ = s.scaled_bounds
-            Xn = np.where(s.free_x, np.clip(Xs + alpha * full_dX, xl, xu), Xs)
-            pn = np.where(s.free_p, np.clip(ps + alpha * full_dp, pl, pu), ps)
+            X_try = np.where(s.free_x, Xs + alpha * full_dX, Xs)
+            p_try = np.where(s.free_p, ps + alpha * full_dp, ps)
+            Xn = np.where(s.free_x, np.clip(X_try, xl, xu), Xs)
+            pn = np.where(s.free_p, np.clip(p_try, pl, pu), ps)
             dX, dp = Xn - Xs, pn - ps
-            if np.allclose(dX, alpha * full_dX, rtol=0, atol=1e-15) and \
-                    np.allclose(dp, alpha * full_dp, rtol=0, atol=1e-15):
+            if np.array_equal(Xn, X_try) and np.array_equal(pn, p_try):
                 # the scaled full step: its linear model is the full one, scaled
                 data_lin = r + alpha * (full_data - r)
                 gap_lin = (1.0 - alpha) * c
                 dU = alpha * full_nodes
             else:  # clipped on a bound: the linear model of the step taken
-                _, dxend, dG = ops.forward(np.zeros((E_count, self.nx)), dp * psc,
+                _, dxend, dG = ops.forward(np.zeros((n_exp, self.nx)), dp * psc,
                                            dX=dX * xs)
                 dU = ops.last_nodes
                 data_lin = r + self._rows(dG)
@@ -433,10 +437,10 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         s = self.setup
         d_used, _, _ = ops.forward(np.zeros((len(self.x0_cols), self.nx)), np.zeros(self.np),
                                    offsets=c_new * s.x_scale)
-        d = d_used / s.x_scale
         xl, xu, _, _ = s.scaled_bounds
-        Xc = np.where(s.free_x, np.clip(Xn + d, xl, xu), Xn)
-        if not np.allclose(Xc, Xn + np.where(s.free_x, d, 0.0), rtol=0, atol=1e-15):
+        X_try = np.where(s.free_x, Xn + d_used / s.x_scale, Xn)
+        Xc = np.where(s.free_x, np.clip(X_try, xl, xu), Xn)
+        if not np.array_equal(Xc, X_try):
             return None  # a bound cuts the correction: its node moves do not apply
         U_c = U_new + ops.last_nodes
         merit_c, U_c, evals = self._settled_merit(Xc, pn, U_c)

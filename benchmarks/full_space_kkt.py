@@ -32,8 +32,9 @@ Last, the products that a conjugate-gradient step needs, without any
 factorisation: the node derivatives of each interval from linear Picard
 sweeps (``dU <- 1 dx^T + h (f_U dU + f_p dp) A^T``, converging at the
 contraction of ``dP/dU``), chained through the intervals in one generated
-``mapaccum`` call each way (the transpose is the exact transpose of the
-truncated sweeps: a dot-product test checks it).  It prints their error
+call each way (``picard_casadi.interval_products``, the products of
+``tr_solver="cg"``; the transpose is the exact transpose of the truncated
+sweeps: a dot-product test checks it).  It prints their error
 against the exact sensitivities, their time, the time of a CG step with the
 iteration counts above, and the time of today's linearisation at the same
 iterate for comparison.  ``--products-only`` skips the KKT solves and the
@@ -54,6 +55,7 @@ import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
+from picard_casadi.interval_products import interval_expressions
 from picard_casadi.methods import condensed
 from state_scaling import ring_experiment, ring_model
 
@@ -73,6 +75,7 @@ def first_iterate(N: int) -> dict:
     try:
         model = ring_model(N)
         pc.estimate(model, [ring_experiment(model)], [0.5, 0.3], "picard-gn", T=0.5,
+                    tr_solver="exact",
                     refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]), max_iter=1)
     finally:
         condensed.ConstrainedGaussNewtonStep._step = step
@@ -91,27 +94,6 @@ def interval_jacobian(disc) -> tuple[ca.Function, tuple[ca.Sparsity, ...]]:
     fn = ca.Function("interval_jacobian", data,
                      [ca.vec(R), ca.vec(G), xend] + [jac.nz[:] for jac in jacs])
     return fn, tuple(jac.sparsity() for jac in jacs)
-
-
-def interval_expressions(disc) -> tuple[list[ca.SX], ca.SX, ca.SX, ca.SX]:
-    """One interval's symbols ``[x, U, p, t0, h, Wn, S, ts, Ws]`` and, in them, the
-    right-hand side at the nodes ``F (nx, K)``, the outputs at the samples ``G
-    (ny, M)`` and the end state."""
-    m = disc.model
-    K, M = disc.K, disc.M
-    A = np.asarray(disc.quad.integration, float)
-    tau = np.asarray(disc.quad.tau, float)
-    x, U, p = ca.SX.sym("x", m.nx), ca.SX.sym("U", m.nx, K), ca.SX.sym("p", m.np)
-    t0, h = ca.SX.sym("t0"), ca.SX.sym("h")
-    Wn, S = ca.SX.sym("Wn", m.nu, K), ca.SX.sym("S", M, K)
-    ts, Ws = ca.SX.sym("ts", 1, M), ca.SX.sym("Ws", m.nu, M)
-    f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
-    g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
-    F = ca.horzcat(*[f(t0 + h * tau[k], U[:, k], p, Wn[:, k]) for k in range(K)])
-    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
-    G = ca.horzcat(*[g(ts[0, s], Xs[:, s], p, Ws[:, s]) for s in range(M)])
-    xend = x + h * ca.mtimes(F, ca.DM(A[K - 1, :]))
-    return [x, U, p, t0, h, Wn, S, ts, Ws], F, G, xend
 
 
 def kkt_system(seen: dict, mu: float = 1e-12):
@@ -260,66 +242,19 @@ def sweep_time(seen: dict, repeats: int = 5) -> tuple[float, float]:
     return factor, (time.perf_counter() - t) / repeats
 
 
-def interval_products(d, sweeps: int) -> tuple[ca.Function, ca.Function]:
-    """One interval's linearised map ``(dx_j, dp) -> (dx_end, dG)`` with the node
-    derivatives from ``sweeps`` linear Picard sweeps (no factorisation), and its
-    exact transpose ``(w_end, w_G) -> (bar dx_j, bar dp)``, as MX functions whose
-    per-sweep pieces are SX functions (small generated code, linear in N).
-
-    A sweep is ``dU <- 1 dx^T + h (f_U dU + f_p dp) A^T``: the fixed point is
-    the sensitivity, and the error shrinks by the contraction of ``dP/dU``.
-    """
-    m = d.model
-    K, nx = d.K, d.model.nx
-    A = ca.DM(np.asarray(d.quad.integration, float))
-    data, F, G, xend = interval_expressions(d)
-    x, U, p, _, h = data[:5]
-    out = ca.vertcat(xend, ca.vec(G))
-    dx, dU, dp = ca.SX.sym("dx", nx), ca.SX.sym("dU", nx, K), ca.SX.sym("dp", m.np)
-    Up, z = ca.vertcat(ca.vec(U), p), ca.vertcat(x, ca.vec(U), p)
-    lin = ca.reshape(ca.jtimes(ca.vec(F), Up, ca.vertcat(ca.vec(dU), dp)), nx, K)
-    sweep = ca.Function("sweep", data + [dU, dp, dx],
-                        [ca.repmat(dx, 1, K) + h * ca.mtimes(lin, A.T)])
-    jout = ca.jtimes(out, z, ca.vertcat(dx, ca.vec(dU), dp))
-    tail = ca.Function("tail", data + [dU, dp, dx], [jout[:nx], jout[nx:]])
-    seed = ca.SX.sym("w", out.numel())
-    bar = ca.jtimes(out, z, seed, True)
-    tail_T = ca.Function("tail_T", data + [seed],
-                         [bar[:nx], ca.reshape(bar[nx:nx + nx * K], nx, K), bar[nx + nx * K:]])
-    bar_sweep = ca.SX.sym("bar_sweep", nx, K)
-    b = ca.jtimes(ca.vec(F), Up, ca.vec(h * ca.mtimes(bar_sweep, A)), True)
-    sweep_T = ca.Function("sweep_T", data + [bar_sweep],
-                          [ca.reshape(b[:nx * K], nx, K), b[nx * K:], ca.sum2(bar_sweep)])
-    sym = [ca.MX.sym(f"data{i}", *v.shape) for i, v in enumerate(data)]
-    mdx, mdp = ca.MX.sym("dx", nx), ca.MX.sym("dp", m.np)
-    node = ca.repmat(mdx, 1, K)
-    for _ in range(sweeps):
-        node = sweep(*sym, node, mdp, mdx)
-    forward = ca.Function("forward", [mdx] + sym + [mdp], list(tail(*sym, node, mdp, mdx)))
-    w_end, w_G = ca.MX.sym("w_end", nx), ca.MX.sym("w_G", out.numel() - nx)
-    bdx, bnode, bdp = tail_T(*sym, ca.vertcat(w_end, w_G))
-    for _ in range(sweeps):
-        bprev, bp, bsum = sweep_T(*sym, bnode)
-        bdx, bdp, bnode = bdx + bsum, bdp + bp, bprev
-    transpose = ca.Function("transpose", [w_end] + sym + [w_G], [bdx + ca.sum2(bnode), bdp])
-    return forward, transpose
-
-
 def matrix_free_products(seen: dict, sweeps: int, repeats: int = 20
                          ) -> tuple[float, float, float, float]:
-    """Products with the condensed Jacobian by linear Picard sweeps, generated to C.
-
-    The forward product chains ``(dx_0, dp)`` through every interval (one
-    ``mapaccum`` call); the transpose chains the multipliers back (the same
-    ``mapaccum`` over the intervals in reverse order).  Returns the relative
-    error of the forward product against the exact sensitivities, the
-    dot-product test of the transpose, and the milliseconds of each product.
-    """
+    """The package's chained products (``picard_casadi.interval_products``) with
+    ``sweeps`` linear Picard sweeps, generated to C: one call each way over all
+    intervals.  Returns the relative error of the forward product against the
+    exact sensitivities, the dot-product test of the transpose, and the
+    milliseconds of each product."""
     from picard_casadi import codegen
+    from picard_casadi.interval_products import IntervalProducts, interval_product_functions
 
     s = seen["rule"].setup
     d, tr = s.disc, s.tr
-    J, K, M, nx, ny, n_p = d.n_intervals, d.K, d.M, d.model.nx, d.model.ny, d.model.np
+    J, M, nx, ny, n_p = d.n_intervals, d.M, d.model.nx, d.model.ny, d.model.np
     X, p = s.from_scaled(seen["Xs"], seen["ps"])
     sens = tr.interval_sensitivities(X, seen["U"], p)
     rng = np.random.default_rng(0)
@@ -328,32 +263,25 @@ def matrix_free_products(seen: dict, sweeps: int, repeats: int = 20
     for j in range(J):  # the exact chained product from E_j, F_j and the output Jacobians
         exact.append(sens["dG"][j].reshape(M * ny, nx + n_p) @ np.concatenate([dx, dp]))
         dx = sens["dend"][j] @ np.concatenate([dx, dp])
-    exact = np.array(exact)
-    c = tr._common()
-    data = [X.T, seen["U"].transpose(1, 0, 2).reshape(nx, J * K), np.tile(p[:, None], (1, J)),
-            c["t0"], c["h"], c["Wn"], c["S"], c["ts"], c["Ws"]]
-    widths = (1, K, 1, 1, 1, K, K, M, M)
-    backwards = [np.asarray(a).reshape(np.shape(a)[0], J, w)[:, ::-1].reshape(-1, J * w)
-                 if np.size(a) else np.asarray(a) for a, w in zip(data, widths)]
-    forward, transpose = interval_products(d, sweeps)
-    lib = codegen.compile_functions({f"forward{nx}_{sweeps}": forward.mapaccum(J),
-                                     f"transpose{nx}_{sweeps}": transpose.mapaccum(J)},
-                                    tag="matrixfree")
-    fwd, rev = lib[f"forward{nx}_{sweeps}"], lib[f"transpose{nx}_{sweeps}"]
-    fargs = [dx0, *data, np.tile(dp[:, None], (1, J))]
-    Av = np.asarray(fwd(*fargs)[1]).T
+    exact = np.array(exact).reshape(J, M, ny).transpose(0, 2, 1)
+    units = {f"{name}{sweeps}": unit
+             for name, unit in interval_product_functions(d, sweeps).items()}
+    compiled = codegen.CodegenBackend()({k: (u, J) for k, u in units.items()})
+    functions = {name: (compiled.native(f"{name}{sweeps}"), units[f"{name}{sweeps}"])
+                 for name in ("interval_forward", "interval_transpose")}
+    ops = IntervalProducts(d, functions, X, seen["U"], p, tr._common())
+    Av = ops.forward(dx0[None, :], dp)[2]
     error = np.abs(Av - exact).max() / np.abs(exact).max()
     w = rng.standard_normal(Av.shape)
-    rargs = [np.zeros(nx), *backwards, w[::-1].T]
-    lam, bar_p = (np.asarray(o) for o in rev(*rargs))
-    ATw = np.concatenate([lam[:, -1], bar_p.sum(axis=1)])
+    bar_x0, bar_p = ops.transpose(w)
+    ATw = np.concatenate([bar_x0[0], bar_p])
     dot = abs(np.sum(Av * w) - ATw @ np.concatenate([dx0, dp])) / abs(np.sum(Av * w))
     times = []
-    for fn, args in ((fwd, fargs), (rev, rargs)):
-        fn(*args)
+    for call in (lambda: ops.forward(dx0[None, :], dp), lambda: ops.transpose(w)):
+        call()
         t = time.perf_counter()
         for _ in range(repeats):
-            fn(*args)
+            call()
         times.append((time.perf_counter() - t) / repeats)
     return error, dot, times[0], times[1]
 

@@ -45,22 +45,10 @@ import numpy as np
 
 import picard_casadi as pc
 from picard_casadi.methods.matrix_free import cg_pays
+from picard_casadi.models import ring
 
 
-def ring_model(N: int) -> pc.Model:
-    t = ca.SX.sym("t")
-    x = ca.SX.sym("x", N)
-    p = ca.SX.sym("p", 2)
-    rhs = [p[0] * (x[(i - 1) % N] + x[(i + 1) % N] - 2 * x[i]) - p[1] * x[i] ** 3
-           + 0.5 * ca.sin(0.5 * t + 2 * np.pi * i / N) for i in range(N)]
-    return pc.Model(t=t, x=x, p=p, rhs=ca.vertcat(*rhs), name=f"ring{N}")
-
-
-def ring_experiment(model: pc.Model, seed: int = 0) -> pc.Experiment:
-    N = model.nx
-    x0 = np.cos(2 * np.pi * np.arange(N) / N)
-    return pc.simulate_experiment(model, x0, [0.8, 0.5], np.linspace(0, 10, 51),
-                                  noise_std=0.01, seed=seed)
+ring_model, ring_experiment = ring.build_model, ring.make_experiment
 
 
 RUN_OPTIONS = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]),

@@ -40,7 +40,8 @@ import numpy as np
 
 from .discretisation import Discretisation, from_map_layout, to_map_layout
 
-__all__ = ["SWEEPS", "interval_product_functions", "IntervalProducts", "CARRY_IN", "CARRY_OUT"]
+__all__ = ["SWEEPS", "interval_expressions", "interval_product_functions", "IntervalProducts",
+           "CARRY_IN", "CARRY_OUT"]
 
 #: linear Picard sweeps per product.  For an interval of length h and a
 #: Lipschitz constant L their error falls like (h L)^k / k! (a Taylor series)
@@ -52,7 +53,7 @@ __all__ = ["SWEEPS", "interval_product_functions", "IntervalProducts", "CARRY_IN
 SWEEPS = 20
 
 
-def _interval_expressions(disc: Discretisation) -> tuple[list[ca.SX], ca.SX, ca.SX, ca.SX]:
+def interval_expressions(disc: Discretisation) -> tuple[list[ca.SX], ca.SX, ca.SX, ca.SX]:
     """One interval's symbols ``[x, U, p, t0, h, Wn, S, ts, Ws]`` and in them the
     right-hand side at the nodes ``F (nx, K)``, the outputs at the samples ``G
     (ny, M)`` and the end state, all after one Picard application from ``U``."""
@@ -93,7 +94,7 @@ def interval_product_functions(disc: Discretisation, sweeps: int = SWEEPS
     m = disc.model
     K, M, nx, ny = disc.K, disc.M, m.nx, m.ny
     A = ca.DM(np.asarray(disc.quad.integration, float))
-    data, F, G, xend = _interval_expressions(disc)
+    data, F, G, xend = interval_expressions(disc)
     x, U, p, _, h = data[:5]
     out = ca.vertcat(xend, ca.vec(G))
     dx, dU, dp = ca.SX.sym("dx", nx), ca.SX.sym("dU", nx, K), ca.SX.sym("dp", m.np)

@@ -3,31 +3,17 @@ linearisation's, and it reaches the factorised step's estimates."""
 
 from __future__ import annotations
 
-import casadi as ca
 import numpy as np
 import pytest
 
 import picard_casadi as pc
 from picard_casadi.methods import matrix_free
 from picard_casadi.methods.matrix_free import MatrixFreeGaussNewtonStep, cg_pays
+from picard_casadi.models import ring
 from picard_casadi.problem_setup import build_setup
 
 
-def ring_model(N: int) -> pc.Model:
-    """A ring of N states, each driven by its two neighbours (as benchmarks/state_scaling.py)."""
-    t = ca.SX.sym("t")
-    x = ca.SX.sym("x", N)
-    p = ca.SX.sym("p", 2)
-    rhs = [p[0] * (x[(i - 1) % N] + x[(i + 1) % N] - 2 * x[i]) - p[1] * x[i] ** 3
-           + 0.5 * ca.sin(0.5 * t + 2 * np.pi * i / N) for i in range(N)]
-    return pc.Model(t=t, x=x, p=p, rhs=ca.vertcat(*rhs), name=f"ring{N}")
-
-
-def ring_experiment(model: pc.Model, seed: int = 0) -> pc.Experiment:
-    N = model.nx
-    x0 = np.cos(2 * np.pi * np.arange(N) / N)
-    return pc.simulate_experiment(model, x0, [0.8, 0.5], np.linspace(0, 10, 51),
-                                  noise_std=0.01, seed=seed)
+ring_model, ring_experiment = ring.build_model, ring.make_experiment
 
 
 def _setup(name: str, codegen: bool, T: float | None = None):
@@ -107,28 +93,34 @@ def test_compiled_and_virtual_machine_products_agree():
 RING = dict(T=0.5, refine=False, uncertainty=False, p_bounds=([0, 0], [10, 10]))
 
 
+@pytest.fixture
+def steps(monkeypatch) -> list:
+    """Every products-only step object made while the test runs."""
+    made = []
+    init = MatrixFreeGaussNewtonStep.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(MatrixFreeGaussNewtonStep, "__init__", record)
+    return made
+
+
 @pytest.fixture(scope="module")
 def ring20():
     model = ring_model(20)
     return model, ring_experiment(model)
 
 
-def test_cg_step_reaches_the_factorised_estimates_on_a_ring(ring20, monkeypatch):
+def test_cg_step_reaches_the_factorised_estimates_on_a_ring(ring20, steps):
     model, exp = ring20
     exact = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", tr_solver="exact", **RING)
-    rules = []
-    init = MatrixFreeGaussNewtonStep.__init__
-
-    def record(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        rules.append(self)
-
-    monkeypatch.setattr(MatrixFreeGaussNewtonStep, "__init__", record)
     cg = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", tr_solver="cg", **RING)
     assert exact.success and cg.success
     assert np.max(np.abs(cg.p - exact.p) / np.abs(exact.p)) < 1e-6
     assert np.max(np.abs(np.asarray(cg.x0) - np.asarray(exact.x0))) < 1e-6
-    rule, = rules
+    rule, = steps
     # every step from products: the preconditioner formed once, a few
     # conjugate-gradient iterations per step, no factorised step
     assert rule.factorised_steps == 0
@@ -151,24 +143,16 @@ def test_cg_step_keeps_a_parameter_on_its_bound(ring20):
 
 
 @pytest.mark.filterwarnings("ignore::picard_casadi.DiscretisationWarning")
-def test_cg_step_takes_the_factorised_step_where_the_sweeps_do_not_converge(monkeypatch):
+def test_cg_step_takes_the_factorised_step_where_the_sweeps_do_not_converge(steps):
     # intervals so long that 20 linear Picard sweeps do not reach the fixed
     # point: the step notices (the last sweep's change) and falls back
     model = pc.problem("vdp", seed=0)
-    rules = []
-    init = MatrixFreeGaussNewtonStep.__init__
-
-    def record(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        rules.append(self)
-
-    monkeypatch.setattr(MatrixFreeGaussNewtonStep, "__init__", record)
     res = model.estimate(tr_solver="cg", T=2.0, uncertainty=False, refine=False)
     ref = model.estimate(tr_solver="exact", T=2.0, uncertainty=False, refine=False)
     assert res.success
     assert np.allclose(res.p, ref.p, rtol=1e-6)
-    assert rules[0].factorised_steps > 0
-    assert "sweeps" in rules[0].factorised_reason
+    assert steps[0].factorised_steps > 0
+    assert "sweeps" in steps[0].factorised_reason
     assert any("tr_solver='cg'" in w and "factorised step" in w for w in res.warnings)
     assert not any("tr_solver" in w for w in ref.warnings)
 

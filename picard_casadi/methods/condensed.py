@@ -442,16 +442,8 @@ class ConstrainedGaussNewtonStep:
             step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
             Xp, pp = s.from_scaled(Xn, pn)
             U_new = predict_nodes(sens["S"], U, dX * xs, dp * psc)
-            U_new, res, sweeps = tr.settle(Xp, U_new, pp, tol=TRIAL_FIXED_POINT_TOL)
-            evals += sweeps + 1
-            # a trial whose fixed point was not found is not evaluated: its merit
-            # would be that of a discontinuous U, and once accepted the next
-            # linearisation (which assumes a fixed point) would not fit
-            if res <= TRIAL_ACCEPT_FIXED_POINT:
-                data_new, c_new = self._merit_parts(Xp, U_new, pp)
-                merit_new = data_new + 0.5 * self.rho * float(np.sum(c_new * c_new))
-            else:
-                merit_new = np.inf
+            U_new, merit_new, c_new, sweeps = self._trial(Xp, U_new, pp)
+            evals += sweeps
             ratio = (merit - merit_new) / predicted
             if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
                 # the gaps' curvature spoilt the step (Maratos effect): close the
@@ -461,29 +453,58 @@ class ConstrainedGaussNewtonStep:
                 if corrected is not None and corrected[2] < merit_new:
                     Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
                     ratio = (merit - merit_new) / predicted
-            # a gain within a few round-offs of the merit says nothing about the
-            # model: such a step is kept if it does not raise the merit, and the
-            # radius is left alone (shrinking it on noise cost fa18-roll-rud ten
-            # iterations of doubling it back)
-            in_noise = predicted <= NOISE_GAIN * max(merit, zero)
-            if in_noise and np.isfinite(merit_new) and merit_new <= merit:
-                ratio = max(ratio, 1e-3)
-            if np.isfinite(merit_new) and ratio > 1e-4:
-                if ratio > 0.75 and alpha < 1.0:
-                    self.radius = min(2.0 * self.radius, 1e6)
-                elif ratio < 0.25 and not in_noise:
-                    self.radius = max(0.25 * min(self.radius, step), 1e-12)
-                # regularisation only: dropped fast while the model predicts well
-                # (divided by 3, a 1e-3 damping shortened steps along a flat
-                # direction for ten iterations on fa18-roll-rud)
-                self.mu = max(self.mu / 10.0, 1e-12) if ratio > 0.75 else self.mu
+            if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
-            # rejected: shrink the trust region; regularise a little more
-            self.radius = max(0.25 * min(self.radius, step), 1e-12)
-            self.mu = min(self.mu * 2.0, 1e6)
             if self.radius <= 1e-10:
                 break
+        return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)
+
+    def _trial(self, Xp, U_start, pp) -> tuple[np.ndarray, float, np.ndarray, int]:
+        """A trial point (unscaled) settled from ``U_start``: ``(U, merit, scaled
+        gaps, evaluations)``.
+
+        A trial whose fixed point was not found is not evaluated (merit
+        ``inf``): its merit would be that of a discontinuous U, and once
+        accepted the next linearisation (which assumes a fixed point) would
+        not fit.
+        """
+        U_new, res, sweeps = self.setup.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
+        if not res <= TRIAL_ACCEPT_FIXED_POINT:
+            return U_new, np.inf, np.zeros(0), sweeps + 1
+        data_new, c_new = self._merit_parts(Xp, U_new, pp)
+        return (U_new, data_new + 0.5 * self.rho * float(np.sum(c_new * c_new)), c_new,
+                sweeps + 1)
+
+    def _judge(self, ratio: float, predicted: float, merit: float, merit_new: float,
+               zero: float, alpha: float, step: float) -> bool:
+        """Accept or reject a trial on its merit ratio, and move the trust region
+        and the damping accordingly.  Returns whether it is accepted."""
+        # a gain within a few round-offs of the merit says nothing about the
+        # model: such a step is kept if it does not raise the merit, and the
+        # radius is left alone (shrinking it on noise cost fa18-roll-rud ten
+        # iterations of doubling it back)
+        in_noise = predicted <= NOISE_GAIN * max(merit, zero)
+        if in_noise and np.isfinite(merit_new) and merit_new <= merit:
+            ratio = max(ratio, 1e-3)
+        if np.isfinite(merit_new) and ratio > 1e-4:
+            if ratio > 0.75 and alpha < 1.0:
+                self.radius = min(2.0 * self.radius, 1e6)
+            elif ratio < 0.25 and not in_noise:
+                self.radius = max(0.25 * min(self.radius, step), 1e-12)
+            # regularisation only: dropped fast while the model predicts well
+            # (divided by 3, a 1e-3 damping shortened steps along a flat
+            # direction for ten iterations on fa18-roll-rud)
+            self.mu = max(self.mu / 10.0, 1e-12) if ratio > 0.75 else self.mu
+            return True
+        # rejected: shrink the trust region; regularise a little more
+        self.radius = max(0.25 * min(self.radius, step), 1e-12)
+        self.mu = min(self.mu * 2.0, 1e6)
+        return False
+
+    def _without_step(self, Xs, ps, merit: float, gnorm: float, evals: int, full_pred: float,
+                      zero: float, optimality: float) -> StepInfo:
+        """The iteration's outcome when no trial was accepted."""
         if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, zero):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0

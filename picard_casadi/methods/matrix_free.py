@@ -31,9 +31,9 @@ import numpy as np
 from ..interval_linearisation import sparse_pays
 from ..interval_products import IntervalProducts
 from .base import Setup, StepInfo
+from .condensed import (PRECISION, SOC_RATIO, STATIONARITY_DAMPING,
+                        ConstrainedGaussNewtonStep)
 from .least_squares import compress_rows
-from .condensed import (NOISE_GAIN, PRECISION, SOC_RATIO, TRIAL_ACCEPT_FIXED_POINT,
-                        TRIAL_FIXED_POINT_TOL, ConstrainedGaussNewtonStep)
 
 __all__ = ["MatrixFreeGaussNewtonStep", "cg_pays", "use_cg", "CG_TOL", "SWEEP_CHANGE_TOL"]
 
@@ -57,8 +57,6 @@ SWEEP_CHANGE_TOL = 1e-8
 #: after this many iterations whose sweeps did not converge, the solve keeps
 #: to the factorised step (the mesh and p change little between iterations)
 SWEEP_FAILURES = 2
-#: relative damping of the undamped step that measures stationarity
-STATIONARITY_DAMPING = 1e-14
 #: conjugate-gradient iterations of a step above which the preconditioner is
 #: formed afresh at the next iteration
 REFRESH_ITERATIONS = 10
@@ -372,13 +370,8 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 continue
             step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
             Xp, pp = s.from_scaled(Xn, pn)
-            U_new, res, sweeps = tr.settle(Xp, U + dU, pp, tol=TRIAL_FIXED_POINT_TOL)
-            evals += sweeps + 1
-            if res <= TRIAL_ACCEPT_FIXED_POINT:
-                data_new, c_new = self._merit_parts(Xp, U_new, pp)
-                merit_new = data_new + 0.5 * self.rho * float(np.sum(c_new * c_new))
-            else:
-                merit_new = np.inf
+            U_new, merit_new, c_new, sweeps = self._trial(Xp, U + dU, pp)
+            evals += sweeps
             ratio = (merit - merit_new) / predicted
             if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
                 corrected = self._closed_gaps(ops, Xn, pn, U_new, c_new)
@@ -386,40 +379,12 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 if corrected is not None and corrected[2] < merit_new:
                     Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
                     ratio = (merit - merit_new) / predicted
-            in_noise = predicted <= NOISE_GAIN * max(merit, zero)
-            if in_noise and np.isfinite(merit_new) and merit_new <= merit:
-                ratio = max(ratio, 1e-3)
-            if np.isfinite(merit_new) and ratio > 1e-4:
-                if ratio > 0.75 and alpha < 1.0:
-                    self.radius = min(2.0 * self.radius, 1e6)
-                elif ratio < 0.25 and not in_noise:
-                    self.radius = max(0.25 * min(self.radius, step), 1e-12)
-                self.mu = max(self.mu / 10.0, 1e-12) if ratio > 0.75 else self.mu
+            if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
-            self.radius = max(0.25 * min(self.radius, step), 1e-12)
-            self.mu = min(self.mu * 2.0, 1e6)
             if self.radius <= 1e-10:
                 break
-        return self._no_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)
-
-    def _no_step(self, Xs, ps, merit, gnorm, evals, full_pred, zero, optimality) -> StepInfo:
-        """The step's outcome when no trial was accepted (as the factorised step's)."""
-        from .condensed import COLLAPSE_PRECISION
-
-        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, zero):
-            self.radius = self.radius0
-            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                            precision_reached=True, optimality=optimality)
-        if self.radius <= 1e-10:
-            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                            failed=True, optimality=optimality, message=(
-                                "no acceptable step: the trust region collapsed (the "
-                                "linear model does not describe the problem near this "
-                                "point; a state bound may block every descent direction "
-                                "-- widen x0_bounds, or start from a better p0)"))
-        return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                        optimality=optimality)
+        return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)
 
     def _stationarity(self, ops, b, diag, free_p, bnorm) -> float:
         """The reach cosine of the (nearly) undamped Gauss-Newton step."""

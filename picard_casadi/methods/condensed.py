@@ -440,25 +440,35 @@ class ConstrainedGaussNewtonStep:
                     break
                 continue
             step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
-            Xp, pp = s.from_scaled(Xn, pn)
-            U_new = predict_nodes(sens["S"], U, dX * xs, dp * psc)
-            U_new, merit_new, c_new, sweeps = self._trial(Xp, U_new, pp)
+            Xn, U_new, merit_new, ratio, sweeps = self._tried(
+                Xn, pn, predict_nodes(sens["S"], U, dX * xs, dp * psc), merit, predicted,
+                lambda *trial: self._second_order_correction(*trial, E, sens["S"]))
             evals += sweeps
-            ratio = (merit - merit_new) / predicted
-            if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
-                # the gaps' curvature spoilt the step (Maratos effect): close the
-                # new gaps along the old linearisation and keep the better point
-                corrected = self._second_order_correction(Xn, pn, U_new, c_new, E, sens["S"])
-                evals += corrected[3] if corrected is not None else 0
-                if corrected is not None and corrected[2] < merit_new:
-                    Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
-                    ratio = (merit - merit_new) / predicted
             if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)
+
+    def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
+               ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
+        """Evaluate the trial ``(Xn, pn)`` (scaled) from the node values ``U_start``,
+        with the second-order correction ``correct(Xn, pn, U, gaps)`` where its
+        merit ratio is below ``SOC_RATIO``.  Returns ``(Xn, U, merit, ratio,
+        evaluations)`` of the better point."""
+        Xp, pp = self.setup.from_scaled(Xn, pn)
+        U_new, merit_new, c_new, evals = self._trial(Xp, U_start, pp)
+        ratio = (merit - merit_new) / predicted
+        if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
+            # the gaps' curvature spoilt the step (Maratos effect): close the
+            # new gaps along the old linearisation and keep the better point
+            corrected = correct(Xn, pn, U_new, c_new)
+            evals += corrected[3] if corrected is not None else 0
+            if corrected is not None and corrected[2] < merit_new:
+                Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
+                ratio = (merit - merit_new) / predicted
+        return Xn, U_new, merit_new, ratio, evals
 
     def _trial(self, Xp, U_start, pp) -> tuple[np.ndarray, float, np.ndarray, int]:
         """A trial point (unscaled) settled from ``U_start``: ``(U, merit, scaled

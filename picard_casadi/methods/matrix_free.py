@@ -31,8 +31,7 @@ import numpy as np
 from ..interval_linearisation import sparse_pays
 from ..interval_products import IntervalProducts
 from .base import Setup, StepInfo
-from .condensed import (PRECISION, SOC_RATIO, STATIONARITY_DAMPING,
-                        ConstrainedGaussNewtonStep)
+from .condensed import PRECISION, STATIONARITY_DAMPING, ConstrainedGaussNewtonStep
 from .least_squares import compress_rows
 
 __all__ = ["MatrixFreeGaussNewtonStep", "cg_pays", "use_cg", "CG_TOL", "SWEEP_CHANGE_TOL"]
@@ -369,16 +368,10 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                     break
                 continue
             step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
-            Xp, pp = s.from_scaled(Xn, pn)
-            U_new, merit_new, c_new, sweeps = self._trial(Xp, U + dU, pp)
+            Xn, U_new, merit_new, ratio, sweeps = self._tried(
+                Xn, pn, U + dU, merit, predicted,
+                lambda *trial: self._closed_gaps(ops, *trial))
             evals += sweeps
-            ratio = (merit - merit_new) / predicted
-            if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
-                corrected = self._closed_gaps(ops, Xn, pn, U_new, c_new)
-                evals += corrected[3] if corrected is not None else 0
-                if corrected is not None and corrected[2] < merit_new:
-                    Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
-                    ratio = (merit - merit_new) / predicted
             if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)

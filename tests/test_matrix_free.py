@@ -192,3 +192,19 @@ def test_cg_step_with_two_experiments(ring20, estimate_x0):
     assert np.max(np.abs(cg.p - exact.p) / np.abs(exact.p)) < 1e-6
     for a, b in zip(cg.x0, exact.x0):
         assert np.max(np.abs(np.asarray(a) - np.asarray(b))) < 1e-6
+
+
+@pytest.mark.filterwarnings("ignore::picard_casadi.FitWarning")
+def test_cg_step_hands_a_step_into_the_state_box_to_the_factorised_step(ring20, steps):
+    # x0 in [-1, 1], which the truth touches: steps reach the box, which
+    # the products-only step cannot keep (clipping its steps collapsed the
+    # trust region on a Fisher-KPP model); the factorised step's active set does
+    model, exp = ring20
+    kw = dict(RING, x0_bounds=(-1.0, 1.0))
+    exact = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", tr_solver="exact", **kw)
+    cg = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", tr_solver="cg", **kw)
+    assert exact.success and cg.success
+    assert np.max(np.abs(cg.p - exact.p) / np.abs(exact.p)) < 1e-6
+    assert np.max(np.abs(np.asarray(cg.x0[0]))) <= 1.0 + 1e-12
+    assert "x0_bounds" in steps[0].factorised_reason
+    assert any("x0_bounds or p_bounds" in w for w in cg.warnings)

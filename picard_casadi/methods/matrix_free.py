@@ -16,10 +16,10 @@ What it keeps from the factorised step: the trust region on the scaled step,
 the merit and its ``rho``, the second-order correction, the pattern move,
 the stationarity measure (:func:`~picard_casadi.methods.least_squares.reach_cosine`
 of the undamped step, computed when the damped step reaches little).  What
-it does not have: the exact-Hessian (Newton) model, and the interval starts
-are clipped to ``x0_bounds`` after the step instead of being kept inside by
-the active-set solve.  Where the products are not trustworthy (the sweeps
-have not converged: ``dP/dU`` contracts slowly on this mesh) or conjugate
+it does not have: the exact-Hessian (Newton) model, and the active-set solve
+that keeps the interval starts and ``p`` in their boxes.  Where a step
+reaches a box, where the products are not trustworthy (the sweeps have not
+converged: ``dP/dU`` contracts slowly on this mesh) or where conjugate
 gradients stall, the iteration takes the factorised step instead, so the
 answer never depends on the products being good.
 """
@@ -53,9 +53,10 @@ STATIONARITY_CHECK = 1e-5
 #: a product whose last linear Picard sweep still changed the node derivatives
 #: by more than this (relative) is not used: the factorised step is taken
 SWEEP_CHANGE_TOL = 1e-8
-#: after this many iterations whose sweeps did not converge, the solve keeps
-#: to the factorised step (the mesh and p change little between iterations)
-SWEEP_FAILURES = 2
+#: after this many iterations in a row that took the factorised step (sweeps
+#: not converged, or a step reaching a box), the solve keeps to it: the mesh,
+#: p and the active bounds change little between iterations
+FALLBACKS_IN_ROW = 2
 #: conjugate-gradient iterations of a step above which the preconditioner is
 #: formed afresh at the next iteration
 REFRESH_ITERATIONS = 10
@@ -93,7 +94,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         self._Rinv: np.ndarray | None = None
         self._diag: np.ndarray | None = None
         self._last_cg = 0
-        self._sweep_failures = 0
+        self._fallbacks_in_row = 0
         self.preconditioner_builds = 0
 
     def fallback_note(self) -> str:
@@ -234,6 +235,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
     def _factorised(self, reason: str, Xs, U, ps, V, lam) -> StepInfo:
         """This iteration's step from the factorised linearisation."""
         self.factorised_steps += 1
+        self._fallbacks_in_row += 1
         self.factorised_reason = reason
         return super()._step(Xs, U, ps, V, lam)
 
@@ -259,7 +261,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
             return StepInfo(Xs, ps, merit, merit, 0.0, 0.0, False, 1, self.mu,
                             precision_reached=True, optimality=0.0)
 
-        if self._sweep_failures >= SWEEP_FAILURES:
+        if self._fallbacks_in_row >= FALLBACKS_IN_ROW:
             return self._factorised(self.factorised_reason, Xs, U, ps, V, lam)
         ops = self._operator(X, U, p)
         n_exp = len(self.x0_cols)
@@ -268,7 +270,6 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                                      offsets=c * xs)
         b = r + self._rows(dG_shift)
         if not (ops.change <= SWEEP_CHANGE_TOL and np.all(np.isfinite(b))):
-            self._sweep_failures += 1
             return self._factorised(
                 f"the linear Picard sweeps changed by {ops.change:.1e} in their last sweep",
                 Xs, U, ps, V, lam)
@@ -342,21 +343,17 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
             p_try = np.where(s.free_p, ps + alpha * full_dp, ps)
             Xn = np.where(s.free_x, np.clip(X_try, xl, xu), Xs)
             pn = np.where(s.free_p, np.clip(p_try, pl, pu), ps)
+            if not (np.array_equal(Xn, X_try) and np.array_equal(pn, p_try)):
+                # the step leaves a box: the factorised step keeps the interval
+                # starts and p inside by its active-set solve, where clipping
+                # the step collapsed the trust region (Fisher-KPP, states at 0)
+                return self._factorised("the step reached x0_bounds or p_bounds",
+                                        Xs, U, ps, V, lam)
             dX, dp = Xn - Xs, pn - ps
-            if np.array_equal(Xn, X_try) and np.array_equal(pn, p_try):
-                # the scaled full step: its linear model is the full one, scaled
-                data_lin = r + alpha * (full_data - r)
-                gap_lin = (1.0 - alpha) * c
-                dU = alpha * full_nodes
-            else:  # clipped on a bound: the linear model of the step taken
-                _, dxend, dG = ops.forward(np.zeros((n_exp, self.nx)), dp * psc,
-                                           dX=dX * xs)
-                dU = ops.last_nodes
-                data_lin = r + self._rows(dG)
-                nxt = np.zeros_like(dX)
-                nxt[:-1] = dX[1:]
-                gap_lin = c + dxend / xs - nxt
-                gap_lin[~hn] = 0.0
+            # the scaled full step: its linear model is the full one, scaled
+            data_lin = r + alpha * (full_data - r)
+            gap_lin = (1.0 - alpha) * c
+            dU = alpha * full_nodes
             pred_data = 0.5 * float(np.sum(r * r) - np.sum(data_lin * data_lin))
             pred_gap = 0.5 * (gap2 - float(np.sum(gap_lin * gap_lin)))
             self._raise_rho(pred_data, pred_gap, gap2)
@@ -373,6 +370,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 lambda *trial: self._closed_gaps(ops, *trial))
             evals += sweeps
             if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
+                self._fallbacks_in_row = 0
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
             if self.radius <= 1e-10:

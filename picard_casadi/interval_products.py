@@ -15,8 +15,8 @@ product costs what ``f``'s coupling costs, never ``(K nx)^3`` and never the
 ``nx`` right-hand sides of a full sensitivity.  The transpose runs the same
 sweeps backwards with vector-Jacobian products.
 
-Two functions of one interval (MX graphs calling small SX pieces, so the
-generated code stays small; ``SWEEPS`` sweeps each):
+Two functions of one interval (MX graphs calling small SX pieces mapped over
+the nodes, so the generated code stays small; ``SWEEPS`` sweeps each):
 
 * ``interval_forward(x, U, p, t0, h, Wn, S, ts, Ws, dx, dp) -> (dxend, dG,
   dU, change)``: the derivatives of the end state and of the outputs at the
@@ -40,8 +40,8 @@ import numpy as np
 
 from .discretisation import Discretisation, from_map_layout, to_map_layout
 
-__all__ = ["SWEEPS", "interval_expressions", "interval_product_functions", "IntervalProducts",
-           "CARRY_IN", "CARRY_OUT"]
+__all__ = ["SWEEPS", "interval_expressions", "point_derivative_functions",
+           "interval_product_functions", "IntervalProducts", "CARRY_IN", "CARRY_OUT"]
 
 #: linear Picard sweeps per product.  For an interval of length h and a
 #: Lipschitz constant L their error falls like (h L)^k / k! (a Taylor series)
@@ -74,6 +74,29 @@ def interval_expressions(disc: Discretisation) -> tuple[list[ca.SX], ca.SX, ca.S
     return [x, U, p, t0, h, Wn, S, ts, Ws], F, G, xend
 
 
+def point_derivative_functions(model) -> dict[str, ca.Function]:
+    """Directional derivatives of ``f`` and ``g`` at one point, forward and reverse.
+
+    ``f(t, x, p, u)``, ``f_jvp(t, x, p, u, dx, dp) -> f_x dx + f_p dp``,
+    ``f_vjp(t, x, p, u, w) -> (f_x^T w, f_p^T w)`` and the same ``g_jvp``,
+    ``g_vjp`` for the outputs.  The products map them over the
+    nodes and samples, so the generated code holds ``f``'s derivatives once,
+    not once per node.
+    """
+    t, x, p, u = model.t, model.x, model.p, model.u
+    z = ca.vertcat(x, p)
+    dx, dp = ca.SX.sym("dx", model.nx), ca.SX.sym("dp", model.np)
+    out = {"f": ca.Function("f", [t, x, p, u], [model.rhs])}
+    for name, expr in (("f", model.rhs), ("g", model.y)):
+        w = ca.SX.sym("w", expr.numel())
+        jvp = ca.jtimes(expr, z, ca.vertcat(dx, dp))
+        vjp = ca.jtimes(expr, z, w, True)
+        out[name + "_jvp"] = ca.Function(name + "_jvp", [t, x, p, u, dx, dp], [jvp])
+        out[name + "_vjp"] = ca.Function(name + "_vjp", [t, x, p, u, w],
+                                         [vjp[:model.nx], vjp[model.nx:]])
+    return out
+
+
 def interval_product_functions(disc: Discretisation, sweeps: int = SWEEPS
                                ) -> dict[str, ca.Function]:
     """``interval_forward`` and ``interval_transpose`` of one interval, each with
@@ -90,52 +113,79 @@ def interval_product_functions(disc: Discretisation, sweeps: int = SWEEPS
     carry`` (``cont``: 1 where the next interval continues this one's
     experiment, ``carry``: the next interval's ``bar``) and ``bar = bar_dx +
     w_start``.
+
+    Both are MX graphs over :func:`point_derivative_functions` mapped over the
+    ``K`` nodes and ``M`` samples, and over the integration of one state's
+    node values mapped over the states: the generated code holds the model's
+    derivatives once, not once per node (docs/performance.md, "The
+    products-only step").
     """
     m = disc.model
     K, M, nx, ny = disc.K, disc.M, m.nx, m.ny
     A = ca.DM(np.asarray(disc.quad.integration, float))
-    data, F, G, xend = interval_expressions(disc)
-    x, U, p, _, h = data[:5]
-    out = ca.vertcat(xend, ca.vec(G))
-    dx, dU, dp = ca.SX.sym("dx", nx), ca.SX.sym("dU", nx, K), ca.SX.sym("dp", m.np)
-    Up, z = ca.vertcat(ca.vec(U), p), ca.vertcat(x, ca.vec(U), p)
-    lin = ca.reshape(ca.jtimes(ca.vec(F), Up, ca.vertcat(ca.vec(dU), dp)), nx, K)
-    sweep = ca.Function("sweep", data + [dU, dp, dx],
-                        [ca.repmat(dx, 1, K) + h * ca.mtimes(lin, A.T)])
-    jout = ca.jtimes(out, z, ca.vertcat(dx, ca.vec(dU), dp))
-    tail = ca.Function("tail", data + [dU, dp, dx], [jout[:nx], jout[nx:]])
-    seed = ca.SX.sym("w", out.numel())
-    bar = ca.jtimes(out, z, seed, True)
-    tail_T = ca.Function("tail_T", data + [seed],
-                         [bar[:nx], ca.reshape(bar[nx:nx + nx * K], nx, K), bar[nx + nx * K:]])
-    bar_sweep = ca.SX.sym("bar_sweep", nx, K)
-    b = ca.jtimes(ca.vec(F), Up, ca.vec(h * ca.mtimes(bar_sweep, A)), True)
-    sweep_T = ca.Function("sweep_T", data + [bar_sweep],
-                          [ca.reshape(b[:nx * K], nx, K), b[nx * K:], ca.sum2(bar_sweep)])
+    a_end = ca.DM(np.asarray(disc.quad.integration, float)[K - 1, :]).T  # (1, K)
+    tau = ca.DM(np.asarray(disc.quad.tau, float)).T  # (1, K)
+    point = point_derivative_functions(m)
+    f, f_jvp, f_vjp = point["f"].map(K), point["f_jvp"].map(K), point["f_vjp"].map(K)
+    g_jvp, g_vjp = point["g_jvp"].map(M), point["g_vjp"].map(M)
 
     names = ["x", "U", "p", "t0", "h", "Wn", "S", "ts", "Ws"]
-    sym = [ca.MX.sym(n, *v.shape) for n, v in zip(names, data)]
+    shapes = [(nx, 1), (nx, K), (m.np, 1), (1, 1), (1, 1), (m.nu, K), (M, K), (1, M),
+              (m.nu, M)]
+    sym = [ca.MX.sym(n, *shape) for n, shape in zip(names, shapes)]
+    x, U, p, t0, h, Wn, S, ts, Ws = sym
+    tn = t0 + h * tau
+    F = f(tn, U, p, Wn)
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)  # the states at the samples
+
+    # the integration over the nodes, one state at a time (mapped over the
+    # states: the same product as an MX mtimes, CasADi's generic sparse loop,
+    # took most of a product's time)
+    row, start, hs = ca.SX.sym("row", K), ca.SX.sym("start"), ca.SX.sym("h")
+    integrate = ca.Function("integrate_nodes", [row, start, hs],
+                            [start + hs * ca.mtimes(A, row)]).map(nx)
+    integrate_T = ca.Function("integrate_nodes_T", [row, hs],
+                              [hs * ca.mtimes(A.T, row)]).map(nx)
+
+    def sweep(node, dp, dx):
+        """One linear Picard sweep: ``1 dx^T + h (f_x dU + f_p dp) A^T``."""
+        return integrate(f_jvp(tn, U, p, Wn, node, dp).T, dx.T, h).T
+
+    def sweep_T(bar):
+        """The transposed sweep: derivatives of ``<bar, sweep>`` in ``dU``, ``dp``, ``dx``."""
+        bU, bp = f_vjp(tn, U, p, Wn, integrate_T(bar.T, h).T)
+        return bU, ca.sum2(bp), ca.sum2(bar)
+
     carry, zs, restart = ca.MX.sym("carry", nx), ca.MX.sym("z", nx), ca.MX.sym("restart")
     offset, mdp = ca.MX.sym("offset", nx), ca.MX.sym("dp", m.np)
     mdx = restart * zs + (1 - restart) * carry
     node = ca.repmat(mdx, 1, K)
     previous = node
     for _ in range(sweeps):
-        previous, node = node, sweep(*sym, node, mdp, mdx)
+        previous, node = node, sweep(node, mdp, mdx)
     change = ca.mmax(ca.fabs(node - previous)) / ca.fmax(ca.mmax(ca.fabs(node)), 1e-300)
-    d_end, d_G = tail(*sym, node, mdp, mdx)
+    # the end state and the outputs at the samples, moved by the node moves
+    lin = h * f_jvp(tn, U, p, Wn, node, mdp)
+    d_end = mdx + ca.mtimes(lin, a_end.T)
+    d_Xs = ca.repmat(mdx, 1, M) + ca.mtimes(lin, S.T)
+    d_G = g_jvp(ts, Xs, p, Ws, d_Xs, mdp)
     dense = ca.densify
     forward = ca.Function(
         "interval_forward", sym + [carry, zs, restart, offset, mdp],
-        [dense(d_end + offset), dense(mdx), dense(ca.reshape(d_G, ny, M)), dense(node),
-         dense(change)],
+        [dense(d_end + offset), dense(mdx), dense(d_G), dense(node), dense(change)],
         names + ["carry", "z", "restart", "offset", "dp"],
         ["next", "start", "dG", "dU", "change"])
 
     w_G, w_start, cont = ca.MX.sym("w_G", ny, M), ca.MX.sym("w_start", nx), ca.MX.sym("cont")
-    bdx, bnode, bdp = tail_T(*sym, ca.vertcat(cont * carry, ca.vec(w_G)))
+    w_end = cont * carry
+    # the outputs' and end state's weights back to the node moves
+    bar_Xs, bar_p_G = g_vjp(ts, Xs, p, Ws, w_G)
+    bar_lin = h * (ca.mtimes(bar_Xs, S) + ca.mtimes(w_end, a_end))  # (nx, K)
+    bnode, bar_p_F = f_vjp(tn, U, p, Wn, bar_lin)
+    bdx = w_end + ca.sum2(bar_Xs)
+    bdp = ca.sum2(bar_p_G) + ca.sum2(bar_p_F)
     for _ in range(sweeps):
-        bprev, bp, bsum = sweep_T(*sym, bnode)
+        bprev, bp, bsum = sweep_T(bnode)
         bdx, bdp, bnode = bdx + bsum, bdp + bp, bprev
     transpose = ca.Function(
         "interval_transpose", sym + [carry, w_G, w_start, cont],

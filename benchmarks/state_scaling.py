@@ -25,9 +25,11 @@ size of the sparse path's QR factors of one interval::
     python benchmarks/state_scaling.py --paths --sizes 10,14,20,26,32,40
 
 ``--profile N`` times one ``picard-gn`` solve at N states by generated
-function (calls, seconds), where an iteration's time goes::
+function (calls, seconds), where an iteration's time goes; with
+``--empty-cache`` it first points the code cache at a new, empty folder and
+prints the first call's build (the C compiled for this model) by library::
 
-    python benchmarks/state_scaling.py --profile 160
+    python benchmarks/state_scaling.py --profile 160 [--empty-cache]
 """
 
 from __future__ import annotations
@@ -98,15 +100,47 @@ def compare_paths(sizes: list[int]) -> None:
         interval_linearisation.SPARSE_MIN_STATES = default
 
 
-def profile(N: int) -> None:
-    """Seconds per generated function in one picard-gn solve (warm cache)."""
+def profile(N: int, empty_cache: bool = False) -> None:
+    """Seconds per generated function in one picard-gn solve (warm cache);
+    with ``empty_cache``, the first call's build by compiled library."""
+    import os
+    import tempfile
     from collections import Counter, defaultdict
 
+    from picard_casadi import codegen
     from picard_casadi.native import NativeFunction
 
     model = ring_model(N)
     exp = ring_experiment(model)
-    run(model, exp, "picard-gn")  # builds and compiles
+    compiled: list[tuple[str, float, float]] = []
+    compile_c = codegen._compile_c
+    if empty_cache:
+        os.environ["PICARD_CASADI_CACHE"] = tempfile.mkdtemp(prefix="picard_state_scaling_")
+
+        def timed_compile(cc, sources, lib, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return compile_c(cc, sources, lib, *args, **kwargs)
+            finally:
+                size = sum(os.path.getsize(src) for src in sources) / 1e6
+                # pc_{tag}_{key}.so: the tag names the library
+                compiled.append((lib.stem[3:].rsplit("_", 1)[0], size,
+                                 time.perf_counter() - t))
+
+        codegen._compile_c = timed_compile
+    t = time.perf_counter()
+    try:
+        first = pc.estimate(model, [exp], [0.5, 0.3], "picard-gn", **RUN_OPTIONS)
+    finally:
+        codegen._compile_c = compile_c
+    first_wall = time.perf_counter() - t
+    if empty_cache:
+        print(f"ring of {N} states, first call on an empty code cache: whole call "
+              f"{first_wall:.2f} s (build {first.timings['build']:.2f} s, solve "
+              f"{first.timings['solve']:.2f} s); C compiled by library (side by side "
+              "where prefetched):")
+        for name, size, seconds in compiled:
+            print(f"  {name:30s} {size:6.2f} MB of C {seconds:7.2f} s")
     seconds: defaultdict[str, float] = defaultdict(float)
     calls: Counter[str] = Counter()
     call, chain = NativeFunction.__call__, NativeFunction.chain
@@ -149,6 +183,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="20,40,80,160")
     ap.add_argument("--profile", type=int, default=None, metavar="N",
                     help="seconds per generated function in one picard-gn solve at N states")
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="with --profile: start from an empty code cache (cold build)")
     ap.add_argument("--paths", action="store_true",
                     help="time picard-gn's dense and sparse fixed-point paths at each size")
     args = ap.parse_args()
@@ -158,7 +194,7 @@ def main() -> None:
         compare_paths(sizes)
         return
     if args.profile is not None:
-        profile(args.profile)
+        profile(args.profile, args.empty_cache)
         return
     print(f"machine: {platform.machine()}, python {platform.python_version()}; "
           "ring of N states, 20 intervals x 9 nodes, one BLAS thread, warm cache")

@@ -704,9 +704,10 @@ def estimate(
     if weights_mode == "auto":
         w = initial_weights(setup.disc)
         setup.tr.set_weights(w)
-    r0 = setup.tr.residuals(setup.X0, setup.U0, setup.p0,
-                            np.zeros_like(setup.X0), float(lam))
-    if not np.all(np.isfinite(r0)):
+    # the outputs and end states of the start (what the residuals are made of),
+    # from a function every method compiles anyway
+    _, Ys0, xend0 = setup.tr.trajectory(setup.X0, setup.U0, setup.p0)
+    if not (np.all(np.isfinite(Ys0)) and np.all(np.isfinite(xend0))):
         raise ValueError(
             "the objective is not finite at the starting point: the model cannot be "
             "evaluated at p0 and the initial guess of the states (check p0, the "

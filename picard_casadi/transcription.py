@@ -312,6 +312,15 @@ class Transcription:
         """The NumPy-buffer call of compiled function ``name``, or ``None``."""
         return None if self._native_of is None else self._native_of(name)
 
+    @property
+    def linearisation_units(self) -> tuple[str, ...]:
+        """Names of the functions that :meth:`interval_sensitivities` and
+        :meth:`settle` call: the per-interval sparse pair, or the point
+        derivatives of the dense path."""
+        if self._fixed_point.sparse:
+            return ("interval_linearisation", "interval_newton")
+        return ("f_derivatives", "g_derivatives")
+
     def interval_products(self, X: np.ndarray, U: np.ndarray, p: np.ndarray):
         """The linearisation at ``(X, U, p)`` as chained products
         (:class:`~picard_casadi.interval_products.IntervalProducts`)."""

@@ -95,9 +95,6 @@ OVERFLOW = 1e150
 class ConstrainedGaussNewtonStep:
     """Levenberg-Marquardt-damped condensed Gauss-Newton step on ``(p, x_j)``."""
 
-    #: the transcription's functions the iteration calls (compiled side by side)
-    units = ("residual", "summary")
-
     def __init__(self, setup: Setup, mu0: float = 1e-3, max_tries: int = 12,
                  rho0: float = 20.0, radius0: float = 0.5, hessian: str = "auto") -> None:
         self.setup = setup
@@ -126,6 +123,12 @@ class ConstrainedGaussNewtonStep:
         self._stuck = 0
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
         self._worst_interval = 0  # where the condensed sensitivities were largest
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """The transcription's functions the iteration calls (compiled side by
+        side before the first iteration)."""
+        return ("summary", "trajectory", "picard") + self.setup.tr.linearisation_units
 
     def reset(self) -> None:
         """Nothing to forget: no multipliers in this formulation."""

@@ -96,6 +96,57 @@ class IntervalFunctions:
     n_residuals: int
 
 
+def _mapped_evaluations(disc: Discretisation, n: int
+                        ) -> tuple[ca.Function, ca.Function, ca.Function]:
+    """``picard``, ``trajectory`` and ``summary`` of :class:`IntervalFunctions` as
+    MX graphs over ``f`` mapped over the nodes, ``g`` over the samples and the
+    node integration over the states.
+
+    The same functions as SX expressions write ``f`` out once per node and
+    ``g`` once per sample: on a ring of 160 states their C was 1.1 to 2 MB each
+    and took 5 to 8 s to compile (docs/performance.md).  These evaluate
+    without derivatives, so nothing is lost by keeping them MX.
+    """
+    m = disc.model
+    K, M = disc.K, disc.M
+    nx, np_, nu, ny = m.nx, m.np, m.nu, m.ny
+    A = ca.DM(disc.quad.integration)  # K x K
+    tau = ca.DM(disc.quad.tau).T  # 1 x K
+    row, start, hs = ca.SX.sym("row", K), ca.SX.sym("start"), ca.SX.sym("h")
+    integrate = ca.Function("integrate_nodes", [row, start, hs],
+                            [start + hs * ca.mtimes(A, row)]).map(nx)
+    f_nodes, g_samples = m.f.map(K), m.g.map(M)
+
+    x, U, p = ca.MX.sym("x", nx), ca.MX.sym("U", nx, K), ca.MX.sym("p", np_)
+    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
+    Wn, S = ca.MX.sym("Wn", nu, K), ca.MX.sym("S", M, K)
+    ts, Ws = ca.MX.sym("ts", 1, M), ca.MX.sym("Ws", nu, M)
+    Y, Ym = ca.MX.sym("Y", ny, M), ca.MX.sym("Ym", ny, M)
+    node_t = t0 + h * tau
+
+    def apply_picard(Uc: ca.MX) -> ca.MX:
+        return integrate(f_nodes(node_t, Uc, p, Wn).T, x.T, h).T
+
+    Uc = U
+    for _ in range(n - 1):
+        Uc = apply_picard(Uc)
+    Fn = f_nodes(node_t, Uc, p, Wn)  # f along P^{n-1} U
+    xend = x + h * ca.mtimes(Fn, A[K - 1, :].T)
+    Xs = ca.repmat(x, 1, M) + h * ca.mtimes(Fn, S.T)
+    Ys = g_samples(ts, Xs, p, Ws)
+    dense = ca.densify
+    picard = ca.Function("picard_step", [x, U, p, t0, h, Wn], [dense(apply_picard(U))],
+                         list(PICARD_INPUTS), ["PU"])
+    trajectory = ca.Function(
+        "trajectory", [x, U, p, t0, h, Wn, S, ts, Ws], [dense(Xs), dense(Ys), dense(xend)],
+        list(TRAJECTORY_INPUTS), ["Xs", "Ys", "xend"])
+    summary = ca.Function(
+        "summary", [x, U, p, t0, h, Wn, S, ts, Ws, Y, Ym],
+        [dense(ca.sum1(ca.sum2(Ym * (Y - Ys) ** 2))), dense(xend)],
+        list(TRAJECTORY_INPUTS) + ["Y", "Ym"], ["sse", "xend"])
+    return picard, trajectory, summary
+
+
 def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
     """Build the per-interval SX functions of ``P``, ``P^n`` and the residuals.
 
@@ -165,8 +216,6 @@ def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
     phi = 0.5 * ca.sumsqr(r)
 
     res_in = [x, U, p, xn, v, lam, xs, t0, h, Wn, S, ts, Ws, Y, Wt, c]
-    picard = ca.Function("picard_step", [x, U, p, t0, h, Wn], [PU],
-                         list(PICARD_INPUTS), ["PU"])
     residual = ca.Function("residual", res_in, [r], list(RESIDUAL_INPUTS), ["r"])
     jacobian = ca.Function(
         "residual_jacobian", res_in,
@@ -178,17 +227,9 @@ def build_interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
         "objective_gradient", res_in, [phi, gx, gp, gxn],
         list(RESIDUAL_INPUTS), ["phi", "gx", "gp", "gxn"],
     )
-    trajectory = ca.Function(
-        "trajectory", [x, U, p, t0, h, Wn, S, ts, Ws], [Xs, Ys, xend],
-        list(TRAJECTORY_INPUTS), ["Xs", "Ys", "xend"],
-    )
     objective = ca.Function("objective", res_in, [phi], list(RESIDUAL_INPUTS), ["phi"])
     Ym = ca.SX.sym("Ym", ny, M)
-    summary = ca.Function(
-        "summary", [x, U, p, t0, h, Wn, S, ts, Ws, Y, Ym],
-        [ca.sum1(ca.sum2(Ym * (Y - Ys) ** 2)), xend],
-        list(TRAJECTORY_INPUTS) + ["Y", "Ym"], ["sse", "xend"],
-    )
+    picard, trajectory, summary = _mapped_evaluations(disc, n)
     # the paper's relaxed update and the summary of its result in one call
     sigma = ca.SX.sym("sigma")
     step = PU - U

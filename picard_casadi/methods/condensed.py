@@ -137,9 +137,10 @@ class ConstrainedGaussNewtonStep:
         return True
 
     # ------------------------------------------------------------------ helpers
-    def _merit_parts(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
-                     ) -> tuple[float, np.ndarray]:
-        """Data objective ``|r|^2 / 2`` and scaled gaps ``(J, nx)`` at a settled point."""
+    def _residuals(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Weighted data residuals ``(J, ny, M)`` and scaled gaps ``(J, nx)`` at a
+        settled point (unscaled ``X``, ``p``)."""
         s = self.setup
         disc, tr = s.disc, s.tr
         _, Ys, xend = tr.trajectory(X, U, p)
@@ -147,6 +148,12 @@ class ConstrainedGaussNewtonStep:
         gaps = np.zeros_like(X)
         hn = disc.has_next
         gaps[hn] = (xend[hn] - X[1:][hn[:-1]]) / s.x_scale
+        return r, gaps
+
+    def _merit_parts(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                     ) -> tuple[float, np.ndarray]:
+        """Data objective ``|r|^2 / 2`` and scaled gaps ``(J, nx)`` at a settled point."""
+        r, gaps = self._residuals(X, U, p)
         return 0.5 * float(np.sum(r * r)), gaps
 
     def _condense(self, Jx, Jp, r, E, F, c, free_p):

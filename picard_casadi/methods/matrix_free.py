@@ -241,16 +241,10 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
 
     def _step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
-        disc, tr = s.disc, s.tr
         xs, psc = s.x_scale, s.p_scale
         X, p = s.from_scaled(Xs, ps)
-        U = tr.nodes_np(U)
-        _, Ys, xend = tr.trajectory(X, U, p)
-        Wt = tr._Wt
-        r = Wt * (disc.y - Ys)  # (J, ny, M)
-        c = np.zeros_like(X)
-        hn = disc.has_next
-        c[hn] = (xend[hn] - X[1:][hn[:-1]]) / xs
+        U = s.tr.nodes_np(U)
+        r, c = self._residuals(X, U, p)  # (J, ny, M), (J, nx)
         if not (np.all(np.isfinite(r)) and np.all(np.isfinite(c))):
             return self._factorised("the residuals are not finite", Xs, U, ps, V, lam)
         data = 0.5 * float(np.sum(r * r))

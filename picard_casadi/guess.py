@@ -31,7 +31,8 @@ import numpy as np
 
 from .discretisation import Discretisation
 from .interrupts import reraise_if_interrupted
-from .sensitivity import PointDerivatives, newton_fixed_point_step
+from .fixed_point_system import FixedPointSystem
+from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
 __all__ = ["initial_guess", "measured_state_series", "local_regression", "GUESSES"]
@@ -78,7 +79,8 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
     return series
 
 
-def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j: int,
+def _interval_fixed_point(fns: IntervalFunctions, f_der, system: FixedPointSystem,
+                          disc: Discretisation, j: int,
                           x: np.ndarray, p0: np.ndarray, max_sweeps: int,
                           typical: np.ndarray) -> tuple[np.ndarray, bool]:
     """Solve ``U = P U`` on interval ``j`` from the constant start ``x``.
@@ -88,7 +90,6 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j
     look like divergence, and such an interval started constant.
     """
     K = disc.K
-    A = disc.quad.integration
     Uj = np.repeat(x[:, None], K, axis=1)
     scale = np.maximum(np.maximum(np.abs(x), 1e-3 * typical), 1e-8)[:, None]
     prev = np.inf
@@ -99,7 +100,7 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, disc: Discretisation, j
                 if newton:
                     new, _ = newton_fixed_point_step(
                         f_der, ca.DM(disc.node_times[j][None, :]), ca.DM(disc.node_inputs[j]),
-                        A, disc.h[j:j + 1], x[None, :], Uj[None], p0)
+                        system, disc.h[j:j + 1], x[None, :], Uj[None], p0)
                     new = new[0]
                 else:
                     new = np.asarray(fns.picard(x, Uj, p0, disc.t0[j], disc.h[j],
@@ -172,6 +173,7 @@ def initial_guess(
     margin = np.where(np.isfinite(span), 1e-6 * span, 0.0)
     lo, hi = x_lb + margin, x_ub - margin
     f_der = PointDerivatives(model, K, 1).functions["f_derivatives"]
+    system = fixed_point_system(model, disc.quad.integration)
     p0 = np.asarray(p0, float)
     # each state's typical magnitude: its starts and the box's half-width
     typical = np.max(np.abs(np.asarray(x0s, float)), axis=0)
@@ -220,7 +222,8 @@ def initial_guess(
             else:  # anchored: unmeasured states carried from the previous interval
                 x = start_of(j, carry)
             X[j] = x
-            U[j], ok = _interval_fixed_point(fns, f_der, disc, j, x, p0, max_sweeps, typical)
+            U[j], ok = _interval_fixed_point(fns, f_der, system, disc, j, x, p0, max_sweeps,
+                                             typical)
             if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width
                 # within one T: a violent fixed point from a noisy start

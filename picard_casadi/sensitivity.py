@@ -14,7 +14,8 @@ exactly by the implicit function theorem::
 
 ``dP/dU`` is ``h (A kron I) blockdiag(f_x(U_l))`` (``nx K`` square, dense), so
 this costs one small dense LU per interval, batched over intervals with
-LAPACK.  The outputs at the samples and the end state follow by the chain
+LAPACK (made smaller by the structure of
+:mod:`picard_casadi.fixed_point_system`).  The outputs at the samples and the end state follow by the chain
 rule through ``x_j + h S f(U)``.  These are the exact derivatives of the
 discretised (collocation) solution, so Gauss-Newton with them converges to
 the same optimum as IPOPT on the collocation NLP.
@@ -32,10 +33,11 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
+from .fixed_point_system import FixedPointSystem, explicit_states, fixed_point_matrix
 from .model import Model
 
 __all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step",
-           "fixed_point_matrix", "predict_nodes"]
+           "fixed_point_matrix", "fixed_point_system", "predict_nodes"]
 
 
 def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
@@ -52,76 +54,16 @@ def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) 
     return U + dU
 
 
-def fixed_point_matrix(A: np.ndarray, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
-    """``I - dP/dU`` for every interval, shape ``(J, K nx, K nx)``.
-
-    Block ``(k, l)`` of ``dP/dU`` is ``h A[k, l] f_x(u_l)``; rows and columns
-    are ordered node-major (node ``k``, then state).
-
-    Parameters
-    ----------
-    A : (K, K) node integration matrix
-    h : (J,) interval lengths
-    Fx : (J, K, nx, nx) vector-field Jacobians at the nodes
-    """
-    J, K, nx, _ = Fx.shape
-    n = K * nx
-    # written once, straight into the (node k, state a, node l, state b) layout
-    out = np.empty((J, K, nx, K, nx))
-    hA = -h[:, None, None] * A[None, :, :]  # (J, K, K)
-    np.multiply(hA[:, :, None, :, None], Fx.transpose(0, 2, 1, 3)[:, None], out=out)
-    out = out.reshape(J, n, n)
-    out.reshape(J, n * n)[:, :: n + 1] += 1.0
-    return out
+def fixed_point_system(model: Model, A: np.ndarray) -> FixedPointSystem:
+    """The intervals' ``I - dP/dU`` for ``model`` and the node integration
+    matrix ``A``, eliminating the model's explicit states where that pays
+    (:func:`~picard_casadi.fixed_point_system.explicit_states`)."""
+    pattern = np.array(ca.DM(ca.jacobian(model.rhs, model.x).sparsity(), 1), dtype=bool)
+    return FixedPointSystem(A, explicit_states(pattern))
 
 
-def invert_fixed_point_matrix(lhs: np.ndarray, nx: int, first_node_fixed: bool) -> np.ndarray:
-    """Inverse of ``I - dP/dU`` for every interval, ``(J, K nx, K nx)``.
-
-    With a quadrature whose first node is the interval start (Lobatto), the
-    first block row of ``dP/dU`` is zero: the matrix is ``[[I, 0], [-C, B]]``
-    and its inverse ``[[I, 0], [B^-1 C, B^-1]]``, so only ``B`` (one node
-    smaller) is inverted: about 30 % fewer operations with 9 nodes.
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        When an interval's matrix is singular.
-    """
-    if not first_node_fixed:
-        return np.linalg.inv(lhs)
-    Binv = np.linalg.inv(lhs[:, nx:, nx:])
-    out = np.zeros_like(lhs)
-    out[:, :nx, :nx] = np.eye(nx)
-    out[:, nx:, nx:] = Binv
-    out[:, nx:, :nx] = -np.matmul(Binv, lhs[:, nx:, :nx])
-    return out
-
-
-def solve_fixed_point_matrix(lhs: np.ndarray, rhs: np.ndarray, nx: int,
-                             first_node_fixed: bool) -> np.ndarray:
-    """``(I - dP/dU)^-1 rhs`` for every interval, by LU (no inverse formed).
-
-    With the interval start as the first node the matrix is ``[[I, 0], [-C,
-    B]]``: the first block of the solution is the right-hand side's, the rest
-    solves with ``B`` (one node smaller).
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        When an interval's matrix is singular.
-    """
-    if not first_node_fixed:
-        return np.linalg.solve(lhs, rhs)
-    out = np.empty_like(rhs)
-    out[:, :nx] = rhs[:, :nx]
-    out[:, nx:] = np.linalg.solve(lhs[:, nx:, nx:],
-                                  rhs[:, nx:] - np.matmul(lhs[:, nx:, :nx], rhs[:, :nx]))
-    return out
-
-
-def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A: np.ndarray,
-                            h: np.ndarray, X: np.ndarray, U: np.ndarray, p: np.ndarray
+def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
+                            system: FixedPointSystem, h: np.ndarray, X: np.ndarray, U: np.ndarray, p: np.ndarray
                             ) -> tuple[np.ndarray, float]:
     """One Newton step on ``U = P(x, p, U)`` for every interval at once.
 
@@ -136,8 +78,8 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A:
         ``f_derivatives`` mapped over all ``J K`` nodes.
     node_t, node_u : DM or ndarray
         Node times ``(1, J K)`` and inputs ``(nu, J K)``.
-    A : ndarray (K, K)
-        Node integration matrix.
+    system : FixedPointSystem
+        The quadrature's node integration matrix and the states to eliminate.
     h : ndarray (J,)
     X : (J, nx), U : (J, nx, K), p : (np,)
 
@@ -151,13 +93,12 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM, A:
     F, Fx, _ = f_der(node_t, U.transpose(1, 0, 2).reshape(nx, J * K), p, node_u)
     F = np.asarray(F).reshape(nx, J, K).transpose(1, 0, 2)  # (J, nx, K)
     Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
-    PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, A)
+    PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, system.A)
     R = PU - U
-    lhs = fixed_point_matrix(A, h, Fx)
     rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
     with np.errstate(all="ignore"):
         try:
-            dU = solve_fixed_point_matrix(lhs, rhs, nx, not np.any(A[0]))
+            dU = system.solve(h, Fx, rhs)
         except np.linalg.LinAlgError:
             dU = np.full_like(rhs, np.nan)
     dU = dU.reshape(J, K, nx).transpose(0, 2, 1)
@@ -228,10 +169,11 @@ class FixedPointLinearisation:
         self._samp_u = as_arg(d.sample_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * M))
         self._node_u = as_arg(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
         self._A = d.quad.integration  # K x K
-        self._first_node_fixed = not np.any(self._A[0])  # node 0 is the interval start
-        # I - dP/dU at the last linearisation (J, K nx, K nx), and its inverse,
-        # formed only when asked for (last_inverse)
-        self._last_matrix: np.ndarray | None = None
+        #: the interval systems I - dP/dU, with the model's explicit states eliminated
+        self.system = fixed_point_system(d.model, self._A)
+        # (h, f_x at the nodes) of the last dense linearisation, and the
+        # inverse of its I - dP/dU, formed only when asked for (last_inverse)
+        self._last_jacobians: tuple[np.ndarray, np.ndarray] | None = None
         self._last_inverse: np.ndarray | None = None
 
     def _function(self, name: str) -> Any:
@@ -263,18 +205,18 @@ class FixedPointLinearisation:
         (docs/performance.md).  ``None`` after a sparse linearisation or where
         the matrix is singular.
         """
-        if self._last_inverse is None and self._last_matrix is not None:
+        if self._last_inverse is None and self._last_jacobians is not None:
             try:
-                self._last_inverse = invert_fixed_point_matrix(
-                    self._last_matrix, self.disc.model.nx, self._first_node_fixed)
+                self._last_inverse = self.system.inverse(*self._last_jacobians)
             except np.linalg.LinAlgError:
                 pass
-            self._last_matrix = None
+            self._last_jacobians = None
         return self._last_inverse
 
-    def _forget_linearisation(self, matrix: np.ndarray | None = None) -> None:
-        """A new linearisation: keep its matrix (dense path), drop the old inverse."""
-        self._last_matrix, self._last_inverse = matrix, None
+    def _forget_linearisation(self, jacobians: tuple[np.ndarray, np.ndarray] | None = None
+                              ) -> None:
+        """A new linearisation: keep its ``(h, f_x)`` (dense path), drop the old inverse."""
+        self._last_jacobians, self._last_inverse = jacobians, None
 
     def chord_step(self, U: np.ndarray, PU: np.ndarray) -> np.ndarray | None:
         """A Newton step on ``U = P U`` with the Jacobian of the last linearisation.
@@ -306,7 +248,7 @@ class FixedPointLinearisation:
     def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
                     ) -> tuple[np.ndarray, float]:
         """One Newton step on the fixed-point equations of all intervals."""
-        return newton_fixed_point_step(self.f_der, self._node_t, self._node_u, self._A,
+        return newton_fixed_point_step(self.f_der, self._node_t, self._node_u, self.system,
                                        self.disc.h, X, U, p)
 
     @property
@@ -324,7 +266,7 @@ class FixedPointLinearisation:
         X : (J, nx), U : (J, nx, K), p : (np,)
         full : bool
             Also the intermediate quantities the second-order terms need, on
-            the dense path (whose matrix ``I - dP/dU`` is kept for
+            the dense path (whose ``f_x`` is kept to form ``I - dP/dU`` for
             :attr:`last_inverse`, for the adjoint solves).  Otherwise, where the
             per-interval sparse function is available, only the first five
             entries below, from one generated call.
@@ -402,11 +344,10 @@ class FixedPointLinearisation:
         Bx = np.tile(np.eye(nx), (K, 1))[None, :, :].repeat(J, axis=0)  # (J, K nx, nx)
         # (einsum's generic loops cost several times BLAS's batched matmul here)
         Bp = (h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(J, K * nx, np_)
-        lhs = fixed_point_matrix(A, h, Fx)
         rhs = np.concatenate([Bx, Bp], axis=2)
         try:
-            S = solve_fixed_point_matrix(lhs, rhs, nx, self._first_node_fixed)
-            self._forget_linearisation(lhs)  # kept for last_inverse
+            S = self.system.solve(h, Fx, rhs)
+            self._forget_linearisation((h, Fx))  # kept for last_inverse
         except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
             S = np.full(rhs.shape, np.nan)
             self._forget_linearisation()

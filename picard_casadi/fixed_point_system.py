@@ -1,0 +1,198 @@
+"""The linear system of every interval's fixed point, ``(I - dP/dU) v = b``.
+
+``dP/dU = h (A kron I) blockdiag(f_x(u_l))``: block ``(k, l)`` is
+``h A[k, l] f_x(u_l)``, rows and columns ordered node-major (node, then
+state).  The fixed-point sensitivities (one right-hand side per interval
+start and parameter) and the Newton steps on the fixed point both solve it.
+A dense LU of the ``K nx`` square matrix costs ``(K nx)^3``; two structures
+make it smaller without changing the solution:
+
+* **First node fixed.**  With a quadrature whose first node is the interval
+  start (Lobatto), the first block row of ``dP/dU`` is zero: the first
+  node's block of the solution is the right-hand side's, and the rest solves
+  a system one node smaller.
+* **Explicit states.**  A set ``E`` of states whose derivatives depend on no
+  state of ``E`` (``f_x[E, E] = 0``; kinematic states such as ``angle' =
+  rate`` or ``position' = velocity``) has ``v_E = b_E + h (A kron I)
+  f_x[E, R] v_R`` at every node, ``R`` the other states.  Substituted into
+  the ``R`` rows this leaves the Schur complement::
+
+      I - h (A kron I) f_x[R, R] - h^2 (A kron I) f_x[R, E] (A kron I) f_x[E, R]
+
+  of size ``K |R|``, formed without any inversion (the ``E`` block is the
+  identity), so it is singular exactly when the whole matrix is.  Taken
+  where ``E`` holds at least a quarter of the states
+  (:func:`explicit_states`); below that the extra products cost about what
+  the smaller LU saves (docs/performance.md, "Explicit states").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["FixedPointSystem", "explicit_states", "fixed_point_matrix"]
+
+#: smallest share of the states, and number, that makes the elimination pay
+EXPLICIT_SHARE = 0.25
+EXPLICIT_MIN = 2
+
+
+def explicit_states(fx_pattern: np.ndarray) -> np.ndarray:
+    """States to eliminate: a set ``E`` with ``f_x[E, E]`` structurally zero.
+
+    Chosen greedily in state order (a state joins when it depends neither on
+    itself nor on a chosen state, and no chosen state depends on it), and
+    returned only where it pays: at least a quarter of the states and at
+    least two.
+
+    Parameters
+    ----------
+    fx_pattern : ndarray of bool (nx, nx)
+        Structural nonzeros of ``df/dx``.
+
+    Returns
+    -------
+    ndarray of int
+        Indices of the states to eliminate (empty where it does not pay).
+    """
+    D = np.asarray(fx_pattern, dtype=bool)
+    nx = D.shape[0]
+    chosen: list[int] = []
+    for i in range(nx):
+        if not D[i, i] and not any(D[i, j] or D[j, i] for j in chosen):
+            chosen.append(i)
+    if len(chosen) < max(EXPLICIT_MIN, EXPLICIT_SHARE * nx):
+        return np.zeros(0, dtype=int)
+    return np.asarray(chosen, dtype=int)
+
+
+def fixed_point_matrix(A: np.ndarray, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
+    """``I - dP/dU`` for every interval, shape ``(J, K nx, K nx)``.
+
+    Parameters
+    ----------
+    A : (K, K) node integration matrix
+    h : (J,) interval lengths
+    Fx : (J, K, nx, nx) vector-field Jacobians at the nodes
+    """
+    J, K, nx, _ = Fx.shape
+    n = K * nx
+    # written once, straight into the (node k, state a, node l, state b) layout
+    out = np.empty((J, K, nx, K, nx))
+    hA = -h[:, None, None] * A[None, :, :]  # (J, K, K)
+    np.multiply(hA[:, :, None, :, None], Fx.transpose(0, 2, 1, 3)[:, None], out=out)
+    out = out.reshape(J, n, n)
+    out.reshape(J, n * n)[:, :: n + 1] += 1.0
+    return out
+
+
+class FixedPointSystem:
+    """Solves and inverts ``I - dP/dU`` for all intervals, using its structure.
+
+    Parameters
+    ----------
+    A : ndarray (K, K)
+        Node integration matrix of the quadrature.
+    explicit : ndarray of int, optional
+        States to eliminate (:func:`explicit_states`); none by default.
+    """
+
+    def __init__(self, A: np.ndarray, explicit: np.ndarray | None = None) -> None:
+        self.A = np.asarray(A, dtype=float)
+        #: node 0 is the interval start (its block row of dP/dU is zero)
+        self.first_node_fixed = not np.any(self.A[0])
+        self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
+        self._rest: np.ndarray | None = None
+
+    def solve(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        """``(I - dP/dU)^-1 rhs`` for every interval, by LU (no inverse formed).
+
+        Parameters
+        ----------
+        h : (J,) interval lengths
+        Fx : (J, K, nx, nx) vector-field Jacobians at the nodes
+        rhs : (J, K nx, c)
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            When an interval's matrix is singular.
+        """
+        J, K, nx, _ = Fx.shape
+        if self.first_node_fixed:
+            # [[I, 0], [-C, B]]: node 0 keeps the right-hand side, B solves the rest
+            c = rhs.shape[-1]
+            r = rhs.reshape(J, K, nx, c)
+            r0 = r[:, 0]
+            # -C r0 = -h A[1:, 0] f_x(u_0) r0 moved to the right-hand side
+            fold = (h[:, None] * self.A[None, 1:, 0])[:, :, None, None] \
+                * np.matmul(Fx[:, 0], r0)[:, None]
+            out = np.empty_like(r)
+            out[:, 0] = r0
+            out[:, 1:] = self._solve_nodes(self.A[1:, 1:], h, Fx[:, 1:],
+                                           r[:, 1:] + fold).reshape(J, K - 1, nx, c)
+            return out.reshape(J, K * nx, c)
+        return self._solve_nodes(self.A, h, Fx, rhs)
+
+    def _solve_nodes(self, A: np.ndarray, h: np.ndarray, Fx: np.ndarray,
+                     rhs: np.ndarray) -> np.ndarray:
+        """``(I - h (A kron I) blockdiag(Fx)) v = rhs`` over the nodes of ``A``."""
+        J, K, nx, _ = Fx.shape
+        c = rhs.shape[-1]
+        if self.explicit.size == 0:
+            return np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs.reshape(J, K * nx, c))
+        E = self.explicit
+        if self._rest is None or self._rest.size + E.size != nx:
+            self._rest = np.setdiff1d(np.arange(nx), E)
+        R = self._rest
+        nR, nE = R.size, E.size
+        r = rhs.reshape(J, K, nx, c)
+        FR, FE = Fx[:, :, R], Fx[:, :, E]
+        FRE, FER = FR[..., E], FE[..., R]  # (J, K, nR, nE), (J, K, nE, nR)
+        # the Schur complement is built transposed, (J, m, b, k, a) for entry
+        # (k a, m b), so that each node m's columns are one matrix product:
+        # S^T[m] = -Z_m Y_m with Z_m = [h^2 FER_m^T | h FRR_m^T] and
+        # Y_m = [sum_l A_kl A_lm FRE_l^T ; A_km I] over (k, a)
+        AA = (A[:, :, None] * A[None, :, :]).transpose(2, 0, 1).reshape(K * K, K)  # (m k, l)
+        Y = np.empty((J, K, nE + nR, K, nR))
+        Y[:, :, :nE] = np.matmul(AA, FRE.transpose(0, 1, 3, 2).reshape(J, K, nE * nR)).reshape(
+            J, K, K, nE, nR).transpose(0, 1, 3, 2, 4)
+        Y[:, :, nE:] = A.T[None, :, None, :, None] * np.eye(nR)[None, None, :, None, :]
+        Z = np.concatenate([FER.transpose(0, 1, 3, 2) * (h * h)[:, None, None, None],
+                            FR[..., R].transpose(0, 1, 3, 2) * h[:, None, None, None]], axis=3)
+        ST = np.matmul(Z, Y.reshape(J, K, nE + nR, K * nR))
+        np.negative(ST, out=ST)
+        ST = ST.reshape(J, K * nR, K * nR)
+        ST.reshape(J, -1)[:, :: K * nR + 1] += 1.0
+        hA = h[:, None, None] * A[None]  # (J, K, K)
+        rE = r[:, :, E]
+        bR = r[:, :, R] + np.matmul(hA, np.matmul(FRE, rE).reshape(J, K, nR * c)).reshape(
+            J, K, nR, c)
+        vR = np.linalg.solve(ST.transpose(0, 2, 1), bR.reshape(J, K * nR, c)).reshape(J, K, nR, c)
+        out = np.empty((J, K, nx, c))
+        out[:, :, R] = vR
+        out[:, :, E] = rE + np.matmul(hA, np.matmul(FER, vR).reshape(J, K, nE * c)).reshape(
+            J, K, nE, c)
+        return out.reshape(J, K * nx, c)
+
+    def inverse(self, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
+        """Inverse of ``I - dP/dU`` for every interval, ``(J, K nx, K nx)``.
+
+        With the first node fixed the matrix is ``[[I, 0], [-C, B]]`` and its
+        inverse ``[[I, 0], [B^-1 C, B^-1]]``, so only ``B`` is inverted.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            When an interval's matrix is singular.
+        """
+        J, K, nx, _ = Fx.shape
+        lhs = fixed_point_matrix(self.A, h, Fx)
+        if not self.first_node_fixed:
+            return np.linalg.inv(lhs)
+        Binv = np.linalg.inv(lhs[:, nx:, nx:])
+        out = np.zeros_like(lhs)
+        out[:, :nx, :nx] = np.eye(nx)
+        out[:, nx:, nx:] = Binv
+        out[:, nx:, :nx] = -np.matmul(Binv, lhs[:, nx:, :nx])
+        return out

@@ -1,0 +1,102 @@
+"""The structured solves of ``I - dP/dU`` agree with a dense LU of the whole matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.fixed_point_system import (FixedPointSystem, explicit_states,
+                                              fixed_point_matrix)
+from picard_casadi.problem_setup import build_setup
+
+
+def _jacobians(rng, J, K, nx, explicit):
+    """Random ``f_x`` at the nodes with ``f_x[E, E] = 0``."""
+    Fx = rng.standard_normal((J, K, nx, nx))
+    Fx[np.ix_(range(J), range(K), explicit, explicit)] = 0.0
+    return Fx
+
+
+@pytest.mark.parametrize("first_node_fixed", [True, False])
+@pytest.mark.parametrize("nx, explicit", [(15, [3, 4, 5, 6]), (6, [0, 2, 4]), (3, [1, 2])])
+def test_solve_with_explicit_states_eliminated_equals_the_dense_solve(first_node_fixed, nx,
+                                                                       explicit):
+    rng = np.random.default_rng(nx)
+    J, K = 5, 7
+    A = 0.3 * rng.standard_normal((K, K))
+    if first_node_fixed:
+        A[0] = 0.0
+    h = rng.uniform(0.05, 0.3, J)
+    Fx = _jacobians(rng, J, K, nx, explicit)
+    rhs = rng.standard_normal((J, K * nx, 4))
+    reference = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs)
+    for system in (FixedPointSystem(A, np.array(explicit)), FixedPointSystem(A)):
+        assert system.first_node_fixed == first_node_fixed
+        got = system.solve(h, Fx, rhs)
+        assert np.max(np.abs(got - reference)) <= 1e-13 * np.abs(reference).max()
+    inverse = FixedPointSystem(A, np.array(explicit)).inverse(h, Fx)
+    assert np.allclose(inverse, np.linalg.inv(fixed_point_matrix(A, h, Fx)), rtol=0, atol=1e-12)
+
+
+def test_a_singular_interval_raises_on_both_paths():
+    # interval 1: f_x = 2 on the other states and h A = 0.5: their rows of
+    # I - dP/dU are exactly zero
+    J, K, nx = 3, 4, 4
+    A = 0.5 * np.eye(K)
+    h = np.array([0.1, 1.0, 0.1])
+    Fx = np.zeros((J, K, nx, nx))
+    Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
+    rhs = np.ones((J, K * nx, 2))
+    for system in (FixedPointSystem(A, np.array([0, 1])), FixedPointSystem(A)):
+        with pytest.raises(np.linalg.LinAlgError):
+            system.solve(h, Fx, rhs)
+
+
+def test_explicit_states_are_chosen_where_they_pay():
+    # cmg: gamma' = gamma_dot; the four gimbal angles drive everything else
+    cmg = pc.problem("cmg", seed=0).model
+    import casadi as ca
+    pattern = np.array(ca.DM(ca.jacobian(cmg.rhs, cmg.x).sparsity(), 1), dtype=bool)
+    chosen = explicit_states(pattern)
+    assert [cmg.x_names[i] for i in chosen] == ["gamma_1", "gamma_2", "gamma_3", "gamma_4"]
+    assert not pattern[np.ix_(chosen, chosen)].any()
+    # one explicit state of nine (the F/A-18's pitch angle) does not pay
+    one = np.ones((9, 9), bool)
+    one[7, 7] = False
+    assert explicit_states(one).size == 0
+    # a chain q' = v: the positions, half the states
+    n = 6
+    chain = np.zeros((2 * n, 2 * n), bool)
+    chain[:n, n:] = np.eye(n, dtype=bool)
+    chain[n:, :] = True
+    assert list(explicit_states(chain)) == list(range(n))
+    # a state that depends on itself is never chosen
+    assert explicit_states(np.eye(4, dtype=bool)).size == 0
+
+
+def test_cmg_linearisation_and_newton_step_with_and_without_elimination():
+    prob = pc.problem("cmg", seed=0)
+    m, o = prob.model, prob.options
+    inf = np.full(m.nx, np.inf)
+    setup = build_setup(m, prob.experiments, prob.p0, T=o["T"], n=2, nodes=o["nodes"],
+                        scheme="chebyshev", weights=np.ones(m.ny),
+                        p_bounds=(np.full(m.np, -np.inf), np.full(m.np, np.inf)),
+                        x_bounds=(-inf, inf), estimate_x0=True, codegen=False)
+    tr = setup.tr
+    fp = tr._fixed_point
+    assert fp.system.explicit.size == 4
+    X, p = setup.X0, setup.p0
+    rng = np.random.default_rng(1)
+    U = setup.U0 * (1.0 + 1e-2 * rng.standard_normal(setup.U0.shape))
+    eliminated = tr.interval_sensitivities(X, U, p, full=True)
+    U_eliminated, _ = fp.newton_step(X, U, p)
+    inverse = fp.last_inverse
+    fp.system = FixedPointSystem(fp.system.A)
+    dense = tr.interval_sensitivities(X, U, p, full=True)
+    U_dense, _ = fp.newton_step(X, U, p)
+    for key in ("G", "dG", "xend", "dend", "S"):
+        scale = float(np.abs(dense[key]).max())
+        assert np.max(np.abs(dense[key] - eliminated[key])) <= 1e-11 * scale, key
+    assert np.max(np.abs(U_dense - U_eliminated)) <= 1e-11 * np.abs(U_dense).max()
+    assert np.allclose(inverse, fp.last_inverse, rtol=0, atol=1e-10)

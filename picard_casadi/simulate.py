@@ -1,14 +1,17 @@
 """Simulation with CasADi's CVODES integrator, and the paper's noise model.
 
 Inputs given as a Python callable cannot enter the integrator directly, so the
-horizon is cut into short segments (at the output times, the breakpoints,
-and at most ``horizon / 200`` long) and on each segment the input is replaced
-by its Chebyshev interpolant of degree 8 through interior (Chebyshev-Gauss)
-points.  One CVODES integrator in normalised time serves every segment; the
-segments are chained with ``Function.mapaccum`` in one call, and CVODES
-restarts at each segment, so an input that jumps on a segment boundary is
-integrated exactly and seen from the correct side.  A jump inside a segment
-is smeared: declare it as a breakpoint.
+horizon is cut into segments (at the output times and the breakpoints) and on
+each segment the input is replaced by its Chebyshev interpolant of degree 8
+through interior (Chebyshev-Gauss) points.  A segment is halved while that
+interpolant misses the input, at the segment's ends and midpoint, by more
+than ``rtol`` times the input's magnitude (down to ``horizon / 4096``); a
+model without inputs is integrated between output times only.  One CVODES
+integrator in normalised time serves every segment; the segments are
+chained with ``Function.mapaccum`` in one call, and CVODES restarts at each
+segment, so an input that jumps on a segment boundary is integrated exactly
+and seen from the correct side.  A jump inside a segment is smeared (on a
+segment refined around it): declare it as a breakpoint.
 
 Noise model (docs/models.md): ``y_i = (1 + n_i) g(t_i, x(t_i), p) + m_i`` with one
 scalar ``n_i`` per sample time and one ``m_i`` per output, both normal with
@@ -33,34 +36,75 @@ from .model import Model
 __all__ = ["simulate", "measure", "simulate_experiment"]
 
 _INPUT_DEGREE = 8
-_MAX_SEGMENTS = 200
+#: shortest segment the input fit refines to, as a fraction of the horizon
+_MIN_SEGMENT_FRACTION = 1.0 / 4096
+#: pieces a failing segment is cut into to say where the simulation failed
+_FAILURE_PIECES = 20
 
 
 def _segments(t0: float, t: np.ndarray, breakpoints: np.ndarray) -> np.ndarray:
-    """Segment boundaries: t0, output times, breakpoints, refined to <= H/200."""
-    pts = np.unique(np.concatenate([[t0], t, breakpoints]))
-    horizon = pts[-1] - pts[0]
-    if horizon <= 0:
-        return pts
-    max_len = horizon / _MAX_SEGMENTS
-    out = [pts[0]]
-    for a, b in zip(pts[:-1], pts[1:]):
-        k = int(np.ceil((b - a) / max_len - 1e-9))
-        if k > 1:
-            out.extend(a + (b - a) * np.arange(1, k) / k)
-        out.append(b)
-    return np.asarray(out)
+    """Segment boundaries: ``t0``, the output times and the breakpoints."""
+    return np.unique(np.concatenate([[t0], t, breakpoints]))
+
+
+def _fitted_inputs(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.ndarray, nu: int,
+                   rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Segments on which each input's interpolant is accurate, and its coefficients.
+
+    A segment is halved while the interpolant of degree ``_INPUT_DEGREE``
+    misses an input by more than ``rtol`` times that input's largest
+    magnitude, at the segment's ends or midpoint (points the fit does not
+    use), until it is ``_MIN_SEGMENT_FRACTION`` of the horizon long.
+
+    Returns
+    -------
+    bounds : ndarray (S + 1,)
+        The refined segment boundaries (every given boundary among them).
+    coef : ndarray (nu (degree + 1), S)
+        As :func:`_input_coefficients`.
+    """
+    d = _INPUT_DEGREE
+    min_len = (bounds[-1] - bounds[0]) * _MIN_SEGMENT_FRACTION
+    # Chebyshev polynomials at s = -1, 0, 1 (segment start, midpoint, end)
+    T_check = np.polynomial.chebyshev.chebvander(np.array([-1.0, 0.0, 1.0]), d)  # (3, d+1)
+    starts, ends = bounds[:-1], bounds[1:]
+    done_a: list[np.ndarray] = []
+    done_coef: list[np.ndarray] = []
+    scale = None
+    while starts.size:
+        coef = _segment_coefficients(u_of_t, starts, ends, nu)  # (nu (d+1), S)
+        checks = np.stack([starts, 0.5 * (starts + ends), ends], axis=1)  # (S, 3)
+        exact = np.asarray(u_of_t(checks.ravel()), float).reshape(starts.size, 3, nu)
+        if scale is None:
+            scale = np.max(np.abs(exact), axis=(0, 1))
+        fit = np.einsum("ck,skn->scn", T_check, coef.T.reshape(starts.size, d + 1, nu))
+        miss = np.any(np.abs(fit - exact) > rtol * scale, axis=(1, 2))
+        split = miss & (ends - starts > 2.0 * min_len)
+        done_a.append(starts[~split])
+        done_coef.append(coef[:, ~split])
+        mids = 0.5 * (starts[split] + ends[split])
+        starts, ends = (np.concatenate([starts[split], mids]),
+                        np.concatenate([mids, ends[split]]))
+    a = np.concatenate(done_a)
+    order = np.argsort(a)
+    return (np.append(a[order], bounds[-1]),
+            np.concatenate(done_coef, axis=1)[:, order])
 
 
 def _input_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], bounds: np.ndarray,
                         nu: int, degree: int = _INPUT_DEGREE) -> np.ndarray:
     """Chebyshev coefficients of the inputs on each segment, ``(nu (degree+1), S)``."""
+    return _segment_coefficients(u_of_t, bounds[:-1], bounds[1:], nu, degree)
+
+
+def _segment_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], a: np.ndarray,
+                          b: np.ndarray, nu: int, degree: int = _INPUT_DEGREE) -> np.ndarray:
+    """:func:`_input_coefficients` on the segments ``[a_i, b_i]``."""
     d = degree
     k = np.arange(d + 1)
     xi = np.cos(np.pi * (k + 0.5) / (d + 1))  # Chebyshev-Gauss points in (-1, 1)
     V = np.polynomial.chebyshev.chebvander(xi, d)
     Vinv = np.linalg.inv(V)
-    a, b = bounds[:-1], bounds[1:]
     times = 0.5 * (a[:, None] + b[:, None]) + 0.5 * (b - a)[:, None] * xi[None, :]
     vals = u_of_t(times.ravel()).reshape(a.size, d + 1, nu)  # (S, d+1, nu)
     coef = np.einsum("mk,skn->snm", Vinv, vals)  # (S, nu, d+1)
@@ -253,7 +297,10 @@ def simulate(
         start = 1
     if bounds.size < 2 or start == t.size:
         return out
-    coef = _input_coefficients(u_of_t, bounds, model.nu) if model.nu else np.zeros((0, bounds.size - 1))
+    if model.nu:
+        bounds, coef = _fitted_inputs(u_of_t, bounds, model.nu, rtol)
+    else:
+        coef = np.zeros((0, bounds.size - 1))
     controls = np.vstack([bounds[None, :-1], np.diff(bounds)[None, :], coef])
     step = _segment_integrator(model, rtol, atol, max_steps)
     chain = step.mapaccum("simulate", bounds.size - 1, [0], [0])
@@ -270,6 +317,16 @@ def simulate(
                 f"model's domain for p = {p.tolist()})"
             ) from None
         a, b = float(bounds[k]), float(bounds[k + 1])
+        if s is None:
+            # where CVODES does not say, the failing segment is cut in 20 and
+            # the one that fails named (segments run between output times)
+            fine = np.linspace(a, b, _FAILURE_PIECES + 1)
+            sub = np.vstack([fine[None, :-1], np.diff(fine)[None, :],
+                             _segment_coefficients(u_of_t, fine[:-1], fine[1:], model.nu)
+                             if model.nu else np.zeros((0, _FAILURE_PIECES))])
+            i, x_i, reason_i, s = locate_cvodes_failure(step, xk, sub, p)
+            if i >= 0:
+                a, b, xk, reason = float(fine[i]), float(fine[i + 1]), x_i, reason_i
         when = f"t = {a + (b - a) * s:.6g}" if s is not None else f"t in [{a:.6g}, {b:.6g}]"
         raise SimulationError(
             f"simulation of model {model.name!r} failed at {when}: CVODES reported "

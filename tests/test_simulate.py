@@ -106,3 +106,42 @@ def test_simulate_experiment_takes_input_values_at_the_samples():
     assert np.allclose(res.p, [0.3, 2.0], rtol=0.05)
     with pytest.raises(TypeError, match="not an Experiment"):
         pc.simulate_experiment(m, [1, 0], [0.3, 2.0], t, from_array)
+
+
+def test_segments_are_refined_only_where_the_input_needs_it():
+    from picard_casadi.simulate import _fitted_inputs, _segments
+
+    def u_of_t(t):
+        t = np.asarray(t, float)
+        # smooth, then an undeclared jump at t = 1.234
+        return np.stack([np.cos(t), np.where(t >= 1.234, 1.0, 0.0)], axis=1)
+
+    bounds = _segments(0.0, np.linspace(0.0, 4.0, 5), np.zeros(0))
+    refined, coef = _fitted_inputs(u_of_t, bounds, 2, 1e-10)
+    assert set(bounds) <= set(refined)
+    lengths = np.diff(refined)
+    # the shortest segments hold the jump; away from it the unit segments stay
+    jump = int(np.searchsorted(refined, 1.234)) - 1
+    assert lengths[jump] <= 4.0 / 4096 * 2.0 + 1e-12
+    assert np.all(lengths[refined[:-1] >= 2.0] == 1.0)
+    assert lengths.size < 40
+    # on each segment the interpolant reproduces the smooth input to the tolerance
+    d = 8
+    s = np.linspace(-1.0, 1.0, 7)
+    T = np.polynomial.chebyshev.chebvander(s, d)
+    a, b = refined[:-1], refined[1:]
+    fit = np.einsum("ck,skn->scn", T, coef.T.reshape(a.size, d + 1, 2))
+    times = 0.5 * (a + b)[:, None] + 0.5 * (b - a)[:, None] * s[None, :]
+    assert np.max(np.abs(fit[..., 0] - np.cos(times))) < 1e-9
+
+
+def test_an_undeclared_jump_is_smeared_only_on_a_short_segment():
+    x = ca.SX.sym("x")
+    u = ca.SX.sym("u")
+    p = ca.SX.sym("p")
+    lag = pc.Model(x=x, p=p, u=u, rhs=-p * x + u, name="lag")
+    t = np.linspace(0.0, 5.0, 11)
+    X = pc.simulate(lag, [0.0], [1.0], t, lambda s: 1.0 * (s >= 1.234))
+    exact = np.where(t >= 1.234, 1.0 - np.exp(-(t - 1.234)), 0.0)
+    # 1.0e-3 with segments of a fixed horizon / 200; 8.4e-5 refined
+    assert np.max(np.abs(X[:, 0] - exact)) < 2e-4

@@ -15,8 +15,8 @@ exactly by the implicit function theorem::
 ``dP/dU`` is ``h (A kron I) blockdiag(f_x(U_l))`` (``nx K`` square, dense), so
 this costs one small dense LU per interval, batched over intervals with
 LAPACK (made smaller by the structure of
-:mod:`picard_casadi.fixed_point_system`).  The outputs at the samples and the end state follow by the chain
-rule through ``x_j + h S f(U)``.  These are the exact derivatives of the
+:mod:`picard_casadi.fixed_point_system`).  The outputs at the samples and
+the end state follow by the chain rule through ``x_j + h S f(U)``.  These are the exact derivatives of the
 discretised (collocation) solution, so Gauss-Newton with them converges to
 the same optimum as IPOPT on the collocation NLP.
 
@@ -63,8 +63,8 @@ def fixed_point_system(model: Model, A: np.ndarray) -> FixedPointSystem:
 
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
-                            system: FixedPointSystem, h: np.ndarray, X: np.ndarray, U: np.ndarray, p: np.ndarray
-                            ) -> tuple[np.ndarray, float]:
+                            system: FixedPointSystem, h: np.ndarray, X: np.ndarray,
+                            U: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, float]:
     """One Newton step on ``U = P(x, p, U)`` for every interval at once.
 
     Solves ``(I - dP/dU) dU = P U - U`` with ``dP/dU = h (A kron I)

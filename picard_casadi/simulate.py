@@ -1,9 +1,10 @@
 """Simulation with CasADi's CVODES integrator, and the paper's noise model.
 
 Inputs given as a Python callable cannot enter the integrator directly, so the
-horizon is cut into segments (at the output times and the breakpoints) and on
-each segment the input is replaced by its Chebyshev interpolant of degree 8
-through interior (Chebyshev-Gauss) points.  A segment is halved while that
+horizon is cut into segments (at the output times, the breakpoints and, for
+inputs given as samples, their sample times) and on each segment the input
+is replaced by its Chebyshev interpolant of degree 8 through interior
+(Chebyshev-Gauss) points.  A segment is halved while that
 interpolant misses the input, at the segment's ends and midpoint, by more
 than ``rtol`` times the input's magnitude (down to ``horizon / 4096``); a
 model without inputs is integrated between output times only.  One CVODES
@@ -283,6 +284,10 @@ def simulate(
     if isinstance(u, Experiment):
         bp = np.concatenate([bp, u.breakpoints])
     u_spec, u_times, interp = _input_spec(u, t)
+    if model.nu and u_spec is not None and not callable(u_spec):
+        # sampled inputs are held or linear between their samples: jumps or
+        # kinks there, which no polynomial on a segment across them reproduces
+        bp = np.concatenate([bp, u_times])
 
     def u_of_t(times: np.ndarray) -> np.ndarray:
         return evaluate_inputs(u_spec, times, model.nu, "simulate", u_times, interp)

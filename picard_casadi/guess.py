@@ -19,7 +19,10 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   by more than the box's width within one interval, the nodes are held
   constant.  The sweeps' changes are measured against each state's typical
   magnitude (its starts and the box's half-width), not against its start
-  alone.
+  alone.  Where every start is known before any fixed point (from the
+  simulation, or every state measured) the sweeps of all of an experiment's
+  intervals are one mapped call, each interval taking the steps it would
+  take on its own.
 
 Every ``x_j`` is clipped into the state box.
 """
@@ -30,8 +33,8 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
-from .interrupts import reraise_if_interrupted
 from .fixed_point_system import FixedPointSystem
+from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
@@ -79,6 +82,76 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
     return series
 
 
+def _change_scale(x: np.ndarray, typical: np.ndarray) -> np.ndarray:
+    """What a sweep's change in each state is measured against: ``max(|x_i|,
+    1e-3 typical_i)`` (at least 1e-8), with a trailing node axis."""
+    return np.maximum(np.maximum(np.abs(x), 1e-3 * typical), 1e-8)[..., None]
+
+
+def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSystem,
+                           disc: Discretisation, js: np.ndarray, starts: np.ndarray,
+                           p0: np.ndarray, max_sweeps: int, typical: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_interval_fixed_point` for the intervals ``js`` at once.
+
+    The Picard sweeps of all the intervals are one mapped call; each
+    interval keeps its own state (sweeping, Newton, settled, failed) and
+    takes the same steps as on its own, so the results are the same.
+    Returns ``(U (n, nx, K), settled (n,))``, or ``None`` when the mapped
+    call fails (the caller then goes interval by interval).
+    """
+    n, nx = starts.shape
+    K = disc.K
+    const = np.repeat(starts[:, :, None], K, axis=2)
+    U = const.copy()
+    scale = _change_scale(starts, typical)
+    picard = fns.picard.map(n)
+    t0, h = disc.t0[js][None, :], disc.h[js][None, :]
+    inputs = np.concatenate([disc.node_inputs[j] for j in js], axis=1)
+    prev = np.full(n, np.inf)
+    newton = np.zeros(n, dtype=bool)
+    settled = np.zeros(n, dtype=bool)
+    failed = np.zeros(n, dtype=bool)
+    with np.errstate(all="ignore"):
+        for k in range(max_sweeps):
+            active = ~(settled | failed)
+            if not active.any():
+                break
+            new = U.copy()
+            if np.any(active & ~newton):
+                try:
+                    out = picard(starts.T, U.transpose(1, 0, 2).reshape(nx, n * K), p0,
+                                 t0, h, inputs)
+                except RuntimeError as err:
+                    reraise_if_interrupted(err)
+                    return None
+                sweep = active & ~newton
+                new[sweep] = np.asarray(out).reshape(nx, n, K).transpose(1, 0, 2)[sweep]
+            for i in np.flatnonzero(active & newton):
+                j = js[i]
+                try:
+                    new[i] = newton_fixed_point_step(
+                        f_der, ca.DM(disc.node_times[j][None, :]), ca.DM(disc.node_inputs[j]),
+                        system, disc.h[j:j + 1], starts[i][None, :], U[i][None], p0)[0][0]
+                except RuntimeError as err:
+                    reraise_if_interrupted(err)
+                    failed[i] = True
+            active &= ~failed
+            change = np.max(np.abs(new - U) / scale, axis=(1, 2))
+            bad = active & ~(np.isfinite(change) & (change <= 1e6))
+            # a diverging Newton step gives up; diverging sweeps restart as Newton
+            failed |= bad & newton
+            restart = bad & ~newton
+            newton |= restart
+            U[restart] = const[restart]
+            good = active & ~bad
+            newton |= good & ~newton & (k >= 2) & (change > 0.5 * prev)
+            U[good], prev[good] = new[good], change[good]
+            settled |= good & (change < 1e-10)
+    U[~settled] = const[~settled]
+    return U, settled
+
+
 def _interval_fixed_point(fns: IntervalFunctions, f_der, system: FixedPointSystem,
                           disc: Discretisation, j: int,
                           x: np.ndarray, p0: np.ndarray, max_sweeps: int,
@@ -91,7 +164,7 @@ def _interval_fixed_point(fns: IntervalFunctions, f_der, system: FixedPointSyste
     """
     K = disc.K
     Uj = np.repeat(x[:, None], K, axis=1)
-    scale = np.maximum(np.maximum(np.abs(x), 1e-3 * typical), 1e-8)[:, None]
+    scale = _change_scale(x, typical)
     prev = np.inf
     newton = False
     with np.errstate(all="ignore"):
@@ -197,6 +270,14 @@ def initial_guess(
                 x[i] = vals[j - sl.start]
             return np.clip(x, lo, hi)
 
+        def simulated_start(traj: np.ndarray, j: int, strategy: str) -> np.ndarray:
+            """Interval ``j``'s start where the simulation ``traj`` supplies it."""
+            if strategy == "shooting":
+                if j == sl.start and not estimate_x0:
+                    return np.asarray(x0s[e], float).copy()
+                return np.clip(traj[j - sl.start], lo, hi)
+            return start_of(j, traj[j - sl.start])
+
         traj = None
         # the simulation supplies the unmeasured states: with every state
         # measured it would be overwritten entirely (docs/design.md)
@@ -211,19 +292,27 @@ def initial_guess(
                 notes.append(f"initial guess: the simulation of {exp.name!r} with p0 "
                              "failed; its states are propagated interval by interval")
         carry = np.asarray(x0s[e], float).copy()
+        batch = None
+        if traj is not None or len(measured) == nx:
+            # every start is known before any fixed point (from the simulation,
+            # or every state measured): all the intervals at once
+            js = np.arange(sl.start, sl.stop)
+            starts = np.array([simulated_start(traj, j, strategy) if traj is not None
+                               else start_of(j, carry) for j in js])
+            batch = _interval_fixed_points(fns, f_der, system, disc, js, starts, p0,
+                                           max_sweeps, typical)
         for j in range(sl.start, sl.stop):
             reraise_if_interrupted()  # one lost by CasADi's wrapper on the last interval
-            if traj is not None and strategy == "shooting":
-                x = np.clip(traj[j - sl.start], lo, hi)
-                if j == sl.start and not estimate_x0:
-                    x = np.asarray(x0s[e], float).copy()
-            elif traj is not None:
-                x = start_of(j, traj[j - sl.start])
+            if traj is not None:
+                x = simulated_start(traj, j, strategy)
             else:  # anchored: unmeasured states carried from the previous interval
                 x = start_of(j, carry)
             X[j] = x
-            U[j], ok = _interval_fixed_point(fns, f_der, system, disc, j, x, p0, max_sweeps,
-                                             typical)
+            if batch is not None:
+                U[j], ok = batch[0][j - sl.start], bool(batch[1][j - sl.start])
+            else:
+                U[j], ok = _interval_fixed_point(fns, f_der, system, disc, j, x, p0,
+                                                 max_sweeps, typical)
             if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width
                 # within one T: a violent fixed point from a noisy start

@@ -22,6 +22,8 @@ standard deviation ``noise_std``.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -113,7 +115,29 @@ def _segment_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], a: np.ndar
     return coef.transpose(0, 2, 1).reshape(a.size, (d + 1) * nu).T
 
 
+# segment integrators already built in this process, per model and settings
+# (building one costs a few milliseconds: the initial guess simulates every
+# experiment, the certificate every interval group)
+_INTEGRATORS: weakref.WeakKeyDictionary[Model, dict[tuple, ca.Function]] = (
+    weakref.WeakKeyDictionary())
+_INTEGRATORS_LOCK = threading.Lock()
+
+
 def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
+                        degree: int = _INPUT_DEGREE,
+                        grid: tuple[float, ...] = (1.0,)) -> ca.Function:
+    """:func:`_build_segment_integrator`, once per model and settings in this process."""
+    key = (float(rtol), float(atol), int(max_steps), int(degree), tuple(float(g) for g in grid))
+    with _INTEGRATORS_LOCK:
+        step = _INTEGRATORS.get(model, {}).get(key)
+    if step is None:
+        step = _build_segment_integrator(model, rtol, atol, max_steps, degree, grid)
+        with _INTEGRATORS_LOCK:
+            step = _INTEGRATORS.setdefault(model, {}).setdefault(key, step)
+    return step
+
+
+def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
                         degree: int = _INPUT_DEGREE,
                         grid: tuple[float, ...] = (1.0,)) -> ca.Function:
     """CVODES over one segment in normalised time ``s in [0, 1]``.

@@ -100,3 +100,16 @@ def test_cmg_linearisation_and_newton_step_with_and_without_elimination():
         assert np.max(np.abs(dense[key] - eliminated[key])) <= 1e-11 * scale, key
     assert np.max(np.abs(U_dense - U_eliminated)) <= 1e-11 * np.abs(U_dense).max()
     assert np.allclose(inverse, fp.last_inverse, rtol=0, atol=1e-10)
+
+
+def test_every_state_explicit_leaves_nothing_to_factorise():
+    # x' = p: f_x = 0, so I - dP/dU = I and the solution is the right-hand side
+    rng = np.random.default_rng(2)
+    J, K, nx = 3, 5, 2
+    A = rng.standard_normal((K, K))
+    A[0] = 0.0
+    assert list(explicit_states(np.zeros((nx, nx), bool))) == [0, 1]
+    rhs = rng.standard_normal((J, K * nx, 3))
+    got = FixedPointSystem(A, np.array([0, 1])).solve(np.full(J, 0.1),
+                                                      np.zeros((J, K, nx, nx)), rhs)
+    np.testing.assert_array_equal(got, rhs)

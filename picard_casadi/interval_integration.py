@@ -25,7 +25,8 @@ import numpy as np
 from ._native_output import captured_native_output
 from .discretisation import Discretisation, to_map_layout
 from .interrupts import interruptible, reraise_if_interrupted
-from .simulate import _INPUT_DEGREE, _input_coefficients, _segment_integrator
+from .simulate import (_INPUT_DEGREE, _input_coefficients, _segment_coefficients,
+                       _segment_integrator)
 
 __all__ = ["IntervalIntegrator"]
 
@@ -33,24 +34,35 @@ _DEGREES = (16, 32, 64)
 _INPUT_ACCURACY = 1e-12
 
 
-def _interval_input(exp, t0: float, h: float, nu: int) -> tuple[int, np.ndarray] | None:
-    """The lowest degree in ``_DEGREES`` whose Chebyshev interpolant reproduces the
-    inputs on ``[t0, t0 + h]``, and its coefficients; ``None`` if none does."""
+def _interval_inputs(exp, t0: np.ndarray, h: np.ndarray, nu: int
+                     ) -> list[tuple[int, np.ndarray] | None]:
+    """For each interval ``[t0_i, t0_i + h_i]`` of experiment ``exp``: the lowest
+    degree in ``_DEGREES`` whose Chebyshev interpolant reproduces the inputs,
+    and its coefficients; ``None`` where none does.  All intervals are fitted
+    at once (one evaluation of the inputs per degree)."""
+    n = t0.size
     if nu == 0:
-        return _DEGREES[0], np.zeros(0)
-    bounds = np.array([t0, t0 + h])
+        return [(_DEGREES[0], np.zeros(0))] * n
+    out: list[tuple[int, np.ndarray] | None] = [None] * n
+    todo = np.arange(n)
     for d in _DEGREES:
-        coef = _input_coefficients(lambda tt: exp.inputs(tt, nu), bounds, nu, d)[:, 0]
+        if todo.size == 0:
+            break
+        a, b = t0[todo], t0[todo] + h[todo]
+        coef = _segment_coefficients(lambda tt: exp.inputs(tt, nu), a, b, nu, d)  # (nu (d+1), n)
         # check between the interpolation points
         k = np.arange(d)
         mids = np.cos(np.pi * (k + 1.0) / (d + 1))
-        vals = exp.inputs(t0 + 0.5 * h * (mids + 1.0), nu)  # (d, nu)
-        C = coef.reshape(d + 1, nu).T
-        approx = np.polynomial.chebyshev.chebval(mids, C.T).T  # (d, nu)
-        size = max(float(np.abs(vals).max(initial=0.0)), 1e-300)
-        if float(np.abs(approx - vals).max(initial=0.0)) <= _INPUT_ACCURACY * size:
-            return d, coef
-    return None
+        times = a[:, None] + 0.5 * (b - a)[:, None] * (mids[None, :] + 1.0)
+        vals = exp.inputs(times.ravel(), nu).reshape(todo.size, d, nu)
+        T = np.polynomial.chebyshev.chebvander(mids, d)  # (d, d+1)
+        approx = np.einsum("mk,skn->smn", T, coef.T.reshape(todo.size, d + 1, nu))
+        size = np.maximum(np.abs(vals).max(axis=(1, 2)), 1e-300)
+        fits = np.abs(approx - vals).max(axis=(1, 2)) <= _INPUT_ACCURACY * size
+        for i in np.flatnonzero(fits):
+            out[todo[i]] = (d, coef[:, i])
+        todo = todo[~fits]
+    return out
 
 
 def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
@@ -91,12 +103,17 @@ class IntervalIntegrator:
         X = ca.MX.sym("X", nx, J)
         p = ca.MX.sym("p", np_)
         # per interval: its output times (normalised) and where each sample slot reads
-        grids, inputs = [], []
+        grids = []
+        inputs: list[tuple[int, np.ndarray] | None] = [None] * J
         for j in range(J):
             e = disc.exp_of[j]
             taus = disc.sample_tau[j][disc.sample_exp[j] == e]
             grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
-            inputs.append(_interval_input(disc.experiments[e], disc.t0[j], disc.h[j], nu))
+        for e, sl in enumerate(disc.intervals_of):
+            js = np.arange(sl.start, sl.stop)
+            for j, fit in zip(js, _interval_inputs(disc.experiments[e], disc.t0[js],
+                                                   disc.h[js], nu)):
+                inputs[j] = fit
         groups: dict[tuple, list[int]] = {}
         for j in range(J):
             key = ("segments",) if inputs[j] is None else (inputs[j][0], grids[j])
@@ -111,9 +128,10 @@ class IntervalIntegrator:
             Q = np.column_stack([np.concatenate([[disc.t0[j], disc.h[j]], inputs[j][1]])
                                  for j in js])
             xf = step.map(len(js))(X[:, js], ca.DM(Q), p)  # nx x (len(grid) len(js))
+            columns = ca.horzsplit(xf)  # one split, not an MX slice per column
             G = len(grid)
             for n, j in enumerate(js):
-                states[j] = {tau: xf[:, n * G + g] for g, tau in enumerate(grid)}
+                states[j] = {tau: columns[n * G + g] for g, tau in enumerate(grid)}
         slots, ends = [], []
         for j in range(J):
             for s in range(M):

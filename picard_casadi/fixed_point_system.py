@@ -102,7 +102,6 @@ class FixedPointSystem:
         #: node 0 is the interval start (its block row of dP/dU is zero)
         self.first_node_fixed = not np.any(self.A[0])
         self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
-        self._rest: np.ndarray | None = None
 
     def solve(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """``(I - dP/dU)^-1 rhs`` for every interval, by LU (no inverse formed).
@@ -142,9 +141,7 @@ class FixedPointSystem:
         if self.explicit.size == 0:
             return np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs.reshape(J, K * nx, c))
         E = self.explicit
-        if self._rest is None or self._rest.size + E.size != nx:
-            self._rest = np.setdiff1d(np.arange(nx), E)
-        R = self._rest
+        R = np.setdiff1d(np.arange(nx), E)
         nR, nE = R.size, E.size
         r = rhs.reshape(J, K, nx, c)
         FR, FE = Fx[:, :, R], Fx[:, :, E]

@@ -82,29 +82,33 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
     return series
 
 
-def _change_scale(x: np.ndarray, typical: np.ndarray) -> np.ndarray:
-    """What a sweep's change in each state is measured against: ``max(|x_i|,
-    1e-3 typical_i)`` (at least 1e-8), with a trailing node axis."""
-    return np.maximum(np.maximum(np.abs(x), 1e-3 * typical), 1e-8)[..., None]
-
-
 def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSystem,
                            disc: Discretisation, js: np.ndarray, starts: np.ndarray,
                            p0: np.ndarray, max_sweeps: int, typical: np.ndarray
                            ) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_interval_fixed_point` for the intervals ``js`` at once.
+    """Solve ``U = P U`` on the intervals ``js`` from the constant starts ``starts``.
 
-    The Picard sweeps of all the intervals are one mapped call; each
+    Picard sweeps, switching to Newton steps on an interval whose sweeps do
+    not contract (or diverge: it restarts constant; a diverging Newton step
+    gives up).  Changes are measured relative to ``max(|x_i|, 1e-3
+    typical_i)``: relative to ``|x_i|`` alone, a state that starts at exactly
+    zero made every change look like divergence, and such an interval started
+    constant.  The sweeps of all the intervals are one mapped call; each
     interval keeps its own state (sweeping, Newton, settled, failed) and
-    takes the same steps as on its own, so the results are the same.
-    Returns ``(U (n, nx, K), settled (n,))``, or ``None`` when the mapped
-    call fails (the caller then goes interval by interval).
+    takes the same steps as on its own.  Where the mapped call fails, each
+    interval is solved alone (one that fails alone starts constant).
+
+    Returns
+    -------
+    U : ndarray (n, nx, K)
+        The fixed points; constant where not settled.
+    settled : ndarray of bool (n,)
     """
     n, nx = starts.shape
     K = disc.K
     const = np.repeat(starts[:, :, None], K, axis=2)
     U = const.copy()
-    scale = _change_scale(starts, typical)
+    scale = np.maximum(np.maximum(np.abs(starts), 1e-3 * typical), 1e-8)[:, :, None]
     picard = fns.picard.map(n)
     t0, h = disc.t0[js][None, :], disc.h[js][None, :]
     inputs = np.concatenate([disc.node_inputs[j] for j in js], axis=1)
@@ -124,7 +128,13 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
                                  t0, h, inputs)
                 except RuntimeError as err:
                     reraise_if_interrupted(err)
-                    return None
+                    if n == 1:
+                        break
+                    parts = [_interval_fixed_points(fns, f_der, system, disc, js[i:i + 1],
+                                                    starts[i:i + 1], p0, max_sweeps, typical)
+                             for i in range(n)]
+                    return (np.concatenate([u for u, _ in parts]),
+                            np.concatenate([ok for _, ok in parts]))
                 sweep = active & ~newton
                 new[sweep] = np.asarray(out).reshape(nx, n, K).transpose(1, 0, 2)[sweep]
             for i in np.flatnonzero(active & newton):
@@ -150,49 +160,6 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
             settled |= good & (change < 1e-10)
     U[~settled] = const[~settled]
     return U, settled
-
-
-def _interval_fixed_point(fns: IntervalFunctions, f_der, system: FixedPointSystem,
-                          disc: Discretisation, j: int,
-                          x: np.ndarray, p0: np.ndarray, max_sweeps: int,
-                          typical: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Solve ``U = P U`` on interval ``j`` from the constant start ``x``.
-
-    Changes are measured relative to ``max(|x_i|, 1e-3 typical_i)``: relative
-    to ``|x_i|`` alone, a state that starts at exactly zero made every change
-    look like divergence, and such an interval started constant.
-    """
-    K = disc.K
-    Uj = np.repeat(x[:, None], K, axis=1)
-    scale = _change_scale(x, typical)
-    prev = np.inf
-    newton = False
-    with np.errstate(all="ignore"):
-        for k in range(max_sweeps):
-            try:
-                if newton:
-                    new, _ = newton_fixed_point_step(
-                        f_der, ca.DM(disc.node_times[j][None, :]), ca.DM(disc.node_inputs[j]),
-                        system, disc.h[j:j + 1], x[None, :], Uj[None], p0)
-                    new = new[0]
-                else:
-                    new = np.asarray(fns.picard(x, Uj, p0, disc.t0[j], disc.h[j],
-                                                disc.node_inputs[j]))
-            except RuntimeError as err:
-                reraise_if_interrupted(err)
-                break
-            change = float(np.max(np.abs(new - Uj) / scale))
-            if not np.isfinite(change) or change > 1e6:
-                if newton:
-                    break
-                newton, Uj = True, np.repeat(x[:, None], K, axis=1)
-                continue
-            if not newton and k >= 2 and change > 0.5 * prev:
-                newton = True
-            Uj, prev = new, change
-            if change < 1e-10:
-                return Uj, True
-    return np.repeat(x[:, None], K, axis=1), False
 
 
 def initial_guess(
@@ -310,9 +277,11 @@ def initial_guess(
             X[j] = x
             if batch is not None:
                 U[j], ok = batch[0][j - sl.start], bool(batch[1][j - sl.start])
-            else:
-                U[j], ok = _interval_fixed_point(fns, f_der, system, disc, j, x, p0,
-                                                 max_sweeps, typical)
+            else:  # this start needs the previous interval's end: alone
+                Uj, settled = _interval_fixed_points(fns, f_der, system, disc,
+                                                     np.array([j]), x[None, :], p0,
+                                                     max_sweeps, typical)
+                U[j], ok = Uj[0], bool(settled[0])
             if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width
                 # within one T: a violent fixed point from a noisy start

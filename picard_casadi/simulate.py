@@ -138,8 +138,8 @@ def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
 
 
 def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
-                        degree: int = _INPUT_DEGREE,
-                        grid: tuple[float, ...] = (1.0,)) -> ca.Function:
+                              degree: int = _INPUT_DEGREE,
+                              grid: tuple[float, ...] = (1.0,)) -> ca.Function:
     """CVODES over one segment in normalised time ``s in [0, 1]``.
 
     Parameters of the returned ``step(x, q, p) -> xf``: ``q`` holds the

@@ -115,9 +115,17 @@ def test_fixed_points_of_all_intervals_at_once_equal_one_by_one(name, guess, mon
 
     batched = _registry_setup(name, guess)
     calls = []
-    monkeypatch.setattr(guess_module, "_interval_fixed_points",
-                        lambda *args, **kwargs: calls.append(1))
+    solve = guess_module._interval_fixed_points
+
+    def alone(fns, f_der, system, disc, js, starts, *rest):
+        # every interval solved on its own
+        calls.append(len(js))
+        parts = [solve(fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], *rest)
+                 for i in range(len(js))]
+        return np.concatenate([u for u, _ in parts]), np.concatenate([ok for _, ok in parts])
+
+    monkeypatch.setattr(guess_module, "_interval_fixed_points", alone)
     one_by_one = _registry_setup(name, guess)
-    assert calls  # the batched path was taken above, and refused here
+    assert max(calls) > 1  # the batched path is taken, and split here
     np.testing.assert_array_equal(batched.X0, one_by_one.X0)
     np.testing.assert_array_equal(batched.U0, one_by_one.U0)

@@ -106,9 +106,16 @@ class Experiment:
     t0 : float, optional
         Start time of the experiment (where ``x0`` holds); default ``t[0]``.
         Must not be later than the first sample.
-    u_interpolation : {"previous", "linear"}
-        How sampled inputs (an array ``u``) are held between samples:
-        zero-order hold or linear interpolation.  Ignored for a callable.
+    u_interpolation : {"linear", "previous"}
+        How sampled inputs (an array ``u``) go between samples: interpolated
+        linearly (the default, as ``numpy.interp``; right for samples of a
+        smooth signal, with an error of second order in the sample spacing)
+        or held (``"previous"``, zero-order hold: right for a staircase, such
+        as a digital controller's output; give ``breakpoints=t`` with it, as
+        the held input jumps at every sample).  Holding samples of a smooth
+        signal delays it by half a sample on average, which the parameters
+        absorb without a visible misfit: choose ``"previous"`` only for a
+        true staircase.  Ignored for a callable.
     breakpoints : array_like, optional
         Times at which the inputs jump.  Picard intervals and simulation
         segments start at them, so no interval straddles a jump (a jump
@@ -130,7 +137,7 @@ class Experiment:
         name: str | None = None,
         *,
         t0: float | None = None,
-        u_interpolation: Literal["previous", "linear"] = "previous",
+        u_interpolation: Literal["previous", "linear"] = "linear",
         breakpoints: Any = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)

@@ -469,8 +469,9 @@ def simulate_experiment(
     model, x0, p, t, u
         As for :func:`simulate` (``u`` a callable, an array ``(N, nu)`` of
         values at ``t``, held, or None); the experiment keeps ``u``, and for
-        an array the sample times as its ``breakpoints`` (unless given): the
-        held input jumps there.
+        an array holds it as the data were made (``u_interpolation=
+        "previous"``) with the sample times as its ``breakpoints`` (unless
+        given): the held input jumps there.
     noise_std : float
         Noise standard deviation (docs/models.md: 0.05 is the paper's level).
     seed : int or Generator
@@ -501,4 +502,4 @@ def simulate_experiment(
     if u is not None and not callable(u) and breakpoints is None and model.nu:
         breakpoints = t  # the held input jumps at the samples: intervals start there
     return Experiment(t, Y, u=u, x0=np.asarray(x0 if x0_guess is None else x0_guess, float),
-                      name=name, breakpoints=breakpoints)
+                      name=name, breakpoints=breakpoints, u_interpolation="previous")

@@ -30,6 +30,9 @@ __all__ = ["PatternMove"]
 ZIGZAG_COSINE = 0.99
 # largest multiple of the two-step progress tried by a pattern move
 PATTERN_MAX_FACTOR = 2.0 ** 12
+# below this ratio of the last step to the one two before, the first multiple
+# overshoots the limit of the steps too far to lower the merit (see `after`)
+PATTERN_MIN_RATIO = 0.2
 
 #: ``(Xs, ps, U_start) -> (merit, U, evaluations)``: the merit at a scaled
 #: point with its node values settled from ``U_start`` (``inf`` where not found)
@@ -62,6 +65,15 @@ class PatternMove:
         s1, s3 = z[1] - z[0], z[3] - z[2]
         n1, n3 = np.linalg.norm(s1), np.linalg.norm(s3)
         if n1 == 0.0 or n3 == 0.0 or float(s1 @ s3) < ZIGZAG_COSINE * n1 * n3:
+            return info
+        # Steps that shrink geometrically, by r every two (whether neighbours
+        # point the same way or alternate), have their limit at r / (1 - r)
+        # times the two-step progress from the last point, and the first trial
+        # (one times it) lowers a quadratic merit only when that is above 1/2,
+        # r > 1/3.  Where they shrink fast the iteration converges by itself:
+        # no trial (cmg's tail, r = 0.10-0.11, alternating; moves accepted on
+        # the unweighted fa18-drag-stab had r >= 0.34; docs/performance.md).
+        if n3 < PATTERN_MIN_RATIO * n1:
             return info
         s = self.setup
         xl, xu, pl, pu = s.scaled_bounds

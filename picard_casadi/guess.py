@@ -18,8 +18,9 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   contract); where neither settles, or the fixed point leaves the state box
   by more than the box's width within one interval, the nodes are held
   constant.  The sweeps' changes are measured against each state's typical
-  magnitude (its starts and the box's half-width), not against its start
-  alone.  Where every start is known before any fixed point (from the
+  magnitude (its starts, the box's half-width and the simulation's values),
+  not against its start alone, and a fixed point has settled when the last
+  change is also negligible against its own values.  Where every start is known before any fixed point (from the
   simulation, or every state measured) the sweeps of all of an experiment's
   intervals are one mapped call, each interval taking the steps it would
   take on its own.
@@ -148,6 +149,10 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
                     failed[i] = True
             active &= ~failed
             change = np.max(np.abs(new - U) / scale, axis=(1, 2))
+            # settled: no change relative to the values themselves either (a
+            # state with no typical magnitude keeps the tiny floor of `scale`)
+            size = np.maximum(scale, np.abs(new).max(axis=2, keepdims=True))
+            change_own = np.max(np.abs(new - U) / size, axis=(1, 2))
             bad = active & ~(np.isfinite(change) & (change <= 1e6))
             # a diverging Newton step gives up; diverging sweeps restart as Newton
             failed |= bad & newton
@@ -157,7 +162,7 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
             good = active & ~bad
             newton |= good & ~newton & (k >= 2) & (change > 0.5 * prev)
             U[good], prev[good] = new[good], change[good]
-            settled |= good & (change < 1e-10)
+            settled |= good & (change_own < 1e-10)
     U[~settled] = const[~settled]
     return U, settled
 
@@ -258,6 +263,11 @@ def initial_guess(
             except (SimulationError, ValueError):
                 notes.append(f"initial guess: the simulation of {exp.name!r} with p0 "
                              "failed; its states are propagated interval by interval")
+        # the simulation's magnitudes too: an unmeasured state that starts at
+        # zero (a pendulum's rate) otherwise has no scale but the 1e-8 floor,
+        # and its first sweep looked like divergence
+        typical_e = typical if traj is None else np.maximum(
+            typical, np.max(np.abs(np.where(np.isfinite(traj), traj, 0.0)), axis=0))
         carry = np.asarray(x0s[e], float).copy()
         batch = None
         if traj is not None or len(measured) == nx:
@@ -267,7 +277,7 @@ def initial_guess(
             starts = np.array([simulated_start(traj, j, strategy) if traj is not None
                                else start_of(j, carry) for j in js])
             batch = _interval_fixed_points(fns, f_der, system, disc, js, starts, p0,
-                                           max_sweeps, typical)
+                                           max_sweeps, typical_e)
         for j in range(sl.start, sl.stop):
             reraise_if_interrupted()  # one lost by CasADi's wrapper on the last interval
             if traj is not None:
@@ -280,7 +290,7 @@ def initial_guess(
             else:  # this start needs the previous interval's end: alone
                 Uj, settled = _interval_fixed_points(fns, f_der, system, disc,
                                                      np.array([j]), x[None, :], p0,
-                                                     max_sweeps, typical)
+                                                     max_sweeps, typical_e)
                 U[j], ok = Uj[0], bool(settled[0])
             if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width

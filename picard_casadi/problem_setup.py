@@ -61,7 +61,8 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
 
     A number (not in a list) applies to all ``n`` entries; a list or array
     must have ``n`` entries, also when it has one (``p0=[0.1]`` for two
-    parameters is a mistake more often than a shorthand).
+    parameters is a mistake more often than a shorthand), and be flat (a
+    nested list such as ``[[1, 2]]`` is an error, not read row by row).
     """
     try:
         arr = np.asarray(value, dtype=float)
@@ -69,7 +70,9 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
         raise ValueError(f"`{field}` must be {n} numbers") from None
     if arr.ndim == 0:
         return np.full(n, float(arr))
-    arr = arr.ravel()
+    if arr.ndim > 1:
+        raise ValueError(f"`{field}` must be a flat list or 1-D array of {n} numbers, "
+                         f"got an array of shape {arr.shape}")
     if arr.size != n:
         raise ValueError(f"`{field}` must have {n} entries, got {arr.size}"
                          + (" (a single number, not in a list, applies to all)"

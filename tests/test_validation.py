@@ -119,6 +119,22 @@ def test_experiment_input_callable_wrong_length_named():
         pc.estimate(m, [e], p0=[1.0])
 
 
+def test_experiment_input_callable_own_error_kept_with_where_it_arose():
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p")
+    u = ca.SX.sym("u")
+    m = pc.Model(x=x, p=p, u=u, rhs=-p * x + u)
+
+    def broken(s):
+        return 1.0 / 0.0
+
+    e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 1)), u=broken, x0=[0.0], name="run-7")
+    with pytest.raises(ZeroDivisionError) as info:
+        pc.estimate(m, [e], p0=[1.0])
+    assert any("'run-7'" in n and "input function `u` at t =" in n
+               for n in getattr(info.value, "__notes__", []))
+
+
 def test_experiment_missing_input_named():
     x = ca.SX.sym("x")
     p = ca.SX.sym("p")
@@ -157,6 +173,18 @@ def test_estimate_p0_length_named(vdp_model):
 ])
 def test_estimate_one_entry_lists_are_not_spread(vdp_model, kw, field):
     with pytest.raises(ValueError, match=field + r"` must have 2 entries, got 1 \(a single number"):
+        pc.estimate(vdp_model, [_good_experiment()], **kw)
+
+
+@pytest.mark.parametrize("field", ["p0", "p_bounds", "weights"])
+def test_estimate_nested_lists_are_not_flattened(vdp_model, field):
+    kw = {"p0": [[1.0, 1.0]]} if field == "p0" else {"p0": [1.0, 1.0]}
+    if field == "p_bounds":
+        kw["p_bounds"] = ([[0.0, 0.0]], [5.0, 5.0])
+    if field == "weights":
+        kw["weights"] = [[1.0, 1.0]]
+    with pytest.raises(ValueError, match=field + r".*` must be a flat list or 1-D array of 2 "
+                                               r"numbers, got an array of shape \(1, 2\)"):
         pc.estimate(vdp_model, [_good_experiment()], **kw)
 
 

@@ -531,11 +531,15 @@ class ConstrainedGaussNewtonStep:
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             precision_reached=True, optimality=optimality)
         if self.radius <= 1e-10:
+            xl, xu, _, _ = self.setup.scaled_bounds
+            advice = ("a state bound may block every descent direction -- widen "
+                      "x0_bounds, or start from a better p0" if np.any(np.isfinite(xl))
+                      or np.any(np.isfinite(xu)) else "start from a better p0, or try "
+                      "multistart")
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             failed=True, optimality=optimality, message=(
                                 "no acceptable step: the trust region collapsed (the "
                                 "linear model does not describe the problem near this "
-                                "point; a state bound may block every descent direction "
-                                "-- widen x0_bounds, or start from a better p0)"))
+                                f"point; {advice})"))
         return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                         optimality=optimality)

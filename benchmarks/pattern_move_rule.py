@@ -4,6 +4,7 @@ Run::
 
     python benchmarks/pattern_move_rule.py            # the default set below
     python benchmarks/pattern_move_rule.py cmg:0:none fa18-drag-stab:0:none
+    python benchmarks/pattern_move_rule.py --per-iteration   # cmg's time per iteration
 
 Each case is ``problem:seed:weights`` (``weights`` ``none`` or ``auto``).
 Every case is solved twice with ``picard-gn`` (``uncertainty=False``): with
@@ -77,8 +78,32 @@ def run(case: str) -> None:
           f"success {off.success}/{on.success}  max rel diff p {diff:.1e}", flush=True)
 
 
+def per_iteration(name: str = "cmg", repeats: int = 5) -> None:
+    """Time per iteration with the rule off and on, alternating in one process
+    (``refine=False``: the same discretised problem every run)."""
+    prob = pc.problem(name, seed=0)
+    kw = {"uncertainty": False, "refine": False}
+    prob.estimate("picard-gn", **kw)  # warm-up: fills the code cache
+    rule = pattern_move.PATTERN_MIN_RATIO
+    times: dict[float, list[float]] = {0.0: [], rule: []}
+    try:
+        for _ in range(repeats):
+            for ratio in times:
+                pattern_move.PATTERN_MIN_RATIO = ratio
+                res = prob.estimate("picard-gn", **kw)
+                times[ratio].append(res.timings["solve"] / res.iterations * 1e3)
+    finally:
+        pattern_move.PATTERN_MIN_RATIO = rule
+    off, on = min(times[0.0]), min(times[rule])
+    print(f"{name} per iteration, best of {repeats}: rule off {off:.1f} ms, on {on:.1f} ms, "
+          f"on / off = {on / off:.2f} ({res.iterations} iterations)")
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
+    if sys.argv[1:] == ["--per-iteration"]:
+        per_iteration()
+        return
     print(f"rule: no trial where the last step is below {pattern_move.PATTERN_MIN_RATIO} "
           "of the one two before; columns 'off/on'")
     for case in sys.argv[1:] or DEFAULT:

@@ -48,7 +48,7 @@ for name in sys.argv[1].split(","):
     for cg in (True, False):
         prob.estimate("picard-gn", codegen=cg, uncertainty=False, **extra)
         best = None
-        for _ in range(2):
+        for _ in range(5):  # best of five: these machines are shared
             res = prob.estimate("picard-gn", codegen=cg, uncertainty=False, **extra)
             per = res.timings["solve"] / max(res.iterations, 1)
             best = per if best is None else min(best, per)

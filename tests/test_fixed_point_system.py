@@ -113,3 +113,23 @@ def test_every_state_explicit_leaves_nothing_to_factorise():
     got = FixedPointSystem(A, np.array([0, 1])).solve(np.full(J, 0.1),
                                                       np.zeros((J, K, nx, nx)), rhs)
     np.testing.assert_array_equal(got, rhs)
+
+
+@pytest.mark.parametrize("explicit", [[], [3, 4, 5, 6]])
+def test_solving_in_groups_of_intervals_changes_nothing(monkeypatch, explicit):
+    import picard_casadi.fixed_point_system as fps
+
+    rng = np.random.default_rng(7)
+    J, K, nx = 23, 9, 15
+    A = 0.3 * rng.standard_normal((K, K))
+    A[0] = 0.0
+    h = rng.uniform(0.05, 0.3, J)
+    Fx = _jacobians(rng, J, K, nx, explicit)
+    rhs = rng.standard_normal((J, K * nx, 5))
+    system = FixedPointSystem(A, np.array(explicit, dtype=int))
+    monkeypatch.setattr(fps, "GROUP_BYTES", 1 << 40)
+    assert system.group_size(K, nx) >= J
+    whole = system.solve(h, Fx, rhs)
+    monkeypatch.setattr(fps, "GROUP_BYTES", 3 * 8 * ((K - 1) * (nx - len(explicit))) ** 2)
+    assert system.group_size(K, nx) == 3
+    assert np.array_equal(system.solve(h, Fx, rhs), whole)  # groups of 3, the last of 2

@@ -25,7 +25,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import casadi as ca
 import numpy as np
@@ -250,6 +250,7 @@ def simulate(
     *,
     t0: float | None = None,
     breakpoints: Any = None,
+    u_interpolation: Literal["previous", "linear"] = "previous",
     rtol: float = 1e-10,
     atol: float = 1e-10,
     max_steps: int = 100000,
@@ -266,12 +267,18 @@ def simulate(
         Output times, strictly increasing, not before ``t0``.
     u : callable, Experiment, or array, optional
         Inputs: a callable ``u(t) -> (nu,)``, an :class:`Experiment` (its
-        inputs are used), or an array ``(N, nu)`` of values at ``t`` held by
-        zero-order hold.
+        inputs are used), or an array ``(N, nu)`` of values at ``t``, read
+        as ``u_interpolation`` says.
     t0 : float, optional
         Initial time; default ``t[0]``.
     breakpoints : array_like, optional
         Times where the inputs jump.
+    u_interpolation : {"previous", "linear"}
+        How an array ``u`` goes between its samples: held (zero-order hold,
+        the default here: how synthetic staircase inputs are made) or
+        interpolated linearly (as an :class:`Experiment` reads its samples
+        by default).  Ignored for a callable or an Experiment (which brings
+        its own).
     rtol, atol : float
         CVODES tolerances.
     max_steps : int
@@ -307,7 +314,10 @@ def simulate(
 
     if isinstance(u, Experiment):
         bp = np.concatenate([bp, u.breakpoints])
-    u_spec, u_times, interp = _input_spec(u, t)
+    if u_interpolation not in ("previous", "linear"):
+        raise ValueError("simulate: `u_interpolation` must be 'previous' or 'linear', "
+                         f"got {u_interpolation!r}")
+    u_spec, u_times, interp = _input_spec(u, t, u_interpolation)
     if model.nu and u_spec is not None and not callable(u_spec):
         # sampled inputs are held or linear between their samples: jumps or
         # kinks there, which no polynomial on a segment across them reproduces
@@ -424,14 +434,16 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     return (1.0 + n) * G + m
 
 
-def _input_spec(u: Any, t: np.ndarray) -> tuple[Any, np.ndarray, str]:
+def _input_spec(u: Any, t: np.ndarray, interpolation: str = "previous"
+                ) -> tuple[Any, np.ndarray, str]:
     """``u`` of :func:`simulate` as ``(spec, times, interpolation)`` for
     :func:`~picard_casadi.experiment.evaluate_inputs`: a callable, an
-    Experiment's inputs, or values at ``t`` (one column per input) held."""
+    Experiment's inputs, or values at ``t`` (one column per input) read as
+    ``interpolation`` says."""
     if isinstance(u, Experiment):
         spec, times, interp = u.u, u.t, u.u_interpolation
     else:
-        spec, times, interp = u, t, "previous"
+        spec, times, interp = u, t, interpolation
     if spec is not None and not callable(spec):
         spec = np.asarray(spec, float)
         if spec.ndim == 1:
@@ -461,6 +473,7 @@ def simulate_experiment(
     x0_guess: Any = None,
     breakpoints: Any = None,
     observe: Any = None,
+    u_interpolation: Literal["previous", "linear"] = "previous",
 ) -> Experiment:
     """Synthetic data: simulate, add the paper's noise, wrap as an Experiment.
 
@@ -468,10 +481,10 @@ def simulate_experiment(
     ----------
     model, x0, p, t, u
         As for :func:`simulate` (``u`` a callable, an array ``(N, nu)`` of
-        values at ``t``, held, or None); the experiment keeps ``u``, and for
-        an array holds it as the data were made (``u_interpolation=
-        "previous"``) with the sample times as its ``breakpoints`` (unless
-        given): the held input jumps there.
+        values at ``t``, or None); the experiment keeps ``u`` and reads an
+        array as the data were made (``u_interpolation``), with the sample
+        times as its ``breakpoints`` (unless given) where it is held: the
+        held input jumps there.
     noise_std : float
         Noise standard deviation (docs/models.md: 0.05 is the paper's level).
     seed : int or Generator
@@ -483,13 +496,17 @@ def simulate_experiment(
         Input jump times, kept in the experiment.
     observe : array_like of bool, shape (N, ny), optional
         Which measurements to keep; the rest become NaN (missing).
+    u_interpolation : {"previous", "linear"}
+        How an array ``u`` goes between its samples, in the simulation and
+        in the returned experiment: held (the default; the sample times
+        become breakpoints) or interpolated linearly.
 
     Returns
     -------
     Experiment
     """
     t = np.asarray(t, float)
-    X = simulate(model, x0, p, t, u, breakpoints=breakpoints)
+    X = simulate(model, x0, p, t, u, breakpoints=breakpoints, u_interpolation=u_interpolation)
     Y = measure(model, t, X, p, u, noise_std=noise_std, rng=seed)
     if observe is not None:
         keep = np.asarray(observe, bool)
@@ -499,7 +516,8 @@ def simulate_experiment(
     if isinstance(u, Experiment):
         raise TypeError("simulate_experiment: `u` must be a callable or an array of values at "
                         "`t`, not an Experiment (pass its inputs: u=experiment.u)")
-    if u is not None and not callable(u) and breakpoints is None and model.nu:
+    if (u is not None and not callable(u) and breakpoints is None and model.nu
+            and u_interpolation == "previous"):
         breakpoints = t  # the held input jumps at the samples: intervals start there
     return Experiment(t, Y, u=u, x0=np.asarray(x0 if x0_guess is None else x0_guess, float),
-                      name=name, breakpoints=breakpoints, u_interpolation="previous")
+                      name=name, breakpoints=breakpoints, u_interpolation=u_interpolation)

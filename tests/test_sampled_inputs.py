@@ -66,3 +66,29 @@ def test_simulate_experiment_keeps_its_held_input():
     np.testing.assert_allclose(exp.breakpoints, t[1:-1])  # the interior samples
     again = pc.simulate(model, [0.2, 0.0], P_TRUE, t, exp)
     np.testing.assert_allclose(again[:, 0], exp.y[:, 0], rtol=1e-6, atol=1e-8)
+
+
+def test_simulate_reads_an_array_as_the_experiment_does():
+    """``simulate`` holds an array by default and interpolates it when asked:
+    the same states as the callable that interpolates the samples."""
+    model = _forced_oscillator()
+    t = np.linspace(0.0, 4.0, 21)
+    samples = np.array([_smooth_input(s) for s in t])
+
+    def linear(s):
+        return np.array([np.interp(s, t, samples[:, 0])])
+
+    held = pc.simulate(model, [0.2, 0.0], P_TRUE, t, samples)
+    interpolated = pc.simulate(model, [0.2, 0.0], P_TRUE, t, samples, u_interpolation="linear")
+    reference = pc.simulate(model, [0.2, 0.0], P_TRUE, t, linear, breakpoints=t)
+    np.testing.assert_allclose(interpolated, reference, rtol=1e-7, atol=1e-9)
+    assert np.max(np.abs(held - reference)) > 1e-3  # the hold is a different input
+    exp = pc.Experiment(t, np.zeros((21, 1)), u=samples)
+    np.testing.assert_allclose(pc.simulate(model, [0.2, 0.0], P_TRUE, t, exp), interpolated,
+                               rtol=1e-7, atol=1e-9)
+    made = pc.simulate_experiment(model, [0.2, 0.0], P_TRUE, t, samples, noise_std=0.0,
+                                  u_interpolation="linear")
+    assert made.u_interpolation == "linear" and made.breakpoints.size == 0
+    np.testing.assert_allclose(made.y[:, 0], interpolated[:, 0], rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="u_interpolation"):
+        pc.simulate(model, [0.2, 0.0], P_TRUE, t, samples, u_interpolation="cubic")

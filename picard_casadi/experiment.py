@@ -45,7 +45,8 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
         If ``u`` is missing, returns the wrong length, or non-finite values.
     Exception
         Any other error a callable ``u`` raises, unchanged, with a note
-        (``__notes__``, shown in the traceback) naming the experiment and time.
+        (``__notes__``, shown in the traceback; Python 3.11 and newer)
+        naming the experiment and time.
     """
     times = np.atleast_1d(np.asarray(times, dtype=float))
     if nu == 0:
@@ -63,7 +64,8 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{where}: `u` failed at t = {s}: {err}") from None
             except Exception as err:  # the user's own error, kept, with where it arose
-                err.add_note(f"{where}: raised by the input function `u` at t = {s}")
+                if hasattr(err, "add_note"):  # Python 3.11 and newer
+                    err.add_note(f"{where}: raised by the input function `u` at t = {s}")
                 raise
             if val.size != nu:
                 raise ValueError(

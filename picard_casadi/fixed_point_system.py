@@ -132,9 +132,8 @@ class FixedPointSystem:
 
     def group_size(self, K: int, nx: int) -> int:
         """How many intervals to solve at once: their matrices fill about
-        :data:`GROUP_BYTES` (on cmg 16 of 61 intervals; all at once, the
-        temporaries of the batched products left the cache and the solves
-        took 1.5 times as long)."""
+        :data:`GROUP_BYTES`, so that the batched products' temporaries stay
+        in cache (docs/performance.md, "Solving in groups of intervals")."""
         n = max(1, (K - self.first_node_fixed) * (nx - self.explicit.size))
         return max(1, GROUP_BYTES // (8 * n * n))
 

@@ -20,10 +20,10 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   constant.  The sweeps' changes are measured against each state's typical
   magnitude (its starts, the box's half-width and the simulation's values),
   not against its start alone, and a fixed point has settled when the last
-  change is also negligible against its own values.  Where every start is known before any fixed point (from the
-  simulation, or every state measured) the sweeps of all of an experiment's
-  intervals are one mapped call, each interval taking the steps it would
-  take on its own.
+  change is also negligible against its own values.  Where every start is
+  known before any fixed point (from the simulation, or every state
+  measured) the sweeps of all of an experiment's intervals are one mapped
+  call, each interval taking the steps it would take on its own.
 
 Every ``x_j`` is clipped into the state box.
 """

@@ -71,8 +71,7 @@ class PatternMove:
         # times the two-step progress from the last point, and the first trial
         # (one times it) lowers a quadratic merit only when that is above 1/2,
         # r > 1/3.  Where they shrink fast the iteration converges by itself:
-        # no trial (cmg's tail, r = 0.10-0.11, alternating; moves accepted on
-        # the unweighted fa18-drag-stab had r >= 0.34; docs/performance.md).
+        # no trial (docs/performance.md, "Pattern moves only where they can pay").
         if n3 < PATTERN_MIN_RATIO * n1:
             return info
         s = self.setup

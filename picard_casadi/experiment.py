@@ -15,9 +15,16 @@ import numpy as np
 
 from .model import Model
 
-__all__ = ["Experiment", "evaluate_inputs"]
+__all__ = ["Experiment", "check_input_interpolation", "evaluate_inputs"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
+
+
+def check_input_interpolation(value: Any, where: str) -> None:
+    """ValueError, prefixed ``where``, unless ``value`` is ``"previous"`` or ``"linear"``."""
+    if value not in ("previous", "linear"):
+        raise ValueError(f"{where}: `u_interpolation` must be 'previous' or 'linear', "
+                         f"got {value!r}")
 
 
 def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
@@ -202,11 +209,7 @@ class Experiment:
                 raise ValueError(f"{where}: `x0` must be finite, got {x0_arr}")
         else:
             x0_arr = None
-        if u_interpolation not in ("previous", "linear"):
-            raise ValueError(
-                f"{where}: `u_interpolation` must be 'previous' or 'linear', "
-                f"got {u_interpolation!r}"
-            )
+        check_input_interpolation(u_interpolation, where)
         if u is not None and not callable(u):
             try:
                 u_arr = np.asarray(u, dtype=float)

@@ -148,11 +148,12 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
                     reraise_if_interrupted(err)
                     failed[i] = True
             active &= ~failed
-            change = np.max(np.abs(new - U) / scale, axis=(1, 2))
+            moved = np.abs(new - U)
+            change = np.max(moved / scale, axis=(1, 2))
             # settled: no change relative to the values themselves either (a
             # state with no typical magnitude keeps the tiny floor of `scale`)
             size = np.maximum(scale, np.abs(new).max(axis=2, keepdims=True))
-            change_own = np.max(np.abs(new - U) / size, axis=(1, 2))
+            change_own = np.max(moved / size, axis=(1, 2))
             bad = active & ~(np.isfinite(change) & (change <= 1e6))
             # a diverging Newton step gives up; diverging sweeps restart as Newton
             failed |= bad & newton

@@ -32,7 +32,7 @@ import numpy as np
 
 from ._native_output import captured_native_output
 from .errors import SimulationError
-from .experiment import Experiment, evaluate_inputs
+from .experiment import Experiment, check_input_interpolation, evaluate_inputs
 from .interrupts import interruptible, reraise_if_interrupted
 from .model import Model
 
@@ -314,9 +314,7 @@ def simulate(
 
     if isinstance(u, Experiment):
         bp = np.concatenate([bp, u.breakpoints])
-    if u_interpolation not in ("previous", "linear"):
-        raise ValueError("simulate: `u_interpolation` must be 'previous' or 'linear', "
-                         f"got {u_interpolation!r}")
+    check_input_interpolation(u_interpolation, "simulate")
     u_spec, u_times, interp = _input_spec(u, t, u_interpolation)
     if model.nu and u_spec is not None and not callable(u_spec):
         # sampled inputs are held or linear between their samples: jumps or

@@ -105,6 +105,9 @@ class FixedPointSystem:
         #: node 0 is the interval start (its block row of dP/dU is zero)
         self.first_node_fixed = not np.any(self.A[0])
         self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
+        self._kept: tuple[int, np.ndarray] | None = None
+        # work arrays of the Schur complement by (nodes, intervals, |E|, |R|)
+        self._work: dict[tuple[int, int, int, int], tuple[np.ndarray, ...]] = {}
 
     def solve(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """``(I - dP/dU)^-1 rhs`` for every interval, by LU (no inverse formed).
@@ -162,8 +165,7 @@ class FixedPointSystem:
         c = rhs.shape[-1]
         if self.explicit.size == 0:
             return np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs.reshape(J, K * nx, c))
-        E = self.explicit
-        R = np.setdiff1d(np.arange(nx), E)
+        E, R = self.explicit, self._kept_states(nx)
         nR, nE = R.size, E.size
         r = rhs.reshape(J, K, nx, c)
         FR, FE = Fx[:, :, R], Fx[:, :, E]
@@ -171,16 +173,14 @@ class FixedPointSystem:
         # the Schur complement is built transposed, (J, m, b, k, a) for entry
         # (k a, m b), so that each node m's columns are one matrix product:
         # S^T[m] = -Z_m Y_m with Z_m = [h^2 FER_m^T | h FRR_m^T] and
-        # Y_m = [sum_l A_kl A_lm FRE_l^T ; A_km I] over (k, a)
-        AA = (A[:, :, None] * A[None, :, :]).transpose(2, 0, 1).reshape(K * K, K)  # (m k, l)
-        Y = np.empty((J, K, nE + nR, K, nR))
+        # Y_m = [sum_l A_kl A_lm FRE_l^T ; A_km I] over (k, a); Y's identity
+        # part is constant and written once per group size (_schur_factors)
+        AA, Y, Z = self._schur_factors(A, J, nE, nR)
         Y[:, :, :nE] = np.matmul(AA, FRE.transpose(0, 1, 3, 2).reshape(J, K, nE * nR)).reshape(
             J, K, K, nE, nR).transpose(0, 1, 3, 2, 4)
-        Y[:, :, nE:] = A.T[None, :, None, :, None] * np.eye(nR)[None, None, :, None, :]
-        Z = np.concatenate([FER.transpose(0, 1, 3, 2) * (h * h)[:, None, None, None],
-                            FR[..., R].transpose(0, 1, 3, 2) * h[:, None, None, None]], axis=3)
+        np.multiply(FER.transpose(0, 1, 3, 2), -(h * h)[:, None, None, None], out=Z[..., :nE])
+        np.multiply(FR[..., R].transpose(0, 1, 3, 2), -h[:, None, None, None], out=Z[..., nE:])
         ST = np.matmul(Z, Y.reshape(J, K, nE + nR, K * nR))
-        np.negative(ST, out=ST)
         ST = ST.reshape(J, K * nR, K * nR)
         ST.reshape(J, -1)[:, :: K * nR + 1] += 1.0
         hA = h[:, None, None] * A[None]  # (J, K, K)
@@ -193,6 +193,26 @@ class FixedPointSystem:
         out[:, :, E] = rE + np.matmul(hA, np.matmul(FER, vR).reshape(J, K, nE * c)).reshape(
             J, K, nE, c)
         return out.reshape(J, K * nx, c)
+
+    def _kept_states(self, nx: int) -> np.ndarray:
+        """The states not eliminated, in order."""
+        if self._kept is None or self._kept[0] != nx:
+            self._kept = (nx, np.setdiff1d(np.arange(nx), self.explicit))
+        return self._kept[1]
+
+    def _schur_factors(self, A: np.ndarray, J: int, nE: int, nR: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``AA = (A_kl A_lm)`` as ``(m k, l)`` and the work arrays ``Y`` (its
+        identity part ``A_km I`` filled) and ``Z`` of the Schur complement for
+        ``J`` intervals: the same few group sizes recur at every call."""
+        K = A.shape[0]
+        key = (K, J, nE, nR)
+        if key not in self._work:
+            AA = (A[:, :, None] * A[None, :, :]).transpose(2, 0, 1).reshape(K * K, K)
+            Y = np.empty((J, K, nE + nR, K, nR))
+            Y[:, :, nE:] = A.T[None, :, None, :, None] * np.eye(nR)[None, None, :, None, :]
+            self._work[key] = (AA, Y, np.empty((J, K, nR, nE + nR)))
+        return self._work[key]
 
     def inverse(self, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
         """Inverse of ``I - dP/dU`` for every interval, ``(J, K nx, K nx)``.

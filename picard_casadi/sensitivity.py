@@ -175,6 +175,10 @@ class FixedPointLinearisation:
         # inverse of its I - dP/dU, formed only when asked for (last_inverse)
         self._last_jacobians: tuple[np.ndarray, np.ndarray] | None = None
         self._last_inverse: np.ndarray | None = None
+        self._constants: tuple[np.ndarray, ...] | None = None
+        #: sample slots in use: the most samples an interval has (the rest of
+        #: the padded ``M`` hold no data)
+        self.samples_used = max(1, int(np.max(np.sum(d.sample_exp >= 0, axis=1), initial=0)))
 
     def _function(self, name: str) -> Any:
         """``name`` as called here: on NumPy buffers when compiled (resolved,
@@ -258,7 +262,8 @@ class FixedPointLinearisation:
         return self._common is not None and "interval_linearisation" in self._functions
 
     def interval_sensitivities(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
-                               full: bool = False) -> dict[str, np.ndarray]:
+                               full: bool = False, trimmed: bool = False
+                               ) -> dict[str, np.ndarray]:
         """Outputs and end states of one Picard application, with exact derivatives.
 
         Parameters
@@ -270,6 +275,9 @@ class FixedPointLinearisation:
             :attr:`last_inverse`, for the adjoint solves).  Otherwise, where the
             per-interval sparse function is available, only the first five
             entries below, from one generated call.
+        trimmed : bool
+            ``dG``'s sample axis may stop at :attr:`samples_used` (the rest
+            is padding, where ``G`` has no data); without ``full`` only.
 
         Returns
         -------
@@ -286,7 +294,7 @@ class FixedPointLinearisation:
         """
         with np.errstate(all="ignore"):  # non-finite values are checked by the callers
             if full or not self.sparse:
-                return self._interval_sensitivities(X, U, p)
+                return self._interval_sensitivities(X, U, p, trimmed and not full)
             return self._sparse_sensitivities(X, U, p)
 
     def _sparse_sensitivities(self, X, U, p):
@@ -327,55 +335,81 @@ class FixedPointLinearisation:
             r = np.inf if not np.isfinite(r) else r
         return U_new.reshape(nx, J, K).transpose(1, 0, 2), r
 
-    def _interval_sensitivities(self, X, U, p):
+    def _interval_sensitivities(self, X, U, p, trimmed: bool = False):
         d = self.disc
         m = d.model
         J, K, M = d.n_intervals, d.K, d.M
         nx, np_, ny = m.nx, m.np, m.ny
+        nz = nx + np_
         h = d.h
         A = self._A
+        rows, end_row, rhs, F1, dF1 = self._constant_factors()
         Uflat = U.transpose(1, 0, 2).reshape(nx, J * K)
         F, Fx, Fp = self.f_der(self._node_t, Uflat, p, self._node_u)
         F = np.asarray(F).reshape(nx, J, K).transpose(1, 2, 0)  # (J, K, nx)
         Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
         Fp = np.asarray(Fp).reshape(nx, J, K, np_).transpose(1, 2, 0, 3)  # (J, K, nx, np)
 
-        # solve (I - dP/dU) S = dP/dz
-        Bx = np.tile(np.eye(nx), (K, 1))[None, :, :].repeat(J, axis=0)  # (J, K nx, nx)
+        # solve (I - dP/dU) S = dP/dz: the x_j columns of dP/dz are the
+        # identity at every node (kept in rhs), the p columns h (A kron I) f_p
         # (einsum's generic loops cost several times BLAS's batched matmul here)
-        Bp = (h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(J, K * nx, np_)
-        rhs = np.concatenate([Bx, Bp], axis=2)
+        rhs.reshape(J, K, nx, nz)[..., nx:] = (
+            h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(J, K, nx, np_)
         try:
             S = self.system.solve(h, Fx, rhs)
             self._forget_linearisation((h, Fx))  # kept for last_inverse
         except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
             S = np.full(rhs.shape, np.nan)
             self._forget_linearisation()
-        S = S.reshape(J, K, nx, nx + np_)
-        # dF_l/dz = Fx[l] S_l + [0 | Fp[l]]
-        dF = np.matmul(Fx, S)
+        S = S.reshape(J, K, nx, nz)
+        # dF_l/dz = Fx[l] S_l + [0 | Fp[l]], written into dF1's first K nodes;
+        # its last "node" is [I | 0] (F1's is x_j), so that the states at the
+        # samples x_j + h S f(U) and their derivatives [I | 0] + h S dF come
+        # from one product each with the rows [h S | 1]
+        dF = dF1[:, :K]
+        np.matmul(Fx, S, out=dF)
         dF[..., nx:] += Fp
-        eye_z = np.zeros((nx, nx + np_))
-        eye_z[:, :nx] = np.eye(nx)
-
-        Srow = d.sample_rows  # (J, M, K)
-        nz = nx + np_
-        Xs = X[:, None, :] + h[:, None, None] * np.matmul(Srow, F)  # (J, M, nx)
-        dXs = eye_z[None, None] + h[:, None, None, None] * np.matmul(
-            Srow, dF.reshape(J, K, nx * nz)).reshape(J, M, nx, nz)
-        xend = X + h[:, None] * np.matmul(A[K - 1], F)
-        dend = eye_z[None] + h[:, None, None] * np.matmul(
-            A[K - 1], dF.reshape(J, K, nx * nz)).reshape(J, nx, nz)
+        F1[:, :K] = F
+        F1[:, K] = X
+        Xs = np.matmul(rows, F1)  # (J, M, nx)
+        Mt = self.samples_used if trimmed else M
+        dXs = np.matmul(rows[:, :Mt], dF1.reshape(J, K + 1, nx * nz)).reshape(J, Mt, nx, nz)
+        xend = np.matmul(end_row, F1)[:, 0]
+        dend = np.matmul(end_row, dF1.reshape(J, K + 1, nx * nz)).reshape(J, nx, nz)
 
         G, Gx, Gp = self.g_der(self._samp_t, Xs.transpose(2, 0, 1).reshape(nx, J * M), p,
                                self._samp_u)
         G = np.asarray(G).reshape(ny, J, M).transpose(1, 0, 2)  # (J, ny, M)
-        Gx = np.asarray(Gx).reshape(ny, J, M, nx).transpose(1, 2, 0, 3)  # (J, M, ny, nx)
-        Gp = np.asarray(Gp).reshape(ny, J, M, np_).transpose(1, 2, 0, 3)  # (J, M, ny, np)
+        Gx = np.asarray(Gx).reshape(ny, J, M, nx).transpose(1, 2, 0, 3)[:, :Mt]  # (J, M, ny, nx)
+        Gp = np.asarray(Gp).reshape(ny, J, M, np_).transpose(1, 2, 0, 3)[:, :Mt]  # (J, M, ny, np)
         dG = np.matmul(Gx, dXs)
         dG[..., nx:] += Gp
         return {"G": G, "dG": dG, "xend": xend, "dend": dend, "S": S,
                 "Fx": Fx, "Xs": Xs, "dXs": dXs, "Gx": Gx}
+
+    def _constant_factors(self) -> tuple[np.ndarray, ...]:
+        """What the dense linearisation reuses from call to call: the sample
+        rows ``[h S | 1]`` ``(J, M, K + 1)`` and the end row ``[h A_K | 1]``
+        ``(J, 1, K + 1)``; the right-hand side buffer ``(J, K nx, nx + np)``
+        whose ``x_j`` columns (the identity at every node) are written once;
+        and the buffers ``(J, K + 1, nx)`` of ``(f(U), x_j)`` and ``(J, K + 1,
+        nx, nx + np)`` of ``(dF, [I | 0])``, whose last entries are constant."""
+        if self._constants is None:
+            d = self.disc
+            J, K, M = d.n_intervals, d.K, d.M
+            nx, nz = d.model.nx, d.model.nx + d.model.np
+            h = d.h
+            rows = np.ones((J, M, K + 1))
+            rows[..., :K] = h[:, None, None] * d.sample_rows
+            end_row = np.ones((J, 1, K + 1))
+            end_row[:, 0, :K] = h[:, None] * self._A[K - 1][None, :]
+            rhs = np.zeros((J, K, nx, nz))
+            rhs[..., :nx] = np.eye(nx)
+            dF1 = np.zeros((J, K + 1, nx, nz))
+            dF1[:, K, :, :nx] = np.eye(nx)
+            self._constants = (rows, end_row, rhs.reshape(J, K * nx, nz),
+                               np.empty((J, K + 1, nx)), dF1)
+        return self._constants
 
     def linearise(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, V: np.ndarray,
                   lam: float, Wt: np.ndarray, x_scale: np.ndarray

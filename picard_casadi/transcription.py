@@ -307,6 +307,8 @@ class Transcription:
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
         self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
+        # the inputs and outputs of the last trajectory() call (see summary())
+        self._last_trajectory: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
         self._fixed_point = FixedPointLinearisation(disc, self.functions, self._common)
         self.set_weights(weights)
 
@@ -488,11 +490,18 @@ class Transcription:
             Un = self.picard(X, Un, p)
         return self._fixed_point.linearise(X, Un, p, V, lam, self._Wt, self.x_scale)
 
-    def interval_sensitivities(self, X, U, p, full: bool = False) -> dict[str, np.ndarray]:
+    def interval_sensitivities(self, X, U, p, full: bool = False, trimmed: bool = False
+                               ) -> dict[str, np.ndarray]:
         """Outputs, end states and their exact fixed-point derivatives per interval
-        (``full``: also what the second-order terms need; see
+        (``full``: also what the second-order terms need; ``trimmed``: ``dG``
+        may leave out the padding samples; see
         :meth:`~picard_casadi.sensitivity.FixedPointLinearisation.interval_sensitivities`)."""
-        return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p, full)
+        return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p, full, trimmed)
+
+    @property
+    def samples_used(self) -> int:
+        """Sample slots in use per interval: the rest of the padded ``M`` hold no data."""
+        return self._fixed_point.samples_used
 
     @property
     def last_fixed_point_inverse(self) -> np.ndarray | None:
@@ -644,7 +653,18 @@ class Transcription:
         return float(np.sum(np.asarray(self._call("objective", *self._args(X, U, p, V, lam))[0])))
 
     def summary(self, X, U, p) -> tuple[float, np.ndarray]:
-        """Unweighted data misfit ``1/(2N) sum |y - g|^2`` and end states ``(J, nx)``."""
+        """Unweighted data misfit ``1/(2N) sum |y - g|^2`` and end states ``(J, nx)``.
+
+        From the last :meth:`trajectory` where that was at the same point (the
+        accepted trial point, whose merit was just evaluated), else one call.
+        """
+        last = self._last_trajectory
+        if last is not None:
+            (X0, U0, p0), (_, Ys, xe) = last
+            if (np.array_equal(X0, X) and np.array_equal(p0, p)
+                    and np.array_equal(U0, self.nodes_np(U))):
+                d = self.disc
+                return float(0.5 * np.sum(d.mask * (d.y - Ys) ** 2) / d.n_samples_total), xe
         c = self._common()
         sse, xe = (np.asarray(o) for o in self._call(
             "summary", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
@@ -684,7 +704,11 @@ class Transcription:
         Xs, Ys, xe = (np.asarray(o) for o in self._call(
             "trajectory", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
             c["Ws"]))
-        return (from_map_layout(Xs, J), from_map_layout(Ys, J), xe.T)
+        out = (from_map_layout(Xs, J), from_map_layout(Ys, J), xe.T)
+        # kept for summary() at the same point (copies: callers may reuse their arrays)
+        self._last_trajectory = ((np.array(X, float), self.nodes_np(U).copy(),
+                                  np.array(p, float)), out)
+        return out
 
     def continuity_gap(self, X, U, p) -> tuple[float, float]:
         """Largest ``|u_j(T) - x_{j+1}|``: in state units and in scaled units."""

@@ -123,6 +123,7 @@ class ConstrainedGaussNewtonStep:
         self._stuck = 0
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
         self._worst_interval = 0  # where the condensed sensitivities were largest
+        self._scaled_weights: tuple[np.ndarray, int, np.ndarray] | None = None  # see _row_scale
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -244,22 +245,40 @@ class ConstrainedGaussNewtonStep:
         s = self.setup
         disc, tr = s.disc, s.tr
         xs, psc = s.x_scale, s.p_scale
-        sens = tr.interval_sensitivities(X, U, p, full=full)
-        if not all(np.all(np.isfinite(v)) for v in (sens["G"], sens["dG"], sens["dend"])):
+        # without the second-order terms, the data rows of the padding samples
+        # (zero weight) are left out: M is padded to a power of two
+        M = disc.M if full else tr.samples_used
+        sens = tr.interval_sensitivities(X, U, p, full=full, trimmed=not full)
+        dG = sens["dG"][:, :M]
+        if not all(np.all(np.isfinite(v)) for v in (sens["G"], dG, sens["dend"])):
             return None
-        J, M = disc.n_intervals, disc.M
+        J = disc.n_intervals
         nx, np_, ny = self.nx, self.np, disc.model.ny
-        Wt = tr._Wt
-        r = (Wt * (disc.y - sens["G"])).transpose(0, 2, 1).reshape(J, M * ny)
-        dG = -(Wt.transpose(0, 2, 1)[..., None] * sens["dG"]).reshape(J, M * ny, nx + np_)
-        Jx = dG[:, :, :nx] * xs[None, None, :]
-        Jp = dG[:, :, nx:] * psc[None, None, :]
+        Wt = tr._Wt[:, :, :M]
+        r = (Wt * (disc.y[:, :, :M] - sens["G"][:, :, :M])).transpose(0, 2, 1).reshape(J, M * ny)
+        # -weight times the unknowns' scale, applied in one pass
+        dG = dG.reshape(J, M * ny, nx + np_) * self._row_scale(tr._Wt, M)
+        Jx, Jp = dG[:, :, :nx], dG[:, :, nx:]
         E = sens["dend"][:, :, :nx] * xs[None, None, :] / xs[None, :, None]
         F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
         c = np.zeros((J, nx))
         hn = disc.has_next
         c[hn] = (sens["xend"][hn] - X[1:][hn[:-1]]) / xs
         return sens, r, Jx, Jp, E, F, c
+
+    def _row_scale(self, Wt: np.ndarray, M: int) -> np.ndarray:
+        """``-Wt`` times the scales of ``(x_j, p)``, ``(J, M ny, nx + np)`` for
+        the first ``M`` samples, as the data Jacobian's rows need it (kept
+        while the weights are the same)."""
+        last = self._scaled_weights
+        if last is None or last[0] is not Wt or last[1] != M:
+            s = self.setup
+            J, ny, _ = Wt.shape
+            scale = np.concatenate([s.x_scale, s.p_scale])
+            rows = (-Wt[:, :, :M].transpose(0, 2, 1).reshape(J, M * ny)[..., None]
+                    * scale[None, None, :])
+            self._scaled_weights = last = (Wt, M, rows)
+        return last[2]
 
     def _linear_model(self, r, Jx, Jp, E, F, c, dX, dp):
         """Linearised data residuals and gaps after the step ``(dX, dp)``."""

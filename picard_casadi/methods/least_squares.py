@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bounded_least_squares", "compress_rows", "least_violation", "reach_cosine", "room",
-           "working_set_step"]
+__all__ = ["bounded_least_squares", "compress_rows", "least_squares_solution",
+           "least_violation", "reach_cosine", "room", "working_set_step"]
 
 
 def working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -53,13 +53,35 @@ def working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.
     if Z.shape[1]:
         M = np.vstack([A @ Z, root[:, None] * Z])
         rhs = -np.concatenate([A @ theta + b, root * theta])
-        step = Z @ np.linalg.lstsq(M, rhs, rcond=None)[0]
+        step = Z @ least_squares_solution(M, rhs)
     if not Cw.shape[0]:
         return step, np.zeros(0)
     new = theta + step
     grad = A.T @ (A @ new + b) + damp * new
     nu = np.linalg.lstsq(Cw[:, cols].T, -grad[cols], rcond=None)[0]
     return step, nu
+
+
+#: a triangular factor whose diagonal spans more than this is treated as
+#: rank deficient and the least-squares problem solved by SVD instead
+QR_RANK_RATIO = 1e-12
+
+
+def least_squares_solution(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """A least-squares solution of ``M w ~ rhs`` from a QR factorisation.
+
+    Where the triangular factor's diagonal shows ``M`` (nearly) rank
+    deficient, the minimum-norm solution of an SVD (``numpy.linalg.lstsq``)
+    instead.  Both work on ``M``, never ``M^T M``; the QR costs a fraction
+    of the SVD (docs/performance.md, "The active-set QP").
+    """
+    if M.shape[0] < M.shape[1] or M.shape[1] == 0:
+        return np.linalg.lstsq(M, rhs, rcond=None)[0]
+    Q, R = np.linalg.qr(M)
+    diag = np.abs(np.diagonal(R))
+    if not (np.all(np.isfinite(R)) and diag.min() > QR_RANK_RATIO * diag.max()):
+        return np.linalg.lstsq(M, rhs, rcond=None)[0]
+    return np.linalg.solve(R, Q.T @ rhs)
 
 
 def least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray,

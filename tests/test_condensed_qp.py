@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from picard_casadi.methods.least_squares import least_violation, working_set_step
+from picard_casadi.methods.least_squares import (least_squares_solution, least_violation,
+                                                 triangular_factor, working_set_step)
 
 
 def _ill_conditioned(m: int, n: int, cond: float, rng: np.random.Generator) -> np.ndarray:
@@ -79,3 +80,51 @@ def test_least_violation_reduces_an_infeasible_violation():
     theta = least_violation(C, d, np.array([1.0, -np.inf]), np.array([np.inf, -1.0]), np.ones(1))
     # the violations (1 - x)_+ and (x + 1)_+ balance at x = 0
     assert abs(float(C[0] @ theta + d[0])) < 1e-6
+
+
+def test_triangular_factor_by_experiment_is_the_whole_factor():
+    """Per-experiment reduction on each block's own columns, then once more:
+    the same least-squares problem as one QR of all rows (R^T R, R^T c and
+    the solution), for blocks that touch only the shared and their own columns."""
+    rng = np.random.default_rng(3)
+    n_shared, n_own, m = 3, 4, 6
+    sizes = [5, 1, 7]  # intervals per experiment
+    n = n_shared + n_own * len(sizes)
+    J = sum(sizes)
+    A = np.zeros((J, m, n))
+    blocks, start = [], 0
+    for e, size in enumerate(sizes):
+        cols = np.concatenate([np.arange(n_shared), n_shared + n_own * e + np.arange(n_own)])
+        A[start:start + size][:, :, cols] = rng.standard_normal((size, m, cols.size))
+        blocks.append((slice(start, start + size), cols))
+        start += size
+    b = rng.standard_normal((J, m))
+    R, c = triangular_factor(A, b, blocks)
+    assert R.shape == (n, n) and np.allclose(np.tril(R, -1), 0.0)
+    A2, b2 = A.reshape(-1, n), b.ravel()
+    assert np.allclose(R.T @ R, A2.T @ A2, rtol=1e-12, atol=1e-12)
+    assert np.allclose(R.T @ c, A2.T @ b2, rtol=1e-12, atol=1e-12)
+    assert np.allclose(np.linalg.solve(R, -c), np.linalg.lstsq(A2, -b2, rcond=None)[0])
+
+
+def test_triangular_factor_keeps_fewer_rows_than_unknowns():
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((2, 1, 5))
+    b = rng.standard_normal((2, 1))
+    R, c = triangular_factor(A, b, [(slice(0, 2), np.arange(5))])
+    assert R.shape == (2, 5)
+    assert np.allclose(R.T @ R, A.reshape(-1, 5).T @ A.reshape(-1, 5))
+
+
+def test_least_squares_solution_is_the_minimum_norm_one_when_rank_deficient():
+    """A duplicated column: QR's triangular factor is singular, the SVD's
+    minimum-norm solution is returned (as numpy.linalg.lstsq gives it)."""
+    rng = np.random.default_rng(5)
+    M = rng.standard_normal((20, 4))
+    M[:, 3] = M[:, 1]
+    rhs = rng.standard_normal(20)
+    w = least_squares_solution(M, rhs)
+    assert np.all(np.isfinite(w))
+    assert np.allclose(w, np.linalg.lstsq(M, rhs, rcond=None)[0])
+    full = rng.standard_normal((20, 4))
+    assert np.allclose(least_squares_solution(full, rhs), np.linalg.lstsq(full, rhs, rcond=None)[0])

@@ -59,7 +59,8 @@ from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
-from .least_squares import bounded_least_squares, compress_rows, reach_cosine
+from .least_squares import (bounded_least_squares, compress_rows, reach_cosine,
+                            triangular_factor)
 from .newton_switch import NewtonSwitch
 from .pattern_move import PatternMove
 
@@ -115,6 +116,10 @@ class ConstrainedGaussNewtonStep:
             self.x0_cols.append((free, np.arange(k, k + free.size)))
             k += free.size
         self.n_theta = k
+        # per experiment: its intervals and the columns of theta its rows touch
+        # (the parameters' and its own first state's)
+        self._row_blocks = [(sl, np.concatenate([np.arange(self.p_cols.size), cols]))
+                            for sl, (_, cols) in zip(disc.intervals_of, self.x0_cols)]
         self.nx, self.np = m.nx, m.np
         self.pattern = PatternMove(setup)
         # Newton steps now (exact), once Gauss-Newton stalls (auto), or never
@@ -378,23 +383,14 @@ class ConstrainedGaussNewtonStep:
         self._last_gap = float(np.sqrt(gap2))
         self._worst_interval = int(np.argmax(np.abs(S_all).reshape(S_all.shape[0], -1)
                                              .max(axis=1, initial=0.0)))
-        A2, b2 = A.reshape(-1, self.n_theta), b.ravel()
+        b2 = b.ravel()
         # |b| of the uncompressed rows: what no step reaches adds 2 (data - data_c)
         bnorm = float(np.sqrt(b2 @ b2 + 2.0 * max(data - data_c, 0.0)))
-        if A2.shape[0] > A2.shape[1]:
-            # every least-squares problem of this step has the matrix A: its
-            # triangular factor and Q^T b carry all of it in n_theta rows (the
-            # rest of b is out of A's reach), so the QP's many solves are small
-            # (fa18-drag-stab: 2754 rows for 31 unknowns, 17 ms per solve).
-            # Rows of missing or padding samples are zero; R and Q^T b come
-            # from the triangular factor of [A b], Q is never formed
-            # (docs/performance.md)
-            keep = np.any(A2 != 0.0, axis=1) | (b2 != 0.0)
-            A2, b2 = A2[keep], b2[keep]
-            n = self.n_theta
-            if A2.shape[0] > n:
-                R = np.linalg.qr(np.column_stack([A2, b2]), mode="r")
-                A2, b2 = R[:n, :n], R[:n, n]
+        # every least-squares problem of this step has the matrix A: its
+        # triangular factor and Q^T b carry all of it in n_theta rows, so the
+        # QP's many solves are small (fa18-drag-stab: 2754 rows for 31
+        # unknowns, 17 ms per solve); Q is never formed (docs/performance.md)
+        A2, b2 = triangular_factor(A, b, self._row_blocks)
         col2 = np.einsum("mt,mt->t", A2, A2)  # the diagonal of A^T A
         active = np.ones(self.n_theta, dtype=bool)
         # theta's first columns are the free parameters, in p_cols' order

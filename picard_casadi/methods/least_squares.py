@@ -7,6 +7,10 @@ pieces, each a function of dense arrays only:
 
 * :func:`compress_rows`: each interval's data rows reduced to the triangular
   factor of ``[Jx Jp r]`` before condensing;
+* :func:`triangular_factor`: the condensed rows reduced the same way, an
+  experiment at a time;
+* :func:`least_squares_solution`: a least-squares solve by QR, by SVD where
+  the matrix is (nearly) rank deficient;
 * :func:`least_violation`: a feasible start for the bounds;
 * :func:`working_set_step`: the minimiser on a working set of active bounds
   (null-space method, least squares on ``A``, never ``A^T A``);
@@ -21,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["bounded_least_squares", "compress_rows", "least_squares_solution",
-           "least_violation", "reach_cosine", "room", "working_set_step"]
+           "least_violation", "reach_cosine", "room", "triangular_factor", "working_set_step"]
 
 
 def working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -145,6 +149,41 @@ def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
         return r, Jx, Jp
     R = np.linalg.qr(np.concatenate([Jx, Jp, r[..., None]], axis=2), mode="r")
     return R[:, :, -1], R[:, :, :nx], R[:, :, nx:-1]
+
+
+def triangular_factor(A: np.ndarray, b: np.ndarray,
+                      blocks: list[tuple[slice, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """``R`` and ``Q^T b`` of ``[A b] = Q R``: the least-squares problem ``A theta ~ -b``
+    in at most ``n`` rows (the rest of ``b`` is out of ``A``'s reach).
+
+    ``A`` ``(J, m, n)`` holds the condensed rows of ``J`` intervals; each of
+    ``blocks`` is a range of intervals (an experiment) and the only columns
+    its rows can touch (the parameters and that experiment's first state).
+    Each block is reduced on its own columns first, and the stacked factors
+    once more: the same triangular factor, at a fraction of the cost of one
+    factorisation of all rows (cmg: 1159 rows, 64 columns, of which each
+    experiment touches 18).
+
+    Returns
+    -------
+    R : ndarray (k, n), k <= n
+    c : ndarray (k,)
+    """
+    J, m, n = A.shape
+    parts = []
+    for sl, cols in blocks:
+        Ab = np.concatenate([A[sl][:, :, cols].reshape(-1, cols.size), b[sl].reshape(-1, 1)],
+                            axis=1)
+        if Ab.shape[0] > Ab.shape[1]:
+            Ab = np.linalg.qr(Ab, mode="r")
+        part = np.zeros((Ab.shape[0], n + 1))
+        part[:, cols] = Ab[:, :-1]
+        part[:, n] = Ab[:, -1]
+        parts.append(part)
+    Ab = np.concatenate(parts, axis=0)
+    if Ab.shape[0] > n:
+        Ab = np.linalg.qr(Ab, mode="r")[:n]
+    return Ab[:, :n], Ab[:, n]
 
 
 def reach_cosine(A: np.ndarray, b: np.ndarray, theta: np.ndarray,

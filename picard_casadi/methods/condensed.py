@@ -169,25 +169,30 @@ class ConstrainedGaussNewtonStep:
         A, b, S_all, s_all = condense(self.setup.disc, self.x0_cols, P, Jx, Jp, r, E, F, c)
         return A, b, S_all, s_all, P
 
-    def _bounded_step(self, A2, b2, damp, active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu):
-        """The damped condensed step with every interval start and ``p`` kept in their boxes.
+    def _box_rows(self, active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu):
+        """The bounded quantities of the condensed step as ``lo <= C theta + d <= hi``.
 
         The starts are affine in ``theta`` (``x_j = Xs_j + S_j theta + s_j``),
         so the state box is a set of linear inequalities of the small condensed
-        problem ``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2``,
-        solved by :func:`~picard_casadi.methods.least_squares.bounded_least_squares`.
+        problem; the free parameters' boxes are rows too (a parameter on its
+        bound that the step pushed out, clipped afterwards, made the step's gap
+        prediction wrong: fa18-drag-stab, unweighted).  Returns ``(C, d, lo, hi)``.
         """
-        n = A2.shape[1]
+        n = S_all.shape[2]
         free = self.setup.free_x.ravel()
-        # rows: free interval-start entries, then the free parameters (a
-        # parameter on its bound that the step pushed out, clipped afterwards,
-        # made the step's gap prediction wrong: fa18-drag-stab, unweighted)
         p_rows = self.p_cols[active[np.arange(self.p_cols.size)]]
         C = np.vstack([S_all.reshape(-1, n)[free], P[p_rows]]) * active[None, :]
         d = np.concatenate([(Xs + s_all).ravel()[free], ps[p_rows]])
         lo = np.concatenate([xl.ravel()[free], pl[p_rows]])
         hi = np.concatenate([xu.ravel()[free], pu[p_rows]])
-        return bounded_least_squares(A2, b2, damp, active, C, d, lo, hi)
+        return C, d, lo, hi
+
+    def _bounded_step(self, A2, b2, damp, active, boxes):
+        """The damped condensed step ``min |A theta + b|^2 / 2 + theta^T
+        diag(damp) theta / 2`` with every interval start and ``p`` kept in
+        their boxes (``boxes``: :meth:`_box_rows`), solved by
+        :func:`~picard_casadi.methods.least_squares.bounded_least_squares`."""
+        return bounded_least_squares(A2, b2, damp, active, *boxes)
 
     def _second_order_correction(self, Xn, pn, U_new, c_new, E, S_nodes):
         """Trial point with its gaps closed to first order by the interval starts.
@@ -399,8 +404,8 @@ class ConstrainedGaussNewtonStep:
         xl, xu, _, _ = s.scaled_bounds
         # stationarity: the gain of the undamped Gauss-Newton step within the
         # boxes, as a cosine (see reach_cosine)
-        theta_gn = self._bounded_step(A2, b2, STATIONARITY_DAMPING * diag, active,
-                                      S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+        boxes = self._box_rows(active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+        theta_gn = self._bounded_step(A2, b2, STATIONARITY_DAMPING * diag, active, boxes)
         optimality = reach_cosine(A2, b2, theta_gn, bnorm)
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
 
@@ -427,12 +432,11 @@ class ConstrainedGaussNewtonStep:
                           if Hs is not None else None)
                 if newton is None:
                     Hs = None  # Gauss-Newton model for this iteration
-                    theta = self._bounded_step(A2, b2, self.mu * diag, active,
-                                               S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+                    theta = self._bounded_step(A2, b2, self.mu * diag, active, boxes)
                 else:  # the damping is in the factor
                     L_t, rhs, self.mu = newton
-                    theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta),
-                                               active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+                    theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta), active,
+                                               boxes)
                 mu_solved = self.mu
             full_dX = np.einsum("jnt,t->jn", S_all, theta) + s_all
             full_dp = P @ theta

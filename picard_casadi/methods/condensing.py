@@ -71,18 +71,19 @@ def condense(disc: Discretisation, x0_cols: list[tuple[np.ndarray, np.ndarray]],
     """
     J, nx = E.shape[0], E.shape[1]
     nth = P.shape[1]
-    S_all = np.zeros((J, nx, nth))
-    s_all = np.zeros((J, nx))
+    # T_j = [S_j | s_j] follows T_{j+1} = E_j T_j + [F_j P | c_j], one step
+    # for all experiments at once (their j-th intervals side by side)
+    T = np.zeros((J, nx, nth + 1))
+    drive = np.concatenate([np.matmul(F, P), c[:, :, None]], axis=2)
+    starts = np.array([sl.start for sl in disc.intervals_of], dtype=int)
+    lengths = np.array([sl.stop - sl.start for sl in disc.intervals_of], dtype=int)
     for e, sl in enumerate(disc.intervals_of):
-        S = np.zeros((nx, nth))
         comps, cols = x0_cols[e]
-        S[comps, cols] = 1.0
-        sv = np.zeros(nx)
-        for j in range(sl.start, sl.stop):
-            S_all[j], s_all[j] = S, sv
-            if j + 1 < sl.stop:
-                S = E[j] @ S + F[j] @ P
-                sv = E[j] @ sv + c[j]
+        T[sl.start, comps, cols] = 1.0
+    for i in range(1, int(lengths.max(initial=0))):
+        prev = starts[lengths > i] + (i - 1)
+        T[prev + 1] = np.matmul(E[prev], T[prev]) + drive[prev]
+    S_all, s_all = T[:, :, :nth], T[:, :, nth]
     # (batched BLAS products: einsum's generic loops cost several times more here)
     A = np.matmul(Jx, S_all)
     A += np.matmul(Jp, P)

@@ -167,9 +167,12 @@ class FixedPointSystem:
             return np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs.reshape(J, K * nx, c))
         E, R = self.explicit, self._kept_states(nx)
         nR, nE = R.size, E.size
-        r = rhs.reshape(J, K, nx, c)
-        FR, FE = Fx[:, :, R], Fx[:, :, E]
-        FRE, FER = FR[..., E], FE[..., R]  # (J, K, nR, nE), (J, K, nE, nR)
+        order = np.concatenate([R, E])
+        # f_x and the right-hand side with the kept states first: the blocks are views
+        Fo = Fx[:, :, order[:, None], order]
+        FRR, FRE, FER = Fo[:, :, :nR, :nR], Fo[:, :, :nR, nR:], Fo[:, :, nR:, :nR]
+        ro = rhs.reshape(J, K, nx, c)[:, :, order]
+        rR, rE = ro[:, :, :nR], ro[:, :, nR:]
         # the Schur complement is built transposed, (J, m, b, k, a) for entry
         # (k a, m b), so that each node m's columns are one matrix product:
         # S^T[m] = -Z_m Y_m with Z_m = [h^2 FER_m^T | h FRR_m^T] and
@@ -179,14 +182,12 @@ class FixedPointSystem:
         Y[:, :, :nE] = np.matmul(AA, FRE.transpose(0, 1, 3, 2).reshape(J, K, nE * nR)).reshape(
             J, K, K, nE, nR).transpose(0, 1, 3, 2, 4)
         np.multiply(FER.transpose(0, 1, 3, 2), -(h * h)[:, None, None, None], out=Z[..., :nE])
-        np.multiply(FR[..., R].transpose(0, 1, 3, 2), -h[:, None, None, None], out=Z[..., nE:])
+        np.multiply(FRR.transpose(0, 1, 3, 2), -h[:, None, None, None], out=Z[..., nE:])
         ST = np.matmul(Z, Y.reshape(J, K, nE + nR, K * nR))
         ST = ST.reshape(J, K * nR, K * nR)
         ST.reshape(J, -1)[:, :: K * nR + 1] += 1.0
         hA = h[:, None, None] * A[None]  # (J, K, K)
-        rE = r[:, :, E]
-        bR = r[:, :, R] + np.matmul(hA, np.matmul(FRE, rE).reshape(J, K, nR * c)).reshape(
-            J, K, nR, c)
+        bR = rR + np.matmul(hA, np.matmul(FRE, rE).reshape(J, K, nR * c)).reshape(J, K, nR, c)
         vR = np.linalg.solve(ST.transpose(0, 2, 1), bR.reshape(J, K * nR, c)).reshape(J, K, nR, c)
         out = np.empty((J, K, nx, c))
         out[:, :, R] = vR

@@ -309,6 +309,8 @@ class Transcription:
         self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
         # the inputs and outputs of the last trajectory() call (see summary())
         self._last_trajectory: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
+        # (X, p, U, residual) of the last settle() (see there)
+        self._last_settled: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None
         self._fixed_point = FixedPointLinearisation(disc, self.functions, self._common)
         self.set_weights(weights)
 
@@ -529,6 +531,8 @@ class Transcription:
         contracts; when a sweep does not halve the residual, damped Newton
         steps on ``U - P U = 0``
         (:func:`~picard_casadi.sensitivity.newton_fixed_point_step`).
+        A point the last call settled to within ``tol`` is returned as it is,
+        without evaluating ``P`` again (the accepted trial point of a step).
 
         Returns
         -------
@@ -538,9 +542,17 @@ class Transcription:
         evaluations : int
             Picard-map evaluations (or Newton calls) used.
         """
+        Un = self.nodes_np(U)
+        last = self._last_settled
+        if last is not None and last[3] <= tol and np.array_equal(last[2], Un) \
+                and np.array_equal(last[0], X) and np.array_equal(last[1], p):
+            return Un, last[3], 0  # just settled here (the accepted trial point)
         if self._fixed_point.sparse:
-            return self._settle_newton(X, self.nodes_np(U), p, tol, max_sweeps)
-        return self._settle_dense(X, U, p, tol, max_sweeps)
+            out = self._settle_newton(X, Un, p, tol, max_sweeps)
+        else:
+            out = self._settle_dense(X, Un, p, tol, max_sweeps)
+        self._last_settled = (np.array(X, float), np.array(p, float), out[0].copy(), out[1])
+        return out
 
     def _settle_newton(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
                        max_calls: int) -> tuple[np.ndarray, float, int]:

@@ -54,6 +54,10 @@ def describe_interval(setup: Setup, j: int) -> str:
 def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int | None:
     """The first index along axis 0 where any of ``arrays`` is not finite (or larger
     than ``limit`` in magnitude), or None."""
+    with np.errstate(all="ignore"):
+        if all(np.asarray(a).ndim == 0 or np.max(np.abs(a), initial=0.0) <= limit
+               for a in arrays):
+            return None  # the common case: one pass per array
     bad = None
     for a in arrays:
         a = np.asarray(a)

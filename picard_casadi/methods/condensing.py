@@ -95,10 +95,10 @@ def linearised_residuals(disc: Discretisation, r: np.ndarray, Jx: np.ndarray, Jp
                          E: np.ndarray, F: np.ndarray, c: np.ndarray, dX: np.ndarray,
                          dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Linearised data residuals ``(J, m)`` and gaps ``(J, nx)`` after the step ``(dX, dp)``."""
-    data_lin = r + np.einsum("jmn,jn->jm", Jx, dX) + np.einsum("jmk,k->jm", Jp, dp)
+    data_lin = r + np.matmul(Jx, dX[:, :, None])[:, :, 0] + Jp @ dp
     nxt = np.zeros_like(dX)
     nxt[:-1] = dX[1:]
-    gap_lin = c + np.einsum("jab,jb->ja", E, dX) + np.einsum("jak,k->ja", F, dp) - nxt
+    gap_lin = c + np.matmul(E, dX[:, :, None])[:, :, 0] + F @ dp - nxt
     gap_lin[~disc.has_next] = 0.0  # no continuity after an experiment's end
     return data_lin, gap_lin
 

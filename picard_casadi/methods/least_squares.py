@@ -79,13 +79,16 @@ def least_squares_solution(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     instead.  Both work on ``M``, never ``M^T M``; the QR costs a fraction
     of the SVD (docs/performance.md, "The active-set QP").
     """
-    if M.shape[0] < M.shape[1] or M.shape[1] == 0:
+    n = M.shape[1]
+    if M.shape[0] <= n or n == 0:
         return np.linalg.lstsq(M, rhs, rcond=None)[0]
-    Q, R = np.linalg.qr(M)
+    # the triangular factor of [M rhs] holds R and Q^T rhs; Q is never formed
+    Rb = np.linalg.qr(np.column_stack([M, rhs]), mode="r")
+    R = Rb[:n, :n]
     diag = np.abs(np.diagonal(R))
-    if not (np.all(np.isfinite(R)) and diag.min() > QR_RANK_RATIO * diag.max()):
+    if not (np.all(np.isfinite(Rb)) and diag.min() > QR_RANK_RATIO * diag.max()):
         return np.linalg.lstsq(M, rhs, rcond=None)[0]
-    return np.linalg.solve(R, Q.T @ rhs)
+    return np.linalg.solve(R, Rb[:n, n])
 
 
 def least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray,

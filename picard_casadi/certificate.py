@@ -53,7 +53,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from .interval_integration import IntervalIntegrator
+from .interval_integration import interval_integrator
 from .methods.base import Setup
 from .uncertainty import SolutionSensitivity
 
@@ -229,7 +229,10 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * _rms(disc)) ** 2 * counts)
                      ) / max(m_meas, 1)
     s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
-    _, sv, Vt = np.linalg.svd(Jt, full_matrices=False) if nth else (None, np.zeros(0), None)
+    # the SVD of Jt's triangular factor: the same singular values and right
+    # singular vectors, without the SVD's work on Jt's many rows
+    _, sv, Vt = (np.linalg.svd(np.linalg.qr(Jt, mode="r") if m_meas > nth else Jt,
+                               full_matrices=False) if nth else (None, np.zeros(0), None))
     keep = sv > 1e-12 * float(sv.max(initial=0.0)) if nth else np.zeros(0, bool)
 
     def in_standard_errors(g: np.ndarray) -> float:
@@ -323,7 +326,7 @@ def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
     if atol is None:
         atol = rtol * 1e-2 * float(np.min(setup.x_scale))
     with np.errstate(all="ignore"):
-        Xs, xend = IntervalIntegrator(disc, rtol, atol, max_steps)(X, p)
+        Xs, xend = interval_integrator(disc, rtol, atol, max_steps)(X, p)
         return _model_outputs(disc.model, disc, Xs, p), xend
 
 

@@ -214,9 +214,12 @@ def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int, nnz_fx: int) 
 
 def _nnz_fx(model: Any) -> int:
     """Nonzeros of ``df/dx`` (structural)."""
-    import casadi as ca
+    pattern = getattr(model, "jacobian_pattern", None)
+    if pattern is None:
+        import casadi as ca
 
-    return int(ca.jacobian(model.rhs, model.x).nnz())
+        return int(ca.jacobian(model.rhs, model.x).nnz())
+    return int(np.count_nonzero(pattern))
 
 
 def dense_fits(intervals: int, K: int, nx: int) -> bool:

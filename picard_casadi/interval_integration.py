@@ -19,6 +19,8 @@ segments with segments of zero length (cost: ``docs/certificate.md``).
 
 from __future__ import annotations
 
+import threading
+
 import casadi as ca
 import numpy as np
 
@@ -28,7 +30,7 @@ from .interrupts import interruptible, reraise_if_interrupted
 from .simulate import (_INPUT_DEGREE, _input_coefficients, _segment_coefficients,
                        _segment_integrator)
 
-__all__ = ["IntervalIntegrator"]
+__all__ = ["IntervalIntegrator", "interval_integrator"]
 
 _DEGREES = (16, 32, 64)
 _INPUT_ACCURACY = 1e-12
@@ -75,6 +77,42 @@ def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
     """
     keys = np.fromiter(states, float, len(states))
     return states[float(keys[np.argmin(np.abs(keys - tau))])]
+
+
+#: integrators kept for repeated calls on the same mesh (see :func:`interval_integrator`)
+_KEEP = 4
+_KEPT: list[tuple[tuple, "IntervalIntegrator"]] = []
+_KEPT_LOCK = threading.Lock()
+
+
+def _mesh_signature(disc: Discretisation, rtol: float, atol: float, max_steps: int) -> tuple:
+    """What an :class:`IntervalIntegrator` depends on: the model and experiments
+    (the objects themselves, compared by identity) and the mesh's arrays."""
+    arrays = b"".join(np.ascontiguousarray(a).tobytes() for a in (
+        disc.t0, disc.h, disc.sample_tau, disc.sample_exp, disc.exp_of))
+    return (disc.model, tuple(disc.experiments), int(disc.M), arrays, float(rtol),
+            float(atol), int(max_steps))
+
+
+def interval_integrator(disc: Discretisation, rtol: float, atol: float,
+                        max_steps: int) -> "IntervalIntegrator":
+    """An :class:`IntervalIntegrator` for ``disc``, reused where the last few calls
+    built one for the same model, experiments, mesh and tolerances (repeated
+    estimates of one problem, a profile's many fits: building it costs a
+    CasADi graph and the inputs' interpolants, 30 ms on cmg)."""
+    key = _mesh_signature(disc, rtol, atol, max_steps)
+    with _KEPT_LOCK:
+        for k, (kept_key, integrator) in enumerate(_KEPT):
+            if (kept_key[0] is key[0] and len(kept_key[1]) == len(key[1])
+                    and all(a is b for a, b in zip(kept_key[1], key[1]))
+                    and kept_key[2:] == key[2:]):
+                _KEPT.append(_KEPT.pop(k))
+                return integrator
+    integrator = IntervalIntegrator(disc, rtol, atol, max_steps)
+    with _KEPT_LOCK:
+        _KEPT.append((key, integrator))
+        del _KEPT[:-_KEEP]
+    return integrator
 
 
 class IntervalIntegrator:

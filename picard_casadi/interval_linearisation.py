@@ -50,7 +50,7 @@ SPARSE_MAX_DENSITY = 0.2
 
 def sparse_pays(model) -> bool:
     """Whether the model is large and sparsely coupled enough for the sparse path."""
-    nnz = ca.jacobian(model.rhs, model.x).nnz()
+    nnz = int(np.count_nonzero(model.jacobian_pattern))
     return model.nx >= SPARSE_MIN_STATES and nnz <= SPARSE_MAX_DENSITY * model.nx ** 2
 
 

@@ -392,6 +392,18 @@ class Model:
         return self._x_nominal
 
     @property
+    def jacobian_pattern(self) -> np.ndarray:
+        """Structural nonzeros of ``df/dx``, ``(nx, nx)`` bool (computed once):
+        which states drive which (the fixed-point solves use the coupling)."""
+        pattern = self.__dict__.get("_jacobian_pattern")
+        if pattern is None:
+            sp = ca.jacobian(self._rhs, self._x).sparsity()
+            pattern = np.array(ca.DM(sp, 1), dtype=bool).reshape(self.nx, self.nx)
+            pattern.setflags(write=False)
+            self._jacobian_pattern = pattern
+        return pattern
+
+    @property
     def output_state_index(self) -> list[int | None]:
         """For each output, the index of the state it equals, or None.
 

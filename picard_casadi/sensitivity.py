@@ -60,8 +60,7 @@ def fixed_point_system(model: Model, A: np.ndarray) -> FixedPointSystem:
     """The intervals' ``I - dP/dU`` for ``model`` and the node integration
     matrix ``A``, eliminating the model's explicit states where that pays
     (:func:`~picard_casadi.fixed_point_system.explicit_states`)."""
-    pattern = np.array(ca.DM(ca.jacobian(model.rhs, model.x).sparsity(), 1), dtype=bool)
-    return FixedPointSystem(A, explicit_states(pattern))
+    return FixedPointSystem(A, explicit_states(model.jacobian_pattern))
 
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,

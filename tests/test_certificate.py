@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 
 import casadi as ca
 import numpy as np

@@ -35,3 +35,29 @@ def test_each_interval_gets_the_lowest_degree_that_reproduces_its_inputs():
     assert step[0][0] == 64 and step[1] is None and step[2][0] == 64
     # no inputs: the lowest degree, no coefficients
     assert all(d == 16 and c.size == 0 for d, c in _interval_inputs(exp, t0, h, 0))
+
+
+def test_interval_integrator_is_reused_on_the_same_mesh_only():
+    """Repeated certificates on one mesh share the integrator; another mesh or
+    tolerance builds its own, and the reused one gives the same states."""
+    from picard_casadi.interval_integration import interval_integrator
+
+    import casadi as ca
+
+    import picard_casadi as pc
+    from picard_casadi.discretisation import Discretisation
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    m = pc.Model(x=x, p=k, rhs=-k * x, name="decay")
+    t = np.linspace(0.0, 2.0, 21)
+    exp = pc.Experiment(t=t, y=np.exp(-t)[:, None])
+    d1 = Discretisation(m, [exp], T=0.5, nodes=5, scheme="chebyshev")
+    d2 = Discretisation(m, [exp], T=0.5, nodes=5, scheme="chebyshev")
+    d3 = Discretisation(m, [exp], T=0.25, nodes=5, scheme="chebyshev")
+    a = interval_integrator(d1, 1e-10, 1e-12, 10000)
+    assert interval_integrator(d2, 1e-10, 1e-12, 10000) is a
+    assert interval_integrator(d3, 1e-10, 1e-12, 10000) is not a
+    assert interval_integrator(d1, 1e-8, 1e-12, 10000) is not a
+    X = np.exp(-d1.t0)[:, None]
+    Xs, xend = a(X, np.array([1.0]))
+    assert np.allclose(xend[:, 0], np.exp(-(d1.t0 + d1.h)), rtol=1e-7)

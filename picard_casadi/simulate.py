@@ -264,7 +264,8 @@ def simulate(
         State at ``t0``.
     p : array_like, shape (np,)
     t : array_like, shape (N,)
-        Output times, strictly increasing, not before ``t0``.
+        Output times, strictly increasing, not before ``t0``.  A single
+        number needs ``t0`` (without it the result would be ``x0``).
     u : callable, Experiment, or array, optional
         Inputs: a callable ``u(t) -> (nu,)``, an :class:`Experiment` (its
         inputs are used), or an array ``(N, nu)`` of values at ``t``, read
@@ -296,6 +297,12 @@ def simulate(
     ValueError
         On bad arguments, naming the argument.
     """
+    if np.ndim(t) == 0 and t0 is None:
+        # one number and no start: the start would be that time and the result x0
+        raise ValueError(
+            f"simulate: `t` = {t!r} is a single time and no `t0` is given, so the result "
+            "would be x0 itself; pass the output times as an array (e.g. "
+            f"np.linspace(0, {t!r}, 101)), or give `t0` for the state at time {t!r}")
     t = np.atleast_1d(np.asarray(t, float))
     if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)):
         raise ValueError("simulate: `t` must be a non-empty 1-D array of finite times")

@@ -162,3 +162,13 @@ def test_sampled_inputs_are_exact_between_sparse_output_times(forced, interpolat
     dense = pc.simulate(forced, [0.0, 0.0], [4.0], both, exp)[np.searchsorted(both, sparse)]
     # (3.6e-3 held, 3.2e-4 linear with segments of horizon / 200)
     assert np.max(np.abs(X - dense)) < 1e-6
+
+
+def test_a_single_time_without_t0_is_refused_and_with_t0_is_the_state_there(forced):
+    """simulate(..., t=2.0) would start at 2.0 and return x0: refused, naming the
+    argument and both fixes; with t0 it is the state at that time."""
+    with pytest.raises(ValueError, match=r"`t` = 2.0 is a single time.*np.linspace\(0, 2.0, 101\)"):
+        pc.simulate(forced, [1, 0], [4.0], 2.0, lambda s: [0.0])
+    X = pc.simulate(forced, [1, 0], [4.0], 2.0, lambda s: [0.0], t0=0.0)
+    assert X.shape == (1, 2)
+    assert abs(X[0, 0] - np.cos(4.0)) < 1e-7

@@ -24,13 +24,19 @@ make it smaller without changing the solution:
   where ``E`` holds at least a quarter of the states
   (:func:`explicit_states`); below that the extra products cost about what
   the smaller LU saves (docs/performance.md, "Explicit states").
+* **Sink states.**  States that no state's derivative depends on (``f_x[:,
+  E] = 0``; a heading angle that only integrates the rates) are explicit
+  with ``f_x[R, E] = 0`` too: the Schur complement is the ``R`` states' own
+  matrix ``I - h (A kron I) f_x[R, R]``, with no extra products, so they
+  are eliminated however few they are (:func:`sink_states`; the F/A-18's
+  heading: 48 unknowns per interval instead of 54).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FixedPointSystem", "explicit_states", "fixed_point_matrix"]
+__all__ = ["FixedPointSystem", "explicit_states", "fixed_point_matrix", "sink_states"]
 
 #: smallest share of the states, and number, that makes the elimination pay
 EXPLICIT_SHARE = 0.25
@@ -69,6 +75,26 @@ def explicit_states(fx_pattern: np.ndarray) -> np.ndarray:
     return np.asarray(chosen, dtype=int)
 
 
+def sink_states(fx_pattern: np.ndarray) -> np.ndarray:
+    """States no state's derivative depends on (their column of ``df/dx`` is
+    structurally zero, their own entry included).
+
+    Parameters
+    ----------
+    fx_pattern : ndarray of bool (nx, nx)
+        Structural nonzeros of ``df/dx``.
+
+    Returns
+    -------
+    ndarray of int
+        Their indices; empty where there are none, or where every state is
+        one (nothing would be left to factorise: the plain path is as cheap).
+    """
+    D = np.asarray(fx_pattern, dtype=bool)
+    sinks = np.flatnonzero(~D.any(axis=0))
+    return sinks if sinks.size < D.shape[0] else np.zeros(0, dtype=int)
+
+
 def fixed_point_matrix(A: np.ndarray, h: np.ndarray, Fx: np.ndarray) -> np.ndarray:
     """``I - dP/dU`` for every interval, shape ``(J, K nx, K nx)``.
 
@@ -97,14 +123,20 @@ class FixedPointSystem:
     A : ndarray (K, K)
         Node integration matrix of the quadrature.
     explicit : ndarray of int, optional
-        States to eliminate (:func:`explicit_states`); none by default.
+        States to eliminate (:func:`explicit_states`, or :func:`sink_states`);
+        none by default.
+    sinks : bool
+        The eliminated states drive no other state (``f_x[R, E] = 0``), so
+        the Schur complement is the other states' own matrix.
     """
 
-    def __init__(self, A: np.ndarray, explicit: np.ndarray | None = None) -> None:
+    def __init__(self, A: np.ndarray, explicit: np.ndarray | None = None,
+                 sinks: bool = False) -> None:
         self.A = np.asarray(A, dtype=float)
         #: node 0 is the interval start (its block row of dP/dU is zero)
         self.first_node_fixed = not np.any(self.A[0])
         self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
+        self.sinks = bool(sinks) and self.explicit.size > 0
         self._kept: tuple[int, np.ndarray] | None = None
         # work arrays of the Schur complement by (nodes, intervals, |E|, |R|)
         self._work: dict[tuple[int, int, int, int], tuple[np.ndarray, ...]] = {}
@@ -173,6 +205,12 @@ class FixedPointSystem:
         FRR, FRE, FER = Fo[:, :, :nR, :nR], Fo[:, :, :nR, nR:], Fo[:, :, nR:, :nR]
         ro = rhs.reshape(J, K, nx, c)[:, :, order]
         rR, rE = ro[:, :, :nR], ro[:, :, nR:]
+        hA = h[:, None, None] * A[None]  # (J, K, K)
+        if self.sinks:
+            # f_x[R, E] = 0: the kept states solve their own system
+            vR = np.linalg.solve(fixed_point_matrix(A, h, FRR),
+                                 rR.reshape(J, K * nR, c)).reshape(J, K, nR, c)
+            return self._scatter(J, K, nx, c, R, E, vR, rE, hA, FER)
         # the Schur complement is built transposed, (J, m, b, k, a) for entry
         # (k a, m b), so that each node m's columns are one matrix product:
         # S^T[m] = -Z_m Y_m with Z_m = [h^2 FER_m^T | h FRR_m^T] and
@@ -186,9 +224,16 @@ class FixedPointSystem:
         ST = np.matmul(Z, Y.reshape(J, K, nE + nR, K * nR))
         ST = ST.reshape(J, K * nR, K * nR)
         ST.reshape(J, -1)[:, :: K * nR + 1] += 1.0
-        hA = h[:, None, None] * A[None]  # (J, K, K)
         bR = rR + np.matmul(hA, np.matmul(FRE, rE).reshape(J, K, nR * c)).reshape(J, K, nR, c)
         vR = np.linalg.solve(ST.transpose(0, 2, 1), bR.reshape(J, K * nR, c)).reshape(J, K, nR, c)
+        return self._scatter(J, K, nx, c, R, E, vR, rE, hA, FER)
+
+    @staticmethod
+    def _scatter(J: int, K: int, nx: int, c: int, R: np.ndarray, E: np.ndarray,
+                 vR: np.ndarray, rE: np.ndarray, hA: np.ndarray, FER: np.ndarray) -> np.ndarray:
+        """The whole solution from the kept states' part: ``v_E = b_E + h (A
+        kron I) f_x[E, R] v_R``, in the states' order, ``(J, K nx, c)``."""
+        nE = E.size
         out = np.empty((J, K, nx, c))
         out[:, :, R] = vR
         out[:, :, E] = rE + np.matmul(hA, np.matmul(FER, vR).reshape(J, K, nE * c)).reshape(

@@ -33,7 +33,8 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation
-from .fixed_point_system import FixedPointSystem, explicit_states, fixed_point_matrix
+from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
+                                 sink_states)
 from .model import Model
 
 __all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step",
@@ -59,8 +60,13 @@ def predict_nodes(S: np.ndarray, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) 
 def fixed_point_system(model: Model, A: np.ndarray) -> FixedPointSystem:
     """The intervals' ``I - dP/dU`` for ``model`` and the node integration
     matrix ``A``, eliminating the model's explicit states where that pays
-    (:func:`~picard_casadi.fixed_point_system.explicit_states`)."""
-    return FixedPointSystem(A, explicit_states(model.jacobian_pattern))
+    (:func:`~picard_casadi.fixed_point_system.explicit_states`), else its
+    sink states (:func:`~picard_casadi.fixed_point_system.sink_states`)."""
+    pattern = model.jacobian_pattern
+    explicit = explicit_states(pattern)
+    if explicit.size:
+        return FixedPointSystem(A, explicit)
+    return FixedPointSystem(A, sink_states(pattern), sinks=True)
 
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,

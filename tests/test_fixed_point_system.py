@@ -7,7 +7,7 @@ import pytest
 
 import picard_casadi as pc
 from picard_casadi.fixed_point_system import (FixedPointSystem, explicit_states,
-                                              fixed_point_matrix)
+                                              fixed_point_matrix, sink_states)
 from picard_casadi.problem_setup import build_setup
 
 
@@ -133,3 +133,39 @@ def test_solving_in_groups_of_intervals_changes_nothing(monkeypatch, explicit):
     monkeypatch.setattr(fps, "GROUP_BYTES", 3 * 8 * ((K - 1) * (nx - len(explicit))) ** 2)
     assert system.group_size(K, nx) == 3
     assert np.array_equal(system.solve(h, Fx, rhs), whole)  # groups of 3, the last of 2
+
+
+@pytest.mark.parametrize("first_node_fixed", [True, False])
+@pytest.mark.parametrize("nx, sinks", [(9, [8]), (5, [0, 3]), (2, [1])])
+def test_solve_with_sink_states_eliminated_equals_the_dense_solve(first_node_fixed, nx, sinks):
+    """States no state depends on (f_x[:, E] = 0, as the F/A-18's heading):
+    the kept states' own system, then the sinks from them."""
+    rng = np.random.default_rng(10 + nx)
+    J, K = 4, 6
+    A = 0.3 * rng.standard_normal((K, K))
+    if first_node_fixed:
+        A[0] = 0.0
+    h = rng.uniform(0.05, 0.3, J)
+    Fx = rng.standard_normal((J, K, nx, nx))
+    Fx[:, :, :, sinks] = 0.0
+    rhs = rng.standard_normal((J, K * nx, 3))
+    reference = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs)
+    system = FixedPointSystem(A, np.array(sinks), sinks=True)
+    got = system.solve(h, Fx, rhs)
+    assert np.max(np.abs(got - reference)) <= 1e-13 * np.abs(reference).max()
+
+
+def test_sink_states_are_the_states_nothing_depends_on():
+    fa18 = pc.problem("fa18-roll-ail", seed=0).model
+    chosen = sink_states(fa18.jacobian_pattern)
+    assert [fa18.x_names[i] for i in chosen] == ["psi"]
+    assert explicit_states(fa18.jacobian_pattern).size == 0  # so the sinks are taken
+    from picard_casadi.sensitivity import fixed_point_system
+    system = fixed_point_system(fa18, np.zeros((3, 3)))
+    assert system.sinks and list(system.explicit) == list(chosen)
+    # a state that depends on itself, or drives another, is no sink; all sinks: none taken
+    assert sink_states(np.eye(3, dtype=bool)).size == 0
+    D = np.zeros((3, 3), bool)
+    D[0, 1] = True
+    assert list(sink_states(D)) == [0, 2]
+    assert sink_states(np.zeros((2, 2), bool)).size == 0

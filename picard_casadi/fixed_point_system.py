@@ -76,20 +76,11 @@ def explicit_states(fx_pattern: np.ndarray) -> np.ndarray:
 
 
 def sink_states(fx_pattern: np.ndarray) -> np.ndarray:
-    """States no state's derivative depends on (their column of ``df/dx`` is
-    structurally zero, their own entry included).
-
-    Parameters
-    ----------
-    fx_pattern : ndarray of bool (nx, nx)
-        Structural nonzeros of ``df/dx``.
-
-    Returns
-    -------
-    ndarray of int
-        Their indices; empty where there are none, or where every state is
-        one (nothing would be left to factorise: the plain path is as cheap).
-    """
+    """Indices of the states no state's derivative depends on: the zero
+    columns of ``fx_pattern`` (``df/dx``'s structural nonzeros, ``(nx, nx)``
+    bool), their own entry included.  Empty where there are none, or where
+    every state is one (nothing would be left to factorise: the plain path
+    is as cheap)."""
     D = np.asarray(fx_pattern, dtype=bool)
     sinks = np.flatnonzero(~D.any(axis=0))
     return sinks if sinks.size < D.shape[0] else np.zeros(0, dtype=int)

@@ -132,6 +132,21 @@ def test_ipopt_nlp_is_compiled_and_agrees_with_the_virtual_machine():
 
 
 @needs_cc
+def test_another_data_set_of_the_same_shape_reuses_the_compiled_nlp():
+    """The unknowns' scales come from the data; as NLP parameters (not constants
+    of the graph) they leave one compiled NLP for every data set of a shape."""
+    a = pc.problem("lotka-volterra", seed=0).estimate("ipopt", codegen=True, uncertainty=False)
+    before = codegen.STATS.snapshot()
+    b = pc.problem("lotka-volterra", seed=1).estimate("ipopt", codegen=True, uncertainty=False)
+    after = codegen.STATS.snapshot()
+    assert a.success and b.success
+    assert a.settings["intervals"] == b.settings["intervals"]
+    assert not np.allclose(a.p, b.p)  # another data set, another estimate
+    assert after["compiled"] == before["compiled"]
+    assert after["cache_hits"] > before["cache_hits"]
+
+
+@needs_cc
 def test_second_identical_run_compiles_nothing():
     prob = pc.problem("vdp", seed=0)
     prob.estimate("picard-gn", codegen=True, uncertainty=False)

@@ -387,15 +387,18 @@ def collocation_parameters(disc: Discretisation, Wt: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX) -> tuple[ca.MX, ca.MX, ca.MX]:
+def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
+                            scales: tuple[ca.MX, ca.MX] | None = None
+                            ) -> tuple[ca.MX, ca.MX, ca.MX]:
     """Fixed-point defects, continuity defects and data residuals of the NLP.
 
     Every interval is :func:`collocation_interval`, mapped over all of them
     (``Function.map``): CasADi differentiates the map into maps of the one
     interval's derivatives, so the NLP's generated code has the size of one
     interval's, in a loop, whatever the number of intervals, and it reads the
-    data from the NLP's parameters (:func:`collocation_parameters`), so one
-    compiled NLP serves any data on meshes of the same shape.
+    data (and, given ``scales``, the unknowns' scales) from the NLP's
+    parameters (:func:`collocation_parameters`), so one compiled NLP serves
+    any data on meshes of the same shape.
 
     Parameters
     ----------
@@ -404,12 +407,15 @@ def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX) -> tuple[ca.MX,
         Decision vector ``[p / p_scale, vec(U_j / x_scale) for each j]``.
     data : casadi.MX
         The parameter vector (:func:`collocation_parameters`).
+    scales : (casadi.MX, casadi.MX), optional
+        ``x_scale`` and ``p_scale`` as symbols; by default the setup's
+        values, as constants of the graph.
     """
     disc = setup.disc
     m = disc.model
     J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
-    xs = ca.DM(setup.x_scale)
-    p = w[:np_] * ca.DM(setup.p_scale)
+    xs, ps = scales if scales is not None else (ca.DM(setup.x_scale), ca.DM(setup.p_scale))
+    p = w[:np_] * ps
     U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
     pieces, start = {}, 0
     for name, rows, cols in _data_layout(disc):
@@ -513,9 +519,16 @@ class CollocationNLP:
             # (the C does not depend on the data or the number of intervals);
             # virtual machine: one graph over all intervals, expanded to SX
             if compiled:
-                data = ca.MX.sym("data", collocation_parameters(disc, setup.tr._Wt).size)
-                defects, cont, r_data = collocation_expressions(setup, w, data)
-                self._params = lambda: collocation_parameters(disc, setup.tr._Wt)
+                # the scales are parameters too: they come from the data (the
+                # initial guess's magnitudes), and as constants they made
+                # every data set a new NLP to compile (cmg: 50 s per seed)
+                n_data = collocation_parameters(disc, setup.tr._Wt).size
+                data = ca.MX.sym("data", n_data + nx + np_)
+                defects, cont, r_data = collocation_expressions(
+                    setup, w, data[:n_data],
+                    (data[n_data:n_data + nx], data[n_data + nx:]))
+                self._params = lambda: np.concatenate([
+                    collocation_parameters(disc, setup.tr._Wt), setup.x_scale, setup.p_scale])
             else:
                 data = ca.MX.sym("Wt", m.ny * disc.M * J)
                 defects, cont, r_data = collocation_expressions_flat(

@@ -107,8 +107,8 @@ class Discretisation:
     -----
     Arrays are indexed by the global interval number ``j`` (intervals of
     experiment 0 first).  Sample data are padded with zero weight to ``M``,
-    the largest number of samples in one interval rounded up to a power of
-    two.
+    the largest number of samples in one interval (``samples_used``) rounded
+    up to a power of two.
     """
 
     model: Model
@@ -179,7 +179,10 @@ class Discretisation:
             np.add.at(per_interval, jj, 1)
         # padded to a power of two: the compiled functions of one interval depend
         # on M, so a refined mesh (fewer samples per interval) rarely needs new ones
-        M = 1 << (max(1, int(per_interval.max())) - 1).bit_length()
+        #: sample slots in use: the most samples an interval has (the rest of
+        #: the padded ``M`` hold no data)
+        self.samples_used = max(1, int(per_interval.max()))
+        M = 1 << (self.samples_used - 1).bit_length()
         self.M = M
         self.sample_tau = np.zeros((J, M))
         self.sample_times = np.repeat(self.t0[:, None], M, axis=1).astype(float)

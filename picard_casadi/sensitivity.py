@@ -183,9 +183,6 @@ class FixedPointLinearisation:
         self._last_jacobians: tuple[np.ndarray, np.ndarray] | None = None
         self._last_inverse: np.ndarray | None = None
         self._constants: tuple[np.ndarray, ...] | None = None
-        #: sample slots in use: the most samples an interval has (the rest of
-        #: the padded ``M`` hold no data)
-        self.samples_used = max(1, int(np.max(np.sum(d.sample_exp >= 0, axis=1), initial=0)))
 
     def _function(self, name: str) -> Any:
         """``name`` as called here: on NumPy buffers when compiled (resolved,
@@ -283,8 +280,9 @@ class FixedPointLinearisation:
             per-interval sparse function is available, only the first five
             entries below, from one generated call.
         trimmed : bool
-            ``dG``'s sample axis may stop at :attr:`samples_used` (the rest
-            is padding, where ``G`` has no data); without ``full`` only.
+            ``dG``'s sample axis may stop at the discretisation's
+            ``samples_used`` (the rest is padding, where ``G`` has no data);
+            without ``full`` only.
 
         Returns
         -------
@@ -379,7 +377,7 @@ class FixedPointLinearisation:
         F1[:, :K] = F
         F1[:, K] = X
         Xs = np.matmul(rows, F1)  # (J, M, nx)
-        Mt = self.samples_used if trimmed else M
+        Mt = d.samples_used if trimmed else M
         dXs = np.matmul(rows[:, :Mt], dF1.reshape(J, K + 1, nx * nz)).reshape(J, Mt, nx, nz)
         xend = np.matmul(end_row, F1)[:, 0]
         dend = np.matmul(end_row, dF1.reshape(J, K + 1, nx * nz)).reshape(J, nx, nz)

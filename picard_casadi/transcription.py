@@ -501,11 +501,6 @@ class Transcription:
         return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p, full, trimmed)
 
     @property
-    def samples_used(self) -> int:
-        """Sample slots in use per interval: the rest of the padded ``M`` hold no data."""
-        return self._fixed_point.samples_used
-
-    @property
     def last_fixed_point_inverse(self) -> np.ndarray | None:
         """``(I - dP/dU)^-1`` per interval ``(J, K nx, K nx)`` of the last
         :meth:`interval_sensitivities` (``None`` if an interval was singular)."""

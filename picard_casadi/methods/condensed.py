@@ -257,7 +257,7 @@ class ConstrainedGaussNewtonStep:
         xs, psc = s.x_scale, s.p_scale
         # without the second-order terms, the data rows of the padding samples
         # (zero weight) are left out: M is padded to a power of two
-        M = disc.M if full else tr.samples_used
+        M = disc.M if full else disc.samples_used
         sens = tr.interval_sensitivities(X, U, p, full=full, trimmed=not full)
         dG = sens["dG"][:, :M]
         if not all(np.all(np.isfinite(v)) for v in (sens["G"], dG, sens["dend"])):

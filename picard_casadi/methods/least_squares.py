@@ -77,7 +77,7 @@ def least_squares_solution(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     Where the triangular factor's diagonal shows ``M`` (nearly) rank
     deficient, the minimum-norm solution of an SVD (``numpy.linalg.lstsq``)
     instead.  Both work on ``M``, never ``M^T M``; the QR costs a fraction
-    of the SVD (docs/performance.md, "The active-set QP").
+    of the SVD (docs/performance.md, "The step's NumPy work, trimmed").
     """
     n = M.shape[1]
     if M.shape[0] <= n or n == 0:

@@ -672,7 +672,9 @@ def _nlp_sources(sym: ca.Function, key: str, folder: str,
     return sources
 
 
-def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, Any]) -> ca.Function:
+def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, Any],
+                   derived: Mapping[str, Callable[[], ca.Function]] | None = None,
+                   derived_key: str = "") -> ca.Function:
     """An ``nlpsol`` whose NLP functions are generated, compiled and cached.
 
     The cache key comes from what determines the NLP (its functions ``f``
@@ -682,13 +684,22 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
     known).  On a miss the solver is built symbolically, its NLP functions
     are written one C file each (:func:`_nlp_sources`) and compiled side by
     side into one library, and the solver is built from the library.
+
+    ``derived`` holds options of ``nlpsol`` that are derivative functions of
+    the NLP (``jac_g``, ``hess_lag``), built only on a miss: they follow
+    from the NLP, so the key holds ``derived_key`` (what identifies their
+    construction) instead of their serialisation.
     """
+    derived = derived or {}
     cc = _require_compiler()
     # run-time only: the iteration callback (its repr names a memory address)
     symbolic = {k: v for k, v in opts.items() if k not in ("ipopt", "iteration_callback")}
     oracle = ca.Function("nlp_oracle", [nlp["x"], nlp["p"]], [nlp["f"], nlp["g"]])
     extra = json.dumps({k: str(v) for k, v in symbolic.items()}, sort_keys=True)
-    key = _key([oracle.serialize(), extra, str(opts.get("hess_lag", ""))], cc, "nlp")
+    # the user's derivative functions, by content (their str is only a signature)
+    given = [opts[k].serialize() for k in ("hess_lag", "jac_g") if k in opts]
+    key = _key([oracle.serialize(), extra, *given, " ".join(sorted(derived)), derived_key],
+               cc, "nlp")
     directory = cache_dir()
     lib = directory / f"pc_nlp_{key}.so"
     meta = directory / f"pc_nlp_{key}.json"
@@ -702,8 +713,10 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
             stale = lib.exists() or meta.exists()
             _announce()
             t0 = time.perf_counter()
+            built = {k: build() for k, build in derived.items()}
+            opts = opts | built
             sym = ca.nlpsol(name, solver, nlp,
-                            symbolic | {"ipopt": {"print_level": 0, "sb": "yes"}})
+                            symbolic | built | {"ipopt": {"print_level": 0, "sb": "yes"}})
             with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
                 sources = _nlp_sources(sym, key, tmp, user_hessian="hess_lag" in opts)
                 size = sum(_code_bytes(src) for src in sources)
@@ -728,7 +741,7 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
             STATS.compile_seconds += time.perf_counter() - t0
             STATS.compiled += 1
             STATS.rebuilt += int(stale)
-    run_opts = {k: v for k, v in opts.items() if k not in ("expand", "hess_lag")}
+    run_opts = {k: v for k, v in opts.items() if k not in ("expand", "hess_lag", "jac_g")}
     return ca.nlpsol(name, solver, str(lib), run_opts)
 
 

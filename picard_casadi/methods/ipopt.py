@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,6 +38,8 @@ from .._native_output import captured_native_output, released_output
 from ..interrupts import interrupted, interruptible, reraise_if_interrupted
 from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
+from .collocation_derivatives import (constraint_jacobian, derivatives_version,
+                                      lagrangian_hessian)
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
                    require_one_of, require_positive, require_positive_int)
 
@@ -45,6 +47,9 @@ __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipop
            "run_nlp", "ipopt_history"]
 
 HESSIANS = ("exact", "gauss-newton")
+
+#: nlpsol options holding derivative functions, each built on demand
+Derived = dict[str, Callable[[], ca.Function]]
 
 
 def check_ipopt_options(options: Any) -> dict[str, Any]:
@@ -387,6 +392,18 @@ def collocation_parameters(disc: Discretisation, Wt: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def interval_data(disc: Discretisation, data: ca.MX) -> dict[str, ca.MX]:
+    """Every interval's data, read from the NLP's parameter vector
+    (:func:`collocation_parameters`): one column block per interval, named
+    as the arguments of :func:`collocation_interval`."""
+    pieces, start = {}, 0
+    for name, rows, cols in _data_layout(disc):
+        n = rows * cols * disc.n_intervals
+        pieces[name] = ca.reshape(data[start:start + n], rows, cols * disc.n_intervals)
+        start += n
+    return pieces
+
+
 def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
                             scales: tuple[ca.MX, ca.MX] | None = None
                             ) -> tuple[ca.MX, ca.MX, ca.MX]:
@@ -417,11 +434,7 @@ def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
     xs, ps = scales if scales is not None else (ca.DM(setup.x_scale), ca.DM(setup.p_scale))
     p = w[:np_] * ps
     U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
-    pieces, start = {}, 0
-    for name, rows, cols in _data_layout(disc):
-        n = rows * cols * J
-        pieces[name] = ca.reshape(data[start:start + n], rows, cols * J)
-        start += n
+    pieces = interval_data(disc, data)
     defects, r, end = collocation_interval(disc).map(J)(
         U, p, pieces["t0"], pieces["h"], pieces["Wn"], pieces["S"], pieces["ts"],
         pieces["Ws"], pieces["Y"], pieces["Wt"], xs)
@@ -514,7 +527,7 @@ class CollocationNLP:
         ipopt.update(opts.ipopt_options or {})
         n_g = J * nx * (K - 1) + nx * int(np.sum(disc.has_next))
 
-        def build(compiled: bool) -> tuple[dict[str, ca.MX], dict[str, Any]]:
+        def build(compiled: bool) -> tuple[dict[str, ca.MX], dict[str, Any], Derived]:
             # generated code: the interval function mapped, data as parameters
             # (the C does not depend on the data or the number of intervals);
             # virtual machine: one graph over all intervals, expanded to SX
@@ -542,11 +555,26 @@ class CollocationNLP:
                 "expand": bool(opts.expand) and not compiled,
                 "error_on_fail": False, "iteration_callback": self._stop,
             }
+            derived: Derived = {}
             if compiled:
                 solver_opts["oracle_options"] = {"max_num_dir": NLP_MAX_DIR}
-            if opts.hessian == "gauss-newton":
+                # CasADi's own derivatives of the mapped graph sweep every
+                # interval once per colour (cmg: the Hessian 0.5 s and the
+                # Jacobian 0.12 s of IPOPT's 0.87 s per iteration); written
+                # from the NLP's structure instead (docs/performance.md), and
+                # built only when the NLP is compiled
+                pieces = interval_data(disc, data[:n_data])
+                scales = (data[n_data:n_data + nx], data[n_data + nx:])
+                derived["jac_g"] = lambda: constraint_jacobian(disc, w, data, nlp["g"],
+                                                               pieces, scales)
+                if opts.hessian == "exact":
+                    derived["hess_lag"] = lambda: lagrangian_hessian(disc, w, data, pieces,
+                                                                     scales)
+                else:
+                    derived["hess_lag"] = lambda: gauss_newton_hessian(r_data, w, data)
+            elif opts.hessian == "gauss-newton":
                 solver_opts["hess_lag"] = gauss_newton_hessian(r_data, w, data)
-            return nlp, solver_opts
+            return nlp, solver_opts, derived
 
         self.note = ""
         self.solver = None
@@ -557,8 +585,9 @@ class CollocationNLP:
             try:
                 # generated from the MX graph: the mapped interval becomes a
                 # loop in C; expanded to SX the same NLP is hundreds of MB of C
-                nlp, solver_opts = build(True)
-                self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts)
+                nlp, solver_opts, derived = build(True)
+                self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts, derived,
+                                             f"{opts.hessian} {derivatives_version()}")
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
                              "each interval expanded to SX (its fastest uncompiled form)")
@@ -568,7 +597,7 @@ class CollocationNLP:
                 self.note = (f"codegen='auto': the IPOPT NLP runs on CasADi's virtual "
                              f"machine: {err}")
         if self.solver is None:
-            nlp, solver_opts = build(False)
+            nlp, solver_opts, _ = build(False)
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
         self.n_g = n_g
         self.monitor = self._stop

@@ -1,0 +1,122 @@
+"""The collocation NLP's Hessian written from its structure equals CasADi's."""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.estimate import build_setup
+from picard_casadi.methods.collocation_derivatives import constraint_jacobian, lagrangian_hessian
+from picard_casadi.methods.ipopt import (collocation_expressions, collocation_parameters,
+                                         interval_data)
+
+
+def _setup(model, experiments, p0, T, nodes):
+    inf = np.full(model.nx, np.inf)
+    return build_setup(model, experiments, np.asarray(p0, float), T=T, n=2, nodes=nodes,
+                       scheme="chebyshev", weights=np.ones(model.ny),
+                       p_bounds=(np.full(model.np, -np.inf), np.full(model.np, np.inf)),
+                       x_bounds=(-inf, inf), estimate_x0=True, codegen=False)
+
+
+def _both_hessians(setup, seed=0):
+    """CasADi's Hessian of the NLP's Lagrangian and :func:`lagrangian_hessian`,
+    at a perturbed start with random multipliers."""
+    disc = setup.disc
+    m = disc.model
+    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+    n_data = collocation_parameters(disc, setup.tr._Wt).size
+    w = ca.MX.sym("w", np_ + J * nx * K)
+    data = ca.MX.sym("data", n_data + nx + np_)
+    scales = (data[n_data:n_data + nx], data[n_data + nx:])
+    defects, cont, r = collocation_expressions(setup, w, data[:n_data], scales)
+    g = ca.vertcat(ca.vec(defects), ca.vec(cont))
+    sigma, lam = ca.MX.sym("sigma"), ca.MX.sym("lam", g.numel())
+    lagrangian = sigma * 0.5 * ca.sumsqr(r) + ca.dot(lam, g)
+    reference = ca.Function("ref", [w, data, sigma, lam],
+                            [ca.triu(ca.hessian(lagrangian, w)[0])])
+    structured = lagrangian_hessian(disc, w, data, interval_data(disc, data[:n_data]), scales)
+    rng = np.random.default_rng(seed)
+    params = np.concatenate([collocation_parameters(disc, setup.tr._Wt), setup.x_scale,
+                             setup.p_scale])
+    w0 = np.concatenate([setup.p0 / setup.p_scale,
+                         (setup.U0 / setup.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
+    w0 = w0 * (1.0 + 0.05 * rng.standard_normal(w0.size))
+    lam0 = rng.standard_normal(g.numel())
+    return reference(w0, params, 0.7, lam0), structured(w0, params, 0.7, lam0)
+
+
+def _assert_same(a, b):
+    assert a.sparsity() == b.sparsity()
+    a, b = np.asarray(ca.densify(a)), np.asarray(ca.densify(b))
+    assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(a))
+
+
+@pytest.mark.parametrize("name", ["lotka-volterra", "fa18-roll-ail"])
+def test_equals_casadis_hessian_on_registered_problems(name):
+    prob = pc.problem(name, seed=0)
+    o = prob.options
+    # long intervals: few of them, so that CasADi's own Hessian builds fast
+    _assert_same(*_both_hessians(_setup(prob.model, prob.experiments, prob.p0, 1.0,
+                                        o.get("nodes", 7))))
+
+
+def test_equals_casadis_hessian_with_nonlinear_outputs_and_inputs():
+    """Outputs curved in the states and the parameters (the per-sample term), an
+    input, a parameter that enters only the outputs, two experiments."""
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 3)
+    u = ca.SX.sym("u")
+    rhs = ca.vertcat(x[1], -p[0] * ca.sin(x[0]) - p[1] * x[1] + u)
+    y = ca.vertcat(ca.sin(x[0]) * p[2], x[0] * x[1], ca.exp(0.1 * p[1] * x[1]))
+    model = pc.Model(x=x, p=p, u=u, rhs=rhs, y=y, name="curved")
+    p_true = np.array([2.0, 0.3, 1.5])
+    outputs = ca.Function("y", [x, p, u], [y])
+    experiments = []
+    t = np.linspace(0.0, 2.0, 41)
+    for e, x0 in enumerate(([0.5, 0.0], [-0.3, 0.4])):
+        def inputs(s, e=e):
+            return np.array([0.2 * np.sin(s + e)])
+        states = pc.simulate(model, x0, p_true, t, inputs)
+        Y = np.array([np.asarray(outputs(xs, p_true, inputs(s))).ravel()
+                      for s, xs in zip(t, states)])
+        experiments.append(pc.Experiment(t=t, y=Y, u=inputs, x0=np.array(x0), name=f"e{e}"))
+    setup = _setup(model, experiments, [1.5, 0.5, 1.0], T=0.25, nodes=5)
+    _assert_same(*_both_hessians(setup, seed=3))
+    (g_ref, jac_ref), (g, jac) = _both_jacobians(setup)
+    np.testing.assert_array_equal(np.asarray(g_ref), np.asarray(g))
+    _assert_same(jac_ref, jac)
+
+
+def _both_jacobians(setup):
+    disc = setup.disc
+    m = disc.model
+    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+    n_data = collocation_parameters(disc, setup.tr._Wt).size
+    w = ca.MX.sym("w", np_ + J * nx * K)
+    data = ca.MX.sym("data", n_data + nx + np_)
+    scales = (data[n_data:n_data + nx], data[n_data + nx:])
+    defects, cont, _ = collocation_expressions(setup, w, data[:n_data], scales)
+    g = ca.vertcat(ca.vec(defects), ca.vec(cont))
+    reference = ca.Function("ref", [w, data], [g, ca.jacobian(g, w)])
+    structured = constraint_jacobian(disc, w, data, g, interval_data(disc, data[:n_data]),
+                                     scales)
+    rng = np.random.default_rng(1)
+    params = np.concatenate([collocation_parameters(disc, setup.tr._Wt), setup.x_scale,
+                             setup.p_scale])
+    w0 = np.concatenate([setup.p0 / setup.p_scale,
+                         (setup.U0 / setup.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
+    w0 = w0 * (1.0 + 0.05 * rng.standard_normal(w0.size))
+    return reference(w0, params), structured(w0, params)
+
+
+@pytest.mark.parametrize("name", ["lotka-volterra", "fa18-roll-ail"])
+def test_constraint_jacobian_equals_casadis(name):
+    prob = pc.problem(name, seed=0)
+    o = prob.options
+    setup = _setup(prob.model, prob.experiments, prob.p0, 1.0, o.get("nodes", 7))
+    (g_ref, jac_ref), (g, jac) = _both_jacobians(setup)
+    np.testing.assert_array_equal(np.asarray(g_ref), np.asarray(g))
+    _assert_same(jac_ref, jac)

@@ -191,26 +191,21 @@ class Discretisation:
         self.mask = np.zeros((J, m.ny, M))
         self.sample_exp = np.full((J, M), -1)
         self.sample_index = np.full((J, M), -1)
-        fill = np.zeros(J, dtype=int)
         for e, (jj, tau) in enumerate(assign):
             exp = self.experiments[e]
-            u_s = exp.inputs(exp.t, m.nu)
-            for i in range(exp.n_samples):
-                j = jj[i]
-                s = fill[j]
-                fill[j] += 1
-                self.sample_tau[j, s] = tau[i]
-                self.sample_times[j, s] = exp.t[i]
-                self.sample_inputs[j, :, s] = u_s[i]
-                row = exp.y[i]
-                ok = np.isfinite(row)
-                self.y[j, ok, s] = row[ok]
-                self.mask[j, ok, s] = 1.0
-                self.sample_exp[j, s] = e
-                self.sample_index[j, s] = i
-        self.sample_rows = np.stack(
-            [self.quad.integration_rows(self.sample_tau[j]) for j in range(J)]
-        )  # (J, M, K)
+            # the samples are in time order, so an interval's are consecutive:
+            # each takes the next slot of its interval
+            slot = np.arange(jj.size) - np.searchsorted(jj, jj, side="left")
+            self.sample_tau[jj, slot] = tau
+            self.sample_times[jj, slot] = exp.t
+            self.sample_inputs[jj, :, slot] = exp.inputs(exp.t, m.nu)
+            ok = np.isfinite(exp.y)
+            self.y[jj, :, slot] = np.where(ok, exp.y, 0.0)
+            self.mask[jj, :, slot] = ok
+            self.sample_exp[jj, slot] = e
+            self.sample_index[jj, slot] = np.arange(jj.size)
+        self.sample_rows = self.quad.integration_rows(self.sample_tau.ravel()).reshape(
+            J, M, K)
         self.n_samples_total = int(sum(e.n_samples for e in self.experiments))
         self.n_measurements = int(self.mask.sum())
 

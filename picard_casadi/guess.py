@@ -39,7 +39,8 @@ from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
-__all__ = ["initial_guess", "measured_state_series", "local_regression", "GUESSES"]
+__all__ = ["initial_guess", "measured_state_series", "local_regression", "local_regressions",
+           "GUESSES"]
 
 GUESSES = ("simulation", "anchored", "shooting")
 #: CVODES tolerances of the initial-guess simulation
@@ -66,6 +67,48 @@ def local_regression(ts: np.ndarray, vs: np.ndarray, t: float, half_width: float
     V = np.vander(tt, deg + 1, increasing=True) * np.sqrt(wt)[:, None]
     coef, *_ = np.linalg.lstsq(V, vv * np.sqrt(wt), rcond=None)
     return float(coef[0])
+
+
+def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width: float,
+                      degree: int = 2) -> np.ndarray:
+    """:func:`local_regression` at every point of ``t`` (the same values to round-off).
+
+    The points whose window holds enough samples for the full degree are fitted
+    together (a batched QR of the weighted Vandermonde rows, a few hundred
+    points at a time); the others, near a sparse stretch of data, one by one.
+    """
+    t = np.asarray(t, float)
+    out = np.empty(t.size)
+    if ts.size == 1 or t.size == 0:
+        out[:] = vs[0] if ts.size else np.nan
+        return out
+    cap = 1e3 * half_width + (ts[-1] - ts[0])
+    chunk = max(1, 2 ** 20 // ts.size)  # about 8 MB of Vandermonde rows at a time
+    for lo in range(0, t.size, chunk):
+        tc = t[lo:lo + chunk]
+        tt = ts[None, :] - tc[:, None]
+        d = np.abs(tt)
+        w = np.full(tc.size, float(half_width))
+        count = (d < w[:, None]).sum(axis=1)
+        while True:  # widen where too few samples, as local_regression does
+            grow = (count < degree + 2) & (w < cap)
+            if not grow.any():
+                break
+            w[grow] *= 1.5
+            count[grow] = (d[grow] < w[grow, None]).sum(axis=1)
+        full = count >= degree + 1
+        for i in np.flatnonzero(~full):
+            out[lo + i] = local_regression(ts, vs, float(tc[i]), half_width, degree)
+        if not full.any():
+            continue
+        tt, d, w = tt[full], d[full], w[full]
+        inside = d < w[:, None]
+        sw = np.where(inside, (1.0 - np.minimum(d / w[:, None], 1.0) ** 3) ** 1.5, 0.0)
+        V = tt[:, :, None] ** np.arange(degree + 1) * sw[:, :, None]
+        q, r = np.linalg.qr(V)
+        qb = np.einsum("pnk,pn->pk", q, vs[None, :] * sw)
+        out[lo + np.flatnonzero(full)] = np.linalg.solve(r, qb[:, :, None])[:, 0, 0]
+    return out
 
 
 def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -231,9 +274,8 @@ def initial_guess(
         measured = {}
         for i, (ts, vs) in series.items():
             spacing = float(np.median(np.diff(ts))) if ts.size > 1 else disc.T
-            measured[i] = np.array([
-                local_regression(ts, vs, disc.t0[j], max(0.5 * disc.T, 2.01 * spacing))
-                for j in range(sl.start, sl.stop)])
+            measured[i] = local_regressions(ts, vs, disc.t0[sl],
+                                            max(0.5 * disc.T, 2.01 * spacing))
 
         def start_of(j: int, carry: np.ndarray) -> np.ndarray:
             x = carry.copy()

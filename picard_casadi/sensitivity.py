@@ -71,7 +71,8 @@ def fixed_point_system(model: Model, A: np.ndarray) -> FixedPointSystem:
 
 def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
                             system: FixedPointSystem, h: np.ndarray, X: np.ndarray,
-                            U: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, float]:
+                            U: np.ndarray, p: np.ndarray, only: np.ndarray | None = None
+                            ) -> tuple[np.ndarray, float]:
     """One Newton step on ``U = P(x, p, U)`` for every interval at once.
 
     Solves ``(I - dP/dU) dU = P U - U`` with ``dP/dU = h (A kron I)
@@ -89,6 +90,9 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
         The quadrature's node integration matrix and the states to eliminate.
     h : ndarray (J,)
     X : (J, nx), U : (J, nx, K), p : (np,)
+    only : ndarray of bool (J,), optional
+        The intervals to step; the others keep ``U`` (settled already: the
+        later steps of a settle move a fraction of the intervals).
 
     Returns
     -------
@@ -103,11 +107,14 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
     PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, system.A)
     R = PU - U
     rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
-    with np.errstate(all="ignore"):
-        try:
-            dU = system.solve(h, Fx, rhs)
-        except np.linalg.LinAlgError:
-            dU = np.full_like(rhs, np.nan)
+    sel = np.arange(J) if only is None else np.flatnonzero(only)
+    dU = np.zeros_like(rhs)
+    if sel.size:
+        with np.errstate(all="ignore"):
+            try:
+                dU[sel] = system.solve(h[sel], Fx[sel], rhs[sel])
+            except np.linalg.LinAlgError:
+                dU[sel] = np.nan
     dU = dU.reshape(J, K, nx).transpose(0, 2, 1)
     return U + dU, float(np.max(np.abs(R)))
 
@@ -253,11 +260,12 @@ class FixedPointLinearisation:
             dU = np.matmul(inverse, R).reshape(J, K, nx).transpose(0, 2, 1)
         return U + dU
 
-    def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray
-                    ) -> tuple[np.ndarray, float]:
-        """One Newton step on the fixed-point equations of all intervals."""
+    def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                    only: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """One Newton step on the fixed-point equations of all intervals (or of
+        the intervals ``only`` marks)."""
         return newton_fixed_point_step(self.f_der, self._node_t, self._node_u, self.system,
-                                       self.disc.h, X, U, p)
+                                       self.disc.h, X, U, p, only)
 
     @property
     def sparse(self) -> bool:

@@ -51,6 +51,11 @@ HESSIANS = ("exact", "gauss-newton")
 #: nlpsol options holding derivative functions, each built on demand
 Derived = dict[str, Callable[[], ca.Function]]
 
+#: The compiled NLP's Hessian and constraint Jacobian from its structure
+#: (:mod:`~picard_casadi.methods.collocation_derivatives`); False leaves them
+#: to CasADi, as ``benchmarks/ipopt_derivatives.py`` does to compare
+STRUCTURED_DERIVATIVES = True
+
 
 def check_ipopt_options(options: Any) -> dict[str, Any]:
     """Validate the pass-through IPOPT options (names and value types).
@@ -558,6 +563,7 @@ class CollocationNLP:
             derived: Derived = {}
             if compiled:
                 solver_opts["oracle_options"] = {"max_num_dir": NLP_MAX_DIR}
+            if compiled and STRUCTURED_DERIVATIVES:
                 # CasADi's own derivatives of the mapped graph sweep every
                 # interval once per colour (cmg: the Hessian 0.5 s and the
                 # Jacobian 0.12 s of IPOPT's 0.87 s per iteration); written

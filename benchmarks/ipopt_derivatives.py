@@ -1,0 +1,92 @@
+"""IPOPT's compiled NLP: its derivatives from the NLP's structure against CasADi's own.
+
+Run::
+
+    python benchmarks/ipopt_derivatives.py [--problems cmg,fa18-roll-rud] [--seed 11]
+
+For each problem (``refine=False``, the registry's weights, so every form
+solves the same NLP from the same start), IPOPT is run on three forms of the
+collocation NLP: compiled with the Hessian of the Lagrangian and the
+constraints' Jacobian written interval by interval
+(``methods/collocation_derivatives.py``, the default), compiled with
+CasADi's own derivatives of the mapped graph (what the package did before),
+and on CasADi's virtual machine (the whole NLP expanded to SX).  Each form
+is called once to build (and compile, into the usual code cache) and then
+timed.  Prints, per form, IPOPT's iterations and objective, the solve time,
+the wall time IPOPT spent in the Hessian and the Jacobian per evaluation,
+and the structured form's solve time over the other two, all measured in
+this one run.
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import argparse
+import time
+import warnings
+
+import picard_casadi as pc
+from picard_casadi.methods import ipopt
+
+STATS: list[dict] = []
+_solve = ipopt.CollocationNLP.solve
+
+
+def _recorded(self):
+    out = _solve(self)
+    STATS.append(self.solver.stats())
+    return out
+
+
+ipopt.CollocationNLP.solve = _recorded
+
+
+def run(prob, form: str):
+    """One timed call of IPOPT on ``form``; returns the result, wall time and
+    IPOPT's statistics summed over the call's solves."""
+    ipopt.STRUCTURED_DERIVATIVES = form != "casadi"
+    codegen = form != "virtual machine"
+    kwargs = dict(refine=False, uncertainty=False, codegen=codegen)
+    prob.estimate("ipopt", **kwargs)  # builds (and compiles) this form
+    STATS.clear()
+    t = time.perf_counter()
+    res = prob.estimate("ipopt", **kwargs)
+    wall = time.perf_counter() - t
+    total: dict[str, float] = {}
+    for st in STATS:
+        for k in ("t_wall_nlp_hess_l", "t_wall_nlp_jac_g", "n_call_nlp_hess_l",
+                  "n_call_nlp_jac_g"):
+            total[k] = total.get(k, 0.0) + float(st.get(k, 0.0) or 0.0)
+    return res, wall, total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--problems", default="cmg,fa18-roll-rud")
+    ap.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args()
+    # refine=False on purpose (one NLP for every form): no certificate warnings
+    warnings.filterwarnings("ignore", category=pc.DiscretisationWarning)
+    print(f"seed {args.seed}, refine=False, one BLAS thread; build once, then timed")
+    print(f"{'problem':15s} {'form':16s} {'it':>4s} {'objective':>18s} {'solve [s]':>9s} "
+          f"{'build [s]':>9s} {'Hessian [ms/eval]':>17s} {'Jacobian [ms/eval]':>18s}")
+    for name in args.problems.split(","):
+        prob = pc.problem(name, seed=args.seed)
+        solves = {}
+        for form in ("structured", "casadi", "virtual machine"):
+            res, wall, st = run(prob, form)
+            solves[form] = res.timings.get("solve", 0.0)
+            hess = 1e3 * st["t_wall_nlp_hess_l"] / max(st["n_call_nlp_hess_l"], 1)
+            jac = 1e3 * st["t_wall_nlp_jac_g"] / max(st["n_call_nlp_jac_g"], 1)
+            print(f"{name:15s} {form:16s} {res.iterations:4d} {res.objective:18.12g} "
+                  f"{solves[form]:9.2f} {res.timings.get('build', 0.0):9.2f} {hess:17.2f} "
+                  f"{jac:18.2f}", flush=True)
+        print(f"{'':15s} structured solve / CasADi's derivatives = "
+              f"{solves['structured'] / solves['casadi']:.3f}; / virtual machine = "
+              f"{solves['structured'] / solves['virtual machine']:.3f}", flush=True)
+    ipopt.STRUCTURED_DERIVATIVES = True
+
+
+if __name__ == "__main__":
+    main()

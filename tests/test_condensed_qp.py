@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from picard_casadi.methods.least_squares import (least_squares_solution, least_violation,
-                                                 triangular_factor, working_set_step)
+from picard_casadi.methods.least_squares import (bounded_least_squares, least_squares_solution,
+                                                 least_violation, triangular_factor,
+                                                 working_set_step)
 
 
 def _ill_conditioned(m: int, n: int, cond: float, rng: np.random.Generator) -> np.ndarray:
@@ -63,6 +64,29 @@ def test_least_violation_finds_a_feasible_start_when_zero_is_not():
     theta = least_violation(C, d, lo, hi, np.ones(6))
     w = C @ theta + d
     assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
+
+
+def test_bounded_least_squares_has_one_minimiser_whatever_the_feasible_start():
+    """The condensed step keeps one feasible start for all its solves on the same
+    boxes (other dampings): a strictly convex QP ends at the same point."""
+    rng = np.random.default_rng(5)
+    n = 6
+    C = rng.standard_normal((40, n))
+    d = rng.standard_normal(40)
+    v = C @ rng.standard_normal(n) + d
+    lo, hi = v - 0.3, v + 0.3  # zero is outside: a start must be found
+    assert np.any((d < lo) | (d > hi))
+    A, b = rng.standard_normal((30, n)), rng.standard_normal(30)
+    active = np.ones(n, bool)
+    first = least_violation(C, d, lo, hi, np.full(n, 1e-3))
+    for damp in (np.full(n, 1e-3), np.full(n, 0.5)):
+        own = bounded_least_squares(A, b, damp, active, C, d, lo, hi)
+        kept = bounded_least_squares(A, b, damp, active, C, d, lo, hi, start=first)
+        np.testing.assert_allclose(kept, own, rtol=1e-9, atol=1e-12)
+        w = C @ kept + d
+        assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
+    # the start is not changed by the solve
+    np.testing.assert_array_equal(first, least_violation(C, d, lo, hi, np.full(n, 1e-3)))
 
 
 def test_least_violation_keeps_zero_when_it_is_feasible():

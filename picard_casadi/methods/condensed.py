@@ -59,8 +59,8 @@ from ..sensitivity import predict_nodes
 from .base import Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
-from .least_squares import (bounded_least_squares, compress_rows, reach_cosine,
-                            triangular_factor)
+from .least_squares import (bounded_least_squares, compress_rows, least_violation,
+                            reach_cosine, triangular_factor)
 from .newton_switch import NewtonSwitch
 from .pattern_move import PatternMove
 
@@ -129,6 +129,8 @@ class ConstrainedGaussNewtonStep:
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
         self._worst_interval = 0  # where the condensed sensitivities were largest
         self._scaled_weights: tuple[np.ndarray, int, np.ndarray] | None = None  # see _row_scale
+        # the boxes of this step, its entries that may move, a theta in the boxes
+        self._feasible: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -191,8 +193,21 @@ class ConstrainedGaussNewtonStep:
         """The damped condensed step ``min |A theta + b|^2 / 2 + theta^T
         diag(damp) theta / 2`` with every interval start and ``p`` kept in
         their boxes (``boxes``: :meth:`_box_rows`), solved by
-        :func:`~picard_casadi.methods.least_squares.bounded_least_squares`."""
-        return bounded_least_squares(A2, b2, damp, active, *boxes)
+        :func:`~picard_casadi.methods.least_squares.bounded_least_squares`.
+
+        Its feasible start is found once per step's boxes and kept for the
+        step's other solves (another damping, the Newton model): a strictly
+        convex QP has one minimiser whatever the start, and where closing
+        the gaps leaves later interval starts outside the box, finding a start
+        takes tens of Newton rounds (``fa18-roll-rud``'s first iterations).
+        """
+        kept = self._feasible
+        if kept is not None and kept[0] is boxes and np.array_equal(kept[1], active):
+            start = kept[2]
+        else:
+            start = least_violation(*boxes, damp * active)
+            self._feasible = (boxes, active.copy(), start)
+        return bounded_least_squares(A2, b2, damp, active, *boxes, start=start)
 
     def _second_order_correction(self, Xn, pn, U_new, c_new, E, S_nodes):
         """Trial point with its gaps closed to first order by the interval starts.

@@ -222,7 +222,7 @@ def room(z: np.ndarray, dz: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float
 
 def bounded_least_squares(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
                           C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                          max_rounds: int = 100) -> np.ndarray:
+                          max_rounds: int = 100, start: np.ndarray | None = None) -> np.ndarray:
     """``min |A theta + b|^2 / 2 + theta^T diag(damp) theta / 2`` with ``lo <= C theta + d <= hi``.
 
     A primal active-set method: from a feasible point (:func:`least_violation`)
@@ -248,8 +248,12 @@ def bounded_least_squares(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active
         The bounded quantities ``C theta + d`` and their bounds.
     max_rounds : int
         Working-set changes before the current point is returned.
+    start : ndarray (n,), optional
+        Where to start: :func:`least_violation`'s point for these bounds
+        (found here when not given), e.g. kept from an earlier solve with the
+        same bounds.
     """
-    theta = least_violation(C, d, lo, hi, damp * active)
+    theta = least_violation(C, d, lo, hi, damp * active) if start is None else start.copy()
     v = C @ theta + d
     lo, hi = np.minimum(lo, v), np.maximum(hi, v)
     work: dict[int, int] = {}  # row of C -> -1 (lower bound) or +1 (upper bound)

@@ -120,3 +120,17 @@ def test_constraint_jacobian_equals_casadis(name):
     (g_ref, jac_ref), (g, jac) = _both_jacobians(setup)
     np.testing.assert_array_equal(np.asarray(g_ref), np.asarray(g))
     _assert_same(jac_ref, jac)
+
+
+def test_a_model_without_parameters():
+    """Only the initial states are estimated: no parameter columns."""
+    x = ca.SX.sym("x", 2)
+    model = pc.Model(x=x, p=ca.SX.sym("p", 0), rhs=ca.vertcat(x[1], -x[0] - 0.1 * x[1] ** 3),
+                     y=ca.vertcat(x[0], x[0] * x[1]), name="no-parameters")
+    t = np.linspace(0.0, 3.0, 31)
+    Y = np.column_stack([np.cos(t), -np.cos(t) * np.sin(t)])
+    setup = _setup(model, [pc.Experiment(t=t, y=Y, name="e")], np.zeros(0), T=0.5, nodes=5)
+    _assert_same(*_both_hessians(setup))
+    (g_ref, jac_ref), (g, jac) = _both_jacobians(setup)
+    np.testing.assert_array_equal(np.asarray(g_ref), np.asarray(g))
+    _assert_same(jac_ref, jac)

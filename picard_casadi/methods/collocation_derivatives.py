@@ -62,6 +62,14 @@ def derivatives_version() -> str:
     return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
 
 
+def _stacked(a: ca.MX, width: int, count: int) -> ca.MX:
+    """The ``count`` column blocks of ``a``, ``width`` wide each, one under the
+    other (``width`` may be 0: a model without parameters)."""
+    if width == 0:
+        return ca.MX(a.size1() * count, 0)
+    return ca.vertcat(*ca.horzsplit(a, width))
+
+
 def _node_functions(disc: Discretisation) -> tuple[ca.Function, ca.Function, ca.Function]:
     """``f``'s Jacobian, the Hessian of ``mu . f`` (at one node) and ``g``'s
     Jacobian (at one sample), each with respect to ``(x, p)``."""
@@ -133,14 +141,13 @@ def interval_hessian(disc: Discretisation) -> ca.Function:
     r = Wt * (Y - g.map(M)(ts, Xs, pM, Ws))
 
     # G = d X_s / d z for every sample, stacked: (nx M) x (nx K + np)
-    nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)),
-                       ca.vertcat(*ca.horzsplit(fp, np_)))
+    nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)), _stacked(fp, np_, K))
     start = ca.sparsify(ca.DM(np.kron(np.ones((M, 1)),
                                       np.hstack([np.eye(nx), np.zeros((nx, nU - nx + np_))]))))
     D = start + h * ca.mtimes(ca.kron(S, ca.DM.eye(nx)), nodes)
     # the residuals' Jacobian and the Gauss-Newton part
     Gx = ca.diagcat(*ca.horzsplit(gx, nx))
-    Gp = ca.horzcat(ca.DM(ny * M, nU), ca.vertcat(*ca.horzsplit(gp, np_)))
+    Gp = ca.horzcat(ca.DM(ny * M, nU), _stacked(gp, np_, M))
     w = ca.vec(Wt)
     Jr = -ca.repmat(w, 1, nU + np_) * (ca.mtimes(Gx, D) + Gp)
     H = sigma * ca.mtimes(Jr.T, Jr)
@@ -150,15 +157,14 @@ def interval_hessian(disc: Discretisation) -> ca.Function:
     Wg = ca.reshape(ca.mtimes(Gx.T, nu_s), nx, M)    # g_x^T nu, per sample
     mu = h * (ca.mtimes(lam / ca.repmat(xs, 1, K - 1), A[1:, :]) + ca.mtimes(Wg, S))
     hxx, hxp, hpp = f_hess.map(K)(tk, U, pK, Wn, mu)
-    Hf = ca.blockcat([[ca.diagcat(*ca.horzsplit(hxx, nx)), ca.vertcat(*ca.horzsplit(hxp, np_))],
-                      [ca.vertcat(*ca.horzsplit(hxp, np_)).T,
-                       ca.mtimes(hpp, ca.repmat(ca.DM.eye(np_), K, 1))]])
+    Hf = ca.blockcat([[ca.diagcat(*ca.horzsplit(hxx, nx)), _stacked(hxp, np_, K)],
+                      [_stacked(hxp, np_, K).T, ca.mtimes(hpp, ca.repmat(ca.DM.eye(np_), K, 1))]])
     H = H + Hf
     if g_hess is not None:
         # the outputs' curvature, sample by sample
         qxx, qxp, qpp = g_hess.map(M)(ts, Xs, pM, Ws, ca.reshape(nu_s, ny, M))
         Qxx = ca.diagcat(*ca.horzsplit(qxx, nx))
-        Qxp = ca.vertcat(*ca.horzsplit(qxp, np_))
+        Qxp = _stacked(qxp, np_, M)
         Ep = ca.horzcat(ca.DM(np_, nU), ca.DM.eye(np_))
         cross = ca.mtimes(ca.mtimes(D.T, Qxp), Ep)
         H = H + ca.mtimes(D.T, ca.mtimes(Qxx, D)) + cross + cross.T \
@@ -236,7 +242,7 @@ def interval_defect_jacobian(disc: Discretisation) -> ca.Function:
     xs, ps = ca.MX.sym("xs", nx), ca.MX.sym("ps", np_)
     f_jac = _node_functions(disc)[0]
     fx, fp = f_jac.map(K)(t0 + h * tau, U, ca.repmat(p, 1, K), Wn)
-    nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)), ca.vertcat(*ca.horzsplit(fp, np_)))
+    nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)), _stacked(fp, np_, K))
     # (e_0 - e_k) kron I for the rows k = 1 .. K-1
     shift = np.zeros((K - 1, K))
     shift[:, 0] = 1.0
@@ -276,7 +282,7 @@ def constraint_jacobian(disc: Discretisation, w: ca.MX, data: ca.MX, g: ca.MX,
     U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
     Ju, Jp = interval_defect_jacobian(disc).map(J)(
         U, p, pieces["t0"], pieces["h"], pieces["Wn"], xs, ps)
-    defects = ca.horzcat(ca.vertcat(*ca.horzsplit(Jp, np_)), ca.diagcat(*ca.horzsplit(Ju, nU)))
+    defects = ca.horzcat(_stacked(Jp, np_, J), ca.diagcat(*ca.horzsplit(Ju, nU)))
     # continuity, in scaled unknowns: the last node of j minus the first of j + 1
     nxt = [j for j in range(J) if disc.has_next[j]]
     rows, cols, vals = [], [], []

@@ -9,8 +9,8 @@ import pytest
 import picard_casadi as pc
 from picard_casadi.estimate import build_setup
 from picard_casadi.methods.collocation_derivatives import constraint_jacobian, lagrangian_hessian
-from picard_casadi.methods.ipopt import (collocation_expressions, collocation_parameters,
-                                         interval_data)
+from picard_casadi.methods.collocation_layout import collocation_parameters, interval_data
+from picard_casadi.methods.ipopt import collocation_expressions
 
 
 def _setup(model, experiments, p0, T, nodes):
@@ -21,31 +21,41 @@ def _setup(model, experiments, p0, T, nodes):
                        x_bounds=(-inf, inf), estimate_x0=True, codegen=False)
 
 
+class _Nlp:
+    """The generated form's NLP of ``setup`` in symbols, and a perturbed start."""
+
+    def __init__(self, setup, seed: int) -> None:
+        disc = self.disc = setup.disc
+        m = disc.model
+        J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+        n_data = collocation_parameters(disc, setup.tr._Wt).size
+        self.w = ca.MX.sym("w", np_ + J * nx * K)
+        self.data = ca.MX.sym("data", n_data + nx + np_)
+        self.scales = (self.data[n_data:n_data + nx], self.data[n_data + nx:])
+        self.pieces = interval_data(disc, self.data[:n_data])
+        defects, cont, self.r = collocation_expressions(setup, self.w, self.data[:n_data],
+                                                        self.scales)
+        self.g = ca.vertcat(ca.vec(defects), ca.vec(cont))
+        self.rng = np.random.default_rng(seed)
+        self.params = np.concatenate([collocation_parameters(disc, setup.tr._Wt),
+                                      setup.x_scale, setup.p_scale])
+        w0 = np.concatenate([setup.p0 / setup.p_scale, (setup.U0 / setup.x_scale[None, :, None])
+                             .transpose(0, 2, 1).ravel()])
+        self.w0 = w0 * (1.0 + 0.05 * self.rng.standard_normal(w0.size))
+
+
 def _both_hessians(setup, seed=0):
     """CasADi's Hessian of the NLP's Lagrangian and :func:`lagrangian_hessian`,
     at a perturbed start with random multipliers."""
-    disc = setup.disc
-    m = disc.model
-    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
-    n_data = collocation_parameters(disc, setup.tr._Wt).size
-    w = ca.MX.sym("w", np_ + J * nx * K)
-    data = ca.MX.sym("data", n_data + nx + np_)
-    scales = (data[n_data:n_data + nx], data[n_data + nx:])
-    defects, cont, r = collocation_expressions(setup, w, data[:n_data], scales)
-    g = ca.vertcat(ca.vec(defects), ca.vec(cont))
-    sigma, lam = ca.MX.sym("sigma"), ca.MX.sym("lam", g.numel())
-    lagrangian = sigma * 0.5 * ca.sumsqr(r) + ca.dot(lam, g)
-    reference = ca.Function("ref", [w, data, sigma, lam],
-                            [ca.triu(ca.hessian(lagrangian, w)[0])])
-    structured = lagrangian_hessian(disc, w, data, interval_data(disc, data[:n_data]), scales)
-    rng = np.random.default_rng(seed)
-    params = np.concatenate([collocation_parameters(disc, setup.tr._Wt), setup.x_scale,
-                             setup.p_scale])
-    w0 = np.concatenate([setup.p0 / setup.p_scale,
-                         (setup.U0 / setup.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
-    w0 = w0 * (1.0 + 0.05 * rng.standard_normal(w0.size))
-    lam0 = rng.standard_normal(g.numel())
-    return reference(w0, params, 0.7, lam0), structured(w0, params, 0.7, lam0)
+    nlp = _Nlp(setup, seed)
+    sigma, lam = ca.MX.sym("sigma"), ca.MX.sym("lam", nlp.g.numel())
+    lagrangian = sigma * 0.5 * ca.sumsqr(nlp.r) + ca.dot(lam, nlp.g)
+    reference = ca.Function("ref", [nlp.w, nlp.data, sigma, lam],
+                            [ca.triu(ca.hessian(lagrangian, nlp.w)[0])])
+    structured = lagrangian_hessian(nlp.disc, nlp.w, nlp.data, nlp.pieces, nlp.scales)
+    lam0 = nlp.rng.standard_normal(nlp.g.numel())
+    return (reference(nlp.w0, nlp.params, 0.7, lam0),
+            structured(nlp.w0, nlp.params, 0.7, lam0))
 
 
 def _assert_same(a, b):
@@ -91,25 +101,11 @@ def test_equals_casadis_hessian_with_nonlinear_outputs_and_inputs():
 
 
 def _both_jacobians(setup):
-    disc = setup.disc
-    m = disc.model
-    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
-    n_data = collocation_parameters(disc, setup.tr._Wt).size
-    w = ca.MX.sym("w", np_ + J * nx * K)
-    data = ca.MX.sym("data", n_data + nx + np_)
-    scales = (data[n_data:n_data + nx], data[n_data + nx:])
-    defects, cont, _ = collocation_expressions(setup, w, data[:n_data], scales)
-    g = ca.vertcat(ca.vec(defects), ca.vec(cont))
-    reference = ca.Function("ref", [w, data], [g, ca.jacobian(g, w)])
-    structured = constraint_jacobian(disc, w, data, g, interval_data(disc, data[:n_data]),
-                                     scales)
-    rng = np.random.default_rng(1)
-    params = np.concatenate([collocation_parameters(disc, setup.tr._Wt), setup.x_scale,
-                             setup.p_scale])
-    w0 = np.concatenate([setup.p0 / setup.p_scale,
-                         (setup.U0 / setup.x_scale[None, :, None]).transpose(0, 2, 1).ravel()])
-    w0 = w0 * (1.0 + 0.05 * rng.standard_normal(w0.size))
-    return reference(w0, params), structured(w0, params)
+    """CasADi's constraints and their Jacobian and :func:`constraint_jacobian`'s."""
+    nlp = _Nlp(setup, 1)
+    reference = ca.Function("ref", [nlp.w, nlp.data], [nlp.g, ca.jacobian(nlp.g, nlp.w)])
+    structured = constraint_jacobian(nlp.disc, nlp.w, nlp.data, nlp.g, nlp.pieces, nlp.scales)
+    return reference(nlp.w0, nlp.params), structured(nlp.w0, nlp.params)
 
 
 @pytest.mark.parametrize("name", ["lotka-volterra", "fa18-roll-ail"])

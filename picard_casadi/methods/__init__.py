@@ -26,6 +26,11 @@ Where each piece lives:
     Gauss-Newton's model;
   - ``pattern_move``: extrapolation along a valley crossed in a zigzag;
 * ``ipopt``, ``shooting``: the IPOPT comparisons on the same discretisation;
+  the collocation NLP's parts:
+
+  - ``collocation_layout``: its unknowns, and its data as NLP parameters;
+  - ``collocation_derivatives``: its Hessian and constraint Jacobian,
+    written interval by interval for the generated form;
 * ``breakdown``: numerical failures inside a step or solve turned into an
   honest result.
 """

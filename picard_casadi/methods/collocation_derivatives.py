@@ -47,6 +47,7 @@ import casadi as ca
 import numpy as np
 
 from ..discretisation import Discretisation
+from .collocation_layout import interval_symbols, unscaled_unknowns
 
 __all__ = ["interval_hessian", "lagrangian_hessian", "interval_defect_jacobian",
            "constraint_jacobian", "derivatives_version"]
@@ -114,19 +115,15 @@ def interval_hessian(disc: Discretisation) -> ca.Function:
     """
     m = disc.model
     K, M = disc.K, disc.M
-    nx, np_, nu, ny = m.nx, m.np, m.nu, m.ny
+    nx, np_, ny = m.nx, m.np, m.ny
     nU = nx * K
     A = ca.DM(np.asarray(disc.quad.integration, float))
     tau = ca.DM(disc.quad.tau).T
-    U = ca.MX.sym("U", nx, K)
-    p = ca.MX.sym("p", np_)
-    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
-    Wn, S = ca.MX.sym("Wn", nu, K), ca.MX.sym("S", M, K)
-    ts, Ws = ca.MX.sym("ts", 1, M), ca.MX.sym("Ws", nu, M)
-    Y, Wt = ca.MX.sym("Y", ny, M), ca.MX.sym("Wt", ny, M)
-    xs, ps = ca.MX.sym("xs", nx), ca.MX.sym("ps", np_)
-    lam = ca.MX.sym("lam", nx, K - 1)
-    sigma = ca.MX.sym("sigma")
+    args = interval_symbols(disc)
+    U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs = args.values()
+    args["ps"] = ps = ca.MX.sym("ps", np_)
+    args["lam"] = lam = ca.MX.sym("lam", nx, K - 1)
+    args["sigma"] = sigma = ca.MX.sym("sigma")
     f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
     g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
     f_jac, f_hess, g_jac = _node_functions(disc)
@@ -171,12 +168,9 @@ def interval_hessian(disc: Discretisation) -> ca.Function:
             + ca.mtimes(Ep.T, ca.mtimes(ca.mtimes(qpp, ca.repmat(ca.DM.eye(np_), M, 1)), Ep))
     sc = ca.vertcat(ca.repmat(xs, K, 1), ps)
     H = H * ca.mtimes(sc, sc.T)
-    return ca.Function(
-        "collocation_interval_hessian",
-        [U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs, ps, lam, sigma],
-        [ca.triu(H[:nU, :nU]), H[nU:, :nU], ca.triu(H[nU:, nU:])],
-        ["U", "p", "t0", "h", "Wn", "S", "ts", "Ws", "Y", "Wt", "xs", "ps", "lam", "sigma"],
-        ["Huu", "Hpu", "Hpp"])
+    return ca.Function("collocation_interval_hessian", list(args.values()),
+                       [ca.triu(H[:nU, :nU]), H[nU:, :nU], ca.triu(H[nU:, nU:])],
+                       list(args), ["Huu", "Hpu", "Hpp"])
 
 
 def lagrangian_hessian(disc: Discretisation, w: ca.MX, data: ca.MX, pieces: dict[str, ca.MX],
@@ -206,8 +200,7 @@ def lagrangian_hessian(disc: Discretisation, w: ca.MX, data: ca.MX, pieces: dict
     J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
     nU = nx * K
     xs, ps = scales
-    p = w[:np_] * ps
-    U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+    U, p = unscaled_unknowns(disc, w, xs, ps)
     n_g = J * nx * (K - 1) + nx * int(np.sum(disc.has_next))
     sigma = ca.MX.sym("lam_f")
     lam_g = ca.MX.sym("lam_g", n_g)
@@ -231,15 +224,13 @@ def interval_defect_jacobian(disc: Discretisation) -> ca.Function:
     """
     m = disc.model
     K = disc.K
-    nx, np_, nu = m.nx, m.np, m.nu
+    nx, np_ = m.nx, m.np
     nU = nx * K
     A = np.asarray(disc.quad.integration, float)
     tau = ca.DM(disc.quad.tau).T
-    U = ca.MX.sym("U", nx, K)
-    p = ca.MX.sym("p", np_)
-    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
-    Wn = ca.MX.sym("Wn", nu, K)
-    xs, ps = ca.MX.sym("xs", nx), ca.MX.sym("ps", np_)
+    sym = interval_symbols(disc)
+    U, p, t0, h, Wn, xs = (sym[k] for k in ("U", "p", "t0", "h", "Wn", "xs"))
+    ps = ca.MX.sym("ps", np_)
     f_jac = _node_functions(disc)[0]
     fx, fp = f_jac.map(K)(t0 + h * tau, U, ca.repmat(p, 1, K), Wn)
     nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)), _stacked(fp, np_, K))
@@ -278,8 +269,7 @@ def constraint_jacobian(disc: Discretisation, w: ca.MX, data: ca.MX, g: ca.MX,
     J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
     nU = nx * K
     xs, ps = scales
-    p = w[:np_] * ps
-    U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+    U, p = unscaled_unknowns(disc, w, xs, ps)
     Ju, Jp = interval_defect_jacobian(disc).map(J)(
         U, p, pieces["t0"], pieces["h"], pieces["Wn"], xs, ps)
     defects = ca.horzcat(_stacked(Jp, np_, J), ca.diagcat(*ca.horzsplit(Ju, nU)))

@@ -40,6 +40,8 @@ from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
 from .collocation_derivatives import (constraint_jacobian, derivatives_version,
                                       lagrangian_hessian)
+from .collocation_layout import (collocation_parameters, interval_data, interval_symbols,
+                                 unscaled_unknowns)
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
                    require_one_of, require_positive, require_positive_int)
 
@@ -326,15 +328,6 @@ def ipopt_history(stats: dict[str, Any]) -> list[IterationRecord]:
 
 NLP_MAX_DIR = 8
 
-# The data of the collocation NLP, its parameters (not constants), so that the
-# generated code does not depend on the data: (name, rows, columns per interval)
-def _data_layout(disc: Discretisation) -> list[tuple[str, int, int]]:
-    m = disc.model
-    K, M = disc.K, disc.M
-    return [("t0", 1, 1), ("h", 1, 1), ("Wn", m.nu, K), ("S", M, K), ("ts", 1, M),
-            ("Ws", m.nu, M), ("Y", m.ny, M), ("Wt", m.ny, M)]
-
-
 def collocation_interval(disc: Discretisation) -> ca.Function:
     """One interval of the collocation NLP, to be mapped over all intervals.
 
@@ -347,16 +340,10 @@ def collocation_interval(disc: Discretisation) -> ca.Function:
     """
     m = disc.model
     K, M = disc.K, disc.M
-    nx, np_, nu, ny = m.nx, m.np, m.nu, m.ny
     A = ca.DM(np.asarray(disc.quad.integration, float))
     tau = ca.DM(disc.quad.tau).T
-    U = ca.MX.sym("U", nx, K)
-    p = ca.MX.sym("p", np_)
-    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
-    Wn, S = ca.MX.sym("Wn", nu, K), ca.MX.sym("S", M, K)
-    ts, Ws = ca.MX.sym("ts", 1, M), ca.MX.sym("Ws", nu, M)
-    Y, Wt = ca.MX.sym("Y", ny, M), ca.MX.sym("Wt", ny, M)
-    xs = ca.MX.sym("xs", nx)
+    args = interval_symbols(disc)
+    U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs = args.values()
     x = U[:, 0]
     # derivatives in at most NLP_MAX_DIR directions per sweep: CasADi's
     # default 64 made cmg's NLP 9 MB of C (its 64-direction derivatives of the
@@ -370,43 +357,8 @@ def collocation_interval(disc: Discretisation) -> ca.Function:
     Xs = ca.repmat(x, 1, M) + h * ca.mtimes(F, S.T)
     Ys = g.map(M)(ts, Xs, ca.repmat(p, 1, M), Ws)
     r = ca.vec(Wt * (Y - Ys))
-    return ca.Function("collocation_interval",
-                       [U, p, t0, h, Wn, S, ts, Ws, Y, Wt, xs], [defects, r, U[:, K - 1]],
-                       ["U", "p", "t0", "h", "Wn", "S", "ts", "Ws", "Y", "Wt", "xs"],
-                       ["defects", "r", "end"], few)
-
-
-def collocation_parameters(disc: Discretisation, Wt: np.ndarray) -> np.ndarray:
-    """The NLP's parameter vector: the data in :func:`_data_layout`'s order.
-
-    Parameters
-    ----------
-    Wt : ndarray (J, ny, M)
-        Square-root data weights (zero where missing).
-    """
-    J = disc.n_intervals
-    arrays = {"t0": disc.t0[None, :], "h": disc.h[None, :],
-              "Wn": to_map_layout(disc.node_inputs), "S": to_map_layout(disc.sample_rows),
-              "ts": to_map_layout(disc.sample_times[:, None, :]),
-              "Ws": to_map_layout(disc.sample_inputs), "Y": to_map_layout(disc.y),
-              "Wt": to_map_layout(Wt)}
-    parts = []
-    for name, rows, cols in _data_layout(disc):
-        a = np.asarray(arrays[name], float).reshape(rows, cols * J)
-        parts.append(a.ravel(order="F"))
-    return np.concatenate(parts)
-
-
-def interval_data(disc: Discretisation, data: ca.MX) -> dict[str, ca.MX]:
-    """Every interval's data, read from the NLP's parameter vector
-    (:func:`collocation_parameters`): one column block per interval, named
-    as the arguments of :func:`collocation_interval`."""
-    pieces, start = {}, 0
-    for name, rows, cols in _data_layout(disc):
-        n = rows * cols * disc.n_intervals
-        pieces[name] = ca.reshape(data[start:start + n], rows, cols * disc.n_intervals)
-        start += n
-    return pieces
+    return ca.Function("collocation_interval", list(args.values()), [defects, r, U[:, K - 1]],
+                       list(args), ["defects", "r", "end"], few)
 
 
 def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
@@ -435,10 +387,9 @@ def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
     """
     disc = setup.disc
     m = disc.model
-    J, K, nx, np_ = disc.n_intervals, disc.K, m.nx, m.np
+    J, K, nx = disc.n_intervals, disc.K, m.nx
     xs, ps = scales if scales is not None else (ca.DM(setup.x_scale), ca.DM(setup.p_scale))
-    p = w[:np_] * ps
-    U = ca.reshape(w[np_:], nx, J * K) * ca.repmat(xs, 1, J * K)
+    U, p = unscaled_unknowns(disc, w, xs, ps)
     pieces = interval_data(disc, data)
     defects, r, end = collocation_interval(disc).map(J)(
         U, p, pieces["t0"], pieces["h"], pieces["Wn"], pieces["S"], pieces["ts"],

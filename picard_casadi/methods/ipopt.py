@@ -13,9 +13,13 @@ The Picard map is linear in the vector field's node values, so the NLP maps
 the model's ``f`` over every node and integrates with sparse constant
 matrices; on the virtual machine the whole NLP is one graph expanded to SX
 (:func:`collocation_expressions_flat`), in generated code one interval's
-function mapped over the intervals (:func:`collocation_expressions`).  IPOPT solves it through ``casadi.nlpsol`` with the
-exact Hessian or the Gauss-Newton Hessian ``J^T J`` of the residuals (the way
-CasADi's system-identification example passes ``hess_lag``).  The data
+function mapped over the intervals (:func:`collocation_expressions`), with
+its Hessian and constraint Jacobian written interval by interval
+(:mod:`~picard_casadi.methods.collocation_derivatives`; CasADi's own
+derivatives of the mapped graph took half of IPOPT's time).  IPOPT solves it
+through ``casadi.nlpsol`` with the exact Hessian or the Gauss-Newton Hessian
+``J^T J`` of the residuals (the way CasADi's system-identification example
+passes ``hess_lag``).  The data
 weights are NLP parameters, so re-weighting does not rebuild the NLP.  With
 code generation on, the NLP's functions are generated from the MX graph (the
 mapped vector field becomes a loop in C), compiled and cached like the Picard

@@ -213,13 +213,8 @@ def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int, nnz_fx: int) 
 
 
 def _nnz_fx(model: Any) -> int:
-    """Nonzeros of ``df/dx`` (structural)."""
-    pattern = getattr(model, "jacobian_pattern", None)
-    if pattern is None:
-        import casadi as ca
-
-        return int(ca.jacobian(model.rhs, model.x).nnz())
-    return int(np.count_nonzero(pattern))
+    """Nonzeros of ``df/dx`` (structural; the model's cached pattern)."""
+    return int(np.count_nonzero(model.jacobian_pattern))
 
 
 def dense_fits(intervals: int, K: int, nx: int) -> bool:

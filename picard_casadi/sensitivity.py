@@ -107,9 +107,10 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
     PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, system.A)
     R = PU - U
     rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
-    sel = np.arange(J) if only is None else np.flatnonzero(only)
+    # every interval, or (without copying f_x for all) the marked ones
+    sel = slice(None) if only is None else np.flatnonzero(only)
     dU = np.zeros_like(rhs)
-    if sel.size:
+    if only is None or sel.size:
         with np.errstate(all="ignore"):
             try:
                 dU[sel] = system.solve(h[sel], Fx[sel], rhs[sel])

@@ -254,6 +254,19 @@ def _virtual_machine(units: Mapping[str, tuple[ca.Function, int]]) -> dict[str, 
     return {name: f.map(count) for name, (f, count) in units.items()}
 
 
+def _kept_point(X: np.ndarray, U: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Copies of a point ``(X, U, p)`` to recognise it later (callers may reuse
+    their arrays)."""
+    return (np.array(X, float), np.array(U, float), np.array(p, float))
+
+
+def _same_point(kept: tuple[np.ndarray, ...], X: np.ndarray, U: np.ndarray,
+                p: np.ndarray) -> bool:
+    """Whether ``(X, U, p)`` is the point :func:`_kept_point` kept, exactly."""
+    return (np.array_equal(kept[0], X) and np.array_equal(kept[2], p)
+            and np.array_equal(kept[1], U))
+
+
 class Transcription:
     """The mapped functions of one problem and the numeric data they read.
 
@@ -307,10 +320,10 @@ class Transcription:
         self.x_scale = np.asarray(x_scale, float)
         self._data_common = self._pack_common()
         self._dm_memo: dict[str, tuple[np.ndarray, ca.DM]] = {}
-        # the inputs and outputs of the last trajectory() call (see summary())
+        # the point (_kept_point) and outputs of the last trajectory() call (see summary())
         self._last_trajectory: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
-        # (X, p, U, residual) of the last settle() (see there)
-        self._last_settled: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None
+        # the point and residual of the last settle() (see there)
+        self._last_settled: tuple[tuple[np.ndarray, ...], float] | None = None
         self._fixed_point = FixedPointLinearisation(disc, self.functions, self._common)
         self.set_weights(weights)
 
@@ -539,14 +552,13 @@ class Transcription:
         """
         Un = self.nodes_np(U)
         last = self._last_settled
-        if last is not None and last[3] <= tol and np.array_equal(last[2], Un) \
-                and np.array_equal(last[0], X) and np.array_equal(last[1], p):
-            return Un, last[3], 0  # just settled here (the accepted trial point)
+        if last is not None and last[1] <= tol and _same_point(last[0], X, Un, p):
+            return Un, last[1], 0  # just settled here (the accepted trial point)
         if self._fixed_point.sparse:
             out = self._settle_newton(X, Un, p, tol, max_sweeps)
         else:
             out = self._settle_dense(X, Un, p, tol, max_sweeps)
-        self._last_settled = (np.array(X, float), np.array(p, float), out[0].copy(), out[1])
+        self._last_settled = (_kept_point(X, out[0], p), out[1])
         return out
 
     def _settle_newton(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
@@ -582,11 +594,15 @@ class Transcription:
         """Scaled ``max |P U - U|`` (``inf`` if not finite), from one Picard application."""
         return self._scaled_residual(self.picard(X, U, p), U)
 
-    def _scaled_residual(self, PU: np.ndarray, U: np.ndarray) -> float:
-        """Scaled ``max |P U - U|`` of node values ``U`` and their Picard image ``PU``
-        (``inf`` if not finite)."""
+    def _interval_residuals(self, PU: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """Scaled ``max |P U - U|`` of each interval, ``(J,)``, from node values
+        ``U`` and their Picard image ``PU`` (NaN where not finite)."""
         with np.errstate(all="ignore"):
-            r = float(np.max(np.abs(PU - U) * (1.0 / self.x_scale[None, :, None])))
+            return np.max(np.abs(PU - U) * (1.0 / self.x_scale[None, :, None]), axis=(1, 2))
+
+    def _scaled_residual(self, PU: np.ndarray, U: np.ndarray) -> float:
+        """Scaled ``max |P U - U|`` over all intervals (``inf`` if not finite)."""
+        r = float(np.max(self._interval_residuals(PU, U)))
         return r if np.isfinite(r) else np.inf
 
     def _settle_dense(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, tol: float,
@@ -626,9 +642,8 @@ class Transcription:
             else:
                 # only the intervals not yet settled: a settle's later steps
                 # move a fraction of them (fa18-roll-rud: a third to a tenth)
+                unsettled = ~(self._interval_residuals(PU, U) <= tol)  # NaN: unsettled
                 with np.errstate(all="ignore"):
-                    unsettled = ~(np.max(np.abs(PU - U) * (1.0 / self.x_scale[None, :, None]),
-                                         axis=(1, 2)) <= tol)  # NaN: unsettled
                     U_full, _ = self._fixed_point.newton_step(
                         X, U, p, None if unsettled.all() else unsettled)
                 alpha, res_new = 1.0, np.inf
@@ -671,12 +686,10 @@ class Transcription:
         accepted trial point, whose merit was just evaluated), else one call.
         """
         last = self._last_trajectory
-        if last is not None:
-            (X0, U0, p0), (_, Ys, xe) = last
-            if (np.array_equal(X0, X) and np.array_equal(p0, p)
-                    and np.array_equal(U0, self.nodes_np(U))):
-                d = self.disc
-                return float(0.5 * np.sum(d.mask * (d.y - Ys) ** 2) / d.n_samples_total), xe
+        if last is not None and _same_point(last[0], X, self.nodes_np(U), p):
+            _, Ys, xe = last[1]
+            d = self.disc
+            return float(0.5 * np.sum(d.mask * (d.y - Ys) ** 2) / d.n_samples_total), xe
         c = self._common()
         sse, xe = (np.asarray(o) for o in self._call(
             "summary", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
@@ -717,9 +730,7 @@ class Transcription:
             "trajectory", X.T, self.nodes_arg(U), p, c["t0"], c["h"], c["Wn"], c["S"], c["ts"],
             c["Ws"]))
         out = (from_map_layout(Xs, J), from_map_layout(Ys, J), xe.T)
-        # kept for summary() at the same point (copies: callers may reuse their arrays)
-        self._last_trajectory = ((np.array(X, float), self.nodes_np(U).copy(),
-                                  np.array(p, float)), out)
+        self._last_trajectory = (_kept_point(X, self.nodes_np(U), p), out)  # for summary()
         return out
 
     def continuity_gap(self, X, U, p) -> tuple[float, float]:

@@ -39,6 +39,7 @@ round-off (``tests/test_collocation_derivatives.py``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import sys
@@ -53,6 +54,7 @@ __all__ = ["interval_hessian", "lagrangian_hessian", "interval_defect_jacobian",
            "constraint_jacobian", "derivatives_version"]
 
 
+@functools.cache
 def derivatives_version() -> str:
     """What identifies this construction: a hash of this module's source.
 
@@ -71,21 +73,29 @@ def _stacked(a: ca.MX, width: int, count: int) -> ca.MX:
     return ca.vertcat(*ca.horzsplit(a, width))
 
 
-def _node_functions(disc: Discretisation) -> tuple[ca.Function, ca.Function, ca.Function]:
-    """``f``'s Jacobian, the Hessian of ``mu . f`` (at one node) and ``g``'s
-    Jacobian (at one sample), each with respect to ``(x, p)``."""
+def _vector_field_jacobian(disc: Discretisation) -> ca.Function:
+    """``(t, x, p, u) -> (f_x, f_p)`` at one node."""
     m = disc.model
-    z = ca.vertcat(m.x, m.p)
+    return ca.Function("f_jac", [m.t, m.x, m.p, m.u],
+                       [ca.jacobian(m.rhs, m.x), ca.jacobian(m.rhs, m.p)])
+
+
+def _vector_field_curvature(disc: Discretisation) -> ca.Function:
+    """``(t, x, p, u, mu) -> (H_xx, H_xp, H_pp)``, the Hessian of ``mu . f`` at
+    one node."""
+    m = disc.model
     mu = ca.SX.sym("mu", m.nx)
-    H = ca.hessian(ca.dot(mu, m.rhs), z)[0]
+    H = ca.hessian(ca.dot(mu, m.rhs), ca.vertcat(m.x, m.p))[0]
     nx = m.nx
-    f_jac = ca.Function("f_jac", [m.t, m.x, m.p, m.u],
-                        [ca.jacobian(m.rhs, m.x), ca.jacobian(m.rhs, m.p)])
-    f_hess = ca.Function("f_hess", [m.t, m.x, m.p, m.u, mu],
-                         [H[:nx, :nx], H[:nx, nx:], H[nx:, nx:]])
-    g_jac = ca.Function("g_jac", [m.t, m.x, m.p, m.u],
-                        [ca.jacobian(m.y, m.x), ca.jacobian(m.y, m.p)])
-    return f_jac, f_hess, g_jac
+    return ca.Function("f_hess", [m.t, m.x, m.p, m.u, mu],
+                       [H[:nx, :nx], H[:nx, nx:], H[nx:, nx:]])
+
+
+def _output_jacobian(disc: Discretisation) -> ca.Function:
+    """``(t, x, p, u) -> (g_x, g_p)`` at one sample."""
+    m = disc.model
+    return ca.Function("g_jac", [m.t, m.x, m.p, m.u],
+                       [ca.jacobian(m.y, m.x), ca.jacobian(m.y, m.p)])
 
 
 def _output_curvature(disc: Discretisation) -> ca.Function | None:
@@ -126,7 +136,8 @@ def interval_hessian(disc: Discretisation) -> ca.Function:
     args["sigma"] = sigma = ca.MX.sym("sigma")
     f = ca.Function("f", [m.t, m.x, m.p, m.u], [m.rhs])
     g = ca.Function("g", [m.t, m.x, m.p, m.u], [m.y])
-    f_jac, f_hess, g_jac = _node_functions(disc)
+    f_jac, f_hess, g_jac = (_vector_field_jacobian(disc), _vector_field_curvature(disc),
+                            _output_jacobian(disc))
     g_hess = _output_curvature(disc)
 
     tk = t0 + h * tau
@@ -231,7 +242,7 @@ def interval_defect_jacobian(disc: Discretisation) -> ca.Function:
     sym = interval_symbols(disc)
     U, p, t0, h, Wn, xs = (sym[k] for k in ("U", "p", "t0", "h", "Wn", "xs"))
     ps = ca.MX.sym("ps", np_)
-    f_jac = _node_functions(disc)[0]
+    f_jac = _vector_field_jacobian(disc)
     fx, fp = f_jac.map(K)(t0 + h * tau, U, ca.repmat(p, 1, K), Wn)
     nodes = ca.horzcat(ca.diagcat(*ca.horzsplit(fx, nx)), _stacked(fp, np_, K))
     # (e_0 - e_k) kron I for the rows k = 1 .. K-1

@@ -130,3 +130,17 @@ def test_a_model_without_parameters():
     (g_ref, jac_ref), (g, jac) = _both_jacobians(setup)
     np.testing.assert_array_equal(np.asarray(g_ref), np.asarray(g))
     _assert_same(jac_ref, jac)
+
+
+@pytest.mark.parametrize("hessian", ["exact", "gauss-newton"])
+def test_virtual_machine_forms_agree(hessian):
+    """Without code generation IPOPT solves the per-interval NLP with these
+    derivatives (the default) or, with ``expand=True``, the whole NLP expanded
+    to SX with CasADi's: the same NLP, so the same path and optimum."""
+    prob = pc.problem("lotka-volterra", seed=1)
+    kw = dict(codegen=False, refine=False, uncertainty=False, hessian=hessian)
+    per_interval = prob.estimate("ipopt", **kw)
+    flat = prob.estimate("ipopt", expand=True, **kw)
+    assert per_interval.success and flat.success
+    assert per_interval.iterations == flat.iterations
+    np.testing.assert_allclose(per_interval.p, flat.p, rtol=1e-9)

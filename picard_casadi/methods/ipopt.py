@@ -11,12 +11,13 @@ is the first node, ``u_j[:, 0]``):
 with the same nodes, scheme, ``T``, start and scaling as ``method="picard"``.
 The Picard map is linear in the vector field's node values, so the NLP maps
 the model's ``f`` over every node and integrates with sparse constant
-matrices; on the virtual machine the whole NLP is one graph expanded to SX
-(:func:`collocation_expressions_flat`), in generated code one interval's
-function mapped over the intervals (:func:`collocation_expressions`), with
-its Hessian and constraint Jacobian written interval by interval
-(:mod:`~picard_casadi.methods.collocation_derivatives`; CasADi's own
-derivatives of the mapped graph took half of IPOPT's time).  IPOPT solves it
+matrices: one interval's function mapped over the intervals
+(:func:`collocation_expressions`), with its Hessian and constraint Jacobian
+written interval by interval (:mod:`~picard_casadi.methods.collocation_derivatives`;
+CasADi's own derivatives of the mapped graph took half of IPOPT's time), in
+generated code and on the virtual machine alike; with ``expand=True`` the
+virtual machine solves instead the whole NLP as one graph expanded to SX
+(:func:`collocation_expressions_flat`).  IPOPT solves it
 through ``casadi.nlpsol`` with the exact Hessian or the Gauss-Newton Hessian
 ``J^T J`` of the residuals (the way CasADi's system-identification example
 passes ``hess_lag``).  The data
@@ -138,8 +139,13 @@ class IpoptOptions:
     hessian : {"exact", "gauss-newton"}
         Exact Hessian of the Lagrangian, or ``J^T J`` of the data residuals.
     expand : bool
-        On CasADi's virtual machine, expand the NLP's MX graph to SX (much
-        faster to evaluate).  Generated code is built from MX either way.
+        On CasADi's virtual machine, solve the NLP as one graph over all
+        intervals expanded to SX, with CasADi's derivatives, instead of the
+        per-interval form that generated code uses (the default).  Per
+        iteration the expanded graph is 1.3-1.5x faster, but it is built
+        anew at every call: 10-16 s on the F/A-18 runs and about 130 s on
+        cmg, against 0.1-0.5 s (``docs/performance.md``, "IPOPT's NLP").
+        Generated code is built from the per-interval form either way.
     ipopt_options : dict, optional
         Passed to IPOPT unchanged (for example ``{"linear_solver": "ma27"}``).
     print_level : int
@@ -151,7 +157,7 @@ class IpoptOptions:
     max_iter: int = 3000
     tol: float = 1e-10
     hessian: str = "exact"
-    expand: bool = True
+    expand: bool = False
     ipopt_options: dict[str, Any] | None = field(default=None)
     print_level: int = 0
     lam: float = 0.0
@@ -409,11 +415,10 @@ def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX
                                  ) -> tuple[ca.MX, ca.MX, ca.MX]:
     """The NLP of :func:`collocation_expressions` as one graph over all intervals.
 
-    The form for CasADi's virtual machine, expanded to SX: on fa18-roll-ail it
-    builds in 9 s and solves in 1.3 s, where the mapped interval (the form for
-    code generation) took 8 s and 19 s, and the mapped interval expanded to SX
-    68 s and 4 s.  The data are constants here; only the weights are NLP
-    parameters.
+    The form of ``expand=True`` on CasADi's virtual machine, expanded to SX
+    and differentiated by CasADi: faster per iteration than the per-interval
+    form, slow to build (``IpoptOptions.expand``).  The data are constants
+    here; only the weights are NLP parameters.
 
     The Picard map is linear in the vector-field values at the nodes, so the
     model's ``f`` is mapped once over every node of every interval and the
@@ -487,11 +492,14 @@ class CollocationNLP:
         ipopt.update(opts.ipopt_options or {})
         n_g = J * nx * (K - 1) + nx * int(np.sum(disc.has_next))
 
-        def build(compiled: bool) -> tuple[dict[str, ca.MX], dict[str, Any], Derived]:
-            # generated code: the interval function mapped, data as parameters
-            # (the C does not depend on the data or the number of intervals);
-            # virtual machine: one graph over all intervals, expanded to SX
-            if compiled:
+        def build(flat: bool) -> tuple[dict[str, ca.MX], dict[str, Any], Derived]:
+            # per interval (generated code, and the virtual machine by
+            # default): the interval function mapped, data as parameters (the
+            # C does not depend on the data or the number of intervals), its
+            # Hessian and Jacobian from the NLP's structure; flat (the virtual
+            # machine with expand=True): one graph over all intervals,
+            # expanded to SX, differentiated by CasADi
+            if not flat:
                 # the scales are parameters too: they come from the data (the
                 # initial guess's magnitudes), and as constants they made
                 # every data set a new NLP to compile (cmg: 50 s per seed)
@@ -511,19 +519,17 @@ class CollocationNLP:
             nlp = {"x": w, "p": data, "f": 0.5 * ca.sumsqr(r_data),
                    "g": ca.vertcat(ca.vec(defects), ca.vec(cont))}
             solver_opts: dict[str, Any] = {
-                "ipopt": ipopt, "print_time": False,
-                "expand": bool(opts.expand) and not compiled,
+                "ipopt": ipopt, "print_time": False, "expand": flat,
                 "error_on_fail": False, "iteration_callback": self._stop,
             }
             derived: Derived = {}
-            if compiled:
+            if not flat:
                 solver_opts["oracle_options"] = {"max_num_dir": NLP_MAX_DIR}
-            if compiled and STRUCTURED_DERIVATIVES:
+            if not flat and STRUCTURED_DERIVATIVES:
                 # CasADi's own derivatives of the mapped graph sweep every
                 # interval once per colour (cmg: the Hessian 0.5 s and the
                 # Jacobian 0.12 s of IPOPT's 0.87 s per iteration); written
-                # from the NLP's structure instead (docs/performance.md), and
-                # built only when the NLP is compiled
+                # from the NLP's structure instead (docs/performance.md)
                 pieces = interval_data(disc, data[:n_data])
                 scales = (data[n_data:n_data + nx], data[n_data + nx:])
                 derived["jac_g"] = lambda: constraint_jacobian(disc, w, data, nlp["g"],
@@ -546,19 +552,24 @@ class CollocationNLP:
             try:
                 # generated from the MX graph: the mapped interval becomes a
                 # loop in C; expanded to SX the same NLP is hundreds of MB of C
-                nlp, solver_opts, derived = build(True)
+                nlp, solver_opts, derived = build(flat=False)
                 self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts, derived,
                                              f"{opts.hessian} {derivatives_version()}")
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
-                             "each interval expanded to SX (its fastest uncompiled form)")
+                             "interval by interval")
             except CodegenError as err:  # a compiler or cache that failed on this NLP
                 if getattr(setup.tr.functions, "strict", True):
                     raise
                 self.note = (f"codegen='auto': the IPOPT NLP runs on CasADi's virtual "
                              f"machine: {err}")
         if self.solver is None:
-            nlp, solver_opts, _ = build(False)
+            # the virtual machine: the same per-interval NLP and derivatives
+            # (built in a fraction of a second), or with expand=True the flat
+            # graph expanded to SX (faster per iteration, but its build took
+            # 10-16 s on the F/A-18 runs and 130 s on cmg, at every call)
+            nlp, solver_opts, derived = build(flat=bool(opts.expand))
+            solver_opts.update({k: make() for k, make in derived.items()})
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)
         self.n_g = n_g
         self.monitor = self._stop

@@ -141,10 +141,11 @@ class IpoptOptions:
     expand : bool
         On CasADi's virtual machine, solve the NLP as one graph over all
         intervals expanded to SX, with CasADi's derivatives, instead of the
-        per-interval form that generated code uses (the default).  Per
-        iteration the expanded graph is 1.3-1.5x faster, but it is built
-        anew at every call: 10-16 s on the F/A-18 runs and about 130 s on
-        cmg, against 0.1-0.5 s (``docs/performance.md``, "IPOPT's NLP").
+        per-interval form that generated code uses (the default).  Its
+        solve is about 1.3x faster on the F/A-18 runs (slower on cmg), but
+        it is built anew at every call: 9-16 s on the F/A-18 runs and about
+        two minutes on cmg, against 0.02-0.2 s (``docs/performance.md``,
+        "IPOPT's NLP").
         Generated code is built from the per-interval form either way.
     ipopt_options : dict, optional
         Passed to IPOPT unchanged (for example ``{"linear_solver": "ma27"}``).
@@ -566,8 +567,8 @@ class CollocationNLP:
         if self.solver is None:
             # the virtual machine: the same per-interval NLP and derivatives
             # (built in a fraction of a second), or with expand=True the flat
-            # graph expanded to SX (faster per iteration, but its build took
-            # 10-16 s on the F/A-18 runs and 130 s on cmg, at every call)
+            # graph expanded to SX (its build took 9-16 s on the F/A-18 runs
+            # and 126 s on cmg, at every call)
             nlp, solver_opts, derived = build(flat=bool(opts.expand))
             solver_opts.update({k: make() for k, make in derived.items()})
             self.solver = ca.nlpsol("collocation", "ipopt", nlp, solver_opts)

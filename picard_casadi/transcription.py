@@ -640,25 +640,53 @@ class Transcription:
                     if res_new >= res:
                         continue
             else:
-                # only the intervals not yet settled: a settle's later steps
-                # move a fraction of them (fa18-roll-rud: a third to a tenth)
-                unsettled = ~(self._interval_residuals(PU, U) <= tol)  # NaN: unsettled
-                with np.errstate(all="ignore"):
-                    U_full, _ = self._fixed_point.newton_step(
-                        X, U, p, None if unsettled.all() else unsettled)
-                alpha, res_new = 1.0, np.inf
-                while alpha >= 1.0 / 64 and calls < max_sweeps:
-                    U_new = U + alpha * (U_full - U)
-                    PU_new = self.picard(X, U_new, p)
-                    calls += 1
-                    res_new = residual(PU_new, U_new)
-                    if res_new < res:
-                        break
-                    alpha *= 0.5
+                U_new, PU_new, calls = self._damped_newton_step(X, U, PU, p, tol, calls,
+                                                                max_sweeps)
+                res_new = residual(PU_new, U_new)
                 if not res_new < res:
                     break  # no progress from here
             U, PU, res = U_new, PU_new, res_new
         return U, res, calls
+
+    def _damped_newton_step(self, X: np.ndarray, U: np.ndarray, PU: np.ndarray,
+                            p: np.ndarray, tol: float, calls: int, max_calls: int
+                            ) -> tuple[np.ndarray, np.ndarray, int]:
+        """One dense Newton step on the intervals not yet settled, damped interval
+        by interval.
+
+        Each interval's fixed point is a system of its own, so a step is
+        halved (down to 1/64) only on the intervals whose scaled residual it
+        does not lower, and an interval that no step lowers keeps its node
+        values; one Picard application per halving evaluates every trial at
+        once.  (One damping for all intervals, judged on the largest
+        residual, slowed every interval to the worst one's pace: up to 14
+        Newton steps per iteration on ``fa18-roll-rud``, docs/performance.md.)
+
+        Returns
+        -------
+        U_new, PU_new : ndarray (J, nx, K)
+            Node values after the step and their Picard image.
+        calls : int
+            ``calls`` plus the Picard applications used.
+        """
+        res_j = self._interval_residuals(PU, U)
+        # only the intervals not yet settled: a settle's later steps move a
+        # fraction of them (fa18-roll-rud: a third to a tenth)
+        todo = ~(res_j <= tol)  # NaN: unsettled
+        with np.errstate(all="ignore"):
+            U_full, _ = self._fixed_point.newton_step(X, U, p, None if todo.all() else todo)
+        step = U_full - U
+        U_new, PU_new = U.copy(), PU.copy()
+        alpha = 1.0
+        while todo.any() and alpha >= 1.0 / 64 and calls < max_calls:
+            trial = U + alpha * step
+            PU_trial = self.picard(X, trial, p)
+            calls += 1
+            better = todo & (self._interval_residuals(PU_trial, trial) < res_j)
+            U_new[better], PU_new[better] = trial[better], PU_trial[better]
+            todo &= ~better
+            alpha *= 0.5
+        return U_new, PU_new, calls
 
     def gradient(self, X, U, p, V, lam) -> tuple[float, np.ndarray, np.ndarray]:
         """Objective ``0.5 |r|^2`` and its gradient in ``X`` ``(J, nx)`` and ``p``."""

@@ -77,6 +77,14 @@ TRIAL_FIXED_POINT_TOL = 1e-12
 TRIAL_ACCEPT_FIXED_POINT = 1e-8
 # a step whose merit ratio falls below this gets a second-order correction
 SOC_RATIO = 0.75
+# ... unless the correction moves an interval start (scaled, largest shift)
+# by more than SOC_MAX_SHIFT_RADII trust-region radii or by SOC_MAX_SHIFT of
+# the state's scale: not a second-order correction, and settling its node
+# values cost up to 50 Picard applications for a point never kept on the
+# F/A-18 runs (docs/performance.md).  (A warm start on a finer mesh needed a
+# correction of five radii.)
+SOC_MAX_SHIFT_RADII = 10.0
+SOC_MAX_SHIFT = 1.0
 # below this scaled gap norm the gaps are round-off: no reason to raise rho
 RHO_GAP_FLOOR = 1e-10
 # predicted gains below this fraction of the merit are at the level of its round-off
@@ -219,10 +227,15 @@ class ConstrainedGaussNewtonStep:
 
         Returns
         -------
-        (Xs, U, merit, evaluations) or None when the corrected point cannot be evaluated.
+        (Xs, U, merit, evaluations) or None when the corrected point cannot be
+        evaluated, or its shift is not small (``SOC_MAX_SHIFT_RADII``,
+        ``SOC_MAX_SHIFT``).
         """
         s = self.setup
         d = gap_closing_shift(s.disc, E, c_new)
+        if not float(np.max(np.abs(d), initial=0.0)) <= min(SOC_MAX_SHIFT_RADII * self.radius,
+                                                           SOC_MAX_SHIFT):
+            return None  # not a small correction (NaN too): not worth settling
         xl, xu, _, _ = s.scaled_bounds
         Xc = np.where(s.free_x, np.clip(Xn + d, xl, xu), Xn)
         d = Xc - Xn

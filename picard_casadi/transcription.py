@@ -659,8 +659,7 @@ class Transcription:
         does not lower, and an interval that no step lowers keeps its node
         values; one Picard application per halving evaluates every trial at
         once.  (One damping for all intervals, judged on the largest
-        residual, slowed every interval to the worst one's pace: up to 14
-        Newton steps per iteration on ``fa18-roll-rud``, docs/performance.md.)
+        residual, held every interval to the worst one's pace.)
 
         Returns
         -------

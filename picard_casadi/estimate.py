@@ -154,9 +154,8 @@ class _Solved:
 # that have these fields).  A round only has to give the next weights, which
 # the rounds settle to 1 %: at a Gauss-Newton cosine of 1e-3 the misfit is
 # within ~1e-6 of its minimum, and so are the residual variances; the last
-# round is solved to the method's own tolerance.  (gtol 1e-5 cost 2-4 more
-# iterations per call on the F/A-18 runs for the same weights to 1e-5;
-# docs/performance.md, "Weight rounds".)
+# round is solved to the method's own tolerance (docs/performance.md,
+# "Weight rounds").
 _ROUND_TOLERANCES = {"gtol": 1e-3, "ftol": 1e-7, "tol": 1e-5}
 
 

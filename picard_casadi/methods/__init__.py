@@ -30,7 +30,7 @@ Where each piece lives:
 
   - ``collocation_layout``: its unknowns, and its data as NLP parameters;
   - ``collocation_derivatives``: its Hessian and constraint Jacobian,
-    written interval by interval for the generated form;
+    written interval by interval (generated code and the virtual machine);
 * ``breakdown``: numerical failures inside a step or solve turned into an
   honest result.
 """

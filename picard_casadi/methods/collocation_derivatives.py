@@ -1,7 +1,8 @@
 """The collocation NLP's derivatives for IPOPT, written interval by interval.
 
-The generated form of the NLP (:func:`~picard_casadi.methods.ipopt.collocation_expressions`)
-maps one interval's function over the intervals.  CasADi's own derivatives
+The NLP of generated code and, by default, of the virtual machine
+(:func:`~picard_casadi.methods.ipopt.collocation_expressions`) maps one
+interval's function over the intervals.  CasADi's own derivatives
 of that graph colour the whole matrix and evaluate one sweep of every
 interval per colour: the parameters couple all intervals, so there are
 about as many colours as one interval has unknowns (cmg: about 140), and
@@ -51,10 +52,17 @@ from ..discretisation import Discretisation
 from .collocation_layout import interval_symbols, unscaled_unknowns
 
 __all__ = ["interval_hessian", "lagrangian_hessian", "interval_defect_jacobian",
-           "constraint_jacobian", "derivatives_version"]
+           "constraint_jacobian", "derivatives_version", "source_version"]
 
 
 @functools.cache
+def source_version(obj: object) -> str:
+    """A hash of the source of ``obj`` (a module or a function): what
+    identifies a construction of derivative functions in a compiled NLP's
+    cache key, instead of their serialisation."""
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
 def derivatives_version() -> str:
     """What identifies this construction: a hash of this module's source.
 
@@ -62,7 +70,7 @@ def derivatives_version() -> str:
     this instead of their serialisation (about a second on cmg, at every
     call); any change to the construction changes the key.
     """
-    return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
+    return source_version(sys.modules[__name__])
 
 
 def _stacked(a: ca.MX, width: int, count: int) -> ca.MX:

@@ -44,7 +44,7 @@ from ..interrupts import interrupted, interruptible, reraise_if_interrupted
 from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
 from .collocation_derivatives import (constraint_jacobian, derivatives_version,
-                                      lagrangian_hessian)
+                                      lagrangian_hessian, source_version)
 from .collocation_layout import (collocation_parameters, interval_data, interval_symbols,
                                  unscaled_unknowns)
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
@@ -58,9 +58,10 @@ HESSIANS = ("exact", "gauss-newton")
 #: nlpsol options holding derivative functions, each built on demand
 Derived = dict[str, Callable[[], ca.Function]]
 
-#: The compiled NLP's Hessian and constraint Jacobian from its structure
-#: (:mod:`~picard_casadi.methods.collocation_derivatives`); False leaves them
-#: to CasADi, as ``benchmarks/ipopt_derivatives.py`` does to compare
+#: The per-interval NLP's Hessian and constraint Jacobian from its structure
+#: (:mod:`~picard_casadi.methods.collocation_derivatives`), compiled or on the
+#: virtual machine; False leaves them to CasADi, as
+#: ``benchmarks/ipopt_derivatives.py`` does to compare
 STRUCTURED_DERIVATIVES = True
 
 
@@ -554,8 +555,13 @@ class CollocationNLP:
                 # generated from the MX graph: the mapped interval becomes a
                 # loop in C; expanded to SX the same NLP is hundreds of MB of C
                 nlp, solver_opts, derived = build(flat=False)
+                # what builds the derived functions: the structured Jacobian
+                # (and Hessian), and for gauss-newton the J^T J of
+                # gauss_newton_hessian, whose changes must change the key too
+                construction = derivatives_version() + (
+                    "" if opts.hessian == "exact" else f" {source_version(gauss_newton_hessian)}")
                 self.solver = compile_nlpsol("collocation", "ipopt", nlp, solver_opts, derived,
-                                             f"{opts.hessian} {derivatives_version()}")
+                                             f"{opts.hessian} {construction}")
             except NlpTooLarge as err:
                 self.note = (f"IPOPT: {err}; the NLP runs on CasADi's virtual machine, "
                              "interval by interval")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from picard_casadi.methods import least_squares
 from picard_casadi.methods.least_squares import (bounded_least_squares, least_squares_solution,
-                                                 least_violation, triangular_factor,
-                                                 working_set_step)
+                                                 least_violation, nearest_feasible,
+                                                 triangular_factor, working_set_step)
 
 
 def _ill_conditioned(m: int, n: int, cond: float, rng: np.random.Generator) -> np.ndarray:
@@ -87,6 +88,47 @@ def test_bounded_least_squares_has_one_minimiser_whatever_the_feasible_start():
         assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
     # the start is not changed by the solve
     np.testing.assert_array_equal(first, least_violation(C, d, lo, hi, np.full(n, 1e-3)))
+
+
+def test_nearest_feasible_is_the_smallest_feasible_point():
+    """The dual active-set point against the primal active-set QP ``min |sqrt(s)
+    theta|^2 / 2`` over the same bounds, started from Newton's feasible point:
+    one strictly convex problem, one minimiser; the bounds hold."""
+    rng = np.random.default_rng(7)
+    n = 8
+    C = rng.standard_normal((300, n))
+    d = rng.standard_normal(300)
+    v = C @ rng.standard_normal(n) + d
+    lo, hi = v - rng.uniform(0.1, 2.0, 300), v + rng.uniform(0.1, 2.0, 300)
+    lo[::7] = -np.inf  # one-sided rows too
+    scale = rng.uniform(0.5, 4.0, n)
+    assert np.any((d < lo) | (d > hi))
+    theta = nearest_feasible(C, d, lo, hi, scale)
+    w = C @ theta + d
+    assert np.all(w >= lo - 1e-9) and np.all(w <= hi + 1e-9)
+    saved = least_squares.nearest_feasible
+    least_squares.nearest_feasible = lambda *a, **k: None  # Newton's start only
+    try:
+        start = least_violation(C, d, lo, hi, scale)
+    finally:
+        least_squares.nearest_feasible = saved
+    qp = bounded_least_squares(np.diag(np.sqrt(scale)), np.zeros(n), np.zeros(n),
+                               np.ones(n, bool), C, d, lo, hi, start=start)
+    assert np.sqrt(scale) @ np.abs(theta) > 0.1  # a real move
+    np.testing.assert_allclose(theta, qp, rtol=1e-8, atol=1e-10)
+
+
+def test_nearest_feasible_reports_contradictory_bounds():
+    """No theta meets x >= 1 and x <= -1 on one row: None (least_violation then
+    falls back to the least violation, below)."""
+    C = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    d = np.array([5.0, 5.0, 0.0])
+    lo = np.array([1.0, -np.inf, -1.0])
+    hi = np.array([np.inf, -1.0, 1.0])
+    assert nearest_feasible(C, d, lo, hi, np.ones(2)) is None
+    # a violated row that no entry of theta moves
+    assert nearest_feasible(np.zeros((1, 2)), np.array([3.0]), np.array([0.0]),
+                            np.array([1.0]), np.ones(2)) is None
 
 
 def test_least_violation_keeps_zero_when_it_is_feasible():

@@ -30,6 +30,8 @@ Every ``x_j`` is clipped into the state box.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import casadi as ca
 import numpy as np
 
@@ -46,6 +48,18 @@ GUESSES = ("simulation", "anchored", "shooting")
 #: CVODES tolerances of the initial-guess simulation
 GUESS_RTOL = 1e-6
 GUESS_ATOL = 1e-8
+
+
+class WholeMesh(Protocol):
+    """Functions of every interval of the mesh at once (the transcription's,
+    compiled where it is), for the fixed points of the guess."""
+
+    def picard(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """One Picard application, ``(J, nx, K)``, from starts ``(J, nx)``."""
+
+    def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                    only: np.ndarray | None = None) -> np.ndarray:
+        """Node values after one Newton step on the intervals ``only`` marks."""
 
 
 def local_regression(ts: np.ndarray, vs: np.ndarray, t: float, half_width: float,
@@ -128,7 +142,8 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
 
 def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSystem,
                            disc: Discretisation, js: np.ndarray, starts: np.ndarray,
-                           p0: np.ndarray, max_sweeps: int, typical: np.ndarray
+                           p0: np.ndarray, max_sweeps: int, typical: np.ndarray,
+                           whole: WholeMesh | None = None
                            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Solve ``U = P U`` on the intervals ``js`` from the constant starts ``starts``.
 
@@ -139,8 +154,12 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     zero made every change look like divergence, and such an interval started
     constant.  The sweeps of all the intervals are one mapped call; each
     interval keeps its own state (sweeping, Newton, settled, failed) and
-    takes the same steps as on its own.  Where the mapped call fails, each
+    takes the same steps as on its own.  Where ``js`` is every interval of
+    the mesh and ``whole`` is given, its functions (the transcription's,
+    compiled where it is) make the sweeps and one batched Newton step for
+    all the intervals in Newton mode.  Where the mapped call fails, each
     interval is solved alone (one that fails alone starts constant).
+    ``typical`` is ``(nx,)``, or ``(n, nx)``: one row per interval.
 
     Returns
     -------
@@ -153,9 +172,19 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     const = np.repeat(starts[:, :, None], K, axis=2)
     U = const.copy()
     scale = np.maximum(np.maximum(np.abs(starts), 1e-3 * typical), 1e-8)[:, :, None]
-    picard = fns.picard.map(n)
-    t0, h = disc.t0[js][None, :], disc.h[js][None, :]
-    inputs = np.concatenate([disc.node_inputs[j] for j in js], axis=1)
+    if whole is not None and not (n == disc.n_intervals and np.array_equal(js, np.arange(n))):
+        whole = None  # its functions take every interval of the mesh
+    if whole is None:
+        mapped = fns.picard.map(n)
+        t0, h = disc.t0[js][None, :], disc.h[js][None, :]
+        inputs = np.concatenate([disc.node_inputs[j] for j in js], axis=1)
+
+        def picard(U: np.ndarray) -> np.ndarray:
+            out = mapped(starts.T, U.transpose(1, 0, 2).reshape(nx, n * K), p0, t0, h, inputs)
+            return np.asarray(out).reshape(nx, n, K).transpose(1, 0, 2)
+    else:
+        def picard(U: np.ndarray) -> np.ndarray:
+            return whole.picard(starts, U, p0)
     prev = np.full(n, np.inf)
     newton = np.zeros(n, dtype=bool)
     settled = np.zeros(n, dtype=bool)
@@ -168,20 +197,29 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
             new = U.copy()
             if np.any(active & ~newton):
                 try:
-                    out = picard(starts.T, U.transpose(1, 0, 2).reshape(nx, n * K), p0,
-                                 t0, h, inputs)
+                    out = picard(U)
                 except RuntimeError as err:
                     reraise_if_interrupted(err)
                     if n == 1:
                         break
-                    parts = [_interval_fixed_points(fns, f_der, system, disc, js[i:i + 1],
-                                                    starts[i:i + 1], p0, max_sweeps, typical)
-                             for i in range(n)]
+                    parts = [_interval_fixed_points(
+                        fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], p0, max_sweeps,
+                        typical if np.ndim(typical) == 1 else typical[i]) for i in range(n)]
                     return (np.concatenate([u for u, _ in parts]),
                             np.concatenate([ok for _, ok in parts]))
                 sweep = active & ~newton
-                new[sweep] = np.asarray(out).reshape(nx, n, K).transpose(1, 0, 2)[sweep]
-            for i in np.flatnonzero(active & newton):
+                new[sweep] = out[sweep]
+            stepping = active & newton
+            if whole is not None and stepping.any():
+                # one batched Newton step for every interval in Newton mode
+                # (a singular interval's step is NaN: it fails below)
+                try:
+                    stepped = whole.newton_step(starts, U, p0, stepping)
+                    new[stepping] = stepped[stepping]
+                    stepping = np.zeros(n, dtype=bool)
+                except RuntimeError as err:
+                    reraise_if_interrupted(err)  # then interval by interval, below
+            for i in np.flatnonzero(stepping):
                 j = js[i]
                 try:
                     new[i] = newton_fixed_point_step(
@@ -211,6 +249,78 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     return U, settled
 
 
+class _ExperimentPlan:
+    """Where one experiment's interval starts come from (:func:`_experiment_plan`)."""
+
+    def __init__(self, sl: slice, x0: np.ndarray, typical: np.ndarray, start, batched: bool,
+                 starts: np.ndarray | None) -> None:
+        self.sl, self.x0, self.typical, self.start = sl, x0, typical, start
+        self.batched = batched
+        self.js = np.arange(sl.start, sl.stop)
+        self.starts = starts
+
+
+def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarray,
+                     estimate_x0: bool, lo: np.ndarray, hi: np.ndarray, typical: np.ndarray,
+                     strategy: str, notes: list[str]) -> _ExperimentPlan:
+    """Experiment ``e``'s interval starts: the local regressions of its measured
+    states and, for the others, its simulation from ``x0`` with ``p0`` or
+    (``start(j, carry)``) the previous interval's end ``carry``; ``batched``
+    where every start is known before any fixed point."""
+    from .errors import SimulationError
+    from .simulate import simulate
+
+    model = disc.model
+    sl = disc.intervals_of[e]
+    exp = disc.experiments[e]
+    x0 = np.asarray(x0, float).copy()
+    measured = {}
+    for i, (ts, vs) in measured_state_series(disc, e).items():
+        spacing = float(np.median(np.diff(ts))) if ts.size > 1 else disc.T
+        measured[i] = local_regressions(ts, vs, disc.t0[sl], max(0.5 * disc.T, 2.01 * spacing))
+
+    def start_of(j: int, carry: np.ndarray) -> np.ndarray:
+        x = carry.copy()
+        if j == sl.start and not estimate_x0:
+            return x0.copy()
+        for i, vals in measured.items():
+            x[i] = vals[j - sl.start]
+        return np.clip(x, lo, hi)
+
+    traj = None
+    # the simulation supplies the unmeasured states: with every state
+    # measured it would be overwritten entirely (docs/design.md)
+    unmeasured = len(measured) < model.nx
+    if strategy == "shooting" or (strategy == "simulation" and unmeasured):
+        try:
+            # a start, not an answer: CVODES at 1e-6 (fa18-roll-beta:
+            # 0.5 s against 1.7 s at the default 1e-10)
+            traj = simulate(model, x0, p0, disc.t0[sl], exp, t0=exp.t0,
+                            rtol=GUESS_RTOL, atol=GUESS_ATOL)
+        except (SimulationError, ValueError):
+            notes.append(f"initial guess: the simulation of {exp.name!r} with p0 "
+                         "failed; its states are propagated interval by interval")
+    if traj is None:
+        start = start_of  # anchored: unmeasured states carried from the previous interval
+    else:
+        def start(j: int, carry: np.ndarray) -> np.ndarray:
+            """Interval ``j``'s start where the simulation supplies it."""
+            if strategy == "shooting":
+                if j == sl.start and not estimate_x0:
+                    return x0.copy()
+                return np.clip(traj[j - sl.start], lo, hi)
+            return start_of(j, traj[j - sl.start])
+    # the simulation's magnitudes too: an unmeasured state that starts at
+    # zero (a pendulum's rate) otherwise has no scale but the 1e-8 floor,
+    # and its first sweep looked like divergence
+    typical_e = typical if traj is None else np.maximum(
+        typical, np.max(np.abs(np.where(np.isfinite(traj), traj, 0.0)), axis=0))
+    batched = traj is not None or len(measured) == model.nx
+    starts = (np.array([start(j, x0) for j in range(sl.start, sl.stop)]) if batched
+              else None)
+    return _ExperimentPlan(sl, x0, typical_e, start, batched, starts)
+
+
 def initial_guess(
     disc: Discretisation,
     fns: IntervalFunctions,
@@ -221,6 +331,7 @@ def initial_guess(
     x_ub: np.ndarray,
     max_sweeps: int = 40,
     strategy: str = "simulation",
+    whole: WholeMesh | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Build ``X`` (J, nx) and ``U`` (J, nx, K) as described in the module doc.
 
@@ -240,6 +351,10 @@ def initial_guess(
         Fixed-point iterations per interval.
     strategy : {"simulation", "anchored", "shooting"}
         Where the unmeasured states come from (see the module doc).
+    whole : WholeMesh, optional
+        The mesh's own functions of all intervals (the transcription's):
+        where every start is known before any fixed point, in every
+        experiment, they solve all the fixed points at once.
 
     Returns
     -------
@@ -247,9 +362,6 @@ def initial_guess(
     notes : list of str
         What fell back (a failed simulation, intervals held constant).
     """
-    from .errors import SimulationError
-    from .simulate import simulate
-
     if strategy not in GUESSES:
         raise ValueError(f"guess must be one of {GUESSES}, got {strategy!r}")
     model = disc.model
@@ -268,78 +380,38 @@ def initial_guess(
     typical = np.max(np.abs(np.asarray(x0s, float)), axis=0)
     typical = np.maximum(typical, np.where(np.isfinite(span), 0.5 * span, 0.0))
     failed_total = 0
-    for e, sl in enumerate(disc.intervals_of):
-        exp = disc.experiments[e]
-        series = measured_state_series(disc, e)
-        measured = {}
-        for i, (ts, vs) in series.items():
-            spacing = float(np.median(np.diff(ts))) if ts.size > 1 else disc.T
-            measured[i] = local_regressions(ts, vs, disc.t0[sl],
-                                            max(0.5 * disc.T, 2.01 * spacing))
-
-        def start_of(j: int, carry: np.ndarray) -> np.ndarray:
-            x = carry.copy()
-            if j == sl.start and not estimate_x0:
-                return np.asarray(x0s[e], float).copy()
-            for i, vals in measured.items():
-                x[i] = vals[j - sl.start]
-            return np.clip(x, lo, hi)
-
-        def simulated_start(traj: np.ndarray, j: int, strategy: str) -> np.ndarray:
-            """Interval ``j``'s start where the simulation ``traj`` supplies it."""
-            if strategy == "shooting":
-                if j == sl.start and not estimate_x0:
-                    return np.asarray(x0s[e], float).copy()
-                return np.clip(traj[j - sl.start], lo, hi)
-            return start_of(j, traj[j - sl.start])
-
-        traj = None
-        # the simulation supplies the unmeasured states: with every state
-        # measured it would be overwritten entirely (docs/design.md)
-        unmeasured = len(measured) < nx
-        if strategy == "shooting" or (strategy == "simulation" and unmeasured):
-            try:
-                # a start, not an answer: CVODES at 1e-6 (fa18-roll-beta:
-                # 0.5 s against 1.7 s at the default 1e-10)
-                traj = simulate(model, x0s[e], p0, disc.t0[sl], exp, t0=exp.t0,
-                                rtol=GUESS_RTOL, atol=GUESS_ATOL)
-            except (SimulationError, ValueError):
-                notes.append(f"initial guess: the simulation of {exp.name!r} with p0 "
-                             "failed; its states are propagated interval by interval")
-        # the simulation's magnitudes too: an unmeasured state that starts at
-        # zero (a pendulum's rate) otherwise has no scale but the 1e-8 floor,
-        # and its first sweep looked like divergence
-        typical_e = typical if traj is None else np.maximum(
-            typical, np.max(np.abs(np.where(np.isfinite(traj), traj, 0.0)), axis=0))
-        carry = np.asarray(x0s[e], float).copy()
-        batch = None
-        if traj is not None or len(measured) == nx:
-            # every start is known before any fixed point (from the simulation,
-            # or every state measured): all the intervals at once
-            js = np.arange(sl.start, sl.stop)
-            starts = np.array([simulated_start(traj, j, strategy) if traj is not None
-                               else start_of(j, carry) for j in js])
-            batch = _interval_fixed_points(fns, f_der, system, disc, js, starts, p0,
-                                           max_sweeps, typical_e)
-        for j in range(sl.start, sl.stop):
+    plans = [_experiment_plan(disc, e, x0s[e], p0, estimate_x0, lo, hi, typical, strategy, notes)
+             for e in range(len(disc.intervals_of))]
+    # every start known before any fixed point (from the simulation, or every
+    # state measured): the fixed points of all those intervals at once
+    batched = [plan for plan in plans if plan.batched]
+    batch: dict[int, tuple[np.ndarray, bool]] = {}
+    if batched:
+        js = np.concatenate([plan.js for plan in batched])
+        starts = np.concatenate([plan.starts for plan in batched])
+        rows = np.concatenate([np.broadcast_to(plan.typical, plan.starts.shape)
+                               for plan in batched])
+        Ub, ok = _interval_fixed_points(fns, f_der, system, disc, js, starts, p0, max_sweeps,
+                                        rows, whole)
+        batch = {int(j): (Ub[i], bool(ok[i])) for i, j in enumerate(js)}
+    for plan in plans:
+        carry = plan.x0.copy()
+        for j in range(plan.sl.start, plan.sl.stop):
             reraise_if_interrupted()  # one lost by CasADi's wrapper on the last interval
-            if traj is not None:
-                x = simulated_start(traj, j, strategy)
-            else:  # anchored: unmeasured states carried from the previous interval
-                x = start_of(j, carry)
+            x = plan.start(j, carry)
             X[j] = x
-            if batch is not None:
-                U[j], ok = batch[0][j - sl.start], bool(batch[1][j - sl.start])
+            if j in batch:
+                U[j], ok_j = batch[j]
             else:  # this start needs the previous interval's end: alone
                 Uj, settled = _interval_fixed_points(fns, f_der, system, disc,
                                                      np.array([j]), x[None, :], p0,
-                                                     max_sweeps, typical_e)
-                U[j], ok = Uj[0], bool(settled[0])
-            if ok and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
+                                                     max_sweeps, plan.typical)
+                U[j], ok_j = Uj[0], bool(settled[0])
+            if ok_j and np.any((U[j] < (x_lb - span)[:, None]) | (U[j] > (x_ub + span)[:, None])):
                 # the interval leaves the state box by more than its width
                 # within one T: a violent fixed point from a noisy start
-                U[j], ok = np.repeat(x[:, None], K, axis=1), False
-            failed_total += not ok
+                U[j], ok_j = np.repeat(x[:, None], K, axis=1), False
+            failed_total += not ok_j
             carry = U[j][:, -1].copy()
     if failed_total:
         notes.append(

@@ -519,6 +519,21 @@ class Transcription:
         :meth:`interval_sensitivities` (``None`` if an interval was singular)."""
         return self._fixed_point.last_inverse
 
+    def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                    only: np.ndarray | None = None) -> np.ndarray:
+        """Node values ``(J, nx, K)`` after one Newton step on the fixed point
+        ``U = P U`` of every interval (or of those ``only`` marks; the others
+        keep ``U``), with the dense fixed-point system; NaN on an interval
+        whose matrix is singular."""
+        return self._fixed_point.newton_step(X, self.nodes_np(U), p, only)[0]
+
+    def set_x_scale(self, x_scale: np.ndarray) -> None:
+        """Set the state scales ``(nx,)`` of the continuity residuals and of the
+        fixed-point tolerances (positive and finite; checked by the caller)."""
+        self.x_scale = np.asarray(x_scale, float)
+        self._data_common["xs"] = ca.DM(self.x_scale)
+        self._common_np["xs"] = self.x_scale.reshape(-1, 1)
+
     def predict_nodes(self, U: np.ndarray, dX: np.ndarray, dp: np.ndarray) -> np.ndarray:
         """Node values predicted after a step, from the last fixed-point Jacobian."""
         return self._fixed_point.predict_nodes(U, dX, dp)

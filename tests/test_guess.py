@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
+from picard_casadi import codegen
 from picard_casadi.estimate import build_setup
 
 
@@ -93,7 +94,7 @@ def test_unmeasured_states_still_come_from_the_simulation(monkeypatch):
     np.testing.assert_allclose(setup.X0[:, 1], -np.sin(setup.disc.t0), atol=1e-3)
 
 
-def _registry_setup(name: str, guess: str):
+def _registry_setup(name: str, guess: str, codegen: bool = False):
     prob = pc.problem(name, seed=1)
     m, o = prob.model, prob.options
     lb, ub = o.get("x0_bounds", (np.full(m.nx, -np.inf), np.full(m.nx, np.inf)))
@@ -101,7 +102,7 @@ def _registry_setup(name: str, guess: str):
                        nodes=o.get("nodes", 9), scheme="chebyshev", weights=np.ones(m.ny),
                        p_bounds=(np.full(m.np, -np.inf), np.full(m.np, np.inf)),
                        x_bounds=(np.asarray(lb, float), np.asarray(ub, float)),
-                       estimate_x0=True, codegen=False, guess=guess)
+                       estimate_x0=True, codegen=codegen, guess=guess)
 
 
 @pytest.mark.parametrize("name, guess", [("cmg", "simulation"), ("cmg", "shooting"),
@@ -117,11 +118,12 @@ def test_fixed_points_of_all_intervals_at_once_equal_one_by_one(name, guess, mon
     calls = []
     solve = guess_module._interval_fixed_points
 
-    def alone(fns, f_der, system, disc, js, starts, *rest):
+    def alone(fns, f_der, system, disc, js, starts, p0, max_sweeps, typical, whole=None):
         # every interval solved on its own
         calls.append(len(js))
-        parts = [solve(fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], *rest)
-                 for i in range(len(js))]
+        rows = np.broadcast_to(typical, starts.shape)
+        parts = [solve(fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], p0, max_sweeps,
+                       rows[i], whole) for i in range(len(js))]
         return np.concatenate([u for u, _ in parts]), np.concatenate([ok for _, ok in parts])
 
     monkeypatch.setattr(guess_module, "_interval_fixed_points", alone)
@@ -129,6 +131,32 @@ def test_fixed_points_of_all_intervals_at_once_equal_one_by_one(name, guess, mon
     assert max(calls) > 1  # the batched path is taken, and split here
     np.testing.assert_array_equal(batched.X0, one_by_one.X0)
     np.testing.assert_array_equal(batched.U0, one_by_one.U0)
+
+
+@pytest.mark.skipif(codegen.find_compiler() is None, reason="no C compiler")
+def test_fixed_points_of_the_guess_in_generated_code(monkeypatch):
+    """Where every start is known first (the F/A-18: every state measured), the
+    guess's sweeps and Newton steps are the transcription's generated calls
+    over the whole mesh: the same guess as the virtual machine's, to round-off."""
+    from picard_casadi.transcription import Transcription
+
+    calls = []
+    picard = Transcription.picard
+
+    def counted(self, X, U, p):
+        calls.append(self.native)
+        return picard(self, X, U, p)
+
+    monkeypatch.setattr(Transcription, "picard", counted)
+    compiled = _registry_setup("fa18-roll-ail", "simulation", codegen=True)
+    assert calls and all(calls)  # the guess's sweeps, generated
+    calls.clear()
+    vm = _registry_setup("fa18-roll-ail", "simulation")
+    assert calls and not any(calls)
+    np.testing.assert_array_equal(compiled.X0, vm.X0)
+    np.testing.assert_allclose(compiled.U0, vm.U0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(compiled.tr.x_scale, vm.tr.x_scale)
+    assert np.all(compiled.tr.x_scale != 1.0)  # set after the guess
 
 
 def test_unmeasured_state_starting_at_zero_settles():

@@ -58,13 +58,18 @@ from .methods.base import Setup
 from .uncertainty import SolutionSensitivity
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
-           "DEFECT_THRESHOLD", "SHIFT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
+           "stiffness_bound", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors
 NOISE_FLOOR = 1e-6  # relative to each output's RMS
 MARK_FRACTION = 0.1  # bisect intervals whose indicator is this fraction of the largest
 RTOL = 1e-10
+#: the accurate integration takes CVODES' Adams method (fewer, cheaper steps
+#: at rtol 1e-10) where every interval's length times a bound of ``f_x``'s
+#: spectral radius at its nodes (:func:`stiffness_bound`) is at most this;
+#: BDF otherwise, and where Adams fails (docs/performance.md)
+ADAMS_MAX_STIFFNESS = 20.0
 
 
 @dataclass
@@ -187,7 +192,13 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     sigma = noise_levels(setup, info, from_weights)
     thresholds = {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD}
     try:
-        G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)
+        method = "adams" if stiffness_bound(setup, info.U, p) <= ADAMS_MAX_STIFFNESS else "bdf"
+        try:
+            G_ode, xend_ode = integrated_outputs(setup, X, p, rtol, method=method)
+        except RuntimeError:
+            if method == "bdf":
+                raise
+            G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)  # BDF after all
     except RuntimeError as err:
         reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "failed"
         return Certificate(
@@ -309,13 +320,28 @@ def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
     return local, ahead
 
 
+def stiffness_bound(setup: Setup, U: np.ndarray, p: np.ndarray) -> float:
+    """``max_j h_j max_k |D^-1 f_x(u_jk) D|_inf``, ``D = diag(x_scale)``: an upper
+    bound of each interval's length times the spectral radius of ``f_x`` at
+    its nodes ``U`` (in the scaled states, where the bound is tighter; on the
+    paper's models 3-16 times the radius).  ``inf`` where not finite."""
+    Fx = setup.tr.state_jacobians(U, p)
+    xs = setup.x_scale
+    with np.errstate(all="ignore"):
+        scaled = np.abs(Fx) * (xs[None, None, None, :] / xs[None, None, :, None])
+        bound = float(np.max(setup.disc.h * scaled.sum(axis=-1).max(axis=(1, 2))))
+    return bound if np.isfinite(bound) else np.inf
+
+
 def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
-                       atol: float | None = None, max_steps: int = 100000
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       atol: float | None = None, max_steps: int = 100000,
+                       method: str = "bdf") -> tuple[np.ndarray, np.ndarray]:
     """Outputs at the samples ``(J, ny, M)`` and end states ``(J, nx)`` of a
     CVODES integration of every interval from ``X`` with ``p``.
 
-    ``atol`` defaults to ``rtol / 100`` of the smallest state scale.
+    ``atol`` defaults to ``rtol / 100`` of the smallest state scale;
+    ``method``: CVODES' ``"bdf"`` or ``"adams"``
+    (:class:`~picard_casadi.interval_integration.IntervalIntegrator`).
 
     Raises
     ------
@@ -326,7 +352,7 @@ def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
     if atol is None:
         atol = rtol * 1e-2 * float(np.min(setup.x_scale))
     with np.errstate(all="ignore"):
-        Xs, xend = interval_integrator(disc, rtol, atol, max_steps)(X, p)
+        Xs, xend = interval_integrator(disc, rtol, atol, max_steps, method)(X, p)
         return _model_outputs(disc.model, disc, Xs, p), xend
 
 

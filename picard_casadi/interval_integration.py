@@ -85,22 +85,23 @@ _KEPT: list[tuple[tuple, "IntervalIntegrator"]] = []
 _KEPT_LOCK = threading.Lock()
 
 
-def _mesh_signature(disc: Discretisation, rtol: float, atol: float, max_steps: int) -> tuple:
+def _mesh_signature(disc: Discretisation, rtol: float, atol: float, max_steps: int,
+                    method: str) -> tuple:
     """What an :class:`IntervalIntegrator` depends on: the model and experiments
     (the objects themselves, compared by identity) and the mesh's arrays."""
     arrays = b"".join(np.ascontiguousarray(a).tobytes() for a in (
         disc.t0, disc.h, disc.sample_tau, disc.sample_exp, disc.exp_of))
     return (disc.model, tuple(disc.experiments), int(disc.M), arrays, float(rtol),
-            float(atol), int(max_steps))
+            float(atol), int(max_steps), method)
 
 
 def interval_integrator(disc: Discretisation, rtol: float, atol: float,
-                        max_steps: int) -> "IntervalIntegrator":
+                        max_steps: int, method: str = "bdf") -> "IntervalIntegrator":
     """An :class:`IntervalIntegrator` for ``disc``, reused where the last few calls
-    built one for the same model, experiments, mesh and tolerances (repeated
-    estimates of one problem, a profile's many fits: building it costs a
-    CasADi graph and the inputs' interpolants, 30 ms on cmg)."""
-    key = _mesh_signature(disc, rtol, atol, max_steps)
+    built one for the same model, experiments, mesh, tolerances and method
+    (repeated estimates of one problem, a profile's many fits: building it
+    costs a CasADi graph and the inputs' interpolants, 30 ms on cmg)."""
+    key = _mesh_signature(disc, rtol, atol, max_steps, method)
     with _KEPT_LOCK:
         for k, (kept_key, integrator) in enumerate(_KEPT):
             if (kept_key[0] is key[0] and len(kept_key[1]) == len(key[1])
@@ -108,7 +109,7 @@ def interval_integrator(disc: Discretisation, rtol: float, atol: float,
                     and kept_key[2:] == key[2:]):
                 _KEPT.append(_KEPT.pop(k))
                 return integrator
-    integrator = IntervalIntegrator(disc, rtol, atol, max_steps)
+    integrator = IntervalIntegrator(disc, rtol, atol, max_steps, method)
     with _KEPT_LOCK:
         _KEPT.append((key, integrator))
         del _KEPT[:-_KEEP]
@@ -125,6 +126,9 @@ class IntervalIntegrator:
         CVODES tolerances (``atol`` applies to the states as they are).
     max_steps : int
         CVODES step limit between outputs.
+    method : {"bdf", "adams"}
+        CVODES' multistep method (``simulate._build_segment_integrator``):
+        BDF for any model, Adams where the model is not stiff on the intervals.
 
     Attributes
     ----------
@@ -134,7 +138,8 @@ class IntervalIntegrator:
         slots of ``Xs`` (no sample) hold the interval start.
     """
 
-    def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int) -> None:
+    def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int,
+                 method: str = "bdf") -> None:
         m = disc.model
         J, M, nx, np_, nu = disc.n_intervals, disc.M, m.nx, m.np, m.nu
         self.disc = disc
@@ -159,10 +164,11 @@ class IntervalIntegrator:
         states: dict[int, dict[float, ca.MX]] = {}  # interval -> tau -> state
         for key, js in groups.items():
             if key == ("segments",):
-                states.update(self._segment_states(disc, js, X, p, rtol, atol, max_steps))
+                states.update(self._segment_states(disc, js, X, p, rtol, atol, max_steps,
+                                                   method))
                 continue
             degree, grid = key
-            step = _segment_integrator(m, rtol, atol, max_steps, degree, grid)
+            step = _segment_integrator(m, rtol, atol, max_steps, degree, grid, method)
             Q = np.column_stack([np.concatenate([[disc.t0[j], disc.h[j]], inputs[j][1]])
                                  for j in js])
             xf = step.map(len(js))(X[:, js], ca.DM(Q), p)  # nx x (len(grid) len(js))
@@ -183,7 +189,8 @@ class IntervalIntegrator:
 
     @staticmethod
     def _segment_states(disc: Discretisation, js: list[int], X: ca.MX, p: ca.MX, rtol: float,
-                        atol: float, max_steps: int) -> dict[int, dict[float, ca.MX]]:
+                        atol: float, max_steps: int, method: str = "bdf"
+                        ) -> dict[int, dict[float, ca.MX]]:
         """States of intervals ``js`` at their sample times, CVODES restarted at each."""
         m = disc.model
         nu = m.nu
@@ -203,7 +210,7 @@ class IntervalIntegrator:
             if nu:
                 Q[n, 2:, :ns] = _input_coefficients(lambda tt, exp=exp: exp.inputs(tt, nu), b, nu)
             Q[n, 0, ns:] = b[-1]  # zero-length padding segments
-        step = _segment_integrator(m, rtol, atol, max_steps)
+        step = _segment_integrator(m, rtol, atol, max_steps, method=method)
         chain = step.mapaccum("interval", S, [0], [0]).map(len(js))
         traj = chain(X[:, js], ca.DM(to_map_layout(Q)), p)  # nx x (S len(js))
         out = {}

@@ -125,13 +125,14 @@ _INTEGRATORS_LOCK = threading.Lock()
 
 def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
                         degree: int = _INPUT_DEGREE,
-                        grid: tuple[float, ...] = (1.0,)) -> ca.Function:
+                        grid: tuple[float, ...] = (1.0,), method: str = "bdf") -> ca.Function:
     """:func:`_build_segment_integrator`, once per model and settings in this process."""
-    key = (float(rtol), float(atol), int(max_steps), int(degree), tuple(float(g) for g in grid))
+    key = (float(rtol), float(atol), int(max_steps), int(degree), tuple(float(g) for g in grid),
+           method)
     with _INTEGRATORS_LOCK:
         step = _INTEGRATORS.get(model, {}).get(key)
     if step is None:
-        step = _build_segment_integrator(model, rtol, atol, max_steps, degree, grid)
+        step = _build_segment_integrator(model, rtol, atol, max_steps, degree, grid, method)
         with _INTEGRATORS_LOCK:
             step = _INTEGRATORS.setdefault(model, {}).setdefault(key, step)
     return step
@@ -139,8 +140,15 @@ def _segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
 
 def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps: int,
                               degree: int = _INPUT_DEGREE,
-                              grid: tuple[float, ...] = (1.0,)) -> ca.Function:
+                              grid: tuple[float, ...] = (1.0,),
+                              method: str = "bdf") -> ca.Function:
     """CVODES over one segment in normalised time ``s in [0, 1]``.
+
+    ``method``: ``"bdf"`` (CVODES' BDF with Newton iterations and the exact
+    Jacobian, for stiff and non-stiff models alike) or ``"adams"`` (Adams-
+    Moulton with fixed-point iterations: no Jacobian and no factorisation,
+    and orders up to 12, so fewer and cheaper steps at tight tolerances, but
+    only for a model that is not stiff on the segment).
 
     Parameters of the returned ``step(x, q, p) -> xf``: ``q`` holds the
     segment start, its length and the input's Chebyshev coefficients (of
@@ -164,6 +172,10 @@ def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps:
         "abstol": atol, "reltol": rtol, "max_num_steps": max_steps,
         "disable_internal_warnings": True, "show_eval_warnings": False,
     }
+    if method == "adams":
+        opts.update(linear_multistep_method="adams", nonlinear_solver_iteration="functional")
+    elif method != "bdf":
+        raise ValueError(f"method must be 'bdf' or 'adams', got {method!r}")
     F = ca.integrator("segment", "cvodes", dae, 0.0, [float(g) for g in grid], opts)
     xk, qk, pk = ca.MX.sym("x", model.nx), ca.MX.sym("q", q.numel()), ca.MX.sym("p", model.np)
     xf = F(x0=xk, p=ca.vertcat(pk, qk))["xf"]

@@ -145,3 +145,84 @@ def test_result_states_its_sums_of_squares_and_certificate(vdp, tmp_path):
     assert back.ssr == res.ssr and back.certificate["passed"] is True
     assert back.discretisation_error == res.discretisation_error
     assert json.loads(path.read_text())["settings"]["intervals"] == res.settings["intervals"]
+
+
+def _integrations(monkeypatch):
+    """Record the method of every accurate integration of the certificate."""
+    from picard_casadi import certificate
+
+    methods = []
+    integrate = certificate.integrated_outputs
+
+    def recorded(*args, method="bdf", **kwargs):
+        methods.append(method)
+        return integrate(*args, method=method, **kwargs)
+
+    monkeypatch.setattr(certificate, "integrated_outputs", recorded)
+    return methods
+
+
+def test_a_model_that_is_not_stiff_is_certified_by_adams_as_by_bdf(vdp, monkeypatch):
+    """Van der Pol (mu = 1) on a mesh of T = 1 (a defect of 0.03 noise levels):
+    CVODES' Adams method, and the same certificate as BDF's to the reference
+    integration's accuracy."""
+    from picard_casadi import certificate
+
+    methods = _integrations(monkeypatch)
+    adams = vdp.estimate("picard-gn", refine=False, T=1.0)
+    assert methods == ["adams"]
+    monkeypatch.setattr(certificate, "ADAMS_MAX_STIFFNESS", -1.0)
+    bdf = vdp.estimate("picard-gn", refine=False, T=1.0)
+    assert methods == ["adams", "bdf"]
+    for key in ("ssr_model", "weighted_ssr_model"):
+        assert adams.certificate[key] == pytest.approx(bdf.certificate[key], rel=1e-6)
+    # in noise levels and standard errors: both references far more accurate than 0.1
+    for key in ("discretisation_error", "parameter_shift"):
+        assert abs(adams.certificate[key] - bdf.certificate[key]) < 1e-4
+    assert adams.certificate["discretisation_error"] > 1e-2  # a real defect, not round-off
+
+
+def test_a_stiff_model_is_certified_by_bdf():
+    """A fast mode (eigenvalue -2000 against a mesh of 0.1) makes the bound of
+    h |f_x| far above ADAMS_MAX_STIFFNESS: BDF, and a certificate that holds."""
+    from picard_casadi import certificate
+
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p", 1)
+    model = pc.Model(x=x, p=p, y=x[0:1],
+                     rhs=ca.vertcat(-p[0] * x[0] + x[1], -2000.0 * (x[1] - ca.sin(x[0]))))
+    t = np.linspace(0.0, 4.0, 41)
+    exp = pc.simulate_experiment(model, [1.0, 0.0], [0.5], t, noise_std=0.01, seed=2)
+    setup_methods = []
+    integrate = certificate.integrated_outputs
+
+    def recorded(*args, method="bdf", **kwargs):
+        setup_methods.append(method)
+        return integrate(*args, method=method, **kwargs)
+
+    certificate.integrated_outputs = recorded
+    try:
+        res = pc.estimate(model, [exp], p0=[0.8], uncertainty=False)
+    finally:
+        certificate.integrated_outputs = integrate
+    assert setup_methods and set(setup_methods) == {"bdf"}
+    assert res.success and res.certificate["passed"], res.message
+    assert abs(res.p[0] - 0.5) < 0.05
+
+
+def test_a_failed_adams_integration_falls_back_to_bdf(vdp, monkeypatch):
+    from picard_casadi import certificate
+
+    integrate = certificate.integrated_outputs
+    methods = []
+
+    def failing(*args, method="bdf", **kwargs):
+        methods.append(method)
+        if method == "adams":
+            raise RuntimeError("CVode returned \"CV_CONV_FAILURE\"")
+        return integrate(*args, method=method, **kwargs)
+
+    monkeypatch.setattr(certificate, "integrated_outputs", failing)
+    res = vdp.estimate("picard-gn", refine=False)
+    assert methods == ["adams", "bdf"]
+    assert res.certificate["passed"] and np.isfinite(res.certificate["discretisation_error"])

@@ -68,7 +68,8 @@ RTOL = 1e-10
 #: the accurate integration takes CVODES' Adams method (fewer, cheaper steps
 #: at rtol 1e-10) where every interval's length times a bound of ``f_x``'s
 #: spectral radius at its nodes (:func:`stiffness_bound`) is at most this;
-#: BDF otherwise, and where Adams fails (docs/performance.md)
+#: BDF otherwise, where Adams fails, and on the sparse path (whose
+#: sensitivities come without ``f_x``; docs/performance.md)
 ADAMS_MAX_STIFFNESS = 20.0
 
 
@@ -192,7 +193,11 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     sigma = noise_levels(setup, info, from_weights)
     thresholds = {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD}
     try:
-        method = "adams" if stiffness_bound(setup, info.U, p) <= ADAMS_MAX_STIFFNESS else "bdf"
+        # f_x at the nodes comes with the dense path's sensitivities; the sparse
+        # path's large models would pay as much for it as Adams saves: BDF there
+        Fx = info.sens.get("Fx")
+        method = ("adams" if Fx is not None
+                  and stiffness_bound(setup, info.U, p, Fx) <= ADAMS_MAX_STIFFNESS else "bdf")
         try:
             G_ode, xend_ode = integrated_outputs(setup, X, p, rtol, method=method)
         except RuntimeError:
@@ -320,16 +325,23 @@ def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
     return local, ahead
 
 
-def stiffness_bound(setup: Setup, U: np.ndarray, p: np.ndarray) -> float:
+def stiffness_bound(setup: Setup, U: np.ndarray, p: np.ndarray,
+                    Fx: np.ndarray | None = None) -> float:
     """``max_j h_j max_k |D^-1 f_x(u_jk) D|_inf``, ``D = diag(x_scale)``: an upper
     bound of each interval's length times the spectral radius of ``f_x`` at
     its nodes ``U`` (in the scaled states, where the bound is tighter; on the
-    paper's models 3-16 times the radius).  ``inf`` where not finite."""
-    Fx = setup.tr.state_jacobians(U, p)
+    paper's models 3-16 times the radius).  ``Fx`` ``(J, K, nx, nx)``: ``f_x``
+    at the nodes where already at hand (not changed), else evaluated.
+    ``inf`` where not finite."""
+    if Fx is None:
+        Fx = setup.tr.state_jacobians(U, p)
+        Fx = np.abs(Fx, out=Fx)
+    else:
+        Fx = np.abs(Fx)
     xs = setup.x_scale
     with np.errstate(all="ignore"):
-        scaled = np.abs(Fx) * (xs[None, None, None, :] / xs[None, None, :, None])
-        bound = float(np.max(setup.disc.h * scaled.sum(axis=-1).max(axis=(1, 2))))
+        rows = np.matmul(Fx, xs) / xs  # (J, K, nx): the row sums of |D^-1 f_x D|
+        bound = float(np.max(setup.disc.h * rows.max(axis=(1, 2))))
     return bound if np.isfinite(bound) else np.inf
 
 

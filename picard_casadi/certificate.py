@@ -71,6 +71,9 @@ RTOL = 1e-10
 #: BDF otherwise, where Adams fails, and on the sparse path (whose
 #: sensitivities come without ``f_x``; docs/performance.md)
 ADAMS_MAX_STIFFNESS = 20.0
+#: Adams' step limit per output (BDF's is 100000): a model stiffer between the
+#: nodes than at them reaches it soon and is integrated by BDF instead
+ADAMS_MAX_STEPS = 5000
 
 
 @dataclass
@@ -199,7 +202,9 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         method = ("adams" if Fx is not None
                   and stiffness_bound(setup, info.U, p, Fx) <= ADAMS_MAX_STIFFNESS else "bdf")
         try:
-            G_ode, xend_ode = integrated_outputs(setup, X, p, rtol, method=method)
+            G_ode, xend_ode = integrated_outputs(
+                setup, X, p, rtol, method=method,
+                **({"max_steps": ADAMS_MAX_STEPS} if method == "adams" else {}))
         except RuntimeError:
             if method == "bdf":
                 raise

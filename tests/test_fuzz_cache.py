@@ -180,3 +180,40 @@ def test_cli_with_a_broken_compiler_is_one_line(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "virtual machine" in out.stdout + out.stderr
     assert (tmp_path / "res" / "result.json").is_file()
+
+
+@needs_cc
+def test_a_library_changed_after_it_was_verified_is_verified_again(tmp_path, monkeypatch):
+    """A library whose checksum this process verified is not hashed again while
+    its file is unchanged; rewritten (a new file, as the cache writes) or
+    overwritten in place with other bytes, it is checked again and refused."""
+    import casadi as ca
+
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    x = ca.SX.sym("x")
+    funcs = {"sq": ca.Function("sq", [x], [x * x + 1.0])}
+    _, lib = codegen.compile_library(funcs, tag="verify")
+    meta = lib.with_suffix(".json")
+    hashed = []
+    sha256 = codegen._sha256
+    monkeypatch.setattr(codegen, "_sha256", lambda path: hashed.append(path) or sha256(path))
+    assert codegen._valid_entry(lib, meta) and codegen._valid_entry(lib, meta)
+    assert len(hashed) <= 1  # verified before (at the compile) or once here
+    data = bytearray(lib.read_bytes())
+    data[-1] ^= 0xFF  # the same size, other bytes
+    replacement = lib.with_name(lib.name + ".new")
+    replacement.write_bytes(bytes(data))
+    os.replace(replacement, lib)  # a new file in its place
+    hashed.clear()
+    assert not codegen._valid_entry(lib, meta)
+    assert hashed  # hashed again
+    with open(lib, "r+b") as fh:  # in place, longer
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\0")
+    assert not codegen._valid_entry(lib, meta)
+    # and a hit of the cache still finds the intact entry after a fresh compile
+    lib.unlink()
+    assert codegen.cached_library(funcs, tag="verify") is None
+    loaded, again = codegen.compile_library(funcs, tag="verify")
+    assert again == lib and float(loaded["sq"](2.0)) == 5.0
+    assert codegen.cached_library(funcs, tag="verify") is not None

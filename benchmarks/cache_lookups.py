@@ -1,0 +1,88 @@
+"""What finding the compiled functions in a warm code cache costs per call.
+
+Run::
+
+    python benchmarks/cache_lookups.py [problem ...]
+
+Every call of ``estimate`` builds its transcription and finds its compiled
+functions in the code cache (one library per function: its cache key from
+the function's serialisation, the compiler's version and the flags; the
+library's checksum; loading it).  For each problem (default ``cmg`` and
+``fa18-roll-rud``; seed 11, the registry's mesh) this times, on a warm cache,
+the transcription's build with every function it compiles found and loaded
+(``prefetch`` of all of them, then ``native`` of each), best of five, three
+ways: as every call went before stop 32 (the compiler asked for its version
+and every library hashed at each lookup, the hits loaded on threads: the
+process's memory of both cleared and ``cached_library`` switched off), as the
+first call in a process goes now (the memory cleared), and as every later
+call goes now.  Measured in
+this one run; ``benchmarks/results/cache_lookups.txt`` holds a run.
+"""
+
+from __future__ import annotations
+
+import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
+
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import picard_casadi as pc
+from picard_casadi import codegen
+from picard_casadi.discretisation import Discretisation
+from picard_casadi.problem_setup import interval_functions
+from picard_casadi.transcription import Transcription
+
+
+def lookups(disc: Discretisation, n: int, forget: bool, threads: bool) -> float:
+    """Seconds to build the transcription and find all its compiled functions."""
+    if forget:
+        codegen._IDENTITIES.clear()
+        codegen._VERIFIED.clear()
+    cached = codegen.cached_library
+    if threads:
+        codegen.cached_library = lambda *args, **kwargs: None
+    try:
+        t = time.perf_counter()
+        backend, _ = codegen.backend_for(True)
+        tr = Transcription(disc, n, np.ones(disc.model.ny), np.ones(disc.model.nx),
+                           backend=backend, interval_functions=interval_functions(disc, n))
+        tr.functions.prefetch(list(tr.functions))
+        for name in tr.functions:
+            tr.functions.native(name)
+        return time.perf_counter() - t
+    finally:
+        codegen.cached_library = cached
+
+
+def main() -> None:
+    names = sys.argv[1:] or ["cmg", "fa18-roll-rud"]
+    print("warm code cache; transcription build with every compiled function found and "
+          "loaded, best of 5 [ms]")
+    print(f"{'problem':16s} {'functions':>9s} {'before stop 32':>14s} "
+          f"{'first in a process':>18s} {'later calls':>11s}")
+    for name in names:
+        prob = pc.problem(name, seed=11)
+        res = prob.estimate("picard-gn", refine=False, uncertainty=False)  # fills the cache
+        o = prob.options
+        disc = Discretisation(prob.model, prob.experiments, res.settings["T"],
+                              res.settings["nodes"], res.settings["scheme"])
+        n = int(o.get("n", res.settings["n"]))
+        lookups(disc, n, False, False)
+        best = {}
+        for _ in range(5):
+            for way in ("first", "threads", "later"):
+                dt = lookups(disc, n, way != "later", way == "threads")
+                best[way] = min(best.get(way, np.inf), dt)
+        count = len(list(Transcription(disc, n, np.ones(prob.model.ny), np.ones(prob.model.nx),
+                                       backend=codegen.backend_for(True)[0],
+                                       interval_functions=interval_functions(disc, n)).functions))
+        print(f"{name:16s} {count:9d} {1e3 * best['threads']:14.1f} {1e3 * best['first']:18.1f} "
+              f"{1e3 * best['later']:11.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore")
+    main()

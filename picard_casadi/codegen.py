@@ -619,21 +619,8 @@ def compile_library(funcs: Mapping[str, ca.Function], tag: str = "fn", *,
         STATS.prepare_seconds += time.perf_counter() - t_start
 
 
-def cached_library(funcs: Mapping[str, ca.Function], tag: str = "fn", *,
-                   mapped: bool = False) -> tuple[dict[str, ca.Function], Path] | None:
-    """As :func:`compile_library` where the library is in the cache; ``None``
-    (nothing compiled) where it is not, or where there is no compiler."""
-    t_start = time.perf_counter()
-    try:
-        return _compile_functions(funcs, tag, mapped, load_only=True)
-    except (OSError, CodegenError):
-        return None
-    finally:
-        STATS.prepare_seconds += time.perf_counter() - t_start
-
-
-def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool = False,
-                       load_only: bool = False) -> tuple[dict[str, ca.Function], Path] | None:
+def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool = False
+                       ) -> tuple[dict[str, ca.Function], Path]:
     cc = _require_compiler()
     names = sorted(funcs)
     parts: list[str | bytes] = ["mapped-2" if mapped else "plain"]  # 2: with _chain
@@ -649,8 +636,6 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
         if loaded is not None:
             STATS.cache_hits += 1
             return loaded, lib
-        if load_only:
-            return None
         stale = lib.exists() or meta.exists()
         _announce()
         t0 = time.perf_counter()
@@ -912,13 +897,6 @@ class LazyCompiled(Mapping):
         """
         todo = [n for n in dict.fromkeys(names) if n in self._source
                 and n not in self._libraries]
-        # what the cache holds is loaded here, without threads (the usual warm
-        # call); only what must be compiled goes to the compilers side by side
-        for name in todo:
-            found = cached_library({name: self._source[name][0]}, tag=name, mapped=True)
-            if found is not None:
-                self._libraries[name] = found[1]
-        todo = [n for n in todo if n not in self._libraries]
         if len(todo) <= 1 or (os.cpu_count() or 1) == 1:
             for name in todo:
                 self._library(name)

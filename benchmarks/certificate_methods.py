@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
+from _alternating import summed
 from picard_casadi import certificate
 from picard_casadi.registry import problems
 
@@ -81,11 +82,7 @@ def main() -> None:
           f"and with BDF always; ADAMS_MAX_STIFFNESS = {_ADAMS}")
     print(f"{'problem':16s} {'bound':>8s} {'method':>6s}  {'default':>7s} {'BDF':>7s}  "
           f"{'disc. error (default, BDF)':>21s}  {'parameter shift':>21s}  {'refined':>7s}")
-    total = [0.0, 0.0]
-    for name in names:
-        ta, tb = run(name, args.seed)
-        total[0] += ta
-        total[1] += tb
+    total = summed(names, lambda name: run(name, args.seed))
     print(f"certificate time in all: default {1e3 * total[0]:.1f} ms, BDF {1e3 * total[1]:.1f} ms "
           f"({total[0] / total[1]:.3f})")
 

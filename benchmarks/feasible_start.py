@@ -29,14 +29,10 @@ import warnings
 
 import numpy as np
 
-import picard_casadi as pc
+from _alternating import DEFAULT_CASES, best_of_two, case_problem, comparison, summed
 from picard_casadi.methods import condensed, least_squares
 
-DEFAULT = [f"{name}:{seed}:auto" for seed in (11, 12, 13)
-           for name in ("cmg", "fa18-drag", "fa18-drag-stab", "fa18-roll-beta",
-                        "fa18-roll-rates", "fa18-roll-ail", "fa18-roll-rud")]
-DEFAULT += ["vdp:0:none", "lotka-volterra:0:none", "fitzhugh-nagumo:0:none",
-            "fa18-drag:0:none", "fa18-drag-stab:0:none", "fa18-roll-ail:2:none"]
+DEFAULT = DEFAULT_CASES
 
 _dual = least_squares.least_violation
 _nearest = least_squares.nearest_feasible
@@ -68,32 +64,17 @@ def _use(dual: bool, timed: bool = False) -> None:
 
 
 def run(case: str) -> tuple[float, float]:
-    name, seed, weights = case.split(":")
-    prob = pc.problem(name, seed=int(seed))
-    kw = {} if weights == "auto" else {"weights": None, "uncertainty": False}
+    prob, kw = case_problem(case)
     found = {}
     for dual in (False, True):
         _use(dual, timed=True)
         _found.clear()
         prob.estimate("picard-gn", **kw)  # builds; the starts timed
         found[dual] = (len(_found), sum(_found))
-    best: dict[bool, tuple] = {}
-    for _ in range(2):
-        for dual in (False, True):
-            _use(dual)
-            t = time.perf_counter()
-            res = prob.estimate("picard-gn", **kw)
-            wall = time.perf_counter() - t
-            if dual not in best or wall < best[dual][1]:
-                best[dual] = (res, wall)
-    _use(True)
-    (a, ta), (b, tb) = best[False], best[True]
-    rel = float(np.max(np.abs(a.p - b.p) / np.maximum(np.abs(a.p), 1e-12)))
+    off, on = best_of_two(prob, kw, _use)
     print(f"{case:24s} {found[False][0]:4d} {1e3 * found[False][1]:8.1f} "
-          f"{found[True][0]:4d} {1e3 * found[True][1]:8.1f}  "
-          f"{a.iterations:3d} {b.iterations:3d}  {ta:6.3f} {tb:6.3f}  {rel:8.1e}"
-          f"{'' if a.success and b.success else '  FAILED'}", flush=True)
-    return ta, tb
+          f"{found[True][0]:4d} {1e3 * found[True][1]:8.1f}  {comparison(off, on)}", flush=True)
+    return off[1], on[1]
 
 
 def main() -> None:
@@ -103,11 +84,7 @@ def main() -> None:
           "relative difference of p")
     print(f"{'case':24s} {'n':>4s} {'Newton':>8s} {'n':>4s} {'dual':>8s}  {'it':>7s}  "
           f"{'call [s]':>13s}  {'p':>8s}")
-    total = [0.0, 0.0]
-    for case in cases:
-        ta, tb = run(case)
-        total[0] += ta
-        total[1] += tb
+    total = summed(cases, run)
     print(f"total whole calls: Newton {total[0]:.2f} s, dual active set {total[1]:.2f} s "
           f"({total[1] / total[0]:.3f})")
 

@@ -25,19 +25,14 @@ from __future__ import annotations
 import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
 import sys
-import time
 import warnings
 
 import numpy as np
 
-import picard_casadi as pc
+from _alternating import DEFAULT_CASES, best_of_two, case_problem, comparison, summed
 from picard_casadi.methods import condensed
 
-DEFAULT = [f"{name}:{seed}:auto" for seed in (11, 12, 13)
-           for name in ("cmg", "fa18-drag", "fa18-drag-stab", "fa18-roll-beta",
-                        "fa18-roll-rates", "fa18-roll-ail", "fa18-roll-rud")]
-DEFAULT += ["vdp:0:none", "lotka-volterra:0:none", "fitzhugh-nagumo:0:none",
-            "fa18-drag:0:none", "fa18-drag-stab:0:none", "fa18-roll-ail:2:none"]
+DEFAULT = DEFAULT_CASES
 
 _ON = (condensed.SOC_MAX_SHIFT_RADII, condensed.SOC_MAX_SHIFT)
 _log: list[tuple[bool, bool]] = []  # per correction tried: (skipped by the guard, kept)
@@ -69,9 +64,7 @@ def _guard(on: bool) -> None:
 
 
 def run(case: str) -> tuple[float, float]:
-    name, seed, weights = case.split(":")
-    prob = pc.problem(name, seed=int(seed))
-    kw = {} if weights == "auto" else {"weights": None, "uncertainty": False}
+    prob, kw = case_problem(case)
     # corrections with the guard off, each marked with what the guard would do
     _guard(False)
     _log.clear()
@@ -86,25 +79,10 @@ def run(case: str) -> tuple[float, float]:
     kept = sum(k for _, k in _log)
     skipped = sum(s for s, _ in _log)
     skipped_kept = sum(s and k for s, k in _log)
-    best: dict[bool, tuple] = {}
-    for on in (False, True):
-        _guard(on)
-        prob.estimate("picard-gn", **kw)  # builds
-    for _ in range(2):
-        for on in (False, True):
-            _guard(on)
-            t = time.perf_counter()
-            res = prob.estimate("picard-gn", **kw)
-            wall = time.perf_counter() - t
-            if on not in best or wall < best[on][1]:
-                best[on] = (res, wall)
-    _guard(True)
-    (a, ta), (b, tb) = best[False], best[True]
-    rel = float(np.max(np.abs(a.p - b.p) / np.maximum(np.abs(a.p), 1e-12)))
+    off, on = best_of_two(prob, kw, _guard)
     print(f"{case:24s} {tried:4d} {kept:4d} {skipped:4d} {skipped_kept:4d}  "
-          f"{a.iterations:3d} {b.iterations:3d}  {ta:6.3f} {tb:6.3f}  {rel:8.1e}"
-          f"{'' if a.success and b.success else '  FAILED'}", flush=True)
-    return ta, tb
+          f"{comparison(off, on)}", flush=True)
+    return off[1], on[1]
 
 
 def main() -> None:
@@ -114,11 +92,7 @@ def main() -> None:
           "difference of p")
     print(f"{'case':24s} {'try':>4s} {'kept':>4s} {'skip':>4s} {'s&k':>4s}  {'it':>7s}  "
           f"{'call [s]':>13s}  {'p':>8s}")
-    total = [0.0, 0.0]
-    for case in cases:
-        ta, tb = run(case)
-        total[0] += ta
-        total[1] += tb
+    total = summed(cases, run)
     print(f"total whole calls: guard off {total[0]:.2f} s, on {total[1]:.2f} s "
           f"({total[1] / total[0]:.3f})")
 

@@ -69,3 +69,15 @@ def summed(cases: list[str], run: Callable[[str], tuple[float, float]]) -> tuple
         total[0] += off
         total[1] += on
     return total[0], total[1]
+
+
+def compare_cases(run: Callable[[str], tuple[float, float]], title: str, columns: str,
+                  off_label: str, on_label: str) -> None:
+    """The benchmark's table: the cases of the command line (or
+    :data:`DEFAULT_CASES`), one line each from ``run``, and the summed whole calls."""
+    import sys
+
+    print(title)
+    print(columns)
+    off, on = summed(sys.argv[1:] or DEFAULT_CASES, run)
+    print(f"total whole calls: {off_label} {off:.2f} s, {on_label} {on:.2f} s ({on / off:.3f})")

@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
-import sys
 import time
 import warnings
 
 import numpy as np
 
-from _alternating import DEFAULT_CASES, best_of_two, case_problem, comparison, summed
+from _alternating import best_of_two, case_problem, compare_cases, comparison
 from picard_casadi.methods import condensed, least_squares
-
-DEFAULT = DEFAULT_CASES
 
 _dual = least_squares.least_violation
 _nearest = least_squares.nearest_feasible
@@ -78,15 +75,12 @@ def run(case: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    cases = sys.argv[1:] or DEFAULT
-    print("picard-gn; feasible starts found (theta = 0 infeasible) and their time [ms], "
-          "Newton / dual active set; iterations and whole call [s] Newton / dual; largest "
-          "relative difference of p")
-    print(f"{'case':24s} {'n':>4s} {'Newton':>8s} {'n':>4s} {'dual':>8s}  {'it':>7s}  "
-          f"{'call [s]':>13s}  {'p':>8s}")
-    total = summed(cases, run)
-    print(f"total whole calls: Newton {total[0]:.2f} s, dual active set {total[1]:.2f} s "
-          f"({total[1] / total[0]:.3f})")
+    compare_cases(
+        run, "picard-gn; feasible starts found (theta = 0 infeasible) and their time [ms], "
+        "Newton / dual active set; iterations and whole call [s] Newton / dual; largest "
+        "relative difference of p",
+        f"{'case':24s} {'n':>4s} {'Newton':>8s} {'n':>4s} {'dual':>8s}  {'it':>7s}  "
+        f"{'call [s]':>13s}  {'p':>8s}", "Newton", "dual active set")
 
 
 if __name__ == "__main__":

@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
-import sys
 import warnings
 
 import numpy as np
 
-from _alternating import DEFAULT_CASES, best_of_two, case_problem, comparison, summed
+from _alternating import best_of_two, case_problem, compare_cases, comparison
 from picard_casadi.methods import condensed
-
-DEFAULT = DEFAULT_CASES
 
 _ON = (condensed.SOC_MAX_SHIFT_RADII, condensed.SOC_MAX_SHIFT)
 _log: list[tuple[bool, bool]] = []  # per correction tried: (skipped by the guard, kept)
@@ -86,15 +83,12 @@ def run(case: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    cases = sys.argv[1:] or DEFAULT
-    print("picard-gn; second-order corrections tried (guard off), kept, skipped by the guard, "
-          "skipped though kept; iterations and whole call [s] off/on; largest relative "
-          "difference of p")
-    print(f"{'case':24s} {'try':>4s} {'kept':>4s} {'skip':>4s} {'s&k':>4s}  {'it':>7s}  "
-          f"{'call [s]':>13s}  {'p':>8s}")
-    total = summed(cases, run)
-    print(f"total whole calls: guard off {total[0]:.2f} s, on {total[1]:.2f} s "
-          f"({total[1] / total[0]:.3f})")
+    compare_cases(
+        run, "picard-gn; second-order corrections tried (guard off), kept, skipped by the "
+        "guard, skipped though kept; iterations and whole call [s] off/on; largest relative "
+        "difference of p",
+        f"{'case':24s} {'try':>4s} {'kept':>4s} {'skip':>4s} {'s&k':>4s}  {'it':>7s}  "
+        f"{'call [s]':>13s}  {'p':>8s}", "guard off", "on")
 
 
 if __name__ == "__main__":

@@ -91,10 +91,10 @@ class NativeFunction:
                 scatter = np.asarray(cols, dtype=np.int64) * r + np.asarray(rows, dtype=np.int64)
             self._out.append((r, c, sp.nnz(), scatter))
 
-    def _buffer(self, i: int, value: Any) -> tuple[np.ndarray, int]:
-        """Input ``i`` as a column-major buffer, and its stride between calls."""
+    def _buffer(self, i: int, value: Any, n: int) -> tuple[np.ndarray, int]:
+        """Input ``i`` of ``n`` calls as a column-major buffer, and its stride
+        between calls."""
         r, c = self.in_shapes[i]
-        n = self.count
         if isinstance(value, ca.DM):
             value = value.full()
         a = np.asarray(value, dtype=float)
@@ -130,7 +130,7 @@ class NativeFunction:
             self._chain_fn = fn
         return self._evaluate(self._chain_fn, args, [carry_in, carry_out, int(reverse)])
 
-    def __call__(self, *args: Any) -> list[np.ndarray]:
+    def __call__(self, *args: Any, count: int | None = None) -> list[np.ndarray]:
         """Evaluate; each output is a dense ``(rows, columns x count)`` array.
 
         Parameters
@@ -139,17 +139,24 @@ class NativeFunction:
             One per input, in the function's input order: the input's shape,
             or its number of entries as a 1-D array (column-major), or, as
             for a mapped CasADi function, the columns of one call (repeated).
+        count : int, optional
+            Evaluate this many calls instead of :attr:`count` (a mapped
+            function only: its loop takes the number at run time), the
+            inputs given for that many.
         """
-        return self._evaluate(self._fn, args, [])
+        if count is not None and not self._mapped:
+            raise TypeError(f"{self.name} is not mapped: it takes no count")
+        return self._evaluate(self._fn, args, [], count)
 
-    def _evaluate(self, fn: Any, args: tuple, extra: list) -> list[np.ndarray]:
+    def _evaluate(self, fn: Any, args: tuple, extra: list,
+                  count: int | None = None) -> list[np.ndarray]:
         """Call ``fn`` (the plain, mapped or chained symbol) on ``args``."""
         if len(args) != len(self.in_shapes):
             raise TypeError(f"{self.name} takes {len(self.in_shapes)} inputs, got {len(args)}")
-        n = self.count
+        n = self.count if count is None else int(count)
         buffers = []
         for i, a in enumerate(args):
-            b, stride = self._buffer(i, a)
+            b, stride = self._buffer(i, a, n)
             buffers.append(b)
             self._arg[i] = b.ctypes.data
             self._stride[i] = stride

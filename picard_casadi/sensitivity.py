@@ -36,6 +36,7 @@ from .discretisation import Discretisation
 from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
                                  sink_states)
 from .model import Model
+from .native import NativeFunction
 
 __all__ = ["PointDerivatives", "FixedPointLinearisation", "newton_fixed_point_step",
            "fixed_point_matrix", "fixed_point_system", "predict_nodes"]
@@ -92,30 +93,43 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
     X : (J, nx), U : (J, nx, K), p : (np,)
     only : ndarray of bool (J,), optional
         The intervals to step; the others keep ``U`` (settled already: the
-        later steps of a settle move a fraction of the intervals).
+        later steps of a settle move a fraction of the intervals).  With
+        ``f_der`` compiled (a mapped :class:`~picard_casadi.native.NativeFunction`)
+        ``f`` and ``f_x`` are evaluated at these intervals' nodes only.
 
     Returns
     -------
     U_new : ndarray (J, nx, K)
     residual : float
-        ``max |P U - U|`` before the step.
+        ``max |P U - U|`` before the step, over the intervals stepped.
     """
     J, nx, K = U.shape
-    F, Fx, _ = f_der(node_t, U.transpose(1, 0, 2).reshape(nx, J * K), p, node_u)
-    F = np.asarray(F).reshape(nx, J, K).transpose(1, 0, 2)  # (J, nx, K)
-    Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
-    PU = X[:, :, None] + h[:, None, None] * np.einsum("jal,kl->jak", F, system.A)
-    R = PU - U
-    rhs = R.transpose(0, 2, 1).reshape(J, K * nx, 1)
-    # every interval, or (without copying f_x for all) the marked ones
-    sel = slice(None) if only is None else np.flatnonzero(only)
-    dU = np.zeros_like(rhs)
-    if only is None or sel.size:
-        with np.errstate(all="ignore"):
-            try:
-                dU[sel] = system.solve(h[sel], Fx[sel], rhs[sel])
-            except np.linalg.LinAlgError:
-                dU[sel] = np.nan
+    sel = np.arange(J) if only is None else np.flatnonzero(only)
+    n = sel.size
+    dU = np.zeros((J, K * nx, 1))
+    if n == 0:
+        return U.copy(), 0.0
+    if n < J and isinstance(f_der, NativeFunction) and f_der.count == J * K:
+        # compiled: f and f_x at the marked intervals' nodes only (the
+        # generated loop takes its count at run time)
+        nodes = (sel[:, None] * K + np.arange(K)[None, :]).ravel()
+        F, Fx, _ = f_der(np.asarray(node_t)[:, nodes],
+                         U[sel].transpose(1, 0, 2).reshape(nx, n * K), p,
+                         np.asarray(node_u)[:, nodes], count=n * K)
+    else:
+        F, Fx, _ = f_der(node_t, U.transpose(1, 0, 2).reshape(nx, J * K), p, node_u)
+        F = np.asarray(F).reshape(nx, J, K)[:, sel].reshape(nx, n * K)
+        Fx = np.asarray(Fx).reshape(nx, J, K, nx)[:, sel].reshape(nx, n * K * nx)
+    F = np.asarray(F).reshape(nx, n, K).transpose(1, 0, 2)  # (n, nx, K)
+    Fx = np.asarray(Fx).reshape(nx, n, K, nx).transpose(1, 2, 0, 3)  # (n, K, nx, nx)
+    Us = U[sel]
+    R = X[sel][:, :, None] + h[sel][:, None, None] * np.einsum("jal,kl->jak", F, system.A) - Us
+    rhs = R.transpose(0, 2, 1).reshape(n, K * nx, 1)
+    with np.errstate(all="ignore"):
+        try:
+            dU[sel] = system.solve(h[sel], Fx, rhs)
+        except np.linalg.LinAlgError:
+            dU[sel] = np.nan
     dU = dU.reshape(J, K, nx).transpose(0, 2, 1)
     return U + dU, float(np.max(np.abs(R)))
 

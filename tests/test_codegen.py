@@ -86,6 +86,47 @@ def test_numpy_buffer_calls_equal_the_dm_calls():
 
 
 @needs_cc
+def test_a_mapped_function_evaluates_a_run_time_count_and_newton_steps_a_subset():
+    """A mapped NativeFunction called for fewer points gives those points'
+    outputs; a Newton step on marked intervals evaluates f only there and
+    moves them as the step on all intervals does, the others untouched."""
+    from picard_casadi.native import NativeFunction
+    from picard_casadi.sensitivity import (PointDerivatives, fixed_point_system,
+                                           newton_fixed_point_step)
+
+    prob = pc.problem("fa18-roll-ail", seed=0)
+    m = prob.model
+    disc = Discretisation(m, prob.experiments, 0.1, 7, "chebyshev")
+    J, K, nx = disc.n_intervals, disc.K, m.nx
+    unit = PointDerivatives(m, 1, 1).units["f_derivatives"]
+    _, lib = codegen.compile_library({"f_derivatives": unit}, tag="test", mapped=True)
+    f_all = NativeFunction(lib, "f_derivatives", unit, count=J * K)
+    with pytest.raises(TypeError, match="not mapped"):
+        NativeFunction(lib, "f_derivatives", unit)(*[np.zeros(unit.size_in(i))
+                                                     for i in range(4)], count=2)
+    rng = np.random.default_rng(3)
+    X = np.tile([400.0, 0.05, 0.1, 0.0, 0.0, 0.0, 0.0, 0.1, 0.0], (J, 1))
+    X += 0.01 * rng.standard_normal(X.shape) * np.maximum(np.abs(X), 1.0)
+    U = np.repeat(X[:, :, None], K, axis=2) * (1.0 + 1e-3 * rng.standard_normal((J, nx, K)))
+    node_t = disc.node_times.reshape(1, J * K)
+    node_u = disc.node_inputs.transpose(1, 0, 2).reshape(m.nu, J * K)
+    Uflat = U.transpose(1, 0, 2).reshape(nx, J * K)
+    full = f_all(node_t, Uflat, prob.p0, node_u)
+    part = f_all(node_t[:, 5:12], Uflat[:, 5:12], prob.p0, node_u[:, 5:12], count=7)
+    for a, b in zip(full, part):
+        np.testing.assert_array_equal(a[:, 5 * a.shape[1] // (J * K):12 * a.shape[1] // (J * K)], b)
+    system = fixed_point_system(m, disc.quad.integration)
+    only = np.zeros(J, dtype=bool)
+    only[[1, 4, J - 1]] = True
+    stepped, _ = newton_fixed_point_step(f_all, node_t, node_u, system, disc.h, X, U,
+                                         prob.p0, only)
+    every, _ = newton_fixed_point_step(f_all, node_t, node_u, system, disc.h, X, U, prob.p0)
+    np.testing.assert_array_equal(stepped[~only], U[~only])
+    np.testing.assert_allclose(stepped[only], every[only], rtol=1e-13, atol=0)
+    assert np.any(stepped[only] != U[only])
+
+
+@needs_cc
 def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
     """The iteration takes the NumPy-buffer path when compiled; the estimate is
     the one through casadi.external's DM interface, to round-off (the buffers'

@@ -260,6 +260,13 @@ def _kept_point(X: np.ndarray, U: np.ndarray, p: np.ndarray) -> tuple[np.ndarray
     return (np.array(X, float), np.array(U, float), np.array(p, float))
 
 
+def _with_rows(U: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``U`` with its rows ``idx`` replaced by ``rows`` (a copy)."""
+    out = U.copy()
+    out[idx] = rows
+    return out
+
+
 def _same_point(kept: tuple[np.ndarray, ...], X: np.ndarray, U: np.ndarray,
                 p: np.ndarray) -> bool:
     """Whether ``(X, U, p)`` is the point :func:`_kept_point` kept, exactly."""
@@ -697,12 +704,14 @@ class Transcription:
         U_new, PU_new = U.copy(), PU.copy()
         alpha = 1.0
         while todo.any() and alpha >= 1.0 / 64 and calls < max_calls:
-            trial = U + alpha * step
-            PU_trial = self.picard(X, trial, p)
+            # the trial moves the intervals still to do; only they are evaluated
+            idx = np.flatnonzero(todo)
+            trial = U[idx] + alpha * step[idx]
+            PU_trial = self.picard_of(X, _with_rows(U, idx, trial), p, idx)
             calls += 1
-            better = todo & (self._interval_residuals(PU_trial, trial) < res_j)
-            U_new[better], PU_new[better] = trial[better], PU_trial[better]
-            todo &= ~better
+            better = self._interval_residuals(PU_trial, trial) < res_j[idx]
+            U_new[idx[better]], PU_new[idx[better]] = trial[better], PU_trial[better]
+            todo[idx[better]] = False
             alpha *= 0.5
         return U_new, PU_new, calls
 
@@ -714,6 +723,23 @@ class Transcription:
         gxn = gxn.T
         gX[1:] += np.where(self.disc.has_next[:-1, None], gxn[:-1], 0.0)
         return float(np.sum(phi)), gX, gp.sum(axis=1)
+
+    def picard_of(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                  idx: np.ndarray) -> np.ndarray:
+        """One Picard application on the intervals ``idx``, ``(len(idx), nx, K)``
+        (``X (J, nx)``, ``U (J, nx, K)``); with generated code only those
+        intervals are evaluated, else all of them."""
+        nf = self._native("picard")
+        J = self.disc.n_intervals
+        n = idx.size
+        if nf is None or n == J or getattr(nf, "count", None) != J:
+            return self.picard(X, U, p)[idx]
+        K = self.disc.K
+        c = self._common()
+        nodes = (idx[:, None] * K + np.arange(K)[None, :]).ravel()
+        out = nf(X[idx].T, to_map_layout(U[idx]), p, c["t0"][:, idx], c["h"][:, idx],
+                 c["Wn"][:, nodes], count=n)[0]
+        return from_map_layout(np.asarray(out), n)
 
     def picard(self, X: np.ndarray, U: np.ndarray | ca.DM, p: np.ndarray) -> np.ndarray:
         """One Picard application on every interval, ``(J, nx, K)``."""

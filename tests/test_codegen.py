@@ -127,6 +127,25 @@ def test_a_mapped_function_evaluates_a_run_time_count_and_newton_steps_a_subset(
 
 
 @needs_cc
+def test_picard_of_some_intervals_is_their_rows_of_the_whole_application():
+    """The settle's damped trials evaluate only the intervals they move."""
+    from picard_casadi.estimate import build_setup
+
+    prob = pc.problem("fa18-roll-ail", seed=0)
+    m, o = prob.model, prob.options
+    setup = build_setup(m, prob.experiments, prob.p0, T=o["T"], n=o["n"], nodes=7,
+                        scheme="chebyshev", weights=np.ones(m.ny),
+                        p_bounds=(np.full(m.np, -np.inf), np.full(m.np, np.inf)),
+                        x_bounds=(np.full(m.nx, -np.inf), np.full(m.nx, np.inf)),
+                        estimate_x0=True, codegen=True)
+    tr = setup.tr
+    assert tr.native
+    idx = np.array([0, 3, 4, setup.disc.n_intervals - 1])
+    whole = tr.picard(setup.X0, setup.U0, prob.p0)
+    np.testing.assert_array_equal(tr.picard_of(setup.X0, setup.U0, prob.p0, idx), whole[idx])
+
+
+@needs_cc
 def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
     """The iteration takes the NumPy-buffer path when compiled; the estimate is
     the one through casadi.external's DM interface, to round-off (the buffers'

@@ -90,12 +90,17 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
     The points whose window holds enough samples for the full degree are fitted
     together (a batched QR of the weighted Vandermonde rows, a few hundred
     points at a time); the others, near a sparse stretch of data, one by one.
+    ``vs`` may hold several series sampled at the same times ``ts``, one per
+    row ``(s, len(ts))``: they share the windows and the factorisation, and
+    the result is ``(s, len(t))``.
     """
     t = np.asarray(t, float)
-    out = np.empty(t.size)
+    vs = np.asarray(vs, float)
+    series = vs.reshape(-1, ts.size)
+    out = np.empty((series.shape[0], t.size))
     if ts.size == 1 or t.size == 0:
-        out[:] = vs[0] if ts.size else np.nan
-        return out
+        out[:] = series[:, :1] if ts.size else np.nan
+        return out.reshape(vs.shape[:-1] + (t.size,))
     cap = 1e3 * half_width + (ts[-1] - ts[0])
     chunk = max(1, 2 ** 20 // ts.size)  # about 8 MB of Vandermonde rows at a time
     for lo in range(0, t.size, chunk):
@@ -112,7 +117,8 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
             count[grow] = (d[grow] < w[grow, None]).sum(axis=1)
         full = count >= degree + 1
         for i in np.flatnonzero(~full):
-            out[lo + i] = local_regression(ts, vs, float(tc[i]), half_width, degree)
+            for k, v in enumerate(series):
+                out[k, lo + i] = local_regression(ts, v, float(tc[i]), half_width, degree)
         if not full.any():
             continue
         tt, d, w = tt[full], d[full], w[full]
@@ -120,9 +126,10 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
         sw = np.where(inside, (1.0 - np.minimum(d / w[:, None], 1.0) ** 3) ** 1.5, 0.0)
         V = tt[:, :, None] ** np.arange(degree + 1) * sw[:, :, None]
         q, r = np.linalg.qr(V)
-        qb = np.einsum("pnk,pn->pk", q, vs[None, :] * sw)
-        out[lo + np.flatnonzero(full)] = np.linalg.solve(r, qb[:, :, None])[:, 0, 0]
-    return out
+        # Q^T (sw v) of every series: (points, degree + 1, series)
+        qb = np.matmul(q.transpose(0, 2, 1), (series[None, :, :] * sw[:, None, :]).transpose(0, 2, 1))
+        out[:, lo + np.flatnonzero(full)] = np.linalg.solve(r, qb)[:, 0, :].T
+    return out.reshape(vs.shape[:-1] + (t.size,))
 
 
 def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -274,10 +281,21 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
     sl = disc.intervals_of[e]
     exp = disc.experiments[e]
     x0 = np.asarray(x0, float).copy()
-    measured = {}
+    # the regressions of the states measured at the same times share their fits
+    groups: list[tuple[np.ndarray, list[int], list[np.ndarray]]] = []
     for i, (ts, vs) in measured_state_series(disc, e).items():
+        group = next((g for g in groups if np.array_equal(g[0], ts)), None)
+        if group is None:
+            groups.append((ts, [i], [vs]))
+        else:
+            group[1].append(i)
+            group[2].append(vs)
+    measured = {}
+    for ts, states, values in groups:
         spacing = float(np.median(np.diff(ts))) if ts.size > 1 else disc.T
-        measured[i] = local_regressions(ts, vs, disc.t0[sl], max(0.5 * disc.T, 2.01 * spacing))
+        fits = local_regressions(ts, np.array(values), disc.t0[sl],
+                                 max(0.5 * disc.T, 2.01 * spacing))
+        measured.update(zip(states, fits))
 
     def start_of(j: int, carry: np.ndarray) -> np.ndarray:
         x = carry.copy()

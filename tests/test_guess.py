@@ -188,3 +188,10 @@ def test_local_regressions_equal_the_pointwise_fits():
         expected = [local_regression(ts, vs, float(s), half_width) for s in t]
         np.testing.assert_allclose(local_regressions(ts, vs, t, half_width), expected,
                                    rtol=1e-10, atol=1e-10)
+        # several series at the same times: each row its own fit
+        more = np.vstack([vs, np.cos(3.0 * ts), rng.standard_normal(ts.size)])
+        together = local_regressions(ts, more, t, half_width)
+        assert together.shape == (3, t.size)
+        for row, v in zip(together, more):
+            np.testing.assert_allclose(row, local_regressions(ts, v, t, half_width),
+                                       rtol=1e-12, atol=1e-12)

@@ -43,7 +43,7 @@ def run(name: str, seed: int) -> tuple[float, float]:
 
     def recorded(setup, X, p, info, **kwargs):
         Fx = info.sens.get("Fx")
-        bounds.append(np.inf if Fx is None else certificate.stiffness_bound(setup, info.U, p, Fx))
+        bounds.append(np.inf if Fx is None else certificate.stiffness_bound(setup, Fx))
         return certify(setup, X, p, info, **kwargs)
 
     _estimate.certify = recorded

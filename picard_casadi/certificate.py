@@ -58,7 +58,8 @@ from .methods.base import Setup
 from .uncertainty import SolutionSensitivity
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
-           "stiffness_bound", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
+           "stiffness_bound", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
+           "NOISE_FLOOR", "MARK_FRACTION"]
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors
@@ -200,7 +201,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         # path's large models would pay as much for it as Adams saves: BDF there
         Fx = info.sens.get("Fx")
         method = ("adams" if Fx is not None
-                  and stiffness_bound(setup, info.U, p, Fx) <= ADAMS_MAX_STIFFNESS else "bdf")
+                  and stiffness_bound(setup, Fx) <= ADAMS_MAX_STIFFNESS else "bdf")
         try:
             G_ode, xend_ode = integrated_outputs(
                 setup, X, p, rtol, method=method,
@@ -330,22 +331,15 @@ def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
     return local, ahead
 
 
-def stiffness_bound(setup: Setup, U: np.ndarray, p: np.ndarray,
-                    Fx: np.ndarray | None = None) -> float:
-    """``max_j h_j max_k |D^-1 f_x(u_jk) D|_inf``, ``D = diag(x_scale)``: an upper
-    bound of each interval's length times the spectral radius of ``f_x`` at
-    its nodes ``U`` (in the scaled states, where the bound is tighter; on the
-    paper's models 3-16 times the radius).  ``Fx`` ``(J, K, nx, nx)``: ``f_x``
-    at the nodes where already at hand (not changed), else evaluated.
-    ``inf`` where not finite."""
-    if Fx is None:
-        Fx = setup.tr.state_jacobians(U, p)
-        Fx = np.abs(Fx, out=Fx)
-    else:
-        Fx = np.abs(Fx)
+def stiffness_bound(setup: Setup, Fx: np.ndarray) -> float:
+    """``max_j h_j max_k |D^-1 f_x(u_jk) D|_inf``, ``D = diag(x_scale)``, from
+    ``f_x`` at the nodes ``Fx`` ``(J, K, nx, nx)``: an upper bound of each
+    interval's length times the spectral radius of ``f_x`` at its nodes (in
+    the scaled states, where the bound is tighter; on the paper's models 3-16
+    times the radius).  ``inf`` where not finite."""
     xs = setup.x_scale
     with np.errstate(all="ignore"):
-        rows = np.matmul(Fx, xs) / xs  # (J, K, nx): the row sums of |D^-1 f_x D|
+        rows = np.matmul(np.abs(Fx), xs) / xs  # (J, K, nx): the row sums of |D^-1 f_x D|
         bound = float(np.max(setup.disc.h * rows.max(axis=(1, 2))))
     return bound if np.isfinite(bound) else np.inf
 

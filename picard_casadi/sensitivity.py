@@ -275,13 +275,6 @@ class FixedPointLinearisation:
             dU = np.matmul(inverse, R).reshape(J, K, nx).transpose(0, 2, 1)
         return U + dU
 
-    def state_jacobians(self, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``f_x`` at every node, ``(J, K, nx, nx)``, from node values ``(J, nx, K)``."""
-        J, nx, K = U.shape
-        _, Fx, _ = self.f_der(self._node_t, U.transpose(1, 0, 2).reshape(nx, J * K), p,
-                              self._node_u)
-        return np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)
-
     def newton_step(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
                     only: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """One Newton step on the fixed-point equations of all intervals (or of

@@ -534,10 +534,6 @@ class Transcription:
         whose matrix is singular."""
         return self._fixed_point.newton_step(X, self.nodes_np(U), p, only)[0]
 
-    def state_jacobians(self, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``df/dx`` at every node, ``(J, K, nx, nx)``."""
-        return self._fixed_point.state_jacobians(self.nodes_np(U), p)
-
     def set_x_scale(self, x_scale: np.ndarray) -> None:
         """Set the state scales ``(nx,)`` of the continuity residuals and of the
         fixed-point tolerances (positive and finite; checked by the caller)."""

@@ -36,8 +36,10 @@ class _NotCompiled:
     """Stands for the compiled function class: no ``f_der`` is one (before)."""
 
 
-def _whole_picard_of(self, X, U, p, idx):
+def _whole_picard_of(self, X, U, p, idx, rows):
     """``picard_of`` as before: the Picard map on every interval, rows picked."""
+    U = U.copy()
+    U[idx] = rows
     return self.picard(X, U, p)[idx]
 
 

@@ -58,6 +58,12 @@ def from_map_layout(mat: np.ndarray, J: int) -> np.ndarray:
     return mat.reshape(r, J, -1).transpose(1, 0, 2)
 
 
+def node_columns(intervals: np.ndarray, K: int) -> np.ndarray:
+    """The columns of intervals ``intervals`` in a ``(r, J K)`` node layout
+    (:func:`to_map_layout` of ``(J, r, K)`` blocks), interval by interval."""
+    return (np.asarray(intervals)[:, None] * K + np.arange(K)[None, :]).ravel()
+
+
 def interval_boundaries(t0: float, t_end: float, T: float, breakpoints: np.ndarray) -> np.ndarray:
     """Boundaries of the Picard intervals of one experiment (see module doc)."""
     horizon = t_end - t0

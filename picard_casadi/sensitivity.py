@@ -32,7 +32,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from .discretisation import Discretisation
+from .discretisation import Discretisation, node_columns
 from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
                                  sink_states)
 from .model import Model
@@ -112,7 +112,7 @@ def newton_fixed_point_step(f_der: ca.Function, node_t: ca.DM, node_u: ca.DM,
     if n < J and isinstance(f_der, NativeFunction) and f_der.count == J * K:
         # compiled: f and f_x at the marked intervals' nodes only (the
         # generated loop takes its count at run time)
-        nodes = (sel[:, None] * K + np.arange(K)[None, :]).ravel()
+        nodes = node_columns(sel, K)
         F, Fx, _ = f_der(np.asarray(node_t)[:, nodes],
                          U[sel].transpose(1, 0, 2).reshape(nx, n * K), p,
                          np.asarray(node_u)[:, nodes], count=n * K)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from .discretisation import Discretisation, from_map_layout, to_map_layout
+from .discretisation import Discretisation, from_map_layout, node_columns, to_map_layout
 from .interval_linearisation import sparse_interval_functions, sparse_pays
 from .interval_products import IntervalProducts, interval_product_functions
 from .sensitivity import FixedPointLinearisation, PointDerivatives
@@ -258,13 +258,6 @@ def _kept_point(X: np.ndarray, U: np.ndarray, p: np.ndarray) -> tuple[np.ndarray
     """Copies of a point ``(X, U, p)`` to recognise it later (callers may reuse
     their arrays)."""
     return (np.array(X, float), np.array(U, float), np.array(p, float))
-
-
-def _with_rows(U: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``U`` with its rows ``idx`` replaced by ``rows`` (a copy)."""
-    out = U.copy()
-    out[idx] = rows
-    return out
 
 
 def _same_point(kept: tuple[np.ndarray, ...], X: np.ndarray, U: np.ndarray,
@@ -680,7 +673,7 @@ class Transcription:
         halved (down to 1/64) only on the intervals whose scaled residual it
         does not lower, and an interval that no step lowers keeps its node
         values; one Picard application per halving evaluates every trial at
-        once.  (One damping for all intervals, judged on the largest
+        once (with generated code, on the intervals it moves only).  (One damping for all intervals, judged on the largest
         residual, held every interval to the worst one's pace.)
 
         Returns
@@ -703,7 +696,7 @@ class Transcription:
             # the trial moves the intervals still to do; only they are evaluated
             idx = np.flatnonzero(todo)
             trial = U[idx] + alpha * step[idx]
-            PU_trial = self.picard_of(X, _with_rows(U, idx, trial), p, idx)
+            PU_trial = self.picard_of(X, U, p, idx, trial)
             calls += 1
             better = self._interval_residuals(PU_trial, trial) < res_j[idx]
             U_new[idx[better]], PU_new[idx[better]] = trial[better], PU_trial[better]
@@ -720,21 +713,21 @@ class Transcription:
         gX[1:] += np.where(self.disc.has_next[:-1, None], gxn[:-1], 0.0)
         return float(np.sum(phi)), gX, gp.sum(axis=1)
 
-    def picard_of(self, X: np.ndarray, U: np.ndarray, p: np.ndarray,
-                  idx: np.ndarray) -> np.ndarray:
-        """One Picard application on the intervals ``idx``, ``(len(idx), nx, K)``
-        (``X (J, nx)``, ``U (J, nx, K)``); with generated code only those
+    def picard_of(self, X: np.ndarray, U: np.ndarray, p: np.ndarray, idx: np.ndarray,
+                  rows: np.ndarray) -> np.ndarray:
+        """One Picard application on the intervals ``idx`` with node values
+        ``rows``, ``(len(idx), nx, K)`` (``X (J, nx)``; ``U (J, nx, K)``: the
+        other intervals' node values).  With generated code only those
         intervals are evaluated, else all of them."""
         nf = self._native("picard")
-        J = self.disc.n_intervals
         n = idx.size
-        if nf is None or n == J or getattr(nf, "count", None) != J:
+        if nf is None or n == self.disc.n_intervals:
+            U = U.copy()
+            U[idx] = rows
             return self.picard(X, U, p)[idx]
-        K = self.disc.K
         c = self._common()
-        nodes = (idx[:, None] * K + np.arange(K)[None, :]).ravel()
-        out = nf(X[idx].T, to_map_layout(U[idx]), p, c["t0"][:, idx], c["h"][:, idx],
-                 c["Wn"][:, nodes], count=n)[0]
+        out = nf(X[idx].T, to_map_layout(rows), p, c["t0"][:, idx], c["h"][:, idx],
+                 c["Wn"][:, node_columns(idx, self.disc.K)], count=n)[0]
         return from_map_layout(np.asarray(out), n)
 
     def picard(self, X: np.ndarray, U: np.ndarray | ca.DM, p: np.ndarray) -> np.ndarray:

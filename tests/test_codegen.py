@@ -142,7 +142,8 @@ def test_picard_of_some_intervals_is_their_rows_of_the_whole_application():
     assert tr.native
     idx = np.array([0, 3, 4, setup.disc.n_intervals - 1])
     whole = tr.picard(setup.X0, setup.U0, prob.p0)
-    np.testing.assert_array_equal(tr.picard_of(setup.X0, setup.U0, prob.p0, idx), whole[idx])
+    np.testing.assert_array_equal(
+        tr.picard_of(setup.X0, setup.U0, prob.p0, idx, setup.U0[idx]), whole[idx])
 
 
 @needs_cc

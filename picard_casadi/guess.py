@@ -30,6 +30,8 @@ Every ``x_j`` is clipped into the state box.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import casadi as ca
@@ -127,7 +129,8 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
         V = tt[:, :, None] ** np.arange(degree + 1) * sw[:, :, None]
         q, r = np.linalg.qr(V)
         # Q^T (sw v) of every series: (points, degree + 1, series)
-        qb = np.matmul(q.transpose(0, 2, 1), (series[None, :, :] * sw[:, None, :]).transpose(0, 2, 1))
+        weighted = (series[None, :, :] * sw[:, None, :]).transpose(0, 2, 1)
+        qb = np.matmul(q.transpose(0, 2, 1), weighted)
         out[:, lo + np.flatnonzero(full)] = np.linalg.solve(r, qb)[:, 0, :].T
     return out.reshape(vs.shape[:-1] + (t.size,))
 
@@ -256,15 +259,25 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     return U, settled
 
 
+@dataclass
 class _ExperimentPlan:
     """Where one experiment's interval starts come from (:func:`_experiment_plan`)."""
 
-    def __init__(self, sl: slice, x0: np.ndarray, typical: np.ndarray, start, batched: bool,
-                 starts: np.ndarray | None) -> None:
-        self.sl, self.x0, self.typical, self.start = sl, x0, typical, start
-        self.batched = batched
-        self.js = np.arange(sl.start, sl.stop)
-        self.starts = starts
+    sl: slice  # its intervals
+    x0: np.ndarray
+    typical: np.ndarray  # each state's typical magnitude
+    start: Callable[[int, np.ndarray], np.ndarray]  # (interval, previous end) -> start
+    starts: np.ndarray | None  # every start, where known before any fixed point
+
+    @property
+    def batched(self) -> bool:
+        """Whether every start is known before any fixed point."""
+        return self.starts is not None
+
+    @property
+    def js(self) -> np.ndarray:
+        """Its intervals' indices."""
+        return np.arange(self.sl.start, self.sl.stop)
 
 
 def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarray,
@@ -272,7 +285,7 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
                      strategy: str, notes: list[str]) -> _ExperimentPlan:
     """Experiment ``e``'s interval starts: the local regressions of its measured
     states and, for the others, its simulation from ``x0`` with ``p0`` or
-    (``start(j, carry)``) the previous interval's end ``carry``; ``batched``
+    (``start(j, carry)``) the previous interval's end ``carry``; ``starts``
     where every start is known before any fixed point."""
     from .errors import SimulationError
     from .simulate import simulate
@@ -333,10 +346,9 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
     # and its first sweep looked like divergence
     typical_e = typical if traj is None else np.maximum(
         typical, np.max(np.abs(np.where(np.isfinite(traj), traj, 0.0)), axis=0))
-    batched = traj is not None or len(measured) == model.nx
-    starts = (np.array([start(j, x0) for j in range(sl.start, sl.stop)]) if batched
-              else None)
-    return _ExperimentPlan(sl, x0, typical_e, start, batched, starts)
+    known = traj is not None or len(measured) == model.nx
+    starts = np.array([start(j, x0) for j in range(sl.start, sl.stop)]) if known else None
+    return _ExperimentPlan(sl, x0, typical_e, start, starts)
 
 
 def initial_guess(

@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["bounded_least_squares", "compress_rows", "least_squares_solution",
-           "least_violation", "nearest_feasible", "reach_cosine", "room", "triangular_factor", "working_set_step"]
+           "least_violation", "nearest_feasible", "reach_cosine", "room", "triangular_factor",
+           "working_set_step"]
 
 
 def working_set_step(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active: np.ndarray,
@@ -123,7 +124,8 @@ def nearest_feasible(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarra
     w = np.where(w > 0, w, max(float(np.max(w, initial=0.0)), 1.0))
     Cs = C / w[None, :]
     norm = np.sqrt(np.einsum("ij,ij->i", Cs, Cs))
-    size = np.maximum.reduce([np.ones_like(d), np.abs(d), np.where(np.isfinite(lo), np.abs(lo), 0.0),
+    size = np.maximum.reduce([np.ones_like(d), np.abs(d),
+                              np.where(np.isfinite(lo), np.abs(lo), 0.0),
                               np.where(np.isfinite(hi), np.abs(hi), 0.0)])
     lo_t, hi_t = lo - 1e-12 * size, hi + 1e-12 * size
     max_changes = 4 * n + 50 if max_changes is None else max_changes
@@ -145,7 +147,7 @@ def nearest_feasible(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarra
             return None  # a violated row with no entries: no theta moves it
         row, side = (i_lo, 1.0) if below[i_lo] >= above[i_hi] else (i_hi, -1.0)
         a = side * Cs[row]
-        slack = side * v[row] - (side * lo[row] if side > 0 else side * hi[row])  # < 0
+        slack = side * (v[row] - (lo[row] if side > 0 else hi[row]))  # < 0: violated
         u_new = 0.0
         while True:  # move until the new bound holds, dropping bounds on the way
             changes += 1

@@ -715,7 +715,8 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                         "or what fits in 4 GB)")
     p.add_argument("--multistart", type=positive_int, default=None, metavar="N",
                    help="run from N starts (the start and N-1 Latin-hypercube samples of "
-                        "the bounds) and keep the best")
+                        "the bounds, log-uniform where a range spans two decades) and "
+                        "keep the best")
     p.add_argument("--jobs", type=job_count, default=None, metavar="K",
                    help="processes for --multistart and --profile (-1: one per core; "
                         "default: one after another in this process)")

@@ -429,6 +429,28 @@ class _Arguments(NamedTuple):
     w: np.ndarray
 
 
+def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
+                      p_ub: np.ndarray, estimate_x0: bool) -> None:
+    """ValueError where the data hold fewer measurements than there are
+    quantities to estimate: no data can then determine them (SciPy's
+    ``curve_fit`` refuses the same; without this the fit ran to its iteration
+    limit and advised more iterations)."""
+    measured = sum(int(np.isfinite(e.y).sum()) for e in exps)
+    n_p = int(np.sum(p_lb < p_ub))
+    n_x0 = model.nx * len(exps) if estimate_x0 else 0
+    if measured >= n_p + n_x0:
+        return
+    parts = [f"{n_p} parameter(s)"] + (
+        [f"{n_x0} initial state(s), {model.nx} per experiment"] if n_x0 else [])
+    fixes = ["add measurements", "fix parameters (equal lower and upper p_bounds)"]
+    if n_x0:
+        fixes.append("give the experiments' known x0 and pass estimate_x0=False")
+    raise ValueError(
+        f"`experiments`: {measured} measurement(s) for {n_p + n_x0} estimated quantities "
+        f"({' and '.join(parts)}); the data cannot determine them: "
+        + ", or ".join(fixes))
+
+
 def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds: Any,
                      x0_bounds: Any, estimate_x0: Any, T: Any, n: Any, lam: Any, nodes: Any,
                      scheme: Any, weights: Any, refine: Any, codegen: Any, guess: Any,
@@ -475,6 +497,7 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
                 raise ValueError(
                     f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
                 )
+    _check_determined(model, exps, p_lb, p_ub, bool(estimate_x0))
     n = _check_positive_int(n, "n")
     check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
@@ -629,7 +652,9 @@ def estimate(
         Compute standard errors and confidence intervals of the estimate.
     multistart : int, optional
         Run from this many starts (``p0`` and Latin-hypercube samples of
-        ``p_bounds``) and return the best; all are kept in ``result.starts``.
+        ``p_bounds``, uniform in ``log |p|`` where a range of one sign spans
+        two decades or more) and return the best; all are kept in
+        ``result.starts``.
     seed : int, optional
         Seed of the multistart sampling.
     executor : concurrent.futures.Executor, optional

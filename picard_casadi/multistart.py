@@ -4,6 +4,10 @@ The starts are ``p0`` and ``N - 1`` Latin-hypercube samples of the parameter
 box (each parameter's range cut into ``N - 1`` equal strata, one sample per
 stratum, strata paired at random).  Where a bound is infinite the box is
 taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 1`` for ``p0 = 0``) on that side.
+A range of one sign spanning at least :data:`LOG_SPAN` (two decades, such
+as ``1 .. 1e5``) is sampled uniformly in the logarithm, as pyPESTO samples a
+parameter on a log scale: uniformly in the value, all but one per cent of
+the starts of ``1 .. 1e5`` would lie above ``1e3``.
 Every start runs the full estimate; the successful run with the smallest
 weighted objective is returned (or the smallest objective if none
 succeeded; ties go to the earlier start), and every start's ``p0``,
@@ -33,6 +37,10 @@ from .parallel import Encoded, decoded, encode, executor_for, portable, restore,
 
 __all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
 
+#: a range ``lo .. hi`` of one sign with ``hi / lo`` at least this is sampled
+#: uniformly in ``log |p|``
+LOG_SPAN = 100.0
+
 
 def latin_hypercube(lb: np.ndarray, ub: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` Latin-hypercube points in the box ``[lb, ub]`` (finite), shape (n, d)."""
@@ -50,16 +58,33 @@ def _finite_box(p0: np.ndarray, lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndar
     return lo, hi
 
 
+def log_scaled(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Which entries of the finite box ``lo .. hi`` are sampled in ``log |p|``:
+    one sign (zero excluded) and a span of at least :data:`LOG_SPAN`."""
+    with np.errstate(all="ignore"):
+        span = np.where(lo > 0, hi / lo, np.where(hi < 0, lo / hi, 0.0))
+    return span >= LOG_SPAN
+
+
 def multistart_points(p0: np.ndarray, p_bounds: tuple[np.ndarray, np.ndarray], n_starts: int,
                       seed: int | None) -> list[np.ndarray]:
-    """``p0`` and ``n_starts - 1`` Latin-hypercube samples of the (finite) box."""
+    """``p0`` and ``n_starts - 1`` Latin-hypercube samples of the (finite) box,
+    in ``log |p|`` where the range spans two decades or more (:func:`log_scaled`)."""
     lb, ub = p_bounds
     lo, hi = _finite_box(p0, lb, ub)
     rng = np.random.default_rng(seed)
     starts = [p0.copy()]
     if n_starts > 1:
         free = lo < hi
-        samples = latin_hypercube(lo, hi, n_starts - 1, rng)
+        logs = log_scaled(lo, hi)
+        sign = np.where(hi < 0, -1.0, 1.0)
+        with np.errstate(all="ignore"):
+            a = np.where(logs, np.log(np.abs(np.where(sign > 0, lo, hi))), lo)
+            b = np.where(logs, np.log(np.abs(np.where(sign > 0, hi, lo))), hi)
+        samples = latin_hypercube(a, b, n_starts - 1, rng)
+        samples = np.where(logs, sign * np.exp(samples), samples)
+        # round-off of exp(log(bound)) must not leave the box
+        samples = np.clip(samples, lo, hi)
         starts += [np.where(free, s, p0) for s in samples]
     return starts
 

@@ -58,6 +58,20 @@ def test_latin_hypercube_has_one_point_per_stratum():
         assert sorted(np.floor(pts[:, d] * 10).astype(int)) == list(range(10))
 
 
+def test_multistart_samples_wide_ranges_in_the_logarithm():
+    from picard_casadi.multistart import multistart_points
+
+    # 1 .. 1e5 and -1e3 .. -1: one start per decade-stratum of log |p|;
+    # 0 .. 10 and 1 .. 50 (under two decades): uniform in the value
+    lb, ub = np.array([1.0, -1e3, 0.0, 1.0]), np.array([1e5, -1.0, 10.0, 50.0])
+    pts = np.array(multistart_points(np.array([300.0, -5.0, 1.0, 10.0]), (lb, ub), 11, 3))[1:]
+    assert np.all(pts >= lb) and np.all(pts <= ub)
+    assert sorted(np.floor(np.log10(pts[:, 0]) / 0.5).astype(int)) == list(range(10))
+    assert sorted(np.floor(np.log10(-pts[:, 1]) / 0.3).astype(int)) == list(range(10))
+    assert sorted(np.floor(pts[:, 2]).astype(int)) == list(range(10))
+    assert sorted(np.floor((pts[:, 3] - 1.0) / 4.9).astype(int)) == list(range(10))
+
+
 @pytest.mark.slow
 def test_coverage_of_95_percent_intervals_on_lotka_volterra():
     """100 seeds on two processes (picard_casadi.coverage)."""

@@ -258,6 +258,23 @@ def test_estimate_known_x0_requires_x0(vdp_model):
         pc.estimate(vdp_model, [e], p0=[1, 1], estimate_x0=False)
 
 
+def test_estimate_fewer_measurements_than_unknowns_named(vdp_model):
+    # 2 parameters and 2 initial states from 3 measured values: no data determine
+    # them (the fit used to run to max_iter and advise more iterations)
+    y = np.array([[1.0, 0.0], [0.5, np.nan]])
+    e = pc.Experiment([0.0, 1.0], y, x0=[1.0, 0.0], name="short")
+    with pytest.raises(ValueError, match=r"`experiments`: 3 measurement\(s\) for 4 estimated "
+                                         r"quantities .*estimate_x0=False"):
+        pc.estimate(vdp_model, [e], p0=[1, 1])
+    # the same data determine the two parameters once x0 is known ...
+    fixed = dict(p0=[1, 1], estimate_x0=False, uncertainty=False, refine=False, max_iter=2)
+    assert pc.estimate(vdp_model, [e], **fixed).p.shape == (2,)
+    # ... or one parameter held (equal bounds) with x0 estimated: 3 for 3, no error
+    held = pc.estimate(vdp_model, [e], p0=[1, 1], p_bounds=([1, 0], [1, 5]),
+                       uncertainty=False, refine=False, max_iter=2)
+    assert held.p[0] == 1.0
+
+
 def test_estimate_not_a_model():
     with pytest.raises(TypeError, match="model must be"):
         pc.estimate("vdp", [_good_experiment()], p0=[1, 1])

@@ -212,7 +212,10 @@ class Discretisation:
             self.sample_index[jj, slot] = np.arange(jj.size)
         self.sample_rows = self.quad.integration_rows(self.sample_tau.ravel()).reshape(
             J, M, K)
-        self.n_samples_total = int(sum(e.n_samples for e in self.experiments))
+        #: ``N`` of the objective: the sample times where an output is measured
+        #: (a time with inputs only, a CSV row without outputs, is not a sample)
+        self.n_samples_total = max(1, int(sum(np.any(np.isfinite(e.y), axis=1).sum()
+                                              for e in self.experiments)))
         self.n_measurements = int(self.mask.sum())
 
     # ------------------------------------------------------------------ helpers

@@ -105,7 +105,8 @@ class EstimationResult:
     weighted_ssr : float
         ``sum_i sum_k w_k (y_ik - g_ik)^2`` with the weights used.
     n_samples, n_measurements : int
-        Sample times ``N``, and measured values (``ny N`` less missing ones).
+        Sample times ``N`` where at least one output is measured (the
+        objective's ``N``), and measured values.
     discretisation_error : float
         Largest difference between the fitted outputs and the model's own
         (accurately integrated from the estimated ``x0`` with the estimated

@@ -147,6 +147,22 @@ def test_result_states_its_sums_of_squares_and_certificate(vdp, tmp_path):
     assert json.loads(path.read_text())["settings"]["intervals"] == res.settings["intervals"]
 
 
+def test_sample_times_without_a_measured_output_are_not_counted_in_n(vdp):
+    # every third time holds no output (a CSV row with inputs only): N counts
+    # the other times, so the objective is the misfit per measured time
+    e = vdp.experiments[0]
+    y = np.array(e.y, dtype=float)
+    y[::3] = np.nan
+    y[1::3, 1] = np.nan  # one output of two missing still counts as a sample
+    exp = pc.Experiment(e.t, y, x0=e.x0)
+    res = pc.estimate(vdp.model, [exp], vdp.p0, p_bounds=vdp.p_bounds, uncertainty=False)
+    measured_times = int(np.sum(np.isfinite(y).any(axis=1)))
+    assert measured_times < e.n_samples
+    assert res.n_samples == measured_times
+    assert res.n_measurements == int(np.isfinite(y).sum())
+    assert res.objective == pytest.approx(res.ssr / (2 * measured_times))
+
+
 def _integrations(monkeypatch):
     """Record the method of every accurate integration of the certificate."""
     from picard_casadi import certificate

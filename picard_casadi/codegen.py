@@ -729,7 +729,16 @@ def compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, 
     from the NLP, so the key holds ``derived_key`` (what identifies their
     construction) instead of their serialisation.
     """
-    derived = derived or {}
+    try:
+        return _compile_nlpsol(name, solver, nlp, opts, derived or {}, derived_key)
+    except OSError as err:  # the cache folder (writes, renames), not the compiler
+        raise CodegenError(_cache_problem(_cache_path(), err)) from None
+
+
+def _compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str, Any],
+                    derived: Mapping[str, Callable[[], ca.Function]],
+                    derived_key: str) -> ca.Function:
+    """:func:`compile_nlpsol` (see there); an ``OSError`` is the cache's."""
     cc = _require_compiler()
     # run-time only: the iteration callback (its repr names a memory address)
     symbolic = {k: v for k, v in opts.items() if k not in ("ipopt", "iteration_callback")}

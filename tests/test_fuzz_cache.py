@@ -104,6 +104,12 @@ def test_read_only_cache_is_used_for_hits_under_auto(tmp_path, monkeypatch, fres
                              max_iter=5)
     assert any("runs on CasADi's virtual machine" in w and "Permission denied" in w
                for w in res2.warnings), res2.warnings
+    # IPOPT's NLP, not in the cache: its library cannot be written either (this
+    # was an OSError traceback from the temporary file); a note, the VM's NLP
+    res3 = prob.estimate("ipopt", codegen="auto", uncertainty=False, refine=False)
+    assert res3.success
+    assert any("IPOPT NLP runs on CasADi's virtual machine" in w and "Permission denied" in w
+               for w in res3.warnings), res3.warnings
     monkeypatch.setattr(codegen, "_PROBED", {})
     with pytest.raises(pc.CodegenError, match=r"codegen=True: the code cache .* is not writable"):
         prob.estimate("picard-gn", codegen=True, uncertainty=False)

@@ -63,6 +63,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -78,7 +79,7 @@ import casadi as ca
 
 from .checks import as_codegen
 from .errors import CodegenError
-from .interrupts import deferred_interrupt, reraise_if_interrupted
+from .interrupts import deferred_interrupt, interrupted, reraise_if_interrupted
 from .native import NativeFunction
 
 __all__ = [
@@ -317,7 +318,7 @@ def probe() -> tuple[str, bool]:
     """
     cc = find_compiler()
     if cc is None:
-        return "no C compiler found (set $CC or install gcc/clang)", False
+        return _missing_compiler(), False
     key = (cc, " ".join(_flags()), str(_cache_path()))
     if key not in _PROBED:
         _PROBED[key] = _probe(cc)
@@ -446,10 +447,76 @@ def _compiler_failed(cmd: list[str], stderr: str) -> CodegenError:
     return CodegenError(f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{stderr[-2000:]}")
 
 
+# the compilers running now, in any thread: a Ctrl-C stops them all
+_COMPILERS: set[subprocess.Popen] = set()
+#: seconds a stopped compiler gets to remove its temporary files before it is killed
+STOP_GRACE = 2.0
+
+
+def _start_compiler(cmd: list[str], workdir: Path) -> subprocess.Popen:
+    """The compiler ``cmd`` started in a process group of its own, so that
+    stopping it stops the passes it runs (``cc1``, ``as``) too.  None starts
+    after a Ctrl-C (a thread that was generating C when it came)."""
+    if interrupted():
+        raise KeyboardInterrupt
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=workdir, start_new_session=hasattr(os, "killpg"))
+    with _LOCK:
+        _COMPILERS.add(proc)
+    return proc
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, sig)
+        else:  # pragma: no cover - no process groups (Windows)
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_compiler(proc: subprocess.Popen) -> None:
+    """Stop a compiler and every pass it started: SIGTERM (the driver then
+    removes its temporary files), SIGKILL after :data:`STOP_GRACE` seconds.
+    (A killed driver alone left ``cc1`` running and a 30 MB ``/tmp/cc*.s``.)"""
+    with _LOCK:
+        _COMPILERS.discard(proc)
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+    _signal_group(proc, signal.SIGKILL)  # a pass the driver left behind
+
+
+def _finish_compiler(proc: subprocess.Popen) -> str:
+    """Wait for a compiler; its standard error.  Interrupted or failing, the
+    compiler is stopped (:func:`_stop_compiler`) before the exception goes on."""
+    try:
+        _, err = proc.communicate()
+    except BaseException:
+        _stop_compiler(proc)
+        raise
+    with _LOCK:
+        _COMPILERS.discard(proc)
+    return err
+
+
+def stop_compilers() -> None:
+    """Stop every compiler this process runs (a Ctrl-C while threads compile)."""
+    with _LOCK:
+        procs = list(_COMPILERS)
+    for proc in procs:
+        _stop_compiler(proc)
+
+
 def _run_compiler(cmd: list[str], workdir: Path) -> None:
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
-    if out.returncode != 0:
-        raise _compiler_failed(cmd, out.stderr)
+    proc = _start_compiler(cmd, workdir)
+    err = _finish_compiler(proc)
+    if proc.returncode != 0:
+        raise _compiler_failed(cmd, err)
 
 
 def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> list[Path]:
@@ -465,18 +532,16 @@ def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> 
                 src = queue.pop(0)
                 obj = src.with_suffix(".o")
                 cmd = [cc, *flags, str(src), "-o", str(obj)]
-                running.append((subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.PIPE, text=True,
-                                                 cwd=workdir), cmd))
+                running.append((_start_compiler(cmd, workdir), cmd))
                 objects.append(obj)
-            proc, cmd = running.pop(0)
-            _, err = proc.communicate()
+            proc, cmd = running[0]  # listed until it is done: a Ctrl-C stops it too
+            err = _finish_compiler(proc)
+            running.pop(0)
             if proc.returncode != 0:
                 raise _compiler_failed(cmd, err)
     finally:
         for proc, _ in running:  # an error or Ctrl-C: no compiler is left running
-            proc.kill()
-            proc.wait()
+            _stop_compiler(proc)
     return objects
 
 
@@ -499,12 +564,21 @@ def _key(parts: list[str | bytes], cc: str, kind: str = "functions") -> str:
     return h.hexdigest()[:32]
 
 
+def _missing_compiler() -> str:
+    """Why there is no compiler: ``$CC`` names none, or none is installed."""
+    cc = os.environ.get("CC")
+    if cc:
+        return (f"$CC is {cc!r}, which is not a program on this machine (set $CC to the "
+                "compiler's name or path, or unset it to use cc, gcc or clang)")
+    return "no C compiler found (install gcc or clang, or set $CC)"
+
+
 def _require_compiler() -> str:
     cc = find_compiler()
     if cc is None:
         raise CodegenError(
-            "codegen=True needs a C compiler but none was found (set $CC or install "
-            "gcc/clang); use codegen=False or 'auto' to run on CasADi's virtual machine"
+            f"codegen=True needs a C compiler: {_missing_compiler()}; use codegen=False or "
+            "'auto' to run on CasADi's virtual machine"
         )
     return cc
 
@@ -854,12 +928,16 @@ class LazyCompiled(Mapping):
             try:
                 _, self._libraries[name] = compile_library({name: unit}, tag=name, mapped=True)
             except CodegenError as err:
+                if interrupted():  # the compiler was stopped by a Ctrl-C, not failing
+                    raise KeyboardInterrupt from None
                 if self.strict:
                     raise
                 note = f"codegen='auto': {name} runs on CasADi's virtual machine: {err}"
-                warnings.warn(note, RuntimeWarning, stacklevel=3)
                 self.notes.append(note)
                 self._libraries[name] = None
+                if threading.current_thread() is threading.main_thread():
+                    warnings.warn(note, RuntimeWarning, stacklevel=3)
+                # else prefetch warns once its threads are done, from the caller's line
         return self._libraries[name]
 
     def __getitem__(self, name: str) -> ca.Function:
@@ -913,18 +991,32 @@ class LazyCompiled(Mapping):
         before = STATS.prepare_seconds
         t0 = time.perf_counter()
         errors: list[BaseException] = []
+        noted = len(self.notes)
         with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1),
                                 thread_name_prefix="picard_cc") as pool:
             # each compile sees the caller's context (a cache_at() folder)
-            for future in [pool.submit(contextvars.copy_context().run, self._library, n)
-                           for n in todo]:
-                try:
-                    future.result()
-                except BaseException as err:  # noqa: BLE001 - re-raised below
-                    errors.append(err)
+            futures = [pool.submit(contextvars.copy_context().run, self._library, n)
+                       for n in todo]
+            try:
+                for future in futures:
+                    try:
+                        future.result()
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException as err:  # noqa: BLE001 - re-raised below
+                        errors.append(err)
+            except KeyboardInterrupt:
+                # a Ctrl-C: nothing more is started, the running compilers are
+                # stopped (it used to wait for the whole queue: 5-9 s on cmg)
+                for future in futures:
+                    future.cancel()
+                stop_compilers()
+                raise
         # the threads' compile times overlap: the build took the wall time
         STATS.prepare_seconds = before + (time.perf_counter() - t0)
         reraise_if_interrupted()
+        for note in self.notes[noted:]:
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
         if errors:
             raise errors[0]
 
@@ -954,8 +1046,8 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
                 "libraries it holds and run the rest on CasADi's virtual machine")
         return CodegenBackend(strict=True), ""
     if find_compiler() is None:
-        note = ("codegen='auto': no C compiler found; running on CasADi's virtual machine "
-                "(install gcc or clang, or set $CC, to generate C)")
+        note = (f"codegen='auto': {_missing_compiler()}; running on CasADi's virtual "
+                "machine")
         if not _NO_COMPILER_WARNED:
             warnings.warn(note, RuntimeWarning, stacklevel=3)
             _NO_COMPILER_WARNED = True

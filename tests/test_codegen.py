@@ -236,14 +236,20 @@ def test_truncated_library_is_detected_and_rebuilt():
 
 def test_codegen_true_without_a_compiler_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/compiler")
-    with pytest.raises(pc.CodegenError, match="needs a C compiler"):
+    # the message names the $CC that does not exist, not "none found"
+    with pytest.raises(pc.CodegenError, match=r"needs a C compiler: \$CC is "
+                                               r"'/nonexistent/compiler', which is not a program"):
+        pc.problem("vdp").estimate("picard-gn", codegen=True)
+    monkeypatch.delenv("CC")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(pc.CodegenError, match=r"needs a C compiler: no C compiler found"):
         pc.problem("vdp").estimate("picard-gn", codegen=True)
 
 
 def test_auto_without_a_compiler_falls_back_and_says_so(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/compiler")
     monkeypatch.setattr(codegen, "_NO_COMPILER_WARNED", False)
-    with pytest.warns(RuntimeWarning, match="virtual machine"):
+    with pytest.warns(RuntimeWarning, match=r"\$CC is '/nonexistent/compiler'.*virtual machine"):
         res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
     assert res.success
     assert any("virtual machine" in w for w in res.warnings)

@@ -82,6 +82,16 @@ CHILD = textwrap.dedent(r'''
             import picard_casadi.codegen as cg
             marked(cg, "_compile_c")
             return prob.estimate("picard-gn", codegen=True, uncertainty=False)
+        if phase == "compile-threads":  # six libraries compiled side by side, cold
+            import picard_casadi.codegen as cg
+            marked(cg, "_compile_c")
+            return pc.problem("cmg", seed=0).estimate("picard", codegen=True, max_iter=1,
+                                                      uncertainty=False, refine=False)
+        if phase == "compile-nlp":    # IPOPT's NLP: its C files compiled side by side
+            import picard_casadi.codegen as cg
+            marked(cg, "_compile_objects")
+            return pc.problem("cmg", seed=0).estimate("ipopt", codegen=True, max_iter=1,
+                                                      uncertainty=False, refine=False)
         if phase in ("picard", "picard-gn"):
             state = {"first": True}
             def callback(rec):
@@ -165,12 +175,18 @@ CHILD = textwrap.dedent(r'''
 ''')
 
 
-def _run(tmp_path, phase, delay=0.5, timeout=120.0):
+def _run(tmp_path, phase, delay=0.5, timeout=120.0, group=True):
+    """Run ``phase`` in a child and send SIGINT ``delay`` s after it starts: to
+    the child's process group (a terminal's Ctrl-C), or with ``group=False``
+    to the child alone (Jupyter interrupting a kernel, ``kill -INT pid``).
+    The child's temporary files (the compilers' too) go to ``tmp_path/tmp``."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     out = tmp_path / "out"
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     r, w = os.pipe()
-    env = dict(os.environ, PICARD_CASADI_CACHE=str(tmp_path / "cache"))
+    env = dict(os.environ, PICARD_CASADI_CACHE=str(tmp_path / "cache"),
+               TMPDIR=str(tmp_path / "tmp"))
     proc = subprocess.Popen([sys.executable, str(script), str(w), phase, str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             pass_fds=(w,), env=env, start_new_session=True)
@@ -183,7 +199,10 @@ def _run(tmp_path, phase, delay=0.5, timeout=120.0):
         if marked and delay is not None:  # None: the child signals itself
             time.sleep(delay)
             signalled = time.monotonic()
-            os.killpg(proc.pid, signal.SIGINT)
+            if group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.kill(proc.pid, signal.SIGINT)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -227,6 +246,39 @@ def test_interrupt_during_a_compile_leaves_no_partial_cache_entry(tmp_path):
     libs = {n[:-3] for n in names if n.endswith(".so")}
     metas = {n[:-5] for n in names if n.endswith(".json")}
     assert libs == metas, names  # every library has its checksum: nothing half-built
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of the running processes that name ``text``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd:
+                found.append(cmd[:200])
+    return found
+
+
+@pytest.mark.skipif(codegen.find_compiler() is None or not os.path.isdir("/proc"),
+                    reason="no C compiler, or no /proc to list processes")
+@pytest.mark.parametrize("phase", ["compile-threads", "compile-nlp"])
+def test_interrupt_to_the_process_alone_stops_its_compilers(tmp_path, phase):
+    """SIGINT to the Python process only: the compilers it started (each in a
+    process group of its own) are stopped with their passes and temporary
+    files, and nothing queued is compiled.  Before: the queue of the paper's
+    algorithm was compiled to its end (5-9 s) and, for IPOPT's NLP, ``cc1``
+    ran on with a 30 MB ``/tmp/cc*.s``."""
+    code, stdout, stderr, after, _ = _run(tmp_path, phase, 1.0, group=False)
+    assert code == 130 and stdout.strip().endswith("KeyboardInterrupt"), (stdout, stderr)
+    assert after < 5.0, f"took {after:.1f} s to stop after Ctrl-C"
+    assert "virtual machine" not in stderr, stderr  # an interrupt is no compiler failure
+    time.sleep(0.5)
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
 
 
 CLI_PHASES = [("cli-guess", 1.0), ("cli-ipopt", 1.0), ("cli-plot", None)]

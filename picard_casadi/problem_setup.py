@@ -64,6 +64,8 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
     parameters is a mistake more often than a shorthand), and be flat (a
     nested list such as ``[[1, 2]]`` is an error, not read row by row).
     """
+    if value is None:  # np.asarray(None, float) is NaN: say what is missing instead
+        raise ValueError(f"`{field}` is missing: give {n} number(s)")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):

@@ -164,6 +164,9 @@ def vdp_model():
 def test_estimate_p0_length_named(vdp_model):
     with pytest.raises(ValueError, match=r"`p0` must have 2 entries"):
         pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1, 1])
+    # None is no start (it was read as NaN: "`p0` must be finite, got [nan nan]")
+    with pytest.raises(ValueError, match=r"`p0` is missing: give 2 number"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=None)
 
 
 

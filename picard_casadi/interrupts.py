@@ -21,7 +21,16 @@ Measured: about one Ctrl-C in ten during ``picard-gn`` iterations was lost
 that way, and the run went on.)  :func:`interruptible` therefore installs, for the duration of
 a block, a SIGINT handler that records the interrupt before raising it (so
 CasADi still stops at once), and re-raises :class:`KeyboardInterrupt` when
-the block ends, whatever CasADi made of it.  Blocks nest; only the outermost
+the block ends, whatever CasADi made of it.
+
+One Ctrl-C fails one evaluation, and IPOPT answers a failed evaluation by
+trying another point: inside a shooting NLP whose solution blows up each
+evaluation ran for minutes, and the solve did not stop in 563 s.  So inside
+:func:`repeated_interrupts` (around an IPOPT solve), once an interrupt is
+recorded the signal is sent to the main thread again every
+:data:`REPEAT_SECONDS`: every evaluation then fails at once, and IPOPT's
+next iteration callback stops the solve.  No signal is sent outside that
+block, so clean-up code after it is not interrupted again.  Blocks nest; only the outermost
 installs the handler, every one re-raises.  :func:`reraise_if_interrupted`
 covers what is visible without the handler (the error text or CasADi's
 printed output names the interrupt).
@@ -29,20 +38,26 @@ printed output names the interrupt).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 __all__ = ["interruptible", "reraise_if_interrupted", "is_interrupt", "deferred_interrupt",
-           "interruptible_call", "interrupt_checked", "interrupted"]
+           "interruptible_call", "interrupt_checked", "interrupted", "repeated_interrupts"]
 
 _LOCK = threading.Lock()
-_state: dict[str, Any] = {"depth": 0, "flag": False, "previous": None, "installed": False}
+_state: dict[str, Any] = {"depth": 0, "flag": False, "previous": None, "installed": False,
+                          "repeating": False, "repeater": None}
+# held while the repeater sends a signal, and while a repeated block ends
+_REPEAT_LOCK = threading.Lock()
+#: inside :func:`repeated_interrupts`, a recorded Ctrl-C is sent again this often
+REPEAT_SECONDS = 0.05
 
 # what CasADi prints or raises when it turned an interrupt into an error
 _MARKERS = ("KeyboardInterrupt",)
@@ -51,13 +66,58 @@ _MARKERS = ("KeyboardInterrupt",)
 def _handler(signum: int, frame: Any) -> None:
     previous = _state["previous"]
     if previous is signal.default_int_handler or not callable(previous):
-        _state["flag"] = True
+        _record()
         raise KeyboardInterrupt
     try:  # the application's own handler decides
         previous(signum, frame)
     except KeyboardInterrupt:
-        _state["flag"] = True
+        _record()
         raise
+
+
+def _record() -> None:
+    """Record the interrupt; start the thread that repeats it inside
+    :func:`repeated_interrupts` (see the module doc)."""
+    _state["flag"] = True
+    if _state["repeater"] is not None or not hasattr(signal, "pthread_kill"):
+        return
+    stop = threading.Event()
+    target = threading.main_thread().ident
+
+    def repeat() -> None:
+        while not stop.wait(REPEAT_SECONDS):
+            with _REPEAT_LOCK:
+                if _state["repeating"] and not stop.is_set():
+                    signal.pthread_kill(target, signal.SIGINT)
+
+    thread = threading.Thread(target=repeat, name="picard_interrupt", daemon=True)
+    _state["repeater"] = (stop, thread)
+    thread.start()
+
+
+def _stop_repeater() -> None:
+    repeater = _state["repeater"]
+    _state["repeater"] = None
+    if repeater is not None:
+        repeater[0].set()
+        repeater[1].join()
+
+
+@contextlib.contextmanager
+def repeated_interrupts() -> Iterator[None]:
+    """Inside an :class:`interruptible` block: a recorded Ctrl-C is raised again
+    every :data:`REPEAT_SECONDS` while this block runs (around a call that
+    retries what an interrupt fails, such as an IPOPT solve)."""
+    with _REPEAT_LOCK:
+        outer = _state["repeating"]
+        _state["repeating"] = True
+    try:
+        yield
+    finally:
+        with _REPEAT_LOCK:  # after this no signal is sent
+            _state["repeating"] = outer
+        for _ in range(3):  # one already sent arrives (and raises) here, not later
+            pass
 
 
 class interruptible:
@@ -87,6 +147,9 @@ class interruptible:
             _state["depth"] -= 1
             flagged = bool(_state["flag"])
             if _state["depth"] == 0:
+                with _REPEAT_LOCK:
+                    _state["repeating"] = False
+                _stop_repeater()
                 if _state["installed"]:
                     signal.signal(signal.SIGINT, _state["previous"])
                 _state.update(previous=None, installed=False, flag=False)

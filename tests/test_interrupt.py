@@ -305,6 +305,40 @@ def interactive_sigint():
 
 
 @pytest.mark.usefixtures("interactive_sigint")
+def test_a_retried_evaluation_fails_at_once_inside_repeated_interrupts():
+    """What IPOPT does with an evaluation a Ctrl-C failed: it tries another
+    point.  Emulated by a loop that catches CasADi's error and integrates again
+    (20 s each); inside ``repeated_interrupts`` each retry fails at once.  (An
+    IPOPT shooting solve whose solution blew up did not stop in 563 s.)"""
+    import threading
+
+    import casadi as ca
+    import numpy as np
+
+    from picard_casadi.interrupts import interruptible, repeated_interrupts
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p")
+    F = ca.integrator("slow", "cvodes", {"x": x, "p": p, "ode": ca.vertcat(x[1], -p * x[0])},
+                      0.0, 300.0, {"abstol": 1e-10, "reltol": 1e-10, "max_num_steps": 10**9})
+    main = threading.main_thread().ident
+    retries = []
+    threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with interruptible(), repeated_interrupts():
+            for _ in range(5):
+                try:
+                    F(x0=[1.0, 0.0], p=1e6)
+                except RuntimeError:
+                    retries.append(time.monotonic())
+    stopped = time.monotonic() - t0
+    assert retries, "the first evaluation was not failed by the interrupt"
+    assert stopped < 4.0, f"{len(retries)} evaluation(s) failed; stopped after {stopped:.1f} s"
+    # outside the block nothing is sent again
+    time.sleep(0.3)
+
+
+@pytest.mark.usefixtures("interactive_sigint")
 def test_interruptible_reraises_what_casadi_absorbed():
     """CVODES in this process: the handler records the interrupt, the block re-raises it."""
     import casadi as ca

@@ -40,7 +40,8 @@ import casadi as ca
 import numpy as np
 
 from .._native_output import captured_native_output, released_output
-from ..interrupts import interrupted, interruptible, reraise_if_interrupted
+from ..interrupts import (interrupted, interruptible, repeated_interrupts,
+                          reraise_if_interrupted)
 from ..discretisation import Discretisation, to_map_layout
 from . import MethodSpec, register
 from .collocation_derivatives import (constraint_jacobian, derivatives_version,
@@ -302,7 +303,7 @@ def run_nlp(solver: ca.Function, params: np.ndarray, w0: np.ndarray, lbw: np.nda
     x0 = np.clip(w0, lbw, ubw)
     printed: list[str] = []
     try:
-        with interruptible(), captured_native_output() as printed:
+        with interruptible(), captured_native_output() as printed, repeated_interrupts():
             sol = solver(x0=x0, p=params, lbx=lbw, ubx=ubw,
                          lbg=0.0, ubg=0.0)
     except RuntimeError as err:

@@ -843,6 +843,10 @@ def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
     fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
     x0 = [X[sl.start].copy() for sl in disc.intervals_of]
     N = disc.n_samples_total
+    notes = list(dict.fromkeys([*prob.notes, *outcome.notes,
+                                # every function that fell back to the virtual
+                                # machine, also during the setup and the guess
+                                *getattr(tr.functions, "notes", [])]))
     result = EstimationResult(
         p=np.asarray(p, float).copy(), x0=x0, success=bool(outcome.success),
         status=outcome.status, message=outcome.message, iterations=int(iterations),
@@ -853,7 +857,7 @@ def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
         weights=np.asarray(w, float).copy(), p_names=list(model.p_names),
         x_names=list(model.x_names), y_names=list(model.y_names),
         experiment_names=[e.name for e in prob.experiments],
-        warnings=list(prob.notes) + list(outcome.notes),
+        warnings=notes,
     )
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc

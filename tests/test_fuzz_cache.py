@@ -139,6 +139,30 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
 
 
 @needs_cc
+def test_every_function_that_fell_back_is_in_the_result(tmp_path, monkeypatch, fresh_probe):
+    """A compiler that passes the probe but fails on every real file: the
+    functions the setup and the guess compile side by side fall back too, and
+    are warned from the caller's line (they were missing from res.warnings,
+    and warned from concurrent/futures/thread.py)."""
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+
+    def failing(cc, sources, lib, workdir, kind="functions"):
+        raise pc.CodegenError("the C compiler failed (cc -O1 ...):\nout of memory")
+
+    monkeypatch.setattr(codegen, "_compile_c", failing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = pc.problem("vdp").estimate(uncertainty=False)
+    assert res.success
+    fell_back = {w.split(":")[1].split()[0] for w in res.warnings
+                 if "runs on CasADi's virtual machine" in w}
+    assert {"picard", "f_derivatives", "trajectory"} <= fell_back, res.warnings
+    warned = [w for w in caught if "runs on CasADi's virtual machine" in str(w.message)]
+    assert {str(w.message).split(":")[1].split()[0] for w in warned} == fell_back
+    assert not [w.filename for w in warned if "concurrent" in w.filename]
+
+
+@needs_cc
 def test_a_cache_entry_replaced_by_a_folder(tmp_path, monkeypatch, fresh_probe):
     """A library path taken by a directory: rebuilt impossible, so the VM under auto."""
     cache = tmp_path / "cache"

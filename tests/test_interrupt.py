@@ -313,7 +313,6 @@ def test_a_retried_evaluation_fails_at_once_inside_repeated_interrupts():
     import threading
 
     import casadi as ca
-    import numpy as np
 
     from picard_casadi.interrupts import interruptible, repeated_interrupts
 

@@ -200,6 +200,14 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     cov = s2 * inv / d[:, None] / d[None, :]
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
     std[unidentifiable] = np.inf
+    for k, (kind, _, i) in enumerate(columns):
+        # one parameter the data hardly see is no near-singular combination
+        # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)
+        if kind == "p" and not unidentifiable[k] and std[k] > abs(float(result.p[i])):
+            result.warnings.append(
+                f"the data determine {names[k]} poorly: its standard error {std[k]:.3g} "
+                f"exceeds the estimate {float(result.p[i]):.6g} (the 95 % interval spans "
+                "zero); a likelihood profile (pc.profile) shows what the data allow")
 
     p_cov = np.zeros((np_, np_))
     p_std = np.zeros(np_)

@@ -37,6 +37,22 @@ def test_unidentifiable_pair_is_named_in_a_warning():
     assert any("a, b" in w and "unidentifiable" in w for w in res.warnings)
 
 
+def test_a_parameter_the_data_hardly_see_is_named():
+    """x0 follows cos(t) at rate k = 2000: any fast k fits, so k's standard
+    error exceeds k (it came out 1183 +- 2302 with no word); a is well determined."""
+    import casadi as ca
+
+    x, p, t = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("t")
+    model = pc.Model(t=t, x=x, p=p, rhs=ca.vertcat(-p[0] * (x[0] - ca.cos(t)), -p[1] * x[1] + x[0]),
+                     p_names=["k", "a"])
+    exp = pc.simulate_experiment(model, x0=[0.0, 1.0], p=[2000.0, 0.5], t=np.linspace(0, 10, 101),
+                                 noise_std=0.01, seed=0)
+    res = pc.estimate(model, [exp], p0=[1400.0, 0.3])
+    assert res.success and res.p_std[0] > res.p[0] and res.p_std[1] < 0.05 * res.p[1]
+    poorly = [w for w in res.warnings if "determine" in w and "poorly" in w]
+    assert len(poorly) == 1 and poorly[0].startswith("the data determine k poorly"), res.warnings
+
+
 def test_multistart_keeps_every_start_and_returns_the_best():
     prob = pc.problem("fitzhugh-nagumo", seed=0)
     res = prob.estimate("picard-gn", multistart=4, seed=2, uncertainty=False)

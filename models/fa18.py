@@ -294,24 +294,42 @@ STATE_BOX = (
 
 def _samples_inside_box(model: Model, x0: np.ndarray, p: np.ndarray, t: np.ndarray, u,
                         breakpoints) -> np.ndarray:
-    """The sample times before the true trajectory first leaves ``STATE_BOX``."""
+    """The sample times before the true trajectory first leaves ``STATE_BOX``
+    (or, where the simulation fails on the way, before it fails)."""
     fine = np.linspace(t[0], t[-1], 10 * (t.size - 1) + 1)
-    last_ok = fine[-1]
-    try:
-        X = simulate(model, x0, p, fine, u, breakpoints=breakpoints)
-    except SimulationError:
-        X = None
-    if X is None or np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1])):
-        # find the exit time on the fine grid, simulating only as far as it is valid
-        for k in range(1, fine.size):
-            try:
-                Xk = simulate(model, x0, p, fine[:k + 1], u, breakpoints=breakpoints)
-            except SimulationError:
-                last_ok = fine[k - 1]
-                break
-            if np.any((Xk[-1] < STATE_BOX[0]) | (Xk[-1] > STATE_BOX[1])):
-                last_ok = fine[k - 1]
-                break
+
+    failed_at: list[float | None] = []
+
+    def states(k: int) -> np.ndarray | None:
+        """The states at ``fine[:k + 1]``, or None where CVODES fails before."""
+        try:
+            return simulate(model, x0, p, fine[:k + 1], u, breakpoints=breakpoints)
+        except SimulationError as err:
+            failed_at.append(err.time)
+            return None
+
+    X = states(fine.size - 1)
+    if X is None and failed_at[-1] is not None:
+        # the prefix before the step where CVODES failed simulates (each
+        # failing simulation costs a second: it locates its failure)
+        k = int(np.searchsorted(fine, failed_at[-1], side="right")) - 1
+        X = states(k) if k >= 1 else None
+        if X is not None and not np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1])):
+            X = None  # inside the box up to there: where it fails, bisect
+    if X is None:
+        # the longest prefix that simulates, by bisection (the prefix before
+        # a failure simulates; one through it does not)
+        good, bad = 0, fine.size - 1
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            good, bad = (mid, bad) if states(mid) is not None else (good, mid)
+        X = states(good)
+    outside = np.flatnonzero(np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1]), axis=1))
+    # the first fine time outside the box, or the first the simulation misses;
+    # each row is the state at its time whatever the last output time (it was
+    # found one prefix simulation per fine time: 20 s for the rudder run)
+    first = int(outside[0]) if outside.size else X.shape[0]
+    last_ok = fine[first - 1] if first < fine.size else fine[-1]
     return t[t <= last_ok + 1e-9]
 
 

@@ -16,7 +16,19 @@ class PicardError(Exception):
 
 
 class SimulationError(PicardError, RuntimeError):
-    """CVODES failed, or the solution left the model's domain."""
+    """CVODES failed, or the solution left the model's domain.
+
+    Attributes
+    ----------
+    time : float or None
+        A time up to which the solution exists (the start of the step
+        where CVODES failed, or the last sample inside the domain); None
+        where it is not known.
+    """
+
+    def __init__(self, message: str, time: float | None = None) -> None:
+        super().__init__(message)
+        self.time = time
 
 
 class ConvergenceError(PicardError, RuntimeError):

@@ -387,8 +387,8 @@ def simulate(
         raise SimulationError(
             f"simulation of model {model.name!r} failed at {when}: CVODES reported "
             f"{reason}; the state was {np.array2string(xk, precision=4)} at t = {a:.6g} "
-            f"(p = {p.tolist()}): the solution blows up or leaves the model's domain"
-        ) from None
+            f"(p = {p.tolist()}): the solution blows up or leaves the model's domain",
+            time=a) from None
     idx = np.searchsorted(bounds[1:], t[start:])
     out[start:] = xf[idx]
     _check_trajectory(model, t, out)

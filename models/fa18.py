@@ -356,9 +356,12 @@ def make_run(run: str, seed: int = 0, noise_std: float = 0.05,
         name=f"fa18-{run}", model=model, experiments=exps, p_true=p_true,
         p0=np.zeros(p_true.size),
         p_bounds=(np.full(p_true.size, -50.0), np.full(p_true.size, 50.0)),
-        # weights="auto" (the maximum-likelihood weighting for the paper's noise
-        # model): the paper's unweighted loss (weights=None) is dominated by the
-        # airspeed and converges far less reliably (docs/design.md)
+        # weights="auto" (one inverse variance per output, estimated: the best
+        # constant weighting, though the paper's noise (1 + n_i) g + m_i has a
+        # variance that follows the signal, so the standard errors come out
+        # 1.5-2.8 times too small: docs/uncertainty.md): the paper's unweighted
+        # loss (weights=None) is dominated by the airspeed and converges far
+        # less reliably (docs/design.md)
         options={"T": 0.1, "n": 3, "lam": 10.0, "nodes": 7, "x0_bounds": STATE_BOX,
                  "p_scale": np.ones(p_true.size), "weights": "auto"},
         x0_true=[np.asarray(x0, float).copy() for x0 in spec["x0"]],

@@ -6,6 +6,8 @@ Run::
     python benchmarks/se_calibration.py                       # fa18-roll-ail, 20 seeds
     python benchmarks/se_calibration.py fa18-roll-rud --seeds 12
     python benchmarks/se_calibration.py fa18-roll-ail --noise additive
+    python benchmarks/se_calibration.py --T 0.05          # a finer mesh
+    python benchmarks/se_calibration.py --method ipopt    # another solver, same mesh
 
 For each seed the registered problem is fitted with every default; printed
 per parameter: the standard deviation of the estimates over the seeds, the
@@ -54,13 +56,17 @@ def main() -> None:
     ap.add_argument("problem", nargs="?", default="fa18-roll-ail")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--noise", choices=("registry", "additive"), default="registry")
+    ap.add_argument("--method", default=None, help="estimate's method (default: its default)")
+    ap.add_argument("--T", type=float, default=None, help="interval length (default: the problem's)")
     args = ap.parse_args()
+    options = {k: v for k, v in (("T", args.T),) if v is not None}
+    method = () if args.method is None else (args.method,)
     warnings.simplefilter("ignore")
     P, S = [], []
     p_true = None
     for seed in range(args.seeds):
         prob = data_set(args.problem, seed, args.noise)
-        res = prob.estimate()
+        res = prob.estimate(*method, **options)
         p_true = prob.p_true
         if not res.success or res.p_std is None or not np.all(np.isfinite(res.p_std)):
             print(f"seed {seed}: left out (success {res.success}, p_std {res.p_std})")
@@ -73,7 +79,9 @@ def main() -> None:
     mean_se = S.mean(axis=0)
     bias_t = (P.mean(axis=0) - p_true) / (spread / np.sqrt(n))
     rms_z = np.sqrt(np.mean(((P - p_true) / S) ** 2, axis=0))
-    print(f"{args.problem}, noise {args.noise}, {n} of {args.seeds} seeds, every default")
+    given = ", ".join([f"method {args.method}"] * bool(method)
+                      + [f"{k}={v:g}" for k, v in options.items()]) or "every default"
+    print(f"{args.problem}, noise {args.noise}, {n} of {args.seeds} seeds, {given}")
     print(f"{'parameter':>10} {'spread':>10} {'mean p_std':>11} {'ratio':>6} {'bias t':>7} "
           f"{'RMS z':>6}")
     for k in range(P.shape[1]):

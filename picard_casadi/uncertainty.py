@@ -25,7 +25,9 @@ Identifiability: ``F`` is scaled to unit diagonal (a correlation-like matrix);
 an eigenvalue below :data:`IDENTIFIABILITY_THRESHOLD` of the largest marks a
 direction the data do not determine.  The parameters with weight in that
 direction are named in a warning, and their standard errors are infinite.
-A single parameter whose standard error exceeds its estimate is named too.
+Below :data:`WEAK_DIRECTION` the combination is named as weakly determined
+(standard errors kept).  A single parameter whose standard error exceeds its
+estimate is named too.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ __all__ = ["solution_sensitivity", "SolutionSensitivity",
 #: parameters got infinite standard errors on 10 of 12 seeds, and dropping
 #: that direction shrank the others' (docs/uncertainty.md)
 IDENTIFIABILITY_THRESHOLD = 1e-12
+#: ... and below which (above the threshold) a direction is named as weakly
+#: determined, its standard errors kept (finite, from the full inverse)
+WEAK_DIRECTION = 1e-8
 # a sensitivity column below this fraction of the largest (both scaled by the
 # quantities' nominal sizes) is round-off: the data do not depend on it
 SILENT_COLUMN = 1e-10
@@ -189,22 +194,30 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
         return
     lam_max = max(float(evals[-1]), 1e-300)
     weak = evals < IDENTIFIABILITY_THRESHOLD * lam_max
+    faint = ~weak & (evals < WEAK_DIRECTION * lam_max)
     names = []
     for kind, e, i in columns:
         names.append(model.p_names[i] if kind == "p" else
                      f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
     unidentifiable = np.zeros(nth, dtype=bool)
-    if np.any(weak):
-        for k in np.flatnonzero(weak):
-            v = evecs[:, k]
-            involved = np.abs(v) > 0.1
+    named = np.zeros(nth, dtype=bool)  # in a combination a warning names
+    for k in np.flatnonzero(weak | faint):
+        involved = np.abs(evecs[:, k]) > 0.1
+        named |= involved
+        listed = ", ".join(names[c] for c in np.flatnonzero(involved))
+        if weak[k]:
             unidentifiable |= involved
-            listed = ", ".join(names[c] for c in np.flatnonzero(involved))
             result.warnings.append(
                 "the information matrix is near-singular (relative eigenvalue "
                 f"{evals[k] / lam_max:.1e}): the data do not determine the combination "
-                f"of {listed}; these parameters are practically unidentifiable"
-            )
+                f"of {listed}; these parameters are practically unidentifiable")
+        else:
+            result.warnings.append(
+                "the information matrix is near-singular (relative eigenvalue "
+                f"{evals[k] / lam_max:.1e}): the data determine the combination of "
+                f"{listed} only weakly; their standard errors are large and strongly "
+                "correlated (res.p_corr)")
+    if np.any(weak):
         keep = ~weak
         inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
     else:
@@ -215,7 +228,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     for k, (kind, _, i) in enumerate(columns):
         # one parameter the data hardly see is no near-singular combination
         # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)
-        if kind == "p" and not unidentifiable[k] and std[k] > abs(float(result.p[i])):
+        if kind == "p" and not named[k] and std[k] > abs(float(result.p[i])):
             result.warnings.append(
                 f"the data determine {names[k]} poorly: its standard error {std[k]:.3g} "
                 f"exceeds the estimate {float(result.p[i]):.6g} (the 95 % interval spans "

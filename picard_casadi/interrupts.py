@@ -114,10 +114,22 @@ def repeated_interrupts() -> Iterator[None]:
     try:
         yield
     finally:
-        with _REPEAT_LOCK:  # after this no signal is sent
-            _state["repeating"] = outer
-        for _ in range(3):  # one already sent arrives (and raises) here, not later
-            pass
+        # after this no signal is sent; one already sent arrives (and raises)
+        # here, not in the caller's clean-up.  A signal's handler runs at a
+        # call, so it may interrupt this reset: then it is done again, and the
+        # interrupt raised once it holds.
+        caught = False
+        while True:
+            try:
+                with _REPEAT_LOCK:
+                    _state["repeating"] = outer
+                for _ in range(3):
+                    pass
+                break
+            except KeyboardInterrupt:
+                caught = True
+        if caught:
+            raise KeyboardInterrupt
 
 
 class interruptible:

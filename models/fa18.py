@@ -300,6 +300,10 @@ def _samples_inside_box(model: Model, x0: np.ndarray, p: np.ndarray, t: np.ndarr
 
     failed_at: list[float | None] = []
 
+    def outside(X: np.ndarray) -> np.ndarray:
+        """The rows of ``X`` outside ``STATE_BOX``."""
+        return np.flatnonzero(np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1]), axis=1))
+
     def states(k: int) -> np.ndarray | None:
         """The states at ``fine[:k + 1]``, or None where CVODES fails before."""
         try:
@@ -314,7 +318,7 @@ def _samples_inside_box(model: Model, x0: np.ndarray, p: np.ndarray, t: np.ndarr
         # failing simulation costs a second: it locates its failure)
         k = int(np.searchsorted(fine, failed_at[-1], side="right")) - 1
         X = states(k) if k >= 1 else None
-        if X is not None and not np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1])):
+        if X is not None and outside(X).size == 0:
             X = None  # inside the box up to there: where it fails, bisect
     if X is None:
         # the longest prefix that simulates, by bisection (the prefix before
@@ -324,11 +328,11 @@ def _samples_inside_box(model: Model, x0: np.ndarray, p: np.ndarray, t: np.ndarr
             mid = (good + bad) // 2
             good, bad = (mid, bad) if states(mid) is not None else (good, mid)
         X = states(good)
-    outside = np.flatnonzero(np.any((X < STATE_BOX[0]) | (X > STATE_BOX[1]), axis=1))
+    rows = outside(X)
     # the first fine time outside the box, or the first the simulation misses;
     # each row is the state at its time whatever the last output time (it was
     # found one prefix simulation per fine time: 20 s for the rudder run)
-    first = int(outside[0]) if outside.size else X.shape[0]
+    first = int(rows[0]) if rows.size else X.shape[0]
     last_ok = fine[first - 1] if first < fine.size else fine[-1]
     return t[t <= last_ok + 1e-9]
 

@@ -920,9 +920,11 @@ class LazyCompiled(Mapping):
         self.strict = strict
         self.notes: list[str] = []
 
-    def _library(self, name: str) -> Path | None:
+    def _library(self, name: str, warn: bool = True) -> Path | None:
         """The compiled library of ``name``, or None where compiling failed under
-        ``strict=False`` (then the function runs on the virtual machine)."""
+        ``strict=False`` (then the function runs on the virtual machine, with a
+        note, and a warning unless ``warn`` is False: :meth:`prefetch` warns
+        for its threads from the caller's line)."""
         if name not in self._libraries:
             unit, _ = self._source[name]
             try:
@@ -935,9 +937,8 @@ class LazyCompiled(Mapping):
                 note = f"codegen='auto': {name} runs on CasADi's virtual machine: {err}"
                 self.notes.append(note)
                 self._libraries[name] = None
-                if threading.current_thread() is threading.main_thread():
+                if warn:
                     warnings.warn(note, RuntimeWarning, stacklevel=3)
-                # else prefetch warns once its threads are done, from the caller's line
         return self._libraries[name]
 
     def __getitem__(self, name: str) -> ca.Function:
@@ -995,7 +996,7 @@ class LazyCompiled(Mapping):
         with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1),
                                 thread_name_prefix="picard_cc") as pool:
             # each compile sees the caller's context (a cache_at() folder)
-            futures = [pool.submit(contextvars.copy_context().run, self._library, n)
+            futures = [pool.submit(contextvars.copy_context().run, self._library, n, False)
                        for n in todo]
             try:
                 for future in futures:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .parallel import Encoded, decoded, encode, executor_for, run_tasks
+from .problem_setup import estimated_quantities
 from .quantiles import normal, student_t
 
 __all__ = ["coverage_study", "CoverageStudy", "KINDS"]
@@ -106,9 +107,9 @@ def _seed_row(make_problem: Callable[..., Any], seed: int, confidence: float,
             row["success"] = False
             row["seconds"] = time.perf_counter() - t0
             return row
-        lb, ub = (np.asarray(b, float) for b in res.settings["p_bounds"])
-        dof = res.n_measurements - int(np.sum(lb < ub)) - (
-            sum(x.size for x in res.x0) if res.settings["estimate_x0"] else 0)
+        lb, ub = res.settings["p_bounds"]
+        dof = res.n_measurements - sum(estimated_quantities(
+            lb, ub, len(res.x_names), len(res.x0), res.settings["estimate_x0"]))
         std = np.asarray(res.p_std, float)
         z = normal(0.5 + 0.5 * confidence)
         t = student_t(0.5 + 0.5 * confidence, max(dof, 1))

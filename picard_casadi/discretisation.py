@@ -214,8 +214,7 @@ class Discretisation:
             J, M, K)
         #: ``N`` of the objective: the sample times where an output is measured
         #: (a time with inputs only, a CSV row without outputs, is not a sample)
-        self.n_samples_total = max(1, int(sum(np.any(np.isfinite(e.y), axis=1).sum()
-                                              for e in self.experiments)))
+        self.n_samples_total = max(1, int(np.any(self.mask > 0, axis=1).sum()))
         self.n_measurements = int(self.mask.sum())
 
     # ------------------------------------------------------------------ helpers

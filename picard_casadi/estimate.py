@@ -40,8 +40,8 @@ from .methods import MethodSpec, get_method, method_options
 from .methods.base import IterationRecord, LoopOutcome, Setup
 from .model import Model
 from .predict import simulation_predictor
-from .problem_setup import (as_vector, build_setup, initial_weights, residual_variance,
-                            weights_from_variance)
+from .problem_setup import (as_vector, build_setup, estimated_quantities, initial_weights,
+                            residual_variance, weights_from_variance)
 from .result import EstimationResult
 from .threads import with_solver_threads
 
@@ -436,8 +436,7 @@ def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
     ``curve_fit`` refuses the same; without this the fit ran to its iteration
     limit and advised more iterations)."""
     measured = sum(int(np.isfinite(e.y).sum()) for e in exps)
-    n_p = int(np.sum(p_lb < p_ub))
-    n_x0 = model.nx * len(exps) if estimate_x0 else 0
+    n_p, n_x0 = estimated_quantities(p_lb, p_ub, model.nx, len(exps), estimate_x0)
     if measured >= n_p + n_x0:
         return
     parts = [f"{n_p} parameter(s)"] + (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from .model import Model
 from .transcription import IntervalFunctions, Transcription, build_interval_functions
 
 __all__ = ["build_setup", "initial_weights", "weights_from_variance", "residual_variance",
-           "as_vector", "interval_functions"]
+           "as_vector", "interval_functions", "estimated_quantities"]
 
 # Interval functions already built in this process, per model and shape.
 _BUILT: weakref.WeakKeyDictionary[Model, dict[tuple, IntervalFunctions]] = (
@@ -80,6 +81,15 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
                          + (" (a single number, not in a list, applies to all)"
                             if arr.size == 1 else ""))
     return arr
+
+
+def estimated_quantities(p_lb: Any, p_ub: Any, nx: int, n_experiments: int,
+                         estimate_x0: bool) -> tuple[int, int]:
+    """How many quantities a fit estimates: the free parameters (lower bound
+    below upper; equal bounds hold one), and the initial states (``nx`` per
+    experiment, or none with ``estimate_x0=False``)."""
+    n_p = int(np.sum(np.asarray(p_lb, float) < np.asarray(p_ub, float)))
+    return n_p, (nx * n_experiments if estimate_x0 else 0)
 
 
 def initial_weights(disc: Discretisation) -> np.ndarray:

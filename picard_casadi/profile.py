@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
+from .problem_setup import estimated_quantities
 from .quantiles import chi2_1, f_1
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
@@ -490,7 +491,8 @@ def profile(
     if not base.success:
         raise ValueError(f"re-fitting the estimate with the profile's settings failed: "
                          f"{base.message}")
-    n_theta = int(free.sum()) + (model.nx * len(experiments) if kwargs["estimate_x0"] else 0)
+    n_theta = sum(estimated_quantities(p_lb, p_ub, model.nx, len(experiments),
+                                       kwargs["estimate_x0"]))
     dof = None
     if noise == "estimated":
         dof = int(base.n_measurements) - n_theta

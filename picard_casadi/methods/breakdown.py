@@ -128,14 +128,9 @@ def guarded_solve(solve: Callable[..., LoopOutcome], method: str) -> Callable[..
 
     @functools.wraps(solve)
     def wrapper(setup: Setup, opts: Any, callback: Any = None) -> LoopOutcome:
-        fallbacks = getattr(setup.tr.functions, "notes", [])
-        known = len(fallbacks)
         try:
             with interruptible():
-                outcome = solve(setup, opts, callback)
-            # functions that fell back to the virtual machine during the solve
-            outcome.notes.extend(n for n in fallbacks[known:] if n not in outcome.notes)
-            return outcome
+                return solve(setup, opts, callback)
         except NUMERICAL_ERRORS as err:
             if is_interrupt(err):
                 raise KeyboardInterrupt from None

@@ -115,6 +115,16 @@ def _segment_coefficients(u_of_t: Callable[[np.ndarray], np.ndarray], a: np.ndar
     return coef.transpose(0, 2, 1).reshape(a.size, (d + 1) * nu).T
 
 
+#: CVODES' smallest step, as a fraction of the segment (its time is normalised
+#: to [0, 1]).  Where a solution blows up inside a segment the steps shrink
+#: until ``t + h == t``; plain CVODES then stops at ``max_num_steps``, but the
+#: forward pass of an adjoint gradient (``CVodeF``, which steps one step at a
+#: time) was seen to take such steps for ever, keeping a checkpoint every 20
+#: of them: a shooting solve grew by 40 MB/s until killed (docs/reliability.md,
+#: "Shooting on a solution that blows up").  A floor far below any step the
+#: tolerances ask for ends that with ``CV_ERR_FAILURE`` instead.
+MIN_STEP = 1e-14
+
 # segment integrators already built in this process, per model and settings
 # (building one costs a few milliseconds: the initial guess simulates every
 # experiment, the certificate every interval group)
@@ -169,7 +179,7 @@ def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps:
     rhs = model.f(a + L * s, model.x, model.p, u_expr)
     dae = {"x": model.x, "p": ca.vertcat(model.p, q), "t": s, "ode": L * rhs}
     opts = {
-        "abstol": atol, "reltol": rtol, "max_num_steps": max_steps,
+        "abstol": atol, "reltol": rtol, "max_num_steps": max_steps, "min_step_size": MIN_STEP,
         "disable_internal_warnings": True, "show_eval_warnings": False,
     }
     if method == "adams":
@@ -195,7 +205,7 @@ def _cvodes_reason(err: Exception, printed: list[str]) -> str:
 CVODES_FLAGS = {
     "CV_TOO_MUCH_WORK": "the step limit (max_steps) was reached",
     "CV_TOO_MUCH_ACC": "the tolerances cannot be met",
-    "CV_ERR_FAILURE": "the error test failed repeatedly",
+    "CV_ERR_FAILURE": "the error test failed repeatedly or at the smallest step",
     "CV_CONV_FAILURE": "the corrector did not converge",
     "CV_RHSFUNC_FAIL": "the right-hand side could not be evaluated",
     "CV_REPTD_RHSFUNC_ERR": "the right-hand side was not finite, repeatedly",

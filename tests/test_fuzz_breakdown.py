@@ -8,6 +8,9 @@ says what broke and where.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 
 import casadi as ca
 import numpy as np
@@ -50,7 +53,9 @@ def test_shooting_blowup_names_cvodes_flag_interval_and_time(blowup):
     model, exp = blowup
     res = pc.estimate(model, [exp], [50.0], "shooting", codegen=False)
     assert not res.success and res.status == "Evaluation_Failed"
-    assert "CV_TOO_MUCH_WORK" in res.message and "max_steps" in res.message
+    # the step limit, or (with CVODES' smallest step) the error test at the blow-up
+    assert re.search(r"CV_(TOO_MUCH_WORK|ERR_FAILURE)", res.message), res.message
+    assert "blows up" in res.message and "max_steps" in res.message
     assert re.search(r"on " + WHERE, res.message), res.message
 
 
@@ -225,3 +230,54 @@ def test_max_iter_with_a_solution_that_blows_up_says_so_not_more_iterations():
     assert where, res.message
     lo, hi = float(where.group(1)), float(where.group(2))
     assert lo <= 1.0 / (res.p[0] * res.x0[0][0]) <= hi and hi - lo <= 0.05
+
+
+SHOOTING_ON_A_BLOW_UP = textwrap.dedent("""
+    import resource
+    import casadi as ca, numpy as np
+    import picard_casadi as pc
+    x, a = ca.SX.sym("x"), ca.SX.sym("a")
+    model = pc.Model(x=x, p=a, rhs=a * x ** 2, y=x)
+    t = np.linspace(0, 10, 11)
+    y = 1 / (1 + 0.2 * t) + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    exp = pc.Experiment(t=t, y=y[:, None], x0=[1.0])
+    res = pc.estimate(model, [exp], p0=[1.0], p_bounds=([0.5], [2.0]), estimate_x0=False,
+                      method="shooting", uncertainty=False)
+    print(res.status, res.iterations, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(res.message)
+""")
+
+
+def test_shooting_where_every_allowed_p_blows_up_ends_in_bounded_time_and_memory():
+    # x' = a x^2, a in [0.5, 2], blows up before t = 2 for every allowed a while
+    # the data decay over [0, 10].  IPOPT's restoration phase drove the shooting
+    # states to ~1e154, where CVODES' forward pass for the adjoint gradient took
+    # steps of t + h = t for ever: +40 MB/s until killed.  Now CVODES' smallest
+    # step ends each such integration, and IPOPT's stalled iterate ends the solve.
+    run = subprocess.run([sys.executable, "-c", SHOOTING_ON_A_BLOW_UP], capture_output=True,
+                         text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, message = run.stdout.strip().splitlines()[-2:]
+    status, iterations, max_rss_kb = first.split()
+    assert status == "stalled" and int(iterations) > 30, run.stdout
+    assert int(max_rss_kb) < 1_000_000, first
+    assert "did not move in 30 iterations" in message and "not an optimum" in message
+    assert "blows up" in message and "p_bounds" in message
+
+
+def test_the_stall_counter_needs_thirty_unmoved_infeasible_iterations_in_a_row():
+    from picard_casadi.methods.ipopt import STALL_ITERATIONS, StopOnInterrupt
+
+    stop = StopOnInterrupt(3, 1, 0)
+    x = np.array([1e12, -2.0, 0.5])
+    gap, feasible = np.array([0.7]), np.array([1e-9])
+    assert not stop._stalls(x, gap)
+    # moves of 1e-3 of the largest entry, then of nothing, then a NaN (a move)
+    assert not any(stop._stalls(x + 1e9 * k, gap) for k in range(1, 40))
+    assert not any(stop._stalls(x + 1e-5, gap) for _ in range(STALL_ITERATIONS - 1))
+    assert not stop._stalls(np.array([np.nan, -2.0, 0.5]), gap)
+    assert not stop._stalls(x, gap)  # away from the NaN: a move
+    # a feasible iterate that stands still (converged, tol out of reach) is no stall
+    assert not any(stop._stalls(x, feasible) for _ in range(3 * STALL_ITERATIONS))
+    assert not any(stop._stalls(x, gap) for _ in range(STALL_ITERATIONS - 1))
+    assert stop._stalls(x, gap)

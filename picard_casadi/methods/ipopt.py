@@ -179,6 +179,14 @@ class IpoptOptions:
         self.ipopt_options = check_ipopt_options(self.ipopt_options)
 
 
+#: iterations in a row without a move that end an IPOPT solve as stalled
+STALL_ITERATIONS = 30
+#: a move smaller than this fraction of the iterate's largest entry (plus one) is none
+STALL_CHANGE = 1e-13
+#: an iterate counts as stalled only while a constraint is violated by more than this
+STALL_VIOLATION = 1e-6
+
+
 class StopOnInterrupt(ca.Callback):
     """IPOPT's iteration callback: stop once a Ctrl-C was recorded; report progress.
 
@@ -196,6 +204,16 @@ class StopOnInterrupt(ca.Callback):
     does not expose to the callback are NaN.  A callback returning True stops
     the solve (status ``"stopped"``); an exception it raises ends the solve
     and is raised again after it.
+
+    It also ends a solve whose iterate has stopped moving while infeasible:
+    :data:`STALL_ITERATIONS` iterations in a row that change no variable by
+    more than :data:`STALL_CHANGE` of the iterate's largest entry, with a
+    constraint violated by more than :data:`STALL_VIOLATION`, set
+    :attr:`stalled`.  IPOPT's restoration phase can take such steps without
+    end where every trial point fails to evaluate (a shooting solve whose
+    solution blows up: steps of 1e-16 with 54 failed CVODES runs each, up to
+    ``max_iter``).  A feasible iterate that stops moving (converged, with a
+    ``tol`` it cannot reach) is left to IPOPT's own tests.
     """
 
     def __init__(self, nx: int, ng: int, np_: int) -> None:
@@ -208,6 +226,13 @@ class StopOnInterrupt(ca.Callback):
         self._t0 = 0.0
         self._error: BaseException | None = None
         self.stopped = False
+        #: the solve ended because its iterate stopped moving (see the class doc)
+        self.stalled = False
+        self._last_x: np.ndarray | None = None
+        self._still = 0
+        #: iterations seen in the last solve (IPOPT's own count is lost when
+        #: an evaluation raises: :func:`run_nlp` then reports none)
+        self.iterations = 0
         self.construct("stop_on_interrupt", {})
 
     def get_n_in(self) -> int:
@@ -239,6 +264,7 @@ class StopOnInterrupt(ca.Callback):
         self._report, self._p_of = callback, p_of
         self._iteration, self._t0 = 0, time.perf_counter()
         self._error, self.stopped = None, False
+        self.stalled, self._last_x, self._still, self.iterations = False, None, 0, 0
         try:
             yield
         finally:
@@ -249,6 +275,10 @@ class StopOnInterrupt(ca.Callback):
 
     def eval(self, arg: Any) -> list[int]:
         if interrupted():
+            return [1]
+        self.iterations += 1
+        if self._stalls(np.asarray(arg[0], float).ravel(), np.asarray(arg[2], float).ravel()):
+            self.stalled = True
             return [1]
         if self._report is None:
             return [0]
@@ -271,6 +301,26 @@ class StopOnInterrupt(ca.Callback):
             self.stopped = True
             return [1]
         return [0]
+
+    def _stalls(self, x: np.ndarray, g: np.ndarray) -> bool:
+        """Count iterations in a row whose infeasible iterate ``x`` (constraint
+        values ``g``) did not move; True at the limit."""
+        last, self._last_x = self._last_x, x.copy()
+        if last is None or last.shape != x.shape:
+            self._still = 0
+            return False
+        size = 1.0 + float(np.max(np.abs(x), initial=0.0))
+        moved = not np.all(np.abs(x - last) <= STALL_CHANGE * size)  # NaN counts as a move
+        feasible = bool(np.all(np.abs(g) <= STALL_VIOLATION))
+        self._still = 0 if moved or feasible else self._still + 1
+        return self._still >= STALL_ITERATIONS
+
+
+def stalled_message(who: str) -> str:
+    """What a solve that :class:`StopOnInterrupt` ended as stalled says."""
+    return (f"{who} stopped: its iterate did not move in {STALL_ITERATIONS} iterations "
+            "while the constraints were violated (IPOPT found no trial point it could "
+            "evaluate and accept); the result is not an optimum")
 
 
 def gauss_newton_hessian(r: ca.MX, w: ca.MX, params: ca.MX) -> ca.Function:
@@ -638,7 +688,8 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     X = U[:, :, 0].copy()
     success = bool(stats.get("success", False))
     history = ipopt_history(stats)
-    n_iter = int(stats.get("iter_count", len(history)))
+    n_iter = int(stats.get("iter_count", len(history))) if "error" not in stats \
+        else nlp.monitor.iterations
     if status == "Solved_To_Acceptable_Level":
         status_note = (" (IPOPT could not reach tol and stopped at its acceptable level; "
                        "pass ipopt_options={'acceptable_iter': 0} to insist)")
@@ -647,6 +698,8 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
     message = f"IPOPT: {status}{status_error}{status_note}" + ("" if success else
                                     " (see IPOPT's documentation of this status; try "
                                     "hessian='gauss-newton', a larger max_iter or a better start)")
+    if nlp.monitor.stalled:
+        status, message = "stalled", stalled_message("IPOPT")
     if nlp.monitor.stopped:
         status, message = "stopped", "stopped by the callback"
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0, iterations=n_iter,

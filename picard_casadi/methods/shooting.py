@@ -33,7 +33,7 @@ from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive
                    require_positive_int)
 from .breakdown import describe_interval
 from .ipopt import (StopOnInterrupt, check_ipopt_options, gauss_newton_hessian, ipopt_history,
-                    run_nlp)
+                    run_nlp, stalled_message)
 
 __all__ = ["ShootingOptions", "solve_shooting"]
 
@@ -198,6 +198,12 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     elif not success:
         message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
+    if nlp.monitor.stalled:
+        status = "stalled"
+        message = stalled_message("shooting") + (
+            f"; CVODES reported {', '.join(sorted(set(cv)))} at the points it tried: the "
+            "solution blows up there -- bound p (p_bounds) and the states (x0_bounds) or "
+            "start from a better p0" if cv else "")
     if nlp.monitor.stopped:
         status, message = "stopped", "stopped by the callback"
     history = ipopt_history(stats)
@@ -205,7 +211,8 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
         "shooting: the collocation fixed point used to report the continuity gap did "
         "not settle on every interval"]
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0,
-                       iterations=int(stats.get("iter_count", len(history))),
+                       iterations=int(stats.get("iter_count", len(history)))
+                       if "error" not in stats else nlp.monitor.iterations,
                        success=success, status="converged" if success else status,
                        message=message, history=history, notes=notes)
 

@@ -30,9 +30,9 @@ CALL_TIME: dict[str, float] = defaultdict(float)
 
 
 def _timed(f):
-    def call(*args):
+    def call(*args, **kwargs):
         t = time.perf_counter()
-        out = f(*args)
+        out = f(*args, **kwargs)
         CALL_TIME["total"] += time.perf_counter() - t
         return out
     return call

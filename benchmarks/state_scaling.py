@@ -145,10 +145,10 @@ def profile(N: int, empty_cache: bool = False) -> None:
     calls: Counter[str] = Counter()
     call, chain = NativeFunction.__call__, NativeFunction.chain
 
-    def timed(self, *args):
+    def timed(self, *args, **kwargs):
         t = time.perf_counter()
         try:
-            return call(self, *args)
+            return call(self, *args, **kwargs)
         finally:
             seconds[self.name] += time.perf_counter() - t
             calls[self.name] += 1

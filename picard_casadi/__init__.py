@@ -6,10 +6,10 @@ intervals and experiments, and optionally compiled to C.
 
 Public names (see the README and ``docs/api.md``)::
 
-    Model, Experiment, estimate, EstimationResult, simulate,
-    simulate_experiment, measure, problem, problems, register_problem,
-    Problem, SimulationError, ConvergenceError, CodegenError, DiscretisationWarning,
-    FitWarning, profile, Profile, compare
+    Model, Experiment, estimate, EstimationResult, IterationRecord, simulate,
+    simulate_experiment, measure, problem, problems, describe_problems,
+    register_problem, Problem, PicardError, SimulationError, ConvergenceError,
+    CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitWarning,
@@ -17,6 +17,7 @@ from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitW
 from .compare import compare
 from .estimate import estimate
 from .experiment import Experiment
+from .methods.base import IterationRecord
 from .model import Model
 from .profile import Profile, profile
 from .registry import Problem, describe_problems, problem, problems, register_problem
@@ -26,7 +27,7 @@ from .simulate import measure, simulate, simulate_experiment
 __version__ = "0.1.0"
 
 __all__ = [
-    "Model", "Experiment", "estimate", "EstimationResult", "simulate",
+    "Model", "Experiment", "estimate", "EstimationResult", "IterationRecord", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",

@@ -37,8 +37,9 @@ __all__ = [
 # 2 GB and a minute of set-up before the first iteration.
 DEFAULT_MAX_INTERVALS = 100_000
 # Without an explicit max_intervals the limit is also lowered so that the
-# estimated memory stays below this (dense per-interval matrices grow with
-# (K nx)^2: 5,500 intervals of the 15-state CMG model already need ~4 GB).
+# estimated memory stays below this (per-interval matrices grow with K^2
+# nnz(f_x): by the formula of _bytes_per_interval, 14,176 intervals of the
+# 15-state CMG model need 4 GB).
 MEMORY_BUDGET_BYTES = 4 * 1024 ** 3
 
 
@@ -202,8 +203,8 @@ def _bytes_per_interval(K: int, nx: int, M: int, ny: int, nu: int, nnz_fx: int) 
     copies, node values, and padded sample arrays; the matrix ``I - dP/dU``
     has ``K^2`` blocks with the ``nnz_fx`` nonzeros of ``f_x`` each (its
     sparse factors about as many again).  Measured peak growth
-    (``max_iter=3``, ``T`` quartered): 21 KB per interval on ``cmg``
-    (formula: 108 KB), 1.8 MB on a ring of 80 states (formula: 1.6 MB).  The
+    (docs/reliability.md, "Size limit"): 148 KB per interval on ``cmg``
+    (formula: 303 KB), 1.8 MB on a ring of 80 states (formula: 1.6 MB).  The
     dense ``(K nx)^2`` matrices of the exact-Hessian steps are built only
     where they fit (:func:`dense_fits`).
     """

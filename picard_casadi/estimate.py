@@ -54,6 +54,11 @@ _AUTO_WEIGHT_ROUNDS = 6
 # Methods whose estimate is of the collocation solution on the mesh (the
 # certificate refines their mesh); shooting integrates with CVODES instead.
 _COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
+#: statuses of a run stopped by its iteration or time limit (the package's
+#: methods, and IPOPT's for "ipopt" and "shooting"): not a breakdown, so no
+#: refinement and restart from p0
+_ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
+                     "Maximum_WallTime_Exceeded")
 
 
 # ---------------------------------------------------------------------- checks
@@ -385,7 +390,7 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
             # a breakdown (not an iteration limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements
-                    or outcome.status in ("max_iter", "stopped")):
+                    or outcome.status in _ITERATION_LIMITS + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
             if marked is None or not _within_limit(prob, setup, marked):
@@ -761,7 +766,7 @@ def estimate(
         _judge(result, cert, refinements, max_refinements, spec.name)
     if result.success:
         check_fit(result, prob.experiments, fitted)
-    elif result.status == "max_iter":
+    elif result.status in _ITERATION_LIMITS:
         diagnose_open_gaps(result, prob.model, prob.experiments)
     if uncertainty and outcome.success and info is not None:
         t_unc = time.perf_counter()

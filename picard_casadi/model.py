@@ -138,7 +138,9 @@ class Model:
         Names of the entries (defaults ``x0, x1, ...``); used in CSV columns,
         plots and messages.
     x_units, p_units, u_units, y_units : sequence of str, optional
-        Units of the entries, for plot labels.  ``t_unit`` is the time unit.
+        Units of the entries, for plot labels.
+    t_unit : str
+        The time unit, for plot labels (``"s"`` by default).
     x_domain : (array_like, array_like), optional
         Open box outside which the model is not valid (for example ``V > 0``).
         A simulation that leaves it raises

@@ -425,7 +425,8 @@ def _check_trajectory(model: Model, t: np.ndarray, X: np.ndarray) -> None:
 
 
 def measure(model: Model, t: Any, X: np.ndarray, p: Any,
-            u: Callable[[float], Any] | None = None, *, noise_std: float = 0.05,
+            u: Callable[[float], Any] | Experiment | np.ndarray | None = None, *,
+            noise_std: float = 0.05,
             rng: np.random.Generator | int | None = 0) -> np.ndarray:
     """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
@@ -492,7 +493,7 @@ def simulate_experiment(
     x0: Any,
     p: Any,
     t: Any,
-    u: Callable[[float], Any] | None = None,
+    u: Callable[[float], Any] | Experiment | np.ndarray | None = None,
     *,
     noise_std: float = 0.05,
     seed: int | np.random.Generator | None = 0,

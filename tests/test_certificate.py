@@ -81,6 +81,19 @@ def test_every_collocation_method_is_refined(vdp, vdp_fine, method):
     assert np.all(np.abs(res.p - vdp_fine.p) < 0.1 * vdp_fine.p_std)
 
 
+def test_ipopts_iteration_limit_is_not_a_breakdown_to_refine(vdp):
+    # IPOPT's limit statuses were taken for breakdowns: the mesh was refined and
+    # the solve started again from p0, twice (9 iterations for max_iter=3)
+    seen = []
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "ipopt", p_bounds=vdp.p_bounds,
+                      ipopt_options={"max_iter": 3}, uncertainty=False,
+                      callback=lambda rec: seen.append(rec.iteration))
+    assert not res.success and res.status == "Maximum_Iterations_Exceeded"
+    assert res.iterations == 3 and res.settings["refinements"] == 0
+    assert seen == [0, 1, 2, 3]
+    assert not any("started again from p0" in w for w in res.warnings)
+
+
 def test_shooting_reports_its_integration_accuracy(vdp):
     res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds,
                       T=1.0)

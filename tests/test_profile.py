@@ -69,6 +69,32 @@ def test_profile_of_a_linear_model_is_the_exact_t_interval():
     assert all(p.ends == ("threshold", "threshold") for p in prof.paths.values())
 
 
+def test_profile_of_the_only_free_quantity_fixes_it_and_fits_nothing_else():
+    # x' = a with x0 known: each profile point holds a, the only unknown, so the
+    # fit at that point has nothing to estimate (it raised a reshape ValueError
+    # in picard-gn's condensed step: `fit --x0-known --profile` on one parameter)
+    x, a = ca.SX.sym("x"), ca.SX.sym("a")
+    model = pc.Model(x=x, p=a, rhs=a, name="ramp", p_names=["a"])
+    times = np.linspace(0.0, 3.0, 13)
+    y = 1.0 + 0.5 * times + np.random.default_rng(2).normal(0, 0.05, times.size)
+    exp = pc.Experiment(times, y[:, None], x0=[1.0])
+    res = pc.estimate(model, [exp], [0.0], estimate_x0=False)
+    assert res.success
+    prof = pc.profile(res)
+    dof = times.size - 1
+    assert prof.dof == dof
+    t = student_t(0.975, dof)
+    exact = [res.p[0] - t * res.p_std[0], res.p[0] + t * res.p_std[0]]
+    assert np.allclose(prof.intervals[0], exact, rtol=0, atol=1e-3 * res.p_std[0])
+    # and the fit with nothing free returns the given point, converged
+    held = pc.estimate(model, [exp], [0.5], p_bounds=([0.5], [0.5]), estimate_x0=False,
+                       uncertainty=False)
+    assert held.success and held.p[0] == 0.5
+    # the objective SSR / (2 N) of the line through the data
+    assert held.objective == pytest.approx(np.sum((y - 1.0 - 0.5 * times) ** 2)
+                                           / (2 * times.size), rel=1e-8)
+
+
 def test_known_noise_uses_the_chi_square_threshold():
     model, exp = _quadratic_trend()
     res = pc.estimate(model, [exp], [0.0, 0.0], weights=[1 / 0.05 ** 2])

@@ -317,7 +317,38 @@ class StepRule(Protocol):
 
 @dataclass
 class IterationRecord:
-    """One row of the iteration history."""
+    """One row of the iteration history: what ``estimate``'s ``callback`` receives
+    after every iteration (exported as ``pc.IterationRecord``).
+
+    Attributes
+    ----------
+    iteration : int
+        Iteration number, from 0 (for ``"ipopt"`` and ``"shooting"``, IPOPT's).
+    objective : float
+        The method's objective before the step (the penalised loss with its
+        multiplier shift for the Picard methods; IPOPT's objective).
+    misfit : float
+        Unweighted data misfit ``1/(2N) sum |y - g|^2`` after the update.
+    grad_norm, step_norm : float
+        Norms of the (projected) gradient and of the step.
+    gap, gap_scaled : float
+        Largest continuity gap ``|u_j(T) - x_{j+1}|`` in state units, and scaled
+        by the states' scales (IPOPT: the largest scaled constraint violation).
+    fixed_point : float
+        Scaled ``max |P U - U|``.
+    lam : float
+        Continuity penalty ``lambda``.
+    control : float
+        The step's control: the damping (Levenberg-Marquardt, trust region) or
+        the gradient step length (``"picard"``); IPOPT's barrier parameter
+        in the history IPOPT returns, NaN in the callback.
+    time : float
+        Seconds since the solve started.
+    p : list of float
+        Parameters after the step.
+
+    Values a method does not have (IPOPT's gradient norm, say) are NaN.
+    """
 
     iteration: int
     objective: float  # L_{lambda,n} (with multiplier shift) before the step

@@ -191,7 +191,8 @@ class ConstrainedGaussNewtonStep:
         n = S_all.shape[2]
         free = self.setup.free_x.ravel()
         p_rows = self.p_cols[active[np.arange(self.p_cols.size)]]
-        C = np.vstack([S_all.reshape(-1, n)[free], P[p_rows]]) * active[None, :]
+        C = np.vstack([S_all.reshape(S_all.shape[0] * S_all.shape[1], n)[free],
+                       P[p_rows]]) * active[None, :]
         d = np.concatenate([(Xs + s_all).ravel()[free], ps[p_rows]])
         lo = np.concatenate([xl.ravel()[free], pl[p_rows]])
         hi = np.concatenate([xu.ravel()[free], pu[p_rows]])
@@ -447,7 +448,8 @@ class ConstrainedGaussNewtonStep:
             St = np.concatenate([S_all, np.broadcast_to(P, (J,) + P.shape)], axis=1)
             st = np.concatenate([s_all, np.zeros((J, np_))], axis=1)
             nth = self.n_theta
-            Hc = St.reshape(-1, nth).T @ np.matmul(Hs, St).reshape(-1, nth)
+            rows = St.shape[0] * St.shape[1]
+            Hc = St.reshape(rows, nth).T @ np.matmul(Hs, St).reshape(rows, nth)
             H_newton = A2.T @ A2 + 0.5 * (Hc + Hc.T)
             g_newton = g + np.einsum("jat,jab,jb->t", St, Hs, st)
 

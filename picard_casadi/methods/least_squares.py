@@ -282,8 +282,9 @@ def triangular_factor(A: np.ndarray, b: np.ndarray,
     J, m, n = A.shape
     parts = []
     for sl, cols in blocks:
-        Ab = np.concatenate([A[sl][:, :, cols].reshape(-1, cols.size), b[sl].reshape(-1, 1)],
-                            axis=1)
+        rows = A[sl].shape[0] * m  # explicit: with no columns, reshape(-1, 0) is ambiguous
+        Ab = np.concatenate([A[sl][:, :, cols].reshape(rows, cols.size),
+                             b[sl].reshape(rows, 1)], axis=1)
         if Ab.shape[0] > Ab.shape[1]:
             Ab = np.linalg.qr(Ab, mode="r")
         part = np.zeros((Ab.shape[0], n + 1))

@@ -86,7 +86,9 @@ class EstimationResult:
         Whether the method met its convergence test.  ``message`` says why not.
     status : str
         ``"converged"``, ``"max_iter"``, ``"step_failed"``, ``"diverged"``,
-        ``"stopped"`` or the solver's own status.
+        ``"stopped"`` (by the callback), ``"stalled"`` (IPOPT's infeasible
+        iterate stopped moving), ``"not_certified"``, ``"breakdown"`` or the
+        solver's own status (IPOPT's ``return_status``).
     message : str
     iterations : int
     objective : float

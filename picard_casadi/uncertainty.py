@@ -26,7 +26,8 @@ an eigenvalue below :data:`IDENTIFIABILITY_THRESHOLD` of the largest marks a
 direction the data do not determine.  The parameters with weight in that
 direction are named in a warning, and their standard errors are infinite.
 Below :data:`WEAK_DIRECTION` the combination is named as weakly determined
-(standard errors kept).  A single parameter whose standard error exceeds its
+(standard errors kept) where a quantity in it has a standard error above
+:data:`WEAK_RELATIVE_ERROR` of its size.  A single parameter whose standard error exceeds its
 estimate is named too.
 """
 
@@ -53,6 +54,9 @@ IDENTIFIABILITY_THRESHOLD = 1e-12
 #: ... and below which (above the threshold) a direction is named as weakly
 #: determined, its standard errors kept (finite, from the full inverse)
 WEAK_DIRECTION = 1e-8
+#: ... where one of the quantities in that direction has a standard error above
+#: this fraction of its size (else the combination is well known in absolute terms)
+WEAK_RELATIVE_ERROR = 0.1
 # a sensitivity column below this fraction of the largest (both scaled by the
 # quantities' nominal sizes) is round-off: the data do not depend on it
 SILENT_COLUMN = 1e-10
@@ -200,13 +204,35 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
         names.append(model.p_names[i] if kind == "p" else
                      f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
     unidentifiable = np.zeros(nth, dtype=bool)
+    for k in np.flatnonzero(weak):
+        unidentifiable |= np.abs(evecs[:, k]) > 0.1
+    if np.any(weak):
+        keep = ~weak
+        inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
+    else:
+        inv = np.linalg.inv(Fs)
+    cov = s2 * inv / d[:, None] / d[None, :]
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    std[unidentifiable] = np.inf
+    # each quantity's standard error against its size (an initial state's at
+    # least its state's scale: a state starting at 0 is no poorly known one)
+    size = np.array([abs(float(result.p[i])) if kind == "p"
+                     else max(abs(float(result.x0[e][i])), float(setup.x_scale[i]))
+                     for kind, e, i in columns])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names
     for k in np.flatnonzero(weak | faint):
         involved = np.abs(evecs[:, k]) > 0.1
+        if faint[k] and not np.any(relative[involved] > WEAK_RELATIVE_ERROR):
+            # a small relative eigenvalue, yet every quantity in the direction is
+            # known to 10 %: the information is large, only its directions are
+            # lopsided (a chaotic forced Duffing: relative eigenvalues 1e-9,
+            # standard errors under 1 % of the estimates)
+            continue
         named |= involved
         listed = ", ".join(names[c] for c in np.flatnonzero(involved))
         if weak[k]:
-            unidentifiable |= involved
             result.warnings.append(
                 "the information matrix is near-singular (relative eigenvalue "
                 f"{evals[k] / lam_max:.1e}): the data do not determine the combination "
@@ -216,15 +242,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
                 "the information matrix is near-singular (relative eigenvalue "
                 f"{evals[k] / lam_max:.1e}): the data determine the combination of "
                 f"{listed} only weakly; their standard errors are large and strongly "
-                "correlated (res.p_corr)")
-    if np.any(weak):
-        keep = ~weak
-        inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
-    else:
-        inv = np.linalg.inv(Fs)
-    cov = s2 * inv / d[:, None] / d[None, :]
-    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    std[unidentifiable] = np.inf
+                "correlated (res.p_corr, and the x0 standard errors in res.x0_std)")
     for k, (kind, _, i) in enumerate(columns):
         # one parameter the data hardly see is no near-singular combination
         # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)

@@ -47,7 +47,8 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     per experiment at its sample times (:func:`fitted_outputs`)."""
     unweighted = result.settings.get("weights", "none") == "none"
     for note in lack_of_fit([e.y for e in experiments], fitted,
-                            [e.name for e in experiments], result.y_names, unweighted):
+                            [e.name for e in experiments], result.y_names, unweighted,
+                            times=[e.t for e in experiments]):
         result.warnings.append(note)
         warnings.warn(note, FitWarning, stacklevel=4)
 

@@ -25,6 +25,39 @@ def test_second_differences_measure_white_noise():
     assert noise_variance(y) == pytest.approx(0.01, rel=0.1)
 
 
+def test_gross_outliers_do_not_inflate_the_noise_level():
+    rng = np.random.default_rng(3)
+    y = np.sin(np.linspace(0, 3, 41)) + 0.02 * rng.standard_normal(41)
+    y[10] += 1.0
+    y[25] -= 1.0
+    # the mean of the squared second differences alone: a noise level of ~0.2
+    assert 0.01 ** 2 < noise_variance(y) < 0.04 ** 2
+
+
+def test_outliers_that_pull_a_fit_are_named_and_a_poor_fit_is_flagged():
+    """The README's pendulum with two samples 50 noise levels off: from p0 = 0
+    picard-gn converged to c = 0.67, k = -0.96 (SSR 4.85, against 1.80 from the
+    truth) and no FitWarning: the outliers had raised the noise level the
+    residuals are held against tenfold."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[1] - p[1] * ca.sin(x[0])),
+                     y=x[0], p_names=["c", "k"])
+    t = np.linspace(0, 10, 41)
+    y = pc.simulate(model, [1.0, 0.0], [0.25, 1.2], t)[:, 0]
+    y = y + 0.02 * np.random.default_rng(0).standard_normal(t.size)
+    y[10] += 1.0
+    y[25] -= 1.0
+    exp = pc.Experiment(t=t, y=y[:, None])
+    with pytest.warns(pc.FitWarning, match="local minimum"):
+        poor = pc.estimate(model, [exp], p0=[0.0, 0.0], uncertainty=False)
+    assert poor.success and poor.p[1] < 0  # a stationary point: the warning is the word
+    with pytest.warns(pc.FitWarning, match=r"2 sample\(s\) lie over 8 noise levels off "
+                                           r"\(t = 2.5, 6.25\): gross outliers"):
+        pc.estimate(model, [exp], p0=[0.25, 1.2], uncertainty=False)
+
+
 def test_only_systematic_residuals_far_above_the_noise_are_flagged():
     rng = np.random.default_rng(2)
     t = np.linspace(0, 10, 60)

@@ -68,7 +68,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,6 +80,7 @@ from .checks import as_codegen
 from .errors import CodegenError
 from .interrupts import deferred_interrupt, interrupted, reraise_if_interrupted
 from .native import NativeFunction
+from .user_warnings import warn_user
 
 __all__ = [
     "find_compiler", "cache_dir", "compile_functions", "compile_nlpsol", "backend_for",
@@ -938,7 +938,7 @@ class LazyCompiled(Mapping):
                 self.notes.append(note)
                 self._libraries[name] = None
                 if warn:
-                    warnings.warn(note, RuntimeWarning, stacklevel=3)
+                    warn_user(note, RuntimeWarning)
         return self._libraries[name]
 
     def __getitem__(self, name: str) -> ca.Function:
@@ -1017,7 +1017,7 @@ class LazyCompiled(Mapping):
         STATS.prepare_seconds = before + (time.perf_counter() - t0)
         reraise_if_interrupted()
         for note in self.notes[noted:]:
-            warnings.warn(note, RuntimeWarning, stacklevel=2)
+            warn_user(note, RuntimeWarning)
         if errors:
             raise errors[0]
 
@@ -1050,14 +1050,14 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
         note = (f"codegen='auto': {_missing_compiler()}; running on CasADi's virtual "
                 "machine")
         if not _NO_COMPILER_WARNED:
-            warnings.warn(note, RuntimeWarning, stacklevel=3)
+            warn_user(note, RuntimeWarning)
             _NO_COMPILER_WARNED = True
         return None, note
     problem, read_only = probe()
     if problem:
         note = f"codegen='auto': {problem}; running on CasADi's virtual machine"
         if problem not in _WARNED:
-            warnings.warn(note, RuntimeWarning, stacklevel=3)
+            warn_user(note, RuntimeWarning)
             _WARNED.add(problem)
         return None, note
     if read_only:

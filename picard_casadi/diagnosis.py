@@ -7,12 +7,14 @@
   (the test itself: :mod:`picard_casadi.fit_check`);
 * :func:`diagnose_open_gaps`: a run that hit ``max_iter`` with its
   continuity gaps open is told whether the model's solution exists at its
-  last ``p`` at all, instead of being advised more iterations.
+  last ``p`` at all, instead of being advised more iterations;
+* :func:`note_bounds_reached`: a converged estimate with a free parameter
+  on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
+  confidence interval stops at the bound.
 """
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
@@ -23,8 +25,48 @@ from .fit_check import lack_of_fit
 from .model import Model
 from .result import EstimationResult
 from .simulate import simulate
+from .user_warnings import warn_user
 
-__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "OPEN_GAP"]
+__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "note_bounds_reached",
+           "OPEN_GAP", "ON_BOUND"]
+
+#: a parameter within this fraction of its bound's size (or of the box's width,
+#: where larger) is on the bound: IPOPT stops within about 1e-8 of it
+ON_BOUND = 1e-7
+
+
+def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray
+                        ) -> None:
+    """Name the free parameters of a converged ``result`` that ended on a bound.
+
+    There the bound, not the data, holds the estimate: the data would move it
+    further, and the fit may be far worse than the unbounded one (an SIR fit
+    with the recovery rate held at 0.15 against a true 0.2: SSR doubled,
+    success, and a 95 % interval reaching past the bound, without a word).
+    Adds a :class:`~picard_casadi.FitWarning` (and a line in
+    ``result.warnings``) and clips ``result.p_ci`` to the bounds; the
+    standard errors stay those of an interior optimum and the warning says so.
+    """
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    p = np.asarray(result.p, float)
+    free = lower < upper
+    span = np.where(np.isfinite(upper - lower), upper - lower, 0.0)
+    reached = []
+    for i in np.flatnonzero(free):
+        for side, b in (("lower", lower[i]), ("upper", upper[i])):
+            if np.isfinite(b) and abs(p[i] - b) <= ON_BOUND * max(abs(b), span[i], 1e-300):
+                reached.append((i, side, b))
+    for i, side, b in reached:
+        name = result.p_names[i]
+        note = (f"{name} ended on its {side} bound {b:g} (p_bounds): there the bound, not "
+                f"the data, holds it, and the data would move it further; its standard "
+                "error assumes an optimum inside the bounds. If the bound is not a physical "
+                "limit, widen it and fit again")
+        result.warnings.append(note)
+        warn_user(note, FitWarning)
+    if reached and getattr(result, "p_ci", None) is not None:
+        ci = np.asarray(result.p_ci, float)
+        result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
 
 
 def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
@@ -50,7 +92,7 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                             [e.name for e in experiments], result.y_names, unweighted,
                             times=[e.t for e in experiments]):
         result.warnings.append(note)
-        warnings.warn(note, FitWarning, stacklevel=4)
+        warn_user(note, FitWarning)
 
 
 #: a run that ends at max_iter with the scaled gaps still this open never found

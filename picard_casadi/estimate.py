@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, NamedTuple
@@ -31,7 +30,7 @@ from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
 from .errors import ConvergenceError, DiscretisationWarning
-from .diagnosis import check_fit, diagnose_open_gaps, fitted_outputs
+from .diagnosis import check_fit, diagnose_open_gaps, note_bounds_reached, fitted_outputs
 from .experiment import Experiment
 from .guess import GUESSES
 from .interrupts import interruptible_call
@@ -44,6 +43,7 @@ from .problem_setup import (as_vector, build_setup, estimated_quantities, initia
                             residual_variance, weights_from_variance)
 from .result import EstimationResult
 from .threads import with_solver_threads
+from .user_warnings import warn_user
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
 
@@ -774,10 +774,12 @@ def estimate(
 
         attach_uncertainty(result, setup, info)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
+    if result.success:
+        note_bounds_reached(result, p_lb, p_ub)
     result.wall_time = time.perf_counter() - t_start
     for note in result.warnings:
         if "information matrix" in note:
-            warnings.warn(note, stacklevel=3)
+            warn_user(note)
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
@@ -804,14 +806,14 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
         note = (f"shooting: its integration is not accurate enough for this data "
                 f"({cert.message}); tighten rtol and atol")
         result.warnings.append(note)
-        warnings.warn(note, DiscretisationWarning, stacklevel=4)
+        warn_user(note, DiscretisationWarning)
         return
     if budget == 0:
         note = (f"the estimate is of the discretisation, not certified as the ODE's "
                 f"({cert.message}); refine=True refines the mesh until it is, or pass a "
                 f"smaller T or more nodes")
         result.warnings.append(note)
-        warnings.warn(note, DiscretisationWarning, stacklevel=4)
+        warn_user(note, DiscretisationWarning)
         return
     result.success = False
     result.status = "not_certified"

@@ -43,7 +43,7 @@ NOISE_RATIO = 4.0
 #: fewer finite samples than this in an output: no judgement
 MIN_SAMPLES = 10
 #: a residual this many noise levels from the residuals' median is a gross outlier ...
-OUTLIER = 8.0
+OUTLIER = 20.0
 #: ... where at most this share of an output's samples are (more: a poor fit)
 MAX_OUTLIERS = 0.1
 #: how every note of :func:`lack_of_fit` begins

@@ -34,6 +34,7 @@ import numpy as np
 from .errors import FitWarning
 from .fit_check import LACK_OF_FIT
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
+from .user_warnings import warn_user
 
 __all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
 
@@ -167,7 +168,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     )
     for note in best.warnings:
         if note.startswith(LACK_OF_FIT):
-            warnings.warn(note, FitWarning, stacklevel=3)
+            warn_user(note, FitWarning)
     if raise_on_failure and not best.success:
         from .errors import ConvergenceError
 

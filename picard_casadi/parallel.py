@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from .user_warnings import warn_user
+
 __all__ = ["executor_for", "run_tasks", "encode", "decoded", "Encoded", "portable",
            "restore", "Portable"]
 
@@ -181,7 +183,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Any = No
         for f in futures:
             value, caught = f.result()
             for message, category in caught:
-                warnings.warn(message, category, stacklevel=3)
+                warn_user(message, category)
             out.append(value)
         return out
     except BaseException:

@@ -62,6 +62,7 @@ import numpy as np
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
 from .problem_setup import estimated_quantities
 from .quantiles import chi2_1, f_1
+from .user_warnings import warn_user
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
 
@@ -540,7 +541,7 @@ def profile(
         _assemble_path(prof, i, lower, upper, base)
     prof.wall_time = time.perf_counter() - t_start
     for note in prof.warnings:
-        warnings.warn(note, stacklevel=2)
+        warn_user(note)
     return prof
 
 

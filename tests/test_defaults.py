@@ -128,3 +128,15 @@ def test_stiff_kinetics_converge_where_the_gaps_reach_their_floor():
     free = [0, 2]
     z = (res.p[free] - p_true[free]) / res.p_std[free]
     assert np.all(np.abs(z) < 4), z
+
+
+def test_an_iteration_limit_with_open_gaps_points_to_the_states_start():
+    # a user's 200 s pendulum drifted at max_iter with its gaps open, advised to
+    # raise max_iter (which drifted further); guess="anchored" converged
+    prob = pc.problem("vdp", seed=0)
+    open_gaps = prob.estimate(max_iter=1, uncertainty=False, refine=False)
+    assert open_gaps.status == "max_iter" and open_gaps.history["gap_scaled"][-1] > 1e-3
+    assert "guess='anchored'" in open_gaps.message and "increase max_iter" in open_gaps.message
+    nearly = prob.estimate(max_iter=3, uncertainty=False, refine=False)
+    assert nearly.status == "max_iter" and nearly.history["gap_scaled"][-1] < 1e-3
+    assert "guess=" not in nearly.message

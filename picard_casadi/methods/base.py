@@ -49,6 +49,9 @@ ZERO_MERIT = 1e-24
 # stops on such iterations with wider gaps (condensed.STUCK_GAP, the same
 # 1e-6) reports a failure instead.
 FLOOR_ITERATIONS = 3
+#: scaled continuity gap above which a run stopped by max_iter is advised to
+#: start its states elsewhere (the guess) before iterating longer
+OPEN_GAP_ADVICE = 1e-3
 GAP_FLOOR_MAX = 1e-6
 
 
@@ -541,11 +544,19 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             break
     else:
         last = history[-1] if history else None
+        advice = opts.max_iter_advice
+        if last is not None and last.gap_scaled > OPEN_GAP_ADVICE:
+            # the trajectory never joined up: the states' start is the likelier
+            # cause (a 200 s pendulum drifted to w2 = 80 and, with max_iter=1000,
+            # to 147; guess="anchored" converged in 4 s: a user's report)
+            advice = ("the continuity gaps are still open, so the states' start may be "
+                      "the trouble: try guess='anchored' (states propagated from the data) "
+                      "or guess='shooting' (every state simulated with p0); or " + advice)
         message = (
             f"iteration limit reached (max_iter={opts.max_iter}) before convergence"
             + (f": gradient norm {last.grad_norm:.3g}, continuity gap {last.gap:.3g}, "
                f"fixed-point residual {last.fixed_point:.3g}" if last else "")
-            + "; " + opts.max_iter_advice
+            + "; " + advice
         )
     X, p = setup.from_scaled(Xs, ps)
     if not message:

@@ -763,7 +763,8 @@ def estimate(
         x0_bounds=[x_lb.tolist(), x_ub.tolist()],
     ))
     if cert is not None:
-        _judge(result, cert, refinements, max_refinements, spec.name)
+        _judge(result, cert, refinements, max_refinements, spec.name,
+               _kinked_inputs(prob.model, prob.experiments))
     if result.success:
         check_fit(result, prob.experiments, fitted)
     elif result.status in _ITERATION_LIMITS:
@@ -790,9 +791,20 @@ _ESTIMATE_ARGUMENTS = tuple(name for name, prm in inspect.signature(estimate).pa
                             if prm.kind is not prm.VAR_KEYWORD)
 
 
+def _kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
+    """Experiments whose inputs are samples read linearly with no breakpoints:
+    their interpolant kinks at every sample, inside the intervals."""
+    if model.nu == 0:
+        return []
+    return [e.name for e in experiments
+            if isinstance(e.u, np.ndarray) and e.u_interpolation == "linear"
+            and e.breakpoints.size == 0 and e.u.shape[0] > 2]
+
+
 def _judge(result: EstimationResult, cert: Certificate, refinements: int,
-           budget: int, method: str) -> None:
-    """Attach the certificate and let it decide what ``success`` means."""
+           budget: int, method: str, kinked: Sequence[str] = ()) -> None:
+    """Attach the certificate and let it decide what ``success`` means
+    (``kinked``: experiments from :func:`_kinked_inputs`, named in the advice)."""
     result.certificate = cert.to_dict()
     result.discretisation_error = float(cert.discretisation_error)
     if cert.passed:
@@ -817,10 +829,18 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
         return
     result.success = False
     result.status = "not_certified"
+    kinks = ""
+    if kinked:
+        # a user's forced Duffing: never certified after 5 refinements (285
+        # intervals); with breakpoints at the input's samples, 206 intervals
+        kinks = (f"the inputs of experiment(s) {', '.join(map(repr, kinked))} are samples "
+                 "interpolated linearly, which kink at every sample inside the intervals: "
+                 "give their sample times as breakpoints (Experiment(..., breakpoints=t)) "
+                 "so that intervals start there; or ")
     result.message = (
         f"the estimate is not certified as the ODE's after {refinements} mesh "
         f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "
-        f"pass a smaller T, more nodes, or refine=<more rounds>"
+        f"{kinks}pass a smaller T, more nodes, or refine=<more rounds>"
     )
 
 

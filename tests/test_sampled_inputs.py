@@ -92,3 +92,28 @@ def test_simulate_reads_an_array_as_the_experiment_does():
     np.testing.assert_allclose(made.y[:, 0], interpolated[:, 0], rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match="u_interpolation"):
         pc.simulate(model, [0.2, 0.0], P_TRUE, t, samples, u_interpolation="cubic")
+
+
+def test_an_uncertified_fit_with_kinked_inputs_names_the_breakpoints_fix():
+    """A user's forced Duffing, its input given at the 201 sample times and read
+    linearly (the default): never certified (285 intervals after 5 refinements),
+    and the advice was only "a smaller T".  With the samples as breakpoints it
+    certifies on 206 intervals."""
+    import casadi as ca
+
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 4), ca.SX.sym("u", 1)
+    model = pc.Model(x=x, p=p, u=u, y=x[0],
+                     rhs=ca.vertcat(x[1], -p[0] * x[1] - p[1] * x[0] - p[2] * x[0] ** 3
+                                    + p[3] * u[0]))
+    t = np.linspace(0, 40, 201)
+    X = pc.simulate(model, [1.0, 0.0], [0.3, -1.0, 1.0, 0.5], t,
+                    u=lambda tt: np.array([np.cos(1.2 * tt)]))
+    y = X[:, :1] + 0.02 * np.random.default_rng(0).standard_normal((t.size, 1))
+    U = np.cos(1.2 * t)[:, None]
+    res = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U)], [0.1, -0.5, 0.5, 0.3],
+                      uncertainty=False)
+    assert res.status == "not_certified"
+    assert "give their sample times as breakpoints" in res.message, res.message
+    fixed = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U, breakpoints=t)],
+                        [0.1, -0.5, 0.5, 0.3], uncertainty=False)
+    assert fixed.success and fixed.certificate["passed"]

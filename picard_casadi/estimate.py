@@ -78,20 +78,46 @@ def _as_experiments(model: Model, experiments: Any) -> list[Experiment]:
     return exps
 
 
+def _per_entry_pairs(value: Any, n: int) -> tuple[list[Any], list[Any]] | None:
+    """``value`` read as ``n`` pairs ``(min, max)``, one per entry (the layout of
+    ``scipy.optimize.minimize``'s ``bounds``), as (mins, maxs); None if it is not."""
+    try:
+        pairs = list(value)
+        if len(pairs) != n or not all(len(pair) == 2 for pair in pairs):
+            return None
+        mins, maxs = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        ok = all(a is None or b is None or float(a) < float(b) for a, b in zip(mins, maxs))
+    except (TypeError, ValueError):
+        return None
+    return (mins, maxs) if ok else None
+
+
 def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
     if value is None:
         return np.full(n, -np.inf), np.full(n, np.inf)
+    pairs = _per_entry_pairs(value, n)
+    hint = (f"; for one (min, max) pair per entry, as scipy.optimize.minimize's bounds, "
+            f"pass `{field}`=({pairs[0]}, {pairs[1]}) (all lower bounds, then all upper "
+            "bounds, as scipy.optimize.least_squares)" if pairs else "")
     try:
         lb, ub = value
     except (TypeError, ValueError):
-        raise ValueError(f"`{field}` must be a pair (lower, upper) or None") from None
+        raise ValueError(f"`{field}` must be a pair (lower, upper) or None{hint}") from None
     lb = np.full(n, -np.inf) if lb is None else as_vector(lb, n, f"{field}[0]")
     ub = np.full(n, np.inf) if ub is None else as_vector(ub, n, f"{field}[1]")
     lb = np.where(np.isnan(lb), -np.inf, lb)
     ub = np.where(np.isnan(ub), np.inf, ub)
     if np.any(lb > ub):
         i = int(np.flatnonzero(lb > ub)[0])
-        raise ValueError(f"`{field}`: lower bound {lb[i]} exceeds upper bound {ub[i]} at index {i}")
+        raise ValueError(f"`{field}`: lower bound {lb[i]} exceeds upper bound {ub[i]} at "
+                         f"index {i}{hint}")
+    minimize_layout = isinstance(value, list) and all(isinstance(v, tuple) for v in value)
+    if pairs and minimize_layout and np.all(lb == ub):
+        # ((0, 5), (0, 5)) for two parameters: (lower, upper) = ([0, 5], [0, 5])
+        # holds both fixed, and the fit "succeeded" without moving them
+        raise ValueError(f"`{field}` = {value!r} reads as lower bounds {lb.tolist()} and upper "
+                         f"bounds {ub.tolist()}, which fix every entry{hint}; to fix them, "
+                         f"pass `{field}` as a tuple of two lists or arrays")
     return lb, ub
 
 

@@ -281,3 +281,23 @@ def test_estimate_fewer_measurements_than_unknowns_named(vdp_model):
 def test_estimate_not_a_model():
     with pytest.raises(TypeError, match="model must be"):
         pc.estimate("vdp", [_good_experiment()], p0=[1, 1])
+
+
+def test_bounds_in_scipy_minimize_layout_are_not_read_as_fixing_every_parameter():
+    # [(0, 5), (0, 5)] for two parameters read as (lower, upper) = ([0, 5], [0, 5]):
+    # both held fixed, and a "successful" fit that never moved them (a user's report)
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1]), y=x[0])
+    exp = pc.simulate_experiment(model, [1, 0], [2.0, 0.3], np.linspace(0, 10, 51))
+    with pytest.raises(ValueError, match=r"fix every entry.*p_bounds`=\(\[0, 0\], \[5, 5\]\)"):
+        pc.estimate(model, [exp], [0, 5], p_bounds=[(0, 5), (0, 5)])
+    with pytest.raises(ValueError, match=r"exceeds upper bound 3.0 at index 1.*\[0, 0.1\], \[5, 3\]"):
+        pc.estimate(model, [exp], [1, 1], p_bounds=[(0, 5), (0.1, 3)])
+    # two lists that fix both parameters are what they say
+    res = pc.estimate(model, [exp], [2.0, 0.3], p_bounds=([2.0, 0.3], [2.0, 0.3]),
+                      uncertainty=False)
+    assert res.success and np.array_equal(res.p, [2.0, 0.3])
+    res = pc.estimate(model, [exp], [1, 2], p_bounds=([1, 2], [1, 2]), uncertainty=False)
+    assert np.array_equal(res.p, [1, 2])

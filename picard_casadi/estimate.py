@@ -799,6 +799,10 @@ def estimate(
         t_unc = time.perf_counter()
         from .uncertainty import attach_uncertainty
 
+        if spec.name == "shooting":  # its own model's derivatives, not the mesh's
+            from .methods.shooting import shooting_sensitivity
+
+            info = shooting_sensitivity(setup, prob.opts, outcome.X, outcome.p)
         attach_uncertainty(result, setup, info)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
     if result.success:

@@ -40,7 +40,7 @@ import numpy as np
 
 from .methods.base import Setup
 
-__all__ = ["solution_sensitivity", "SolutionSensitivity",
+__all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
@@ -111,10 +111,18 @@ def solution_sensitivity(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarr
 
 
 def _sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray):
+    return chain_sensitivities(setup, setup.tr.interval_sensitivities(X, U, p))
+
+
+def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
+    """Weighted residuals and ``d r / d theta`` from the intervals' outputs and
+    end states with their derivatives in ``(x_j, p)`` (``sens``: ``G`` (J, ny,
+    M), ``dG`` (J, M, ny, nx + np), ``dend`` (J, nx, nx + np)), chained along
+    each experiment's intervals.  Returns ``(r, Jt, columns, rows, sens)`` as
+    :class:`SolutionSensitivity` holds them."""
     disc, tr = setup.disc, setup.tr
     m = disc.model
     nx, np_ = m.nx, m.np
-    sens = tr.interval_sensitivities(X, U, p)
     columns: list[tuple[str, int, int]] = [("p", -1, i) for i in range(np_) if setup.free_p[i]]
     p_cols = {i: k for k, (_, _, i) in enumerate(columns)}
     for e, sl in enumerate(disc.intervals_of):

@@ -514,7 +514,14 @@ def simulate_experiment(
         times as its ``breakpoints`` (unless given) where it is held: the
         held input jumps there.
     noise_std : float
-        Noise standard deviation (docs/models.md: 0.05 is the paper's level).
+        Standard deviation of both parts of the paper's noise: the outputs are
+        ``(1 + n_i) g + m_i``, ``n_i`` one draw per sample time shared by all
+        outputs (noise proportional to the signal), ``m_i`` one draw per
+        output (additive); see :func:`measure` and docs/models.md (0.05 is
+        the paper's level).  Its variance follows the signal, so standard
+        errors from a fit with one weight per output come out too narrow
+        (docs/uncertainty.md); for purely additive noise pass ``noise_std=0``
+        and add your own.
     seed : int or Generator
         Random seed of the noise.
     name : str, optional

@@ -36,7 +36,7 @@ from .guess import GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
-from .methods.base import IterationRecord, LoopOutcome, Setup
+from .methods.base import OPEN_GAP_ADVICE, IterationRecord, LoopOutcome, Setup
 from .model import Model
 from .predict import simulation_predictor
 from .problem_setup import (as_vector, build_setup, estimated_quantities, initial_weights,
@@ -596,7 +596,7 @@ def estimate(
     codegen: bool | str = "auto",
     x_scale: Any = None,
     p_scale: Any = None,
-    guess: str = "simulation",
+    guess: str = "auto",
     warm_start: EstimationResult | None = None,
     uncertainty: bool = True,
     multistart: int | None = None,
@@ -665,11 +665,16 @@ def estimate(
     x_scale, p_scale : array_like, optional
         Nominal magnitudes of states and parameters (default from the data,
         the start and ``p0``).
-    guess : {"simulation", "anchored", "shooting"}
+    guess : {"auto", "simulation", "anchored", "shooting"}
         How the states start (see :mod:`picard_casadi.guess`): measured
         states from the data and the others from a simulation with ``p0``
-        (default), or propagated interval by interval from the data, or every
-        state from the simulation (a continuous start).
+        (``"simulation"``), or propagated interval by interval from the data
+        (``"anchored"``), or every state from the simulation (a continuous
+        start).  ``"auto"`` (default): ``"simulation"``, and where that run
+        of ``picard-gn`` ends at ``max_iter`` with its continuity gaps still
+        open (the trajectory never joined up), a second run from
+        ``"anchored"``, returned if it converges (a note says so; the
+        callback sees both runs).
     warm_start : EstimationResult, optional
         Start from this result's solution (interval starts, node values,
         ``p``) instead of ``p0`` and the guess; it must come from a run on the
@@ -748,7 +753,8 @@ def estimate(
     prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
                     lam=float(lam), nodes=nodes, scheme=scheme, p_bounds=(p_lb, p_ub),
                     x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0),
-                    weights_mode=weights_mode, codegen=codegen, guess=guess,
+                    weights_mode=weights_mode, codegen=codegen,
+                    guess="simulation" if guess == "auto" else guess,
                     callback=callback, max_intervals=max_intervals)
     start = None
     if warm_start is not None:
@@ -808,6 +814,29 @@ def estimate(
     if result.success:
         note_bounds_reached(result, p_lb, p_ub)
     result.wall_time = time.perf_counter() - t_start
+    if (guess == "auto" and warm_start is None and spec.name == "picard-gn"
+            and result.status == "max_iter"
+            and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
+        # the trajectory from the simulated start never joined up: a user's 200 s
+        # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
+        # both converged from the states propagated from the data
+        retry = estimate(model, experiments, p0, method, p_bounds=p_bounds,
+                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
+                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess="anchored",
+                         uncertainty=uncertainty, seed=seed, callback=callback,
+                         raise_on_failure=False, max_intervals=max_intervals, **options)
+        if retry.success:
+            retry.warnings.insert(0, (
+                f"the first run, from the states simulated with p0, ended at max_iter "
+                f"with the continuity gaps open ({result.message[:120]}); this result "
+                "is from a second run with guess='anchored' (states propagated from the "
+                "data)"))
+            retry.wall_time += result.wall_time
+            retry.settings["guess"] = "anchored (after 'simulation')"
+            return retry
+        result.message += ("; a second run from guess='anchored' did not converge either "
+                           f"({retry.message[:120]})")
     for note in result.warnings:
         if "information matrix" in note:
             warn_user(note)

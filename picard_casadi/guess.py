@@ -47,7 +47,8 @@ from .transcription import IntervalFunctions
 __all__ = ["initial_guess", "measured_state_series", "local_regression", "local_regressions",
            "GUESSES"]
 
-GUESSES = ("simulation", "anchored", "shooting")
+#: ``"auto"`` is estimate's: "simulation", then "anchored" where that never joins up
+GUESSES = ("auto", "simulation", "anchored", "shooting")
 #: CVODES tolerances of the initial-guess simulation
 GUESS_RTOL = 1e-6
 GUESS_ATOL = 1e-8

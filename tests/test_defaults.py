@@ -140,3 +140,25 @@ def test_an_iteration_limit_with_open_gaps_points_to_the_states_start():
     nearly = prob.estimate(max_iter=3, uncertainty=False, refine=False)
     assert nearly.status == "max_iter" and nearly.history["gap_scaled"][-1] < 1e-3
     assert "guess=" not in nearly.message
+
+
+def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
+    # SIR with only I measured and no x0 guess (S starts at 0): from the simulated
+    # start picard-gn ended at max_iter with gaps of 191; from the states
+    # propagated from the data it converges (a user's report)
+    import casadi as ca
+
+    N = 1e5
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
+    force = p[0] * x[0] * x[1] / N
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-force, force - p[1] * x[1], p[1] * x[1]),
+                     y=x[1], p_names=["beta", "gamma"], x_names=["S", "I", "R"])
+    t = np.arange(0, 101, 2.0)
+    X = pc.simulate(model, [N - 10, 10, 0], [0.5, 0.2], t)
+    y = X[:, 1] + np.random.default_rng(1).normal(size=t.size) * (0.05 * X[:, 1] + 20)
+    exp = pc.Experiment(t=t, y=y[:, None])
+    first = pc.estimate(model, [exp], [0.3, 0.1], guess="simulation", uncertainty=False)
+    assert first.status == "max_iter"
+    res = pc.estimate(model, [exp], [0.3, 0.1], uncertainty=False)
+    assert res.success and np.allclose(res.p, [0.5, 0.2], rtol=0.05), res.p
+    assert "second run with guess='anchored'" in res.warnings[0]

@@ -835,8 +835,11 @@ def estimate(
             retry.wall_time += result.wall_time
             retry.settings["guess"] = "anchored (after 'simulation')"
             return retry
-        result.message += ("; a second run from guess='anchored' did not converge either "
-                           f"({retry.message[:120]})")
+        result.message = result.message.replace(
+            "try guess='anchored' (states propagated from the data) or guess='shooting'",
+            "try guess='shooting'") + (
+            "; a second run from guess='anchored' did not converge either "
+            f"({retry.message[:120]})")
     for note in result.warnings:
         if "information matrix" in note:
             warn_user(note)

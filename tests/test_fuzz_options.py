@@ -79,7 +79,7 @@ ESTIMATE_CASES = [
     (dict(multistart="3"), TypeError, r"`multistart` must be an integer >= 1"),
     (dict(multistart=True), TypeError, r"`multistart` must be an integer"),
     (dict(callback=5), TypeError, r"`callback` must be a callable or None"),
-    (dict(guess="data"), ValueError, r"`guess` must be one of \('simulation', 'anchored', 'shooting'\)"),
+    (dict(guess="data"), ValueError, r"`guess` must be one of \('auto', 'simulation', 'anchored', 'shooting'\)"),
     (dict(codegen="yes"), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(codegen=None), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(max_intervals=0), ValueError, r"`max_intervals` must be an integer >= 1"),

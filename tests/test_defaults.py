@@ -162,3 +162,18 @@ def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
     res = pc.estimate(model, [exp], [0.3, 0.1], uncertainty=False)
     assert res.success and np.allclose(res.p, [0.5, 0.2], rtol=0.05), res.p
     assert "second run with guess='anchored'" in res.warnings[0]
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-10, 1e-8])
+def test_noise_free_data_is_an_exact_fit_not_a_failed_step(noise):
+    # a user's first test, on noise-free synthetic data: "step_failed: the trust
+    # region collapsed ... start from a better p0" at SSR 6e-17, p right to 8 digits
+    import casadi as ca
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], y=x, p_names=["a", "b"])
+    exp = pc.simulate_experiment(model, x0=[0.5], p=[0.7, 1.4], t=np.linspace(0, 10, 40),
+                                 noise_std=noise)
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], uncertainty=False)
+    assert res.success and res.status == "converged", res.message
+    assert np.allclose(res.p, [0.7, 1.4], rtol=1e-6)

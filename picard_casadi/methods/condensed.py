@@ -56,7 +56,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sensitivity import predict_nodes
-from .base import Setup, StepInfo
+from .base import ZERO_MERIT, Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
 from .least_squares import (bounded_least_squares, compress_rows, least_violation,
@@ -68,6 +68,12 @@ __all__ = ["ConstrainedGaussNewtonStep"]
 
 PRECISION = 1e-14  # predicted relative gain of a full step that counts as nothing
 COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step realises it
+# a merit this fraction of the data's own (residuals ~1e-7 of the data) is as
+# exact as the evaluations: the node values are settled to fixed_point_tol =
+# 1e-9 of their scale, so a gain below |r| 1e-9 |y| cannot be told from their
+# round-off, and a trust region that collapsed there found the exact fit (noise-
+# free data: "step_failed" at an SSR of 6e-17 with every digit of p right)
+EXACT_FIT = 1e-14
 # Trial points are compared on the merit, so their fixed point is solved tightly
 # (from the first-order prediction this takes a few sweeps); a loose solve made
 # the merit noisier than the gains near convergence (FitzHugh-Nagumo, seed 1).
@@ -576,7 +582,9 @@ class ConstrainedGaussNewtonStep:
     def _without_step(self, Xs, ps, merit: float, gnorm: float, evals: int, full_pred: float,
                       zero: float, optimality: float) -> StepInfo:
         """The iteration's outcome when no trial was accepted."""
-        if self.radius <= 1e-10 and full_pred <= COLLAPSE_PRECISION * max(merit, zero):
+        exact = merit <= EXACT_FIT * zero / ZERO_MERIT  # zero: ZERO_MERIT of the data's merit
+        if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, zero)
+                                     or exact):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,

@@ -21,14 +21,23 @@ import numpy as np
 from .discretisation import Discretisation
 from .errors import FitWarning, SimulationError
 from .experiment import Experiment
-from .fit_check import lack_of_fit
+from .fit_check import LACK_OF_FIT, lack_of_fit
 from .model import Model
 from .result import EstimationResult
 from .simulate import simulate
 from .user_warnings import warn_user
 
 __all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "note_bounds_reached",
-           "OPEN_GAP", "ON_BOUND"]
+           "is_fit_note", "OPEN_GAP", "ON_BOUND"]
+
+#: what the note of a parameter on its bound says after the parameter's name
+ON_BOUND_NOTE = " ended on its "
+
+
+def is_fit_note(note: str) -> bool:
+    """Whether a line of ``result.warnings`` is one raised as a :class:`FitWarning`."""
+    return note.startswith(LACK_OF_FIT) or ON_BOUND_NOTE in note
+
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it
@@ -58,7 +67,7 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
                 reached.append((i, side, b))
     for i, side, b in reached:
         name = result.p_names[i]
-        note = (f"{name} ended on its {side} bound {b:g} (p_bounds): there the bound, not "
+        note = (f"{name}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the bound, not "
                 f"the data, holds it, and the data would move it further; its standard "
                 "error assumes an optimum inside the bounds. If the bound is not a physical "
                 "limit, widen it and fit again")

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from .diagnosis import is_fit_note
 from .errors import FitWarning
-from .fit_check import LACK_OF_FIT
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
 from .user_warnings import warn_user
 
@@ -167,7 +167,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         f"{best.iterations})"
     )
     for note in best.warnings:
-        if note.startswith(LACK_OF_FIT):
+        if is_fit_note(note):
             warn_user(note, FitWarning)
     if raise_on_failure and not best.success:
         from .errors import ConvergenceError

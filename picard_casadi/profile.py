@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import FitWarning
 from .parallel import Encoded, decoded, encode, executor_for, portable, restore, run_tasks
 from .problem_setup import estimated_quantities
 from .quantiles import chi2_1, f_1
@@ -487,8 +488,10 @@ def profile(
 
     # the estimate again with the profile's settings (weights fixed): the reference fit
     warm = result if result._X is not None and result._disc is not None else None
-    base = estimate(model, experiments, np.clip(result.p, p_lb, p_ub), result.method,
-                    p_bounds=(p_lb, p_ub), warm_start=warm, uncertainty=False, **kwargs)
+    with warnings.catch_warnings():  # the estimate's own FitWarnings were raised with it
+        warnings.simplefilter("ignore", FitWarning)
+        base = estimate(model, experiments, np.clip(result.p, p_lb, p_ub), result.method,
+                        p_bounds=(p_lb, p_ub), warm_start=warm, uncertainty=False, **kwargs)
     if not base.success:
         raise ValueError(f"re-fitting the estimate with the profile's settings failed: "
                          f"{base.message}")
@@ -554,13 +557,25 @@ def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any)
     prof.paths[i] = ProfilePath(values=np.asarray(values)[order],
                                 statistic=np.asarray(delta)[order] / prof.s2,
                                 p=np.asarray(ps)[order], ends=(lower.end, upper.end))
-    lo = lower.crossing if lower.end == "threshold" else -np.inf
-    hi = upper.crossing if upper.end == "threshold" else np.inf
+    # an estimate on its bound: that side of the interval stops at the bound (the
+    # data would move it further; a user's k2 on its bound 0.25 got [0.249, inf]
+    # and "practically non-identifiable" next to the estimate's bound warning)
+    on_bound = [side.end == "bound" and not side.values for side in (lower, upper)]
+    lo = (lower.crossing if lower.end == "threshold"
+          else float(base.p[i]) if on_bound[0] else -np.inf)
+    hi = (upper.crossing if upper.end == "threshold"
+          else float(base.p[i]) if on_bound[1] else np.inf)
     prof.intervals[i] = [lo, hi]
-    for side, word, end in ((lower, "below", "-inf"), (upper, "above", "inf")):
+    for side, word, end, at_bound in ((lower, "below", "-inf", on_bound[0]),
+                                      (upper, "above", "inf", on_bound[1])):
         if side.end == "threshold":
             continue
         v = side.values[-1] if side.values else float(base.p[i])
+        if at_bound:
+            prof.warnings.append(
+                f"{name} is on its bound {v:.6g} (p_bounds): its interval stops there, "
+                f"{word} the estimate (the data would move it beyond the bound)")
+            continue
         head = (f"the profile of {name} does not cross the {100 * prof.confidence:g} % "
                 f"threshold {word} the estimate")
         if side.end == "failed":

@@ -210,3 +210,32 @@ def test_profile_points_continue_undamped_unless_told():
     res = pc.problem("vdp", seed=0).estimate(uncertainty=False)
     assert _estimate_options(res, {})["mu0"] == CONTINUING_MU0
     assert _estimate_options(res, {"mu0": 1e-3})["mu0"] == 1e-3
+
+
+def test_a_parameter_on_its_bound_has_an_interval_that_stops_there():
+    """k held by its upper bound 0.3 (truth 0.5): the profile's interval was
+    [0.277, inf] with "k is practically non-identifiable", next to the estimate's
+    own warning that the bound holds k (a user's report); and the profile raised
+    the estimate's FitWarnings a second time."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], p_names=["k", "b"])
+    exp = pc.simulate_experiment(model, [1.0], [0.5, 0.2], np.linspace(0, 5, 26), noise_std=0.01)
+    with pytest.warns(pc.FitWarning, match="k ended on its upper bound 0.3"):
+        res = pc.estimate(model, [exp], [0.1, 0.1], p_bounds=([0.0, 0.0], [0.3, 1.0]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = pc.profile(res, parameters=["k"])
+    assert prof.intervals[0, 1] == 0.3 and prof.intervals[0, 0] < 0.3
+    texts = [str(w.message) for w in caught]
+    assert not [w for w in caught if issubclass(w.category, pc.FitWarning)], texts
+    assert any("k is on its bound 0.3" in t for t in texts), texts
+    assert not any("non-identifiable" in t for t in texts), texts
+
+
+def test_multistart_raises_the_bound_warning_of_its_best_start():
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], p_names=["k", "b"])
+    exp = pc.simulate_experiment(model, [1.0], [0.5, 0.2], np.linspace(0, 5, 26), noise_std=0.01)
+    with pytest.warns(pc.FitWarning, match="k ended on its upper bound 0.3"):
+        pc.estimate(model, [exp], [0.1, 0.1], p_bounds=([0.0, 0.0], [0.3, 1.0]), multistart=2,
+                    uncertainty=False)

@@ -44,9 +44,11 @@ from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
-__all__ = ["initial_guess", "measured_state_series", "local_regression", "local_regressions",
+__all__ = ["GUESS_NOTE", "initial_guess", "measured_state_series", "local_regression", "local_regressions",
            "GUESSES"]
 
+#: how every note of the initial guess begins
+GUESS_NOTE = "initial guess: "
 #: ``"auto"`` is estimate's: "simulation", then "anchored" where that never joins up
 GUESSES = ("auto", "simulation", "anchored", "shooting")
 #: CVODES tolerances of the initial-guess simulation
@@ -338,7 +340,7 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             traj = simulate(model, x0, p0, disc.t0[sl], exp, t0=exp.t0,
                             rtol=GUESS_RTOL, atol=GUESS_ATOL)
         except (SimulationError, ValueError):
-            notes.append(f"initial guess: the simulation of {exp.name!r} with p0 "
+            notes.append(f"{GUESS_NOTE}the simulation of {exp.name!r} with p0 "
                          "failed; its states are propagated interval by interval")
     if traj is None:
         start = start_of  # anchored: unmeasured states carried from the previous interval
@@ -454,7 +456,7 @@ def initial_guess(
             carry = U[j][:, -1].copy()
     if failed_total:
         notes.append(
-            f"initial guess: the fixed point with p0 did not settle on {failed_total} of "
+            f"{GUESS_NOTE}the fixed point with p0 did not settle on {failed_total} of "
             f"{J} intervals; their nodes start constant"
         )
     return X, U, notes

@@ -177,3 +177,16 @@ def test_noise_free_data_is_an_exact_fit_not_a_failed_step(noise):
     res = pc.estimate(model, [exp], p0=[1.0, 1.0], uncertainty=False)
     assert res.success and res.status == "converged", res.message
     assert np.allclose(res.p, [0.7, 1.4], rtol=1e-6)
+
+
+def test_a_converged_run_carries_no_notes_about_its_start():
+    # near noise-free data from x0 = 0: the fit is exact, yet res.warnings held
+    # "initial guess: the fixed point with p0 did not settle on 1 of 20 intervals"
+    import casadi as ca
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], y=x, p_names=["a", "b"])
+    exp = pc.simulate_experiment(model, x0=[0.0], p=[0.7, 1.4], t=np.linspace(0, 10, 40),
+                                 noise_std=1e-9, seed=4)
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], p_bounds=([0, 0], [10, 10]))
+    assert res.success and not res.warnings, res.warnings

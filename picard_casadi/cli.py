@@ -98,6 +98,11 @@ def load_model_file(path: str | Path) -> tuple[Any, dict[str, Any]]:
     if spec is None or spec.loader is None:
         raise CliError(f"MODEL: {str(path)!r} is not a Python file (name it *.py)")
     module = importlib.util.module_from_spec(spec)
+    # the file's folder first on sys.path, as `python model.py` would have it: a
+    # model file importing a module next to it failed ("No module named 'reactor'")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as err:  # the user's code: report whatever it raised, where

@@ -536,3 +536,18 @@ def test_warnings_print_once_in_the_summary_not_as_python_warnings(here):
     assert out.count("systematically off the data of output 'prey'") == 1
     assert out.count("information matrix is near-singular") == 1
     assert "Warning" not in err and ".py:" not in err
+
+
+def test_a_model_file_imports_a_module_next_to_it(tmp_path, monkeypatch, capsys):
+    # "MODEL: importing 'wrapper.py' failed: ModuleNotFoundError: No module named
+    # 'decay_model'" where `python wrapper.py` imports it (a user's report)
+    sub = tmp_path / "models"
+    sub.mkdir()
+    _write(tmp_path, DECAY, DECAY_TRUE, [[0.2]])
+    (sub / "decay_model.py").write_text((tmp_path / "model.py").read_text())
+    (sub / "wrapper.py").write_text("from decay_model import build_model, P0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder goes on it
+    code, _, err = _main(capsys, "fit", "models/wrapper.py", "data.csv", "--out", "res",
+                         "--codegen", "off", "--quiet")
+    assert code == 0, err

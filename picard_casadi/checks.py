@@ -248,7 +248,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
     nodes : int
         Nodes per interval.
     """
-    from .discretisation import interval_boundaries
+    from .discretisation import interval_boundaries, mesh_breakpoints
 
     # Each experiment has between floor(horizon / T) - #breakpoints and
     # floor(horizon / T) + #breakpoints + 1 intervals; where that is far
@@ -261,7 +261,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
     count = 0
     M = 1
     for e in experiments:
-        b = interval_boundaries(e.t0, e.t_end, float(T), e.breakpoints)
+        b = interval_boundaries(e.t0, e.t_end, float(T), mesh_breakpoints(e, float(T)))
         J = b.size - 1
         count += J
         j = np.clip(np.searchsorted(b, e.t + 1e-9 * T, side="right") - 1, 0, J - 1)

@@ -6,7 +6,9 @@ Every method (Picard, Picard-GN, IPOPT collocation) reads the same
 Interval rule
 -------------
 Experiment ``e`` covers ``[t0_e, t_end_e]`` (``t_end`` is its last sample).
-Interval boundaries are ``t0 + j T`` and the experiment's input breakpoints.
+Interval boundaries are ``t0 + j T`` and the experiment's input breakpoints
+(and, where its sampling is graded, the samples closer than ``T / 2`` to a
+neighbour: :func:`mesh_breakpoints`).
 A regular boundary closer than ``T / 5`` to a breakpoint or to ``t_end`` is
 dropped.  So when ``T`` does not divide the horizon the last interval is
 shorter than ``T`` (but at least ``T / 5``) or, where the remainder would
@@ -37,7 +39,8 @@ from .experiment import Experiment
 from .model import Model
 from .quadrature import Quadrature
 
-__all__ = ["Discretisation", "to_map_layout", "from_map_layout"]
+__all__ = ["Discretisation", "to_map_layout", "from_map_layout", "mesh_breakpoints",
+           "GRADED_SPACING"]
 
 _INSIDE = 1e-7  # relative shift of end nodes into the interval for inputs
 
@@ -62,6 +65,36 @@ def node_columns(intervals: np.ndarray, K: int) -> np.ndarray:
     """The columns of intervals ``intervals`` in a ``(r, J K)`` node layout
     (:func:`to_map_layout` of ``(J, r, K)`` blocks), interval by interval."""
     return (np.asarray(intervals)[:, None] * K + np.arange(K)[None, :]).ravel()
+
+
+#: sample spacings whose 90th percentile is this many times their 10th make a
+#: graded sampling (log-spaced times: 1e6 for 46 samples over 7.5 decades;
+#: uniformly random times: about 22)
+GRADED_SPACING = 100.0
+
+
+def mesh_breakpoints(exp: Experiment, T: float) -> np.ndarray:
+    """The times where ``exp``'s intervals must start: its input breakpoints and,
+    where its sampling is graded (:data:`GRADED_SPACING`), every sample closer
+    than ``T / 2`` to a neighbour.
+
+    Uniform intervals of ``T`` cannot follow samples log-spaced from 1e-5: a
+    user's stiff kinetics (rates up to 1e4, 46 samples from 1e-5 to 300) had
+    intervals of 4.7, failed after five refinements with a rate 27 times too
+    small, and the advice "a smaller T" at T = 0.01 meant 30,000 intervals,
+    3.5 GB and ten minutes; with intervals starting at the samples it
+    converged in 0.1 to 0.5 s.
+    """
+    breakpoints = np.asarray(exp.breakpoints, float)
+    t = np.unique(np.asarray(exp.t, float))
+    if t.size < 4:
+        return breakpoints
+    gaps = np.diff(t)
+    lo, hi = np.percentile(gaps, [10, 90])
+    if not hi > GRADED_SPACING * lo:
+        return breakpoints
+    near = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf]) < 0.5 * T
+    return np.union1d(breakpoints, t[near])
 
 
 def interval_boundaries(t0: float, t_end: float, T: float, breakpoints: np.ndarray) -> np.ndarray:
@@ -133,7 +166,8 @@ class Discretisation:
         m = self.model
         if self.boundaries is None:
             self.boundaries = [
-                interval_boundaries(e.t0, e.t_end, float(self.T), e.breakpoints)
+                interval_boundaries(e.t0, e.t_end, float(self.T),
+                                    mesh_breakpoints(e, float(self.T)))
                 for e in self.experiments
             ]
         else:

@@ -190,3 +190,31 @@ def test_a_converged_run_carries_no_notes_about_its_start():
                                  noise_std=1e-9, seed=4)
     res = pc.estimate(model, [exp], p0=[1.0, 1.0], p_bounds=([0, 0], [10, 10]))
     assert res.success and not res.warnings, res.warnings
+
+
+def test_log_spaced_samples_get_intervals_that_follow_them():
+    """Stiff kinetics (A <-> B at 1e4 and 1e3, B -> C at 1, C -> D at 1e-2), A and C
+    sampled at 46 log-spaced times from 1e-5 to 300: uniform intervals of 4.7
+    failed after five refinements with kf 27 times too small (a user's report).
+    Graded sampling now starts intervals at the close samples; the default run
+    converges, at the stiff model's gap floor, to the shooting estimate."""
+    import casadi as ca
+    from picard_casadi.discretisation import mesh_breakpoints
+
+    x, p = ca.SX.sym("x", 4), ca.SX.sym("p", 4)
+    r1 = p[0] * x[0] - p[1] * x[1]
+    model = pc.Model(x=x, p=p, y=ca.vertcat(x[0], x[2]),
+                     rhs=ca.vertcat(-r1, r1 - p[2] * x[1], p[2] * x[1] - p[3] * x[2],
+                                    p[3] * x[2]))
+    truth = [1e4, 1e3, 1.0, 1e-2]
+    t = np.concatenate([[0.0], np.logspace(-5, np.log10(300), 45)])
+    X = simulate(model, [1.0, 0.0, 0.0, 0.0], truth, t, rtol=1e-12, atol=1e-14)
+    y = X[:, [0, 2]] + 0.005 * np.random.default_rng(3).normal(size=(t.size, 2))
+    exp = pc.Experiment(t=t, y=y, x0=[1.0, 0.0, 0.0, 0.0])
+    assert mesh_breakpoints(exp, 4.7).size > 30
+    res = pc.estimate(model, [exp], [3e3, 3e2, 3.0, 3e-2])
+    assert res.success and res.certificate["passed"], res.message
+    assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
+    # uniformly random times are not graded
+    times = np.sort(np.random.default_rng(0).uniform(0, 35, 40))
+    assert mesh_breakpoints(pc.Experiment(t=times, y=np.zeros((40, 2))), 1.0).size == 0

@@ -56,7 +56,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sensitivity import predict_nodes
-from .base import ZERO_MERIT, Setup, StepInfo
+from .base import GAP_FLOOR_MAX, ZERO_MERIT, Setup, StepInfo
 from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
 from .least_squares import (bounded_least_squares, compress_rows, least_violation,
@@ -74,6 +74,11 @@ COLLAPSE_PRECISION = 1e-9  # gain that is round-off when no shortened step reali
 # round-off, and a trust region that collapsed there found the exact fit (noise-
 # free data: "step_failed" at an SSR of 6e-17 with every digit of p right)
 EXACT_FIT = 1e-14
+# ... and with the gaps at their floor (GAP_FLOOR_MAX), a predicted gain this
+# small against the merit is the stiff evaluations' round-off: a user's stiff
+# kinetics (rates to 1e4) collapsed at gaps of 3.5e-8, its estimate right, with
+# 1.4e-7 of the merit left to gain, and ended "step_failed"
+FLOOR_GAIN = 1e-6
 # Trial points are compared on the merit, so their fixed point is solved tightly
 # (from the first-order prediction this takes a few sweeps); a loose solve made
 # the merit noisier than the gains near convergence (FitzHugh-Nagumo, seed 1).
@@ -516,7 +521,8 @@ class ConstrainedGaussNewtonStep:
                                 U=U_new, optimality=optimality)
             if self.radius <= 1e-10:
                 break
-        return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)
+        return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality,
+                                  float(np.abs(c).max(initial=0.0)))
 
     def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
                ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
@@ -580,11 +586,13 @@ class ConstrainedGaussNewtonStep:
         return False
 
     def _without_step(self, Xs, ps, merit: float, gnorm: float, evals: int, full_pred: float,
-                      zero: float, optimality: float) -> StepInfo:
-        """The iteration's outcome when no trial was accepted."""
+                      zero: float, optimality: float, gap: float = np.inf) -> StepInfo:
+        """The iteration's outcome when no trial was accepted (``gap``: the largest
+        scaled continuity gap)."""
         exact = merit <= EXACT_FIT * zero / ZERO_MERIT  # zero: ZERO_MERIT of the data's merit
+        at_floor = gap <= GAP_FLOOR_MAX and full_pred <= FLOOR_GAIN * max(merit, zero)
         if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, zero)
-                                     or exact):
+                                     or exact or at_floor):
             # what is left to gain is below the accuracy of the evaluations
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,

@@ -54,6 +54,11 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
             )
         exp = experiments[exp_index]
         times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
+        if np.any(times < exp.t0):
+            raise ValueError(
+                f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
+                f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
+                "from t0")
         if source == "simulate":
             Xs = simulate(model, res.x0[exp_index], res.p, times, exp, t0=exp.t0)
         elif source == "collocation":

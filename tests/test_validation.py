@@ -301,3 +301,17 @@ def test_bounds_in_scipy_minimize_layout_are_not_read_as_fixing_every_parameter(
     assert res.success and np.array_equal(res.p, [2.0, 0.3])
     res = pc.estimate(model, [exp], [1, 2], p_bounds=([1, 2], [1, 2]), uncertainty=False)
     assert np.array_equal(res.p, [1, 2])
+
+
+def test_predict_before_the_experiment_start_names_t_and_t0():
+    # it raised "simulate: `t0` = 0.0 is after the first output time -1.0", naming
+    # the internal call's arguments (a user's report)
+    import casadi as ca
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x)
+    exp = pc.simulate_experiment(model, [1.0], [0.5], np.linspace(0, 5, 21), noise_std=0.01)
+    res = pc.estimate(model, [exp], [0.3], uncertainty=False)
+    with pytest.raises(ValueError, match=r"`t`: -1 is before experiment .* starts \(t0 = 0"):
+        res.predict(0, t=[-1.0, 2.0])
+    assert res.predict(0, t=[0.0, 2.0]).shape == (2, 1)

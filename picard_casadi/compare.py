@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .codegen import cache_at
+from .diagnosis import is_fit_note
 from .parallel import Encoded, decoded, encode, executor_for, run_tasks
 from .registry import _entry as make_problem_entry
 from .registry import problem as make_problem
@@ -39,7 +40,8 @@ from .registry import problem as make_problem
 __all__ = ["compare", "format_markdown", "COLUMNS"]
 
 COLUMNS = ("problem", "seed", "method", "success", "certified", "rel_error", "misfit", "gap",
-           "iterations", "build_first", "build_cached", "solve_time", "estimate", "message")
+           "iterations", "build_first", "build_cached", "solve_time", "estimate", "message",
+           "fit_warnings")
 
 
 def _median(values: list[float]) -> float:
@@ -170,7 +172,8 @@ def _print_row(row: dict[str, Any]) -> None:
           f"{'ok ' if row['success'] else 'FAIL'} "
           f"{'' if row['certified'] or not row['success'] else '(not certified) '}"
           f"{err} it {row['iterations']:5d} "
-          f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s", flush=True)
+          f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s"
+          + (" (fit flagged: FitWarning)" if row.get("fit_warnings") else ""), flush=True)
 
 
 def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: int,
@@ -209,6 +212,9 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
         "solve_time": _median([r.timings.get("solve", np.nan) for r, _ in runs]),
         "estimate": [float(v) for v in res.p],
         "message": res.message,
+        # a converged fit can still be flagged (a poor local minimum, a parameter
+        # held by its bound): without this the row read "ok" (a user's report)
+        "fit_warnings": " | ".join(w for w in res.warnings if is_fit_note(w)),
     }
 
 
@@ -268,8 +274,9 @@ def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_markdown(rows: list[dict[str, Any]]) -> str:
     """The study's table in Markdown."""
     head = ("| problem | seed | method | ok | certified | rel. error | misfit | gap | "
-            "iterations | build (cold) [s] | build (cached) [s] | solve [s] | estimate |")
-    lines = [head, "|" + "---|" * 13]
+            "iterations | build (cold) [s] | build (cached) [s] | solve [s] | estimate | "
+            "fit flagged |")
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
         seed = "-" if r["seed"] is None else r["seed"]
@@ -278,6 +285,7 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
             f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | "
             f"{r['gap']:.1e} | {r['iterations']} | "
-            f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} |"
+            f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} | "
+            f"{'yes' if r.get('fit_warnings') else 'no'} |"
         )
     return "\n".join(lines) + "\n"

@@ -1,5 +1,7 @@
 """The four methods solve the same problem (issue: comparison study)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,20 @@ def test_bad_options_are_clear_errors():
         prob.estimate("ipopt", ipopt_options={"tol": [1e-8]})
     with pytest.raises(ValueError, match=r"unknown method"):
         compare(["vdp"], ["newton"])
+
+
+def test_compare_marks_a_flagged_fit(tmp_path):
+    # a parameter held by its bound converges with a FitWarning; the study's row
+    # read "ok" with nothing to tell it from a clean fit (a user's report)
+    import casadi as ca
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], p_names=["k", "b"])
+    exp = pc.simulate_experiment(model, [1.0], [0.5, 0.2], np.linspace(0, 5, 26), noise_std=0.01)
+    prob = pc.Problem.from_data(model, [exp], [0.1, 0.1], name="held",
+                                p_bounds=([0.0, 0.0], [0.3, 1.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows = pc.compare([prob], methods=["picard-gn"], out=tmp_path, codegen=False)
+    assert rows[0]["success"] and "k ended on its upper bound 0.3" in rows[0]["fit_warnings"]
+    assert (tmp_path / "table.md").read_text().splitlines()[2].endswith("| yes |")

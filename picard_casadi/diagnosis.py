@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .discretisation import Discretisation
@@ -30,6 +29,9 @@ from .user_warnings import warn_user
 __all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "note_bounds_reached",
            "is_fit_note", "OPEN_GAP", "ON_BOUND"]
 
+#: a parameter within this fraction of its bound's size (or of the box's width,
+#: where larger) is on the bound: IPOPT stops within about 1e-8 of it
+ON_BOUND = 1e-7
 #: what the note of a parameter on its bound says after the parameter's name
 ON_BOUND_NOTE = " ended on its "
 
@@ -37,11 +39,6 @@ ON_BOUND_NOTE = " ended on its "
 def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a :class:`FitWarning`."""
     return note.startswith(LACK_OF_FIT) or ON_BOUND_NOTE in note
-
-
-#: a parameter within this fraction of its bound's size (or of the box's width,
-#: where larger) is on the bound: IPOPT stops within about 1e-8 of it
-ON_BOUND = 1e-7
 
 
 def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray

@@ -806,9 +806,17 @@ def estimate(
         from .uncertainty import attach_uncertainty
 
         if spec.name == "shooting":  # its own model's derivatives, not the mesh's
+            from .interrupts import is_interrupt
             from .methods.shooting import shooting_sensitivity
 
-            info = shooting_sensitivity(setup, prob.opts, outcome.X, outcome.p)
+            try:
+                info = shooting_sensitivity(setup, prob.opts, outcome.X, outcome.p)
+            except RuntimeError as err:  # CVODES failed at the estimate
+                if is_interrupt(err):
+                    raise KeyboardInterrupt from None
+                result.warnings.append(
+                    "shooting: standard errors from the collocation mesh (its CVODES "
+                    f"sensitivities failed at the estimate: {str(err).splitlines()[-1][:200]})")
         attach_uncertainty(result, setup, info)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
     if result.success:

@@ -158,3 +158,17 @@ def test_shooting_standard_errors_come_from_its_own_integration():
     assert shot.success and resolved.success
     assert np.allclose(shot.p, resolved.p, rtol=1e-5)
     assert np.allclose(shot.p_std, resolved.p_std, rtol=0.01), (shot.p_std, resolved.p_std)
+
+
+def test_shooting_falls_back_to_the_mesh_where_its_sensitivities_fail(monkeypatch):
+    import picard_casadi.methods.shooting as shooting
+
+    def failing(*args, **kwargs):
+        raise RuntimeError('.../cvodes_interface.cpp:403: CVode returned "CV_TOO_MUCH_WORK"')
+
+    monkeypatch.setattr(shooting, "shooting_sensitivity", failing)
+    prob = pc.problem("vdp", seed=0)
+    res = prob.estimate("shooting")
+    assert res.success and np.all(np.isfinite(res.p_std))
+    assert any("standard errors from the collocation mesh" in w and "CV_TOO_MUCH_WORK" in w
+               for w in res.warnings), res.warnings

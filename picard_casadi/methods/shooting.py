@@ -26,7 +26,7 @@ import casadi as ca
 import numpy as np
 
 from ..discretisation import to_map_layout
-from ..interval_integration import IntervalIntegrator
+from ..interval_integration import interval_integrator
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
@@ -88,7 +88,7 @@ class ShootingNLP:
         m = disc.model
         J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
         self.setup, self.J, self.nx, self.np = setup, J, nx, np_
-        states = IntervalIntegrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+        states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps).function
         self._cvodes = (opts.rtol, opts.atol, opts.max_steps)  # to locate a failure
         xs = ca.DM(setup.x_scale)
         ps = ca.DM(setup.p_scale)
@@ -243,7 +243,7 @@ def shooting_sensitivity(setup: Setup, opts: ShootingOptions, X: np.ndarray, p: 
     m = disc.model
     J, M, nx, np_, ny = disc.n_intervals, disc.M, m.nx, m.np, m.ny
     nz = nx + np_
-    states = IntervalIntegrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+    states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps).function
     Xm, pm = ca.MX.sym("X", nx, J), ca.MX.sym("p", np_)
     Xs, xend = states(Xm, pm)
     c = setup.tr._data_common

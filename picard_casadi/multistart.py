@@ -159,7 +159,8 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     best.wall_time = time.perf_counter() - t_start
     n_ok = len(ok)
     spread = (np.max([np.max(np.abs(r.p / best.p - 1)) for r in ok]) if ok else np.nan)
-    best.warnings.append(
+    # a summary, not a warning: a clean multistart fit has no warnings (a user's report)
+    best.settings["multistart_summary"] = (
         f"multistart: {n_ok} of {len(starts)} starts converged; the best (weighted) "
         f"objective {best.weighted_objective:.6g}; largest relative distance of a converged "
         f"estimate from the best: {spread:.2g}; "

@@ -291,6 +291,8 @@ class EstimationResult:
                 row += f"{tr:>12.6g}{100 * rel:>9.2f}%"
             lines.append(row)
         lines += self._x0_lines()
+        if self.settings.get("multistart_summary"):
+            lines.append(f"  {self.settings['multistart_summary']}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)

@@ -90,6 +90,10 @@ def test_multistart_keeps_every_start_and_returns_the_best():
     prob = pc.problem("fitzhugh-nagumo", seed=0)
     res = prob.estimate("picard-gn", multistart=4, seed=2, uncertainty=False)
     assert len(res.starts) == 4
+    # the starts' summary is no warning (a clean multistart fit has none)
+    assert res.settings["multistart_summary"].startswith("multistart: ")
+    assert not [w for w in res.warnings if w.startswith("multistart")]
+    assert res.settings["multistart_summary"] in res.summary()
     assert np.allclose(res.starts[0]["p0"], prob.p0)
     lb, ub = prob.p_bounds
     for s in res.starts[1:]:

@@ -36,7 +36,8 @@ from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
-from .methods.base import OPEN_GAP_ADVICE, IterationRecord, LoopOutcome, Setup
+from .methods.base import (ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, IterationRecord,
+                           LoopOutcome, Setup)
 from .model import Model
 from .predict import simulation_predictor
 from .problem_setup import (as_vector, build_setup, estimated_quantities, initial_weights,
@@ -844,8 +845,7 @@ def estimate(
             retry.settings["guess"] = "anchored (after 'simulation')"
             return retry
         result.message = result.message.replace(
-            "try guess='anchored' (states propagated from the data) or guess='shooting'",
-            "try guess='shooting'") + (
+            f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
             "; a second run from guess='anchored' did not converge either "
             f"({retry.message[:120]})")
     for note in result.warnings:

@@ -14,9 +14,8 @@ the user:
 * the residuals' **mean square against the noise variance estimated from
   the data's second differences** (``mean(d^2) / 6`` for ``d = y_{i+1} - 2
   y_i + y_{i-1}``, or the median's equivalent where gross outliers inflate the
-  mean).  The
-  signal's own curvature adds to that estimate, so the ratio errs towards a
-  good fit.
+  mean).  The signal's own curvature adds to that estimate, so the ratio
+  errs towards a good fit.
 
 An output is flagged when both say so: ``z < RUNS_Z`` and the ratio above
 ``NOISE_RATIO``.  Each measure alone gives false alarms: with dozens of
@@ -75,8 +74,6 @@ def second_differences(values: np.ndarray) -> np.ndarray:
 #: median of the chi-square distribution with one degree of freedom: the median
 #: of ``d^2`` over ``6 s^2`` for white Gaussian noise
 _CHI2_1_MEDIAN = 0.45493642311957283
-
-
 #: the mean-square estimate this many times the median's marks gross outliers
 OUTLIER_SPREAD = 10.0
 
@@ -87,9 +84,9 @@ def noise_variance(values: np.ndarray) -> float:
     where that is :data:`OUTLIER_SPREAD` times smaller (both are unbiased for
     white Gaussian noise; the signal's curvature and a noise that follows the
     signal raise the mean more than the median).  A few gross outliers
-    inflate the mean (two of 50
-    noise levels on 41 samples: a noise level of 0.227 against the data's
-    0.020), and a poor fit held against it passed as a good one."""
+    inflate the mean (two of 50 noise levels on 41 samples: a noise level of
+    0.227 against the data's 0.020), and a poor fit held against it passed as
+    a good one."""
     d = second_differences(values)
     if not d.size:
         return float("nan")
@@ -144,11 +141,12 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             z, ratio = runs_z(r), float(np.mean(r * r)) / noise
             if z < RUNS_Z and ratio > NOISE_RATIO:
                 far = np.abs(r - np.median(r)) > OUTLIER * math.sqrt(noise)
+                n_far = int(np.count_nonzero(far))
                 these = causes
-                if 0 < np.count_nonzero(far) <= MAX_OUTLIERS * r.size:
+                if 0 < n_far <= MAX_OUTLIERS * r.size:
                     where = ", ".join(f"{v:g}" for v in t[ok][far][:5])
-                    more = ", ..." if np.count_nonzero(far) > 5 else ""
-                    these = (f"{np.count_nonzero(far)} sample(s) lie over {OUTLIER:g} noise "
+                    more = ", ..." if n_far > 5 else ""
+                    these = (f"{n_far} sample(s) lie over {OUTLIER:g} noise "
                              f"levels off (t = {where}{more}): gross outliers pull a "
                              "least-squares fit (drop them: NaN in y); or " + causes)
                 notes.append(

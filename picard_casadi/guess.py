@@ -44,8 +44,8 @@ from .interrupts import reraise_if_interrupted
 from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 from .transcription import IntervalFunctions
 
-__all__ = ["GUESS_NOTE", "initial_guess", "measured_state_series", "local_regression", "local_regressions",
-           "GUESSES"]
+__all__ = ["GUESS_NOTE", "initial_guess", "measured_state_series", "local_regression",
+           "local_regressions", "GUESSES"]
 
 #: how every note of the initial guess begins
 GUESS_NOTE = "initial guess: "

@@ -57,6 +57,9 @@ WEAK_DIRECTION = 1e-8
 #: ... where one of the quantities in that direction has a standard error above
 #: this fraction of its size (else the combination is well known in absolute terms)
 WEAK_RELATIVE_ERROR = 0.1
+#: a quantity whose weight in such a direction's (unit) eigenvector exceeds this
+#: is one of the combination's
+INVOLVED = 0.1
 # a sensitivity column below this fraction of the largest (both scaled by the
 # quantities' nominal sizes) is round-off: the data do not depend on it
 SILENT_COLUMN = 1e-10
@@ -213,7 +216,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
                      f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
     unidentifiable = np.zeros(nth, dtype=bool)
     for k in np.flatnonzero(weak):
-        unidentifiable |= np.abs(evecs[:, k]) > 0.1
+        unidentifiable |= np.abs(evecs[:, k]) > INVOLVED
     if np.any(weak):
         keep = ~weak
         inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
@@ -231,7 +234,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names
     for k in np.flatnonzero(weak | faint):
-        involved = np.abs(evecs[:, k]) > 0.1
+        involved = np.abs(evecs[:, k]) > INVOLVED
         if faint[k] and not np.any(relative[involved] > WEAK_RELATIVE_ERROR):
             # a small relative eigenvalue, yet every quantity in the direction is
             # known to 10 %: the information is large, only its directions are

@@ -52,6 +52,10 @@ FLOOR_ITERATIONS = 3
 #: scaled continuity gap above which a run stopped by max_iter is advised to
 #: start its states elsewhere (the guess) before iterating longer
 OPEN_GAP_ADVICE = 1e-3
+#: the two other starts such a run is advised to try (estimate's guess="auto"
+#: drops the first where it has tried it)
+ANCHORED_ADVICE = "guess='anchored' (states propagated from the data)"
+SHOOTING_ADVICE = "guess='shooting' (every state simulated with p0)"
 GAP_FLOOR_MAX = 1e-6
 
 
@@ -550,8 +554,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             # cause (a 200 s pendulum drifted to w2 = 80 and, with max_iter=1000,
             # to 147; guess="anchored" converged in 4 s: a user's report)
             advice = ("the continuity gaps are still open, so the states' start may be "
-                      "the trouble: try guess='anchored' (states propagated from the data) "
-                      "or guess='shooting' (every state simulated with p0); or " + advice)
+                      f"the trouble: try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}; or " + advice)
         message = (
             f"iteration limit reached (max_iter={opts.max_iter}) before convergence"
             + (f": gradient norm {last.grad_norm:.3g}, continuity gap {last.gap:.3g}, "

@@ -185,6 +185,7 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
                                 tol=1e-12, max_sweeps=200)
     success = bool(stats.get("success", False))
     cv = re.findall(r'CVode returned "([A-Z_]+)"', printed)
+    flags = ", ".join(sorted(set(cv)))
     message = f"IPOPT: {status}"
     if "error" in stats:  # an evaluation failed outright: say where
         where = nlp.locate_failure(nlp.start())
@@ -196,12 +197,12 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
                      "bound p (p_bounds) and the states (x0_bounds) or start from a "
                      "better p0")
     elif not success:
-        message += (f"; CVODES reported {', '.join(sorted(set(cv)))} during the iterations"
+        message += (f"; CVODES reported {flags} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
     if nlp.monitor.stalled:
         status = "stalled"
         message = stalled_message("shooting") + (
-            f"; CVODES reported {', '.join(sorted(set(cv)))} at the points it tried: the "
+            f"; CVODES reported {flags} at the points it tried: the "
             "solution blows up there -- bound p (p_bounds) and the states (x0_bounds) or "
             "start from a better p0" if cv else "")
     if nlp.monitor.stopped:

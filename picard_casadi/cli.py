@@ -652,7 +652,7 @@ class _Fit:
     experiments: list
     p0: np.ndarray
     p_bounds: tuple[np.ndarray, np.ndarray]
-    method: str
+    method: str | None  # None: estimate's default
     options: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
@@ -662,9 +662,10 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
               extras: dict[str, Any] | None = None) -> _Fit:
     """Combine the problem's (or the model file's) settings with the flags; flags win."""
     options = dict(options)
-    method = getattr(args, "method", None) or options.pop("method", None) or "picard-gn"
+    # unset stays None: estimate's default, with its fallback to IPOPT
+    method = getattr(args, "method", None) or options.pop("method", None)
     options.pop("method", None)
-    if method not in METHOD_CHOICES:
+    if method is not None and method not in METHOD_CHOICES:
         raise CliError(f"OPTIONS: unknown method {method!r}; valid: {', '.join(METHOD_CHOICES)}")
     p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
     notes: list[str] = []
@@ -863,7 +864,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fit = _settings(args, prob.model, prob.experiments, prob.p0, "the problem's p0",
                     prob.p_bounds, "the problem's box", prob.options)
     _note_idle_jobs(fit, args)
-    print(f"{prob.description}; method {fit.method}")
+    print(f"{prob.description}; method {fit.method or 'picard-gn'}")
     t0 = time.perf_counter()
     res = _estimate(fit, args)
     res.p_true = np.asarray(prob.p_true, float)

@@ -8,6 +8,11 @@
 * :func:`diagnose_open_gaps`: a run that hit ``max_iter`` with its
   continuity gaps open is told whether the model's solution exists at its
   last ``p`` at all, instead of being advised more iterations;
+* :func:`diagnose_stuck_step`: a ``picard-gn`` run whose step could gain
+  nothing with the gaps open is told whether the model blows up at its
+  last ``p`` or is unstable along the trajectory, where condensing (the
+  interval starts eliminated through the intervals' sensitivities) loses
+  all precision and IPOPT, which keeps them unknown, does not;
 * :func:`note_bounds_reached`: a converged estimate with a free parameter
   on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
   confidence interval stops at the bound.
@@ -26,7 +31,8 @@ from .result import EstimationResult
 from .simulate import simulate
 from .user_warnings import warn_user
 
-__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "note_bounds_reached",
+__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "diagnose_stuck_step",
+           "note_bounds_reached",
            "is_fit_note", "OPEN_GAP", "ON_BOUND"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
@@ -130,3 +136,51 @@ def diagnose_open_gaps(result: EstimationResult, model: Model,
             return
         except (ValueError, RuntimeError):
             return
+
+
+def diagnose_stuck_step(result: EstimationResult, model: Model,
+                        experiments: list[Experiment]) -> bool:
+    """Where ``picard-gn`` stopped because no step could gain with the gaps open
+    (:data:`~picard_casadi.methods.condensed.STUCK_MESSAGE`), simulate the model
+    with the last ``p`` and ``x0`` and say which of the two causes it is.
+
+    A solution that blows up keeps the message's advice.  A finite solution
+    means the growth is that of the linearised dynamics along the iterate: a
+    CSTR whose ``p0`` puts it on its ignited branch while the data sit on
+    the cold one has sensitivities of 1e17 over the data (the condensed step
+    chains every interval's sensitivity from the experiment's start, as
+    single shooting does), and no mesh changes that; IPOPT on the same
+    collocation keeps every interval start an unknown and converged there.
+
+    Returns
+    -------
+    bool
+        Whether the model's solution is finite over every experiment (the
+        unstable case, where ``method="ipopt"`` is the remedy).
+    """
+    from .methods.condensed import STUCK_CAUSES, STUCK_MESSAGE
+
+    if result.status != "step_failed" or not result.message.startswith(STUCK_MESSAGE):
+        return False
+    for i, e in enumerate(experiments):
+        try:
+            X = simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
+        except SimulationError as err:
+            result.message = result.message.replace(STUCK_CAUSES, (
+                f"the model's solution blows up there (experiment {e.name!r}: {err})"))
+            return False
+        except (ValueError, RuntimeError):
+            return False
+        if not np.all(np.isfinite(X)):
+            return False
+    head = result.message.split(STUCK_CAUSES)[0]
+    result.message = (
+        f"{head}the model's own solution at this p is finite over the data (simulated), so "
+        "the growth is that of the model linearised along the current trajectory, whose "
+        "gaps are open: the model is unstable there (for example a p that puts the "
+        "solution on another branch than the data's), and picard-gn's step, which "
+        "chains the intervals' sensitivities from each experiment's start as single "
+        "shooting does, loses all precision; a shorter T does not change that -- "
+        "method='ipopt' keeps every interval start an unknown and is not affected; or "
+        "start from a p0 whose simulation follows the data (multistart)")
+    return True

@@ -19,6 +19,7 @@ estimate, the certificate, the final mesh, the uncertainty and the timings.
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -30,7 +31,8 @@ from .certificate import Certificate, certify
 from .checks import (as_bool, as_codegen, as_int, as_positive_number, check_bounds_not_nan,
                      check_callback, check_choice, check_problem_size, check_seed)
 from .errors import ConvergenceError, DiscretisationWarning
-from .diagnosis import check_fit, diagnose_open_gaps, note_bounds_reached, fitted_outputs
+from .diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step, fitted_outputs,
+                        note_bounds_reached)
 from .experiment import Experiment
 from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
@@ -424,7 +426,7 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
                 break
             prob.notes.append(
                 f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
-                f"does not resolve the model ({outcome.message[:80]}); the mesh was refined "
+                f"does not resolve the model ({_clipped(outcome.message, 100)}); the mesh was refined "
                 "and the run started again from p0")
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
@@ -582,7 +584,7 @@ def estimate(
     model: Model,
     experiments: Experiment | Sequence[Experiment],
     p0: Any,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
     *,
     p_bounds: tuple[Any, Any] | None = None,
     x0_bounds: tuple[Any, Any] | None = None,
@@ -618,10 +620,13 @@ def estimate(
         They share ``p``; each has its own ``x0`` and inputs.
     p0 : array_like (np,)
         Starting parameter values.
-    method : {"picard-gn", "picard", "ipopt", "shooting"}
+    method : {"picard-gn", "picard", "ipopt", "shooting"}, optional
         ``"picard-gn"`` (default): the Picard iteration with Gauss-Newton
         steps on the exact fixed-point derivatives, continuity as linearised
-        constraints.  ``"picard"``: the paper's Algorithm 4 (projected
+        constraints.  Left unset, a ``picard-gn`` run whose step lost all
+        precision on a model that is unstable along the trajectory (its
+        own solution finite) is repeated with ``"ipopt"`` on the same
+        discretisation, and the result says so.  ``"picard"``: the paper's Algorithm 4 (projected
         gradient steps with line search and relaxed Picard updates).
         ``"ipopt"``: IPOPT on the collocation NLP of the same discretisation.
         ``"shooting"``: CVODES multiple shooting solved by IPOPT.
@@ -732,6 +737,8 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     t_start = time.perf_counter()
+    method_chosen = method is not None
+    method = DEFAULT_METHOD if method is None else method
     (exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam,
      seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w) = _check_arguments(
         model, experiments, p0, method, p_bounds, x0_bounds, estimate_x0, T, n, lam, nodes,
@@ -802,6 +809,8 @@ def estimate(
         check_fit(result, prob.experiments, fitted)
     elif result.status in _ITERATION_LIMITS:
         diagnose_open_gaps(result, prob.model, prob.experiments)
+    unstable = (not result.success
+                and diagnose_stuck_step(result, prob.model, prob.experiments))
     if uncertainty and outcome.success and info is not None:
         t_unc = time.perf_counter()
         from .uncertainty import attach_uncertainty
@@ -838,7 +847,7 @@ def estimate(
         if retry.success:
             retry.warnings.insert(0, (
                 f"the first run, from the states simulated with p0, ended at max_iter "
-                f"with the continuity gaps open ({result.message[:120]}); this result "
+                f"with the continuity gaps open ({_clipped(result.message)}); this result "
                 "is from a second run with guess='anchored' (states propagated from the "
                 "data)"))
             retry.wall_time += result.wall_time
@@ -847,13 +856,48 @@ def estimate(
         result.message = result.message.replace(
             f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
             "; a second run from guess='anchored' did not converge either "
-            f"({retry.message[:120]})")
+            f"({_clipped(retry.message)})")
+    if unstable and not method_chosen and warm_start is None:
+        retry = estimate(model, experiments, p0, "ipopt", p_bounds=p_bounds,
+                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
+                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=guess,
+                         uncertainty=uncertainty, seed=seed, callback=callback,
+                         raise_on_failure=False, max_intervals=max_intervals,
+                         **_options_of(get_method("ipopt"), options))
+        if retry.success:
+            retry.warnings.insert(0, (
+                "picard-gn stopped: the model is unstable along its trajectory at p = "
+                f"{np.array2string(result.p, precision=4)}, where its step loses all "
+                "precision; this result is from method='ipopt' on the same collocation "
+                "(the default method falls back to it there; pass method= to choose)"))
+            retry.wall_time += result.wall_time
+            return retry
+        result.message += ("; method='ipopt' from the same start did not converge either "
+                           f"({_clipped(retry.message)})")
     for note in result.warnings:
         if "information matrix" in note:
             warn_user(note)
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
+
+
+def _clipped(message: str, limit: int = 160) -> str:
+    """The first clause of ``message`` (up to its first ``": "``, ``"; "`` or
+    ``" -- "``), cut at a word within ``limit`` characters and its
+    parentheses closed: another run's message quoted inside a note."""
+    head = re.split(r": |; | -- ", message, maxsplit=1)[0].strip()
+    if len(head) > limit:
+        head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
+    return head + ")" * max(0, head.count("(") - head.count(")"))
+
+
+def _options_of(spec: MethodSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``options`` that method ``spec`` takes (a fallback to
+    another method keeps the options they share, such as ``max_iter``)."""
+    valid = {f.name for f in fields(spec.options)}
+    return {k: v for k, v in options.items() if k in valid}
 
 
 #: estimate's own argument names (not method options), for the unknown-name message

@@ -62,7 +62,7 @@ class Problem:
     description: str = ""
     reference: dict[str, Any] = field(default_factory=dict)
 
-    def estimate(self, method: str = "picard-gn", **overrides: Any) -> Any:
+    def estimate(self, method: str | None = None, **overrides: Any) -> Any:
         """Run :func:`~picard_casadi.estimate` with this problem's settings.
 
         Keyword arguments override ``p0``, ``p_bounds`` and ``options``.  The

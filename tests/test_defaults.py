@@ -218,3 +218,38 @@ def test_log_spaced_samples_get_intervals_that_follow_them():
     # uniformly random times are not graded
     times = np.sort(np.random.default_rng(0).uniform(0, 35, 40))
     assert mesh_breakpoints(pc.Experiment(t=times, y=np.zeros((40, 2))), 1.0).size == 0
+
+
+def _cstr_on_its_cold_branch():
+    """A CSTR (Arrhenius kinetics, staircase coolant) whose data sit on the cold
+    branch, with a p0 that puts it on the ignited one (a user's report)."""
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 3), ca.SX.sym("u")
+    rate = p[0] * ca.exp(-p[1] / x[1]) * x[0]
+    rhs = ca.vertcat(1.0 - x[0] - rate,
+                     350.0 - x[1] + 5e4 / 239.0 * rate + p[2] / 23900.0 * (u - x[1]))
+    model = pc.Model(x=x, p=p, u=u, rhs=rhs, y=x, p_names=["k0", "ER", "UA"])
+    t = np.linspace(0, 20, 101)
+    Tc = np.select([t < 5, t < 10, t < 15], [300.0, 303.0, 297.0], 301.0)[:, None]
+    truth = [7.2e10, 8750.0, 5e4]
+    X = pc.simulate(model, [0.5, 350.0], truth, t, u=Tc, u_interpolation="previous")
+    y = X + np.random.default_rng(1).normal(size=X.shape) * [0.005, 0.3]
+    exp = pc.Experiment(t, y, u=Tc, u_interpolation="previous", breakpoints=t)
+    return model, exp, truth
+
+
+def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default():
+    # picard-gn stopped at p0 with "the solution nearly blows up" although a
+    # simulation at p0 is mild (T <= 429 K): along the data's cold branch the
+    # model at p0 is unstable, and the condensed step's sensitivities reach
+    # 1e17.  Left to the default method, IPOPT on the same collocation converges
+    model, exp, truth = _cstr_on_its_cold_branch()
+    p0 = [5e10, 8500.0, 4e4]
+    chosen = pc.estimate(model, [exp], p0, "picard-gn", uncertainty=False)
+    assert chosen.status == "step_failed"
+    assert "own solution at this p is finite" in chosen.message
+    assert "method='ipopt'" in chosen.message and "blows up" not in chosen.message
+    res = pc.estimate(model, [exp], p0)
+    assert res.success and res.method == "ipopt", res.message
+    assert np.allclose(res.p, truth, rtol=0.05), res.p
+    assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
+    assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")

@@ -107,6 +107,11 @@ STATIONARITY_DAMPING = 1e-14
 # never has gaps this open when it runs out of gains)
 STUCK_ITERATIONS = 3
 STUCK_GAP = 1e-6
+#: how the message of that failure begins (estimate's diagnosis looks for it)
+STUCK_MESSAGE = "no step can lower the merit although the continuity gaps are still open"
+#: its two possible causes, which estimate's diagnosis tells apart by a simulation
+STUCK_CAUSES = ("the solution nearly blows up there, or the model is strongly unstable "
+                "along the current trajectory")
 # condensed rows larger than this overflow when squared (LAPACK then fails on
 # inf, e.g. "SVD did not converge"): the step reports the interval instead
 OVERFLOW = 1e150
@@ -147,6 +152,7 @@ class ConstrainedGaussNewtonStep:
         self._stuck = 0
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
         self._worst_interval = 0  # where the condensed sensitivities were largest
+        self._largest_sensitivity = 0.0  # and their size there (scaled)
         self._scaled_weights: tuple[np.ndarray, int, np.ndarray] | None = None  # see _row_scale
         # the boxes of this step, its entries that may move, a theta in the boxes
         self._feasible: tuple[tuple, np.ndarray, np.ndarray] | None = None
@@ -365,12 +371,12 @@ class ConstrainedGaussNewtonStep:
             return info
         _, p = self.setup.from_scaled(Xs, ps)
         return failed_step(Xs, ps, (
-            f"no step can lower the merit although the continuity gaps are still open "
-            f"(scaled norm {self._last_gap:.3g}): the linearisation is numerically "
-            f"meaningless (gradient norm {info.grad_norm:.3g}; the sensitivities are largest "
-            f"at {describe_interval(self.setup, self._worst_interval)}); the solution nearly "
-            f"blows up for p = {np.array2string(p, precision=6)} -- start from a better p0, "
-            "bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
+            f"{STUCK_MESSAGE} (scaled norm {self._last_gap:.3g}): the linearisation is "
+            f"numerically meaningless (gradient norm {info.grad_norm:.3g}; the sensitivities "
+            f"of the interval starts to (p, x0) reach {self._largest_sensitivity:.3g}, at "
+            f"{describe_interval(self.setup, self._worst_interval)}) at p = "
+            f"{np.array2string(p, precision=6)}: {STUCK_CAUSES} -- start from a better "
+            "p0, bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
             self.mu, info.phi_before)
 
     def _step(self, Xs, U, ps, V, lam) -> StepInfo:
@@ -428,8 +434,9 @@ class ConstrainedGaussNewtonStep:
                 "bound p (p_bounds) and the states (x0_bounds), or fit a shorter horizon"),
                 self.mu, data + 0.5 * self.rho * gap2)
         self._last_gap = float(np.sqrt(gap2))
-        self._worst_interval = int(np.argmax(np.abs(S_all).reshape(S_all.shape[0], -1)
-                                             .max(axis=1, initial=0.0)))
+        largest = np.abs(S_all).reshape(S_all.shape[0], -1).max(axis=1, initial=0.0)
+        self._worst_interval = int(np.argmax(largest))
+        self._largest_sensitivity = float(largest[self._worst_interval]) if largest.size else 0.0
         b2 = b.ravel()
         # |b| of the uncompressed rows: what no step reaches adds 2 (data - data_c)
         bnorm = float(np.sqrt(b2 @ b2 + 2.0 * max(data - data_c, 0.0)))

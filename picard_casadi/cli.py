@@ -547,13 +547,6 @@ def _weights(value: Any, model: Any, options: dict[str, Any]) -> None:
     options["weights"] = value
 
 
-def _with_x0(exp: Any, x0: np.ndarray) -> Any:
-    from .experiment import Experiment
-
-    return Experiment(exp.t, exp.y, u=exp.u, x0=x0, name=exp.name, t0=exp.t0,
-                      u_interpolation=exp.u_interpolation, breakpoints=exp.breakpoints)
-
-
 def _x0_flags(items: list[str] | None, model: Any
               ) -> tuple[dict[int, float], np.ndarray | None]:
     """``--x0``: named states (``NAME=VALUE``, repeatable) or one list of all states."""
@@ -607,7 +600,7 @@ def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
             x0 = (base if base is not None else e.x0_guess(model)).copy()
             for i, v in named.items():
                 x0[i] = v
-            out.append(_with_x0(e, x0))
+            out.append(e.with_x0(x0))
         return out, []
     measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
     out, lines, used = [], [], set()
@@ -634,7 +627,7 @@ def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
                     f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
                     f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
             parts.append(f"{name}={x0[i]:.6g} ({src})")
-        out.append(_with_x0(e, x0))
+        out.append(e.with_x0(x0))
         lines.append(f"  {e.name}: {', '.join(parts)}")
     unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
                                           not None else []) if i not in used]

@@ -346,6 +346,13 @@ class Experiment:
             )
         self.inputs([self._t0, self.t_end], model.nu)
 
+    def with_x0(self, x0: Any) -> Experiment:
+        """The same experiment with ``x0`` as its initial state (known, or the
+        start of an estimate): for example a fit's estimated ``res.x0[i]``."""
+        return Experiment(self._t, self._y, u=self._u, x0=x0, name=self._name, t0=self._t0,
+                          u_interpolation=self._u_interpolation,
+                          breakpoints=self._breakpoints)
+
     def x0_guess(self, model: Model) -> np.ndarray:
         """The x0 given, or one built from the first measurements.
 

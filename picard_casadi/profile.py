@@ -467,11 +467,20 @@ def profile(
     if not float(max_range) > 0:
         raise ValueError(f"`max_range` must be positive, got {max_range!r}")
     if model is None or experiments is None:
-        if result._disc is None:
+        if result._disc is not None:
+            model, experiments = result._disc.model, list(result._disc.experiments)
+        elif result._attached is not None:  # EstimationResult.from_json(model=, experiments=)
+            model, experiments = result._attached
+        else:
             raise ValueError("this result carries no model (loaded from JSON?): pass "
                              "model=... and experiments=... of its run")
-        model, experiments = result._disc.model, list(result._disc.experiments)
     experiments = list(experiments)
+    if result._X is None:
+        # no node values to start from (a result loaded from JSON): every fit
+        # starts from the estimated initial states, not from a guess built from
+        # the data (a tank cascade's unmeasured level guessed 0 put sqrt(0) in
+        # its outflow law: "the objective is not finite at the starting point")
+        experiments = [e.with_x0(x0) for e, x0 in zip(experiments, result.x0)]
     names = list(result.p_names) or [f"p{i}" for i in range(result.p.size)]
     overrides = dict(estimate_options)
     p_bounds = overrides.pop("p_bounds", result.settings.get("p_bounds"))

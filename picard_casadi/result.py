@@ -192,6 +192,8 @@ class EstimationResult:
     _X: Any = field(default=None, repr=False, compare=False)  # interval starts (J, nx)
     _U: Any = field(default=None, repr=False, compare=False)  # node values (J, nx, K)
     _disc: Any = field(default=None, repr=False, compare=False)  # the final Discretisation
+    # (model, experiments) attached by from_json, for predict and profile
+    _attached: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,
@@ -442,7 +444,8 @@ class EstimationResult:
         source : str or Path
             A file path or the JSON text itself.
         model, experiments : optional
-            Attach them to make :meth:`predict` work again (simulation only).
+            Attach them to make :meth:`predict` (simulation only) and
+            :func:`~picard_casadi.profile` work again.
         """
         text = str(source)
         if isinstance(source, Path) or not text.lstrip().startswith("{"):
@@ -469,6 +472,7 @@ class EstimationResult:
 
             res._check_matches(model, list(experiments), where)
             res._predictor = simulation_predictor(model, list(experiments))
+            res._attached = (model, list(experiments))
         return res
 
     def _check_matches(self, model: Any, experiments: list, where: str) -> None:

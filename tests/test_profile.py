@@ -239,3 +239,39 @@ def test_multistart_raises_the_bound_warning_of_its_best_start():
     with pytest.warns(pc.FitWarning, match="k ended on its upper bound 0.3"):
         pc.estimate(model, [exp], [0.1, 0.1], p_bounds=([0.0, 0.0], [0.3, 1.0]), multistart=2,
                     uncertainty=False)
+
+
+def test_a_result_loaded_from_json_profiles_from_its_own_initial_states():
+    # a user's tank cascade (three runs, 10 % of the samples missing): the live
+    # profile worked; after from_json(model=, experiments=) profile said the result
+    # "carries no model", and given them again it failed with "the objective is
+    # not finite at the starting point" (its fits started from states guessed from
+    # the data, not from the estimated x0 in the file)
+    x, c, q_in = ca.SX.sym("h", 3), ca.SX.sym("c", 3), ca.SX.sym("qin")
+    out = [c[i] * ca.sqrt(x[i]) for i in range(3)]
+    model = pc.Model(x=x, p=c, u=q_in,
+                     rhs=ca.vertcat(q_in - out[0], out[0] - out[1], out[1] - out[2]) / 0.5,
+                     y=ca.vertcat(x[0], x[2]), p_names=["c1", "c2", "c3"],
+                     x_domain=([0, 0, 0], [10, 10, 10]))
+    inputs = [lambda s: [0.015 + 0.005 * np.sin(s / 60.0)],
+              lambda s: [0.005 if s < 300 else 0.025],
+              lambda s: [0.02 * (1.0 - np.exp(-s / 100.0))]]
+    rng = np.random.default_rng(11)
+    exps = []
+    for k, (x0, u) in enumerate(zip([[0.5, 0.8, 0.3], [1.2, 0.2, 0.9], [0.1, 0.1, 0.1]], inputs)):
+        t = np.sort(rng.uniform(0, 900, 60))
+        t[0] = 0.0
+        breakpoints = [300.0] if k == 1 else None
+        sim = pc.simulate_experiment(model, x0, [0.02, 0.015, 0.025], t, u=u, noise_std=0.0,
+                                     breakpoints=breakpoints)
+        y = sim.y + np.random.default_rng(20 + k).normal(size=sim.y.shape) * [0.005, 0.02]
+        y[rng.random(y.shape) < 0.1] = np.nan
+        exps.append(pc.Experiment(t, y, u=u, breakpoints=breakpoints, name=f"run{k}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, exps, p0=[0.01, 0.01, 0.01])
+        assert res.success, res.message
+        live = pc.profile(res, parameters=["c2"]).intervals[1]
+        loaded = pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
+        again = pc.profile(loaded, parameters=["c2"]).intervals[1]
+    assert np.allclose(again, live, rtol=1e-4), (again, live)

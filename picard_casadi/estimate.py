@@ -38,8 +38,8 @@ from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
-from .methods.base import (ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, IterationRecord,
-                           LoopOutcome, Setup)
+from .methods.base import (ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE,
+                           IterationRecord, LoopOutcome, Setup)
 from .model import Model
 from .predict import simulation_predictor
 from .problem_setup import (as_vector, build_setup, estimated_quantities, initial_weights,
@@ -426,8 +426,8 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
                 break
             prob.notes.append(
                 f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
-                f"does not resolve the model ({_clipped(outcome.message, 100)}); the mesh was refined "
-                "and the run started again from p0")
+                f"does not resolve the model ({_clipped(outcome.message, 100)}); the mesh was "
+                "refined and the run started again from p0")
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
@@ -809,6 +809,7 @@ def estimate(
         check_fit(result, prob.experiments, fitted)
     elif result.status in _ITERATION_LIMITS:
         diagnose_open_gaps(result, prob.model, prob.experiments)
+        result.message = _applicable_advice(result.message, weights_mode, model.ny, guess)
     unstable = (not result.success
                 and diagnose_stuck_step(result, prob.model, prob.experiments))
     if uncertainty and outcome.success and info is not None:
@@ -891,6 +892,20 @@ def _clipped(message: str, limit: int = 160) -> str:
     if len(head) > limit:
         head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
     return head + ")" * max(0, head.count("(") - head.count(")"))
+
+
+def _applicable_advice(message: str, weights_mode: str, ny: int, guess: str) -> str:
+    """``message`` without the advice this run has taken already: per-output
+    weights where ``weights="auto"`` was used or there is one output, the
+    start it was given (a user with weights="auto" was told to use it)."""
+    if weights_mode == "auto" or ny == 1:
+        message = message.replace(WEIGHTS_ADVICE, "")
+    tried = {"anchored": ANCHORED_ADVICE, "shooting": SHOOTING_ADVICE}.get(guess)
+    if tried is not None:
+        other = SHOOTING_ADVICE if tried == ANCHORED_ADVICE else ANCHORED_ADVICE
+        message = message.replace(f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}",
+                                  f"try {other}")
+    return message
 
 
 def _options_of(spec: MethodSpec, options: dict[str, Any]) -> dict[str, Any]:

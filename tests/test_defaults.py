@@ -253,3 +253,24 @@ def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default():
     assert np.allclose(res.p, truth, rtol=0.05), res.p
     assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
     assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")
+
+
+def test_the_iteration_limit_advises_only_what_the_run_has_not_tried():
+    # a user who passed weights="auto" was told "use weights='auto'", as was a
+    # one-output model (where per-output weights change nothing), and an
+    # explicit guess='anchored' was advised guess='anchored'
+    prob = pc.problem("vdp", seed=0)
+    plain = prob.estimate(max_iter=1, uncertainty=False, refine=False)
+    assert "weights='auto'" in plain.message
+    weighted = prob.estimate(max_iter=1, uncertainty=False, refine=False, weights="auto")
+    assert weighted.status == "max_iter" and "weights=" not in weighted.message
+    assert "increase max_iter" in weighted.message
+    anchored = prob.estimate(max_iter=1, uncertainty=False, refine=False, guess="anchored")
+    assert anchored.status == "max_iter" and "guess='anchored'" not in anchored.message
+    assert "guess='shooting'" in anchored.message
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x ** 3)
+    exp = pc.simulate_experiment(model, [2.0], [1.0], np.linspace(0, 5, 21), noise_std=0.01,
+                                 seed=0)
+    one = pc.estimate(model, [exp], [0.5], max_iter=2, guess="simulation", uncertainty=False)
+    assert one.status == "max_iter" and "weights=" not in one.message

@@ -56,6 +56,10 @@ OPEN_GAP_ADVICE = 1e-3
 #: drops the first where it has tried it)
 ANCHORED_ADVICE = "guess='anchored' (states propagated from the data)"
 SHOOTING_ADVICE = "guess='shooting' (every state simulated with p0)"
+#: picard-gn's advice at max_iter on a loss that may be badly scaled; estimate
+#: drops it where weights='auto' was used or the model has one output
+WEIGHTS_ADVICE = ("on a badly scaled loss use weights='auto', or start this loss from "
+                  "that answer (warm_start=the weights='auto' result), and ")
 GAP_FLOOR_MAX = 1e-6
 
 

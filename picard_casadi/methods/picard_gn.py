@@ -36,7 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..blocksolve import NormalEquations, jacobian_times
-from .base import (LoopOptions, Setup, StepInfo, require_one_of, require_positive,
+from .base import (WEIGHTS_ADVICE, LoopOptions, Setup, StepInfo, require_one_of, require_positive,
                    require_positive_int)
 from .breakdown import guarded_step
 from .newton_switch import HESSIANS
@@ -88,9 +88,8 @@ class PicardGNOptions(LoopOptions):
     """
 
     max_iter_advice: ClassVar[str] = (
-        "increase max_iter; on a badly scaled loss use weights='auto', or start this "
-        "loss from that answer (warm_start=the weights='auto' result), and check "
-        "the last point with method='ipopt' (warm_start=this result)")
+        f"increase max_iter; {WEIGHTS_ADVICE}check the last point with method='ipopt' "
+        "(warm_start=this result)")
 
     max_iter: int = 200
     sigma: float = 1.0

@@ -783,8 +783,7 @@ def estimate(
         raise ValueError(
             "the objective is not finite at the starting point: the model cannot be "
             "evaluated at p0 and the initial guess of the states (check p0, the "
-            "experiments' x0 and x0_bounds)"
-        )
+            "experiments' x0 and x0_bounds)" + _unfinite_start(model, exps, p0))
     initial_intervals = setup.disc.n_intervals
 
     run = _solve_and_refine(prob, setup, w, p0, max_refinements)
@@ -892,6 +891,32 @@ def _clipped(message: str, limit: int = 160) -> str:
     if len(head) > limit:
         head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
     return head + ")" * max(0, head.count("(") - head.count(")"))
+
+
+def _unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarray) -> str:
+    """Where ``f`` is not finite at an experiment's start with its guessed
+    ``x0``: which states were guessed 0 for want of a measurement (a fed-batch
+    volume dividing the feed, ``F / V``), and the fix."""
+    for e in experiments:
+        x0 = e.x0_guess(model)
+        u0 = e.inputs([e.t0], model.nu)[0]
+        with np.errstate(all="ignore"):
+            value = np.asarray(model.f(e.t0, x0, p0, u0), float)
+        if np.all(np.isfinite(value)) or e.x0 is not None:
+            continue
+        measured = {i for i in model.output_state_index if i is not None}
+        zero = [model.x_names[i] for i in range(model.nx) if i not in measured]
+        first_nan = [model.x_names[i] for k, i in enumerate(model.output_state_index)
+                     if i is not None and not np.isfinite(e.y[0, k])]
+        guessed = (f"{', '.join(zero)} not measured, so guessed 0" if zero else "")
+        if first_nan:
+            guessed += ("; " if guessed else "") + (
+                f"{', '.join(first_nan)} taken from a later sample (the first is missing)")
+        return (f"; f is not finite at the start of experiment {e.name!r} (t = {e.t0:g}) "
+                f"with x0 guessed {np.array2string(x0, precision=4)} ({guessed}): give a "
+                f"guess, Experiment(..., x0=[...]) (estimated from there unless "
+                "estimate_x0=False)")
+    return ""
 
 
 def _applicable_advice(message: str, weights_mode: str, ny: int, guess: str) -> str:

@@ -315,3 +315,20 @@ def test_predict_before_the_experiment_start_names_t_and_t0():
     with pytest.raises(ValueError, match=r"`t`: -1 is before experiment .* starts \(t0 = 0"):
         res.predict(0, t=[-1.0, 2.0])
     assert res.predict(0, t=[0.0, 2.0]).shape == (2, 1)
+
+
+def test_a_start_guessed_zero_where_the_model_divides_names_the_state_and_the_fix():
+    # a fed-batch volume V is not measured: guessed 0, and F / V is not finite;
+    # the error named neither the state nor Experiment(x0=...)
+    x, p, u = ca.SX.sym("x", 3), ca.SX.sym("p", 3), ca.SX.sym("u")
+    growth = p[0] * x[1] / (p[1] + x[1]) * x[0]
+    model = pc.Model(x=x, p=p, u=u, y=x[:2], x_names=["X", "S", "V"],
+                     rhs=ca.vertcat(growth - u / x[2] * x[0],
+                                    -growth / p[2] + u / x[2] * (200.0 - x[1]), u))
+    t = np.linspace(0, 24, 25)
+    feed = (0.01 * np.exp(0.12 * t))[:, None]
+    sim = pc.simulate_experiment(model, [0.5, 10.0, 1.0], [0.4, 0.5, 0.5], t, u=feed,
+                                 noise_std=0.0)
+    exp = pc.Experiment(t, sim.y, u=feed)
+    with pytest.raises(ValueError, match=r"V not measured, so guessed 0.*x0=\[\.\.\.\]"):
+        pc.estimate(model, [exp], [0.4, 0.5, 0.5])

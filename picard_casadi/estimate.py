@@ -115,11 +115,15 @@ def _bounds(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"`{field}`: lower bound {lb[i]} exceeds upper bound {ub[i]} at "
                          f"index {i}{hint}")
     minimize_layout = isinstance(value, list) and all(isinstance(v, tuple) for v in value)
-    if pairs and minimize_layout and np.all(lb == ub):
-        # ((0, 5), (0, 5)) for two parameters: (lower, upper) = ([0, 5], [0, 5])
-        # holds both fixed, and the fit "succeeded" without moving them
+    if pairs and minimize_layout and np.any(lb == ub):
+        # [(0, 5), (0, 5)] for two parameters: (lower, upper) = ([0, 5], [0, 5])
+        # holds both fixed, and the fit "succeeded" without moving them; [(0, 1),
+        # (0, 2)] fixed the first at 0 (a user's damping), and the misfit that
+        # followed was blamed on "gross outliers"
+        fixed = np.flatnonzero(lb == ub).tolist()
+        which = "every entry" if len(fixed) == n else f"entry {', '.join(map(str, fixed))}"
         raise ValueError(f"`{field}` = {value!r} reads as lower bounds {lb.tolist()} and upper "
-                         f"bounds {ub.tolist()}, which fix every entry{hint}; to fix them, "
+                         f"bounds {ub.tolist()}, which fix {which}{hint}; to fix it so, "
                          f"pass `{field}` as a tuple of two lists or arrays")
     return lb, ub
 

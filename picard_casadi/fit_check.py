@@ -141,6 +141,13 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             z, ratio = runs_z(r), float(np.mean(r * r)) / noise
             if z < RUNS_Z and ratio > NOISE_RATIO:
                 far = np.abs(r - np.median(r)) > OUTLIER * math.sqrt(noise)
+                # an outlier stands alone: neighbours far off too are a stretch
+                # the model misses (a fit with its damping held at 0 missed its
+                # first three samples, which were then called outliers)
+                beside = np.zeros_like(far)
+                beside[1:] |= far[:-1]
+                beside[:-1] |= far[1:]
+                far &= ~beside
                 n_far = int(np.count_nonzero(far))
                 these = causes
                 if 0 < n_far <= MAX_OUTLIERS * r.size:
@@ -148,7 +155,8 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     more = ", ..." if n_far > 5 else ""
                     these = (f"{n_far} sample(s) lie over {OUTLIER:g} noise "
                              f"levels off (t = {where}{more}): gross outliers pull a "
-                             "least-squares fit (drop them: NaN in y); or " + causes)
+                             "least-squares fit (if they are faulty, drop them: NaN in "
+                             "y); or " + causes)
                 notes.append(
                     f"{LACK_OF_FIT} of output {output!r} in "
                     f"experiment {name!r}: residuals {math.sqrt(ratio):.1f} times the noise "

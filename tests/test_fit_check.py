@@ -125,3 +125,20 @@ def test_a_parameter_inside_its_bounds_is_not_named():
         warnings.simplefilter("error", pc.FitWarning)
         res = pc.estimate(model, [exp], [0.1], p_bounds=([0.0], [0.6]))
     assert res.success and not any("bound" in w for w in res.warnings)
+
+
+def test_a_stretch_of_far_residuals_is_a_misfit_not_outliers():
+    # a pendulum fit with its damping held at 0 missed its first three samples by
+    # 20+ noise levels; the note called them gross outliers and advised dropping them
+    rng = np.random.default_rng(2)
+    t = np.linspace(0, 10, 60)
+    y = np.sin(t) + 0.05 * rng.standard_normal(60)
+    fitted = np.sin(t) + 0.4 * np.sign(np.sin(0.5 * t))
+    stretch = fitted.copy()
+    stretch[:3] += 3.0
+    notes = lack_of_fit([y[:, None]], [stretch[:, None]], ["e"], ["y"], times=[t])
+    assert len(notes) == 1 and "outlier" not in notes[0]
+    alone = fitted.copy()
+    alone[[5, 30]] += 3.0
+    notes = lack_of_fit([y[:, None]], [alone[:, None]], ["e"], ["y"], times=[t])
+    assert len(notes) == 1 and "2 sample(s) lie over 20 noise levels off" in notes[0]

@@ -295,6 +295,11 @@ def test_bounds_in_scipy_minimize_layout_are_not_read_as_fixing_every_parameter(
         pc.estimate(model, [exp], [0, 5], p_bounds=[(0, 5), (0, 5)])
     with pytest.raises(ValueError, match=r"exceeds upper bound 3.0 at index 1.*\[0, 0.1\], \[5, 3\]"):
         pc.estimate(model, [exp], [1, 1], p_bounds=[(0, 5), (0.1, 3)])
+    # [(0, 1), (0, 2)]: (lower, upper) = ([0, 1], [0, 2]) fixed the first at 0
+    with pytest.raises(ValueError, match=r"fix entry 0.*p_bounds`=\(\[0, 0\], \[1, 2\]\)"):
+        pc.estimate(model, [exp], [0, 1.5], p_bounds=[(0, 1), (0, 2)])
+    res = pc.estimate(model, [exp], [0, 1.5], p_bounds=([0, 1], [0, 2]), uncertainty=False)
+    assert res.p[0] == 0.0
     # two lists that fix both parameters are what they say
     res = pc.estimate(model, [exp], [2.0, 0.3], p_bounds=([2.0, 0.3], [2.0, 0.3]),
                       uncertainty=False)

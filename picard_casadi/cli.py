@@ -163,14 +163,17 @@ def _check_extras(extras: dict[str, Any], model: Any, path: Path) -> None:
                        f"got {type(extras['OPTIONS']).__name__}")
 
 
-def read_csv_experiments(path: str | Path, model: Any, input_hold: str = "linear") -> list[Any]:
+def read_csv_experiments(path: str | Path, model: Any,
+                         input_hold: str | None = None) -> list[Any]:
     """Experiments from a CSV file: one row per sample.
 
     Columns: ``experiment`` (a name), ``time``, one column per output (named
     as the model's ``y_names``) and, when the model has inputs, one per input
     (``u_names``).  Empty output cells are missing values.  Inputs between
     samples are interpolated linearly (``input_hold="linear"``, right for
-    measured smooth signals) or held (``"previous"``, for step inputs).
+    measured smooth signals; the default, ``None``, reads them so and a fit
+    notes inputs that look like a staircase) or held (``"previous"``, for
+    step inputs).
 
     The file is read as UTF-8, with or without the byte-order mark that
     Excel writes; a file that is not UTF-8 is read as Latin-1 (every byte is
@@ -998,9 +1001,9 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
                    help="the initial states are known, not estimated: each experiment's "
                         "first row gives the states that are outputs measured there, --x0 "
                         "(or X0 in the model file) the others")
-    p.add_argument("--input-hold", choices=("linear", "previous"), default="linear",
-                   help="inputs between samples: linear interpolation (default) or "
-                        "zero-order hold")
+    p.add_argument("--input-hold", choices=("linear", "previous"), default=None,
+                   help="inputs between samples: linear interpolation (default; a fit "
+                        "notes inputs that look like a staircase) or zero-order hold")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -835,6 +835,7 @@ def estimate(
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
     if result.success:
         note_bounds_reached(result, p_lb, p_ub)
+    _note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
     if (guess == "auto" and warm_start is None and spec.name == "picard-gn"
             and result.status == "max_iter"
@@ -947,6 +948,27 @@ def _options_of(spec: MethodSpec, options: dict[str, Any]) -> dict[str, Any]:
 #: estimate's own argument names (not method options), for the unknown-name message
 _ESTIMATE_ARGUMENTS = tuple(name for name, prm in inspect.signature(estimate).parameters.items()
                             if prm.kind is not prm.VAR_KEYWORD)
+
+
+def _note_staircase_inputs(result: EstimationResult, model: Model,
+                           experiments: Sequence[Experiment]) -> None:
+    """A note (and a warning) where sampled inputs that look like a staircase
+    are read linearly, by default: a user's CSTR coolant staircase, read as
+    a ramp across each jump, gave estimates 2 to 3 standard errors off, every
+    95 % interval missing the truth, with no visible misfit."""
+    for e in experiments:
+        columns = e.staircase_inputs()
+        if not columns:
+            continue
+        names = ", ".join(repr(model.u_names[k]) for k in columns)
+        note = (f"input(s) {names} of experiment {e.name!r} look piecewise constant (most "
+                "samples repeat the one before) but are read linearly between samples, the "
+                "default: a ramp across each jump biases the estimates without a visible "
+                "misfit; if they are a staircase, pass Experiment(..., "
+                "u_interpolation='previous', breakpoints=t), or u_interpolation='linear' "
+                "to keep this reading without the note")
+        result.warnings.append(note)
+        warn_user(note)
 
 
 def _kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:

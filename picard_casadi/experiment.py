@@ -15,7 +15,8 @@ import numpy as np
 
 from .model import Model
 
-__all__ = ["Experiment", "check_input_interpolation", "evaluate_inputs"]
+__all__ = ["Experiment", "check_input_interpolation", "evaluate_inputs", "held_input_columns",
+           "HELD_SHARE"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -25,6 +26,24 @@ def check_input_interpolation(value: Any, where: str) -> None:
     if value not in ("previous", "linear"):
         raise ValueError(f"{where}: `u_interpolation` must be 'previous' or 'linear', "
                          f"got {value!r}")
+
+
+#: a sampled input is a staircase where at least this share of consecutive
+#: samples repeat the value before them (and it changes somewhere)
+HELD_SHARE = 0.5
+
+
+def held_input_columns(u: np.ndarray) -> list[int]:
+    """Columns of sampled inputs ``u`` ``(N, nu)`` that look piecewise constant:
+    they change, and at least :data:`HELD_SHARE` of their consecutive samples
+    are equal (a controller's staircase logged at the sample times repeats
+    each level exactly; samples of a smooth signal do not repeat)."""
+    u = np.asarray(u, float)
+    if u.ndim != 2 or u.shape[0] < 3:
+        return []
+    same = np.diff(u, axis=0) == 0.0
+    return [int(k) for k in range(u.shape[1])
+            if not same[:, k].all() and same[:, k].mean() >= HELD_SHARE]
 
 
 def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
@@ -121,7 +140,7 @@ class Experiment:
     t0 : float, optional
         Start time of the experiment (where ``x0`` holds); default ``t[0]``.
         Must not be later than the first sample.
-    u_interpolation : {"linear", "previous"}
+    u_interpolation : {"linear", "previous"}, optional
         How sampled inputs (an array ``u``) go between samples: interpolated
         linearly (the default, as ``numpy.interp``; right for samples of a
         smooth signal, with an error of second order in the sample spacing)
@@ -130,7 +149,8 @@ class Experiment:
         the held input jumps at every sample).  Holding samples of a smooth
         signal delays it by half a sample on average, which the parameters
         absorb without a visible misfit: choose ``"previous"`` only for a
-        true staircase.  Ignored for a callable.
+        true staircase.  Ignored for a callable.  Left unset on samples that
+        look like a staircase (:func:`held_input_columns`), a fit says so.
     breakpoints : array_like, optional
         Times at which the inputs jump.  Picard intervals and simulation
         segments start at them, so no interval straddles a jump (a jump
@@ -152,7 +172,7 @@ class Experiment:
         name: str | None = None,
         *,
         t0: float | None = None,
-        u_interpolation: Literal["previous", "linear"] = "linear",
+        u_interpolation: Literal["previous", "linear"] | None = None,
         breakpoints: Any = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)
@@ -209,6 +229,9 @@ class Experiment:
                 raise ValueError(f"{where}: `x0` must be finite, got {x0_arr}")
         else:
             x0_arr = None
+        #: whether the hold was chosen (a fit notes a staircase read linearly by default)
+        self._u_interpolation_given = u_interpolation is not None
+        u_interpolation = "linear" if u_interpolation is None else u_interpolation
         check_input_interpolation(u_interpolation, where)
         if u is not None and not callable(u):
             try:
@@ -349,9 +372,17 @@ class Experiment:
     def with_x0(self, x0: Any) -> Experiment:
         """The same experiment with ``x0`` as its initial state (known, or the
         start of an estimate): for example a fit's estimated ``res.x0[i]``."""
+        hold = self._u_interpolation if self._u_interpolation_given else None
         return Experiment(self._t, self._y, u=self._u, x0=x0, name=self._name, t0=self._t0,
-                          u_interpolation=self._u_interpolation,
-                          breakpoints=self._breakpoints)
+                          u_interpolation=hold, breakpoints=self._breakpoints)
+
+    def staircase_inputs(self) -> list[int]:
+        """Columns of a sampled ``u`` read linearly by default although they look
+        like a staircase (:func:`held_input_columns`); empty where the hold was
+        chosen, or ``u`` is a callable."""
+        if self._u_interpolation_given or not isinstance(self._u, np.ndarray):
+            return []
+        return held_input_columns(self._u)
 
     def x0_guess(self, model: Model) -> np.ndarray:
         """The x0 given, or one built from the first measurements.

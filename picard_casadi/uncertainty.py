@@ -247,7 +247,10 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             result.warnings.append(
                 "the information matrix is near-singular (relative eigenvalue "
                 f"{evals[k] / lam_max:.1e}): the data do not determine the combination "
-                f"of {listed}; these parameters are practically unidentifiable")
+                f"of {listed} near this estimate, so their standard errors are inf; these "
+                "parameters are practically unidentifiable here (pc.profile(res) follows the "
+                "likelihood beyond the linearisation: one of them may still have a finite "
+                "interval)")
         else:
             result.warnings.append(
                 "the information matrix is near-singular (relative eigenvalue "

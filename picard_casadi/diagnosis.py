@@ -140,8 +140,10 @@ def diagnose_open_gaps(result: EstimationResult, model: Model,
 
 def diagnose_stuck_step(result: EstimationResult, model: Model,
                         experiments: list[Experiment]) -> bool:
-    """Where ``picard-gn`` stopped because no step could gain with the gaps open
-    (:data:`~picard_casadi.methods.condensed.STUCK_MESSAGE`), simulate the model
+    """Where ``picard-gn`` stopped because no step could gain with the gaps open,
+    or its trust region collapsed with sensitivities beyond
+    :data:`~picard_casadi.methods.condensed.UNSTABLE_SENSITIVITY` (both name
+    :data:`~picard_casadi.methods.condensed.STUCK_CAUSES`), simulate the model
     with the last ``p`` and ``x0`` and say which of the two causes it is.
 
     A solution that blows up keeps the message's advice.  A finite solution
@@ -158,9 +160,9 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
         Whether the model's solution is finite over every experiment (the
         unstable case, where ``method="ipopt"`` is the remedy).
     """
-    from .methods.condensed import STUCK_CAUSES, STUCK_MESSAGE
+    from .methods.condensed import STUCK_CAUSES
 
-    if result.status != "step_failed" or not result.message.startswith(STUCK_MESSAGE):
+    if result.status != "step_failed" or STUCK_CAUSES not in result.message:
         return False
     for i, e in enumerate(experiments):
         try:

@@ -1038,15 +1038,21 @@ def _assemble(prob: _Problem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
     disc, tr = setup.disc, setup.tr
     model = prob.model
     X, U, p = outcome.X, outcome.U, outcome.p
-    _, Ys, xend = tr.trajectory(X, U, p)
+    if outcome.trajectory is not None:  # shooting: its own model's, from CVODES
+        Ys, xend = outcome.trajectory
+    else:
+        _, Ys, xend = tr.trajectory(X, U, p)
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
         ssr = float(res2.sum())
         weighted_ssr = float(np.sum(res2 * w[None, :, None]))
         hn = disc.has_next
         gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
-    PU = tr.picard(X, U, p)
-    fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
+    if outcome.trajectory is not None:
+        fp = 0.0  # no fixed point in the method
+    else:
+        PU = tr.picard(X, U, p)
+        fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
     x0 = [X[sl.start].copy() for sl in disc.intervals_of]
     N = disc.n_samples_total
     notes = list(dict.fromkeys([*prob.notes, *outcome.notes,

@@ -122,7 +122,8 @@ class EstimationResult:
         ``ssr_fitted``, ``worst``,
         ``thresholds``, ``message``.
     continuity_gap : float
-        ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval).
+        ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval);
+        for shooting, with ``u_j`` its CVODES solution (as its sum of squares).
     fixed_point_residual : float
         Scaled ``max |P u_j - u_j|`` at the end (0 for shooting).
     wall_time : float

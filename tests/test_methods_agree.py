@@ -108,3 +108,24 @@ def test_compare_marks_a_flagged_fit(tmp_path):
         rows = pc.compare([prob], methods=["picard-gn"], out=tmp_path, codegen=False)
     assert rows[0]["success"] and "k ended on its upper bound 0.3" in rows[0]["fit_warnings"]
     assert (tmp_path / "table.md").read_text().splitlines()[2].endswith("| yes |")
+
+
+def test_shooting_reports_its_own_gap_and_sum_of_squares():
+    # a correct shooting fit on a mesh the collocation does not resolve (T = 2.5)
+    # reported the collocation's continuity gap, 8.14, next to "converged", and a
+    # note that the collocation fixed point "did not settle" (a user's comparison)
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, y=x[0],
+                     rhs=ca.vertcat(p[2] * (x[0] - x[0] ** 3 / 3 + x[1]),
+                                    -(x[0] - p[0] + p[1] * x[1]) / p[2]))
+    exp = pc.simulate_experiment(model, [-1.0, 1.0], [0.2, 0.2, 3.0], np.linspace(0, 20, 81),
+                                 noise_std=0.05, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [exp], [0.3, 0.3, 2.0], method="shooting", T=2.5)
+    assert res.success and res.continuity_gap < 1e-8, res.continuity_gap
+    assert not any("collocation" in w for w in res.warnings), res.warnings
+    simulated = pc.simulate(model, res.x0[0], res.p, exp.t, rtol=1e-12, atol=1e-12)[:, 0]
+    assert res.ssr == pytest.approx(float(np.sum((exp.y[:, 0] - simulated) ** 2)), rel=1e-6)

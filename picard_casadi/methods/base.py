@@ -391,6 +391,9 @@ class LoopOutcome:
     history: list[IterationRecord] = field(default_factory=list)
     evaluations: int = 0
     notes: list[str] = field(default_factory=list)  # for the result's warnings
+    #: a method's own outputs ``(J, ny, M)`` and end states ``(J, nx)`` at the
+    #: solution, where they are not the collocation's (shooting: CVODES)
+    trajectory: tuple[np.ndarray, np.ndarray] | None = None
 
 
 Callback = Callable[[IterationRecord], Any]

@@ -107,11 +107,14 @@ STATIONARITY_DAMPING = 1e-14
 # never has gaps this open when it runs out of gains)
 STUCK_ITERATIONS = 3
 STUCK_GAP = 1e-6
-#: how the message of that failure begins (estimate's diagnosis looks for it)
+#: how the message of that failure begins
 STUCK_MESSAGE = "no step can lower the merit although the continuity gaps are still open"
 #: its two possible causes, which estimate's diagnosis tells apart by a simulation
 STUCK_CAUSES = ("the solution nearly blows up there, or the model is strongly unstable "
                 "along the current trajectory")
+#: condensed sensitivities (scaled) beyond which a collapsed trust region is
+#: that breakdown too: growth by e^18 along the intervals
+UNSTABLE_SENSITIVITY = 1e8
 # condensed rows larger than this overflow when squared (LAPACK then fails on
 # inf, e.g. "SVD did not converge"): the step reports the interval instead
 OVERFLOW = 1e150
@@ -604,6 +607,19 @@ class ConstrainedGaussNewtonStep:
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             precision_reached=True, optimality=optimality)
+        if self.radius <= 1e-10 and self._largest_sensitivity > UNSTABLE_SENSITIVITY:
+            # the same breakdown as _check_stuck's, met through the trust region
+            # (a CSTR on T = 0.05: sensitivities of 7e12)
+            _, p = self.setup.from_scaled(Xs, ps)
+            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
+                            failed=True, optimality=optimality, message=(
+                                "no acceptable step: the trust region collapsed (the "
+                                "sensitivities of the interval starts to (p, x0) reach "
+                                f"{self._largest_sensitivity:.3g}, at "
+                                f"{describe_interval(self.setup, self._worst_interval)}) at "
+                                f"p = {np.array2string(p, precision=6)}: {STUCK_CAUSES} -- "
+                                "start from a better p0, bound p (p_bounds) and the states "
+                                "(x0_bounds), or use a shorter T"))
         if self.radius <= 1e-10:
             xl, xu, _, _ = self.setup.scaled_bounds
             advice = ("a state bound may block every descent direction -- widen "

@@ -26,6 +26,7 @@ import casadi as ca
 import numpy as np
 
 from ..discretisation import to_map_layout
+from ..interrupts import reraise_if_interrupted
 from ..interval_integration import interval_integrator
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
 from . import MethodSpec, register
@@ -99,6 +100,9 @@ class ShootingNLP:
         Xs, xend = states(X, p)
         c = setup.tr._data_common
         G = m.g.map(M * J)(c["ts"], Xs, ca.repmat(p, 1, M * J), c["Ws"])
+        # the outputs and end states of the shooting model itself: what the
+        # result's sum of squares and continuity gap are made of
+        self.trajectory = ca.Function("shooting_trajectory", [w], [G, xend])
         r_data = ca.vec(Wt * (c["Y"] - G))
         nxt = [j for j in range(J) if disc.has_next[j]]
         cont = ca.horzcat(*[(xend[:, j] - X[:, j + 1]) / xs for j in nxt]) \
@@ -181,7 +185,7 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     w = np.asarray(sol["x"]).ravel()
     p = w[: nlp.np] * setup.p_scale
     X = w[nlp.np:].reshape(nlp.J, nlp.nx) * setup.x_scale
-    U, res, _ = setup.tr.settle(X, np.repeat(X[:, :, None], setup.disc.K, axis=2), p,
+    U, _, _ = setup.tr.settle(X, np.repeat(X[:, :, None], setup.disc.K, axis=2), p,
                                 tol=1e-12, max_sweeps=200)
     success = bool(stats.get("success", False))
     cv = re.findall(r'CVode returned "([A-Z_]+)"', printed)
@@ -208,14 +212,18 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     if nlp.monitor.stopped:
         status, message = "stopped", "stopped by the callback"
     history = ipopt_history(stats)
-    notes = [] if np.isfinite(res) and res < 1e-8 else [
-        "shooting: the collocation fixed point used to report the continuity gap did "
-        "not settle on every interval"]
+    try:  # CVODES at the solution (the node values U only carry a warm start)
+        G, xend = (np.asarray(v) for v in nlp.trajectory(w))
+        J, M, ny = nlp.J, setup.disc.M, setup.disc.model.ny
+        own = (G.T.reshape(J, M, ny).transpose(0, 2, 1), xend.T)
+    except RuntimeError as err:
+        reraise_if_interrupted(err)
+        own = None
     return LoopOutcome(X=X, U=U, p=p, V=np.zeros_like(X), lam=0.0,
                        iterations=int(stats.get("iter_count", len(history)))
                        if "error" not in stats else nlp.monitor.iterations,
                        success=success, status="converged" if success else status,
-                       message=message, history=history, notes=notes)
+                       message=message, history=history, trajectory=own)
 
 
 register(MethodSpec(

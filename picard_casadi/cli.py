@@ -968,9 +968,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     progress = Progress()
     try:
         with compilation_notice(progress.note):
+            mesh = {k: v for k, v in (("T", args.T), ("nodes", args.nodes)) if v is not None}
             rows = compare(entries, args.methods, seeds=args.seeds, repeats=args.repeats,
                            out=None, verbose=True, n_jobs=args.jobs,
-                           codegen={"auto": "auto", "on": True, "off": False}[args.codegen])
+                           codegen={"auto": "auto", "on": True, "off": False}[args.codegen],
+                           options={n: dict(mesh) for n in args.names} if mesh else None)
     except (ValueError, TypeError) as err:
         raise CliError(str(err)) from None
     try:
@@ -1059,6 +1061,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0],
                    help="noise seeds of the built-in problems")
     p.add_argument("--repeats", type=positive_int, default=1, help="timing repeats (medians)")
+    p.add_argument("--T", type=positive_float, default=None,
+                   help="Picard interval length T of every problem (the mesh every method "
+                        "solves; a shorter one where a row is not certified)")
+    p.add_argument("--nodes", type=node_count, default=None,
+                   help="quadrature nodes per interval of every problem")
     _user_input_args(p, for_compare=True)
     p.add_argument("--bounds", action="append", type=bounds_arg, default=None,
                    metavar="NAME=LO:HI", help="bounds of a parameter of --model (repeatable)")

@@ -109,6 +109,13 @@ def compare(
     from .methods import get_method
     from .registry import _BUILTIN, _REGISTRY, Problem
 
+    # one name where a sequence belongs: compare("vdp", "ipopt") read "v" and "i"
+    if isinstance(problem_names, (str, Problem)):
+        problem_names = [problem_names]
+    if isinstance(methods, str):
+        methods = [methods]
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        seeds = [int(seeds)]
     for m in methods:
         get_method(m)  # unknown names: ValueError listing the valid ones
     if int(repeats) != repeats or repeats < 1:
@@ -129,6 +136,7 @@ def compare(
             raise TypeError(f"problems are names or Problem objects, got {type(entry).__name__}")
     options = options or {}
     method_options = method_options or {}
+    _check_study_options(labels, given, list(methods), options, method_options)
     with contextlib.ExitStack() as stack:
         caches = {name: stack.enter_context(
             tempfile.TemporaryDirectory(prefix="picard_study_cache_"))
@@ -158,6 +166,46 @@ def compare(
     if out is not None:
         write_outputs(rows, Path(out))
     return rows
+
+
+def _check_study_options(labels: list[str], given: dict[str, Any], methods: list[str],
+                         options: dict[str, Any], method_options: dict[str, Any]) -> None:
+    """Refuse, before the first run, options the study cannot apply: keys that
+    name no problem or method of the study (they were ignored: the study ran on
+    the defaults), and names or values a method does not take (they failed at
+    the first row that met them, after the rows before were run)."""
+    from .estimate import _ESTIMATE_ARGUMENTS
+    from .methods import get_method, method_options as build_options
+
+    for what, mapping, valid in (("options", options, labels),
+                                 ("method_options", method_options, methods)):
+        if not isinstance(mapping, dict):
+            raise TypeError(f"`{what}` must be a dict, got {type(mapping).__name__}")
+        for key, value in mapping.items():
+            if key not in valid:
+                flat = " (estimate's arguments go one level down)" if (
+                    key in _ESTIMATE_ARGUMENTS or not isinstance(value, dict)) else ""
+                raise ValueError(
+                    f"`{what}`: {key!r} is not one of the study's "
+                    f"{'problems' if what == 'options' else 'methods'} ({', '.join(valid)}); "
+                    f"`{what}` maps each to its own keyword arguments, e.g. "
+                    f"{what}={{{valid[0]!r}: {{'max_iter': 50}}}}{flat}")
+            if not isinstance(value, dict):
+                raise TypeError(f"`{what}[{key!r}]` must be a dict of keyword arguments, "
+                                f"got {type(value).__name__}")
+    for name in dict.fromkeys(labels):
+        own = dict(given[name].options) if name in given else {}
+        for method in methods:
+            kw = {**own, **options.get(name, {}), **method_options.get(method, {})}
+            kw.pop("method", None)
+            extra = {k: v for k, v in kw.items() if k not in _ESTIMATE_ARGUMENTS}
+            try:
+                build_options(get_method(method), extra, "estimate", _ESTIMATE_ARGUMENTS)
+            except (TypeError, ValueError) as err:
+                raise type(err)(
+                    f"compare: problem {name!r} with method {method!r} (nothing was run): "
+                    f"{err}; options of one method go in method_options={{'<method>': "
+                    "{...}}, not in a problem's options") from None
 
 
 def _known(value: Any) -> bool:

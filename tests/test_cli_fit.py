@@ -443,6 +443,25 @@ def test_compare_on_a_model_file_and_csv(here, capsys):
     assert np.allclose(p_gn, p_ip, rtol=1e-5)
 
 
+def test_compare_takes_the_mesh_its_not_certified_advice_names(here, capsys, monkeypatch):
+    # "(not certified)" advised a shorter T, which compare did not accept
+    # ("unrecognized arguments: --T"); it applies to every problem of the study
+    seen = []
+    real = pc.Problem.estimate
+
+    def estimate(self, method=None, **kw):
+        seen.append((self.name, kw.get("T"), kw.get("nodes")))
+        return real(self, method, **kw)
+
+    monkeypatch.setattr(pc.Problem, "estimate", estimate)
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err = _main(capsys, "compare", "vdp", "--model", "model.py", "--data", "data.csv",
+                           "--methods", "picard-gn", "--codegen", "off", "--out", "cmp",
+                           "--p0", "0.8,1.5", "--T", "0.5", "--nodes", "7")
+    assert code == 0, err
+    assert seen == [("vdp", 0.5, 7), ("decay", 0.5, 7)]
+
+
 @pytest.mark.parametrize("argv,pattern", [
     (["--model", "model.py"], r"--model and --data go together"),
     ([], r"give problem NAMES .* or your own model and data with --model M.py --data D.csv"),

@@ -129,3 +129,34 @@ def test_shooting_reports_its_own_gap_and_sum_of_squares():
     assert not any("collocation" in w for w in res.warnings), res.warnings
     simulated = pc.simulate(model, res.x0[0], res.p, exp.t, rtol=1e-12, atol=1e-12)[:, 0]
     assert res.ssr == pytest.approx(float(np.sum((exp.y[:, 0] - simulated) ** 2)), rel=1e-6)
+
+
+def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeypatch):
+    # options not nested per problem, or for a problem or method not in the study,
+    # were ignored (the study ran on the defaults); an option one method does not
+    # take failed at the first row that met it, after the rows before had run
+    import importlib
+
+    study = importlib.import_module("picard_casadi.compare")  # the module, not the function
+    ran = []
+    monkeypatch.setattr(study, "_row", lambda *a, **k: ran.append(a) or {})
+    with pytest.raises(ValueError, match=r"'T' is not one of the study's problems \(vdp\).*"
+                                         r"one level down"):
+        compare(["vdp"], ["ipopt"], options={"T": 2.0})
+    with pytest.raises(ValueError, match=r"'VDP' is not one of the study's problems"):
+        compare(["vdp"], ["ipopt"], options={"VDP": {"max_iter": 1}})
+    with pytest.raises(ValueError, match=r"'picard_gn' is not one of the study's methods"):
+        compare(["vdp"], ["picard-gn"], method_options={"picard_gn": {"max_iter": 1}})
+    with pytest.raises(ValueError, match=r"problem 'vdp' with method 'ipopt' \(nothing was "
+                                         r"run\).*No such IPOPT option: maxiter"):
+        compare(["vdp"], ["picard-gn", "ipopt"],
+                method_options={"ipopt": {"ipopt_options": {"maxiter": 5}}})
+    prob = pc.problem("vdp", seed=0)
+    mine = pc.Problem.from_data(prob.model, prob.experiments, prob.p0, name="mine",
+                                options={"tr_solver": "cg"})
+    with pytest.raises(TypeError, match=r"problem 'mine' with method 'shooting'.*tr_solver"):
+        compare([mine], ["picard-gn", "shooting"])
+    assert ran == []
+    # one name where a sequence belongs is that one name (it read "v", "i", ...)
+    compare("vdp", "ipopt", seeds=3)
+    assert [(a[0], a[1], a[2]) for a in ran] == [("vdp", 3, "ipopt")]

@@ -243,7 +243,14 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             continue
         named |= involved
         listed = ", ".join(names[c] for c in np.flatnonzero(involved))
-        if weak[k]:
+        if weak[k] and np.count_nonzero(involved) == 1:
+            # one quantity alone (a parameter the model hardly uses) is no combination
+            result.warnings.append(
+                "the information matrix is near-singular (relative eigenvalue "
+                f"{evals[k] / lam_max:.1e}): the data do not determine {listed} near this "
+                "estimate, so its standard error is inf; it is practically unidentifiable "
+                "here (pc.profile(res) follows the likelihood beyond the linearisation)")
+        elif weak[k]:
             result.warnings.append(
                 "the information matrix is near-singular (relative eigenvalue "
                 f"{evals[k] / lam_max:.1e}): the data do not determine the combination "

@@ -1,5 +1,6 @@
 """Uncertainty of the estimates, identifiability warnings and multistart."""
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -176,3 +177,16 @@ def test_shooting_falls_back_to_the_mesh_where_its_sensitivities_fail(monkeypatc
     assert res.success and np.all(np.isfinite(res.p_std))
     assert any("standard errors from the collocation mesh" in w and "CV_TOO_MUCH_WORK" in w
                for w in res.warnings), res.warnings
+
+
+def test_one_undetermined_parameter_is_named_alone_not_as_a_combination():
+    # "the data do not determine the combination of dummy; these parameters ..."
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=x[1] + 0 * p[2], p_names=["ka", "ke", "dummy"])
+    exp = pc.simulate_experiment(model, [1.0, 0.0], [2.0, 0.3, 1.0], np.linspace(0, 10, 21),
+                                 noise_std=0.01, seed=5)
+    with pytest.warns(UserWarning, match=r"do not determine dummy near this estimate, so its "
+                                         r"standard error is inf; it is practically"):
+        res = pc.estimate(model, [exp], [1.0, 0.5, 1.0])
+    assert np.isinf(res.p_std[2]) and np.all(np.isfinite(res.p_std[:2]))

@@ -52,9 +52,11 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 import warnings
 from collections import OrderedDict
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -178,7 +180,15 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Any = No
         if failed:
             for f in futures:
                 f.cancel()
-            raise failed[0].exception()
+            error = failed[0].exception()
+            if isinstance(error, BrokenProcessPool) and _script_unguarded():
+                raise RuntimeError(
+                    "the process pool broke (a worker process died at its start or during a "
+                    "task): a pool's processes import the script that was run again "
+                    "(spawn), so a script that starts the work at import must put it under "
+                    "`if __name__ == \"__main__\":`; otherwise a worker crashed or ran out "
+                    "of memory") from error
+            raise error
         out = []
         for f in futures:
             value, caught = f.result()
@@ -190,6 +200,13 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Any = No
         for f in futures:
             f.cancel()
         raise
+
+
+def _script_unguarded() -> bool:
+    """Whether the script being run is a file, which a spawned process imports
+    again: the likely cause of a pool that breaks (no file, no such cause)."""
+    main = sys.modules.get("__main__")
+    return bool(getattr(main, "__file__", None))
 
 
 def _call_in_worker(fn: Callable[..., Any], args: tuple) -> tuple[Any, list[tuple[str, type]]]:

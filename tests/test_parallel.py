@@ -304,3 +304,20 @@ def test_what_cannot_be_sent_gets_advice_for_what_it_is():
 
     note = _unpicklable({"kwargs": {"callback": threading.Lock()}}, TypeError("no"))
     assert note.startswith("`callback` cannot be sent") and "array of inputs" not in note
+
+
+def test_a_script_without_the_main_guard_is_told_what_broke_the_pool(tmp_path):
+    # the pool's processes import the script again (spawn) and start the work
+    # there too: multiprocessing's own text and a bare BrokenProcessPool
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("import picard_casadi as pc\n"
+                      "pc.problem('vdp', seed=0).estimate(multistart=2, n_jobs=2)\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: the process pool broke"), last
+    assert 'if __name__ == "__main__":' in last

@@ -429,9 +429,9 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
             if marked is None or not _within_limit(prob, setup, marked):
                 break
             prob.notes.append(
-                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals that "
-                f"does not resolve the model ({_clipped(outcome.message, 100)}); the mesh was "
-                "refined and the run started again from p0")
+                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals, which "
+                f"did not resolve the model ({_clipped(outcome.message, 100)}); the mesh was "
+                "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else

@@ -12,6 +12,7 @@ from .discretisation import Discretisation
 from .experiment import Experiment
 from .model import Model
 from .simulate import simulate
+from .user_warnings import warn_user
 
 __all__ = ["outputs_along", "simulation_predictor", "collocation_states"]
 
@@ -59,6 +60,12 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
                 f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
                 f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
                 "from t0")
+        if (model.nu and isinstance(exp.u, np.ndarray) and times.size
+                and float(np.max(times)) > exp.t_end):
+            warn_user(f"`t` runs to {float(np.max(times)):g}, beyond the last input sample of "
+                      f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at "
+                      "their last values there; for other inputs, pc.simulate(model, "
+                      "res.x0[i], res.p, t, u=...)")
         if source == "simulate":
             Xs = simulate(model, res.x0[exp_index], res.p, times, exp, t0=exp.t0)
         elif source == "collocation":

@@ -139,3 +139,16 @@ def test_a_staircase_read_linearly_by_default_is_noted_and_its_fix_is_right(samp
     assert pc.Experiment(t, made.y, u=samples).staircase_inputs() == []
     assert pc.Experiment(t, made.y, u=level[:, None],
                          u_interpolation="linear").staircase_inputs() == []
+
+
+def test_predicting_beyond_the_input_samples_says_the_inputs_are_held(sampled_problem):
+    model, t, y, samples = sampled_problem
+    res = pc.estimate(model, [pc.Experiment(t, y, u=samples, x0=[0.2, 0.0])], p0=[2.0, 1.0],
+                      uncertainty=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res.predict(0, np.linspace(0, 10, 7))  # within the samples: no word
+    with pytest.warns(UserWarning, match=r"beyond the last input sample .* held at their last"):
+        res.predict(0, np.linspace(0, 12, 7))

@@ -68,6 +68,8 @@ from .outputs import AtomicOutputs, check_output_folder, safe_name
 __all__ = ["main", "read_csv_experiments", "load_model_file"]
 
 METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting")
+#: estimate's guess= values (guess.GUESSES; not imported here: --help stays light)
+GUESS_CHOICES = ("auto", "simulation", "anchored", "shooting")
 RESULT_FILES = ("result.json", "fit.png", "convergence.png")
 PROFILE_FILES = ("profile.png", "profile.json")
 COMPARE_FILES = ("table.csv", "table.md", "comparison.png")
@@ -266,7 +268,10 @@ def read_csv_experiments(path: str | Path, model: Any,
         y = np.array([s[2] for s in samples])
         u = np.array([s[3] for s in samples]) if model.nu else None
         try:
-            experiments.append(Experiment(t, y, u=u, name=name, u_interpolation=input_hold))
+            # a held input jumps at every sample: intervals start there
+            experiments.append(Experiment(
+                t, y, u=u, name=name, u_interpolation=input_hold,
+                breakpoints=t if input_hold == "previous" and model.nu else None))
         except ValueError as err:
             raise CliError(f"DATA {path}: {err}") from None
     return experiments
@@ -677,7 +682,7 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
             options[name] = value
     _weights(getattr(args, "weights", None), model, options)
     for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
-                      ("multistart", "multistart"), ("jobs", "n_jobs")):
+                      ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
         value = getattr(args, flag, None)
         if value is not None:
             options[key] = value
@@ -710,6 +715,9 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
                    help="output weights: none (the paper's unweighted loss), auto "
                         "(inverse noise variance, re-estimated) or one weight per output")
+    p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
+                   help="the states' start: auto (default), simulation, anchored (propagated "
+                        "from the data) or shooting (every state simulated with p0)")
     p.add_argument("--max-iter", type=positive_int, default=None,
                    help="iteration limit of the method")
     p.add_argument("--max-intervals", type=positive_int, default=None,
@@ -1085,6 +1093,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: flags whose value may start with a minus sign (an aircraft's derivatives are negative)
+_SIGNED_VALUE_FLAGS = ("--p0", "--x0")
+_NUMBER_START = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+def _joined_negative_values(argv: list[str]) -> list[str]:
+    """``--p0 -1,-5`` as ``--p0=-1,-5``: argparse reads a value starting with a
+    minus sign as another flag ("expected one argument")."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if (argv[i] in _SIGNED_VALUE_FLAGS and i + 1 < len(argv)
+                and _NUMBER_START.match(argv[i + 1])):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def _quiet_broken_pipe() -> int:
     """stdout was closed (``| head``): stop quietly, as ``yes | head`` does."""
     try:
@@ -1107,6 +1136,21 @@ _FLAG_SPELLINGS = (
     (re.compile(r"pass max_intervals to estimate\(\)"), "pass --max-intervals"),
     (re.compile(r"max_intervals=([\d,]+)"),
      lambda m: "--max-intervals " + m.group(1).replace(",", "")),
+    (re.compile(r"Experiment\(\.\.\., u_interpolation='previous', breakpoints=t\)"),
+     "--input-hold previous"),
+    (re.compile(r"u_interpolation='(previous|linear)'(, breakpoints=t)?"),
+     lambda m: "--input-hold " + m.group(1)),
+    (re.compile(r"Experiment\(\.\.\., x0=\[\.\.\.\]\) \(estimated from there unless "
+                r"estimate_x0=False\)"), "--x0 (estimated from there unless --x0-known)"),
+    (re.compile(r"estimate_x0=False"), "--x0-known"),
+    (re.compile(r"multistart=(\d+)"), lambda m: "--multistart " + m.group(1)),
+    (re.compile(r"weights='auto'"), "--weights auto"),
+    (re.compile(r"guess='(\w+)'"), lambda m: "--guess " + m.group(1)),
+    (re.compile(r"method='([\w-]+)'"), lambda m: "--method " + m.group(1)),
+    (re.compile(r"pc\.profile(\(res\))?"), "--profile"),
+    (re.compile(r"increase max_iter"), "increase --max-iter"),
+    (re.compile(r"\bp_bounds\b"), "--bounds"),
+    (re.compile(r"\b(shorter|smaller) T\b"), lambda m: m.group(1) + " --T"),
 )
 
 
@@ -1125,7 +1169,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_joined_negative_values(sys.argv[1:] if argv is None
+                                                         else list(argv)))
     except BrokenPipeError:  # --help piped into head
         return _quiet_broken_pipe()
     command = f"picard-casadi {args.command}"

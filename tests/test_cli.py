@@ -126,3 +126,43 @@ def test_bad_arguments_are_named(tmp_path):
     (tmp_path / "d.csv").write_text("experiment,time,pos,force\na,0,1,0\na,1,1,0\n")
     out = run(["fit", "model.py", "d.csv", "--p0", "1,2,3"], tmp_path)
     assert out.returncode != 0 and "--p0: expected 2 numbers, got 3" in out.stderr
+
+
+def test_negative_starting_values_and_advice_in_the_programs_own_flags():
+    # "--p0 -1,-5,-2" ended in argparse's "expected one argument" (an aircraft's
+    # damping derivatives are negative); the advice came as Python keywords
+    from picard_casadi.cli import (GUESS_CHOICES, _joined_negative_values, build_parser,
+                                   in_cli_terms)
+    from picard_casadi.guess import GUESSES
+
+    argv = _joined_negative_values(["fit", "m.py", "d.csv", "--p0", "-1,-5,-2", "--x0",
+                                    "-.1,0", "--guess", "anchored"])
+    args = build_parser().parse_args(argv)
+    assert args.p0 == "-1,-5,-2" and args.x0 == ["-.1,0"] and args.guess == "anchored"
+    assert GUESS_CHOICES == GUESSES
+    advice = ("pass Experiment(..., u_interpolation='previous', breakpoints=t); try "
+              "multistart=8, weights='auto', guess='shooting' or method='ipopt'; increase "
+              "max_iter; bound p (p_bounds), or use a shorter T; pc.profile(res) shows it; "
+              "give Experiment(..., x0=[...]) (estimated from there unless estimate_x0=False)")
+    assert in_cli_terms(advice) == (
+        "pass --input-hold previous; try --multistart 8, --weights auto, --guess shooting or "
+        "--method ipopt; increase --max-iter; bound p (--bounds), or use a shorter --T; "
+        "--profile shows it; give --x0 (estimated from there unless --x0-known)")
+
+
+def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):
+    # --input-hold previous jumps at every sample; without breakpoints the
+    # intervals straddled the jumps
+    import casadi as ca
+
+    from picard_casadi.cli import read_csv_experiments
+
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p"), ca.SX.sym("u")
+    model = pc.Model(x=x, p=p, u=u, rhs=-p * x + u, y_names=["y"], u_names=["u"])
+    csv_file = tmp_path / "d.csv"
+    csv_file.write_text("experiment,time,y,u\n" + "".join(
+        f"a,{k * 0.5},{1.0 + 0.1 * k},{k % 2}\n" for k in range(6)))
+    held, = read_csv_experiments(csv_file, model, "previous")
+    assert np.allclose(held.breakpoints, [0.5, 1.0, 1.5, 2.0])
+    linear, = read_csv_experiments(csv_file, model)
+    assert linear.breakpoints.size == 0 and linear.u_interpolation == "linear"

@@ -154,7 +154,11 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     shown = list(zip(result.p_names, result.p))[:8]
     est = ", ".join(f"{n}={v:.4g}" for n, v in shown) + (" ..." if result.p.size > 8 else "")
     width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 10 pt
-    if result.success:
+    if result.fit_flagged:  # converged, with a FitWarning: the title says so
+        head = (f"{title or f'{model.name}: {result.method} fit'}\n"
+                "converged, but the fit is flagged: see the warnings")
+        colour = "#b35900"
+    elif result.success:
         head = title or f"{model.name}: {result.method} fit, converged"
         colour = "black"
     else:

@@ -247,12 +247,23 @@ class EstimationResult:
             parts.append("max_iter applies to each solve")
         return f" in all ({'; '.join(parts)})"
 
+    @property
+    def fit_flagged(self) -> bool:
+        """Whether a converged fit carries a :class:`~picard_casadi.FitWarning`
+        (systematically off the data, or a parameter held by its bound): the
+        optimiser converged, and the warnings say why the answer may still be
+        wrong."""
+        from .diagnosis import is_fit_note
+
+        return bool(self.success and any(is_fit_note(w) for w in self.warnings))
+
     def summary(self) -> str:
         """A table of the estimate, with standard errors and truth when known."""
         lines = [
             f"method {self.method}: {'success' if self.success else 'FAILED'} "
             f"({self.status}) after {self.iterations} iterations{self._solves_note()}, "
-            f"{self.wall_time:.2f} s",
+            f"{self.wall_time:.2f} s"
+            + ("; but the fit is flagged: see the warnings below" if self.fit_flagged else ""),
             f"  {self.message}",
             f"  sum of squared residuals SSR = sum (y - g)^2 = {self.ssr:.6g} over "
             f"{self.n_measurements} measurements"

@@ -53,6 +53,13 @@ def test_outliers_that_pull_a_fit_are_named_and_a_poor_fit_is_flagged():
     with pytest.warns(pc.FitWarning, match="local minimum"):
         poor = pc.estimate(model, [exp], p0=[0.0, 0.0], uncertainty=False)
     assert poor.success and poor.p[1] < 0  # a stationary point: the warning is the word
+    # and the verdict says so (it read "success (converged)", the figure "converged")
+    assert poor.fit_flagged
+    assert "; but the fit is flagged: see the warnings below" in poor.summary()
+    from picard_casadi.plotting import plot_fit
+
+    fig = plot_fit(poor, model, [exp])
+    assert "the fit is flagged" in fig._suptitle.get_text()
     with pytest.warns(pc.FitWarning, match=r"2 sample\(s\) lie over 20 noise levels off "
                                            r"\(t = 2.5, 6.25\): gross outliers"):
         pc.estimate(model, [exp], p0=[0.25, 1.2], uncertainty=False)

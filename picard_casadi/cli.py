@@ -214,6 +214,13 @@ def read_csv_experiments(path: str | Path, model: Any,
             for sep, name in ((";", "semicolons"), ("\t", "tabs")):
                 if sep in header[0]:
                     hint = f" (the columns seem separated by {name}; use commas)"
+                    if sep == ";" and any(len(r) > 1 for _, r in rows[:20]):
+                        # read with commas as separators, "0,5;1,2" splits at the
+                        # decimal commas: a European spreadsheet's export
+                        hint = (" (the columns seem separated by semicolons, and the "
+                                "numbers written with decimal commas, as a spreadsheet in "
+                                "a European locale exports them: write decimal points and "
+                                "separate the columns with commas)")
         raise CliError(
             f"DATA {path}, line 1: unknown column(s) {unknown}; expected 'experiment', "
             f"'time', outputs {list(model.y_names)}"

@@ -253,6 +253,8 @@ def test_csv_encodings_are_read(here, capsys, encoding):
     ("bom-header", None),
     ("semicolons", r"unknown column\(s\) \['experiment;time;pos;force'\].*separated by semicolons"),
     ("tabs", r"separated by tabs"),
+    ("decimal-commas", r"separated by semicolons, and the numbers written with decimal "
+                       r"commas.*write decimal points and separate the columns with commas"),
     ("duplicate", r"column\(s\) \['pos'\] appear more than once"),
     ("empty", r"the file is empty"),
     ("header-only", r"no data rows"),
@@ -274,6 +276,8 @@ def test_csv_problems_are_named(here, capsys, case, pattern):
         _csv(here, rows, sep=";")
     elif case == "tabs":
         _csv(here, rows, sep="\t")
+    elif case == "decimal-commas":  # a European spreadsheet's export
+        _csv(here, [tuple(c.replace(".", ",") for c in r) for r in rows], sep=";")
     elif case == "duplicate":
         _csv(here, [r + (r[2],) for r in rows], header="experiment,time,pos,force,pos")
     elif case == "empty":

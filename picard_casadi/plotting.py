@@ -257,12 +257,18 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
                     bar.set_hatch("///")
                     bar.set_edgecolor("white")
     hatched = any(not r.get("success", True) for r in rows)
-    for ax, (_, ylabel, _) in zip(axes, panels):
+    for ax, (key, ylabel, factor) in zip(axes, panels):
         ax.set_xticks(x + width * (len(methods) - 1) / 2)
         ax.set_xticklabels(problems, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(ylabel)
         ax.set_yscale("log")
         ax.grid(alpha=0.3, axis="y", which="both")
+        shown = [float(r[key]) * factor for r in rows
+                 if known(r.get(key)) and float(r[key]) * factor > 0]
+        if shown and max(shown) < 10.0 * min(shown):
+            # at least a decade: autoscaled, equal misfits (1e-10 apart) looked
+            # like bars of very different heights
+            ax.set_ylim(min(shown) / 3.0, max(shown) * 3.0)
     from matplotlib.patches import Patch
 
     handles = [Patch(color=f"C{i % 10}", label=m) for i, m in enumerate(methods)]

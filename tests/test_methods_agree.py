@@ -160,3 +160,15 @@ def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeyp
     # one name where a sequence belongs is that one name (it read "v", "i", ...)
     compare("vdp", "ipopt", seeds=3)
     assert [(a[0], a[1], a[2]) for a in ran] == [("vdp", 3, "ipopt")]
+
+
+def test_the_comparison_figure_does_not_magnify_equal_misfits():
+    # misfits 1e-10 apart filled the log axis: bars of very different heights
+    from picard_casadi.plotting import plot_comparison
+
+    rows = [{"problem": "mine", "method": m, "solve_time": 0.1, "rel_error": None,
+             "misfit": 3.75451e-05 * (1 + d), "success": True}
+            for m, d in (("picard-gn", 1e-10), ("ipopt", 2e-10), ("shooting", 0.0))]
+    fig = plot_comparison(rows)
+    low, high = fig.axes[1].get_ylim()
+    assert high / low >= 9.0

@@ -1,7 +1,7 @@
 """Paper, Sec. IV: inertia of a spacecraft with four control-moment gyros.
 
-Run (904 s on a 2-core machine with an empty code cache, most of it compiling
-IPOPT's exact-Hessian NLP once)::
+Run (85 s on a 2-core machine with an empty code cache, a third of it the
+paper's algorithm's 5000 iterations)::
 
     python examples/cmg_inertia.py                 # seeds 0-4, noise std 0.05
     python examples/cmg_inertia.py --seeds 0 --noise-std 0.05 --out results/cmg

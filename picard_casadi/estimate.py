@@ -43,7 +43,7 @@ from .methods.base import (ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, WE
 from .model import Model
 from .predict import simulation_predictor
 from .problem_setup import (as_vector, build_setup, estimated_quantities, initial_weights,
-                            residual_variance, weights_from_variance)
+                            residual_variance, weights_from_variance, x0_mask, x0_setting)
 from .result import EstimationResult
 from .threads import with_solver_threads
 from .user_warnings import warn_user
@@ -159,7 +159,7 @@ class _Problem:
     scheme: str
     p_bounds: tuple[np.ndarray, np.ndarray]
     x_bounds: tuple[np.ndarray, np.ndarray]
-    estimate_x0: bool
+    estimate_x0: np.ndarray  # which initial states are estimated (x0_mask)
     weights_mode: str  # "none", "auto" or "given"
     codegen: bool | str
     guess: str
@@ -333,7 +333,7 @@ def _refined_setup(prob: _Problem, setup: Setup, marked: np.ndarray, *,
     X, U_new = transfer_solution(setup.disc, solved.outcome.X, U, new_disc)
     # a new interval start inside an old interval may lie outside the state box
     # (which bounds interval starts only): the start must be in it
-    X = np.where(new_disc.is_first[:, None] & (not prob.estimate_x0), X,
+    X = np.where(new_disc.is_first[:, None] & ~prob.estimate_x0[None, :], X,
                  np.clip(X, *prob.x_bounds))
     U_new[:, :, 0] = X
     p = solved.outcome.p
@@ -468,7 +468,7 @@ class _Arguments(NamedTuple):
 
 
 def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
-                      p_ub: np.ndarray, estimate_x0: bool) -> None:
+                      p_ub: np.ndarray, estimate_x0: Any) -> None:
     """ValueError where the data hold fewer measurements than there are
     quantities to estimate: no data can then determine them (SciPy's
     ``curve_fit`` refuses the same; without this the fit ran to its iteration
@@ -526,15 +526,16 @@ def _check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bound
                 f"Experiment {e.name!r}: its x0 starts state {model.x_names[i]!r} (index {i}) "
                 f"at {e.x0[i]}, outside x0_bounds [{x_lb[i]}, {x_ub[i]}]{domain}; give an x0 "
                 "inside the box, or widen x0_bounds")
-    if not isinstance(estimate_x0, (bool, np.bool_)):
-        raise TypeError(f"`estimate_x0` must be True or False, got {estimate_x0!r}")
-    if not estimate_x0:
+    held = ~x0_mask(estimate_x0, model.nx)  # the initial states known, not estimated
+    if np.any(held):
         for e in exps:
             if e.x0 is None:
+                names = ", ".join(model.x_names[i] for i in np.flatnonzero(held))
                 raise ValueError(
-                    f"Experiment {e.name!r}: estimate_x0=False needs the known `x0`"
-                )
-    _check_determined(model, exps, p_lb, p_ub, bool(estimate_x0))
+                    f"Experiment {e.name!r}: estimate_x0={estimate_x0!r} holds the initial "
+                    f"value of {names} at the experiment's `x0`, which it does not have: "
+                    "give Experiment(..., x0=[...]) (its other entries start the estimate)")
+    _check_determined(model, exps, p_lb, p_ub, ~held)
     n = _check_positive_int(n, "n")
     check_choice(scheme, "scheme", tuple(DEFAULT_NODES))
     nodes = DEFAULT_NODES[scheme] if nodes is None else _check_positive_int(nodes, "nodes", 2)
@@ -592,7 +593,7 @@ def estimate(
     *,
     p_bounds: tuple[Any, Any] | None = None,
     x0_bounds: tuple[Any, Any] | None = None,
-    estimate_x0: bool = True,
+    estimate_x0: bool | Sequence[bool] = True,
     T: float | None = None,
     n: int = 2,
     lam: float = 10.0,
@@ -642,8 +643,10 @@ def estimate(
         Box for every interval start ``x_j`` (the paper's ``X``), including
         each ``x0``; intersected with ``model.x_domain``.  An experiment's
         given ``x0`` must lie in it; one built from the data is clipped into it.
-    estimate_x0 : bool
-        False holds every experiment's ``x0`` at its given value.
+    estimate_x0 : bool or sequence of bool (nx,)
+        False holds every experiment's ``x0`` at its given value; one entry
+        per state holds the states marked False at each experiment's given
+        ``x0`` and estimates the others (a fed-batch's known start volume).
     T : float, optional
         Length of the first mesh's intervals; default from the data's and
         the model's time scales (:func:`~picard_casadi.mesh.default_T`).
@@ -764,7 +767,7 @@ def estimate(
 
     prob = _Problem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
                     lam=float(lam), nodes=nodes, scheme=scheme, p_bounds=(p_lb, p_ub),
-                    x_bounds=(x_lb, x_ub), estimate_x0=bool(estimate_x0),
+                    x_bounds=(x_lb, x_ub), estimate_x0=x0_mask(estimate_x0, model.nx),
                     weights_mode=weights_mode, codegen=codegen,
                     guess="simulation" if guess == "auto" else guess,
                     callback=callback, max_intervals=max_intervals)
@@ -798,7 +801,8 @@ def estimate(
     mesh = setup.disc.mesh_summary()
     result, fitted = _assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
         T=prob.T, n=n, lam=float(lam), nodes=nodes, scheme=scheme, weights=weights_mode,
-        weight_rounds=solved.weight_rounds, estimate_x0=bool(estimate_x0),
+        weight_rounds=solved.weight_rounds,
+        estimate_x0=x0_setting(x0_mask(estimate_x0, model.nx)),
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),

@@ -285,7 +285,7 @@ class _ExperimentPlan:
 
 
 def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarray,
-                     estimate_x0: bool, lo: np.ndarray, hi: np.ndarray, typical: np.ndarray,
+                     estimate_x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, typical: np.ndarray,
                      strategy: str, notes: list[str]) -> _ExperimentPlan:
     """Experiment ``e``'s interval starts: the local regressions of its measured
     states and, for the others, its simulation from ``x0`` with ``p0`` or
@@ -319,14 +319,17 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         fits[:, (t0s < ts[0] - half_width) | (t0s > ts[-1] + half_width)] = np.nan
         measured.update(zip(states, fits))
 
+    held = ~np.asarray(estimate_x0, bool)  # the known initial states (estimate_x0 mask)
+
     def start_of(j: int, carry: np.ndarray) -> np.ndarray:
         x = carry.copy()
-        if j == sl.start and not estimate_x0:
-            return x0.copy()
         for i, vals in measured.items():
             if np.isfinite(vals[j - sl.start]):
                 x[i] = vals[j - sl.start]
-        return np.clip(x, lo, hi)
+        x = np.clip(x, lo, hi)
+        if j == sl.start:
+            x[held] = x0[held]
+        return x
 
     traj = None
     # the simulation supplies the unmeasured states: with every state
@@ -348,9 +351,10 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         def start(j: int, carry: np.ndarray) -> np.ndarray:
             """Interval ``j``'s start where the simulation supplies it."""
             if strategy == "shooting":
-                if j == sl.start and not estimate_x0:
-                    return x0.copy()
-                return np.clip(traj[j - sl.start], lo, hi)
+                x = np.clip(traj[j - sl.start], lo, hi)
+                if j == sl.start:
+                    x[held] = x0[held]
+                return x
             return start_of(j, traj[j - sl.start])
     # the simulation's magnitudes too: an unmeasured state that starts at
     # zero (a pendulum's rate) otherwise has no scale but the 1e-8 floor,
@@ -367,7 +371,7 @@ def initial_guess(
     fns: IntervalFunctions,
     p0: np.ndarray,
     x0s: list[np.ndarray],
-    estimate_x0: bool,
+    estimate_x0: bool | np.ndarray,
     x_lb: np.ndarray,
     x_ub: np.ndarray,
     max_sweeps: int = 40,
@@ -384,8 +388,8 @@ def initial_guess(
     p0 : ndarray (np,)
     x0s : list of ndarray (nx,)
         Initial-state guess (or known value) per experiment.
-    estimate_x0 : bool
-        When False the ``x0s`` are kept exactly.
+    estimate_x0 : bool or ndarray of bool (nx,)
+        Which initial states are estimated; the others are kept at ``x0s``.
     x_lb, x_ub : ndarray (nx,)
         State box for the ``x_j``.
     max_sweeps : int
@@ -421,7 +425,8 @@ def initial_guess(
     typical = np.max(np.abs(np.asarray(x0s, float)), axis=0)
     typical = np.maximum(typical, np.where(np.isfinite(span), 0.5 * span, 0.0))
     failed_total = 0
-    plans = [_experiment_plan(disc, e, x0s[e], p0, estimate_x0, lo, hi, typical, strategy, notes)
+    mask = np.broadcast_to(np.asarray(estimate_x0, bool), (disc.model.nx,))
+    plans = [_experiment_plan(disc, e, x0s[e], p0, mask, lo, hi, typical, strategy, notes)
              for e in range(len(disc.intervals_of))]
     # every start known before any fixed point (from the simulation, or every
     # state measured): the fixed points of all those intervals at once

@@ -30,7 +30,7 @@ from .model import Model
 from .transcription import IntervalFunctions, Transcription, build_interval_functions
 
 __all__ = ["build_setup", "initial_weights", "weights_from_variance", "residual_variance",
-           "as_vector", "interval_functions", "estimated_quantities"]
+           "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
 
 # Interval functions already built in this process, per model and shape.
 _BUILT: weakref.WeakKeyDictionary[Model, dict[tuple, IntervalFunctions]] = (
@@ -83,13 +83,44 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
     return arr
 
 
+def x0_mask(estimate_x0: Any, nx: int) -> np.ndarray:
+    """``estimate``'s ``estimate_x0`` as one bool per state (which initial
+    states are estimated): ``True``/``False`` for all, or a sequence of ``nx``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``estimate_x0`` and what it takes.
+    """
+    if isinstance(estimate_x0, (bool, np.bool_)):
+        return np.full(nx, bool(estimate_x0))
+    try:
+        mask = [v for v in estimate_x0]
+    except TypeError:
+        mask = None
+    if mask is None or not all(isinstance(v, (bool, np.bool_)) for v in mask):
+        raise TypeError("`estimate_x0` must be True, False, or one True/False per state "
+                        f"(which initial states are estimated), got {estimate_x0!r}")
+    if len(mask) != nx:
+        raise ValueError(f"`estimate_x0` has {len(mask)} entries; the model has nx = {nx} "
+                         "states (one True/False each: estimated, or known from each "
+                         "experiment's x0)")
+    return np.asarray(mask, dtype=bool)
+
+
+def x0_setting(mask: np.ndarray) -> bool | list[bool]:
+    """The mask as ``settings["estimate_x0"]`` keeps it: one bool where every
+    state agrees (as ``estimate`` was given it most often), else the list."""
+    return bool(mask[0]) if mask.size and np.all(mask == mask[0]) else [bool(v) for v in mask]
+
+
 def estimated_quantities(p_lb: Any, p_ub: Any, nx: int, n_experiments: int,
-                         estimate_x0: bool) -> tuple[int, int]:
+                         estimate_x0: Any) -> tuple[int, int]:
     """How many quantities a fit estimates: the free parameters (lower bound
-    below upper; equal bounds hold one), and the initial states (``nx`` per
-    experiment, or none with ``estimate_x0=False``)."""
+    below upper; equal bounds hold one), and the initial states (those
+    ``estimate_x0`` marks, :func:`x0_mask`, in every experiment)."""
     n_p = int(np.sum(np.asarray(p_lb, float) < np.asarray(p_ub, float)))
-    return n_p, (nx * n_experiments if estimate_x0 else 0)
+    return n_p, int(x0_mask(estimate_x0, nx).sum()) * n_experiments
 
 
 def initial_weights(disc: Discretisation) -> np.ndarray:
@@ -154,7 +185,7 @@ def build_setup(
     weights: np.ndarray,
     p_bounds: tuple[np.ndarray, np.ndarray],
     x_bounds: tuple[np.ndarray, np.ndarray],
-    estimate_x0: bool,
+    estimate_x0: bool | np.ndarray,
     x_scale: np.ndarray | None = None,
     p_scale: np.ndarray | None = None,
     codegen: bool | str = "auto",
@@ -231,8 +262,7 @@ def build_setup(
         raise ValueError("`p_scale` must be positive and finite")
     J = disc.n_intervals
     free_x = np.ones((J, model.nx), dtype=bool)
-    if not estimate_x0:
-        free_x[disc.is_first] = False
+    free_x[disc.is_first] = x0_mask(estimate_x0, model.nx)  # the known initial states held
     free_p = p_lb < p_ub
     return Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
                  p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,

@@ -366,7 +366,7 @@ def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
     kw.update(
         x0_bounds=(None if "x0_bounds" not in s else
                    tuple(np.asarray(b, float) for b in s["x0_bounds"])),
-        estimate_x0=bool(s["estimate_x0"]), n=int(s["n"]), lam=float(s["lam"]),
+        estimate_x0=s["estimate_x0"], n=int(s["n"]), lam=float(s["lam"]),
         nodes=int(s["nodes"]), scheme=str(s["scheme"]), refine=int(s["refine"]),
         codegen=_codegen(s.get("codegen", "auto")),
         weights=None if s.get("weights", "none") == "none" else np.asarray(result.weights, float),

@@ -328,8 +328,14 @@ class EstimationResult:
         nx = len(self.x0[0])
         names = self.x_names or [f"x{i}" for i in range(nx)]
         exps = self.experiment_names or [f"experiment {j}" for j in range(len(self.x0))]
-        estimated = bool(self.settings.get("estimate_x0", True))
-        lines = [f"  initial states ({'estimated' if estimated else 'known, not estimated'}"
+        setting = self.settings.get("estimate_x0", True)
+        mask = ([bool(v) for v in setting] if isinstance(setting, (list, tuple))
+                else [bool(setting)] * nx)
+        estimated = any(mask)
+        known = [names[i] for i in range(nx) if not mask[i]]
+        what = ("estimated" if all(mask) else "known, not estimated" if not estimated
+                else f"estimated, {', '.join(known)} known")
+        lines = [f"  initial states ({what}"
                  + (", std. error in brackets" if estimated and self.x0_std else "") + "):"]
         width = max(12, *(len(n) + 2 for n in exps))
         with_std = estimated and self.x0_std is not None and len(self.x0_std) == len(self.x0)

@@ -249,3 +249,36 @@ def test_the_convergence_plot_draws_several_solves_one_after_another():
             assert np.all(np.diff(x) > 0)
     assert sum(1 for line in ax.get_lines() if line.get_linestyle() == ":") == restarts
     assert ax.get_xlim()[1] >= len(res.history["iteration"])
+
+
+def test_some_initial_states_known_the_others_estimated():
+    # a process engineer knows the start volume of a fed-batch but not its
+    # concentrations; estimate_x0 was all or nothing, and x0_bounds (a box for
+    # every interval start, not x0 alone) held the state fixed along the whole run
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, y=x, x_names=["A", "B"],
+                     rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]))
+    made = pc.simulate_experiment(model, [2.0, 0.5], [0.8, 0.3], np.linspace(0, 8, 33),
+                                  noise_std=0.01, seed=1)
+    exp = pc.Experiment(made.t, made.y, x0=[1.5, 0.5])  # A's guess, B's known value
+    results = [pc.estimate(model, [exp], [0.5, 0.5], method, estimate_x0=[True, False])
+               for method in ("picard-gn", "ipopt")]
+    for res in results:
+        assert res.success, res.message
+        assert res.x0[0][1] == 0.5 and abs(res.x0[0][0] - 2.0) < 3 * res.x0_std[0][0]
+        assert np.all(np.abs(res.p - [0.8, 0.3]) < 3 * res.p_std)
+        assert res.settings["estimate_x0"] == [True, False]
+    assert np.allclose(results[0].p, results[1].p, rtol=1e-6)
+    assert "initial states (estimated, B known" in results[0].summary()
+    prof = pc.profile(results[0], parameters=["p0"])
+    assert prof.intervals[0, 0] < 0.8 < prof.intervals[0, 1]
+    with pytest.raises(ValueError, match=r"holds the initial value of B at the experiment's "
+                                         r"`x0`, which it does not have"):
+        pc.estimate(model, [pc.Experiment(made.t, made.y)], [0.5, 0.5],
+                    estimate_x0=[True, False])
+    with pytest.raises(ValueError, match=r"`estimate_x0` has 3 entries; the model has nx = 2"):
+        pc.estimate(model, [exp], [0.5, 0.5], estimate_x0=[True, False, True])
+    with pytest.raises(TypeError, match=r"`estimate_x0` must be True, False, or one"):
+        pc.estimate(model, [exp], [0.5, 0.5], estimate_x0="no")

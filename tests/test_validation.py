@@ -257,7 +257,9 @@ def test_estimate_bad_option_value_named(vdp_model):
 
 def test_estimate_known_x0_requires_x0(vdp_model):
     e = pc.Experiment(np.linspace(0, 1, 5), np.ones((5, 2)), name="nox0")
-    with pytest.raises(ValueError, match=r"'nox0'.*estimate_x0=False needs"):
+    with pytest.raises(ValueError, match=r"'nox0'.*estimate_x0=False holds the initial value "
+                                         r"of x0, x1 at the experiment's `x0`, which it does "
+                                         r"not have"):
         pc.estimate(vdp_model, [e], p0=[1, 1], estimate_x0=False)
 
 

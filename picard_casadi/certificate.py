@@ -243,7 +243,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
     # the shift of the least-squares estimate, and each interval's part of it
     sw = np.sqrt(setup.tr.weights)
-    Jt, rows = info.Jt, info.rows
+    Jt = info.Jt
     nth = Jt.shape[1]
     m_meas = Jt.shape[0]
     s2_fit = float(info.r @ info.r) / max(m_meas - nth, 1)
@@ -253,7 +253,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
     # the SVD of Jt's triangular factor: the same singular values and right
     # singular vectors, without the SVD's work on Jt's many rows
-    _, sv, Vt = (np.linalg.svd(np.linalg.qr(Jt, mode="r") if m_meas > nth else Jt,
+    _, sv, Vt = (np.linalg.svd(Jt.triangular() if m_meas > nth else Jt.dense(),
                                full_matrices=False) if nth else (None, np.zeros(0), None))
     keep = sv > 1e-12 * float(sv.max(initial=0.0)) if nth else np.zeros(0, bool)
 
@@ -269,14 +269,16 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
     grad = np.zeros(nth)
     own = np.zeros(J)
-    L = np.zeros((nx, nth))
-    for sl in disc.intervals_of:
-        L = np.zeros((nx, nth))  # adjoint of the propagation, after the experiment's end
+    for ex, sl in enumerate(disc.intervals_of):
+        cols = Jt.columns[ex]  # the experiment's rows touch these columns only
+        # adjoint of the propagation, after the experiment's end (on its columns)
+        L = np.zeros((nx, cols.size))
         for j in range(sl.stop - 1, sl.start - 1, -1):
-            g_j = Jt[rows[j]].T @ rows_of(j, e[j].T) + L.T @ d[j]
+            g_j = Jt.rows_transposed(j, rows_of(j, e[j].T))
+            g_j[cols] += L.T @ d[j]
             grad += g_j
             own[j] = in_standard_errors(g_j)
-            L = rows_of(j, dGx[j]).T @ Jt[rows[j]] + E[j].T @ L
+            L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
     shift = in_standard_errors(grad)
     Delta = -Vt[keep].T @ ((Vt[keep] @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
     p_shift = np.zeros(model.np)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .block_jacobian import BlockJacobian
 from .methods.base import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
@@ -81,8 +82,9 @@ class SolutionSensitivity:
         :meth:`~picard_casadi.transcription.Transcription.interval_sensitivities` at ``U``.
     r : ndarray (m,)
         Weighted residuals ``sqrt(w) (y - g)`` over the measured values.
-    Jt : ndarray (m, n_theta)
-        ``d r / d theta``, ``theta`` the free parameters and initial states.
+    Jt : BlockJacobian
+        ``d r / d theta``, ``theta`` the free parameters and initial states,
+        ``(m, n_theta)`` held block by block (:mod:`picard_casadi.block_jacobian`).
     columns : list of (kind, experiment, index)
         What each column of ``Jt`` is: ``("p", -1, i)`` or ``("x0", e, i)``.
     rows : list of slice
@@ -93,7 +95,7 @@ class SolutionSensitivity:
     U: np.ndarray
     sens: dict[str, np.ndarray]
     r: np.ndarray
-    Jt: np.ndarray
+    Jt: BlockJacobian
     columns: list[tuple[str, int, int]]
     rows: list[slice]
 
@@ -127,37 +129,42 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     m = disc.model
     nx, np_ = m.nx, m.np
     columns: list[tuple[str, int, int]] = [("p", -1, i) for i in range(np_) if setup.free_p[i]]
-    p_cols = {i: k for k, (_, _, i) in enumerate(columns)}
+    p_free = [i for i in range(np_) if setup.free_p[i]]
+    n_p = len(columns)
+    # each experiment's rows touch the free parameters and its own initial states
+    block_cols: list[np.ndarray] = []
     for e, sl in enumerate(disc.intervals_of):
-        for i in range(nx):
-            if setup.free_x[sl.start, i]:
-                columns.append(("x0", e, i))
-    nth = len(columns)
-    col_of = {(kind, e, i): k for k, (kind, e, i) in enumerate(columns)}
-    Ep = np.zeros((np_, nth))
-    for i, k in p_cols.items():
-        Ep[i, k] = 1.0
+        own = [i for i in range(nx) if setup.free_x[sl.start, i]]
+        block_cols.append(np.concatenate([np.arange(n_p), len(columns) + np.arange(len(own))]
+                                         ).astype(int))
+        columns.extend(("x0", e, i) for i in own)
     sw = np.sqrt(tr.weights)
     rows_r: list[np.ndarray] = [np.zeros(0)] * disc.n_intervals
-    rows_J: list[np.ndarray] = [np.zeros((0, nth))] * disc.n_intervals
+    blocks: list[np.ndarray] = [np.zeros((0, 0))] * disc.n_intervals
     for e, sl in enumerate(disc.intervals_of):
-        S = np.zeros((nx, nth))
-        for i in range(nx):
-            k = col_of.get(("x0", e, i))
-            if k is not None:
-                S[i, k] = 1.0
+        ne = block_cols[e].size
+        own = [i for i in range(nx) if setup.free_x[sl.start, i]]
+        S = np.zeros((nx, ne))  # d x_j / d (p, x0_e) on the block's columns
+        for k, i in enumerate(own):
+            S[i, n_p + k] = 1.0
+        Ep = np.zeros((np_, ne))
+        for k, i in enumerate(p_free):
+            Ep[i, k] = 1.0
         for j in range(sl.start, sl.stop):
             dG = sens["dG"][j]  # (M, ny, nx + np)
-            dy = np.einsum("moa,az->moz", dG[..., :nx], S) + np.einsum("mok,kz->moz", dG[..., nx:], Ep)
+            dy = (np.einsum("moa,az->moz", dG[..., :nx], S)
+                  + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
             mask = disc.mask[j].T > 0  # (M, ny)
             res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
             rows_r[j] = (sw[None, :] * res)[mask]
-            rows_J[j] = (-sw[None, :, None] * dy)[mask]
+            blocks[j] = (-sw[None, :, None] * dy)[mask]
             dend = sens["dend"][j]
             S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
     bounds = np.cumsum([0] + [r.size for r in rows_r])
     rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-    return np.concatenate(rows_r), np.concatenate(rows_J, axis=0), columns, rows, sens
+    Jt = BlockJacobian(blocks=blocks, columns=block_cols, exp_of=np.asarray(disc.exp_of, int),
+                       n=len(columns))
+    return np.concatenate(rows_r), Jt, columns, rows, sens
 
 
 def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> None:
@@ -183,7 +190,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
         )
         return
     with np.errstate(all="ignore"):
-        F = Jt.T @ Jt
+        F = Jt.gram()
         s2 = float(r @ r) / (m_meas - nth)
     if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
         result.warnings.append(

@@ -173,6 +173,21 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Any = No
     """
     if executor is None:
         return [fn(*args) for args in tasks]
+    try:
+        return _run_on(executor, fn, tasks)
+    except BrokenProcessPool as error:
+        if not _script_unguarded():
+            raise
+        raise RuntimeError(
+            "the process pool broke (a worker process died at its start or during a "
+            "task): a pool's processes import the script that was run again "
+            "(spawn), so a script that starts the work at import must put it under "
+            "`if __name__ == \"__main__\":`; otherwise a worker crashed or ran out "
+            "of memory") from error
+
+
+def _run_on(executor: Any, fn: Callable[..., Any], tasks: Sequence[tuple]) -> list[Any]:
+    """:func:`run_tasks` on an executor."""
     futures = [executor.submit(_call_in_worker, fn, args) for args in tasks]
     try:
         cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
@@ -180,15 +195,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Any = No
         if failed:
             for f in futures:
                 f.cancel()
-            error = failed[0].exception()
-            if isinstance(error, BrokenProcessPool) and _script_unguarded():
-                raise RuntimeError(
-                    "the process pool broke (a worker process died at its start or during a "
-                    "task): a pool's processes import the script that was run again "
-                    "(spawn), so a script that starts the work at import must put it under "
-                    "`if __name__ == \"__main__\":`; otherwise a worker crashed or ran out "
-                    "of memory") from error
-            raise error
+            raise failed[0].exception()
         out = []
         for f in futures:
             value, caught = f.result()

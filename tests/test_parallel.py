@@ -318,6 +318,7 @@ def test_a_script_without_the_main_guard_is_told_what_broke_the_pool(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path)
     assert run.returncode != 0
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("RuntimeError: the process pool broke"), last
-    assert 'if __name__ == "__main__":' in last
+    # the workers print their own tracebacks on the same stderr, in any order
+    ours = [line for line in run.stderr.splitlines()
+            if line.startswith("RuntimeError: the process pool broke")]
+    assert ours and 'if __name__ == "__main__":' in ours[0], run.stderr[-3000:]

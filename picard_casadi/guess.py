@@ -51,6 +51,9 @@ __all__ = ["GUESS_NOTE", "initial_guess", "measured_state_series", "local_regres
 GUESS_NOTE = "initial guess: "
 #: ``"auto"`` is estimate's: "simulation", then "anchored" where that never joins up
 GUESSES = ("auto", "simulation", "anchored", "shooting")
+#: up to this many samples the local regressions take every sample (weight zero
+#: outside a point's window); beyond it only the window's, found by bisection
+GATHER_ALL_SAMPLES = 4096
 #: CVODES tolerances of the initial-guess simulation
 GUESS_RTOL = 1e-6
 GUESS_ATOL = 1e-8
@@ -131,6 +134,11 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
         for k, v in enumerate(series):
             out[k, i] = local_regression(ts, v, float(t[i]), half_width, degree)
     points = np.flatnonzero(full_all)
+    if n <= GATHER_ALL_SAMPLES:
+        # every sample, weight zero outside the window: the arithmetic (and so the
+        # round-off) of the fits these starts were tuned on; a stiff kinetics fit
+        # took another path to max_iter from starts 1e-16 apart
+        lo_all, hi_all = np.zeros_like(lo_all), np.full_like(hi_all, n)
     width = int((hi_all - lo_all)[points].max(initial=1))
     chunk = max(1, 2 ** 20 // width)  # about 8 MB of Vandermonde rows at a time
     for start in range(0, points.size, chunk):
@@ -141,7 +149,8 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
         idx = np.minimum(idx, n - 1)
         tt = ts[idx] - tc[:, None]
         d = np.abs(tt)
-        sw = np.where(valid, (1.0 - np.minimum(d / w[:, None], 1.0) ** 3) ** 1.5, 0.0)
+        sw = np.where(valid & (d < w[:, None]),
+                      (1.0 - np.minimum(d / w[:, None], 1.0) ** 3) ** 1.5, 0.0)
         V = tt[:, :, None] ** np.arange(degree + 1) * sw[:, :, None]
         q, r = np.linalg.qr(V)
         # Q^T (sw v) of every series: (points, degree + 1, series)

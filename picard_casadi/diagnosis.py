@@ -149,7 +149,7 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
     A solution that blows up keeps the message's advice.  A finite solution
     means the growth is that of the linearised dynamics along the iterate: a
     CSTR whose ``p0`` puts it on its ignited branch while the data sit on
-    the cold one has sensitivities of 1e17 over the data (the condensed step
+    the cold one has sensitivities of 2.3e17 over the data (the condensed step
     chains every interval's sensitivity from the experiment's start, as
     single shooting does), and no mesh changes that; IPOPT on the same
     collocation keeps every interval start an unknown and converged there.

@@ -245,7 +245,7 @@ def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default():
     # picard-gn stopped at p0 with "the solution nearly blows up" although a
     # simulation at p0 is mild (T <= 429 K): along the data's cold branch the
     # model at p0 is unstable, and the condensed step's sensitivities reach
-    # 1e17.  Left to the default method, IPOPT on the same collocation converges
+    # 2.3e17.  Left to the default method, IPOPT on the same collocation converges
     model, exp, truth = _cstr_on_its_cold_branch()
     p0 = [5e10, 8500.0, 4e4]
     chosen = pc.estimate(model, [exp], p0, "picard-gn", uncertainty=False)

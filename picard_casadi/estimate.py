@@ -802,7 +802,7 @@ def estimate(
     result, fitted = _assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
         T=prob.T, n=n, lam=float(lam), nodes=nodes, scheme=scheme, weights=weights_mode,
         weight_rounds=solved.weight_rounds,
-        estimate_x0=x0_setting(x0_mask(estimate_x0, model.nx)),
+        estimate_x0=x0_setting(prob.estimate_x0),
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
@@ -812,6 +812,8 @@ def estimate(
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name,
                _kinked_inputs(prob.model, prob.experiments))
+    # where every state is an output, both starts take every state from the data
+    every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
         check_fit(result, prob.experiments, fitted)
     elif result.status in _ITERATION_LIMITS:
@@ -819,7 +821,7 @@ def estimate(
         result.message = _applicable_advice(
             result.message, weights_mode, model.ny,
             # where every state is an output, "anchored" starts as the default does
-            "anchored" if set(model.output_state_index) >= set(range(model.nx)) else guess)
+            "anchored" if every_state_measured else guess)
     unstable = (not result.success
                 and diagnose_stuck_step(result, prob.model, prob.experiments))
     if uncertainty and outcome.success and info is not None:
@@ -844,21 +846,26 @@ def estimate(
         note_bounds_reached(result, p_lb, p_ub)
     _note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
-    # where every state is an output both starts take every state from the data:
-    # the second run repeated the first bit for bit (a user's 40-state chain, 84 s twice)
-    every_state_measured = set(model.output_state_index) >= set(range(model.nx))
+
+    def second_run(run_method: str, run_guess: str,
+                   run_options: dict[str, Any]) -> EstimationResult:
+        """This call again with another method or start (a failure, not raised)."""
+        return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
+                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
+                        nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
+                        uncertainty=uncertainty, seed=seed, callback=callback,
+                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
+
+    # with every state an output the second run repeated the first bit for bit (a
+    # user's 40-state chain, 84 s twice)
     if (guess == "auto" and warm_start is None and spec.name == "picard-gn"
             and result.status == "max_iter" and not every_state_measured
             and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
         # the trajectory from the simulated start never joined up: a user's 200 s
         # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
         # both converged from the states propagated from the data
-        retry = estimate(model, experiments, p0, method, p_bounds=p_bounds,
-                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,
-                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess="anchored",
-                         uncertainty=uncertainty, seed=seed, callback=callback,
-                         raise_on_failure=False, max_intervals=max_intervals, **options)
+        retry = second_run(method, "anchored", options)
         if retry.success:
             retry.warnings.insert(0, (
                 f"the first run, from the states simulated with p0, ended at max_iter "
@@ -874,13 +881,7 @@ def estimate(
             f"({_clipped(retry.message)})")
         result.wall_time = time.perf_counter() - t_start  # both runs
     if unstable and not method_chosen and warm_start is None:
-        retry = estimate(model, experiments, p0, "ipopt", p_bounds=p_bounds,
-                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,
-                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=guess,
-                         uncertainty=uncertainty, seed=seed, callback=callback,
-                         raise_on_failure=False, max_intervals=max_intervals,
-                         **_options_of(get_method("ipopt"), options))
+        retry = second_run("ipopt", guess, _options_of(get_method("ipopt"), options))
         if retry.success:
             retry.warnings.insert(0, (
                 "picard-gn stopped: the model is unstable along its trajectory at p = "

@@ -120,15 +120,14 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
 
     # each point's window found by bisection, and only its samples gathered: over
     # every sample, 50,000 samples on 5,000 intervals took 89 s (a user's report)
-    tc_all = t
     w_all = np.full(t.size, float(half_width))
-    lo_all, hi_all = window(tc_all, w_all)
+    lo_all, hi_all = window(t, w_all)
     while True:  # widen where too few samples, as local_regression does
         grow = (hi_all - lo_all < degree + 2) & (w_all < cap)
         if not grow.any():
             break
         w_all[grow] *= 1.5
-        lo_all[grow], hi_all[grow] = window(tc_all[grow], w_all[grow])
+        lo_all[grow], hi_all[grow] = window(t[grow], w_all[grow])
     full_all = hi_all - lo_all >= degree + 1
     for i in np.flatnonzero(~full_all):
         for k, v in enumerate(series):

@@ -132,9 +132,9 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     p_free = [i for i in range(np_) if setup.free_p[i]]
     n_p = len(columns)
     # each experiment's rows touch the free parameters and its own initial states
+    owns = [[i for i in range(nx) if setup.free_x[sl.start, i]] for sl in disc.intervals_of]
     block_cols: list[np.ndarray] = []
-    for e, sl in enumerate(disc.intervals_of):
-        own = [i for i in range(nx) if setup.free_x[sl.start, i]]
+    for e, own in enumerate(owns):
         block_cols.append(np.concatenate([np.arange(n_p), len(columns) + np.arange(len(own))]
                                          ).astype(int))
         columns.extend(("x0", e, i) for i in own)
@@ -143,7 +143,7 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     blocks: list[np.ndarray] = [np.zeros((0, 0))] * disc.n_intervals
     for e, sl in enumerate(disc.intervals_of):
         ne = block_cols[e].size
-        own = [i for i in range(nx) if setup.free_x[sl.start, i]]
+        own = owns[e]
         S = np.zeros((nx, ne))  # d x_j / d (p, x0_e) on the block's columns
         for k, i in enumerate(own):
             S[i, n_p + k] = 1.0
@@ -250,27 +250,25 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             continue
         named |= involved
         listed = ", ".join(names[c] for c in np.flatnonzero(involved))
+        head = ("the information matrix is near-singular (relative eigenvalue "
+                f"{evals[k] / lam_max:.1e}): ")
         if weak[k] and np.count_nonzero(involved) == 1:
             # one quantity alone (a parameter the model hardly uses) is no combination
             result.warnings.append(
-                "the information matrix is near-singular (relative eigenvalue "
-                f"{evals[k] / lam_max:.1e}): the data do not determine {listed} near this "
-                "estimate, so its standard error is inf; it is practically unidentifiable "
-                "here (pc.profile(res) follows the likelihood beyond the linearisation)")
+                f"{head}the data do not determine {listed} near this estimate, so its "
+                "standard error is inf; it is practically unidentifiable here "
+                "(pc.profile(res) follows the likelihood beyond the linearisation)")
         elif weak[k]:
             result.warnings.append(
-                "the information matrix is near-singular (relative eigenvalue "
-                f"{evals[k] / lam_max:.1e}): the data do not determine the combination "
-                f"of {listed} near this estimate, so their standard errors are inf; these "
-                "parameters are practically unidentifiable here (pc.profile(res) follows the "
-                "likelihood beyond the linearisation: one of them may still have a finite "
-                "interval)")
+                f"{head}the data do not determine the combination of {listed} near this "
+                "estimate, so their standard errors are inf; these parameters are "
+                "practically unidentifiable here (pc.profile(res) follows the likelihood "
+                "beyond the linearisation: one of them may still have a finite interval)")
         else:
             result.warnings.append(
-                "the information matrix is near-singular (relative eigenvalue "
-                f"{evals[k] / lam_max:.1e}): the data determine the combination of "
-                f"{listed} only weakly; their standard errors are large and strongly "
-                "correlated (res.p_corr, and the x0 standard errors in res.x0_std)")
+                f"{head}the data determine the combination of {listed} only weakly; their "
+                "standard errors are large and strongly correlated (res.p_corr, and the x0 "
+                "standard errors in res.x0_std)")
     for k, (kind, _, i) in enumerate(columns):
         # one parameter the data hardly see is no near-singular combination
         # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)

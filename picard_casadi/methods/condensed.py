@@ -107,9 +107,8 @@ STATIONARITY_DAMPING = 1e-14
 # never has gaps this open when it runs out of gains)
 STUCK_ITERATIONS = 3
 STUCK_GAP = 1e-6
-#: how the message of that failure begins
-STUCK_MESSAGE = "no step can lower the merit although the continuity gaps are still open"
-#: its two possible causes, which estimate's diagnosis tells apart by a simulation
+#: the two possible causes of that failure, which estimate's diagnosis tells
+#: apart by a simulation
 STUCK_CAUSES = ("the solution nearly blows up there, or the model is strongly unstable "
                 "along the current trajectory")
 #: condensed sensitivities (scaled) beyond which a collapsed trust region is
@@ -372,15 +371,22 @@ class ConstrainedGaussNewtonStep:
             self._stuck = 0
         if self._stuck < STUCK_ITERATIONS:
             return info
-        _, p = self.setup.from_scaled(Xs, ps)
         return failed_step(Xs, ps, (
-            f"{STUCK_MESSAGE} (scaled norm {self._last_gap:.3g}): the linearisation is "
-            f"numerically meaningless (gradient norm {info.grad_norm:.3g}; the sensitivities "
-            f"of the interval starts to (p, x0) reach {self._largest_sensitivity:.3g}, at "
-            f"{describe_interval(self.setup, self._worst_interval)}) at p = "
-            f"{np.array2string(p, precision=6)}: {STUCK_CAUSES} -- start from a better "
-            "p0, bound p (p_bounds) and the states (x0_bounds), or use a shorter T"),
+            "no step can lower the merit although the continuity gaps are still open "
+            f"(scaled norm {self._last_gap:.3g}): the linearisation is numerically "
+            f"meaningless (gradient norm {info.grad_norm:.3g}; {self._unstable_detail(Xs, ps)}"),
             self.mu, info.phi_before)
+
+    def _unstable_detail(self, Xs, ps) -> str:
+        """Where the condensed sensitivities are largest and how large, the ``p``,
+        and :data:`STUCK_CAUSES` with their advice: the end of both messages of
+        a linearisation out of double precision."""
+        _, p = self.setup.from_scaled(Xs, ps)
+        return (f"the sensitivities of the interval starts to (p, x0) reach "
+                f"{self._largest_sensitivity:.3g}, at "
+                f"{describe_interval(self.setup, self._worst_interval)}) at p = "
+                f"{np.array2string(p, precision=6)}: {STUCK_CAUSES} -- start from a better "
+                "p0, bound p (p_bounds) and the states (x0_bounds), or use a shorter T")
 
     def _step(self, Xs, U, ps, V, lam) -> StepInfo:
         s = self.setup
@@ -610,16 +616,10 @@ class ConstrainedGaussNewtonStep:
         if self.radius <= 1e-10 and self._largest_sensitivity > UNSTABLE_SENSITIVITY:
             # the same breakdown as _check_stuck's, met through the trust region
             # (a CSTR on T = 0.05: sensitivities of 7e12)
-            _, p = self.setup.from_scaled(Xs, ps)
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             failed=True, optimality=optimality, message=(
-                                "no acceptable step: the trust region collapsed (the "
-                                "sensitivities of the interval starts to (p, x0) reach "
-                                f"{self._largest_sensitivity:.3g}, at "
-                                f"{describe_interval(self.setup, self._worst_interval)}) at "
-                                f"p = {np.array2string(p, precision=6)}: {STUCK_CAUSES} -- "
-                                "start from a better p0, bound p (p_bounds) and the states "
-                                "(x0_bounds), or use a shorter T"))
+                                "no acceptable step: the trust region collapsed ("
+                                + self._unstable_detail(Xs, ps)))
         if self.radius <= 1e-10:
             xl, xu, _, _ = self.setup.scaled_bounds
             advice = ("a state bound may block every descent direction -- widen "

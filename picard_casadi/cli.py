@@ -670,7 +670,7 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
               extras: dict[str, Any] | None = None) -> _Fit:
     """Combine the problem's (or the model file's) settings with the flags; flags win."""
     options = dict(options)
-    # unset stays None: estimate's default, with its fallback to IPOPT
+    # unset stays None: estimate's default, with its fallbacks to IPOPT and shooting
     method = getattr(args, "method", None) or options.pop("method", None)
     options.pop("method", None)
     if method is not None and method not in METHOD_CHOICES:

@@ -34,6 +34,7 @@ from .errors import ConvergenceError, DiscretisationWarning
 from .diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step, fitted_outputs,
                         note_bounds_reached)
 from .experiment import Experiment
+from .fallbacks import ITERATION_LIMITS, DefaultPath, clipped, second_runs
 from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
@@ -57,11 +58,6 @@ _AUTO_WEIGHT_ROUNDS = 6
 # Methods whose estimate is of the collocation solution on the mesh (the
 # certificate refines their mesh); shooting integrates with CVODES instead.
 _COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
-#: statuses of a run stopped by its iteration or time limit (the package's
-#: methods, and IPOPT's for "ipopt" and "shooting"): not a breakdown, so no
-#: refinement and restart from p0
-_ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
-                     "Maximum_WallTime_Exceeded")
 
 
 # ---------------------------------------------------------------------- checks
@@ -420,17 +416,17 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
                 break
             setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
         else:
-            # a breakdown (not an iteration limit) on a mesh that does not
+            # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements
-                    or outcome.status in _ITERATION_LIMITS + ("stopped",)):
+                    or outcome.status in ITERATION_LIMITS + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
             if marked is None or not _within_limit(prob, setup, marked):
                 break
             prob.notes.append(
                 f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals, which "
-                f"did not resolve the model ({_clipped(outcome.message, 100)}); the mesh was "
+                f"did not resolve the model ({clipped(outcome.message, 100)}); the mesh was "
                 "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
@@ -631,7 +627,10 @@ def estimate(
         constraints.  Left unset, a ``picard-gn`` run whose step lost all
         precision on a model that is unstable along the trajectory (its
         own solution finite) is repeated with ``"ipopt"`` on the same
-        discretisation, and the result says so.  ``"picard"``: the paper's Algorithm 4 (projected
+        discretisation, and one that reaches no certified answer otherwise
+        (but a stop by the callback or by a ``max_iter`` you set) with
+        ``"shooting"`` from ``p0``; the result says so
+        (:mod:`picard_casadi.fallbacks`).  ``"picard"``: the paper's Algorithm 4 (projected
         gradient steps with line search and relaxed Picard updates).
         ``"ipopt"``: IPOPT on the collocation NLP of the same discretisation.
         ``"shooting"``: CVODES multiple shooting solved by IPOPT.
@@ -816,7 +815,7 @@ def estimate(
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
         check_fit(result, prob.experiments, fitted)
-    elif result.status in _ITERATION_LIMITS:
+    elif result.status in ITERATION_LIMITS:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = _applicable_advice(
             result.message, weights_mode, model.ny,
@@ -847,9 +846,10 @@ def estimate(
     _note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
 
-    def second_run(run_method: str, run_guess: str,
-                   run_options: dict[str, Any]) -> EstimationResult:
+    def rerun(run_method: str, run_guess: str) -> EstimationResult:
         """This call again with another method or start (a failure, not raised)."""
+        run_options = options if run_method == method else _options_of(
+            get_method(run_method), options)
         return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,
@@ -857,58 +857,16 @@ def estimate(
                         uncertainty=uncertainty, seed=seed, callback=callback,
                         raise_on_failure=False, max_intervals=max_intervals, **run_options)
 
-    # with every state an output the second run repeated the first bit for bit (a
-    # user's 40-state chain, 84 s twice)
-    if (guess == "auto" and warm_start is None and spec.name == "picard-gn"
-            and result.status == "max_iter" and not every_state_measured
-            and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
-        # the trajectory from the simulated start never joined up: a user's 200 s
-        # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
-        # both converged from the states propagated from the data
-        retry = second_run(method, "anchored", options)
-        if retry.success:
-            retry.warnings.insert(0, (
-                f"the first run, from the states simulated with p0, ended at max_iter "
-                f"with the continuity gaps open ({_clipped(result.message)}); this result "
-                "is from a second run with guess='anchored' (states propagated from the "
-                "data)"))
-            retry.wall_time += result.wall_time
-            retry.settings["guess"] = "anchored (after 'simulation')"
-            return retry
-        result.message = result.message.replace(
-            f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
-            "; a second run from guess='anchored' did not converge either "
-            f"({_clipped(retry.message)})")
-        result.wall_time = time.perf_counter() - t_start  # both runs
-    if unstable and not method_chosen and warm_start is None:
-        retry = second_run("ipopt", guess, _options_of(get_method("ipopt"), options))
-        if retry.success:
-            retry.warnings.insert(0, (
-                "picard-gn stopped: the model is unstable along its trajectory at p = "
-                f"{np.array2string(result.p, precision=4)}, where its step loses all "
-                "precision; this result is from method='ipopt' on the same collocation "
-                "(the default method falls back to it there; pass method= to choose)"))
-            retry.wall_time += result.wall_time
-            return retry
-        result.message += ("; method='ipopt' from the same start did not converge either "
-                           f"({_clipped(retry.message)})")
-        result.wall_time = time.perf_counter() - t_start  # both runs
+    result = second_runs(result, DefaultPath(
+        method=spec.name, method_chosen=method_chosen, guess=guess,
+        warm_start=warm_start is not None, every_state_measured=every_state_measured,
+        unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
     for note in result.warnings:
         if "information matrix" in note:
             warn_user(note)
     if raise_on_failure and not result.success:
         raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
     return result
-
-
-def _clipped(message: str, limit: int = 160) -> str:
-    """The first clause of ``message`` (up to its first ``": "``, ``"; "`` or
-    ``" -- "``), cut at a word within ``limit`` characters and its
-    parentheses closed: another run's message quoted inside a note."""
-    head = re.split(r": |; | -- ", message, maxsplit=1)[0].strip()
-    if len(head) > limit:
-        head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
-    return head + ")" * max(0, head.count("(") - head.count(")"))
 
 
 def _unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarray) -> str:

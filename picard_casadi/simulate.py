@@ -424,6 +424,23 @@ def _check_trajectory(model: Model, t: np.ndarray, X: np.ndarray) -> None:
             )
 
 
+def _check_noise_std(noise_std: Any) -> None:
+    """``noise_std`` is one non-negative number; anything else is refused
+    with the fix (the paper's noise has one level for all outputs)."""
+    if np.ndim(noise_std) != 0:
+        raise ValueError(
+            f"noise_std must be one number (the paper's noise, one level for every "
+            f"output), got an array of shape {np.shape(noise_std)}: for a level per output "
+            f"pass noise_std=0 and add your own, y = exp.y + rng.normal(0.0, [s1, s2, ...], "
+            f"size=exp.y.shape), then pc.Experiment(exp.t, y, ...)")
+    try:
+        value = float(noise_std)
+    except (TypeError, ValueError):
+        value = np.nan
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"noise_std must be a non-negative number, got {noise_std!r}")
+
+
 def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | Experiment | np.ndarray | None = None, *,
             noise_std: float = 0.05,
@@ -448,8 +465,7 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     -------
     ndarray (N, ny)
     """
-    if not (np.isfinite(noise_std) and noise_std >= 0):
-        raise ValueError(f"noise_std must be a non-negative number, got {noise_std!r}")
+    _check_noise_std(noise_std)
     t = np.asarray(t, float)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     p = np.asarray(p, float)

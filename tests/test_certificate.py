@@ -65,11 +65,19 @@ def test_refine_false_keeps_the_mesh_and_warns(vdp):
 
 
 def test_an_exhausted_refinement_budget_is_a_failure(vdp):
-    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=5.0,
-                      refine=1)
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", p_bounds=vdp.p_bounds,
+                      T=5.0, refine=1)
     assert not res.success
     assert res.status == "not_certified"
     assert "refine" in res.message and "noise levels" in res.message
+
+
+def test_the_default_method_falls_back_to_shooting_where_the_mesh_is_not_certified(vdp):
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=5.0,
+                      refine=1)
+    assert res.success and res.method == "shooting" and res.certificate["passed"]
+    assert "not_certified" in res.warnings[0] and "method='shooting'" in res.warnings[0]
+    assert np.allclose(res.p, vdp.p_true, rtol=0.02)
 
 
 @pytest.mark.parametrize("method", ["picard-gn", "ipopt"])

@@ -282,3 +282,42 @@ def test_the_iteration_limit_advises_only_what_the_run_has_not_tried():
                                  seed=0)
     one = pc.estimate(model, [exp], [0.5], max_iter=2, guess="simulation", uncertainty=False)
     assert one.status == "max_iter" and "weights=" not in one.message
+
+
+def _fed_batch():
+    """Monod growth on a fed batch: the substrate runs out at t ~ 6 h, and with
+    50 g/L of biomass its decay rate reaches ~40 /h, where the first mesh
+    (from the stiffness at t0) has intervals of 1.8 h."""
+    x, p, u = ca.SX.sym("x", 3), ca.SX.sym("p", 3), ca.SX.sym("u", 1)
+    mu = p[0] * x[1] / (p[1] + x[1])
+    dilution = u[0] / x[2]
+    model = pc.Model(x=x, p=p, u=u, y=x[:2], name="fed-batch",
+                     rhs=ca.vertcat(mu * x[0] - dilution * x[0],
+                                    -mu * x[0] / p[2] + dilution * (200.0 - x[1]), u[0]),
+                     p_names=["mumax", "Ks", "Yxs"], x_names=["X", "S", "V"])
+    t = np.linspace(0, 30, 61)
+
+    def feed(tt):
+        return np.where(np.asarray(tt) > 8.0, 0.02, 0.0)
+
+    X = simulate(model, [1.0, 20.0, 1.0], [0.5, 0.2, 0.5], t, u=feed)
+    y = X[:, :2] + np.random.default_rng(0).normal(0.0, [0.5, 0.1], size=(t.size, 2))
+    return model, pc.Experiment(t=t, y=y, u=feed, x0=[1.0, 20.0, 1.0])
+
+
+def test_a_state_that_turns_fast_late_falls_back_to_shooting_by_default():
+    # picard-gn on the default mesh ended at max_iter (Ks on its bound), and from
+    # the truth on finer meshes found a spurious fixed point with S = -4; shooting
+    # resolves the depletion with CVODES
+    model, exp = _fed_batch()
+    bounds = ([0.01, 1e-3, 0.05], [5.0, 50.0, 2.0])
+    chosen = pc.estimate(model, [exp], [0.3, 1.0, 0.3], "picard-gn", p_bounds=bounds,
+                         estimate_x0=False, uncertainty=False)
+    assert not chosen.success
+    res = pc.estimate(model, [exp], [0.3, 1.0, 0.3], p_bounds=bounds, estimate_x0=False)
+    assert res.success and res.method == "shooting", res.message
+    assert res.warnings[0].startswith("picard-gn on the collocation mesh did not reach")
+    assert f"({chosen.status}: " in res.warnings[0]
+    truth = np.array([0.5, 0.2, 0.5])
+    assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
+    assert res.wall_time > chosen.wall_time

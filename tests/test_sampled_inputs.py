@@ -111,12 +111,18 @@ def test_an_uncertified_fit_with_kinked_inputs_names_the_breakpoints_fix():
     y = X[:, :1] + 0.02 * np.random.default_rng(0).standard_normal((t.size, 1))
     U = np.cos(1.2 * t)[:, None]
     res = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U)], [0.1, -0.5, 0.5, 0.3],
-                      uncertainty=False)
+                      "picard-gn", uncertainty=False)
     assert res.status == "not_certified"
     assert "give their sample times as breakpoints" in res.message, res.message
     fixed = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U, breakpoints=t)],
                         [0.1, -0.5, 0.5, 0.3], uncertainty=False)
     assert fixed.success and fixed.certificate["passed"]
+    # the method left unset: shooting (CVODES across the kinks) answers, as the
+    # collocation with breakpoints does
+    default = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U)], [0.1, -0.5, 0.5, 0.3],
+                          uncertainty=False)
+    assert default.success and default.method == "shooting", default.message
+    assert np.allclose(default.p, fixed.p, rtol=1e-2, atol=1e-3), (default.p, fixed.p)
 
 
 def test_a_staircase_read_linearly_by_default_is_noted_and_its_fix_is_right(sampled_problem):

@@ -339,3 +339,14 @@ def test_a_start_guessed_zero_where_the_model_divides_names_the_state_and_the_fi
     exp = pc.Experiment(t, sim.y, u=feed)
     with pytest.raises(ValueError, match=r"V not measured, so guessed 0.*x0=\[\.\.\.\]"):
         pc.estimate(model, [exp], [0.4, 0.5, 0.5])
+
+
+def test_a_noise_level_per_output_is_refused_with_the_fix():
+    # a user passed noise_std=[0.5, 0.1] and got "truth value of an array is ambiguous"
+    x = ca.SX.sym("x", 2)
+    model = pc.Model(x=x, p=ca.SX.sym("k"), rhs=-x, y=x)
+    with pytest.raises(ValueError, match=r"noise_std must be one number.*noise_std=0"):
+        pc.simulate_experiment(model, [1.0, 2.0], [1.0], np.linspace(0, 1, 5),
+                               noise_std=[0.5, 0.1])
+    with pytest.raises(ValueError, match="non-negative number"):
+        pc.simulate_experiment(model, [1.0, 2.0], [1.0], np.linspace(0, 1, 5), noise_std=-1)

@@ -19,7 +19,6 @@ estimate, the certificate, the final mesh, the uncertainty and the timings.
 from __future__ import annotations
 
 import inspect
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -39,7 +38,7 @@ from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
-from .methods.base import (ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE,
+from .methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE,
                            IterationRecord, LoopOutcome, Setup)
 from .model import Model
 from .predict import simulation_predictor

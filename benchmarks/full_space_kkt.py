@@ -165,9 +165,10 @@ def condensed_system(seen: dict) -> tuple[np.ndarray, np.ndarray]:
     F = sens["dend"][:, :, nx:] * psc[None, None, :] / xs[None, :, None]
     gaps = np.zeros((J, nx))
     gaps[d.has_next] = (sens["xend"][d.has_next] - X[1:][d.has_next[:-1]]) / xs
-    A, b, _, _, _ = rule._condense(dG[:, :, :nx] * xs, dG[:, :, nx:] * psc, r, E, F, gaps,
-                                   s.free_p.copy())
-    return A.reshape(-1, rule.n_theta), b.ravel()
+    rows, _ = rule._condense(dG[:, :, :nx] * xs, dG[:, :, nx:] * psc, r, E, F, gaps,
+                             s.free_p.copy())
+    A, _ = rows.dense()
+    return A.reshape(-1, rule.n_theta), rows.b.ravel()
 
 
 def condensed_step(A: np.ndarray, b: np.ndarray, mu: float = 1e-12) -> np.ndarray:

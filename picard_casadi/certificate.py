@@ -256,12 +256,19 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     _, sv, Vt = (np.linalg.svd(Jt.triangular() if m_meas > nth else Jt.dense(),
                                full_matrices=False) if nth else (None, np.zeros(0), None))
     keep = sv > 1e-12 * float(sv.max(initial=0.0)) if nth else np.zeros(0, bool)
+    Vk = Vt[keep] if nth else np.zeros((0, 0))
 
-    def in_standard_errors(g: np.ndarray) -> float:
-        """``sqrt(g^T (J^T J)^+ g) / s`` for ``g = J^T (residual change)``."""
+    def in_standard_errors(g: np.ndarray, cols: np.ndarray | None = None,
+                           V_cols: np.ndarray | None = None) -> float:
+        """``sqrt(g^T (J^T J)^+ g) / s`` for ``g = J^T (residual change)``; where
+        ``g`` is zero outside ``cols``, on those columns only (``V_cols``: the
+        kept right singular vectors' entries there): an interval's own part
+        touches its experiment's columns, and its cost no longer grows with
+        the number of experiments (28 of 36 s of a 60-experiment certificate)."""
         if not nth:
             return 0.0
-        return float(np.linalg.norm((Vt[keep] @ g) / sv[keep])) / s
+        proj = Vk @ g if cols is None else V_cols @ g[cols]
+        return float(np.linalg.norm(proj / sv[keep])) / s
 
     def rows_of(j: int, values: np.ndarray) -> np.ndarray:
         """``values (M, ny, ...)`` of interval ``j`` at its measured entries, weighted."""
@@ -271,13 +278,14 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     own = np.zeros(J)
     for ex, sl in enumerate(disc.intervals_of):
         cols = Jt.columns[ex]  # the experiment's rows touch these columns only
+        V_cols = Vk[:, cols]
         # adjoint of the propagation, after the experiment's end (on its columns)
         L = np.zeros((nx, cols.size))
         for j in range(sl.stop - 1, sl.start - 1, -1):
             g_j = Jt.rows_transposed(j, rows_of(j, e[j].T))
             g_j[cols] += L.T @ d[j]
             grad += g_j
-            own[j] = in_standard_errors(g_j)
+            own[j] = in_standard_errors(g_j, cols, V_cols)
             L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
     shift = in_standard_errors(grad)
     Delta = -Vt[keep].T @ ((Vt[keep] @ grad) / sv[keep] ** 2) if nth else np.zeros(0)

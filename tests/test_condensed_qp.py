@@ -162,7 +162,7 @@ def test_triangular_factor_by_experiment_is_the_whole_factor():
     for e, size in enumerate(sizes):
         cols = np.concatenate([np.arange(n_shared), n_shared + n_own * e + np.arange(n_own)])
         A[start:start + size][:, :, cols] = rng.standard_normal((size, m, cols.size))
-        blocks.append((slice(start, start + size), cols))
+        blocks.append((slice(start, start + size), cols, cols))
         start += size
     b = rng.standard_normal((J, m))
     R, c = triangular_factor(A, b, blocks)
@@ -177,7 +177,7 @@ def test_triangular_factor_keeps_fewer_rows_than_unknowns():
     rng = np.random.default_rng(4)
     A = rng.standard_normal((2, 1, 5))
     b = rng.standard_normal((2, 1))
-    R, c = triangular_factor(A, b, [(slice(0, 2), np.arange(5))])
+    R, c = triangular_factor(A, b, [(slice(0, 2), np.arange(5), np.arange(5))])
     assert R.shape == (2, 5)
     assert np.allclose(R.T @ R, A.reshape(-1, 5).T @ A.reshape(-1, 5))
 
@@ -194,3 +194,15 @@ def test_least_squares_solution_is_the_minimum_norm_one_when_rank_deficient():
     assert np.allclose(w, np.linalg.lstsq(M, rhs, rcond=None)[0])
     full = rng.standard_normal((20, 4))
     assert np.allclose(least_squares_solution(full, rhs), np.linalg.lstsq(full, rhs, rcond=None)[0])
+
+
+def test_a_problem_without_bounded_rows_is_solved_unbounded():
+    # the condensed step leaves out interval starts with no finite bound: with
+    # none at all, the bounded solve is the plain damped least-squares one
+    rng = np.random.default_rng(6)
+    A, b = rng.standard_normal((8, 3)), rng.standard_normal(8)
+    damp = np.full(3, 1e-3)
+    none = (np.zeros((0, 3)), np.zeros(0), np.zeros(0), np.zeros(0))
+    theta = bounded_least_squares(A, b, damp, np.ones(3, dtype=bool), *none)
+    assert np.allclose(theta, np.linalg.solve(A.T @ A + np.diag(damp), -A.T @ b))
+    assert np.array_equal(least_violation(*none, np.ones(3)), np.zeros(3))

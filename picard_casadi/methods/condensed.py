@@ -142,10 +142,6 @@ class ConstrainedGaussNewtonStep:
             self.x0_cols.append((free, np.arange(k, k + free.size)))
             k += free.size
         self.n_theta = k
-        # per experiment: its intervals and the columns of theta its rows touch
-        # (the parameters' and its own first state's)
-        self._row_blocks = [(sl, np.concatenate([np.arange(self.p_cols.size), cols]))
-                            for sl, (_, cols) in zip(disc.intervals_of, self.x0_cols)]
         self.nx, self.np = m.nx, m.np
         self.pattern = PatternMove(setup)
         # Newton steps now (exact), once Gauss-Newton stalls (auto), or never
@@ -192,29 +188,32 @@ class ConstrainedGaussNewtonStep:
         return 0.5 * float(np.sum(r * r)), gaps
 
     def _condense(self, Jx, Jp, r, E, F, c, free_p):
-        """Rows ``A_j theta + b_j`` of every interval, the chain ``S_j, s_j``, and
-        ``P`` (``dp = P theta``): :mod:`picard_casadi.methods.condensing`."""
+        """Rows ``A_j theta + b_j`` of every interval and the chain ``S_j, s_j``,
+        on each experiment's own columns, and ``P`` (``dp = P theta``):
+        :mod:`picard_casadi.methods.condensing`."""
         P = parameter_columns(self.np, self.p_cols, self.n_theta, free_p)
-        A, b, S_all, s_all = condense(self.setup.disc, self.x0_cols, P, Jx, Jp, r, E, F, c)
-        return A, b, S_all, s_all, P
+        return condense(self.setup.disc, self.x0_cols, P, Jx, Jp, r, E, F, c), P
 
-    def _box_rows(self, active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu):
+    def _box_rows(self, active, rows, Xs, xl, xu, P, ps, pl, pu):
         """The bounded quantities of the condensed step as ``lo <= C theta + d <= hi``.
 
         The starts are affine in ``theta`` (``x_j = Xs_j + S_j theta + s_j``),
         so the state box is a set of linear inequalities of the small condensed
         problem; the free parameters' boxes are rows too (a parameter on its
         bound that the step pushed out, clipped afterwards, made the step's gap
-        prediction wrong: fa18-drag-stab, unweighted).  Returns ``(C, d, lo, hi)``.
+        prediction wrong: fa18-drag-stab, unweighted).  Starts with no finite
+        bound are left out: they never bind, and their rows over all of
+        ``theta`` grew with the square of the number of experiments.
+        Returns ``(C, d, lo, hi)``.
         """
-        n = S_all.shape[2]
-        free = self.setup.free_x.ravel()
+        free = self.setup.free_x & (np.isfinite(xl) | np.isfinite(xu))
+        intervals, states = np.nonzero(free)
         p_rows = self.p_cols[active[np.arange(self.p_cols.size)]]
-        C = np.vstack([S_all.reshape(S_all.shape[0] * S_all.shape[1], n)[free],
+        C = np.vstack([rows.global_rows(rows.S[intervals, states], intervals),
                        P[p_rows]]) * active[None, :]
-        d = np.concatenate([(Xs + s_all).ravel()[free], ps[p_rows]])
-        lo = np.concatenate([xl.ravel()[free], pl[p_rows]])
-        hi = np.concatenate([xu.ravel()[free], pu[p_rows]])
+        d = np.concatenate([(Xs + rows.s)[free], ps[p_rows]])
+        lo = np.concatenate([xl[free], pl[p_rows]])
+        hi = np.concatenate([xu[free], pu[p_rows]])
         return C, d, lo, hi
 
     def _bounded_step(self, A2, b2, damp, active, boxes):
@@ -421,16 +420,17 @@ class ConstrainedGaussNewtonStep:
         # parameters at a bound with the reduced gradient pointing out stay fixed
         _, _, pl, pu = s.scaled_bounds
         free_p = s.free_p.copy()
-        A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
-        g = np.einsum("jmt,jm->t", A, b)
+        rows, P = self._condense(Jx, Jp, r, E, F, c, free_p)
+        g = rows.gradient()
         gp = P @ g
         tiny = 1e-12
         out = ((ps <= pl + tiny) & (gp > 0)) | ((ps >= pu - tiny) & (gp < 0))
         if np.any(out & free_p):
             free_p &= ~out
-            A, b, S_all, s_all, P = self._condense(Jx, Jp, r, E, F, c, free_p)
-            g = np.einsum("jmt,jm->t", A, b)
-        bad = first_nonfinite_interval(A, b, S_all, s_all, limit=OVERFLOW)
+            rows, P = self._condense(Jx, Jp, r, E, F, c, free_p)
+            g = rows.gradient()
+        A, b = rows.A, rows.b
+        bad = first_nonfinite_interval(A, b, rows.S, rows.s, limit=OVERFLOW)
         if bad is not None:
             # the chain S_{j+1} = E_j S_j + F_j P overflowed: the trajectory with
             # the current p and x0 is violently unstable (or blows up) there
@@ -443,7 +443,7 @@ class ConstrainedGaussNewtonStep:
                 "bound p (p_bounds) and the states (x0_bounds), or fit a shorter horizon"),
                 self.mu, data + 0.5 * self.rho * gap2)
         self._last_gap = float(np.sqrt(gap2))
-        largest = np.abs(S_all).reshape(S_all.shape[0], -1).max(axis=1, initial=0.0)
+        largest = np.abs(rows.S).reshape(rows.S.shape[0], -1).max(axis=1, initial=0.0)
         self._worst_interval = int(np.argmax(largest))
         self._largest_sensitivity = float(largest[self._worst_interval]) if largest.size else 0.0
         b2 = b.ravel()
@@ -453,7 +453,7 @@ class ConstrainedGaussNewtonStep:
         # triangular factor and Q^T b carry all of it in n_theta rows, so the
         # QP's many solves are small (fa18-drag-stab: 2754 rows for 31
         # unknowns, 17 ms per solve); Q is never formed (docs/performance.md)
-        A2, b2 = triangular_factor(A, b, self._row_blocks)
+        A2, b2 = triangular_factor(A, b, rows.blocks, self.n_theta)
         col2 = np.einsum("mt,mt->t", A2, A2)  # the diagonal of A^T A
         active = np.ones(self.n_theta, dtype=bool)
         # theta's first columns are the free parameters, in p_cols' order
@@ -462,7 +462,7 @@ class ConstrainedGaussNewtonStep:
         xl, xu, _, _ = s.scaled_bounds
         # stationarity: the gain of the undamped Gauss-Newton step within the
         # boxes, as a cosine (see reach_cosine)
-        boxes = self._box_rows(active, S_all, s_all, Xs, xl, xu, P, ps, pl, pu)
+        boxes = self._box_rows(active, rows, Xs, xl, xu, P, ps, pl, pu)
         theta_gn = self._bounded_step(A2, b2, STATIONARITY_DAMPING * diag, active, boxes)
         optimality = reach_cosine(A2, b2, theta_gn, bnorm)
         gnorm = float(np.max(np.abs(g[active]), initial=0.0))
@@ -472,13 +472,12 @@ class ConstrainedGaussNewtonStep:
         Hs = (self.switch.curvature(U, p, sens, r_full, Jx_full, E) if self.switch.newton
               else None)
         if Hs is not None:
-            St = np.concatenate([S_all, np.broadcast_to(P, (J,) + P.shape)], axis=1)
-            st = np.concatenate([s_all, np.zeros((J, np_))], axis=1)
-            nth = self.n_theta
-            rows = St.shape[0] * St.shape[1]
-            Hc = St.reshape(rows, nth).T @ np.matmul(Hs, St).reshape(rows, nth)
+            # on each experiment's own columns, summed into theta's
+            St = np.concatenate([rows.S, np.broadcast_to(rows.P, (J,) + rows.P.shape)], axis=1)
+            st = np.concatenate([rows.s, np.zeros((J, np_))], axis=1)
+            Hc = rows.quadratic_form(np.matmul(St.transpose(0, 2, 1), np.matmul(Hs, St)))
             H_newton = A2.T @ A2 + 0.5 * (Hc + Hc.T)
-            g_newton = g + np.einsum("jat,jab,jb->t", St, Hs, st)
+            g_newton = g + rows.to_theta(np.einsum("jat,jab,jb->jt", St, Hs, st))
 
         evals = 1
         merit = data + 0.5 * self.rho * gap2
@@ -497,7 +496,7 @@ class ConstrainedGaussNewtonStep:
                     theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta), active,
                                                boxes)
                 mu_solved = self.mu
-            full_dX = np.einsum("jnt,t->jn", S_all, theta) + s_all
+            full_dX = rows.starts(theta)
             full_dp = P @ theta
             full_data, full_gap = self._linear_model(r, Jx, Jp, E, F, c, full_dX, full_dp)
             full_pred_data = data_c - 0.5 * float(np.sum(full_data * full_data)) \

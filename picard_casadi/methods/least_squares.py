@@ -120,6 +120,8 @@ def nearest_feasible(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarra
     n = C.shape[1]
     if not (np.all(np.isfinite(C)) and np.all(np.isfinite(d))):
         return None
+    if C.shape[0] == 0:
+        return np.zeros(n)  # no bounds: theta = 0 meets them
     w = np.sqrt(np.maximum(np.asarray(scale, float), 0.0))
     w = np.where(w > 0, w, max(float(np.max(w, initial=0.0)), 1.0))
     Cs = C / w[None, :]
@@ -262,28 +264,39 @@ def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
 
 
 def triangular_factor(A: np.ndarray, b: np.ndarray,
-                      blocks: list[tuple[slice, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+                      blocks: list[tuple[slice, np.ndarray, np.ndarray]],
+                      n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``R`` and ``Q^T b`` of ``[A b] = Q R``: the least-squares problem ``A theta ~ -b``
     in at most ``n`` rows (the rest of ``b`` is out of ``A``'s reach).
 
-    ``A`` ``(J, m, n)`` holds the condensed rows of ``J`` intervals; each of
-    ``blocks`` is a range of intervals (an experiment) and the only columns
-    its rows can touch (the parameters and that experiment's first state).
+    ``A`` ``(J, m, w)`` holds the condensed rows of ``J`` intervals; each of
+    ``blocks`` is a range of intervals (an experiment), the columns of ``A``
+    its rows use, and their columns of ``theta`` (the parameters and that
+    experiment's first state: :attr:`~picard_casadi.methods.condensing.CondensedRows.blocks`).
     Each block is reduced on its own columns first, and the stacked factors
     once more: the same triangular factor, at a fraction of the cost of one
     factorisation of all rows (cmg: 1159 rows, 64 columns, of which each
     experiment touches 18).
+
+    Parameters
+    ----------
+    A : ndarray (J, m, w)
+    b : ndarray (J, m)
+    blocks : list of (slice, ndarray of int, ndarray of int)
+    n : int, optional
+        Length of ``theta`` (default ``w``: ``A`` over all of it).
 
     Returns
     -------
     R : ndarray (k, n), k <= n
     c : ndarray (k,)
     """
-    J, m, n = A.shape
+    J, m, _ = A.shape
+    n = A.shape[2] if n is None else int(n)
     parts = []
-    for sl, cols in blocks:
+    for sl, local, cols in blocks:
         rows = A[sl].shape[0] * m  # explicit: with no columns, reshape(-1, 0) is ambiguous
-        Ab = np.concatenate([A[sl][:, :, cols].reshape(rows, cols.size),
+        Ab = np.concatenate([A[sl][:, :, local].reshape(rows, local.size),
                              b[sl].reshape(rows, 1)], axis=1)
         if Ab.shape[0] > Ab.shape[1]:
             Ab = np.linalg.qr(Ab, mode="r")
@@ -384,8 +397,8 @@ def bounded_least_squares(A: np.ndarray, b: np.ndarray, damp: np.ndarray, active
         limit = np.minimum(to_lo, to_hi)
         if work:
             limit[list(work)] = np.inf
-        k = int(np.argmin(limit))
-        beta = float(limit[k])
+        k = int(np.argmin(limit)) if limit.size else -1
+        beta = float(limit[k]) if limit.size else np.inf
         if beta >= 1.0:
             # the minimiser on the working set: done unless a bound pulls inwards
             theta = theta + step

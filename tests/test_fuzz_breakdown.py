@@ -49,9 +49,13 @@ def test_picard_gn_blowup_is_an_honest_failure_naming_the_interval(blowup, capfd
     assert "DLASCL" not in out + err and "illegal value" not in out + err
 
 
-def test_shooting_blowup_names_cvodes_flag_interval_and_time(blowup):
+def test_shooting_blowup_names_cvodes_flag_interval_and_time(blowup, capfd):
     model, exp = blowup
     res = pc.estimate(model, [exp], [50.0], "shooting", codegen=False)
+    # CasADi's error text (every function's inputs in the failing chain) was
+    # printed on the terminal by the integration at the result
+    out, err = capfd.readouterr()
+    assert "Input 0" not in out + err, (out + err)[:300]
     assert not res.success and res.status == "Evaluation_Failed"
     # the step limit, or (with CVODES' smallest step) the error test at the blow-up
     assert re.search(r"CV_(TOO_MUCH_WORK|ERR_FAILURE)", res.message), res.message
@@ -287,3 +291,30 @@ def test_the_stall_counter_needs_thirty_unmoved_infeasible_iterations_in_a_row()
     assert not any(stop._stalls(x, feasible) for _ in range(3 * STALL_ITERATIONS))
     assert not any(stop._stalls(x, gap) for _ in range(STALL_ITERATIONS - 1))
     assert stop._stalls(x, gap)
+
+
+def test_shooting_whose_evaluation_raises_late_returns_its_last_iterate(monkeypatch):
+    # a user's shooting run ended in Evaluation_Failed after 100 good iterations
+    # and returned the start: IPOPT's solution is lost when an evaluation
+    # raises, but the iteration callback saw every iterate
+    from picard_casadi.methods import shooting
+
+    x, a = ca.SX.sym("x"), ca.SX.sym("a")
+    model = pc.Model(x=x, p=a, rhs=-a * x)
+    exp = pc.simulate_experiment(model, [1.0], [0.5], np.linspace(0, 4, 21), noise_std=0.01,
+                                 seed=0)
+
+    def solve_then_raise(self):
+        w = self.start().copy()
+        w[0] = 0.45 / self.setup.p_scale[0]  # IPOPT's last iterate before the failure
+        for _ in range(7):
+            self.monitor.eval([w, 0.0, np.zeros(1)])
+        stats = {"return_status": "Evaluation_Failed", "success": False, "iter_count": 0,
+                 "error": "CV_TOO_MUCH_WORK"}
+        return {"x": ca.DM(self.start())}, stats, ""
+
+    monkeypatch.setattr(shooting.ShootingNLP, "solve", solve_then_raise)
+    res = pc.estimate(model, [exp], [2.0], "shooting", uncertainty=False)
+    assert res.status == "Evaluation_Failed" and not res.success
+    assert abs(res.p[0] - 0.45) < 1e-12, res.p
+    assert "IPOPT's last iterate (iteration 7)" in res.message

@@ -302,6 +302,12 @@ class StopOnInterrupt(ca.Callback):
             return [1]
         return [0]
 
+    @property
+    def last_iterate(self) -> np.ndarray | None:
+        """IPOPT's iterate at the last iteration of the last solve (``None`` before
+        the first): what is left when an evaluation raises and the solution is lost."""
+        return None if self._last_x is None else self._last_x.copy()
+
     def _stalls(self, x: np.ndarray, g: np.ndarray) -> bool:
         """Count iterations in a row whose infeasible iterate ``x`` (constraint
         values ``g``) did not move; True at the limit."""

@@ -26,6 +26,7 @@ import casadi as ca
 import numpy as np
 
 from ..discretisation import to_map_layout
+from .._native_output import captured_native_output
 from ..interrupts import reraise_if_interrupted
 from ..interval_integration import interval_integrator
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
@@ -183,6 +184,10 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
         sol, stats, printed = nlp.solve()
     status = str(stats.get("return_status", "unknown"))
     w = np.asarray(sol["x"]).ravel()
+    last = nlp.monitor.last_iterate
+    kept_last = "error" in stats and last is not None and last.shape == w.shape
+    if kept_last:  # an evaluation raised: IPOPT's solution is lost, its last iterate is not
+        w = last
     p = w[: nlp.np] * setup.p_scale
     X = w[nlp.np:].reshape(nlp.J, nlp.nx) * setup.x_scale
     U, _, _ = setup.tr.settle(X, np.repeat(X[:, :, None], setup.disc.K, axis=2), p,
@@ -199,7 +204,9 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
                       "integrates at the start)")
                    + "; the solution blows up or CVODES needs more steps (max_steps) -- "
                      "bound p (p_bounds) and the states (x0_bounds) or start from a "
-                     "better p0")
+                     "better p0"
+                   + (f"; the result is IPOPT's last iterate (iteration "
+                      f"{nlp.monitor.iterations}), not an optimum" if kept_last else ""))
     elif not success:
         message += (f"; CVODES reported {flags} during the iterations"
                     if cv else "; see IPOPT's documentation of this status")
@@ -213,7 +220,10 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
         status, message = "stopped", "stopped by the callback"
     history = ipopt_history(stats)
     try:  # CVODES at the solution (the node values U only carry a warm start)
-        G, xend = (np.asarray(v) for v in nlp.trajectory(w))
+        # (a failure's error text, the inputs of every function in the chain,
+        # stays off the terminal)
+        with captured_native_output():
+            G, xend = (np.asarray(v) for v in nlp.trajectory(w))
         J, M, ny = nlp.J, setup.disc.M, setup.disc.model.ny
         own = (G.T.reshape(J, M, ny).transpose(0, 2, 1), xend.T)
     except RuntimeError as err:

@@ -56,7 +56,9 @@ def clipped(message: str, limit: int = 160) -> str:
     """The first clause of ``message`` (up to its first ``": "``, ``"; "`` or
     ``" -- "``), cut at a word within ``limit`` characters and its
     parentheses closed: another run's message quoted inside a note."""
-    head = re.split(r": |; | -- ", message, maxsplit=1)[0].strip()
+    parts = re.split(r": |; | -- ", message, maxsplit=2)
+    # IPOPT's messages open with "IPOPT: <status>"
+    head = (": ".join(parts[:2]) if parts[0] == "IPOPT" and len(parts) > 1 else parts[0]).strip()
     if len(head) > limit:
         head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
     return head + ")" * max(0, head.count("(") - head.count(")"))

@@ -1,0 +1,99 @@
+"""The default path's second runs (picard_casadi/fallbacks.py), one rule at a time.
+
+The end-to-end cases (a fed-batch falling back to shooting, the CSTR to
+IPOPT, the SIR to guess='anchored') are in tests/test_defaults.py; here the
+rules, with stand-in results so that each runs in microseconds."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from picard_casadi.fallbacks import DefaultPath, clipped, second_runs
+
+
+def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached"):
+    return SimpleNamespace(success=success, status=status, message=message, warnings=[],
+                           history={"gap_scaled": [gap]}, wall_time=1.0, p=np.array([1.0]),
+                           settings={})
+
+
+def _path(**kw):
+    base = dict(method="picard-gn", method_chosen=False, guess="auto", warm_start=False,
+                every_state_measured=True, unstable=False)
+    base.update(kw)
+    return DefaultPath(**base)
+
+
+class _Reruns:
+    """Records the second runs asked for; each returns ``outcomes[method]``."""
+
+    def __init__(self, **outcomes):
+        self.calls: list[tuple[str, str]] = []
+        self.outcomes = outcomes
+
+    def __call__(self, method, guess):
+        self.calls.append((method, guess))
+        return self.outcomes[method]()
+
+
+def test_a_failure_falls_back_to_shooting_and_says_why():
+    reruns = _Reruns(shooting=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("shooting", "auto")] and res.success
+    assert res.warnings[0].startswith("picard-gn on the collocation mesh did not reach")
+    assert "(max_iter: iteration limit reached)" in res.warnings[0]
+    assert res.wall_time == 2.0  # both runs
+
+
+@pytest.mark.parametrize("case", [
+    dict(path=_path(method_chosen=True)),
+    dict(path=_path(warm_start=True)),
+    dict(path=_path(max_iter_given=True)),
+    dict(path=_path(), status="stopped"),
+])
+def test_what_the_user_chose_runs_once(case):
+    reruns = _Reruns()
+    first = _result(status=case.get("status", "max_iter"))
+    assert second_runs(first, case["path"], reruns, time.perf_counter()) is first
+    assert reruns.calls == []
+
+
+def test_a_user_max_iter_still_lets_a_breakdown_fall_back():
+    # the budget is the user's; a breakdown before it is not
+    reruns = _Reruns(shooting=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed", message="no acceptable step: x"),
+                      _path(max_iter_given=True), reruns, time.perf_counter())
+    assert res.success and reruns.calls == [("shooting", "auto")]
+
+
+def test_open_gaps_retry_anchored_then_shooting_and_the_message_says_both():
+    reruns = _Reruns(**{"picard-gn": lambda: _result(message="no acceptable step: y"),
+                        "shooting": lambda: _result(status="Evaluation_Failed",
+                                                    message="shooting stopped: CVODES")})
+    first = _result(gap=1.0, message="iteration limit reached: try guess='anchored' or "
+                    "guess='shooting' (every state simulated with p0)")
+    res = second_runs(first, _path(every_state_measured=False), reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "anchored"), ("shooting", "auto")]
+    assert res is first and not res.success
+    assert "guess='anchored' did not converge either (no acceptable step)" in res.message
+    assert "method='shooting' from p0 did not converge either (shooting stopped)" in res.message
+
+
+def test_an_unstable_model_tries_ipopt_before_shooting():
+    reruns = _Reruns(ipopt=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed"), _path(unstable=True), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto")] and res.success
+    assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")
+
+
+def test_quoted_messages_keep_their_first_clause_and_ipopts_status():
+    assert clipped("iteration limit reached (max_iter=200) before convergence: gradient") == (
+        "iteration limit reached (max_iter=200) before convergence")
+    assert clipped("IPOPT: Restoration_Failed; CVODES reported X") == "IPOPT: Restoration_Failed"
+    assert clipped("a (b: c") == "a (b)"
+    assert clipped("word " * 50, 20).endswith(" ...")

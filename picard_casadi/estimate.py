@@ -18,6 +18,7 @@ estimate, the certificate, the final mesh, the uncertainty and the timings.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,8 @@ from .errors import ConvergenceError, DiscretisationWarning
 from .diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step, fitted_outputs,
                         note_bounds_reached)
 from .experiment import Experiment
-from .fallbacks import ITERATION_LIMITS, DefaultPath, clipped, second_runs
+from .fallbacks import (ITERATION_LIMITS, DefaultPath, another_method, clipped,
+                        restarts_allowed, second_runs, wall_time_budget)
 from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
@@ -417,7 +419,7 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
         else:
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
-            if (not refinable or refinements >= max_refinements
+            if (not refinable or refinements >= max_refinements or not restarts_allowed()
                     or outcome.status in ITERATION_LIMITS + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
@@ -846,15 +848,25 @@ def estimate(
     result.wall_time = time.perf_counter() - t_start
 
     def rerun(run_method: str, run_guess: str) -> EstimationResult:
-        """This call again with another method or start (a failure, not raised)."""
-        run_options = options if run_method == method else _options_of(
-            get_method(run_method), options)
-        return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
-                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                        nodes=nodes, scheme=scheme, weights=weights, refine=refine,
-                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
-                        uncertainty=uncertainty, seed=seed, callback=callback,
-                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
+        """This call again with another method or start (a failure, not raised);
+        another method's run is one solve within a time budget
+        (:mod:`picard_casadi.fallbacks`)."""
+        run_options = options
+        context = contextlib.nullcontext()
+        if run_method != method:
+            run_options = _options_of(get_method(run_method), options)
+            given = dict(run_options.get("ipopt_options") or {})
+            given.setdefault("max_wall_time", wall_time_budget(result.wall_time))
+            run_options["ipopt_options"] = given
+            context = another_method()
+        with context:
+            return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
+                            x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
+                            nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                            codegen=codegen, x_scale=x_scale, p_scale=p_scale,
+                            guess=run_guess, uncertainty=uncertainty, seed=seed,
+                            callback=callback, raise_on_failure=False,
+                            max_intervals=max_intervals, **run_options)
 
     result = second_runs(result, DefaultPath(
         method=spec.name, method_chosen=method_chosen, guess=guess,

@@ -24,15 +24,24 @@ measure what they name):
 
 A second run that converges is returned with a first warning saying why;
 one that does not leaves the first result, its message extended with what
-was tried.  ``wall_time`` counts every run.  The choices and what they cost
-are in docs/design.md, "The default path's second runs".
+was tried.  ``wall_time`` counts every run.
+
+The other methods' runs are bounded, so that a problem no method solves
+ends in a failure within minutes: they are one solve each (a failure is not
+refined and restarted from ``p0``, :func:`restarts_allowed`), and IPOPT
+stops after :func:`wall_time_budget` seconds (a FitzHugh-Nagumo relaxation
+oscillator, sampled far too sparsely for its spikes, ran IPOPT's fallback
+for over ten minutes, restarting on finer meshes).  The choices and what
+they cost are in docs/design.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +49,38 @@ import numpy as np
 from .methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
 from .result import EstimationResult
 
-__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS"]
+__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS",
+           "restarts_allowed", "another_method", "wall_time_budget",
+           "BUDGET_MIN_SECONDS", "BUDGET_FACTOR"]
+
+#: an IPOPT second run (``"ipopt"``, ``"shooting"``) stops after the larger of
+#: this many seconds and BUDGET_FACTOR times the first run's wall time
+BUDGET_MIN_SECONDS = 60.0
+BUDGET_FACTOR = 10.0
+
+_ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "picard_casadi_another_method", default=False)
+
+
+def restarts_allowed() -> bool:
+    """Whether a failed run may be refined and restarted from ``p0``: not in a
+    second run with another method (one solve, see the module doc)."""
+    return not _ANOTHER_METHOD.get()
+
+
+@contextlib.contextmanager
+def another_method() -> Iterator[None]:
+    """The block is a second run with another method (:func:`restarts_allowed`)."""
+    token = _ANOTHER_METHOD.set(True)
+    try:
+        yield
+    finally:
+        _ANOTHER_METHOD.reset(token)
+
+
+def wall_time_budget(first_wall_time: float) -> float:
+    """IPOPT's ``max_wall_time`` for a second run after a first of ``first_wall_time`` s."""
+    return float(max(BUDGET_MIN_SECONDS, BUDGET_FACTOR * first_wall_time))
 
 #: statuses of a run stopped by its iteration or time limit (the package's
 #: methods, and IPOPT's for "ipopt" and "shooting")
@@ -104,6 +144,14 @@ def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> Est
     return retry
 
 
+def _not_converged(retry: EstimationResult, method: str, first_wall_time: float) -> str:
+    """Why another method's second run is not returned, quoted in the first's message."""
+    if retry.status == "Maximum_WallTime_Exceeded":
+        return (f"stopped at its time budget of {wall_time_budget(first_wall_time):.0f} s; "
+                f"method='{method}' runs without one")
+    return clipped(retry.message)
+
+
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 t_start: float) -> EstimationResult:
     """The result the default path returns after ``result`` (see the module doc).
@@ -154,7 +202,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 "precision; this result is from method='ipopt' on the same collocation "
                 "(the default method falls back to it there; pass method= to choose)"))
         result.message += ("; method='ipopt' from the same start did not converge either "
-                           f"({clipped(retry.message)})")
+                           f"({_not_converged(retry, 'ipopt', result.wall_time)})")
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start
         return result
@@ -166,6 +214,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             "method='shooting' from p0 (CVODES integrates each interval with error "
             "control; the default method falls back to it; pass method= to choose)"))
     result.message += ("; method='shooting' from p0 did not converge either "
-                       f"({clipped(retry.message)})")
+                       f"({_not_converged(retry, 'shooting', result.wall_time)})")
     result.wall_time = time.perf_counter() - t_start
     return result

@@ -97,3 +97,48 @@ def test_quoted_messages_keep_their_first_clause_and_ipopts_status():
     assert clipped("IPOPT: Restoration_Failed; CVODES reported X") == "IPOPT: Restoration_Failed"
     assert clipped("a (b: c") == "a (b)"
     assert clipped("word " * 50, 20).endswith(" ...")
+
+
+def test_another_methods_run_is_one_solve():
+    from picard_casadi.fallbacks import another_method, restarts_allowed
+
+    assert restarts_allowed()
+    with another_method():
+        assert not restarts_allowed()
+    assert restarts_allowed()
+
+
+def test_a_second_run_stopped_by_its_budget_says_so():
+    reruns = _Reruns(shooting=lambda: _result(status="Maximum_WallTime_Exceeded",
+                                              message="IPOPT: Maximum_WallTime_Exceeded"))
+    first = _result(status="step_failed", message="no acceptable step: z")
+    first.wall_time = 30.0
+    res = second_runs(first, _path(), reruns, time.perf_counter())
+    assert ("method='shooting' from p0 did not converge either (stopped at its time budget "
+            "of 300 s; method='shooting' runs without one)") in res.message
+
+
+def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypatch):
+    # FitzHugh-Nagumo with eps = 0.05 sampled once per time unit (its spikes
+    # fall between samples): picard-gn's step breaks down, and IPOPT's fallback
+    # ran for over ten minutes, restarting on finer meshes.  Each other
+    # method's run is now one solve within a time budget (here 1 s)
+    import casadi as ca
+
+    import picard_casadi as pc
+    from picard_casadi import fallbacks
+
+    monkeypatch.setattr(fallbacks, "BUDGET_MIN_SECONDS", 1.0)
+    monkeypatch.setattr(fallbacks, "BUDGET_FACTOR", 0.0)
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    rhs = ca.vertcat((x[0] - x[0] ** 3 / 3 - x[1] + 0.5) / p[2], x[0] + p[0] - p[1] * x[1])
+    model = pc.Model(x=x, p=p, rhs=rhs, y=x[0])
+    t = np.arange(0.0, 40.0001, 1.0)
+    X = pc.simulate(model, [-1.0, 1.0], [0.7, 0.8, 0.05], t)
+    y = X[:, 0] + 0.05 * np.random.default_rng(6).standard_normal(t.size)
+    res = pc.estimate(model, [pc.Experiment(t=t, y=y)], [0.6, 0.7, 0.07],
+                      p_bounds=([0.0, 0.0, 0.005], [2.0, 2.0, 1.0]), uncertainty=False)
+    assert not res.success and res.method == "picard-gn"
+    assert "method='ipopt' from the same start did not converge either (stopped at its " \
+           "time budget of 1 s" in res.message, res.message
+    assert "method='shooting' from p0 did not converge either" in res.message

@@ -149,3 +149,26 @@ def test_a_stretch_of_far_residuals_is_a_misfit_not_outliers():
     alone[[5, 30]] += 3.0
     notes = lack_of_fit([y[:, None]], [alone[:, None]], ["e"], ["y"], times=[t])
     assert len(notes) == 1 and "2 sample(s) lie over 20 noise levels off" in notes[0]
+
+
+def test_an_interior_point_method_short_of_its_bound_is_on_it():
+    # ipopt and shooting on a user's toggle switch stopped 1.4e-6 inside an upper
+    # bound of 5 (standard error 2.6): no note, and an interval past the bound
+    from types import SimpleNamespace
+
+    from picard_casadi.diagnosis import note_bounds_reached
+
+    def result(p_std):
+        return SimpleNamespace(p=np.array([4.0247, 4.9999986]), p_std=np.array([0.1, p_std]),
+                               p_names=["a", "beta"], warnings=[],
+                               p_ci=np.array([[3.8, 4.2], [-0.08, 10.08]]))
+
+    lower, upper = np.array([0.1, 1.0]), np.array([20.0, 5.0])
+    short = result(2.6)
+    with pytest.warns(pc.FitWarning, match="beta ended on its upper bound 5"):
+        note_bounds_reached(short, lower, upper)
+    assert len(short.warnings) == 1 and np.allclose(short.p_ci[1], [1.0, 5.0])
+    # well determined, 1.4e-6 is a real distance from the bound: no note
+    precise = result(1e-5)
+    note_bounds_reached(precise, lower, upper)
+    assert precise.warnings == []

@@ -47,9 +47,14 @@ ON_BOUND_SE = 1e-3
 ON_BOUND_NOTE = " ended on its "
 
 
+#: how the note on starts that reach the same objective elsewhere begins
+#: (:func:`picard_casadi.multistart.note_equal_optima`)
+NOT_UNIQUE = "the optimum is not unique"
+
+
 def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a :class:`FitWarning`."""
-    return note.startswith(LACK_OF_FIT) or ON_BOUND_NOTE in note
+    return note.startswith((LACK_OF_FIT, NOT_UNIQUE)) or ON_BOUND_NOTE in note
 
 
 def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray

@@ -110,6 +110,47 @@ def _starts_quiet() -> Iterator[None]:
         yield
 
 
+#: converged starts whose weighted objectives differ by at most this (relative)
+#: reach the same optimum value ...
+EQUAL_OBJECTIVE = 1e-6
+#: ... and are different optima where an estimate lies this many standard
+#: errors from the best one (or, without standard errors, this far relative)
+DISTINCT_SE = 3.0
+DISTINCT_RELATIVE = 1e-3
+
+
+def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None:
+    """Warn where another converged start reaches the best's objective at a
+    different ``p``: the data cannot tell the two apart, and the one returned is
+    an accident of the starts (a user's two-compartment model with oral doses:
+    ka = 0.40 and ka = 1.46, sums of squares equal to 1e-10, a flip-flop; the
+    summary only gave the largest distance)."""
+    from .diagnosis import NOT_UNIQUE
+
+    std = getattr(best, "p_std", None)
+    scale = (np.where(np.isfinite(std) & (std > 0), DISTINCT_SE * np.asarray(std, float), np.inf)
+             if std is not None else DISTINCT_RELATIVE * np.maximum(np.abs(best.p), 1e-300))
+    f_best = best.weighted_objective
+    for k, r in enumerate(results):
+        if r is best or not r.success:
+            continue
+        same = abs(r.weighted_objective - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
+        apart = np.abs(np.asarray(r.p) - best.p) > scale
+        if not (same and np.any(apart)):
+            continue
+        names = [best.p_names[i] for i in np.flatnonzero(apart)]
+        note = (f"{NOT_UNIQUE}: the start from p0 = {np.array2string(starts[k], precision=4)} "
+                f"reached the same objective (relative difference "
+                f"{abs(r.weighted_objective - f_best) / max(abs(f_best), 1e-300):.1g}) at "
+                f"p = {np.array2string(np.asarray(r.p), precision=4)}, where "
+                f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} beyond "
+                f"{DISTINCT_SE:g} standard errors of this estimate: the data do not tell the "
+                "two apart (a symmetry of the model, such as a flip-flop of two rates); "
+                "bounds or a known value that exclude one decide between them")
+        best.warnings.append(note)
+        return  # one such note says it
+
+
 def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
                    method: str, n_starts: int, seed: int | None, kwargs: dict[str, Any],
                    executor: Any = None, n_jobs: int | None = None) -> Any:
@@ -167,6 +208,8 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         f"{sum(r.iterations for r in results)} iterations over all starts (the best's: "
         f"{best.iterations})"
     )
+    if best.success:
+        note_equal_optima(best, results, starts)
     for note in best.warnings:
         if is_fit_note(note):
             warn_user(note, FitWarning)

@@ -172,3 +172,26 @@ def test_an_interior_point_method_short_of_its_bound_is_on_it():
     precise = result(1e-5)
     note_bounds_reached(precise, lower, upper)
     assert precise.warnings == []
+
+
+def test_multistart_says_when_another_start_reaches_the_same_objective_elsewhere():
+    # oral absorption: (ka, ke, V) and (ke, ka, V ke / ka) give the same curve (a
+    # flip-flop; a user's two-compartment model had SSRs equal to 1e-10 and the
+    # summary only gave the largest distance between starts)
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=x[1] / p[2], p_names=["ka", "ke", "V"])
+    t = np.linspace(0.25, 24, 40)
+    X = pc.simulate(model, [100.0, 0.0], [1.0, 0.2, 10.0], t, t0=0.0)
+    y = X[:, 1] / 10.0 + 0.05 * np.random.default_rng(0).standard_normal(t.size)
+    exp = pc.Experiment(t=t, y=y, x0=[100.0, 0.0], t0=0.0)
+    with pytest.warns(pc.FitWarning, match="the optimum is not unique"):
+        res = pc.estimate(model, [exp], [0.5, 0.5, 5.0], estimate_x0=False, multistart=6,
+                          seed=0, p_bounds=([0.05, 0.05, 0.5], [5, 5, 50]))
+    assert res.success and res.fit_flagged
+    note = next(w for w in res.warnings if w.startswith("the optimum is not unique"))
+    other = np.array([float(v) for v in note.split("at p = [")[1].split("]")[0].split()])
+    # the other optimum is the flip of this one
+    assert np.allclose(other, [res.p[1], res.p[0], res.p[2] * res.p[1] / res.p[0]], rtol=1e-3)

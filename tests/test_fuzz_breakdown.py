@@ -318,3 +318,36 @@ def test_shooting_whose_evaluation_raises_late_returns_its_last_iterate(monkeypa
     assert res.status == "Evaluation_Failed" and not res.success
     assert abs(res.p[0] - 0.45) < 1e-12, res.p
     assert "IPOPT's last iterate (iteration 7)" in res.message
+
+
+def _toggle_switch():
+    """Gardner's toggle switch, u measured in 3 experiments; v**beta has the
+    derivative v**beta log(v) in beta, NaN at v = 0, inside x_domain [0, inf)."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, y=x[0], x_names=["u", "v"], x_domain=([0, 0], [np.inf, np.inf]),
+                     rhs=ca.vertcat(p[0] / (1 + x[1] ** p[2]) - x[0],
+                                    p[1] / (1 + x[0] ** p[3]) - x[1]))
+    t = np.linspace(0.25, 10, 40)
+    rng = np.random.default_rng(10)
+    exps = []
+    for i, x0 in enumerate([[0.5, 0.2], [0.2, 0.8], [2.0, 2.0]]):
+        X = pc.simulate(model, x0, [4.0, 3.0, 2.5, 2.0], t, t0=0.0)
+        y = X[:, 0] + 0.05 * rng.standard_normal(t.size)
+        exps.append(pc.Experiment(t=t, y=y, t0=0.0, x0=[y[0], 1.0], name=f"e{i}"))
+    return model, exps
+
+
+def test_a_state_on_its_domain_edge_is_named_not_the_domain_left():
+    # picard-gn said "the model left its domain" and refined the mesh five times
+    # (a user's repressilator: 64 to 1643 intervals, each "did not resolve the model")
+    model, exps = _toggle_switch()
+    bounds = ([0.1, 0.1, 1.0, 1.0], [20.0, 20.0, 5.0, 5.0])
+    res = pc.estimate(model, exps, [2.0] * 4, "picard-gn", p_bounds=bounds, uncertainty=False)
+    assert res.status == "step_failed"
+    assert "v is exactly on the edge of the model's domain" in res.message, res.message
+    assert "x0_bounds" in res.message and "left its domain" not in res.message
+    assert res.settings["refinements"] == 0
+    # the fix it names converges
+    fixed = pc.estimate(model, exps, [2.0] * 4, "picard-gn", p_bounds=bounds,
+                        x0_bounds=([1e-6, 1e-6], [50.0, 50.0]), uncertainty=False)
+    assert fixed.success, fixed.message

@@ -71,6 +71,37 @@ def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int 
     return bad
 
 
+#: how a non-finite linearisation with states exactly on an edge says so (a
+#: failure the mesh does not cause: no refinement and restart follows)
+AT_DOMAIN_EDGE = "exactly on the edge of the model's domain"
+
+
+def not_finite_message(setup: Setup, U: np.ndarray, what: str) -> str:
+    """The message of a step whose ``what`` (``"residuals or Jacobian"``) is not
+    finite at the node values ``U`` ``(J, nx, K)``.
+
+    Where states sit exactly on a finite edge of the model's domain (0, or
+    ``x_domain``'s bounds), that is the likelier cause: ``v**beta`` has the
+    derivative ``v**beta log(v)`` in ``beta``, NaN at ``v = 0``, inside a domain
+    ``[0, inf)`` (a user's toggle switch and repressilator, told that "the
+    model left its domain")."""
+    model = setup.disc.model
+    domain = getattr(model, "x_domain", None)
+    lo = np.zeros(model.nx) if domain is None else np.where(np.isfinite(domain[0]),
+                                                              domain[0], 0.0)
+    hi = np.full(model.nx, np.nan) if domain is None else domain[1]
+    U = np.asarray(U, float)
+    on_edge = np.any((U == lo[None, :, None]) | (U == hi[None, :, None]), axis=(0, 2))
+    head = f"{what} are not finite at the current iterate; "
+    if np.any(on_edge):
+        names = ", ".join(model.x_names[i] for i in np.flatnonzero(on_edge))
+        return (head + f"{names} {'is' if np.count_nonzero(on_edge) == 1 else 'are'} "
+                f"{AT_DOMAIN_EDGE} (for example 0) at some nodes, where a power x**p or a "
+                "log(x) has no finite derivative: keep them off it with x0_bounds (a lower "
+                "bound such as 1e-6), or start from a p0 and x0 that do")
+    return head + "the model left its domain (add or tighten x0_bounds/p_bounds)"
+
+
 def failed_step(Xs: np.ndarray, ps: np.ndarray, message: str, control: float = 0.0,
                 phi: float = np.nan) -> StepInfo:
     """A step that failed: the iteration stops with ``message``."""

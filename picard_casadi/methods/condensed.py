@@ -57,7 +57,8 @@ import numpy as np
 
 from ..sensitivity import predict_nodes
 from .base import GAP_FLOOR_MAX, ZERO_MERIT, Setup, StepInfo
-from .breakdown import describe_interval, failed_step, first_nonfinite_interval, guarded_step
+from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
+                        not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
 from .least_squares import (bounded_least_squares, compress_rows, least_violation,
                             reach_cosine, triangular_factor)
@@ -397,10 +398,8 @@ class ConstrainedGaussNewtonStep:
         lin = self._linearise(X, U, p, full=self.switch.newton)
         if lin is None:
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
-                            failed=True, message=(
-                                "residuals or Jacobian are not finite at the current "
-                                "iterate; the model left its domain (add or tighten "
-                                "x0_bounds/p_bounds)"))
+                            failed=True, message=not_finite_message(
+                                self.setup, U, "residuals or Jacobian"))
         sens, r, Jx, Jp, E, F, c = lin
         J = disc.n_intervals
         np_ = self.np

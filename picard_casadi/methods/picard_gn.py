@@ -38,7 +38,7 @@ import numpy as np
 from ..blocksolve import NormalEquations, jacobian_times
 from .base import (WEIGHTS_ADVICE, LoopOptions, Setup, StepInfo, require_one_of, require_positive,
                    require_positive_int)
-from .breakdown import guarded_step
+from .breakdown import guarded_step, not_finite_message
 from .newton_switch import HESSIANS
 
 __all__ = ["LevenbergMarquardtStep", "PicardGNOptions", "JACOBIANS", "TR_SOLVERS"]
@@ -186,10 +186,8 @@ class LevenbergMarquardtStep:
         r, Jx, Jp = self.linearise(X, U, p, V, lam)
         if not (np.all(np.isfinite(r)) and np.all(np.isfinite(Jx)) and np.all(np.isfinite(Jp))):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
-                            failed=True, message=(
-                                "residuals or Jacobian are not finite at the current "
-                                "iterate; the model left its domain (add or tighten "
-                                "x0_bounds/p_bounds)"))
+                            failed=True, message=not_finite_message(
+                                self.setup, U, "residuals or Jacobian"))
         phi = 0.5 * float(np.sum(r * r))
         zero = s.merit_floor()  # the merit of a zero residual (exact data)
         if phi <= zero:

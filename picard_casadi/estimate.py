@@ -40,7 +40,6 @@ from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
 from .methods import MethodSpec, get_method, method_options
-from .methods.breakdown import AT_DOMAIN_EDGE
 from .methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE,
                            IterationRecord, LoopOutcome, Setup)
 from .model import Model
@@ -421,8 +420,7 @@ def _solve_and_refine(prob: _Problem, setup: Setup, w: np.ndarray, p0: np.ndarra
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements or not restarts_allowed()
-                    or outcome.status in ITERATION_LIMITS + ("stopped",)
-                    or AT_DOMAIN_EDGE in outcome.message):  # not the mesh's doing
+                    or outcome.status in ITERATION_LIMITS + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
             if marked is None or not _within_limit(prob, setup, marked):

@@ -71,8 +71,7 @@ def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int 
     return bad
 
 
-#: how a non-finite linearisation with states exactly on an edge says so (a
-#: failure the mesh does not cause: no refinement and restart follows)
+#: how a non-finite linearisation with states exactly on an edge says so
 AT_DOMAIN_EDGE = "exactly on the edge of the model's domain"
 
 

@@ -811,7 +811,8 @@ def estimate(
     ))
     if cert is not None:
         _judge(result, cert, refinements, max_refinements, spec.name,
-               _kinked_inputs(prob.model, prob.experiments))
+               _kinked_inputs(prob.model, prob.experiments),
+               _jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
@@ -963,10 +964,51 @@ def _kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]
             and e.breakpoints.size == 0 and e.u.shape[0] > 2]
 
 
+#: points per sample at which a callable input is looked at for jumps (at most
+#: JUMP_GRID_MAX in all)
+JUMP_GRID_PER_SAMPLE = 20
+JUMP_GRID_MAX = 20000
+
+
+def _jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
+    """Where a callable input jumps away from the breakpoints: ``"'name' (t ~ a, b, ...)"``
+    per experiment.  A jump is a step between neighbouring points of a fine
+    grid larger than a quarter of the input's range, with both neighbouring
+    steps ten times smaller (a pulse's edges; a fast smooth input changes
+    as much at the steps beside).  A user's doses given as 0.1 h pulses,
+    without breakpoints, were never certified, and the advice named only T."""
+    if model.nu == 0:
+        return []
+    out = []
+    for e in experiments:
+        if not callable(e.u):
+            continue
+        n = int(min(JUMP_GRID_MAX, JUMP_GRID_PER_SAMPLE * max(e.n_samples, 2)))
+        grid = np.linspace(e.t0, e.t_end, n)
+        try:
+            values = np.asarray(e.inputs(grid, model.nu), float)
+        except (TypeError, ValueError):
+            continue
+        step = np.abs(np.diff(values, axis=0))  # (n - 1, nu)
+        span = np.ptp(values, axis=0)
+        before = np.vstack([np.zeros((1, step.shape[1])), step[:-1]])
+        after = np.vstack([step[1:], np.zeros((1, step.shape[1]))])
+        jump = ((step > 0.25 * span) & (before < 0.1 * step) & (after < 0.1 * step)).any(axis=1)
+        times = 0.5 * (grid[:-1] + grid[1:])[jump]
+        h = grid[1] - grid[0]
+        times = [t for t in times if not np.any(np.abs(e.breakpoints - t) <= h)]
+        if times:
+            shown = ", ".join(f"{t:.4g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
+            out.append(f"{e.name!r} (t ~ {shown})")
+    return out
+
+
 def _judge(result: EstimationResult, cert: Certificate, refinements: int,
-           budget: int, method: str, kinked: Sequence[str] = ()) -> None:
+           budget: int, method: str, kinked: Sequence[str] = (),
+           jumps: Sequence[str] = ()) -> None:
     """Attach the certificate and let it decide what ``success`` means
-    (``kinked``: experiments from :func:`_kinked_inputs`, named in the advice)."""
+    (``kinked``: experiments from :func:`_kinked_inputs`, ``jumps`` from
+    :func:`_jumping_inputs`, named in the advice)."""
     result.certificate = cert.to_dict()
     result.discretisation_error = float(cert.discretisation_error)
     if cert.passed:
@@ -999,6 +1041,10 @@ def _judge(result: EstimationResult, cert: Certificate, refinements: int,
                  "interpolated linearly, which kink at every sample inside the intervals: "
                  "give their sample times as breakpoints (Experiment(..., breakpoints=t)) "
                  "so that intervals start there; or ")
+    if jumps:
+        kinks += (f"the inputs of experiment(s) {'; '.join(jumps)} jump inside the "
+                  "intervals: give those times as breakpoints (Experiment(..., "
+                  "breakpoints=[...])) so that intervals start there; or ")
     result.message = (
         f"the estimate is not certified as the ODE's after {refinements} mesh "
         f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "

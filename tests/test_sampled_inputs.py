@@ -6,6 +6,8 @@ must be the interpolation that is right for a smooth signal.
 """
 from __future__ import annotations
 
+import re
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -158,3 +160,39 @@ def test_predicting_beyond_the_input_samples_says_the_inputs_are_held(sampled_pr
         res.predict(0, np.linspace(0, 10, 7))  # within the samples: no word
     with pytest.warns(UserWarning, match=r"beyond the last input sample .* held at their last"):
         res.predict(0, np.linspace(0, 12, 7))
+
+
+def test_an_uncertified_fit_with_jumping_callable_inputs_names_the_jump_times():
+    """Doses given as 0.1 h pulses by a callable, without breakpoints (a user's
+    PK model): never certified, and the advice named only T.  With the jump
+    times as breakpoints it converges."""
+    import casadi as ca
+
+    from picard_casadi.estimate import _jumping_inputs
+
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p", 2), ca.SX.sym("u")
+    model = pc.Model(x=x, p=p, u=u, rhs=-p[0] * x + u / p[1], y=x)
+
+    def dose(tt):
+        return np.where(np.asarray(tt, float) % 12.0 < 0.1, 100.0, 0.0)
+
+    t = np.arange(0.5, 24.01, 1.0)
+    jumps = [0.0, 0.1, 12.0, 12.1]
+    X = pc.simulate(model, [0.0], [0.3, 5.0], t, u=dose, t0=0.0, breakpoints=jumps)
+    y = X[:, 0] + 0.05 * np.random.default_rng(0).standard_normal(t.size)
+    res = pc.estimate(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0, x0=[0.0])], [0.5, 3.0],
+                      "picard-gn", estimate_x0=False, uncertainty=False)
+    assert res.status == "not_certified"
+    where = re.search(r"'experiment' \(t ~ ([0-9., ]+)\) jump inside the intervals", res.message)
+    assert where, res.message
+    named = [float(v) for v in where.group(1).split(", ")]
+    assert len(named) == 3 and np.allclose(named, [0.1, 12.0, 12.1], atol=0.06)
+    fixed = pc.estimate(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0, x0=[0.0],
+                                              breakpoints=jumps)], [0.5, 3.0], "picard-gn",
+                        estimate_x0=False, uncertainty=False)
+    assert fixed.success and fixed.certificate["passed"]
+    # a fast smooth input has no jumps; one given at its jumps has none left
+    fast = pc.Experiment(t=t, y=y, u=lambda tt: np.sin(3.0 * np.asarray(tt, float)), t0=0.0)
+    assert _jumping_inputs(model, [fast]) == []
+    assert _jumping_inputs(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0,
+                                                 breakpoints=jumps)]) == []

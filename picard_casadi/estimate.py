@@ -12,8 +12,10 @@ and then, until the answer is certified or the budget is spent:
    (:mod:`picard_casadi.mesh`), carries the solution onto the new mesh and
    goes back to 1.
 
-The result (:class:`~picard_casadi.result.EstimationResult`) carries the
-estimate, the certificate, the final mesh, the uncertainty and the timings.
+Where the run fails, the default path's second runs (another start, IPOPT,
+shooting; :mod:`picard_casadi.fallbacks`) follow.  The result
+(:class:`~picard_casadi.result.EstimationResult`) carries the estimate, the
+certificate, the final mesh, the uncertainty and the timings.
 """
 
 from __future__ import annotations

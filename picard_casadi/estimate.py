@@ -20,7 +20,6 @@ certificate, the final mesh, the uncertainty and the timings.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -36,8 +35,7 @@ from .errors import ConvergenceError, DiscretisationWarning
 from .diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step, fitted_outputs,
                         note_bounds_reached)
 from .experiment import Experiment
-from .fallbacks import (ITERATION_LIMITS, DefaultPath, another_method, clipped,
-                        restarts_allowed, second_runs, wall_time_budget)
+from .fallbacks import ITERATION_LIMITS, DefaultPath, clipped, restarts_allowed, second_runs
 from .guess import GUESS_NOTE, GUESSES
 from .interrupts import interruptible_call
 from .mesh import default_T, refined_boundaries, transfer_solution
@@ -850,26 +848,21 @@ def estimate(
     _note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
 
-    def rerun(run_method: str, run_guess: str) -> EstimationResult:
-        """This call again with another method or start (a failure, not raised);
-        another method's run is one solve within a time budget
-        (:mod:`picard_casadi.fallbacks`)."""
-        run_options = options
-        context = contextlib.nullcontext()
-        if run_method != method:
-            run_options = _options_of(get_method(run_method), options)
-            given = dict(run_options.get("ipopt_options") or {})
-            given.setdefault("max_wall_time", wall_time_budget(result.wall_time))
-            run_options["ipopt_options"] = given
-            context = another_method()
-        with context:
-            return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
-                            x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                            nodes=nodes, scheme=scheme, weights=weights, refine=refine,
-                            codegen=codegen, x_scale=x_scale, p_scale=p_scale,
-                            guess=run_guess, uncertainty=uncertainty, seed=seed,
-                            callback=callback, raise_on_failure=False,
-                            max_intervals=max_intervals, **run_options)
+    def rerun(run_method: str, run_guess: str, max_wall_time: float | None
+              ) -> EstimationResult:
+        """This call again with another method or start (a failure, not raised),
+        IPOPT stopped after ``max_wall_time`` seconds unless the user set it."""
+        run_options = dict(options if run_method == method
+                           else _options_of(get_method(run_method), options))
+        if max_wall_time is not None:
+            run_options["ipopt_options"] = {"max_wall_time": max_wall_time,
+                                            **(run_options.get("ipopt_options") or {})}
+        return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
+                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
+                        nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
+                        uncertainty=uncertainty, seed=seed, callback=callback,
+                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
 
     result = second_runs(result, DefaultPath(
         method=spec.name, method_chosen=method_chosen, guess=guess,

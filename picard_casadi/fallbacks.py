@@ -82,14 +82,16 @@ def wall_time_budget(first_wall_time: float) -> float:
     """IPOPT's ``max_wall_time`` for a second run after a first of ``first_wall_time`` s."""
     return float(max(BUDGET_MIN_SECONDS, BUDGET_FACTOR * first_wall_time))
 
+
 #: statuses of a run stopped by its iteration or time limit (the package's
 #: methods, and IPOPT's for "ipopt" and "shooting")
 ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
                     "Maximum_WallTime_Exceeded")
 
-#: ``rerun(method, guess) -> result``: the same call with another method or
-#: start, a failure returned (not raised)
-Rerun = Callable[[str, str], EstimationResult]
+#: ``rerun(method, guess, max_wall_time) -> result``: the same call with another
+#: method or start, a failure returned (not raised); ``max_wall_time`` (seconds,
+#: or None) goes to IPOPT's option of that name unless the user set it
+Rerun = Callable[[str, str, "float | None"], EstimationResult]
 
 
 def clipped(message: str, limit: int = 160) -> str:
@@ -144,12 +146,19 @@ def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> Est
     return retry
 
 
-def _not_converged(retry: EstimationResult, method: str, first_wall_time: float) -> str:
+def _not_converged(retry: EstimationResult, method: str, budget: float) -> str:
     """Why another method's second run is not returned, quoted in the first's message."""
     if retry.status == "Maximum_WallTime_Exceeded":
-        return (f"stopped at its time budget of {wall_time_budget(first_wall_time):.0f} s; "
-                f"method='{method}' runs without one")
+        return f"stopped at its time budget of {budget:.0f} s; method='{method}' runs without one"
     return clipped(retry.message)
+
+
+def _with_another_method(rerun: Rerun, method: str, guess: str, budget: float
+                         ) -> EstimationResult:
+    """A second run with another method: one solve (:func:`another_method`) within
+    ``budget`` seconds of IPOPT."""
+    with another_method():
+        return rerun(method, guess, budget)
 
 
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
@@ -162,21 +171,22 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         The first run's.
     path : DefaultPath
     rerun : callable
-        ``rerun(method, guess)``: the same call with another method or start.
+        ``rerun(method, guess, max_wall_time)``: the same call with another
+        method or start (:data:`Rerun`).
     t_start : float
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
     if result.success or result.status == "stopped" or path.warm_start:
         return result
-    ran_again = False
+    budget = wall_time_budget(result.wall_time)  # from the first run's time
     if (path.guess == "auto" and path.method == "picard-gn" and result.status == "max_iter"
             and not path.every_state_measured
             and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
         # the trajectory from the simulated start never joined up: a user's 200 s
         # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
         # both converged from the states propagated from the data
-        retry = rerun(path.method, "anchored")
+        retry = rerun(path.method, "anchored", None)
         if retry.success:
             retry.settings["guess"] = "anchored (after 'simulation')"
             return _returned(retry, result, (
@@ -188,13 +198,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
             "; a second run from guess='anchored' did not converge either "
             f"({clipped(retry.message)})")
-        ran_again = True
+        result.wall_time = time.perf_counter() - t_start  # both runs
     if path.method_chosen:
-        if ran_again:
-            result.wall_time = time.perf_counter() - t_start
         return result
     if path.unstable:
-        retry = rerun("ipopt", path.guess)
+        retry = _with_another_method(rerun, "ipopt", path.guess, budget)
         if retry.success:
             return _returned(retry, result, (
                 "picard-gn stopped: the model is unstable along its trajectory at p = "
@@ -202,11 +210,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 "precision; this result is from method='ipopt' on the same collocation "
                 "(the default method falls back to it there; pass method= to choose)"))
         result.message += ("; method='ipopt' from the same start did not converge either "
-                           f"({_not_converged(retry, 'ipopt', result.wall_time)})")
+                           f"({_not_converged(retry, 'ipopt', budget)})")
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start
         return result
-    retry = rerun("shooting", path.guess)
+    retry = _with_another_method(rerun, "shooting", path.guess, budget)
     if retry.success:
         return _returned(retry, result, (
             f"{path.method} on the collocation mesh did not reach a certified answer "
@@ -214,6 +222,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             "method='shooting' from p0 (CVODES integrates each interval with error "
             "control; the default method falls back to it; pass method= to choose)"))
     result.message += ("; method='shooting' from p0 did not converge either "
-                       f"({_not_converged(retry, 'shooting', result.wall_time)})")
+                       f"({_not_converged(retry, 'shooting', budget)})")
     result.wall_time = time.perf_counter() - t_start
     return result

@@ -35,7 +35,7 @@ class _Reruns:
         self.calls: list[tuple[str, str]] = []
         self.outcomes = outcomes
 
-    def __call__(self, method, guess):
+    def __call__(self, method, guess, max_wall_time):
         self.calls.append((method, guess))
         return self.outcomes[method]()
 
@@ -142,3 +142,14 @@ def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypat
     assert "method='ipopt' from the same start did not converge either (stopped at its " \
            "time budget of 1 s" in res.message, res.message
     assert "method='shooting' from p0 did not converge either" in res.message
+
+
+def test_the_returned_wall_time_counts_every_run():
+    # a failed anchored retry followed by a converged shooting run reported the
+    # first and the last run's time only
+    reruns = _Reruns(**{"picard-gn": lambda: _result(message="no acceptable step: y"),
+                        "shooting": lambda: _result(success=True, status="converged")})
+    t_start = time.perf_counter() - 5.0  # the first two runs took 5 s
+    res = second_runs(_result(gap=1.0), _path(every_state_measured=False), reruns, t_start)
+    assert reruns.calls == [("picard-gn", "anchored"), ("shooting", "auto")] and res.success
+    assert res.wall_time >= 6.0  # 5 s before, 1 s of shooting

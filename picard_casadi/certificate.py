@@ -288,11 +288,11 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
             own[j] = in_standard_errors(g_j, cols, V_cols)
             L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
     shift = in_standard_errors(grad)
-    Delta = -Vt[keep].T @ ((Vt[keep] @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
+    Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
     p_shift = np.zeros(model.np)
     p_shift_se = np.zeros(model.np)
     if nth:
-        cov_diag = s * s * np.sum((Vt[keep] / sv[keep, None]) ** 2, axis=0)
+        cov_diag = s * s * np.sum((Vk / sv[keep, None]) ** 2, axis=0)
         for k, (kind, _, i) in enumerate(info.columns):
             if kind == "p":
                 p_shift[i] = Delta[k]

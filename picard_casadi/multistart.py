@@ -130,6 +130,9 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
     std = getattr(best, "p_std", None)
     scale = (np.where(np.isfinite(std) & (std > 0), DISTINCT_SE * np.asarray(std, float), np.inf)
              if std is not None else DISTINCT_RELATIVE * np.maximum(np.abs(best.p), 1e-300))
+    # what "apart" means here, in the note
+    apart_by = (f"beyond {DISTINCT_SE:g} standard errors of" if std is not None
+                else f"more than {DISTINCT_RELATIVE:g} (relative) from")
     f_best = best.weighted_objective
     for k, r in enumerate(results):
         if r is best or not r.success:
@@ -143,8 +146,8 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
                 f"reached the same objective (relative difference "
                 f"{abs(r.weighted_objective - f_best) / max(abs(f_best), 1e-300):.1g}) at "
                 f"p = {np.array2string(np.asarray(r.p), precision=4)}, where "
-                f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} beyond "
-                f"{DISTINCT_SE:g} standard errors of this estimate: the data do not tell the "
+                f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} {apart_by} "
+                "this estimate: the data do not tell the "
                 "two apart (a symmetry of the model, such as a flip-flop of two rates); "
                 "bounds or a known value that exclude one decide between them")
         best.warnings.append(note)

@@ -85,7 +85,7 @@ def not_finite_message(setup: Setup, U: np.ndarray, what: str) -> str:
     ``[0, inf)`` (a user's toggle switch and repressilator, told that "the
     model left its domain")."""
     model = setup.disc.model
-    domain = getattr(model, "x_domain", None)
+    domain = model.x_domain
     lo = np.zeros(model.nx) if domain is None else np.where(np.isfinite(domain[0]),
                                                               domain[0], 0.0)
     hi = np.full(model.nx, np.nan) if domain is None else domain[1]

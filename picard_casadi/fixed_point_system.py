@@ -34,6 +34,9 @@ make it smaller without changing the solution:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 __all__ = ["FixedPointSystem", "explicit_states", "fixed_point_matrix", "sink_states"]
@@ -129,6 +132,10 @@ class FixedPointSystem:
         self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
         self.sinks = bool(sinks) and self.explicit.size > 0
         self._kept: tuple[int, np.ndarray] | None = None
+        #: builds the compiled solve (:mod:`picard_casadi.fixed_point_kernel`)
+        #: on first use, or returns None where there is none; see use_kernel
+        self._kernel_loader: Callable[[], Any] | None = None
+        self._kernel: Any = None
         # work arrays of the Schur complement by (nodes, intervals, |E|, |R|)
         self._work: dict[tuple[int, int, int, int], tuple[np.ndarray, ...]] = {}
 
@@ -147,6 +154,10 @@ class FixedPointSystem:
             When an interval's matrix is singular.
         """
         J, K, nx, _ = Fx.shape
+        kernel = self._compiled_solve()
+        if kernel is not None and kernel.K == K and kernel.nx == nx \
+                and rhs.shape[-1] <= kernel.max_rhs:
+            return kernel.solve(h, Fx, rhs)
         group = self.group_size(K, nx)
         if J <= group:
             return self._solve_group(h, Fx, rhs)
@@ -156,11 +167,29 @@ class FixedPointSystem:
             out[part] = self._solve_group(h[part], Fx[part], rhs[part])
         return out
 
+    def use_kernel(self, loader: Callable[[], Any] | None) -> None:
+        """Solve with generated C where it can: ``loader()`` returns a
+        :class:`~picard_casadi.fixed_point_kernel.FixedPointKernel` (compiled
+        or loaded from the cache on the first solve) or None, and the NumPy
+        path runs where it returns None or the shapes are not the kernel's."""
+        self._kernel_loader, self._kernel = loader, None
+
+    def _compiled_solve(self) -> Any:
+        if self._kernel_loader is not None:
+            loader, self._kernel_loader = self._kernel_loader, None
+            self._kernel = loader()
+        return self._kernel
+
+    def order(self, K: int, nx: int) -> int:
+        """Order of the matrix each interval factorises: the unknown nodes
+        times the states kept (not eliminated)."""
+        return (K - self.first_node_fixed) * (nx - self.explicit.size)
+
     def group_size(self, K: int, nx: int) -> int:
         """How many intervals to solve at once: their matrices fill about
         :data:`GROUP_BYTES`, so that the batched products' temporaries stay
         in cache (docs/performance.md, "Solving in groups of intervals")."""
-        n = max(1, (K - self.first_node_fixed) * (nx - self.explicit.size))
+        n = max(1, self.order(K, nx))
         return max(1, GROUP_BYTES // (8 * n * n))
 
     def _solve_group(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:

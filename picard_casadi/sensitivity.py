@@ -33,6 +33,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation, node_columns
+from .fixed_point_kernel import kernel_loader
 from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
                                  sink_states)
 from .model import Model
@@ -198,8 +199,13 @@ class FixedPointLinearisation:
         self._samp_u = as_arg(d.sample_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * M))
         self._node_u = as_arg(d.node_inputs.transpose(1, 0, 2).reshape(d.model.nu, J * K))
         self._A = d.quad.integration  # K x K
-        #: the interval systems I - dP/dU, with the model's explicit states eliminated
+        #: the interval systems I - dP/dU, with the model's explicit states
+        #: eliminated, solved in generated C where the functions are compiled
         self.system = fixed_point_system(d.model, self._A)
+        if native is not None:
+            self.system.use_kernel(kernel_loader(self.system, d.model.nx,
+                                                 d.model.nx + d.model.np, functions,
+                                                 d.model.jacobian_pattern))
         # (h, f_x at the nodes) of the last dense linearisation, and the
         # inverse of its I - dP/dU, formed only when asked for (last_inverse)
         self._last_jacobians: tuple[np.ndarray, np.ndarray] | None = None

@@ -341,7 +341,12 @@ def test_a_state_on_its_domain_edge_is_named_not_the_domain_left():
     # picard-gn said "the model left its domain" (a user's toggle switch)
     model, exps = _toggle_switch()
     bounds = ([0.1, 0.1, 1.0, 1.0], [20.0, 20.0, 5.0, 5.0])
-    res = pc.estimate(model, exps, [2.0] * 4, "picard-gn", p_bounds=bounds, uncertainty=False)
+    # whether the iterates reach v = 0 from this start depends on round-off:
+    # with the fixed-point solves in generated C (codegen) they go to another
+    # local optimum (beta on its bound, with a FitWarning); NumPy's solves on
+    # the virtual machine reach the edge
+    res = pc.estimate(model, exps, [2.0] * 4, "picard-gn", p_bounds=bounds, uncertainty=False,
+                      codegen=False)
     assert res.status == "step_failed"
     assert "v is exactly on the edge of the model's domain" in res.message, res.message
     assert "x0_bounds" in res.message and "left its domain" not in res.message

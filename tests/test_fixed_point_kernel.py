@@ -1,0 +1,166 @@
+"""The fixed-point solve in generated C agrees with the NumPy path it replaces."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi import codegen
+from picard_casadi.errors import CodegenError
+from picard_casadi.fixed_point_kernel import (MAX_ORDER, FixedPointKernel, kernel_loader,
+                                              kernel_source)
+from picard_casadi.fixed_point_system import FixedPointSystem, fixed_point_matrix
+
+pytestmark = pytest.mark.skipif(codegen.find_compiler() is None, reason="no C compiler")
+
+
+def _kernel(A, nx, explicit=(), sinks=False, max_rhs=6, pattern=None):
+    source = kernel_source(A, nx, np.array(explicit, dtype=int), sinks, max_rhs, pattern)
+    return FixedPointKernel(codegen.compile_c_source(source, "test_fixed_point"),
+                            A.shape[0], nx)
+
+
+def _case(rng, J, K, nx, explicit, sinks, pattern=None, first_node_fixed=True):
+    A = 0.3 * rng.standard_normal((K, K))
+    if first_node_fixed:
+        A[0] = 0.0
+    h = rng.uniform(0.05, 0.3, J)
+    Fx = rng.standard_normal((J, K, nx, nx))
+    E = np.array(explicit, dtype=int)
+    if pattern is not None:
+        Fx *= pattern
+    if E.size:
+        Fx[np.ix_(range(J), range(K), E, E)] = 0.0
+        if sinks:
+            Fx[:, :, :, E] = 0.0
+    return A, h, Fx
+
+
+@pytest.mark.parametrize("first_node_fixed", [True, False])
+@pytest.mark.parametrize("nx, explicit, sinks", [
+    (15, [3, 4, 5, 6], False),   # cmg's gimbal angles
+    (6, [0, 2, 4], False),
+    (9, [8], True),              # the F/A-18's heading
+    (5, [], False),              # nothing eliminated
+])
+@pytest.mark.parametrize("c", [1, 3, 6])
+def test_kernel_equals_the_numpy_solve(first_node_fixed, nx, explicit, sinks, c, tmp_path,
+                                       monkeypatch):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    rng = np.random.default_rng(nx + 10 * c)
+    J, K = 7, 6
+    A, h, Fx = _case(rng, J, K, nx, explicit, sinks, first_node_fixed=first_node_fixed)
+    rhs = rng.standard_normal((J, K * nx, c))
+    reference = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs)
+    numpy_path = FixedPointSystem(A, np.array(explicit, dtype=int), sinks)
+    assert np.max(np.abs(numpy_path.solve(h, Fx, rhs) - reference)) <= 1e-12 * np.abs(
+        reference).max()
+    got = _kernel(A, nx, explicit, sinks).solve(h, Fx, rhs)
+    assert np.max(np.abs(got - reference)) <= 1e-12 * np.abs(reference).max()
+
+
+def test_structural_zeros_are_skipped_without_changing_the_solution(tmp_path, monkeypatch):
+    # cmg's pattern: each gimbal angle's derivative is one rate (4 of f_x[E, R]'s 44)
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    model = pc.problem("cmg", seed=0).model
+    pattern = np.asarray(model.jacobian_pattern, dtype=bool)
+    explicit = [3, 4, 5, 6]
+    rng = np.random.default_rng(3)
+    A, h, Fx = _case(rng, 5, 9, 15, explicit, False, pattern=pattern)
+    rhs = rng.standard_normal((5, 9 * 15, 18))
+    reference = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs)
+    kernel = _kernel(A, 15, explicit, max_rhs=18, pattern=pattern)
+    assert np.max(np.abs(kernel.solve(h, Fx, rhs) - reference)) <= 1e-12 * np.abs(
+        reference).max()
+    # a nonzero outside the pattern would be left out: the pattern is used, not ignored
+    Fx[:, :, 3, 0] = 1.0
+    reference = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs)
+    assert np.max(np.abs(kernel.solve(h, Fx, rhs) - reference)) > 1e-6
+
+
+def test_a_singular_interval_raises_and_nan_propagates(tmp_path, monkeypatch):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    J, K, nx = 3, 4, 4
+    A = 0.5 * np.eye(K)
+    h = np.array([0.1, 1.0, 0.1])
+    Fx = np.zeros((J, K, nx, nx))
+    Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
+    rhs = np.ones((J, K * nx, 2))
+    for explicit in ([0, 1], []):
+        kernel = _kernel(A, nx, explicit)
+        with pytest.raises(np.linalg.LinAlgError):
+            kernel.solve(h, Fx, rhs)
+        h_ok = np.array([0.1, 0.2, 0.1])
+        Fx_nan = Fx.copy()
+        Fx_nan[1] = np.nan
+        out = kernel.solve(h_ok, Fx_nan, rhs)
+        assert np.all(np.isnan(out[1, nx:])) and np.all(np.isfinite(out[[0, 2]]))
+
+
+def test_shapes_it_was_not_generated_for_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    rng = np.random.default_rng(0)
+    A, h, Fx = _case(rng, 2, 4, 3, [], False)
+    kernel = _kernel(A, 3, max_rhs=2)
+    with pytest.raises(ValueError, match="right-hand sides"):
+        kernel.solve(h, Fx, np.ones((2, 12, 3)))
+    # the system falls back to NumPy for those
+    system = FixedPointSystem(A)
+    system.use_kernel(lambda: kernel)
+    rhs = rng.standard_normal((2, 12, 3))
+    assert np.allclose(system.solve(h, Fx, rhs),
+                       np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs), atol=1e-12)
+
+
+def test_loader_leaves_large_matrices_to_lapack_and_notes_a_failed_compile(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    rng = np.random.default_rng(1)
+    K = 9
+    A = rng.standard_normal((K, K))
+    A[0] = 0.0
+    big = FixedPointSystem(A)
+    nx_big = MAX_ORDER // (K - 1) + 1
+    assert kernel_loader(big, nx_big, 4, None)() is None
+
+    class Functions:
+        strict = False
+        notes: list[str] = []
+
+    def failing(source, tag):
+        raise CodegenError("the C compiler failed (stand-in)")
+
+    monkeypatch.setattr(codegen, "compile_c_source", failing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert kernel_loader(FixedPointSystem(A), 3, 4, Functions)() is None
+    assert "fixed-point solves run on NumPy" in Functions.notes[0]
+    assert any("stand-in" in str(w.message) for w in caught)
+    Functions.strict = True
+    with pytest.raises(CodegenError):
+        kernel_loader(FixedPointSystem(A), 3, 4, Functions)()
+
+
+def test_estimates_with_and_without_the_kernel_agree(monkeypatch):
+    # the same run with generated code (the kernel's solves) and on the
+    # virtual machine (NumPy's)
+    calls = []
+    solve = FixedPointKernel.solve
+
+    def counted(self, *args):
+        calls.append(args[2].shape[-1])
+        return solve(self, *args)
+
+    monkeypatch.setattr(FixedPointKernel, "solve", counted)
+    prob = pc.problem("lotka-volterra", seed=0)
+    compiled = prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    assert calls and max(calls) == 2 + 4  # the sensitivities: nx + np columns
+    n_calls = len(calls)
+    vm = prob.estimate("picard-gn", codegen=False, uncertainty=False)
+    assert len(calls) == n_calls
+    assert compiled.success and vm.success
+    assert compiled.iterations == vm.iterations
+    assert np.allclose(compiled.p, vm.p, rtol=1e-9, atol=0)

@@ -18,7 +18,8 @@ on the ``PATH``.  Flags: ``-O1 -fPIC -shared`` for the Picard methods'
 functions, ``-O2`` for IPOPT's NLP, ``-O3 -march=native`` for the numeric
 kernels written as C here (:func:`compile_c_source`; ``-O3`` alone where
 the compiler refuses ``-march=native``) (:data:`DEFAULT_OPT_FLAGS`;
-``$PICARD_CASADI_CFLAGS`` replaces the optimisation flags of all three).
+``$PICARD_CASADI_CFLAGS`` replaces the optimisation flags of CasADi's code,
+not the kernels', which are fast only vectorised).
 Not ``-O3`` for CasADi's code: it is long straight-line arithmetic where
 ``-O3`` compiles much longer for little gain, and no ``-ffast-math``
 anywhere, so generated and virtual-machine results agree to round-off.
@@ -111,7 +112,7 @@ class NlpTooLarge(CodegenError):
 #: functions compile a third faster at -O1 and run as fast (cmg, the paper's
 #: algorithm: 32.2 s -> 21.8 s, 3.6 vs 3.8 ms per iteration); IPOPT's NLP runs
 #: 30 % slower at -O1 (cmg: 1.24 s against 0.95 s per iteration), so it keeps -O2
-#: hand-written numeric kernels (:mod:`picard_casadi.fixed_point_kernel`) are
+#: hand-written numeric kernels (:mod:`picard_casadi.kernels`) are
 #: short loops that only pay when unrolled and vectorised for this processor
 #: (the cmg fixed-point solve: 7.5 ms at -O2, 2.1 ms at -O3 -march=native);
 #: a compiler that refuses -march=native compiles them with "kernel-portable"
@@ -246,7 +247,9 @@ def _compiler_identity(cc: str) -> str:
 
 
 def _flags(kind: str = "functions") -> list[str]:
-    opt = os.environ.get("PICARD_CASADI_CFLAGS")
+    # the numeric kernels are fast only vectorised: $PICARD_CASADI_CFLAGS is
+    # for CasADi's code (-O1 made the cmg fixed-point kernel slower than NumPy)
+    opt = None if kind.startswith("kernel") else os.environ.get("PICARD_CASADI_CFLAGS")
     return (opt.split() if opt else list(DEFAULT_OPT_FLAGS[kind])) + ["-fPIC", "-shared"]
 
 
@@ -763,7 +766,7 @@ def _processor_identity() -> str:
 def compile_c_source(source: str, tag: str) -> Path:
     """Compile a hand-written C file into a cached shared library for this processor.
 
-    The numeric kernels (:mod:`picard_casadi.fixed_point_kernel`) are compiled
+    The numeric kernels (:mod:`picard_casadi.kernels`) are compiled
     with the ``"kernel"`` flags (``-O3 -march=native``), or the portable
     ``-O3`` where the compiler refuses those; the cache key holds the source,
     the compiler, the flags and the processor's identity.
@@ -811,7 +814,7 @@ def _compile_c_source(source: str, tag: str) -> Path:
             try:
                 _compile_c(cc, [path], lib, Path(tmp), kind="kernel")
             except CodegenError:
-                if interrupted() or os.environ.get("PICARD_CASADI_CFLAGS"):
+                if interrupted():
                     raise
                 _compile_c(cc, [path], lib, Path(tmp), kind="kernel-portable")
         _write_meta(lib, meta, {"source": tag})

@@ -132,7 +132,7 @@ class FixedPointSystem:
         self.explicit = np.zeros(0, dtype=int) if explicit is None else np.asarray(explicit, int)
         self.sinks = bool(sinks) and self.explicit.size > 0
         self._kept: tuple[int, np.ndarray] | None = None
-        #: builds the compiled solve (:mod:`picard_casadi.fixed_point_kernel`)
+        #: builds the compiled solve (:mod:`picard_casadi.kernels`)
         #: on first use, or returns None where there is none; see use_kernel
         self._kernel_loader: Callable[[], Any] | None = None
         self._kernel: Any = None
@@ -154,7 +154,7 @@ class FixedPointSystem:
             When an interval's matrix is singular.
         """
         J, K, nx, _ = Fx.shape
-        kernel = self._compiled_solve()
+        kernel = self.compiled_solve()
         if kernel is not None and kernel.K == K and kernel.nx == nx \
                 and rhs.shape[-1] <= kernel.max_rhs:
             return kernel.solve(h, Fx, rhs)
@@ -169,12 +169,14 @@ class FixedPointSystem:
 
     def use_kernel(self, loader: Callable[[], Any] | None) -> None:
         """Solve with generated C where it can: ``loader()`` returns a
-        :class:`~picard_casadi.fixed_point_kernel.FixedPointKernel` (compiled
+        :class:`~picard_casadi.kernels.IterationKernels` (compiled
         or loaded from the cache on the first solve) or None, and the NumPy
         path runs where it returns None or the shapes are not the kernel's."""
         self._kernel_loader, self._kernel = loader, None
 
-    def _compiled_solve(self) -> Any:
+    def compiled_solve(self) -> Any:
+        """The :class:`~picard_casadi.kernels.IterationKernels`
+        set by :meth:`use_kernel` (loaded now if not yet), or None."""
         if self._kernel_loader is not None:
             loader, self._kernel_loader = self._kernel_loader, None
             self._kernel = loader()

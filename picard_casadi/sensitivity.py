@@ -33,7 +33,7 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation, node_columns
-from .fixed_point_kernel import kernel_loader
+from .kernels import kernel_loader
 from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
                                  sink_states)
 from .model import Model
@@ -222,6 +222,12 @@ class FixedPointLinearisation:
         return self._resolved[name]
 
     @property
+    def kernels(self) -> Any:
+        """The compiled kernels (:class:`~picard_casadi.kernels.IterationKernels`)
+        of :attr:`system`, loaded on first use; None where there are none."""
+        return self.system.compiled_solve()
+
+    @property
     def f_der(self) -> Any:
         """``(t, x, p, u) -> (f, f_x, f_p)`` mapped over all nodes."""
         return self._function("f_derivatives")
@@ -386,23 +392,29 @@ class FixedPointLinearisation:
 
         # solve (I - dP/dU) S = dP/dz: the x_j columns of dP/dz are the
         # identity at every node (kept in rhs), the p columns h (A kron I) f_p
-        # (einsum's generic loops cost several times BLAS's batched matmul here)
-        rhs.reshape(J, K, nx, nz)[..., nx:] = (
-            h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(J, K, nx, np_)
-        try:
-            S = self.system.solve(h, Fx, rhs)
-            self._forget_linearisation((h, Fx))  # kept for last_inverse
-        except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
-            S = np.full(rhs.shape, np.nan)
-            self._forget_linearisation()
-        S = S.reshape(J, K, nx, nz)
+        # (einsum's generic loops cost several times BLAS's batched matmul here);
         # dF_l/dz = Fx[l] S_l + [0 | Fp[l]], written into dF1's first K nodes;
         # its last "node" is [I | 0] (F1's is x_j), so that the states at the
         # samples x_j + h S f(U) and their derivatives [I | 0] + h S dF come
-        # from one product each with the rows [h S | 1]
+        # from one product each with the rows [h S | 1].  Compiled, all of it
+        # is one call of the generated kernel (kernels.py)
         dF = dF1[:, :K]
-        np.matmul(Fx, S, out=dF)
-        dF[..., nx:] += Fp
+        kernel = self.kernels
+        try:
+            if kernel is not None and kernel.max_rhs == nz and kernel.K == K:
+                S = kernel.sensitivities(h, Fx, Fp, dF1)
+            else:
+                rhs.reshape(J, K, nx, nz)[..., nx:] = (h[:, None, None] * np.matmul(
+                    A, Fp.reshape(J, K, nx * np_))).reshape(J, K, nx, np_)
+                S = self.system.solve(h, Fx, rhs)
+                np.matmul(Fx, S.reshape(J, K, nx, nz), out=dF)
+                dF[..., nx:] += Fp
+            self._forget_linearisation((h, Fx))  # kept for last_inverse
+        except np.linalg.LinAlgError:  # a singular interval: callers see non-finite values
+            S = np.full(rhs.shape, np.nan)
+            dF[...] = np.nan
+            self._forget_linearisation()
+        S = S.reshape(J, K, nx, nz)
         F1[:, :K] = F
         F1[:, K] = X
         Xs = np.matmul(rows, F1)  # (J, M, nx)

@@ -514,6 +514,13 @@ class Transcription:
         return self._fixed_point.interval_sensitivities(X, self.nodes_np(U), p, full, trimmed)
 
     @property
+    def kernels(self) -> Any:
+        """The iteration's compiled linear algebra
+        (:class:`~picard_casadi.kernels.IterationKernels`), or None on the
+        virtual machine (NumPy's then)."""
+        return self._fixed_point.kernels
+
+    @property
     def last_fixed_point_inverse(self) -> np.ndarray | None:
         """``(I - dP/dU)^-1`` per interval ``(J, K nx, K nx)`` of the last
         :meth:`interval_sensitivities` (``None`` if an interval was singular)."""

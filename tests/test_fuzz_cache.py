@@ -120,10 +120,10 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
     monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
     real = codegen._compile_c
 
-    def failing(cc, sources, lib, workdir):
+    def failing(cc, sources, lib, workdir, kind="functions"):
         if "jacobian" in lib.name or "interval_linearisation" in lib.name:
             raise pc.CodegenError("the C compiler failed (cc -O2 ...):\nvirtual memory exhausted")
-        return real(cc, sources, lib, workdir)
+        return real(cc, sources, lib, workdir, kind)
 
     monkeypatch.setattr(codegen, "_compile_c", failing)
     import picard_casadi.transcription as transcription

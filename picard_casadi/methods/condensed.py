@@ -412,7 +412,7 @@ class ConstrainedGaussNewtonStep:
                             precision_reached=True, optimality=0.0)
         # the second-order terms weight the outputs by the full residuals
         r_full, Jx_full = r, Jx
-        r, Jx, Jp = compress_rows(r, Jx, Jp)
+        r, Jx, Jp = compress_rows(r, Jx, Jp, self.setup.tr.kernels)
         # the linear model's data part, less what no step can reach
         data_c = 0.5 * float(np.sum(r * r))
 

@@ -25,6 +25,8 @@ pieces, each a function of dense arrays only:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["bounded_least_squares", "compress_rows", "least_squares_solution",
@@ -243,7 +245,7 @@ def least_violation(C: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray
     return theta
 
 
-def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
+def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray, kernels: Any = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each interval's data rows as the triangular factor of ``[Jx Jp r]``.
 
@@ -253,8 +255,13 @@ def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
     (``nx + np + 1`` of them) applied to ``(dx_j, dp, 1)``, plus a part no step
     reaches.  Every least-squares problem of the step keeps its solution;
     the condensed matrix shrinks from ``J M ny`` to ``J (nx + np + 1)`` rows
-    (cmg: 8540 rows to 1159, for 63 unknowns).
+    (cmg: 8540 rows to 1159, for 63 unknowns).  ``kernels``: the iteration's
+    compiled kernels (:class:`~picard_casadi.kernels.IterationKernels`), which
+    do the same by a Householder QR in generated C; None for NumPy's.
     """
+    if kernels is not None and kernels.nx == Jx.shape[2] \
+            and kernels.max_rhs == Jx.shape[2] + Jp.shape[2]:
+        return kernels.compress_rows(r, Jx, Jp)
     J, rows, nx = Jx.shape
     cols = nx + Jp.shape[2] + 1
     if rows <= cols:

@@ -1,4 +1,13 @@
-"""The fixed-point solve of every interval as generated C (one compiled call).
+"""The dense linear algebra of a ``picard-gn`` iteration as generated C.
+
+Three kernels, each one compiled call over all intervals:
+
+* the fixed-point solve ``(I - dP/dU) v = b`` (:meth:`IterationKernels.solve`);
+* the fixed-point sensitivities with respect to ``(x_j, p)`` and ``f``'s
+  derivatives at the nodes (:meth:`IterationKernels.sensitivities`);
+* the compression of each interval's data rows to the triangular factor of
+  ``[Jx Jp r]`` (:meth:`IterationKernels.compress_rows`, a Householder QR;
+  :func:`picard_casadi.methods.least_squares.compress_rows` by NumPy).
 
 :meth:`FixedPointSystem.solve <picard_casadi.fixed_point_system.FixedPointSystem.solve>`
 solves ``(I - dP/dU) v = b`` for all intervals with NumPy: batched products
@@ -19,12 +28,12 @@ on the NumPy buffers through :mod:`ctypes`:
   :data:`picard_casadi.codegen.DEFAULT_OPT_FLAGS` ``"kernel"``).
 
 The arithmetic is that of the NumPy path up to the order of summation
-(results agree to round-off, ``tests/test_fixed_point_kernel.py``); a
+(results agree to round-off, ``tests/test_kernels.py``); a
 singular interval raises :class:`numpy.linalg.LinAlgError` as LAPACK's does.
 Without a compiler, or where a matrix would be too large for the unblocked
 cache use of this LU (:data:`MAX_ORDER`), the NumPy path runs.  Why this
-exists and what it gains: docs/performance.md, "The fixed-point solve in
-generated C".
+exists and what it gains: docs/performance.md, "The iteration's linear
+algebra in generated C".
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from .fixed_point_system import FixedPointSystem
 from .interrupts import interrupted
 from .user_warnings import warn_user
 
-__all__ = ["FixedPointKernel", "kernel_source", "kernel_loader", "MAX_ORDER"]
+__all__ = ["IterationKernels", "kernel_source", "kernel_loader", "MAX_ORDER"]
 
 #: largest order of the factorised matrix (kept states times nodes) solved
 #: by the kernel; above it LAPACK's cache-blocked LU is the faster
@@ -86,12 +95,12 @@ def kernel_source(A: np.ndarray, nx: int, explicit: np.ndarray, sinks: bool,
     Returns
     -------
     str
-        The C file.  Its function ``int pc_fixed_point_solve(int J, int c,
-        const double* h, const double* Fx, const double* rhs, double* out,
-        double* work)`` takes C-ordered ``h (J,)``, ``Fx (J, K, nx, nx)``,
-        ``rhs`` and ``out (J, K nx, c)`` and a work array of
-        ``pc_fixed_point_work(c)`` doubles; it returns 0, or ``j + 1`` for
-        the first singular interval ``j``.
+        The C file: ``pc_fixed_point_solve`` (the solve for ``c <= max_rhs``
+        right-hand sides) and ``pc_fixed_point_sensitivities`` (the
+        sensitivities with respect to ``(x_j, p)`` and ``f``'s derivatives
+        at the nodes, ``max_rhs = nx + np``), both reading ``f_x`` through
+        strides, with a work array of ``pc_fixed_point_work()`` doubles;
+        each returns 0, or ``j + 1`` for the first singular interval ``j``.
     """
     A = np.asarray(A, dtype=float)
     K = A.shape[0]
@@ -130,7 +139,8 @@ _KERNEL_BODY = r"""
 #define WORK_SIZE (N * LD + K * NX * CMAX + K * NR * NR + K * NR * NE + K * NER \
                    + K * K * NR * NE + K * NX * CMAX + NX * CMAX + 8)
 
-int pc_fixed_point_work(void) { return WORK_SIZE; }
+int pc_fixed_point_work(void) { return WORK_SIZE + K * NX * CMAX; }
+int pc_compress_work(int m) { return m * (CMAX + 1); }
 int pc_fixed_point_max_rhs(void) { return CMAX; }
 
 /* Gaussian elimination with partial pivoting on the N x W row-major [S | b]
@@ -215,10 +225,11 @@ static inline __attribute__((always_inline)) int lu_solve(const int W, double* r
   return 0;
 }
 
-/* One interval: h, f_x at its nodes (K, NX, NX), the right-hand side and the
-   solution (K NX, c), all C-ordered. */
-static inline __attribute__((always_inline)) int solve_one(const int c, const double h, const double* restrict Fx,
-                     const double* restrict rhs, double* restrict out, double* restrict work) {
+/* One interval: h; f_x at its nodes, entry (k, a, b) at Fx[k sk + a sa + b];
+   the right-hand side and the solution (K NX, c), C-ordered. */
+static inline __attribute__((always_inline)) int solve_one(
+    const int c, const double h, const double* restrict Fx, const long sk, const long sa,
+    const double* restrict rhs, double* restrict out, double* restrict work) {
   const int W = N + c;
   double (*restrict M)[LD] = (double (*)[LD]) work;
   double* restrict b = work + N * LD;                 /* (K, NX, c) */
@@ -230,15 +241,15 @@ static inline __attribute__((always_inline)) int solve_one(const int c, const do
   double* restrict t0 = T + K * NX * CMAX;            /* (NX, c) */
   (void) Q;
   for (int k = 0; k < K; ++k) {
-    const double* Fk = Fx + k * NX * NX;
+    const double* Fk = Fx + k * sk;
     for (int a = 0; a < NR; ++a) {
-      for (int bb = 0; bb < NR; ++bb) FRR[(k * NR + a) * NR + bb] = Fk[R[a] * NX + R[bb]];
+      for (int bb = 0; bb < NR; ++bb) FRR[(k * NR + a) * NR + bb] = Fk[R[a] * sa + R[bb]];
 #if HAS_E
-      for (int e = 0; e < NE; ++e) FRE[(k * NR + a) * NE + e] = Fk[R[a] * NX + E[e]];
+      for (int e = 0; e < NE; ++e) FRE[(k * NR + a) * NE + e] = Fk[R[a] * sa + E[e]];
 #endif
     }
 #if HAS_ER
-    for (int t = 0; t < NER; ++t) FER[k * NER + t] = Fk[E[ER_E[t]] * NX + R[ER_B[t]]];
+    for (int t = 0; t < NER; ++t) FER[k * NER + t] = Fk[E[ER_E[t]] * sa + R[ER_B[t]]];
 #endif
   }
   /* b: the right-hand side, with the first node's column folded in */
@@ -247,7 +258,7 @@ static inline __attribute__((always_inline)) int solve_one(const int c, const do
   for (int a = 0; a < NX; ++a) {
     for (int q = 0; q < c; ++q) t0[a * c + q] = 0.0;
     for (int e = 0; e < NX; ++e) {
-      const double f = Fx[a * NX + e];
+      const double f = Fx[a * sa + e];
       for (int q = 0; q < c; ++q) t0[a * c + q] += f * rhs[e * c + q];
     }
   }
@@ -355,14 +366,16 @@ static inline __attribute__((always_inline)) int solve_one(const int c, const do
   return 0;
 }
 
-int pc_fixed_point_solve(int J, int c, const double* h, const double* Fx, const double* rhs,
-                         double* out, double* work) {
+/* (I - dP/dU) v = rhs for J intervals: f_x's entry (j, k, a, b) at
+   Fx[j sj + k sk + a sa + b]; rhs and out (J, K NX, c) C-ordered. */
+int pc_fixed_point_solve(int J, int c, const double* h, const double* Fx, long sj, long sk,
+                         long sa, const double* rhs, double* out, double* work) {
   if (c < 1 || c > CMAX) return -1;
   /* the loops specialised (inlined with c constant) for the two usual widths:
      the sensitivities' CMAX columns and a Newton step's one */
 #define SOLVE_ALL(cc) \
   for (int j = 0; j < J; ++j) \
-    if (solve_one(cc, h[j], Fx + (long) j * K * NX * NX, rhs + (long) j * K * NX * (cc), \
+    if (solve_one(cc, h[j], Fx + j * sj, sk, sa, rhs + (long) j * K * NX * (cc), \
                   out + (long) j * K * NX * (cc), work)) \
       return j + 1;
   if (c == CMAX) { SOLVE_ALL(CMAX) }
@@ -370,10 +383,113 @@ int pc_fixed_point_solve(int J, int c, const double* h, const double* Fx, const 
   else { SOLVE_ALL(c) }
   return 0;
 }
+
+/* The fixed-point sensitivities S = (I - dP/dU)^-1 dP/dz, z = (x_j, p), and
+   the vector field's derivatives dF_l = f_x(u_l) S_l + [0 | f_p(u_l)] at the
+   nodes: dP/dz is the identity at every node in its x_j columns and
+   h (A kron I) f_p in its p columns (NP = CMAX - NX of them), formed here.
+   f_x as in pc_fixed_point_solve, f_p's entry (j, k, a, q) at
+   Fp[j pj + k pk + a pa + q]; S (J, K NX, CMAX) C-ordered; dF's entry
+   (j, k, a, z) at dF[j dj + k (NX CMAX) + a CMAX + z]. */
+int pc_fixed_point_sensitivities(int J, const double* h, const double* Fx, long sj, long sk,
+                                 long sa, const double* Fp, long pj, long pk, long pa,
+                                 double* S, double* dF, long dj, double* work) {
+  enum { NZ = CMAX, NP = CMAX - NX };
+  double* rhs = work + WORK_SIZE;  /* (K NX, NZ) */
+  for (int k = 0; k < K; ++k)
+    for (int a = 0; a < NX; ++a)
+      for (int z = 0; z < NX; ++z) rhs[(k * NX + a) * NZ + z] = (a == z);
+  for (int j = 0; j < J; ++j) {
+    const double* Fxj = Fx + j * sj;
+    const double* Fpj = Fp + j * pj;
+    for (int k = 0; k < K; ++k)
+      for (int a = 0; a < NX; ++a) {
+        double* r = rhs + (k * NX + a) * NZ + NX;
+        for (int q = 0; q < NP; ++q) r[q] = 0.0;
+        for (int l = 0; l < K; ++l) {
+          const double w = h[j] * A[k * K + l];
+          const double* f = Fpj + l * pk + a * pa;
+          for (int q = 0; q < NP; ++q) r[q] += w * f[q];
+        }
+      }
+    double* Sj = S + (long) j * K * NX * NZ;
+    if (solve_one(CMAX, h[j], Fxj, sk, sa, rhs, Sj, work)) return j + 1;
+    double* dFj = dF + j * dj;
+    for (int l = 0; l < K; ++l)
+      for (int a = 0; a < NX; ++a) {
+        const double* fa = Fxj + l * sk + a * sa;
+        const double* fp = Fpj + l * pk + a * pa;
+        double acc[CMAX];  /* a row of dF_l, in registers */
+        for (int z = 0; z < NX; ++z) acc[z] = 0.0;
+        for (int q = 0; q < NP; ++q) acc[NX + q] = fp[q];
+        for (int bb = 0; bb < NX; ++bb) {
+          const double f = fa[bb];
+          const double* src = Sj + (l * NX + bb) * NZ;
+          for (int z = 0; z < NZ; ++z) acc[z] += f * src[z];
+        }
+        memcpy(dFj + (l * NX + a) * NZ, acc, sizeof acc);
+      }
+  }
+  return 0;
+}
+
+/* Each interval's rows [Jx Jp r] (m rows, NC = CMAX + 1 columns; Jx's entry
+   (j, i, a) at Jx[j xj + i xi + a], Jp's likewise, r's (j, i) at r[j rj + i])
+   reduced to the upper triangular R (J, NC, NC) of [Jx Jp r] = Q R by
+   Householder reflections (LAPACK's sign convention), row-major in work. */
+#define NC (CMAX + 1)
+int pc_compress_rows(int J, int m, const double* Jx, long xj, long xi, const double* Jp,
+                     long pj, long pi, const double* r, long rj, long ri, double* R,
+                     double* work) {
+  enum { NP = CMAX - NX };
+  double (*restrict W)[NC] = (double (*)[NC]) work;
+  for (int j = 0; j < J; ++j) {
+    for (int i = 0; i < m; ++i) {
+      memcpy(W[i], Jx + j * xj + i * xi, sizeof(double) * NX);
+      memcpy(W[i] + NX, Jp + j * pj + i * pi, sizeof(double) * NP);
+      W[i][NC - 1] = r[j * rj + i * ri];
+    }
+    const int steps = m < NC ? m : NC;
+    for (int k = 0; k < steps; ++k) {
+      double s = 0.0;
+      for (int i = k + 1; i < m; ++i) s += W[i][k] * W[i][k];
+      const double alpha = W[k][k];
+      if (s == 0.0) continue;  /* nothing below the diagonal: H = I */
+      const double norm = sqrt(alpha * alpha + s);
+      const double beta = alpha > 0.0 ? -norm : norm;
+      const double tau = (beta - alpha) / beta, scale = 1.0 / (alpha - beta);
+      /* v = (1, W[k+1:, k] scale); w = tau v^T W[k:, :] */
+      double w[NC];
+      for (int c = 0; c < NC; ++c) w[c] = W[k][c];
+      for (int i = k + 1; i < m; ++i) {
+        const double vi = W[i][k] * scale;
+        for (int c = 0; c < NC; ++c) w[c] += vi * W[i][c];
+      }
+      for (int c = 0; c < NC; ++c) w[c] *= tau;
+      for (int c = k + 1; c < NC; ++c) W[k][c] -= w[c];
+      for (int i = k + 1; i < m; ++i) {
+        const double vi = W[i][k] * scale;
+        for (int c = k + 1; c < NC; ++c) W[i][c] -= vi * w[c];
+      }
+      W[k][k] = beta;
+    }
+    double* Rj = R + (long) j * NC * NC;
+    for (int i = 0; i < NC; ++i)
+      for (int c = 0; c < NC; ++c) Rj[i * NC + c] = (c >= i && i < m) ? W[i][c] : 0.0;
+  }
+  return 0;
+}
 """
 
 
-class FixedPointKernel:
+def _strides(a: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """``a`` (float, last axis contiguous: copied if not) and its strides in elements."""
+    if a.dtype != np.float64 or a.strides[-1] != 8 or any(st % 8 for st in a.strides):
+        a = np.ascontiguousarray(a, dtype=float)
+    return a, [st // 8 for st in a.strides]
+
+
+class IterationKernels:
     """The compiled solve of :func:`kernel_source`, called on NumPy arrays.
 
     Parameters
@@ -387,19 +503,36 @@ class FixedPointKernel:
     def __init__(self, library: str | Path, K: int, nx: int) -> None:
         self.K, self.nx = K, nx
         self._lib = ctypes.CDLL(str(library))
+        long, ptr = ctypes.c_long, ctypes.c_void_p
         self._solve = self._lib.pc_fixed_point_solve
         self._solve.restype = ctypes.c_int
-        self._solve.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 5
-        for name in ("pc_fixed_point_work", "pc_fixed_point_max_rhs"):
+        self._solve.argtypes = [ctypes.c_int, ctypes.c_int, ptr, ptr, long, long, long,
+                                ptr, ptr, ptr]
+        self._sens = self._lib.pc_fixed_point_sensitivities
+        self._sens.restype = ctypes.c_int
+        self._sens.argtypes = [ctypes.c_int, ptr, ptr, long, long, long, ptr, long, long, long,
+                               ptr, ptr, long, ptr]
+        self._compress = self._lib.pc_compress_rows
+        self._compress.restype = ctypes.c_int
+        self._compress.argtypes = [ctypes.c_int, ctypes.c_int] + [ptr, long, long] * 3 + [ptr, ptr]
+        for name in ("pc_fixed_point_work", "pc_fixed_point_max_rhs", "pc_compress_work"):
             getattr(self._lib, name).restype = ctypes.c_int
+        self._lib.pc_compress_work.argtypes = [ctypes.c_int]
         #: most right-hand sides per call
         self.max_rhs = int(self._lib.pc_fixed_point_max_rhs())
         self._work = np.empty(int(self._lib.pc_fixed_point_work()))
+        self._compress_work: np.ndarray | None = None
+
+    def _check(self, Fx: np.ndarray, c: int) -> None:
+        J, K, nx, _ = Fx.shape
+        if (K, nx) != (self.K, self.nx) or not 1 <= c <= self.max_rhs:
+            raise ValueError(f"kernel generated for K={self.K}, nx={self.nx}, at most "
+                             f"{self.max_rhs} right-hand sides; called with K={K}, nx={nx}, c={c}")
 
     def solve(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """``(I - dP/dU)^-1 rhs`` for every interval (shapes as
         :meth:`FixedPointSystem.solve <picard_casadi.fixed_point_system.FixedPointSystem.solve>`,
-        at most :attr:`max_rhs` columns).
+        at most :attr:`max_rhs` columns; ``Fx`` may be a strided view).
 
         Raises
         ------
@@ -408,24 +541,98 @@ class FixedPointKernel:
         ValueError
             For shapes the kernel was not generated for.
         """
-        J, K, nx, _ = Fx.shape
         c = rhs.shape[-1]
-        if (K, nx) != (self.K, self.nx) or not 1 <= c <= self.max_rhs:
-            raise ValueError(f"kernel generated for K={self.K}, nx={self.nx}, at most "
-                             f"{self.max_rhs} right-hand sides; called with K={K}, nx={nx}, c={c}")
+        self._check(Fx, c)
         h = np.ascontiguousarray(h, dtype=float)
-        Fx = np.ascontiguousarray(Fx, dtype=float)
+        Fx, (sj, sk, sa, _) = _strides(Fx)
         rhs = np.ascontiguousarray(rhs, dtype=float)
         out = np.empty(rhs.shape)
-        status = self._solve(J, c, h.ctypes.data, Fx.ctypes.data, rhs.ctypes.data,
-                             out.ctypes.data, self._work.ctypes.data)
+        status = self._solve(h.size, c, h.ctypes.data, Fx.ctypes.data, sj, sk, sa,
+                             rhs.ctypes.data, out.ctypes.data, self._work.ctypes.data)
         if status:
             raise np.linalg.LinAlgError(f"Singular matrix (interval {status - 1})")
         return out
 
+    def sensitivities(self, h: np.ndarray, Fx: np.ndarray, Fp: np.ndarray,
+                      dF: np.ndarray) -> np.ndarray:
+        """The fixed-point sensitivities ``S = (I - dP/dU)^-1 dP/dz``, ``z =
+        (x_j, p)``, with ``dP/dz`` formed from ``Fp``, and ``dF = Fx S + [0 |
+        Fp]`` at the nodes written into ``dF``.
+
+        Parameters
+        ----------
+        h : (J,)
+        Fx : (J, K, nx, nx), Fp : (J, K, nx, np)
+            May be strided views (their last axis contiguous).
+        dF : (J, K', nx, nx + np), K' >= K
+            Written at its first ``K`` nodes; its last three axes contiguous.
+
+        Returns
+        -------
+        S : ndarray (J, K nx, nx + np)
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            When an interval's matrix is singular.
+        """
+        nz = self.nx + Fp.shape[-1]
+        self._check(Fx, nz)
+        if nz != self.max_rhs or dF.shape[-1] != nz \
+                or dF.strides[1:] != (8 * self.nx * nz, 8 * nz, 8):
+            raise ValueError("sensitivities need nx + np == max_rhs columns and dF's last "
+                             "three axes contiguous")
+        h = np.ascontiguousarray(h, dtype=float)
+        Fx, (sj, sk, sa, _) = _strides(Fx)
+        Fp, (pj, pk, pa, _) = _strides(Fp)
+        J = h.size
+        S = np.empty((J, self.K * self.nx, nz))
+        status = self._sens(J, h.ctypes.data, Fx.ctypes.data, sj, sk, sa, Fp.ctypes.data,
+                            pj, pk, pa, S.ctypes.data, dF.ctypes.data, dF.strides[0] // 8,
+                            self._work.ctypes.data)
+        if status:
+            raise np.linalg.LinAlgError(f"Singular matrix (interval {status - 1})")
+        return S
+
+    def compress_rows(self, r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`picard_casadi.methods.least_squares.compress_rows` compiled:
+        each interval's rows as the triangular factor of ``[Jx Jp r]``.
+
+        Parameters
+        ----------
+        r : (J, m), Jx : (J, m, nx), Jp : (J, m, np)
+            May be strided views (``Jx``'s and ``Jp``'s last axis contiguous).
+
+        Returns
+        -------
+        r, Jx, Jp : views of the factor ``(J, nx + np + 1, nx + np + 1)``
+            Its last column, its first ``nx`` and its next ``np`` columns
+            (the inputs unchanged where ``m <= nx + np + 1``).
+        """
+        J, m, nx = Jx.shape
+        nc = self.max_rhs + 1
+        if nx != self.nx or nx + Jp.shape[2] + 1 != nc:
+            raise ValueError(f"kernel generated for nx={self.nx}, nx + np = {self.max_rhs}; "
+                             f"called with nx={nx}, np={Jp.shape[2]}")
+        if m <= nc:
+            return r, Jx, Jp
+        Jx, (xj, xi, _) = _strides(Jx)
+        Jp, (pj, pi, _) = _strides(Jp)
+        r = np.asarray(r, dtype=float)
+        if r.strides[1] % 8 or r.strides[0] % 8:
+            r = np.ascontiguousarray(r)
+        rj, ri = (st // 8 for st in r.strides)
+        if self._compress_work is None or self._compress_work.size < m * nc:
+            self._compress_work = np.empty(int(self._lib.pc_compress_work(m)))
+        R = np.empty((J, nc, nc))
+        self._compress(J, m, Jx.ctypes.data, xj, xi, Jp.ctypes.data, pj, pi, r.ctypes.data,
+                       rj, ri, R.ctypes.data, self._compress_work.ctypes.data)
+        return R[:, :, -1], R[:, :, :nx], R[:, :, nx:-1]
+
 
 def kernel_loader(system: FixedPointSystem, nx: int, max_rhs: int, functions: Any,
-                  pattern: np.ndarray | None = None) -> Callable[[], FixedPointKernel | None]:
+                  pattern: np.ndarray | None = None) -> Callable[[], IterationKernels | None]:
     """What :meth:`FixedPointSystem.use_kernel
     <picard_casadi.fixed_point_system.FixedPointSystem.use_kernel>` calls on
     the first solve: the kernel for ``system``'s structure, compiled or loaded
@@ -445,20 +652,21 @@ def kernel_loader(system: FixedPointSystem, nx: int, max_rhs: int, functions: An
         whether a failed compilation raises (``codegen=True``) or leaves the
         NumPy solve with a note in their ``notes`` (``codegen="auto"``).
     """
-    def load() -> FixedPointKernel | None:
+    def load() -> IterationKernels | None:
         K = system.A.shape[0]
         if system.order(K, nx) > MAX_ORDER:
             return None
         try:
             source = kernel_source(system.A, nx, system.explicit, system.sinks, max_rhs,
                                    pattern)
-            return FixedPointKernel(codegen.compile_c_source(source, "fixed_point"), K, nx)
+            return IterationKernels(codegen.compile_c_source(source, "fixed_point"), K, nx)
         except (CodegenError, OSError) as err:
             if interrupted():
                 raise KeyboardInterrupt from None
             if getattr(functions, "strict", False):
                 raise
-            note = f"codegen='auto': the fixed-point solves run on NumPy: {err}"
+            note = (f"codegen='auto': the iteration's dense linear algebra (fixed-point solves, "
+                    f"row compression) runs on NumPy: {err}")
             notes = getattr(functions, "notes", None)
             if notes is not None:
                 notes.append(note)

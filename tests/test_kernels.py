@@ -10,7 +10,7 @@ import pytest
 import picard_casadi as pc
 from picard_casadi import codegen
 from picard_casadi.errors import CodegenError
-from picard_casadi.fixed_point_kernel import (MAX_ORDER, FixedPointKernel, kernel_loader,
+from picard_casadi.kernels import (MAX_ORDER, IterationKernels, kernel_loader,
                                               kernel_source)
 from picard_casadi.fixed_point_system import FixedPointSystem, fixed_point_matrix
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(codegen.find_compiler() is None, reason="no C co
 
 def _kernel(A, nx, explicit=(), sinks=False, max_rhs=6, pattern=None):
     source = kernel_source(A, nx, np.array(explicit, dtype=int), sinks, max_rhs, pattern)
-    return FixedPointKernel(codegen.compile_c_source(source, "test_fixed_point"),
+    return IterationKernels(codegen.compile_c_source(source, "test_fixed_point"),
                             A.shape[0], nx)
 
 
@@ -137,30 +137,92 @@ def test_loader_leaves_large_matrices_to_lapack_and_notes_a_failed_compile(tmp_p
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert kernel_loader(FixedPointSystem(A), 3, 4, Functions)() is None
-    assert "fixed-point solves run on NumPy" in Functions.notes[0]
+    assert "dense linear algebra (fixed-point solves, row compression) runs on NumPy" \
+        in Functions.notes[0]
     assert any("stand-in" in str(w.message) for w in caught)
     Functions.strict = True
     with pytest.raises(CodegenError):
         kernel_loader(FixedPointSystem(A), 3, 4, Functions)()
 
 
+def test_sensitivities_and_node_derivatives_equal_numpy(tmp_path, monkeypatch):
+    # f_x and f_p as the compiled f_derivatives returns them: transposed views
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    rng = np.random.default_rng(5)
+    J, K, nx, np_ = 6, 9, 15, 3
+    explicit = [3, 4, 5, 6]
+    A, h, Fx = _case(rng, J, K, nx, explicit, False)
+    Fx_view = np.ascontiguousarray(Fx.transpose(2, 0, 1, 3)).transpose(1, 2, 0, 3)
+    Fp = np.ascontiguousarray(rng.standard_normal((nx, J, K, np_))).transpose(1, 2, 0, 3)
+    assert not Fx_view.flags.c_contiguous and not Fp.flags.c_contiguous
+    nz = nx + np_
+    rhs = np.zeros((J, K, nx, nz))
+    rhs[..., :nx] = np.eye(nx)
+    rhs[..., nx:] = (h[:, None, None] * np.matmul(A, Fp.reshape(J, K, nx * np_))).reshape(
+        J, K, nx, np_)
+    S_ref = np.linalg.solve(fixed_point_matrix(A, h, Fx), rhs.reshape(J, K * nx, nz))
+    dF_ref = np.matmul(Fx, S_ref.reshape(J, K, nx, nz))
+    dF_ref[..., nx:] += Fp
+    kernel = _kernel(A, nx, explicit, max_rhs=nz)
+    dF = np.full((J, K + 1, nx, nz), 7.0)
+    S = kernel.sensitivities(h, Fx_view, Fp, dF)
+    assert np.max(np.abs(S - S_ref)) <= 1e-12 * np.abs(S_ref).max()
+    assert np.max(np.abs(dF[:, :K] - dF_ref)) <= 1e-12 * np.abs(dF_ref).max()
+    assert np.all(dF[:, K] == 7.0)  # the node after the K written is left alone
+    # the solve reads the strided f_x too
+    assert np.max(np.abs(kernel.solve(h, Fx_view, rhs.reshape(J, K * nx, nz)) - S_ref)) \
+        <= 1e-12 * np.abs(S_ref).max()
+    with pytest.raises(ValueError, match="contiguous"):
+        kernel.sensitivities(h, Fx, Fp, np.zeros((J, K, nz, nx)).transpose(0, 1, 3, 2))
+
+
 def test_estimates_with_and_without_the_kernel_agree(monkeypatch):
     # the same run with generated code (the kernel's solves) and on the
     # virtual machine (NumPy's)
     calls = []
-    solve = FixedPointKernel.solve
+    for name in ("solve", "sensitivities"):
+        original = getattr(IterationKernels, name)
 
-    def counted(self, *args):
-        calls.append(args[2].shape[-1])
-        return solve(self, *args)
+        def counted(self, *args, _original=original, _name=name):
+            calls.append(_name)
+            return _original(self, *args)
 
-    monkeypatch.setattr(FixedPointKernel, "solve", counted)
+        monkeypatch.setattr(IterationKernels, name, counted)
     prob = pc.problem("lotka-volterra", seed=0)
     compiled = prob.estimate("picard-gn", codegen=True, uncertainty=False)
-    assert calls and max(calls) == 2 + 4  # the sensitivities: nx + np columns
+    assert "sensitivities" in calls
     n_calls = len(calls)
     vm = prob.estimate("picard-gn", codegen=False, uncertainty=False)
     assert len(calls) == n_calls
     assert compiled.success and vm.success
     assert compiled.iterations == vm.iterations
     assert np.allclose(compiled.p, vm.p, rtol=1e-9, atol=0)
+
+
+def test_row_compression_keeps_every_least_squares_problem(tmp_path, monkeypatch):
+    # the factor is unique up to row signs; what the step uses is R^T R
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    from picard_casadi.methods.least_squares import compress_rows
+    rng = np.random.default_rng(7)
+    J, m, nx, np_ = 5, 40, 6, 2
+    A = 0.3 * rng.standard_normal((4, 4))
+    A[0] = 0.0
+    kernels = _kernel(A, nx, max_rhs=nx + np_)
+    rows = rng.standard_normal((J, m, nx + np_))
+    rows[1, :, 2] = 0.0          # a zero column: its reflection is the identity
+    rows[2, 5:, 0] = 0.0         # a column already reduced below the diagonal
+    Jx, Jp = rows[:, :, :nx], rows[:, :, nx:]  # views with a row stride nx + np
+    r = rng.standard_normal((J, m))
+    for got, ref in zip(compress_rows(r, Jx, Jp, kernels), compress_rows(r, Jx, Jp)):
+        assert got.shape == ref.shape
+    Rk = np.concatenate([a[..., None] if a.ndim == 2 else a for a in
+                         (lambda c: (c[1], c[2], c[0]))(compress_rows(r, Jx, Jp, kernels))],
+                        axis=2)
+    full = np.concatenate([Jx, Jp, r[..., None]], axis=2)
+    gram = np.matmul(full.transpose(0, 2, 1), full)
+    assert np.max(np.abs(np.matmul(Rk.transpose(0, 2, 1), Rk) - gram)) <= 1e-12 * np.abs(
+        gram).max()
+    assert np.allclose(np.tril(Rk, -1), 0.0)
+    # fewer rows than columns: unchanged, as NumPy's
+    short = compress_rows(r[:, :3], Jx[:, :3], Jp[:, :3], kernels)
+    assert short[0] is not None and short[1].shape == (J, 3, nx)

@@ -155,8 +155,7 @@ class FixedPointSystem:
         """
         J, K, nx, _ = Fx.shape
         kernel = self.compiled_solve()
-        if kernel is not None and kernel.K == K and kernel.nx == nx \
-                and rhs.shape[-1] <= kernel.max_rhs:
+        if kernel is not None and kernel.handles(Fx, rhs.shape[-1]):
             return kernel.solve(h, Fx, rhs)
         group = self.group_size(K, nx)
         if J <= group:

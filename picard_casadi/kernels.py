@@ -368,19 +368,29 @@ static inline __attribute__((always_inline)) int solve_one(
 
 /* (I - dP/dU) v = rhs for J intervals: f_x's entry (j, k, a, b) at
    Fx[j sj + k sk + a sa + b]; rhs and out (J, K NX, c) C-ordered. */
+/* solve_one with its width a constant (compiled once each): the
+   sensitivities' CMAX columns and a Newton step's one */
+static __attribute__((noinline)) int solve_wide(const double h, const double* Fx, const long sk,
+    const long sa, const double* rhs, double* out, double* work) {
+  return solve_one(CMAX, h, Fx, sk, sa, rhs, out, work);
+}
+static __attribute__((noinline)) int solve_narrow(const double h, const double* Fx,
+    const long sk, const long sa, const double* rhs, double* out, double* work) {
+  return solve_one(1, h, Fx, sk, sa, rhs, out, work);
+}
+
+/* (I - dP/dU) v = rhs for J intervals, c = 1 or CMAX columns: f_x's entry
+   (j, k, a, b) at Fx[j sj + k sk + a sa + b]; rhs and out (J, K NX, c)
+   C-ordered.  -1 for another c. */
 int pc_fixed_point_solve(int J, int c, const double* h, const double* Fx, long sj, long sk,
                          long sa, const double* rhs, double* out, double* work) {
-  if (c < 1 || c > CMAX) return -1;
-  /* the loops specialised (inlined with c constant) for the two usual widths:
-     the sensitivities' CMAX columns and a Newton step's one */
-#define SOLVE_ALL(cc) \
-  for (int j = 0; j < J; ++j) \
-    if (solve_one(cc, h[j], Fx + j * sj, sk, sa, rhs + (long) j * K * NX * (cc), \
-                  out + (long) j * K * NX * (cc), work)) \
+  if (c != 1 && c != CMAX) return -1;
+  for (int j = 0; j < J; ++j) {
+    const long at = (long) j * K * NX * c;
+    if ((c == 1 ? solve_narrow : solve_wide)(h[j], Fx + j * sj, sk, sa, rhs + at, out + at,
+                                             work))
       return j + 1;
-  if (c == CMAX) { SOLVE_ALL(CMAX) }
-  else if (c == 1) { SOLVE_ALL(1) }
-  else { SOLVE_ALL(c) }
+  }
   return 0;
 }
 
@@ -413,7 +423,7 @@ int pc_fixed_point_sensitivities(int J, const double* h, const double* Fx, long 
         }
       }
     double* Sj = S + (long) j * K * NX * NZ;
-    if (solve_one(CMAX, h[j], Fxj, sk, sa, rhs, Sj, work)) return j + 1;
+    if (solve_wide(h[j], Fxj, sk, sa, rhs, Sj, work)) return j + 1;
     double* dFj = dF + j * dj;
     for (int l = 0; l < K; ++l)
       for (int a = 0; a < NX; ++a) {
@@ -518,21 +528,26 @@ class IterationKernels:
         for name in ("pc_fixed_point_work", "pc_fixed_point_max_rhs", "pc_compress_work"):
             getattr(self._lib, name).restype = ctypes.c_int
         self._lib.pc_compress_work.argtypes = [ctypes.c_int]
-        #: most right-hand sides per call
+        #: the right-hand sides of a solve: 1 (a Newton step) or this many
+        #: (the sensitivities' nx + np)
         self.max_rhs = int(self._lib.pc_fixed_point_max_rhs())
         self._work = np.empty(int(self._lib.pc_fixed_point_work()))
         self._compress_work: np.ndarray | None = None
 
+    def handles(self, Fx: np.ndarray, c: int) -> bool:
+        """Whether :meth:`solve` takes ``Fx``'s shape and ``c`` right-hand sides."""
+        return Fx.shape[1:] == (self.K, self.nx, self.nx) and c in (1, self.max_rhs)
+
     def _check(self, Fx: np.ndarray, c: int) -> None:
-        J, K, nx, _ = Fx.shape
-        if (K, nx) != (self.K, self.nx) or not 1 <= c <= self.max_rhs:
-            raise ValueError(f"kernel generated for K={self.K}, nx={self.nx}, at most "
-                             f"{self.max_rhs} right-hand sides; called with K={K}, nx={nx}, c={c}")
+        if not self.handles(Fx, c):
+            raise ValueError(f"kernel generated for K={self.K}, nx={self.nx}, 1 or "
+                             f"{self.max_rhs} right-hand sides; called with f_x of shape "
+                             f"{Fx.shape[1:]} and {c} right-hand sides")
 
     def solve(self, h: np.ndarray, Fx: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """``(I - dP/dU)^-1 rhs`` for every interval (shapes as
         :meth:`FixedPointSystem.solve <picard_casadi.fixed_point_system.FixedPointSystem.solve>`,
-        at most :attr:`max_rhs` columns; ``Fx`` may be a strided view).
+        1 or :attr:`max_rhs` columns; ``Fx`` may be a strided view).
 
         Raises
         ------

@@ -58,8 +58,12 @@ def test_kernel_equals_the_numpy_solve(first_node_fixed, nx, explicit, sinks, c,
     numpy_path = FixedPointSystem(A, np.array(explicit, dtype=int), sinks)
     assert np.max(np.abs(numpy_path.solve(h, Fx, rhs) - reference)) <= 1e-12 * np.abs(
         reference).max()
-    got = _kernel(A, nx, explicit, sinks).solve(h, Fx, rhs)
+    # one column (a Newton step) or the kernel's full width (the sensitivities)
+    kernel = _kernel(A, nx, explicit, sinks, max_rhs=max(c, 2))
+    got = kernel.solve(h, Fx, rhs)
     assert np.max(np.abs(got - reference)) <= 1e-12 * np.abs(reference).max()
+    if c > 1:
+        assert not kernel.handles(Fx, c - 1)
 
 
 def test_structural_zeros_are_skipped_without_changing_the_solution(tmp_path, monkeypatch):
@@ -90,7 +94,7 @@ def test_a_singular_interval_raises_and_nan_propagates(tmp_path, monkeypatch):
     Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
     rhs = np.ones((J, K * nx, 2))
     for explicit in ([0, 1], []):
-        kernel = _kernel(A, nx, explicit)
+        kernel = _kernel(A, nx, explicit, max_rhs=2)
         with pytest.raises(np.linalg.LinAlgError):
             kernel.solve(h, Fx, rhs)
         h_ok = np.array([0.1, 0.2, 0.1])

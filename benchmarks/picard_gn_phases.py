@@ -9,10 +9,12 @@ Run::
 Each problem (seed 0, ``refine=False``, ``uncertainty=False``; the F/A-18 runs
 with ``weights="auto"``) is solved once to fill the code cache, then five
 times with the step's phases wrapped in timers; the run with the fastest
-step is printed, per iteration.  Phases nest: ``linearise`` holds
-``sensitivities``, which holds ``fixed-point solves``, which holds
-``LAPACK solve``; ``generated calls`` are the compiled functions the
-transcription calls (Picard maps, merits), wherever they are called from.
+step is printed, per iteration.  Phases nest as indented: ``linearise``
+holds ``sensitivities``, which holds the compiled kernel's share
+(``picard_casadi/kernels.py``; absent on the virtual machine, where NumPy
+and LAPACK do that work); the settles' Newton steps are ``fixed-point
+solves``; ``generated calls`` are the compiled functions the transcription
+calls (Picard maps, merits), wherever they are called from.
 The library limits BLAS to one thread itself.
 ``benchmarks/results/picard_gn_phases.txt`` holds a run; what it says:
 ``docs/performance.md``, "What limits it".
@@ -28,7 +30,7 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi import fixed_point_system, sensitivity, transcription
+from picard_casadi import fixed_point_system, kernels, sensitivity, transcription
 from picard_casadi.methods import condensed
 
 _elapsed: dict[str, float] = {}
@@ -52,14 +54,17 @@ PHASES = [
     (condensed.ConstrainedGaussNewtonStep, "step", "whole step"),
     (condensed.ConstrainedGaussNewtonStep, "_linearise", "linearise"),
     (sensitivity.FixedPointLinearisation, "_interval_sensitivities", "  sensitivities"),
-    (fixed_point_system.FixedPointSystem, "solve", "    fixed-point solves"),
-    (np.linalg, "solve", "      LAPACK solve"),
+    (kernels.IterationKernels, "sensitivities", "    kernel: sensitivities"),
     (condensed.ConstrainedGaussNewtonStep, "_tried", "trial points (settle + merit)"),
     (transcription.Transcription, "settle", "  settle"),
+    (fixed_point_system.FixedPointSystem, "solve", "    Newton steps' solves"),
+    (kernels.IterationKernels, "solve", "      kernel: solve"),
+    (kernels.IterationKernels, "compress_rows", "row compression (kernel)"),
     (condensed.ConstrainedGaussNewtonStep, "_bounded_step", "active-set QP"),
     (condensed.ConstrainedGaussNewtonStep, "_condense", "condensing"),
     (condensed.ConstrainedGaussNewtonStep, "_residuals", "residuals"),
     (condensed.PatternMove, "after", "pattern move"),
+    (np.linalg, "solve", "LAPACK solve (anywhere)"),
     (transcription.Transcription, "_call", "generated calls (anywhere)"),
 ]
 

@@ -950,48 +950,19 @@ def _note_staircase_inputs(result: EstimationResult, model: Model,
 
 
 def _kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
-    """Experiments whose inputs are samples read linearly with no breakpoints:
-    their interpolant kinks at every sample, inside the intervals."""
+    """Experiments whose sampled inputs kink inside the intervals
+    (:meth:`Experiment.kinks_between_breakpoints`)."""
     if model.nu == 0:
         return []
-    return [e.name for e in experiments
-            if isinstance(e.u, np.ndarray) and e.u_interpolation == "linear"
-            and e.breakpoints.size == 0 and e.u.shape[0] > 2]
-
-
-#: points per sample at which a callable input is looked at for jumps (at most
-#: JUMP_GRID_MAX in all)
-JUMP_GRID_PER_SAMPLE = 20
-JUMP_GRID_MAX = 20000
+    return [e.name for e in experiments if e.kinks_between_breakpoints()]
 
 
 def _jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
-    """Where a callable input jumps away from the breakpoints: ``"'name' (t ~ a, b, ...)"``
-    per experiment.  A jump is a step between neighbouring points of a fine
-    grid larger than a quarter of the input's range, with both neighbouring
-    steps ten times smaller (a pulse's edges; a fast smooth input changes
-    as much at the steps beside).  A user's doses given as 0.1 h pulses,
-    without breakpoints, were never certified, and the advice named only T."""
-    if model.nu == 0:
-        return []
+    """``"'name' (t ~ a, b, ...)"`` per experiment whose callable input jumps
+    away from the breakpoints (:meth:`Experiment.input_jumps`)."""
     out = []
     for e in experiments:
-        if not callable(e.u):
-            continue
-        n = int(min(JUMP_GRID_MAX, JUMP_GRID_PER_SAMPLE * max(e.n_samples, 2)))
-        grid = np.linspace(e.t0, e.t_end, n)
-        try:
-            values = np.asarray(e.inputs(grid, model.nu), float)
-        except (TypeError, ValueError):
-            continue
-        step = np.abs(np.diff(values, axis=0))  # (n - 1, nu)
-        span = np.ptp(values, axis=0)
-        before = np.vstack([np.zeros((1, step.shape[1])), step[:-1]])
-        after = np.vstack([step[1:], np.zeros((1, step.shape[1]))])
-        jump = ((step > 0.25 * span) & (before < 0.1 * step) & (after < 0.1 * step)).any(axis=1)
-        times = 0.5 * (grid[:-1] + grid[1:])[jump]
-        h = grid[1] - grid[0]
-        times = [t for t in times if not np.any(np.abs(e.breakpoints - t) <= h)]
+        times = e.input_jumps(model.nu)
         if times:
             shown = ", ".join(f"{t:.4g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
             out.append(f"{e.name!r} (t ~ {shown})")

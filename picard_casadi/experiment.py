@@ -31,6 +31,10 @@ def check_input_interpolation(value: Any, where: str) -> None:
 #: a sampled input is a staircase where at least this share of consecutive
 #: samples repeat the value before them (and it changes somewhere)
 HELD_SHARE = 0.5
+#: points per sample at which a callable input is looked at for jumps (at most
+#: JUMP_GRID_MAX in all; Experiment.input_jumps)
+JUMP_GRID_PER_SAMPLE = 20
+JUMP_GRID_MAX = 20000
 
 
 def held_input_columns(u: np.ndarray) -> list[int]:
@@ -383,6 +387,43 @@ class Experiment:
         if self._u_interpolation_given or not isinstance(self._u, np.ndarray):
             return []
         return held_input_columns(self._u)
+
+    def kinks_between_breakpoints(self) -> bool:
+        """Whether ``u`` is samples read linearly with no breakpoints: the
+        interpolant kinks at every sample, inside the Picard intervals (an
+        uncertified fit names these experiments)."""
+        return (isinstance(self._u, np.ndarray) and self._u_interpolation == "linear"
+                and self._breakpoints.size == 0 and self._u.shape[0] > 2)
+
+    def input_jumps(self, nu: int) -> list[float]:
+        """Times where a callable ``u`` jumps away from the breakpoints.
+
+        A jump is a step between neighbouring points of a grid of
+        :data:`JUMP_GRID_PER_SAMPLE` points per sample (at most
+        :data:`JUMP_GRID_MAX`) larger than a quarter of the input's range,
+        with both neighbouring steps ten times smaller (a pulse's edges; a
+        fast smooth input changes as much at the steps beside).  A jump
+        closer than one grid step to a breakpoint is not reported.  Empty for
+        sampled inputs, or where ``u`` cannot be evaluated on the grid.  (A
+        user's doses given as 0.1 h pulses without breakpoints were never
+        certified, and the advice named only ``T``.)
+        """
+        if nu == 0 or not callable(self._u):
+            return []
+        n = int(min(JUMP_GRID_MAX, JUMP_GRID_PER_SAMPLE * max(self.n_samples, 2)))
+        grid = np.linspace(self.t0, self.t_end, n)
+        try:
+            values = np.asarray(self.inputs(grid, nu), float)
+        except (TypeError, ValueError):
+            return []
+        step = np.abs(np.diff(values, axis=0))  # (n - 1, nu)
+        span = np.ptp(values, axis=0)
+        before = np.vstack([np.zeros((1, step.shape[1])), step[:-1]])
+        after = np.vstack([step[1:], np.zeros((1, step.shape[1]))])
+        jump = ((step > 0.25 * span) & (before < 0.1 * step) & (after < 0.1 * step)).any(axis=1)
+        h = grid[1] - grid[0]
+        return [float(t) for t in 0.5 * (grid[:-1] + grid[1:])[jump]
+                if not np.any(np.abs(self._breakpoints - t) <= h)]
 
     def x0_guess(self, model: Model) -> np.ndarray:
         """The x0 given, or one built from the first measurements.

@@ -73,6 +73,17 @@ def product_model_data() -> tuple[pc.Model, pc.Experiment]:
 
 
 @pytest.fixture
+def singular_fixed_point_case() -> tuple[np.ndarray, ...]:
+    """``(A, h, Fx, rhs)`` of three intervals, the second singular: there f_x
+    is 2 on states 2, 3 and ``h A = 0.5 I``, so their rows of ``I - dP/dU``
+    are exactly zero (states 0 and 1 are explicit: f_x[E, E] = 0)."""
+    J, K, nx = 3, 4, 4
+    Fx = np.zeros((J, K, nx, nx))
+    Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
+    return 0.5 * np.eye(K), np.array([0.1, 1.0, 0.1]), Fx, np.ones((J, K * nx, 2))
+
+
+@pytest.fixture
 def here(tmp_path, monkeypatch):
     """A fresh working folder and code cache for a CLI test."""
     monkeypatch.chdir(tmp_path)

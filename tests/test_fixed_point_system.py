@@ -39,15 +39,8 @@ def test_solve_with_explicit_states_eliminated_equals_the_dense_solve(first_node
     assert np.allclose(inverse, np.linalg.inv(fixed_point_matrix(A, h, Fx)), rtol=0, atol=1e-12)
 
 
-def test_a_singular_interval_raises_on_both_paths():
-    # interval 1: f_x = 2 on the other states and h A = 0.5: their rows of
-    # I - dP/dU are exactly zero
-    J, K, nx = 3, 4, 4
-    A = 0.5 * np.eye(K)
-    h = np.array([0.1, 1.0, 0.1])
-    Fx = np.zeros((J, K, nx, nx))
-    Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
-    rhs = np.ones((J, K * nx, 2))
+def test_a_singular_interval_raises_on_both_paths(singular_fixed_point_case):
+    A, h, Fx, rhs = singular_fixed_point_case
     for system in (FixedPointSystem(A, np.array([0, 1])), FixedPointSystem(A)):
         with pytest.raises(np.linalg.LinAlgError):
             system.solve(h, Fx, rhs)

@@ -84,14 +84,11 @@ def test_structural_zeros_are_skipped_without_changing_the_solution(tmp_path, mo
     assert np.max(np.abs(kernel.solve(h, Fx, rhs) - reference)) > 1e-6
 
 
-def test_a_singular_interval_raises_and_nan_propagates(tmp_path, monkeypatch):
+def test_a_singular_interval_raises_and_nan_propagates(singular_fixed_point_case, tmp_path,
+                                                        monkeypatch):
     monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
-    J, K, nx = 3, 4, 4
-    A = 0.5 * np.eye(K)
-    h = np.array([0.1, 1.0, 0.1])
-    Fx = np.zeros((J, K, nx, nx))
-    Fx[:, :, 2:, 2:] = 2.0 * np.eye(2)
-    rhs = np.ones((J, K * nx, 2))
+    A, h, Fx, rhs = singular_fixed_point_case
+    nx = Fx.shape[2]
     for explicit in ([0, 1], []):
         kernel = _kernel(A, nx, explicit, max_rhs=2)
         with pytest.raises(np.linalg.LinAlgError):

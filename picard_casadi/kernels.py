@@ -30,8 +30,8 @@ on the NumPy buffers through :mod:`ctypes`:
 The arithmetic is that of the NumPy path up to the order of summation
 (results agree to round-off, ``tests/test_kernels.py``); a
 singular interval raises :class:`numpy.linalg.LinAlgError` as LAPACK's does.
-Without a compiler, or where a matrix would be too large for the unblocked
-cache use of this LU (:data:`MAX_ORDER`), the NumPy path runs.  Why this
+Without a compiler, or where the matrix is larger than :data:`MAX_ORDER`
+(LAPACK's blocked LU is then as fast), the NumPy path runs.  Why this
 exists and what it gains: docs/performance.md, "The iteration's linear
 algebra in generated C".
 """
@@ -60,8 +60,6 @@ MAX_ORDER = 384
 #: columns eliminated together in the LU's trailing updates
 PANEL = 6
 
-_DOUBLE_P = ctypes.POINTER(ctypes.c_double)
-
 
 def _array(name: str, values: np.ndarray, ctype: str) -> str:
     flat = np.asarray(values).ravel()
@@ -73,7 +71,7 @@ def _array(name: str, values: np.ndarray, ctype: str) -> str:
 
 def kernel_source(A: np.ndarray, nx: int, explicit: np.ndarray, sinks: bool,
                   max_rhs: int, pattern: np.ndarray | None = None) -> str:
-    """C source of ``pc_fixed_point_solve`` for one quadrature and model structure.
+    """C source of the kernels for one quadrature and model structure.
 
     Parameters
     ----------
@@ -96,12 +94,14 @@ def kernel_source(A: np.ndarray, nx: int, explicit: np.ndarray, sinks: bool,
     Returns
     -------
     str
-        The C file: ``pc_fixed_point_solve`` (the solve for ``c <= max_rhs``
-        right-hand sides) and ``pc_fixed_point_sensitivities`` (the
+        The C file: ``pc_fixed_point_solve`` (the solve for 1 or ``max_rhs``
+        right-hand sides), ``pc_fixed_point_sensitivities`` (the
         sensitivities with respect to ``(x_j, p)`` and ``f``'s derivatives
         at the nodes, ``max_rhs = nx + np``), both reading ``f_x`` through
-        strides, with a work array of ``pc_fixed_point_work()`` doubles;
-        each returns 0, or ``j + 1`` for the first singular interval ``j``.
+        strides with a work array of ``pc_fixed_point_work()`` doubles and
+        returning 0, or ``j + 1`` for the first singular interval ``j``; and
+        ``pc_compress_rows`` (the triangular factor of each interval's
+        ``[Jx Jp r]``, ``nx + np + 1`` columns).
     """
     A = np.asarray(A, dtype=float)
     K = A.shape[0]
@@ -132,8 +132,6 @@ def kernel_source(A: np.ndarray, nx: int, explicit: np.ndarray, sinks: bool,
 # The kernel.  Index conventions: node k in [K0, K) is row block k - K0 of the
 # factorised matrix M (N rows, W = N + c columns: [S | b], row-major).
 _KERNEL_BODY = r"""
-#include <stdlib.h>
-
 #define LD (N + CMAX)
 /* doubles of work: the matrix [S | b], the folded right-hand side, the
    gathered blocks of f_x, the Schur products and two small products */
@@ -328,7 +326,6 @@ static inline __attribute__((always_inline)) int solve_one(
     }
 #endif
 #endif
-#ifndef SKIP_LU
   {
     const int status = lu_solve(W, work);
     if (status == 1) return 1;
@@ -337,7 +334,6 @@ static inline __attribute__((always_inline)) int solve_one(
       return 0;
     }
   }
-#endif
   /* v_R from M's last columns; v_E = b_E + h sum_l A[k, l] F_l[E, R] v_R[l] */
   for (int k = K0; k < K; ++k)
     for (int a = 0; a < NR; ++a)
@@ -501,7 +497,10 @@ def _strides(a: np.ndarray) -> tuple[np.ndarray, list[int]]:
 
 
 class IterationKernels:
-    """The compiled solve of :func:`kernel_source`, called on NumPy arrays.
+    """The compiled kernels of :func:`kernel_source`, called on NumPy arrays.
+
+    One object per transcription (its work arrays are its own: not for
+    concurrent calls from several threads).
 
     Parameters
     ----------

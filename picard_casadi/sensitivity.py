@@ -33,9 +33,9 @@ import casadi as ca
 import numpy as np
 
 from .discretisation import Discretisation, node_columns
-from .kernels import kernel_loader
 from .fixed_point_system import (FixedPointSystem, explicit_states, fixed_point_matrix,
                                  sink_states)
+from .kernels import kernel_loader
 from .model import Model
 from .native import NativeFunction
 

@@ -22,14 +22,78 @@ import io
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
-from typing import Any
 
 __all__ = ["captured_native_output", "released_output"]
 
-# The captures active in this process, outermost first: (saved descriptors or
-# None, the Python streams before, the capture file's descriptor, its text buffer).
-_ACTIVE: list[tuple[list[int] | None, tuple[Any, Any], int, io.StringIO]] = []
+class _Session:
+    """One redirection of the process's output, shared by every capture that
+    overlaps it (nested, or in other threads): file descriptors 1 and 2 are
+    the process's, not a thread's, so two captures that each saved and
+    restored them in turn left the process writing into a deleted file."""
+
+    def __init__(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        try:
+            self.saved: list[int] | None = [os.dup(1), os.dup(2)]
+        except OSError:  # no real file descriptors (embedded interpreters)
+            self.saved = None
+        self.python_streams = (sys.stdout, sys.stderr)
+        self.file = tempfile.TemporaryFile(mode="w+b")
+        self.text = io.StringIO()
+        self.users = 0
+        self.redirect()
+
+    def redirect(self) -> None:
+        """Output into the capture (again, after :func:`released_output`)."""
+        if self.saved is not None:
+            os.dup2(self.file.fileno(), 1)
+            os.dup2(self.file.fileno(), 2)
+        sys.stdout = sys.stderr = self.text
+
+    def release(self) -> None:
+        """Output to the real streams (for a :func:`released_output` block, or for good)."""
+        _flush_c_stdio()
+        if self.saved is not None:
+            os.dup2(self.saved[0], 1)
+            os.dup2(self.saved[1], 2)
+        sys.stdout, sys.stderr = self.python_streams
+
+    def position(self) -> tuple[int, int]:
+        """Where the capture's bytes and text end now."""
+        _flush_c_stdio()
+        return os.fstat(self.file.fileno()).st_size, len(self.text.getvalue())
+
+    def since(self, start: tuple[int, int]) -> str:
+        """What was captured after ``start`` (:meth:`position`), by any thread."""
+        end, _ = self.position()
+        fd, size = self.file.fileno(), end - start[0]
+        if size <= 0:
+            raw = b""
+        elif hasattr(os, "pread"):  # leaves the offset the redirected writes use
+            raw = os.pread(fd, size, start[0])
+        else:  # pragma: no cover - no pread (Windows)
+            offset = os.lseek(fd, 0, os.SEEK_CUR)
+            os.lseek(fd, start[0], os.SEEK_SET)
+            raw = os.read(fd, size)
+            os.lseek(fd, offset, os.SEEK_SET)
+        return raw.decode("utf-8", "replace") + self.text.getvalue()[start[1]:]
+
+    def close(self) -> None:
+        """Back to the real streams for good."""
+        self.release()
+        if self.saved is not None:
+            os.close(self.saved[0])
+            os.close(self.saved[1])
+        self.file.close()
+
+
+_LOCK = threading.Lock()
+#: the redirection in force, or None
+_SESSION: _Session | None = None
 
 
 def _flush_c_stdio() -> None:
@@ -46,28 +110,26 @@ def released_output() -> Iterator[None]:
 
     Used for progress lines printed from inside a captured call (an IPOPT
     iteration callback); outside any capture it does nothing.  Native output
-    printed before the block stays in the capture.
+    printed before the block stays in the capture.  (With captures running
+    in other threads, their output during the block reaches the terminal
+    too: the streams are the process's.)
     """
-    if not _ACTIVE:
+    with _LOCK:
+        session = _SESSION
+        if session is not None:
+            session.release()
+    if session is None:
         yield
         return
-    saved, python_streams, _, _ = _ACTIVE[0]
-    _, _, capture_fd, text = _ACTIVE[-1]
-    _flush_c_stdio()
-    if saved is not None:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-    sys.stdout, sys.stderr = python_streams
     try:
         yield
     finally:
-        for stream in python_streams:
-            with contextlib.suppress(Exception):
-                stream.flush()
-        if saved is not None:
-            os.dup2(capture_fd, 1)
-            os.dup2(capture_fd, 2)
-        sys.stdout = sys.stderr = text
+        with _LOCK:
+            for stream in session.python_streams:
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            if _SESSION is session:
+                session.redirect()
 
 
 @contextlib.contextmanager
@@ -75,34 +137,27 @@ def captured_native_output() -> Iterator[list[str]]:
     """Redirect file descriptors 1 and 2, and ``sys.stdout``/``sys.stderr``, for the block.
 
     Yields a list that, after the block, holds the captured text as one
-    string (empty when nothing was printed).
+    string (empty when nothing was printed).  Captures that overlap, nested
+    or in other threads, share one redirection, undone when the last of
+    them ends; each gets what was printed during its own block (by any
+    thread: the streams are the process's).
     """
+    global _SESSION
     box: list[str] = []
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    with _LOCK:
+        if _SESSION is None:
+            _SESSION = _Session()
+        session = _SESSION
+        session.users += 1
+        start = session.position()
     try:
-        saved = [os.dup(1), os.dup(2)]
-    except OSError:  # no real file descriptors (embedded interpreters)
-        saved = None
-    python_streams = (sys.stdout, sys.stderr)
-    text = io.StringIO()
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        try:
-            if saved is not None:
-                os.dup2(tmp.fileno(), 1)
-                os.dup2(tmp.fileno(), 2)
-            sys.stdout = sys.stderr = text
-            _ACTIVE.append((saved, python_streams, tmp.fileno(), text))
-            yield box
-        finally:
-            if _ACTIVE and _ACTIVE[-1][3] is text:
-                _ACTIVE.pop()
-            sys.stdout, sys.stderr = python_streams
-            if saved is not None:
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                os.close(saved[0])
-                os.close(saved[1])
-            tmp.seek(0)
-            box.append(tmp.read().decode("utf-8", "replace") + text.getvalue())
+        yield box
+    finally:
+        with _LOCK:
+            try:
+                box.append(session.since(start))
+            finally:
+                session.users -= 1
+                if session.users == 0:
+                    _SESSION = None
+                    session.close()

@@ -431,6 +431,30 @@ def _valid_entry(lib: Path, meta: Path) -> bool:
     return valid
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read without changing it where the
+    system tells it; else set and restored under the module lock)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _publish(path: Path | str, executable: bool = False) -> None:
+    """Give a finished cache file the permissions a new file gets here
+    (``0666`` or ``0777`` less the umask): ``mkstemp`` makes it private to
+    its owner, and a cache shared between users (a lab's, a CI's) could not
+    be read by the others."""
+    os.chmod(path, (0o777 if executable else 0o666) & ~_umask())
+
+
 def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path,
                kind: str = "functions") -> None:
     """Compile C sources into ``lib`` atomically (temporary name, then replace).
@@ -449,6 +473,7 @@ def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path,
             objects = _compile_objects(cc, sources, workdir, kind)
             _run_compiler([cc, *_flags(kind), *map(str, objects), "-o", str(tmp), "-lm"],
                           workdir)
+        _publish(tmp, executable=True)
         os.replace(tmp, lib)
     finally:
         with deferred_interrupt():  # a second Ctrl-C must not leave the temporary file
@@ -561,6 +586,7 @@ def _write_meta(lib: Path, meta: Path, extra: dict[str, Any]) -> None:
     fd, tmp_name = tempfile.mkstemp(prefix=meta.name + ".", suffix=".tmp", dir=meta.parent)
     with os.fdopen(fd, "w") as fh:
         json.dump({"sha256": _sha256(lib), "size": lib.stat().st_size, **extra}, fh)
+    _publish(tmp_name)
     os.replace(tmp_name, meta)
 
 

@@ -344,3 +344,25 @@ def test_cache_at_holds_for_the_calling_thread_only(tmp_path, monkeypatch):
         t.join()
     assert seen == {"a": tmp_path / "a", "b": tmp_path / "b", "main": tmp_path / "users"}
     assert os.environ["PICARD_CASADI_CACHE"] == str(tmp_path / "users")
+
+
+@needs_cc
+def test_cache_files_are_readable_as_the_umask_allows(tmp_path, monkeypatch):
+    # mkstemp made every entry private to its owner: a cache shared between
+    # users (a lab's, a CI's) loaded nothing for the others
+    import stat
+
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    old = os.umask(0o022)
+    try:
+        x = ca.SX.sym("x")
+        codegen.compile_functions({"umask_probe": ca.Function("f", [x], [2 * x])},
+                                  tag="umask")
+    finally:
+        os.umask(old)
+    files = list((tmp_path / "cache").glob("pc_umask_*"))
+    assert {f.suffix for f in files} == {".so", ".json"}
+    for f in files:
+        mode = stat.S_IMODE(f.stat().st_mode)
+        assert mode & 0o044 == 0o044, (f.name, oct(mode))
+        assert mode & 0o022 == 0

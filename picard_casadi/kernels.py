@@ -458,11 +458,23 @@ int pc_compress_rows(int J, int m, const double* Jx, long xj, long xi, const dou
     }
     const int steps = m < NC ? m : NC;
     for (int k = 0; k < steps; ++k) {
-      double s = 0.0;
-      for (int i = k + 1; i < m; ++i) s += W[i][k] * W[i][k];
+      /* the column's norm scaled by its largest entry (as LAPACK's dnrm2):
+         sensitivities of an unstable trajectory reach 1e148, whose squares
+         overflow; a NaN entry makes the norm NaN */
+      double amax = 0.0;
+      for (int i = k + 1; i < m; ++i) {
+        const double a = fabs(W[i][k]);
+        if (!(a <= amax)) amax = a;
+      }
+      if (amax == 0.0) continue;  /* nothing below the diagonal: H = I */
       const double alpha = W[k][k];
-      if (s == 0.0) continue;  /* nothing below the diagonal: H = I */
-      const double norm = sqrt(alpha * alpha + s);
+      const double big = fabs(alpha) > amax ? fabs(alpha) : amax;
+      double s = 0.0;
+      for (int i = k + 1; i < m; ++i) {
+        const double t = W[i][k] / big;
+        s += t * t;
+      }
+      const double norm = big * sqrt((alpha / big) * (alpha / big) + s);
       const double beta = alpha > 0.0 ? -norm : norm;
       const double tau = (beta - alpha) / beta, scale = 1.0 / (alpha - beta);
       /* v = (1, W[k+1:, k] scale); w = tau v^T W[k:, :] */

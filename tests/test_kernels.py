@@ -226,3 +226,26 @@ def test_row_compression_keeps_every_least_squares_problem(tmp_path, monkeypatch
     # fewer rows than columns: unchanged, as NumPy's
     short = compress_rows(r[:, :3], Jx[:, :3], Jp[:, :3], kernels)
     assert short[0] is not None and short[1].shape == (J, 3, nx)
+
+
+def test_row_compression_does_not_overflow_where_numpy_does_not(tmp_path, monkeypatch):
+    # an unstable trajectory's sensitivities reach 1e148: their squares overflow
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
+    from picard_casadi.methods.least_squares import compress_rows
+    rng = np.random.default_rng(8)
+    J, m, nx, np_ = 2, 30, 3, 1
+    A = 0.3 * rng.standard_normal((3, 3))
+    A[0] = 0.0
+    kernels = _kernel(A, nx, max_rhs=nx + np_)
+    for scale in (1e160, 1e-160):
+        rows = scale * rng.standard_normal((J, m, nx + np_))
+        r = scale * rng.standard_normal((J, m))
+        got = compress_rows(r, rows[:, :, :nx], rows[:, :, nx:], kernels)
+        ref = compress_rows(r, rows[:, :, :nx], rows[:, :, nx:])
+        Rk = np.concatenate([got[1], got[2], got[0][..., None]], axis=2)
+        Rn = np.concatenate([ref[1], ref[2], ref[0][..., None]], axis=2)
+        assert np.all(np.isfinite(Rk))
+        assert np.allclose(np.abs(Rk), np.abs(Rn), rtol=1e-10, atol=0), scale
+    rows[0, 3, 1] = np.nan
+    got = compress_rows(r, rows[:, :, :nx], rows[:, :, nx:], kernels)
+    assert np.isnan(got[1][0]).any() and np.all(np.isfinite(got[1][1]))

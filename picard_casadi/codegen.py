@@ -13,8 +13,9 @@ code or CasADi's virtual machine.  The IPOPT comparison compiles its NLP the sam
 
 Compiler and flags
 ------------------
-The compiler is ``$CC`` if set, else the first of ``cc``, ``gcc``, ``clang``
-on the ``PATH``.  Flags: ``-O1 -fPIC -shared`` for the Picard methods'
+The compiler is ``$CC`` if set (a program, or words as make reads them:
+``ccache gcc``, ``gcc -m64``), else the first of ``cc``, ``gcc``, ``clang``
+on the ``PATH``; ``$PICARD_CASADI_CFLAGS`` is split as a shell would.  Flags: ``-O1 -fPIC -shared`` for the Picard methods'
 functions, ``-O2`` for IPOPT's NLP, ``-O3 -march=native`` for the numeric
 kernels written as C here (:func:`compile_c_source`; ``-O3`` alone where
 the compiler refuses ``-march=native``) (:data:`DEFAULT_OPT_FLAGS`;
@@ -66,6 +67,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -203,15 +205,34 @@ def _announce() -> None:
 
 
 def find_compiler() -> str | None:
-    """Path of the C compiler to use, or None when there is none."""
+    """Path of the C compiler to use, or None when there is none.
+
+    ``$CC`` may carry words before or after the program, as make's does
+    (``ccache gcc``, ``gcc -m64``): the first word must be a program, and the
+    returned command keeps the rest (:func:`_command` splits it again).
+    """
     cc = os.environ.get("CC")
     if cc:
-        return shutil.which(cc) or (cc if Path(cc).exists() else None)
+        found = shutil.which(cc) or (cc if Path(cc).exists() else None)
+        if found:
+            return found
+        try:
+            words = shlex.split(cc)
+        except ValueError:
+            return None
+        program = shutil.which(words[0]) if len(words) > 1 else None
+        return shlex.join([program, *words[1:]]) if program else None
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
             return path
     return None
+
+
+def _command(cc: str) -> list[str]:
+    """The compiler's command words: ``cc`` itself where it is a program's
+    path, else its words (a ``$CC`` such as ``ccache gcc``)."""
+    return [cc] if Path(cc).exists() else shlex.split(cc)
 
 
 # compiler -> (its file's identity, what --version said): every cache key
@@ -237,7 +258,8 @@ def _compiler_identity(cc: str) -> str:
     if ident is not None and known is not None and known[0] == ident:
         return known[1]
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run([*_command(cc), "--version"], capture_output=True, text=True,
+                             timeout=30)
         text = f"{cc}|{out.stdout.splitlines()[0] if out.stdout else ''}"
     except (OSError, subprocess.SubprocessError):
         return cc
@@ -250,7 +272,8 @@ def _flags(kind: str = "functions") -> list[str]:
     # the numeric kernels are fast only vectorised: $PICARD_CASADI_CFLAGS is
     # for CasADi's code (-O1 made the cmg fixed-point kernel slower than NumPy)
     opt = None if kind.startswith("kernel") else os.environ.get("PICARD_CASADI_CFLAGS")
-    return (opt.split() if opt else list(DEFAULT_OPT_FLAGS[kind])) + ["-fPIC", "-shared"]
+    # split as a shell would: -I"/a b" is one flag
+    return (shlex.split(opt) if opt else list(DEFAULT_OPT_FLAGS[kind])) + ["-fPIC", "-shared"]
 
 
 # the folder cache_at() set in this thread (context), over the environment's
@@ -359,13 +382,17 @@ def _probe(cc: str) -> tuple[str, bool]:
             os.close(fd)
             lib = Path(lib_name)
             try:
-                out = subprocess.run([cc, *_flags(), str(src), "-o", str(lib)],
+                out = subprocess.run([*_command(cc), *_flags(), str(src), "-o", str(lib)],
                                      capture_output=True, text=True, cwd=tmp, timeout=120)
                 if out.returncode != 0:
                     detail = (out.stderr or out.stdout).strip().splitlines()
+                    flags = os.environ.get("PICARD_CASADI_CFLAGS")
+                    fix = (f"check $PICARD_CASADI_CFLAGS ({flags!r}, which replaces the "
+                           "optimisation flags) or unset it" if flags else
+                           "set $CC to a working compiler")
                     return (f"the C compiler {cc!r} does not work (exit status "
                             f"{out.returncode}{': ' + detail[-1][:200] if detail else ''}); "
-                            "set $CC to a working compiler, or use codegen=False"), False
+                            f"{fix}, or use codegen=False"), False
                 if lib.stat().st_size == 0:
                     return (f"the C compiler {cc!r} produced no library from a one-line "
                             "file; set $CC to a working compiler, or use codegen=False"), False
@@ -375,13 +402,17 @@ def _probe(cc: str) -> tuple[str, bool]:
                     if ctypes.CDLL(str(lib)).pc_probe() != 42:
                         raise OSError("wrong result")
                 except (OSError, AttributeError) as err:
+                    if "++" in Path(cc).name and "undefined symbol" in str(err):
+                        return (f"$CC is {cc!r}, a C++ compiler (it renames the symbols "
+                                "the package looks up); set $CC to a C compiler (gcc, clang, "
+                                "cc), or use codegen=False"), False
                     return (f"libraries compiled into {str(lib.parent)!r} cannot be loaded "
                             f"({err}); set PICARD_CASADI_CACHE to another folder, or use "
                             "codegen=False"), False
             finally:
                 lib.unlink(missing_ok=True)
     except OSError as err:
-        if err.filename == cc:
+        if err.filename in (cc, _command(cc)[0]):
             return f"the C compiler {cc!r} cannot be run ({err.strerror}); set $CC", False
         return _cache_problem(directory, err), False
     except subprocess.TimeoutExpired:
@@ -468,10 +499,12 @@ def _compile_c(cc: str, sources: list[Path], lib: Path, workdir: Path,
     tmp = Path(tmp_name)
     try:
         if len(sources) == 1:
-            _run_compiler([cc, *_flags(kind), str(sources[0]), "-o", str(tmp), "-lm"], workdir)
+            _run_compiler([*_command(cc), *_flags(kind), str(sources[0]), "-o", str(tmp),
+                           "-lm"], workdir)
         else:
             objects = _compile_objects(cc, sources, workdir, kind)
-            _run_compiler([cc, *_flags(kind), *map(str, objects), "-o", str(tmp), "-lm"],
+            _run_compiler([*_command(cc), *_flags(kind), *map(str, objects), "-o", str(tmp),
+                           "-lm"],
                           workdir)
         _publish(tmp, executable=True)
         os.replace(tmp, lib)
@@ -568,7 +601,7 @@ def _compile_objects(cc: str, sources: list[Path], workdir: Path, kind: str) -> 
             while queue and len(running) < jobs:
                 src = queue.pop(0)
                 obj = src.with_suffix(".o")
-                cmd = [cc, *flags, str(src), "-o", str(obj)]
+                cmd = [*_command(cc), *flags, str(src), "-o", str(obj)]
                 running.append((_start_compiler(cmd, workdir), cmd))
                 objects.append(obj)
             proc, cmd = running[0]  # listed until it is done: a Ctrl-C stops it too

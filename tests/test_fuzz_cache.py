@@ -248,3 +248,30 @@ def test_a_library_changed_after_it_was_verified_is_verified_again(tmp_path, mon
     assert again == lib and float(loaded["sq"](2.0)) == 5.0
     assert codegen.STATS.compiled == compiled + 1
     assert codegen._valid_entry(lib, meta)
+
+
+@needs_cc
+def test_compiler_and_flag_settings_are_read_as_make_reads_them(tmp_path, monkeypatch,
+                                                              fresh_probe):
+    # a $CC with words ("gcc -O0", "ccache gcc") was "not a program"; flags
+    # were split on spaces whatever the quotes; a C++ compiler was blamed on
+    # the cache folder; a bad flag named $CC, not the variable that held it
+    import shutil
+
+    monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path / "cache"))
+    cc = shutil.which("gcc") or shutil.which("cc")
+    monkeypatch.setenv("CC", f"{cc} -O0")
+    assert codegen.find_compiler() == f"{cc} -O0"
+    assert codegen.probe() == ("", False)
+    monkeypatch.setenv("PICARD_CASADI_CFLAGS", '-O1 -I"/no such dir"')
+    assert codegen._flags()[:2] == ["-O1", "-I/no such dir"]
+    assert codegen.probe() == ("", False)
+    monkeypatch.setenv("PICARD_CASADI_CFLAGS", "-march=no-such-cpu")
+    problem, _ = codegen.probe()
+    assert "$PICARD_CASADI_CFLAGS" in problem and "'-march=no-such-cpu'" in problem
+    monkeypatch.delenv("PICARD_CASADI_CFLAGS")
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is not None:
+        monkeypatch.setenv("CC", cxx)
+        problem, _ = codegen.probe()
+        assert "a C++ compiler" in problem and "set $CC to a C compiler" in problem

@@ -13,6 +13,7 @@ from picard_casadi.errors import CodegenError
 from picard_casadi.kernels import (MAX_ORDER, IterationKernels, kernel_loader,
                                               kernel_source)
 from picard_casadi.fixed_point_system import FixedPointSystem, fixed_point_matrix
+from picard_casadi.methods.least_squares import compress_rows
 
 pytestmark = pytest.mark.skipif(codegen.find_compiler() is None, reason="no C compiler")
 
@@ -199,15 +200,25 @@ def test_estimates_with_and_without_the_kernel_agree(monkeypatch):
     assert np.allclose(compiled.p, vm.p, rtol=1e-9, atol=0)
 
 
+def _compression_case(seed: int, nx: int, np_: int):
+    """A random generator and kernels for ``nx`` states and ``np_`` parameters."""
+    rng = np.random.default_rng(seed)
+    A = 0.3 * rng.standard_normal((4, 4))
+    A[0] = 0.0
+    return rng, _kernel(A, nx, max_rhs=nx + np_)
+
+
+def _factor(compressed):
+    """``[Jx Jp r]`` of :func:`compress_rows`'s ``(r, Jx, Jp)``."""
+    r, Jx, Jp = compressed
+    return np.concatenate([Jx, Jp, r[..., None]], axis=2)
+
+
 def test_row_compression_keeps_every_least_squares_problem(tmp_path, monkeypatch):
     # the factor is unique up to row signs; what the step uses is R^T R
     monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
-    from picard_casadi.methods.least_squares import compress_rows
-    rng = np.random.default_rng(7)
     J, m, nx, np_ = 5, 40, 6, 2
-    A = 0.3 * rng.standard_normal((4, 4))
-    A[0] = 0.0
-    kernels = _kernel(A, nx, max_rhs=nx + np_)
+    rng, kernels = _compression_case(7, nx, np_)
     rows = rng.standard_normal((J, m, nx + np_))
     rows[1, :, 2] = 0.0          # a zero column: its reflection is the identity
     rows[2, 5:, 0] = 0.0         # a column already reduced below the diagonal
@@ -215,11 +226,8 @@ def test_row_compression_keeps_every_least_squares_problem(tmp_path, monkeypatch
     r = rng.standard_normal((J, m))
     for got, ref in zip(compress_rows(r, Jx, Jp, kernels), compress_rows(r, Jx, Jp)):
         assert got.shape == ref.shape
-    Rk = np.concatenate([a[..., None] if a.ndim == 2 else a for a in
-                         (lambda c: (c[1], c[2], c[0]))(compress_rows(r, Jx, Jp, kernels))],
-                        axis=2)
-    full = np.concatenate([Jx, Jp, r[..., None]], axis=2)
-    gram = np.matmul(full.transpose(0, 2, 1), full)
+    Rk = _factor(compress_rows(r, Jx, Jp, kernels))
+    gram = np.matmul(_factor((r, Jx, Jp)).transpose(0, 2, 1), _factor((r, Jx, Jp)))
     assert np.max(np.abs(np.matmul(Rk.transpose(0, 2, 1), Rk) - gram)) <= 1e-12 * np.abs(
         gram).max()
     assert np.allclose(np.tril(Rk, -1), 0.0)
@@ -231,19 +239,13 @@ def test_row_compression_keeps_every_least_squares_problem(tmp_path, monkeypatch
 def test_row_compression_does_not_overflow_where_numpy_does_not(tmp_path, monkeypatch):
     # an unstable trajectory's sensitivities reach 1e148: their squares overflow
     monkeypatch.setenv("PICARD_CASADI_CACHE", str(tmp_path))
-    from picard_casadi.methods.least_squares import compress_rows
-    rng = np.random.default_rng(8)
     J, m, nx, np_ = 2, 30, 3, 1
-    A = 0.3 * rng.standard_normal((3, 3))
-    A[0] = 0.0
-    kernels = _kernel(A, nx, max_rhs=nx + np_)
+    rng, kernels = _compression_case(8, nx, np_)
     for scale in (1e160, 1e-160):
         rows = scale * rng.standard_normal((J, m, nx + np_))
         r = scale * rng.standard_normal((J, m))
-        got = compress_rows(r, rows[:, :, :nx], rows[:, :, nx:], kernels)
-        ref = compress_rows(r, rows[:, :, :nx], rows[:, :, nx:])
-        Rk = np.concatenate([got[1], got[2], got[0][..., None]], axis=2)
-        Rn = np.concatenate([ref[1], ref[2], ref[0][..., None]], axis=2)
+        Rk = _factor(compress_rows(r, rows[:, :, :nx], rows[:, :, nx:], kernels))
+        Rn = _factor(compress_rows(r, rows[:, :, :nx], rows[:, :, nx:]))
         assert np.all(np.isfinite(Rk))
         assert np.allclose(np.abs(Rk), np.abs(Rn), rtol=1e-10, atol=0), scale
     rows[0, 3, 1] = np.nan

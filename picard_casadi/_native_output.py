@@ -25,6 +25,8 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
+from .interrupts import deferred_interrupt
+
 __all__ = ["captured_native_output", "released_output"]
 
 class _Session:
@@ -114,22 +116,21 @@ def released_output() -> Iterator[None]:
     in other threads, their output during the block reaches the terminal
     too: the streams are the process's.)
     """
-    with _LOCK:
-        session = _SESSION
-        if session is not None:
-            session.release()
-    if session is None:
-        yield
-        return
+    session: _Session | None = None
     try:
+        with deferred_interrupt(), _LOCK:
+            if _SESSION is not None:
+                _SESSION.release()
+                session = _SESSION
         yield
     finally:
-        with _LOCK:
-            for stream in session.python_streams:
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            if _SESSION is session:
-                session.redirect()
+        if session is not None:
+            with deferred_interrupt(), _LOCK:
+                for stream in session.python_streams:
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+                if _SESSION is session:
+                    session.redirect()
 
 
 @contextlib.contextmanager
@@ -144,20 +145,25 @@ def captured_native_output() -> Iterator[list[str]]:
     """
     global _SESSION
     box: list[str] = []
-    with _LOCK:
-        if _SESSION is None:
-            _SESSION = _Session()
-        session = _SESSION
-        session.users += 1
-        start = session.position()
+    session: _Session | None = None
     try:
+        # a Ctrl-C between the redirection and its bookkeeping would leave the
+        # process writing into the capture for good: it is held until each
+        # step is whole (and, raised at the end of this one, still undone below)
+        with deferred_interrupt(), _LOCK:
+            if _SESSION is None:
+                _SESSION = _Session()
+            _SESSION.users += 1
+            session = _SESSION
+            start = session.position()
         yield box
     finally:
-        with _LOCK:
-            try:
-                box.append(session.since(start))
-            finally:
-                session.users -= 1
-                if session.users == 0:
-                    _SESSION = None
-                    session.close()
+        if session is not None:
+            with deferred_interrupt(), _LOCK:
+                try:
+                    box.append(session.since(start))
+                finally:
+                    session.users -= 1
+                    if session.users == 0:
+                        _SESSION = None
+                        session.close()

@@ -136,7 +136,7 @@ _KERNEL_BODY = r"""
 /* doubles of work: the matrix [S | b], the folded right-hand side, the
    gathered blocks of f_x, the Schur products and two small products */
 #define WORK_SIZE (N * LD + K * NX * CMAX + K * NR * NR + K * NR * NE + K * NER \
-                   + K * K * NR * NE + K * NX * CMAX + NX * CMAX + 8)
+                   + NR * NE + K * NX * CMAX + NX * CMAX + 8)
 
 int pc_fixed_point_work(void) { return WORK_SIZE + K * NX * CMAX; }
 int pc_compress_work(int m) { return m * (CMAX + 1); }
@@ -235,8 +235,8 @@ static inline __attribute__((always_inline)) int solve_one(
   double* restrict FRR = b + K * NX * CMAX;           /* (K, NR, NR) */
   double* restrict FRE = FRR + K * NR * NR;           /* (K, NR, NE) */
   double* restrict FER = FRE + K * NR * NE;           /* (K, NER): f_x[E, R]'s nonzeros */
-  double* restrict Q = FER + K * NER;                 /* (K, K, NR, NE) */
-  double* restrict T = Q + K * K * NR * NE;           /* (K, NR or NE, c) */
+  double* restrict Q = FER + K * NER;                 /* (NR, NE), one block pair's */
+  double* restrict T = Q + NR * NE;                   /* (K, NR or NE, c) */
   double* restrict t0 = T + K * NX * CMAX;            /* (NX, c) */
   (void) Q;
   for (int k = 0; k < K; ++k) {
@@ -305,22 +305,21 @@ static inline __attribute__((always_inline)) int solve_one(
     }
 #if SCHUR
   /* - h^2 (A kron I) F_RE (A kron I) F_ER: block (k, m) is
-     -h^2 Q[k, m] F_m[E, R] with Q[k, m] = sum_l A[k, l] A[l, m] F_l[R, E] */
+     -h^2 Q F_m[E, R] with Q = sum_l A[k, l] A[l, m] F_l[R, E] */
   const double h2 = h * h;
   for (int k = K0; k < K; ++k)
     for (int m = K0; m < K; ++m) {
-      double* restrict Qkm = Q + (k * K + m) * NR * NE;
-      for (int i = 0; i < NR * NE; ++i) Qkm[i] = 0.0;
+      for (int i = 0; i < NR * NE; ++i) Q[i] = 0.0;
       for (int l = K0; l < K; ++l) {
         const double w = AA[(k * K + m) * K + l];
         const double* Fl = FRE + l * NR * NE;
-        for (int i = 0; i < NR * NE; ++i) Qkm[i] += w * Fl[i];
+        for (int i = 0; i < NR * NE; ++i) Q[i] += w * Fl[i];
       }
 #if HAS_ER
       for (int t = 0; t < NER; ++t) {
         const double f = h2 * FER[m * NER + t];
         const int e = ER_E[t], col = (m - K0) * NR + ER_B[t];
-        for (int a = 0; a < NR; ++a) M[(k - K0) * NR + a][col] -= f * Qkm[a * NE + e];
+        for (int a = 0; a < NR; ++a) M[(k - K0) * NR + a][col] -= f * Q[a * NE + e];
       }
 #endif
     }

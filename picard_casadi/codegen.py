@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import os
@@ -808,10 +809,12 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
         return loaded, lib
 
 
+@functools.lru_cache(maxsize=1)
 def _processor_identity() -> str:
     """What a library compiled for this processor (``-march=native``) depends
     on: the processor's model and instruction-set flags, so that a cache
-    shared between machines never loads a library built for another one."""
+    shared between machines never loads a library built for another one.
+    Read once per process (every kernel lookup asks)."""
     try:
         with open("/proc/cpuinfo") as fh:
             lines = [line for line in fh if line.startswith(("model name", "flags", "Features"))]
@@ -866,6 +869,8 @@ def _compile_c_source(source: str, tag: str) -> Path:
         if _valid_entry(lib, meta):
             STATS.cache_hits += 1
             return lib
+        stale = lib.exists() or meta.exists()
+        _announce()
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
             path = Path(tmp) / f"pc_{tag}.c"
@@ -879,6 +884,7 @@ def _compile_c_source(source: str, tag: str) -> Path:
         _write_meta(lib, meta, {"source": tag})
         STATS.compile_seconds += time.perf_counter() - t0
         STATS.compiled += 1
+        STATS.rebuilt += int(stale)
         return lib
 
 

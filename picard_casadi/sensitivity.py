@@ -14,15 +14,17 @@ exactly by the implicit function theorem::
 
 ``dP/dU`` is ``h (A kron I) blockdiag(f_x(U_l))`` (``nx K`` square, dense), so
 this costs one small dense LU per interval, batched over intervals with
-LAPACK (made smaller by the structure of
-:mod:`picard_casadi.fixed_point_system`).  The outputs at the samples and
+LAPACK, or, where the functions are compiled, in one call of the generated
+kernel of :mod:`picard_casadi.kernels` (made smaller by the structure of
+:mod:`picard_casadi.fixed_point_system` either way).  The outputs at the samples and
 the end state follow by the chain rule through ``x_j + h S f(U)``.  These are the exact derivatives of the
 discretised (collocation) solution, so Gauss-Newton with them converges to
 the same optimum as IPOPT on the collocation NLP.
 
 The derivatives of ``f`` at the nodes and of ``g`` at the samples come from
 CasADi functions mapped over all nodes and samples (code-generated with the
-rest); the assembly here is NumPy.
+rest); the assembly here is NumPy (the kernel's, compiled, up to ``f``'s
+derivatives at the nodes).
 """
 
 from __future__ import annotations

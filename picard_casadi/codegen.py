@@ -118,9 +118,17 @@ class NlpTooLarge(CodegenError):
 #: hand-written numeric kernels (:mod:`picard_casadi.kernels`) are
 #: short loops that only pay when unrolled and vectorised for this processor
 #: (the cmg fixed-point solve: 7.5 ms at -O2, 2.1 ms at -O3 -march=native);
-#: a compiler that refuses -march=native compiles them with "kernel-portable"
-DEFAULT_OPT_FLAGS = {"functions": ("-O1",), "nlp": ("-O2",),
-                     "kernel": ("-O3", "-march=native"), "kernel-portable": ("-O3",)}
+#: a compiler that refuses -march=native compiles them with "kernel-portable".
+#: Every set has -ffp-contract=off: a compiler may otherwise fuse a * b + c
+#: into one rounding where the processor has FMA (x86-64 with -march=native,
+#: every aarch64), so the same call gave results that differed in the last
+#: bits between machines, enough to change the path of an ill-conditioned
+#: fit; without contraction (and without -ffast-math) vector width does not
+#: change a result, so the compiled code computes the same on any machine
+DEFAULT_OPT_FLAGS = {"functions": ("-O1", "-ffp-contract=off"),
+                     "nlp": ("-O2", "-ffp-contract=off"),
+                     "kernel": ("-O3", "-march=native", "-ffp-contract=off"),
+                     "kernel-portable": ("-O3", "-ffp-contract=off")}
 # Part of every cache key: bump when the generated code's layout changes.
 CODEGEN_VERSION = "5"
 _NO_COMPILER_WARNED = False

@@ -848,15 +848,13 @@ def estimate(
     _note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
 
-    def rerun(run_method: str, run_guess: str, max_wall_time: float | None
-              ) -> EstimationResult:
+    def rerun(run_method: str, run_guess: str, max_iter: int | None) -> EstimationResult:
         """This call again with another method or start (a failure, not raised),
-        IPOPT stopped after ``max_wall_time`` seconds unless the user set it."""
+        stopped after ``max_iter`` iterations unless the user set a limit."""
         run_options = dict(options if run_method == method
                            else _options_of(get_method(run_method), options))
-        if max_wall_time is not None:
-            run_options["ipopt_options"] = {"max_wall_time": max_wall_time,
-                                            **(run_options.get("ipopt_options") or {})}
+        if max_iter is not None:
+            run_options.setdefault("max_iter", max_iter)
         return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
                         nodes=nodes, scheme=scheme, weights=weights, refine=refine,

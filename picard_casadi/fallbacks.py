@@ -28,11 +28,13 @@ was tried.  ``wall_time`` counts every run.
 
 The other methods' runs are bounded, so that a problem no method solves
 ends in a failure within minutes: they are one solve each (a failure is not
-refined and restarted from ``p0``, :func:`restarts_allowed`), and IPOPT
-stops after :func:`wall_time_budget` seconds (a FitzHugh-Nagumo relaxation
+refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
+:data:`BUDGET_ITERATIONS` IPOPT iterations (a FitzHugh-Nagumo relaxation
 oscillator, sampled far too sparsely for its spikes, ran IPOPT's fallback
-for over ten minutes, restarting on finer meshes).  The choices and what
-they cost are in docs/design.md.
+for over ten minutes, restarting on finer meshes).  The budget counts
+iterations, not seconds, so that the same call returns the same result on a
+fast machine and on a slow or busy one.  The choices and what they cost are
+in docs/design.md.
 """
 
 from __future__ import annotations
@@ -50,13 +52,11 @@ from .methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
 from .result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS",
-           "restarts_allowed", "another_method", "wall_time_budget",
-           "BUDGET_MIN_SECONDS", "BUDGET_FACTOR"]
+           "restarts_allowed", "another_method", "BUDGET_ITERATIONS"]
 
-#: an IPOPT second run (``"ipopt"``, ``"shooting"``) stops after the larger of
-#: this many seconds and BUDGET_FACTOR times the first run's wall time
-BUDGET_MIN_SECONDS = 60.0
-BUDGET_FACTOR = 10.0
+#: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
+#: this many IPOPT iterations (its ``max_iter``), unless the user set one
+BUDGET_ITERATIONS = 300
 
 _ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "picard_casadi_another_method", default=False)
@@ -78,20 +78,15 @@ def another_method() -> Iterator[None]:
         _ANOTHER_METHOD.reset(token)
 
 
-def wall_time_budget(first_wall_time: float) -> float:
-    """IPOPT's ``max_wall_time`` for a second run after a first of ``first_wall_time`` s."""
-    return float(max(BUDGET_MIN_SECONDS, BUDGET_FACTOR * first_wall_time))
-
-
 #: statuses of a run stopped by its iteration or time limit (the package's
 #: methods, and IPOPT's for "ipopt" and "shooting")
 ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
                     "Maximum_WallTime_Exceeded")
 
-#: ``rerun(method, guess, max_wall_time) -> result``: the same call with another
-#: method or start, a failure returned (not raised); ``max_wall_time`` (seconds,
-#: or None) goes to IPOPT's option of that name unless the user set it
-Rerun = Callable[[str, str, "float | None"], EstimationResult]
+#: ``rerun(method, guess, max_iter) -> result``: the same call with another
+#: method or start, a failure returned (not raised); ``max_iter`` (or None)
+#: goes to the method's option of that name unless the user set it
+Rerun = Callable[[str, str, "int | None"], EstimationResult]
 
 
 def clipped(message: str, limit: int = 160) -> str:
@@ -146,19 +141,19 @@ def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> Est
     return retry
 
 
-def _not_converged(retry: EstimationResult, method: str, budget: float) -> str:
+def _not_converged(retry: EstimationResult, method: str) -> str:
     """Why another method's second run is not returned, quoted in the first's message."""
-    if retry.status == "Maximum_WallTime_Exceeded":
-        return f"stopped at its time budget of {budget:.0f} s; method='{method}' runs without one"
+    if retry.status == "Maximum_Iterations_Exceeded":
+        return (f"stopped at its budget of {BUDGET_ITERATIONS} iterations; method='{method}' "
+                "runs without one")
     return clipped(retry.message)
 
 
-def _with_another_method(rerun: Rerun, method: str, guess: str, budget: float
-                         ) -> EstimationResult:
-    """A second run with another method: one solve (:func:`another_method`) within
-    ``budget`` seconds of IPOPT."""
+def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationResult:
+    """A second run with another method: one solve (:func:`another_method`) of at
+    most :data:`BUDGET_ITERATIONS` iterations."""
     with another_method():
-        return rerun(method, guess, budget)
+        return rerun(method, guess, BUDGET_ITERATIONS)
 
 
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
@@ -171,7 +166,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         The first run's.
     path : DefaultPath
     rerun : callable
-        ``rerun(method, guess, max_wall_time)``: the same call with another
+        ``rerun(method, guess, max_iter)``: the same call with another
         method or start (:data:`Rerun`).
     t_start : float
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
@@ -179,7 +174,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
     """
     if result.success or result.status == "stopped" or path.warm_start:
         return result
-    budget = wall_time_budget(result.wall_time)  # from the first run's time
     if (path.guess == "auto" and path.method == "picard-gn" and result.status == "max_iter"
             and not path.every_state_measured
             and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
@@ -202,7 +196,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
     if path.method_chosen:
         return result
     if path.unstable:
-        retry = _with_another_method(rerun, "ipopt", path.guess, budget)
+        retry = _with_another_method(rerun, "ipopt", path.guess)
         if retry.success:
             return _returned(retry, result, (
                 "picard-gn stopped: the model is unstable along its trajectory at p = "
@@ -210,11 +204,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 "precision; this result is from method='ipopt' on the same collocation "
                 "(the default method falls back to it there; pass method= to choose)"))
         result.message += ("; method='ipopt' from the same start did not converge either "
-                           f"({_not_converged(retry, 'ipopt', budget)})")
+                           f"({_not_converged(retry, 'ipopt')})")
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start
         return result
-    retry = _with_another_method(rerun, "shooting", path.guess, budget)
+    retry = _with_another_method(rerun, "shooting", path.guess)
     if retry.success:
         return _returned(retry, result, (
             f"{path.method} on the collocation mesh did not reach a certified answer "
@@ -222,6 +216,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             "method='shooting' from p0 (CVODES integrates each interval with error "
             "control; the default method falls back to it; pass method= to choose)"))
     result.message += ("; method='shooting' from p0 did not converge either "
-                       f"({_not_converged(retry, 'shooting', budget)})")
+                       f"({_not_converged(retry, 'shooting')})")
     result.wall_time = time.perf_counter() - t_start
     return result

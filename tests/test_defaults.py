@@ -149,7 +149,10 @@ def test_an_iteration_limit_with_open_gaps_points_to_the_states_start():
 def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
     # SIR with only I measured and no x0 guess (S starts at 0): from the simulated
     # start picard-gn ended at max_iter with gaps of 191; from the states
-    # propagated from the data it converges (a user's report)
+    # propagated from the data it converges (a user's report).  The first call
+    # names its method: with none, the failure goes on to the shooting fallback,
+    # whose fit of the unobservable R(0) ends one way or another with round-off
+    # (the test asserted that path once and failed on other machines)
     import casadi as ca
 
     N = 1e5
@@ -161,8 +164,9 @@ def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
     X = pc.simulate(model, [N - 10, 10, 0], [0.5, 0.2], t)
     y = X[:, 1] + np.random.default_rng(1).normal(size=t.size) * (0.05 * X[:, 1] + 20)
     exp = pc.Experiment(t=t, y=y[:, None])
-    first = pc.estimate(model, [exp], [0.3, 0.1], guess="simulation", uncertainty=False)
-    assert first.status == "max_iter"
+    first = pc.estimate(model, [exp], [0.3, 0.1], method="picard-gn", guess="simulation",
+                        uncertainty=False)
+    assert first.status == "max_iter" and first.history["gap_scaled"][-1] > 1.0
     res = pc.estimate(model, [exp], [0.3, 0.1], uncertainty=False)
     assert res.success and np.allclose(res.p, [0.5, 0.2], rtol=0.05), res.p
     assert "second run with guess='anchored'" in res.warnings[0]

@@ -33,10 +33,12 @@ class _Reruns:
 
     def __init__(self, **outcomes):
         self.calls: list[tuple[str, str]] = []
+        self.budgets: list[int | None] = []
         self.outcomes = outcomes
 
-    def __call__(self, method, guess, max_wall_time):
+    def __call__(self, method, guess, max_iter):
         self.calls.append((method, guess))
+        self.budgets.append(max_iter)
         return self.outcomes[method]()
 
 
@@ -109,27 +111,40 @@ def test_another_methods_run_is_one_solve():
 
 
 def test_a_second_run_stopped_by_its_budget_says_so():
-    reruns = _Reruns(shooting=lambda: _result(status="Maximum_WallTime_Exceeded",
-                                              message="IPOPT: Maximum_WallTime_Exceeded"))
+    reruns = _Reruns(shooting=lambda: _result(status="Maximum_Iterations_Exceeded",
+                                              message="IPOPT: Maximum_Iterations_Exceeded"))
     first = _result(status="step_failed", message="no acceptable step: z")
     first.wall_time = 30.0
     res = second_runs(first, _path(), reruns, time.perf_counter())
-    assert ("method='shooting' from p0 did not converge either (stopped at its time budget "
-            "of 300 s; method='shooting' runs without one)") in res.message
+    assert ("method='shooting' from p0 did not converge either (stopped at its budget "
+            "of 300 iterations; method='shooting' runs without one)") in res.message
+    assert reruns.budgets == [300]
+
+
+def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
+    # the budget was max(60 s, 10 x the first run's wall time): the same call
+    # could end differently on a slow or busy machine
+    budgets = []
+    for seconds in (0.01, 1000.0):
+        reruns = _Reruns(shooting=lambda: _result(status="Maximum_Iterations_Exceeded"))
+        first = _result(status="step_failed", message="no acceptable step: z")
+        first.wall_time = seconds
+        second_runs(first, _path(), reruns, time.perf_counter())
+        budgets += reruns.budgets
+    assert budgets == [300, 300]
 
 
 def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypatch):
     # FitzHugh-Nagumo with eps = 0.05 sampled once per time unit (its spikes
     # fall between samples): picard-gn's step breaks down, and IPOPT's fallback
     # ran for over ten minutes, restarting on finer meshes.  Each other
-    # method's run is now one solve within a time budget (here 1 s)
+    # method's run is now one solve within an iteration budget (here 5)
     import casadi as ca
 
     import picard_casadi as pc
     from picard_casadi import fallbacks
 
-    monkeypatch.setattr(fallbacks, "BUDGET_MIN_SECONDS", 1.0)
-    monkeypatch.setattr(fallbacks, "BUDGET_FACTOR", 0.0)
+    monkeypatch.setattr(fallbacks, "BUDGET_ITERATIONS", 5)
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
     rhs = ca.vertcat((x[0] - x[0] ** 3 / 3 - x[1] + 0.5) / p[2], x[0] + p[0] - p[1] * x[1])
     model = pc.Model(x=x, p=p, rhs=rhs, y=x[0])
@@ -140,7 +155,7 @@ def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypat
                       p_bounds=([0.0, 0.0, 0.005], [2.0, 2.0, 1.0]), uncertainty=False)
     assert not res.success and res.method == "picard-gn"
     assert "method='ipopt' from the same start did not converge either (stopped at its " \
-           "time budget of 1 s" in res.message, res.message
+           "budget of 5 iterations" in res.message, res.message
     assert "method='shooting' from p0 did not converge either" in res.message
 
 

@@ -29,19 +29,19 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi import codegen
-from picard_casadi.discretisation import Discretisation
-from picard_casadi.problem_setup import interval_functions
-from picard_casadi.transcription import Transcription
+from picard_casadi.runtime import codegen, compiled_functions, compiler
+from picard_casadi.transcription.discretisation import Discretisation
+from picard_casadi.estimation.setup import interval_functions
+from picard_casadi.transcription.functions import Transcription
 
 
 def lookups(disc: Discretisation, n: int, forget: bool) -> float:
     """Seconds to build the transcription and find all its compiled functions."""
     if forget:
-        codegen._IDENTITIES.clear()
+        compiler._IDENTITIES.clear()
         codegen._VERIFIED.clear()
     t = time.perf_counter()
-    backend, _ = codegen.backend_for(True)
+    backend, _ = compiled_functions.backend_for(True)
     tr = Transcription(disc, n, np.ones(disc.model.ny), np.ones(disc.model.nx),
                        backend=backend, interval_functions=interval_functions(disc, n))
     tr.functions.prefetch(list(tr.functions))
@@ -70,7 +70,7 @@ def main() -> None:
                 dt = lookups(disc, n, way == "first")
                 best[way] = min(best.get(way, np.inf), dt)
         count = len(list(Transcription(disc, n, np.ones(prob.model.ny), np.ones(prob.model.nx),
-                                       backend=codegen.backend_for(True)[0],
+                                       backend=compiled_functions.backend_for(True)[0],
                                        interval_functions=interval_functions(disc, n)).functions))
         print(f"{name:16s} {count:9d} {1e3 * best['first']:23.1f} {1e3 * best['later']:11.1f}",
               flush=True)

@@ -17,7 +17,7 @@ uncertainty (on by default) computes anyway; the second ratio counts them
 too (what certification costs with ``uncertainty=False``).  Where the first
 mesh already certifies (0 refinements) the issue's target is a ratio of at
 most 0.30.  All ratios are measured in this one run; the library limits
-BLAS to one thread itself (``picard_casadi/threads.py``).
+BLAS to one thread itself (``picard_casadi/runtime/threads.py``).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import numpy as np
 
 import picard_casadi as pc
 from _alternating import summed
-from picard_casadi import certificate
-from picard_casadi.registry import problems
+from picard_casadi.analysis import certificate
+from picard_casadi.studies.registry import problems
 
 _ADAMS = certificate.ADAMS_MAX_STIFFNESS
 _estimate = importlib.import_module("picard_casadi.estimate")

@@ -11,7 +11,7 @@ compiling them, the compilers side by side), the solve time per iteration with g
 the virtual machine (the fastest of three runs of each, alternating), and the
 time per iteration spent inside the iteration's CasADi functions only.  All
 measured in this one run.  Generated code includes the fixed-point kernel
-(``picard_casadi/kernels.py``), which runs only where the
+(``picard_casadi/transcription/kernels.py``), which runs only where the
 functions are compiled; its time is not in the "eval" columns.
 """
 
@@ -26,8 +26,8 @@ import time
 from collections import defaultdict
 
 import picard_casadi as pc
-import picard_casadi.transcription as transcription
-from picard_casadi import codegen
+import picard_casadi.transcription.functions as transcription
+from picard_casadi.runtime import codegen
 
 CALL_TIME: dict[str, float] = defaultdict(float)
 #: runs of each backend, alternating; the fastest of each is printed

@@ -6,7 +6,7 @@ Run::
 
 Each problem is estimated with its registry settings (``picard-gn``, the
 defaults) for each seed; for every experiment and output of a converged fit
-the two measures of :mod:`picard_casadi.fit_check` are computed (the runs
+the two measures of :mod:`picard_casadi.analysis.fit_check` are computed (the runs
 test's z-score of the residual signs and the residuals' mean square over the
 noise variance from the data's second differences).  Prints, per fit, the
 most negative z, the largest ratio and how many outputs met both conditions
@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi.fit_check import NOISE_RATIO, RUNS_Z, noise_variance, runs_z
+from picard_casadi.analysis.fit_check import NOISE_RATIO, RUNS_Z, noise_variance, runs_z
 
 
 def measures(res, experiments) -> list[tuple[float, float]]:

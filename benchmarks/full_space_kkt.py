@@ -32,7 +32,7 @@ Last, the products that a conjugate-gradient step needs, without any
 factorisation: the node derivatives of each interval from linear Picard
 sweeps (``dU <- 1 dx^T + h (f_U dU + f_p dp) A^T``, converging at the
 contraction of ``dP/dU``), chained through the intervals in one generated
-call each way (``picard_casadi.interval_products``, the products of
+call each way (``picard_casadi.transcription.interval_products``, the products of
 ``tr_solver="cg"``; the transpose is the exact transpose of the truncated
 sweeps: a dot-product test checks it).  It prints their error
 against the exact sensitivities, their time, the time of a CG step with the
@@ -55,7 +55,7 @@ import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi.interval_products import interval_expressions
+from picard_casadi.transcription.interval_products import interval_expressions
 from picard_casadi.methods import condensed
 from state_scaling import ring_experiment, ring_model
 
@@ -211,7 +211,7 @@ def sweep_time(seen: dict, repeats: int = 5) -> tuple[float, float]:
     """Seconds to factorise every interval's fixed-point matrix with one kept
     ``casadi.Linsol("qr")`` each, and for a forward and a backward sweep (one
     solve per interval each way) with those factors."""
-    from picard_casadi.interval_linearisation import fixed_point_matrix_pattern
+    from picard_casadi.transcription.interval_linearisation import fixed_point_matrix_pattern
 
     s = seen["rule"].setup
     d = s.disc
@@ -245,13 +245,13 @@ def sweep_time(seen: dict, repeats: int = 5) -> tuple[float, float]:
 
 def matrix_free_products(seen: dict, sweeps: int, repeats: int = 20
                          ) -> tuple[float, float, float, float]:
-    """The package's chained products (``picard_casadi.interval_products``) with
+    """The package's chained products (``picard_casadi.transcription.interval_products``) with
     ``sweeps`` linear Picard sweeps, generated to C: one call each way over all
     intervals.  Returns the relative error of the forward product against the
     exact sensitivities, the dot-product test of the transpose, and the
     milliseconds of each product."""
-    from picard_casadi import codegen
-    from picard_casadi.interval_products import IntervalProducts, interval_product_functions
+    from picard_casadi.runtime import compiled_functions
+    from picard_casadi.transcription.interval_products import IntervalProducts, interval_product_functions
 
     s = seen["rule"].setup
     d, tr = s.disc, s.tr
@@ -267,7 +267,7 @@ def matrix_free_products(seen: dict, sweeps: int, repeats: int = 20
     exact = np.array(exact).reshape(J, M, ny).transpose(0, 2, 1)
     units = {f"{name}{sweeps}": unit
              for name, unit in interval_product_functions(d, sweeps).items()}
-    compiled = codegen.CodegenBackend()({k: (u, J) for k, u in units.items()})
+    compiled = compiled_functions.CodegenBackend()({k: (u, J) for k, u in units.items()})
     functions = {name: (compiled.native(f"{name}{sweeps}"), units[f"{name}{sweeps}"])
                  for name in ("interval_forward", "interval_transpose")}
     ops = IntervalProducts(d, functions, X, seen["U"], p, tr._common())

@@ -13,7 +13,7 @@ to estimate.  One ``pc.estimate`` with the defaults; prints the wall time,
 its phases, the peak resident memory of the process, and the estimate's
 distance from the truth in standard errors.  The fit estimates ``3 + N E``
 quantities; each experiment's residuals depend on the parameters and its
-own ``x0`` only (:mod:`picard_casadi.block_jacobian`).
+own ``x0`` only (:mod:`picard_casadi.transcription.block_jacobian`).
 """
 
 from __future__ import annotations

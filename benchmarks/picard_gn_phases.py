@@ -11,7 +11,7 @@ with ``weights="auto"``) is solved once to fill the code cache, then five
 times with the step's phases wrapped in timers; the run with the fastest
 step is printed, per iteration.  Phases nest as indented: ``linearise``
 holds ``sensitivities``, which holds the compiled kernel's share
-(``picard_casadi/kernels.py``; absent on the virtual machine, where NumPy
+(``picard_casadi/transcription/kernels.py``; absent on the virtual machine, where NumPy
 and LAPACK do that work); the settles' Newton steps are ``fixed-point
 solves``; ``generated calls`` are the compiled functions the transcription
 calls (Picard maps, merits), wherever they are called from.
@@ -30,7 +30,10 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi import fixed_point_system, kernels, sensitivity, transcription
+from picard_casadi.transcription.functions import fixed_point_system
+from picard_casadi.transcription.functions import kernels
+from picard_casadi.transcription.functions import sensitivity
+from picard_casadi.transcription import functions as transcription
 from picard_casadi.methods import condensed
 
 _elapsed: dict[str, float] = {}

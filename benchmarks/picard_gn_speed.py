@@ -9,7 +9,7 @@ Run::
     python benchmarks/picard_gn_speed.py --sparse
 
 ``--sparse`` forces the per-interval generated functions with CasADi's sparse
-QR inside (:mod:`picard_casadi.interval_linearisation`) on these small, densely
+QR inside (:mod:`picard_casadi.transcription.interval_linearisation`) on these small, densely
 coupled models, where the library would choose the batched dense NumPy path:
 what moving the linear algebra into generated code costs there.
 
@@ -40,7 +40,7 @@ import inspect, json, sys, warnings
 warnings.simplefilter("ignore")
 import picard_casadi as pc
 if sys.argv[2] == "sparse":
-    import picard_casadi.transcription as transcription
+    import picard_casadi.transcription.functions as transcription
     transcription.sparse_pays = lambda model: True
 out = {}
 for name in sys.argv[1].split(","):

@@ -22,7 +22,7 @@ import platform
 
 import numpy as np
 
-from picard_casadi.coverage import coverage_study
+from picard_casadi.studies.coverage import coverage_study
 from picard_casadi.models import michaelis_menten
 
 

@@ -26,7 +26,8 @@ import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 import warnings
 
 from _alternating import best_of_two, case_problem, compare_cases, comparison
-from picard_casadi import sensitivity, transcription
+from picard_casadi.transcription.functions import sensitivity
+from picard_casadi.transcription import functions as transcription
 
 _native = sensitivity.NativeFunction
 _picard_of = transcription.Transcription.picard_of

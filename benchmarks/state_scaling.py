@@ -67,8 +67,8 @@ def run(model, exp, method, **options):
 
 def qr_fill(model: pc.Model, nodes: int = 9) -> int:
     """Entries of CasADi's sparse QR factors (V and R) of one interval's fixed-point matrix."""
-    from picard_casadi.interval_linearisation import fixed_point_matrix_pattern
-    from picard_casadi.quadrature import Quadrature
+    from picard_casadi.transcription.interval_linearisation import fixed_point_matrix_pattern
+    from picard_casadi.transcription.quadrature import Quadrature
 
     A = np.asarray(Quadrature("chebyshev", nodes).integration, float)
     fx = ca.jacobian(model.rhs, model.x).sparsity()
@@ -78,7 +78,7 @@ def qr_fill(model: pc.Model, nodes: int = 9) -> int:
 
 def compare_paths(sizes: list[int]) -> None:
     """picard-gn per iteration on the dense and the sparse path, size by size."""
-    from picard_casadi import interval_linearisation
+    from picard_casadi.transcription.functions import interval_linearisation
     print(f"machine: {platform.machine()}, python {platform.python_version()}; ring, "
           "20 intervals x 9 nodes, one BLAS thread, warm cache; picard-gn only")
     print(f"{'N':>4s} {'path':7s} {'it':>4s} {'solve [s]':>9s} {'per it [ms]':>11s}")
@@ -107,8 +107,8 @@ def profile(N: int, empty_cache: bool = False) -> None:
     import tempfile
     from collections import Counter, defaultdict
 
-    from picard_casadi import codegen
-    from picard_casadi.native import NativeFunction
+    from picard_casadi.runtime import codegen
+    from picard_casadi.runtime.native import NativeFunction
 
     model = ring_model(N)
     exp = ring_experiment(model)

@@ -23,8 +23,8 @@ import platform
 import time
 from pathlib import Path
 
-from picard_casadi.codegen import find_compiler
-from picard_casadi.compare import compare
+from picard_casadi.runtime.compiler import find_compiler
+from picard_casadi.studies.compare import compare
 
 CORE = ["vdp", "lotka-volterra", "cmg", "fa18-roll-ail"]
 PAPER = ["cmg", "fa18-drag", "fa18-drag-stab", "fa18-roll-beta", "fa18-roll-rates",

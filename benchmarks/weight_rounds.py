@@ -7,7 +7,7 @@ Run::
 
 ``weights="auto"`` re-estimates the noise variances from the residuals and
 solves again until the weights change by less than 1 %; every round but the
-last is solved to the looser tolerances ``estimate._ROUND_TOLERANCES``.  For
+last is solved to the looser tolerances ``picard_casadi.estimation.refinement._ROUND_TOLERANCES``.  For
 each problem and seed this calls ``picard-gn`` with every default (the first
 mesh chosen, certified and refined where needed) with the rounds' ``gtol``
 at 1e-5 (the setting before) and at the current value, each once to warm up
@@ -31,7 +31,7 @@ import numpy as np
 
 import picard_casadi as pc
 
-estimate_module = sys.modules["picard_casadi.estimate"]
+estimate_module = sys.modules["picard_casadi.estimation.refinement"]
 BEFORE = 1e-5
 PROBLEMS = ("cmg", "fa18-drag", "fa18-drag-stab", "fa18-roll-beta", "fa18-roll-rates",
             "fa18-roll-ail", "fa18-roll-rud")

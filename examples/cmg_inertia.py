@@ -37,7 +37,7 @@ import numpy as np
 
 import picard_casadi as pc
 from picard_casadi.models import cmg
-from picard_casadi.plotting import plot_fit
+from picard_casadi.io.plotting import plot_fit
 
 
 def component_error(p: np.ndarray) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from picard_casadi.compare import compare
+from picard_casadi.studies.compare import compare
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 import picard_casadi as pc
 from picard_casadi.models import fa18
-from picard_casadi.plotting import plot_fit
+from picard_casadi.io.plotting import plot_fit
 
 GROUP_LABELS = {
     "drag": "mu_D0, mu_Da", "drag-stab": "mu_Dstab", "roll-beta": "mu_la",

@@ -59,7 +59,7 @@ import casadi as ca
 import numpy as np
 
 from picard_casadi.model import Model
-from picard_casadi.registry import Problem
+from picard_casadi.studies.registry import Problem
 from picard_casadi.simulate import simulate_experiment
 
 P_TRUE = np.array([214.0, 201.0, 500.0])
@@ -174,7 +174,7 @@ def paper_inputs():
     """The four input functions of the paper, ``u(t) -> (8,)``, and their breakpoints.
 
     Module-level functions, so the experiments pickle (another process,
-    :mod:`picard_casadi.parallel`).
+    :mod:`picard_casadi.runtime.executors`).
     """
     return [(_zero, None), (_gimbal_cos, None), (_wheel_cos, None), (_gimbal_step, [1.5])]
 

@@ -70,7 +70,7 @@ import numpy as np
 
 from picard_casadi.errors import SimulationError
 from picard_casadi.model import Model
-from picard_casadi.registry import Problem
+from picard_casadi.studies.registry import Problem
 from picard_casadi.simulate import simulate, simulate_experiment
 
 MASS = 1034.0  # slug
@@ -248,7 +248,7 @@ class Inputs:
     """``u(t) = [T, d_stab, d_rud, d_ail]`` with one surface pulsed (or none).
 
     A small class rather than a closure, so the experiments pickle (another
-    process, :mod:`picard_casadi.parallel`).
+    process, :mod:`picard_casadi.runtime.executors`).
     """
 
     surface: str | None = None

@@ -18,7 +18,7 @@ import casadi as ca
 import numpy as np
 
 from picard_casadi.model import Model
-from picard_casadi.registry import Problem
+from picard_casadi.studies.registry import Problem
 from picard_casadi.simulate import simulate_experiment
 
 P_TRUE = np.array([0.2, 0.2, 3.0])

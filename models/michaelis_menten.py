@@ -10,7 +10,7 @@ strongly correlated and ``K``'s likelihood is long towards large ``K``
 intervals are symmetric where the truth is not: over 100 seeds they held
 the truth for 80.5 % of (seed, parameter) pairs (84 % with Student's
 quantile), the profile-likelihood intervals for 92.5 %
-(:mod:`picard_casadi.profile`; ``pytest -m slow tests/test_profile.py -s``,
+(:mod:`picard_casadi.studies.profile`; ``pytest -m slow tests/test_profile.py -s``,
 ``benchmarks/profile_coverage.py``).  Not in
 the registry's list: a test and benchmark problem (``make_problem`` is
 module level, so the study can run it on an executor).
@@ -25,7 +25,7 @@ import numpy as np
 
 from picard_casadi.experiment import Experiment
 from picard_casadi.model import Model
-from picard_casadi.registry import Problem
+from picard_casadi.studies.registry import Problem
 from picard_casadi.simulate import simulate
 
 P_TRUE = np.array([1.0, 2.0])

@@ -10,17 +10,25 @@ Public names (see the README and ``docs/api.md``)::
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare
+
+Layout: the user's vocabulary at the top (``model``, ``experiment``,
+``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
+importing only from the layers below it (``tests/test_layout.py``)::
+
+    cli -> studies -> io -> estimate -> estimation -> result -> methods
+        -> analysis -> transcription -> simulate -> runtime
+        -> model, experiment, errors
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitWarning,
                      PicardError, SimulationError)
-from .compare import compare
+from .studies.compare import compare
 from .estimate import estimate
 from .experiment import Experiment
 from .methods.base import IterationRecord
 from .model import Model
-from .profile import Profile, profile
-from .registry import Problem, describe_problems, problem, problems, register_problem
+from .studies.profile import Profile, profile
+from .studies.registry import Problem, describe_problems, problem, problems, register_problem
 from .result import EstimationResult
 from .simulate import measure, simulate, simulate_experiment
 

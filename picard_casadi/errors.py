@@ -57,4 +57,4 @@ class DiscretisationWarning(UserWarning):
 class FitWarning(UserWarning):
     """A converged estimate whose residuals are systematic and far above the data's
     noise: likely a local minimum, or a model that cannot describe the data
-    (:mod:`picard_casadi.fit_check`)."""
+    (:mod:`picard_casadi.analysis.fit_check`)."""

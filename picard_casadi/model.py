@@ -258,7 +258,7 @@ class Model:
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle support (another process, :mod:`picard_casadi.parallel`).
+        """Pickle support (another process, :mod:`picard_casadi.runtime.executors`).
 
         CasADi SX does not pickle on its own; the symbols and expressions
         travel as one ``casadi.Function`` (which serialises), so the

@@ -115,7 +115,7 @@ class EstimationResult:
         ``p``) over the samples, in units of each output's noise level; NaN
         where not certified (a run that did not converge).
     certificate : dict or None
-        The discretisation certificate (:mod:`picard_casadi.certificate`):
+        The discretisation certificate (:mod:`picard_casadi.analysis.certificate`):
         ``passed``, ``discretisation_error``, ``parameter_shift`` (estimated
         distance to the ODE's optimum in standard errors), ``p_shift``,
         ``p_shift_se``, ``noise_level``, ``ssr_model``, ``weighted_ssr_model``,
@@ -146,7 +146,7 @@ class EstimationResult:
         Filled by callers that know the truth (the problem registry).
     p_cov, p_std, p_ci, p_corr : ndarray or None
         Covariance, standard errors, 95 % confidence intervals ``(np, 2)``
-        and correlation matrix of ``p`` (see :mod:`picard_casadi.uncertainty`).
+        and correlation matrix of ``p`` (see :mod:`picard_casadi.analysis.uncertainty`).
     x0_std : list of ndarray or None
         Standard errors of the estimated initial states.
     warnings : list of str
@@ -253,7 +253,7 @@ class EstimationResult:
         (systematically off the data, or a parameter held by its bound): the
         optimiser converged, and the warnings say why the answer may still be
         wrong."""
-        from .diagnosis import is_fit_note
+        from .analysis.fit_check import is_fit_note
 
         return bool(self.success and any(is_fit_note(w) for w in self.warnings))
 
@@ -373,7 +373,7 @@ class EstimationResult:
         """
         text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
         if path is not None:
-            from .outputs import atomic_write_text
+            from .runtime.output_files import atomic_write_text
 
             atomic_write_text(path, text + "\n")
         return text
@@ -486,7 +486,7 @@ class EstimationResult:
             ) from None
         res = cls.from_dict(data, where)
         if model is not None and experiments is not None:
-            from .predict import simulation_predictor
+            from .transcription.predict import simulation_predictor
 
             res._check_matches(model, list(experiments), where)
             res._predictor = simulation_predictor(model, list(experiments))

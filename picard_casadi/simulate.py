@@ -30,11 +30,11 @@ from typing import Any, Literal
 import casadi as ca
 import numpy as np
 
-from ._native_output import captured_native_output
 from .errors import SimulationError
 from .experiment import Experiment, check_input_interpolation, evaluate_inputs
-from .interrupts import interruptible, reraise_if_interrupted
 from .model import Model
+from .runtime.interrupts import interruptible, reraise_if_interrupted
+from .runtime.native_output import captured_native_output
 
 __all__ = ["simulate", "measure", "simulate_experiment"]
 

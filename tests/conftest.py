@@ -93,7 +93,7 @@ def here(tmp_path, monkeypatch):
 
 def cli_main(capsys, *argv):
     """Run the CLI in this process: (exit status, stdout, stderr)."""
-    from picard_casadi import cli
+    from picard_casadi.cli import commands as cli
 
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from picard_casadi.block_jacobian import BlockJacobian
+from picard_casadi.transcription.block_jacobian import BlockJacobian
 
 
 def _random_blocks(rng):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from picard_casadi.blocksolve import NormalEquations, jacobian_times
+from picard_casadi.transcription.blocksolve import NormalEquations, jacobian_times
 
 
 def _random_problem(seed=0, J=9, m=7, nx=3, np_=2):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.mesh import default_T
+from picard_casadi.transcription.mesh import default_T
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_sample_times_without_a_measured_output_are_not_counted_in_n(vdp):
 
 def _integrations(monkeypatch):
     """Record the method of every accurate integration of the certificate."""
-    from picard_casadi import certificate
+    from picard_casadi.analysis import certificate
 
     methods = []
     integrate = certificate.integrated_outputs
@@ -203,7 +203,7 @@ def test_a_model_that_is_not_stiff_is_certified_by_adams_as_by_bdf(vdp, monkeypa
     """Van der Pol (mu = 1) on a mesh of T = 1 (a defect of 0.03 noise levels):
     CVODES' Adams method, and the same certificate as BDF's to the reference
     integration's accuracy."""
-    from picard_casadi import certificate
+    from picard_casadi.analysis import certificate
 
     methods = _integrations(monkeypatch)
     adams = vdp.estimate("picard-gn", refine=False, T=1.0)
@@ -222,7 +222,7 @@ def test_a_model_that_is_not_stiff_is_certified_by_adams_as_by_bdf(vdp, monkeypa
 def test_a_stiff_model_is_certified_by_bdf():
     """A fast mode (eigenvalue -2000 against a mesh of 0.1) makes the bound of
     h |f_x| far above ADAMS_MAX_STIFFNESS: BDF, and a certificate that holds."""
-    from picard_casadi import certificate
+    from picard_casadi.analysis import certificate
 
     x = ca.SX.sym("x", 2)
     p = ca.SX.sym("p", 1)
@@ -248,7 +248,7 @@ def test_a_stiff_model_is_certified_by_bdf():
 
 
 def test_a_failed_adams_integration_falls_back_to_bdf(vdp, monkeypatch):
-    from picard_casadi import certificate
+    from picard_casadi.analysis import certificate
 
     integrate = certificate.integrated_outputs
     methods = []

@@ -42,7 +42,7 @@ def test_help_for_every_command(tmp_path):
 def test_problems_lists_the_registry(tmp_path):
     out = run(["problems"], tmp_path)
     assert out.returncode == 0
-    from picard_casadi.registry import _BUILTIN
+    from picard_casadi.studies.registry import _BUILTIN
 
     for name in _BUILTIN:  # not pc.problems(): other tests register problems in-process
         assert name in out.stdout
@@ -131,11 +131,11 @@ def test_bad_arguments_are_named(tmp_path):
 def test_negative_starting_values_and_advice_in_the_programs_own_flags():
     # "--p0 -1,-5,-2" ended in argparse's "expected one argument" (an aircraft's
     # damping derivatives are negative); the advice came as Python keywords
-    from picard_casadi.cli import (GUESS_CHOICES, _joined_negative_values, build_parser,
-                                   in_cli_terms)
-    from picard_casadi.guess import GUESSES
+    from picard_casadi.cli.commands import GUESS_CHOICES, build_parser
+    from picard_casadi.cli.parser_types import in_cli_terms, joined_negative_values
+    from picard_casadi.transcription.guess import GUESSES
 
-    argv = _joined_negative_values(["fit", "m.py", "d.csv", "--p0", "-1,-5,-2", "--x0",
+    argv = joined_negative_values(["fit", "m.py", "d.csv", "--p0", "-1,-5,-2", "--x0",
                                     "-.1,0", "--guess", "anchored"])
     args = build_parser().parse_args(argv)
     assert args.p0 == "-1,-5,-2" and args.x0 == ["-.1,0"] and args.guess == "anchored"
@@ -155,7 +155,7 @@ def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):
     # intervals straddled the jumps
     import casadi as ca
 
-    from picard_casadi.cli import read_csv_experiments
+    from picard_casadi.cli.data_files import read_csv_experiments
 
     x, p, u = ca.SX.sym("x"), ca.SX.sym("p"), ca.SX.sym("u")
     model = pc.Model(x=x, p=p, u=u, rhs=-p * x + u, y_names=["y"], u_names=["u"])

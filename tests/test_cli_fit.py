@@ -108,7 +108,7 @@ def figures(monkeypatch):
     """What plot_fit drew during a command: the panels' gids, the title and its colour."""
     import matplotlib.colors as mcolors
 
-    import picard_casadi.plotting as plotting
+    import picard_casadi.io.plotting as plotting
 
     seen: list[dict] = []
     real = plotting.plot_fit
@@ -401,7 +401,7 @@ def test_fit_png_of_two_outputs(tmp_path):
     exps = [pc.Experiment(t, pc.simulate(model, x0, SPRING_TRUE, t)[:, :1], name=f"r{i}")
             for i, x0 in enumerate([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])]
     res = pc.estimate(model, exps, SPRING_TRUE, codegen=False, uncertainty=False)
-    from picard_casadi.plotting import plot_fit
+    from picard_casadi.io.plotting import plot_fit
 
     fig = plot_fit(res, model, exps, path=tmp_path / "f.png")
     assert len(fig.axes) == 6

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import codegen
-from picard_casadi.discretisation import Discretisation
-from picard_casadi.export import export_c, exported_functions
-from picard_casadi.transcription import build_interval_functions
+from picard_casadi.runtime import codegen, compiled_functions
+from picard_casadi.transcription.discretisation import Discretisation
+from picard_casadi.io.export import export_c, exported_functions
+from picard_casadi.transcription.interval_functions import build_interval_functions
 
 needs_cc = pytest.mark.skipif(codegen.find_compiler() is None,
                               reason="no C compiler found ($CC, cc, gcc or clang)")
@@ -52,7 +52,7 @@ def test_generated_functions_agree_with_the_virtual_machine(name):
     for f in (fns.picard, fns.trajectory):
         _compare_with_derivatives(f, rng)
     # the model's first derivatives, as the iteration compiles them
-    from picard_casadi.sensitivity import PointDerivatives
+    from picard_casadi.transcription.sensitivity import PointDerivatives
 
     for f in PointDerivatives(prob.model, 5, 5).functions.values():
         _compare(f, rng)
@@ -63,8 +63,8 @@ def test_generated_functions_agree_with_the_virtual_machine(name):
 def test_numpy_buffer_calls_equal_the_dm_calls():
     """NativeFunction: same numbers as casadi.external, sparse outputs scattered,
     inputs of one mapped call repeated, a wrong shape named."""
-    from picard_casadi.native import NativeFunction
-    from picard_casadi.sensitivity import PointDerivatives
+    from picard_casadi.runtime.native import NativeFunction
+    from picard_casadi.transcription.sensitivity import PointDerivatives
 
     prob = pc.problem("fa18-roll-ail", seed=0)
     f = PointDerivatives(prob.model, 7, 1).functions["f_derivatives"]  # sparse Jacobians
@@ -90,8 +90,8 @@ def test_a_mapped_function_evaluates_a_run_time_count_and_newton_steps_a_subset(
     """A mapped NativeFunction called for fewer points gives those points'
     outputs; a Newton step on marked intervals evaluates f only there and
     moves them as the step on all intervals does, the others untouched."""
-    from picard_casadi.native import NativeFunction
-    from picard_casadi.sensitivity import (PointDerivatives, fixed_point_system,
+    from picard_casadi.runtime.native import NativeFunction
+    from picard_casadi.transcription.sensitivity import (PointDerivatives, fixed_point_system,
                                            newton_fixed_point_step)
 
     prob = pc.problem("fa18-roll-ail", seed=0)
@@ -151,7 +151,7 @@ def test_compiled_iteration_calls_numpy_buffers_with_the_same_result():
     """The iteration takes the NumPy-buffer path when compiled; the estimate is
     the one through casadi.external's DM interface, to round-off (the buffers'
     memory order can change which BLAS kernel NumPy picks: 1 ulp seen on vdp)."""
-    from picard_casadi.transcription import Transcription
+    from picard_casadi.transcription.functions import Transcription
 
     prob = pc.problem("vdp", seed=0)
     res_native = prob.estimate("picard-gn", codegen=True, uncertainty=False)
@@ -248,7 +248,7 @@ def test_codegen_true_without_a_compiler_is_a_clear_error(monkeypatch):
 
 def test_auto_without_a_compiler_falls_back_and_says_so(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/compiler")
-    monkeypatch.setattr(codegen, "_NO_COMPILER_WARNED", False)
+    monkeypatch.setattr(compiled_functions, "_NO_COMPILER_WARNED", False)
     with pytest.warns(RuntimeWarning, match=r"\$CC is '/nonexistent/compiler'.*virtual machine"):
         res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
     assert res.success

@@ -207,7 +207,7 @@ def test_log_spaced_samples_get_intervals_that_follow_them():
     Graded sampling now starts intervals at the close samples; the default run
     converges, at the stiff model's gap floor, to the shooting estimate."""
     import casadi as ca
-    from picard_casadi.discretisation import mesh_breakpoints
+    from picard_casadi.transcription.discretisation import mesh_breakpoints
 
     x, p = ca.SX.sym("x", 4), ca.SX.sym("p", 4)
     r1 = p[0] * x[0] - p[1] * x[1]

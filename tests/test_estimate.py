@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.discretisation import Discretisation, interval_boundaries
+from picard_casadi.transcription.discretisation import Discretisation, interval_boundaries
 
 from conftest import DUFFING_P, duffing_input
 
@@ -146,7 +146,7 @@ def test_samples_between_nodes_use_the_integral_up_to_the_sample():
     t = np.array([0.0, 0.037, 0.1, 0.163, 0.25])
     exp = pc.Experiment(t, np.exp(-t), x0=[1.0])
     disc = Discretisation(model, [exp], 0.25, 13, "chebyshev")
-    from picard_casadi.transcription import Transcription
+    from picard_casadi.transcription.functions import Transcription
 
     tr = Transcription(disc, 3, np.ones(1), np.ones(1))
     X = np.ones((1, 1))
@@ -237,7 +237,7 @@ def test_the_convergence_plot_draws_several_solves_one_after_another():
     import matplotlib
 
     matplotlib.use("Agg")
-    from picard_casadi.plotting import plot_convergence
+    from picard_casadi.io.plotting import plot_convergence
 
     res = pc.problem("lotka-volterra", seed=0).estimate(weights="auto", uncertainty=False)
     restarts = int(np.sum(np.diff(res.history["iteration"]) <= 0))

@@ -1,4 +1,4 @@
-"""The default path's second runs (picard_casadi/fallbacks.py), one rule at a time.
+"""The default path's second runs (picard_casadi/estimation/fallbacks.py), one rule at a time.
 
 The end-to-end cases (a fed-batch falling back to shooting, the CSTR to
 IPOPT, the SIR to guess='anchored') are in tests/test_defaults.py; here the
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from picard_casadi.fallbacks import DefaultPath, clipped, second_runs
+from picard_casadi.estimation.fallbacks import DefaultPath, clipped, second_runs
 
 
 def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached"):
@@ -102,7 +102,7 @@ def test_quoted_messages_keep_their_first_clause_and_ipopts_status():
 
 
 def test_another_methods_run_is_one_solve():
-    from picard_casadi.fallbacks import another_method, restarts_allowed
+    from picard_casadi.estimation.fallbacks import another_method, restarts_allowed
 
     assert restarts_allowed()
     with another_method():
@@ -142,7 +142,7 @@ def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypat
     import casadi as ca
 
     import picard_casadi as pc
-    from picard_casadi import fallbacks
+    from picard_casadi.estimation import fallbacks
 
     monkeypatch.setattr(fallbacks, "BUDGET_ITERATIONS", 5)
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)

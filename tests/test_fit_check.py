@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.fit_check import lack_of_fit, noise_variance, runs_z
+from picard_casadi.analysis.fit_check import lack_of_fit, noise_variance, runs_z
 
 from conftest import prey_only_lotka_volterra
 
@@ -56,7 +56,7 @@ def test_outliers_that_pull_a_fit_are_named_and_a_poor_fit_is_flagged():
     # and the verdict says so (it read "success (converged)", the figure "converged")
     assert poor.fit_flagged
     assert "; but the fit is flagged: see the warnings below" in poor.summary()
-    from picard_casadi.plotting import plot_fit
+    from picard_casadi.io.plotting import plot_fit
 
     fig = plot_fit(poor, model, [exp])
     assert "the fit is flagged" in fig._suptitle.get_text()
@@ -156,7 +156,7 @@ def test_an_interior_point_method_short_of_its_bound_is_on_it():
     # bound of 5 (standard error 2.6): no note, and an interval past the bound
     from types import SimpleNamespace
 
-    from picard_casadi.diagnosis import note_bounds_reached
+    from picard_casadi.estimation.diagnosis import note_bounds_reached
 
     def result(p_std):
         return SimpleNamespace(p=np.array([4.0247, 4.9999986]), p_std=np.array([0.1, p_std]),

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.fixed_point_system import (FixedPointSystem, explicit_states,
+from picard_casadi.transcription.fixed_point_system import (FixedPointSystem, explicit_states,
                                               fixed_point_matrix, sink_states)
-from picard_casadi.problem_setup import build_setup
+from picard_casadi.estimation.setup import build_setup
 
 
 def _jacobians(rng, J, K, nx, explicit):
@@ -110,7 +110,7 @@ def test_every_state_explicit_leaves_nothing_to_factorise():
 
 @pytest.mark.parametrize("explicit", [[], [3, 4, 5, 6]])
 def test_solving_in_groups_of_intervals_changes_nothing(monkeypatch, explicit):
-    import picard_casadi.fixed_point_system as fps
+    import picard_casadi.transcription.fixed_point_system as fps
 
     rng = np.random.default_rng(7)
     J, K, nx = 23, 9, 15
@@ -153,7 +153,7 @@ def test_sink_states_are_the_states_nothing_depends_on():
     chosen = sink_states(fa18.jacobian_pattern)
     assert [fa18.x_names[i] for i in chosen] == ["psi"]
     assert explicit_states(fa18.jacobian_pattern).size == 0  # so the sinks are taken
-    from picard_casadi.sensitivity import fixed_point_system
+    from picard_casadi.transcription.sensitivity import fixed_point_system
     system = fixed_point_system(fa18, np.zeros((3, 3)))
     assert system.sinks and list(system.explicit) == list(chosen)
     # a state that depends on itself, or drives another, is no sink; all sinks: none taken

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import codegen
+from picard_casadi.runtime import codegen, compiled_functions
 
 needs_cc = pytest.mark.skipif(codegen.find_compiler() is None,
                               reason="no C compiler (set $CC or install gcc)")
@@ -26,7 +26,7 @@ needs_cc = pytest.mark.skipif(codegen.find_compiler() is None,
 def fresh_probe(monkeypatch):
     """Forget what earlier tests found about compilers and caches."""
     monkeypatch.setattr(codegen, "_PROBED", {})
-    monkeypatch.setattr(codegen, "_WARNED", set())
+    monkeypatch.setattr(compiled_functions, "_WARNED", set())
 
 
 def _cache_cases(tmp_path):
@@ -126,7 +126,7 @@ def test_a_compile_failing_mid_run_falls_back_per_function(tmp_path, monkeypatch
         return real(cc, sources, lib, workdir, kind)
 
     monkeypatch.setattr(codegen, "_compile_c", failing)
-    import picard_casadi.transcription as transcription
+    import picard_casadi.transcription.functions as transcription
     monkeypatch.setattr(transcription, "sparse_pays", lambda model: True)  # build both
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -264,7 +264,7 @@ def test_compiler_and_flag_settings_are_read_as_make_reads_them(tmp_path, monkey
     assert codegen.find_compiler() == f"{cc} -O0"
     assert codegen.probe() == ("", False)
     monkeypatch.setenv("PICARD_CASADI_CFLAGS", '-O1 -I"/no such dir"')
-    assert codegen._flags()[:2] == ["-O1", "-I/no such dir"]
+    assert codegen.compile_flags()[:2] == ["-O1", "-I/no such dir"]
     assert codegen.probe() == ("", False)
     monkeypatch.setenv("PICARD_CASADI_CFLAGS", "-march=no-such-cpu")
     problem, _ = codegen.probe()

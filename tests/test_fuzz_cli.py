@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import cli
+from picard_casadi.cli import commands as cli
 
 from conftest import OSCILLATOR_MODEL_FILE, cli_main as _main
 
@@ -149,7 +149,7 @@ def test_model_name_cannot_escape_results(here, capsys):
 
 
 def test_write_failure_prints_the_summary_and_leaves_nothing(here, capsys, monkeypatch):
-    import picard_casadi.outputs as outputs
+    import picard_casadi.runtime.output_files as outputs
 
     real = outputs.os.replace
     calls = []
@@ -175,7 +175,7 @@ def test_interrupt_while_writing_keeps_the_old_set(here, capsys, monkeypatch):
     code, _, _ = _main(capsys, "run", "vdp", "--out", "res", "--codegen", "off", "--quiet")
     assert code == 0
     before = {p.name: p.read_bytes() for p in (here / "res").iterdir()}
-    import picard_casadi.plotting as plotting
+    import picard_casadi.io.plotting as plotting
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -370,7 +370,7 @@ def test_model_file_problems_are_short(here, capsys, case, pattern, frame):
     assert code == 2
     assert re.search(pattern, err), err
     assert err.startswith("picard-casadi fit: error: MODEL") or "option" in err
-    assert "picard_casadi/cli.py" not in err and "Traceback" not in err
+    assert "picard_casadi/cli/commands.py" not in err and "Traceback" not in err
     if frame:
         assert re.search(frame, err), err
 
@@ -440,7 +440,7 @@ def test_end_to_end_input_error_in_a_subprocess(tmp_path):
 def test_codegen_advice_is_given_as_flags(here, capsys, monkeypatch):
     """``--codegen on`` without a C compiler: one line whose advice is the
     program's flags, not the library's keywords (codegen=True/False)."""
-    from picard_casadi import codegen
+    from picard_casadi.runtime import codegen
 
     monkeypatch.setattr(codegen, "find_compiler", lambda: None)
     code, out, err = _main(capsys, "run", "vdp", "--codegen", "on", "--quiet")
@@ -452,7 +452,7 @@ def test_codegen_advice_is_given_as_flags(here, capsys, monkeypatch):
 
 
 def test_in_cli_terms_rewrites_keywords_only():
-    from picard_casadi.cli import in_cli_terms
+    from picard_casadi.cli.parser_types import in_cli_terms
 
     assert (in_cli_terms("or pass max_intervals=1,234 to estimate() to go ahead")
             == "or pass --max-intervals 1234 to go ahead")

@@ -131,7 +131,7 @@ def test_to_json_is_atomic(result, tmp_path, monkeypatch):
     """A failure while writing leaves the old file and no temporary file."""
     path = tmp_path / "r.json"
     path.write_text("old")
-    import picard_casadi.outputs as outputs
+    import picard_casadi.runtime.output_files as outputs
 
     def broken_fsync(fd):
         raise OSError(28, "No space left on device")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.checks import DEFAULT_MAX_INTERVALS, check_problem_size, problem_size
-from picard_casadi.discretisation import Discretisation
+from picard_casadi.transcription.problem_size import DEFAULT_MAX_INTERVALS, check_problem_size, problem_size
+from picard_casadi.transcription.discretisation import Discretisation
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import codegen
+from picard_casadi.runtime import codegen
 from picard_casadi.estimate import build_setup
 
 
@@ -112,7 +112,7 @@ def test_fixed_points_of_all_intervals_at_once_equal_one_by_one(name, guess, mon
     # cmg: starts from the simulation (8 states unmeasured), 23 Newton steps;
     # fa18: every state measured, 2 intervals that do not settle;
     # fitzhugh-nagumo: 239 Newton steps
-    import picard_casadi.guess as guess_module
+    import picard_casadi.transcription.guess as guess_module
 
     batched = _registry_setup(name, guess)
     calls = []
@@ -138,7 +138,7 @@ def test_fixed_points_of_the_guess_in_generated_code(monkeypatch):
     """Where every start is known first (the F/A-18: every state measured), the
     guess's sweeps and Newton steps are the transcription's generated calls
     over the whole mesh: the same guess as the virtual machine's, to round-off."""
-    from picard_casadi.transcription import Transcription
+    from picard_casadi.transcription.functions import Transcription
 
     calls = []
     picard = Transcription.picard
@@ -182,7 +182,7 @@ def test_unmeasured_state_starting_at_zero_settles():
 def test_local_regressions_equal_the_pointwise_fits():
     """The batched fit gives each point's local_regression, including points
     whose window must widen and points beyond the data."""
-    from picard_casadi.guess import local_regression, local_regressions
+    from picard_casadi.transcription.guess import local_regression, local_regressions
 
     rng = np.random.default_rng(0)
     for _ in range(50):

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from picard_casadi import codegen
+from picard_casadi.runtime import codegen
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and process groups")
 
@@ -79,16 +79,16 @@ CHILD = textwrap.dedent(r'''
             mark()
             return pc.simulate(oscillator(), [1, 0], [1e6], np.linspace(0, 300, 11))
         if phase == "compile":        # gcc running (the whole process group gets SIGINT)
-            import picard_casadi.codegen as cg
+            import picard_casadi.runtime.codegen as cg
             marked(cg, "_compile_c")
             return prob.estimate("picard-gn", codegen=True, uncertainty=False)
         if phase == "compile-threads":  # six libraries compiled side by side, cold
-            import picard_casadi.codegen as cg
+            import picard_casadi.runtime.codegen as cg
             marked(cg, "_compile_c")
             return pc.problem("cmg", seed=0).estimate("picard", codegen=True, max_iter=1,
                                                       uncertainty=False, refine=False)
         if phase == "compile-nlp":    # IPOPT's NLP: its C files compiled side by side
-            import picard_casadi.codegen as cg
+            import picard_casadi.runtime.codegen as cg
             marked(cg, "_compile_objects")
             return pc.problem("cmg", seed=0).estimate("ipopt", codegen=True, max_iter=1,
                                                       uncertainty=False, refine=False)
@@ -111,25 +111,25 @@ CHILD = textwrap.dedent(r'''
             return prob.estimate("shooting", uncertainty=False, codegen=False, max_iter=10**6,
                                  tol=1e-300, ipopt_options=LONG_IPOPT)
         if phase == "setup":
-            import picard_casadi.problem_setup as ps
+            import picard_casadi.estimation.setup as ps
             marked(ps, "build_interval_functions", self_signal=True)
             return prob.estimate("picard-gn", codegen=False)
         if phase == "uncertainty":
-            import picard_casadi.uncertainty as unc
+            import picard_casadi.analysis.uncertainty as unc
             marked(unc, "attach_uncertainty", self_signal=True)
             return prob.estimate("picard-gn", codegen=False)
         if phase == "plotting":
-            import picard_casadi.predict as pred
+            import picard_casadi.transcription.predict as pred
             res = prob.estimate("picard-gn", codegen=False, uncertainty=False)
             marked(pred, "simulate", self_signal=True)
-            from picard_casadi.plotting import plot_fit
+            from picard_casadi.io.plotting import plot_fit
             return plot_fit(res, prob.model, prob.experiments)
         if phase.startswith("cli-"):
-            from picard_casadi import cli
+            from picard_casadi.cli import commands as cli
             what = phase[4:]
             if what == "ipopt":
                 import picard_casadi.methods.ipopt as ip
-                import picard_casadi.registry as reg
+                import picard_casadi.studies.registry as reg
                 marked(ip, "run_nlp")
                 real_problem = reg.problem
                 def problem(*a, **k):
@@ -141,7 +141,7 @@ CHILD = textwrap.dedent(r'''
             elif what == "guess":
                 marked(mod["picard_casadi.simulate"], "simulate")
                 argv = ["run", "vdp", "--codegen", "off"]
-                import picard_casadi.registry as reg
+                import picard_casadi.studies.registry as reg
                 real_problem = reg.problem
                 def problem(*a, **k):
                     p = real_problem(*a, **k)
@@ -153,7 +153,7 @@ CHILD = textwrap.dedent(r'''
                     return p
                 reg.problem = problem
             elif what == "plot":
-                import picard_casadi.plotting as plotting
+                import picard_casadi.io.plotting as plotting
                 marked(plotting, "plot_fit", self_signal=True)
                 argv = ["run", "vdp", "--codegen", "off"]
             return sys.exit(cli.main(argv + ["--out", out, "--quiet"]))
@@ -314,7 +314,7 @@ def test_a_retried_evaluation_fails_at_once_inside_repeated_interrupts():
 
     import casadi as ca
 
-    from picard_casadi.interrupts import interruptible, repeated_interrupts
+    from picard_casadi.runtime.interrupts import interruptible, repeated_interrupts
 
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p")
     F = ca.integrator("slow", "cvodes", {"x": x, "p": p, "ode": ca.vertcat(x[1], -p * x[0])},
@@ -363,7 +363,7 @@ def test_interruptible_reraises_what_casadi_absorbed():
 
 
 def test_is_interrupt_recognises_the_disguises():
-    from picard_casadi.interrupts import is_interrupt
+    from picard_casadi.runtime.interrupts import is_interrupt
 
     assert is_interrupt(RuntimeError("... KeyboardInterruptException ..."))
     assert is_interrupt(RuntimeError('CVode returned "CV_RHSFUNC_FAIL"'),
@@ -380,7 +380,7 @@ def test_is_interrupt_recognises_the_disguises():
 
 @pytest.mark.usefixtures("interactive_sigint")
 def test_nested_blocks_and_an_application_handler():
-    from picard_casadi.interrupts import interruptible
+    from picard_casadi.runtime.interrupts import interruptible
 
     seen = []
 
@@ -405,7 +405,7 @@ def test_nested_blocks_and_an_application_handler():
 
 
 def test_ignored_sigint_stays_ignored():
-    from picard_casadi.interrupts import interruptible
+    from picard_casadi.runtime.interrupts import interruptible
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -421,7 +421,7 @@ def test_a_second_interrupt_does_not_stop_the_clean_up(tmp_path, monkeypatch):
     """Ctrl-C pressed twice: the temporary files still go, the folder too."""
     from pathlib import Path
 
-    from picard_casadi.outputs import AtomicOutputs
+    from picard_casadi.runtime.output_files import AtomicOutputs
 
     real_unlink = Path.unlink
 

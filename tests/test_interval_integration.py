@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from picard_casadi.interval_integration import _interval_inputs
+from picard_casadi.transcription.interval_integration import _interval_inputs
 from picard_casadi.simulate import _input_coefficients
 
 
@@ -40,12 +40,12 @@ def test_each_interval_gets_the_lowest_degree_that_reproduces_its_inputs():
 def test_interval_integrator_is_reused_on_the_same_mesh_only():
     """Repeated certificates on one mesh share the integrator; another mesh or
     tolerance builds its own, and the reused one gives the same states."""
-    from picard_casadi.interval_integration import interval_integrator
+    from picard_casadi.transcription.interval_integration import interval_integrator
 
     import casadi as ca
 
     import picard_casadi as pc
-    from picard_casadi.discretisation import Discretisation
+    from picard_casadi.transcription.discretisation import Discretisation
 
     x, k = ca.SX.sym("x"), ca.SX.sym("k")
     m = pc.Model(x=x, p=k, rhs=-k * x, name="decay")

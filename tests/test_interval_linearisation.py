@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.problem_setup import build_setup
+from picard_casadi.estimation.setup import build_setup
 
 
 def _setup(name: str, codegen: bool):
@@ -23,7 +23,7 @@ def _setup(name: str, codegen: bool):
 def test_sparse_sensitivities_and_newton_step_equal_the_dense_ones(name, codegen, monkeypatch):
     # these models are small or dense enough that the sparse path does not pay
     # (sparse_pays); forced here so the two paths can be compared
-    import picard_casadi.transcription as transcription
+    import picard_casadi.transcription.functions as transcription
     monkeypatch.setattr(transcription, "sparse_pays", lambda model: True)
     setup = _setup(name, codegen)
     tr = setup.tr

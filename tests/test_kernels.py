@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi import codegen
+from picard_casadi.runtime import codegen
 from picard_casadi.errors import CodegenError
-from picard_casadi.kernels import (MAX_ORDER, IterationKernels, kernel_loader,
+from picard_casadi.transcription.kernels import (MAX_ORDER, IterationKernels, kernel_loader,
                                               kernel_source)
-from picard_casadi.fixed_point_system import FixedPointSystem, fixed_point_matrix
+from picard_casadi.transcription.fixed_point_system import FixedPointSystem, fixed_point_matrix
 from picard_casadi.methods.least_squares import compress_rows
 
 pytestmark = pytest.mark.skipif(codegen.find_compiler() is None, reason="no C compiler")

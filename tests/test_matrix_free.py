@@ -10,7 +10,7 @@ import picard_casadi as pc
 from picard_casadi.methods import matrix_free
 from picard_casadi.methods.matrix_free import MatrixFreeGaussNewtonStep, cg_pays
 from picard_casadi.models import ring
-from picard_casadi.problem_setup import build_setup
+from picard_casadi.estimation.setup import build_setup
 
 
 ring_model, ring_experiment = ring.build_model, ring.make_experiment

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.compare import compare
+from picard_casadi.studies.compare import compare
 
 
 @pytest.fixture(scope="module", params=["vdp", "lotka-volterra"])
@@ -137,7 +137,7 @@ def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeyp
     # take failed at the first row that met it, after the rows before had run
     import importlib
 
-    study = importlib.import_module("picard_casadi.compare")  # the module, not the function
+    study = importlib.import_module("picard_casadi.studies.compare")  # the module, not the function
     ran = []
     monkeypatch.setattr(study, "_row", lambda *a, **k: ran.append(a) or {})
     with pytest.raises(ValueError, match=r"'T' is not one of the study's problems \(vdp\).*"
@@ -164,7 +164,7 @@ def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeyp
 
 def test_the_comparison_figure_does_not_magnify_equal_misfits():
     # misfits 1e-10 apart filled the log axis: bars of very different heights
-    from picard_casadi.plotting import plot_comparison
+    from picard_casadi.io.plotting import plot_comparison
 
     rows = [{"problem": "mine", "method": m, "solve_time": 0.1, "rel_error": None,
              "misfit": 3.75451e-05 * (1 + d), "success": True}

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 
-from picard_casadi._native_output import captured_native_output, released_output
+from picard_casadi.runtime.native_output import captured_native_output, released_output
 
 
 def _fd_identity(fd: int) -> tuple[int, int]:

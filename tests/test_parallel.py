@@ -112,7 +112,7 @@ def test_an_input_that_cannot_be_sent_is_named_before_any_work():
     (dict(n_jobs=2, executor=None), None),
 ])
 def test_executor_arguments_are_checked(kw, error):
-    from picard_casadi.parallel import executor_for
+    from picard_casadi.runtime.executors import executor_for
 
     if error is None:  # n_jobs with executor=None is fine
         with executor_for(**kw) as ex:
@@ -141,7 +141,7 @@ def test_warnings_of_a_worker_are_issued_in_the_caller():
 
 
 def test_starts_in_one_process_build_the_interval_functions_once(monkeypatch):
-    from picard_casadi import problem_setup
+    from picard_casadi.estimation import setup as problem_setup
 
     calls = []
     real = problem_setup.build_interval_functions
@@ -158,7 +158,7 @@ def test_starts_in_one_process_build_the_interval_functions_once(monkeypatch):
 
 
 def test_a_worker_decodes_the_problem_once():
-    from picard_casadi.parallel import decoded, encode
+    from picard_casadi.runtime.executors import decoded, encode
 
     prob = pc.problem("vdp", seed=0)
     data = encode({"model": prob.model, "experiments": prob.experiments})
@@ -261,8 +261,8 @@ def test_compare_on_a_thread_pool_gives_each_problem_its_own_cache(monkeypatch):
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from picard_casadi import codegen
-    from picard_casadi.registry import Problem
+    from picard_casadi.runtime import codegen
+    from picard_casadi.studies.registry import Problem
 
     before = os.environ.get("PICARD_CASADI_CACHE")
     overlap = threading.Barrier(2, timeout=60)
@@ -271,7 +271,7 @@ def test_compare_on_a_thread_pool_gives_each_problem_its_own_cache(monkeypatch):
 
     def spy(self, *args, **kw):
         overlap.wait()  # both rows are inside their cache_at block now
-        seen[self.name] = codegen._cache_path()
+        seen[self.name] = codegen.cache_path()
         overlap.wait()
         return estimate(self, *args, **kw)
 
@@ -300,7 +300,7 @@ def test_what_cannot_be_sent_gets_advice_for_what_it_is():
     # a callback that cannot be pickled was told to "use an array of inputs"
     import threading
 
-    from picard_casadi.parallel import _unpicklable
+    from picard_casadi.runtime.executors import _unpicklable
 
     note = _unpicklable({"kwargs": {"callback": threading.Lock()}}, TypeError("no"))
     assert note.startswith("`callback` cannot be sent") and "array of inputs" not in note

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.discretisation import Discretisation
-from picard_casadi.transcription import Transcription, build_interval_functions
+from picard_casadi.transcription.discretisation import Discretisation
+from picard_casadi.transcription.functions import Transcription
+from picard_casadi.transcription.interval_functions import build_interval_functions
 
 from conftest import DUFFING_P
 

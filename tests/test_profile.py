@@ -12,7 +12,7 @@ import pytest
 
 import picard_casadi as pc
 from picard_casadi.models import michaelis_menten
-from picard_casadi.quantiles import chi2_1, f_1, student_t
+from picard_casadi.analysis.quantiles import chi2_1, f_1, student_t
 from conftest import product_model_data
 
 
@@ -178,7 +178,7 @@ def test_profile_refuses_what_it_cannot_do(saturating):
 
 # ---------------------------------------------------------------------- coverage
 def test_coverage_study_counts_pairs_and_runs_on_a_pool():
-    from picard_casadi.coverage import coverage_study
+    from picard_casadi.studies.coverage import coverage_study
 
     serial = coverage_study(michaelis_menten.make_problem, [0, 1], profile=False)
     pooled = coverage_study(michaelis_menten.make_problem, [0, 1], profile=False, n_jobs=2)
@@ -191,7 +191,7 @@ def test_coverage_study_counts_pairs_and_runs_on_a_pool():
 @pytest.mark.slow
 def test_profile_intervals_cover_the_truth_where_wald_does_not():
     """100 seeds of few-sample Michaelis-Menten data on two processes."""
-    from picard_casadi.coverage import coverage_study
+    from picard_casadi.studies.coverage import coverage_study
 
     study = coverage_study(michaelis_menten.make_problem, range(100), n_jobs=2)
     print()
@@ -205,7 +205,7 @@ def test_profile_points_continue_undamped_unless_told():
     """Each profile point starts next to a neighbouring optimum of the same loss:
     picard-gn's damping starts at CONTINUING_MU0; a caller's mu0 wins."""
     from picard_casadi.methods.picard_gn import CONTINUING_MU0
-    from picard_casadi.profile import _estimate_options
+    from picard_casadi.studies.profile import _estimate_options
 
     res = pc.problem("vdp", seed=0).estimate(uncertainty=False)
     assert _estimate_options(res, {})["mu0"] == CONTINUING_MU0

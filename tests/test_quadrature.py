@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from picard_casadi.quadrature import Quadrature
+from picard_casadi.transcription.quadrature import Quadrature
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 5, 9, 13, 21])

@@ -168,7 +168,7 @@ def test_an_uncertified_fit_with_jumping_callable_inputs_names_the_jump_times():
     times as breakpoints it converges."""
     import casadi as ca
 
-    from picard_casadi.estimate import _jumping_inputs
+    from picard_casadi.estimation.assembly import jumping_inputs
 
     x, p, u = ca.SX.sym("x"), ca.SX.sym("p", 2), ca.SX.sym("u")
     model = pc.Model(x=x, p=p, u=u, rhs=-p[0] * x + u / p[1], y=x)
@@ -193,6 +193,6 @@ def test_an_uncertified_fit_with_jumping_callable_inputs_names_the_jump_times():
     assert fixed.success and fixed.certificate["passed"]
     # a fast smooth input has no jumps; one given at its jumps has none left
     fast = pc.Experiment(t=t, y=y, u=lambda tt: np.sin(3.0 * np.asarray(tt, float)), t0=0.0)
-    assert _jumping_inputs(model, [fast]) == []
-    assert _jumping_inputs(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0,
+    assert jumping_inputs(model, [fast]) == []
+    assert jumping_inputs(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0,
                                                  breakpoints=jumps)]) == []

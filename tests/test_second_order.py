@@ -9,7 +9,7 @@ import pytest
 import picard_casadi as pc
 from picard_casadi.estimate import build_setup
 from picard_casadi.methods.least_squares import reach_cosine
-from picard_casadi.second_order import FixedPointHessian
+from picard_casadi.transcription.second_order import FixedPointHessian
 
 
 def _pendulum_setup():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi import transcription
+from picard_casadi.transcription import functions as transcription
 from picard_casadi.methods import condensed
 
 GUARD = (condensed.SOC_MAX_SHIFT_RADII, condensed.SOC_MAX_SHIFT)

@@ -105,7 +105,7 @@ def test_multistart_keeps_every_start_and_returns_the_best():
 
 
 def test_latin_hypercube_has_one_point_per_stratum():
-    from picard_casadi.multistart import latin_hypercube
+    from picard_casadi.estimation.multistart import latin_hypercube
 
     pts = latin_hypercube(np.zeros(3), np.ones(3), 10, np.random.default_rng(0))
     for d in range(3):
@@ -113,7 +113,7 @@ def test_latin_hypercube_has_one_point_per_stratum():
 
 
 def test_multistart_samples_wide_ranges_in_the_logarithm():
-    from picard_casadi.multistart import multistart_points
+    from picard_casadi.estimation.multistart import multistart_points
 
     # 1 .. 1e5 and -1e3 .. -1: one start per decade-stratum of log |p|;
     # 0 .. 10 and 1 .. 50 (under two decades): uniform in the value
@@ -128,10 +128,10 @@ def test_multistart_samples_wide_ranges_in_the_logarithm():
 
 @pytest.mark.slow
 def test_coverage_of_95_percent_intervals_on_lotka_volterra():
-    """100 seeds on two processes (picard_casadi.coverage)."""
+    """100 seeds on two processes (picard_casadi.studies.coverage)."""
     import functools
 
-    from picard_casadi.coverage import coverage_study
+    from picard_casadi.studies.coverage import coverage_study
 
     study = coverage_study(functools.partial(pc.problem, "lotka-volterra", noise_std=0.05),
                            range(100), profile=False, estimate_options={"codegen": False},

@@ -193,7 +193,7 @@ def test_estimate_nested_lists_are_not_flattened(vdp_model, field):
 
 
 def test_estimate_single_numbers_apply_to_every_entry(vdp_model):
-    from picard_casadi.problem_setup import as_vector
+    from picard_casadi.estimation.setup import as_vector
 
     assert as_vector(0.5, 3, "p0").tolist() == [0.5, 0.5, 0.5]
     assert as_vector(np.float64(2.0), 2, "p0").tolist() == [2.0, 2.0]

@@ -31,36 +31,29 @@ Where each piece lives:
   - ``collocation_layout``: its unknowns, and its data as NLP parameters;
   - ``collocation_derivatives``: its Hessian and constraint Jacobian,
     written interval by interval (generated code and the virtual machine);
+* ``registry``: ``MethodSpec`` and ``register``, the table of methods;
 * ``breakdown``: numerical failures inside a step or solve turned into an
   honest result.
+
+May import: ``analysis``, ``transcription``, ``simulate``, ``runtime``,
+``model``, ``experiment``, ``errors``.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
-from .breakdown import guarded_solve
 from .condensed import ConstrainedGaussNewtonStep
 from .matrix_free import MatrixFreeGaussNewtonStep, use_cg
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
+from .registry import METHODS, MethodSpec, register
 
 __all__ = ["METHODS", "MethodSpec", "get_method", "method_options"]
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A method: its options class and its solve function."""
-
-    name: str
-    options: type
-    solve: Callable[..., LoopOutcome]
-    description: str
-    uses_picard_order: bool = True
 
 
 def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutcome:
@@ -84,25 +77,14 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
     return outcome
 
 
-METHODS: dict[str, MethodSpec] = {
-    "picard": MethodSpec(
-        "picard", PicardOptions, guarded_solve(_solve_picard, "picard"),
-        "the paper's Alg. 3/4: projected gradient steps with line search, relaxed Picard updates",
-    ),
-    "picard-gn": MethodSpec(
-        "picard-gn", PicardGNOptions, guarded_solve(_solve_picard_gn, "picard-gn"),
-        "Picard iteration with structured Levenberg-Marquardt steps on (p, x_j)",
-    ),
-}
-
-
-def register(spec: MethodSpec) -> None:
-    """Add a method to the registry (used by the IPOPT and shooting modules).
-
-    Its solve is wrapped so that numerical breakdowns end as ``success=False``
-    and Ctrl-C as KeyboardInterrupt (:mod:`picard_casadi.methods.breakdown`).
-    """
-    METHODS[spec.name] = replace(spec, solve=guarded_solve(spec.solve, spec.name))
+register(MethodSpec(
+    "picard", PicardOptions, _solve_picard,
+    "the paper's Alg. 3/4: projected gradient steps with line search, relaxed Picard updates",
+))
+register(MethodSpec(
+    "picard-gn", PicardGNOptions, _solve_picard_gn,
+    "Picard iteration with structured Levenberg-Marquardt steps on (p, x_j)",
+))
 
 
 def get_method(name: str) -> MethodSpec:

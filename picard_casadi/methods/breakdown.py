@@ -15,7 +15,7 @@ CasADi ``RuntimeError`` s.  This module turns them into results:
   still escapes (CasADi ``RuntimeError``, ``LinAlgError``, overflow) becomes
   ``success=False`` with status ``"breakdown"``, and a Ctrl-C that CasADi
   disguised becomes :class:`KeyboardInterrupt` again
-  (:mod:`picard_casadi.interrupts`).  The package's own errors (bad input,
+  (:mod:`picard_casadi.runtime.interrupts`).  The package's own errors (bad input,
   a failed compilation under ``codegen=True``) pass through unchanged.
 """
 
@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from .._native_output import captured_native_output
 from ..errors import PicardError
-from ..interrupts import interrupt_checked, interruptible, is_interrupt, reraise_if_interrupted
+from ..runtime.interrupts import (interrupt_checked, interruptible, is_interrupt,
+                                  reraise_if_interrupted)
+from ..runtime.native_output import captured_native_output
 from .base import LoopOutcome, Setup, StepInfo
 
 __all__ = ["describe_interval", "first_nonfinite_interval", "failed_step", "guarded_step",

@@ -48,7 +48,7 @@ import sys
 import casadi as ca
 import numpy as np
 
-from ..discretisation import Discretisation
+from ..transcription.discretisation import Discretisation
 from .collocation_layout import interval_symbols, unscaled_unknowns
 
 __all__ = ["interval_hessian", "lagrangian_hessian", "interval_defect_jacobian",

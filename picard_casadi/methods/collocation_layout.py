@@ -14,7 +14,7 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
-from ..discretisation import Discretisation, to_map_layout
+from ..transcription.discretisation import Discretisation, to_map_layout
 
 __all__ = ["data_layout", "collocation_parameters", "interval_data", "interval_symbols",
            "unscaled_unknowns"]

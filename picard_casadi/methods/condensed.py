@@ -9,7 +9,7 @@ the linearised continuity conditions (Bock's multiple-shooting Gauss-Newton),
     subject to dx_{j+1} = E_j dx_j + F_j dp + c_j      (c_j: the current gap)
 
 with ``E_j, F_j`` the exact derivatives of the interval's end state at the
-Picard fixed point (:mod:`picard_casadi.sensitivity`).  The constraints are
+Picard fixed point (:mod:`picard_casadi.transcription.sensitivity`).  The constraints are
 used to eliminate every ``dx_j`` but the first of each experiment
 ("condensing": ``dx_j = S_j theta + s_j`` built interval by interval, cost
 linear in the number of intervals), leaving a small dense least-squares
@@ -55,13 +55,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sensitivity import predict_nodes
-from .base import GAP_FLOOR_MAX, ZERO_MERIT, Setup, StepInfo
+from ..transcription.problem import ZERO_MERIT
+from ..transcription.sensitivity import predict_nodes
+from .base import GAP_FLOOR_MAX, Setup, StepInfo
 from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
                         not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
-from .least_squares import (bounded_least_squares, compress_rows, least_violation,
-                            reach_cosine, triangular_factor)
+from .least_squares import (bounded_least_squares, compress_rows, least_violation, reach_cosine,
+                            triangular_factor)
 from .newton_switch import NewtonSwitch
 from .pattern_move import PatternMove
 
@@ -297,7 +298,7 @@ class ConstrainedGaussNewtonStep:
         """Every interval's linearisation at a settled point, in the scaled unknowns.
 
         Returns ``(sens, r, Jx, Jp, E, F, c)``: the interval sensitivities
-        (:meth:`~picard_casadi.transcription.Transcription.interval_sensitivities`),
+        (:meth:`~picard_casadi.transcription.functions.Transcription.interval_sensitivities`),
         the weighted data residuals ``(J, M ny)`` and their Jacobians, the
         end-state derivatives and the scaled gaps ``(J, nx)``; ``None`` where
         they are not finite.

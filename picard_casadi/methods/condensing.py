@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..discretisation import Discretisation
+from ..transcription.discretisation import Discretisation
 
 __all__ = ["parameter_columns", "condense", "CondensedRows", "local_columns",
            "linearised_residuals", "gap_closing_shift"]

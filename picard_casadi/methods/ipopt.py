@@ -24,7 +24,7 @@ passes ``hess_lag``).  The data
 weights are NLP parameters, so re-weighting does not rebuild the NLP.  With
 code generation on, the NLP's functions are generated from the MX graph (the
 mapped vector field becomes a loop in C), compiled and cached like the Picard
-methods' (:func:`picard_casadi.codegen.compile_nlpsol`).
+methods' (:func:`picard_casadi.runtime.codegen.compile_nlpsol`).
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ from typing import Any, ClassVar
 import casadi as ca
 import numpy as np
 
-from .._native_output import captured_native_output, released_output
-from ..interrupts import (interrupted, interruptible, repeated_interrupts,
-                          reraise_if_interrupted)
-from ..discretisation import Discretisation, to_map_layout
-from . import MethodSpec, register
-from .collocation_derivatives import (constraint_jacobian, derivatives_version,
-                                      lagrangian_hessian, source_version)
-from .collocation_layout import (collocation_parameters, interval_data, interval_symbols,
-                                 unscaled_unknowns)
+from ..runtime.interrupts import (interrupted, interruptible, repeated_interrupts,
+                                  reraise_if_interrupted)
+from ..runtime.native_output import captured_native_output, released_output
+from ..transcription.discretisation import Discretisation, to_map_layout
+from .registry import MethodSpec, register
 from .base import (IterationRecord, LoopOutcome, Setup, require_bool, require_nonnegative_int,
                    require_one_of, require_positive, require_positive_int)
+from .collocation_derivatives import (constraint_jacobian, derivatives_version, lagrangian_hessian,
+                                      source_version)
+from .collocation_layout import (collocation_parameters, interval_data, interval_symbols,
+                                 unscaled_unknowns)
 
 __all__ = ["IpoptOptions", "solve_ipopt", "collocation_expressions", "check_ipopt_options", "gauss_newton_hessian",
            "run_nlp", "ipopt_history"]
@@ -605,8 +605,8 @@ class CollocationNLP:
         self.note = ""
         self.solver = None
         if setup.compiled:
-            from ..codegen import NlpTooLarge, compile_nlpsol
             from ..errors import CodegenError
+            from ..runtime.codegen import NlpTooLarge, compile_nlpsol
 
             try:
                 # generated from the MX graph: the mapped interval becomes a

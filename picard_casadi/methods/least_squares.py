@@ -256,7 +256,7 @@ def compress_rows(r: np.ndarray, Jx: np.ndarray, Jp: np.ndarray, kernels: Any = 
     reaches.  Every least-squares problem of the step keeps its solution;
     the condensed matrix shrinks from ``J M ny`` to ``J (nx + np + 1)`` rows
     (cmg: 8540 rows to 1159, for 63 unknowns).  ``kernels``: the iteration's
-    compiled kernels (:class:`~picard_casadi.kernels.IterationKernels`), which
+    compiled kernels (:class:`~picard_casadi.transcription.kernels.IterationKernels`), which
     do the same by a Householder QR in generated C; None for NumPy's.
     """
     if kernels is not None and kernels.nx == Jx.shape[2] \

@@ -5,7 +5,7 @@ linearised data residuals subject to the linearised continuity conditions,
 in the condensed unknowns ``theta = (dp, dx0_e)``, inside a trust region,
 accepted on the merit ``|r|^2 / 2 + (rho / 2) |c|^2``), but the condensed
 Jacobian is never formed.  Its products with a vector and with its
-transpose run along the intervals (:class:`~picard_casadi.interval_products.IntervalProducts`:
+transpose run along the intervals (:class:`~picard_casadi.transcription.interval_products.IntervalProducts`:
 linear Picard sweeps, no factorisation), and the damped least-squares
 problem is solved by conjugate gradients on it (CGLS).  An iteration costs
 a few tens of products, each linear in the number of states for a sparsely
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interval_linearisation import sparse_pays
-from ..interval_products import IntervalProducts
+from ..transcription.interval_linearisation import sparse_pays
+from ..transcription.interval_products import IntervalProducts
 from .base import Setup, StepInfo
 from .condensed import PRECISION, STATIONARITY_DAMPING, ConstrainedGaussNewtonStep
 from .least_squares import compress_rows, triangular_factor

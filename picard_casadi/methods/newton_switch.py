@@ -2,7 +2,7 @@
 
 Gauss-Newton models the misfit by ``J^T J`` alone; where the residuals are
 large and curved it converges only linearly.  The Newton model adds the
-curvature of the Lagrangian per interval (:mod:`picard_casadi.second_order`:
+curvature of the Lagrangian per interval (:mod:`picard_casadi.transcription.second_order`:
 exact second derivatives of the Picard fixed point, outputs weighted by
 ``-W r`` and end states by the continuity multipliers), condensed like
 ``J^T J`` and solved by the same active-set method in its Cholesky factor;
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import dense_fits
-from ..second_order import FixedPointHessian
+from ..transcription.problem_size import dense_fits
+from ..transcription.second_order import FixedPointHessian
 from .base import Setup, StepInfo, require_one_of
 
 __all__ = ["HESSIANS", "NewtonSwitch"]
@@ -140,7 +140,7 @@ class NewtonSwitch:
         large; it converges in a few steps where they are not, so the switch
         costs nothing there).  Not where the second-order terms' dense
         ``(K nx)^2`` matrices per interval would not fit in memory
-        (:func:`~picard_casadi.checks.dense_fits`).
+        (:func:`~picard_casadi.transcription.problem_size.dense_fits`).
         """
         if self.hessian != "auto" or self.newton:
             return

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..interrupts import interrupt_checked
+from ..runtime.interrupts import interrupt_checked
 from .base import (LoopOptions, Setup, StepInfo, require_fraction, require_one_of,
                    require_positive_int)
 

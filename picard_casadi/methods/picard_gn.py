@@ -6,7 +6,7 @@ residuals).  Its Jacobian is either
 
 * ``jacobian="fixed-point"`` (default): the exact derivative of the Picard
   fixed point, the ``n -> infinity`` limit of ``grad P^n`` (paper, Thm. 2),
-  by the implicit function theorem (:mod:`picard_casadi.sensitivity`); or
+  by the implicit function theorem (:mod:`picard_casadi.transcription.sensitivity`); or
 * ``jacobian="picard"``: the exact Jacobian through ``P^n`` with ``U`` held
   fixed (CasADi forward mode on the per-interval SX graph), a truncated
   Neumann series of the former.
@@ -16,7 +16,7 @@ limit where ``L T`` is not small (``docs/design.md``); the fixed-point
 Jacobian gives Gauss-Newton's fast convergence to the exactly continuous
 optimum.  The Jacobian is block sparse;
 the normal equations are solved by block elimination
-(:mod:`picard_casadi.blocksolve`), so the cost of a step grows linearly with
+(:mod:`picard_casadi.transcription.blocksolve`), so the cost of a step grows linearly with
 the number of intervals and experiments.
 
 Bounds: variables at a bound whose gradient points outward are held fixed for
@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..blocksolve import NormalEquations, jacobian_times
+from ..transcription.blocksolve import NormalEquations, jacobian_times
 from .base import (WEIGHTS_ADVICE, LoopOptions, Setup, StepInfo, require_one_of, require_positive,
                    require_positive_int)
 from .breakdown import guarded_step, not_finite_message

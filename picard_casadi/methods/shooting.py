@@ -7,7 +7,7 @@ sample times and the interval's end; IPOPT minimises the same data misfit
 subject to ``x_end,j = x_{j+1}``, with the same bounds, start and weights.
 
 Each interval is integrated by CVODES through its sample times to its end
-(:class:`~picard_casadi.interval_integration.IntervalIntegrator`, shared
+(:class:`~picard_casadi.transcription.interval_integration.IntervalIntegrator`, shared
 with the discretisation certificate).  The Hessian is the Gauss-Newton one
 (second-order sensitivities of CVODES would be far slower).
 
@@ -25,12 +25,12 @@ from typing import Any, ClassVar
 import casadi as ca
 import numpy as np
 
-from ..discretisation import to_map_layout
-from .._native_output import captured_native_output
-from ..interrupts import reraise_if_interrupted
-from ..interval_integration import interval_integrator
+from ..runtime.interrupts import reraise_if_interrupted
+from ..runtime.native_output import captured_native_output
 from ..simulate import _input_coefficients, _segment_integrator, locate_cvodes_failure
-from . import MethodSpec, register
+from ..transcription.discretisation import to_map_layout
+from ..transcription.interval_integration import interval_integrator
+from .registry import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
 from .breakdown import describe_interval
@@ -246,7 +246,7 @@ register(MethodSpec(
 def shooting_sensitivity(setup: Setup, opts: ShootingOptions, X: np.ndarray, p: np.ndarray):
     """Residuals and their derivatives in ``(p, x0)`` through the shooting model
     itself (CVODES' forward sensitivities from each interval's start), as a
-    :class:`~picard_casadi.uncertainty.SolutionSensitivity`.
+    :class:`~picard_casadi.analysis.uncertainty.SolutionSensitivity`.
 
     The shooting estimate's standard errors must come from its own model: the
     collocation mesh it shares need not resolve the dynamics (a user's stiff
@@ -256,7 +256,7 @@ def shooting_sensitivity(setup: Setup, opts: ShootingOptions, X: np.ndarray, p: 
     (every interval's start moved along state ``a`` at once, or one parameter)
     give every interval's derivatives.
     """
-    from ..uncertainty import SolutionSensitivity, chain_sensitivities
+    from ..analysis.uncertainty import SolutionSensitivity, chain_sensitivities
 
     disc = setup.disc
     m = disc.model

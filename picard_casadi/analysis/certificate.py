@@ -1,0 +1,427 @@
+"""The discretisation certificate: is the estimate one of the ODE, or of its discretisation?
+
+Every Picard method and IPOPT fit the collocation solution on the mesh, not
+the ODE.  After a run converges, the fitted trajectory is held against an
+accurate integration of the model (CVODES, ``rtol = 1e-10``) started on
+every interval from the estimated interval start with the estimated ``p``
+(:class:`~picard_casadi.transcription.interval_integration.IntervalIntegrator`):
+
+* ``e`` : collocation output minus the accurate output at each sample
+  (the local defect), ``d`` : the same at each interval's end;
+* the end defects are carried along each experiment by the exact interval
+  sensitivities ``E_j = d x_end,j / d x_j``: the model's own solution from
+  the estimated ``x0`` differs from the fitted one at the start of interval
+  ``j`` by ``D_j``, ``D_{j+1} = E_j D_j - d_j``, so the fitted outputs differ
+  from the model's by ``delta = e - (d y / d x_j) D_j`` (first order);
+* ``discretisation_error`` is the largest ``|delta|`` over the samples, in
+  units of each output's noise level ``sigma_k`` (the fit's residual
+  standard deviation, or ``1 / sqrt(w_k)`` when the weights are given or
+  ``"auto"``; never below ``NOISE_FLOOR`` (1e-6) of the output's RMS, so
+  exact data ask for a discretisation accurate to 1e-7, well above the
+  accuracy of the reference integration, not for an exact one);
+* the estimate's shift to the ODE's optimum: with ``r`` the weighted
+  residuals and ``J = d r / d theta`` (``theta``: the parameters and the
+  estimated initial states), replacing the fitted outputs by the model's
+  moves the least-squares optimum by ``Delta = -(J^T J)^-1 J^T sqrt(w) delta``;
+  ``parameter_shift`` is its length in standard errors,
+  ``|J Delta| / s`` (the Mahalanobis distance under the estimate's own
+  covariance ``s^2 (J^T J)^-1``).
+
+The certificate holds when ``discretisation_error <= DEFECT_THRESHOLD`` and
+``parameter_shift <= SHIFT_THRESHOLD`` (both 0.1).  Why 0.1: a shift of 0.1
+standard errors leaves the coverage of a 95 % confidence interval at
+94.9 % (``P(|Z + 0.1| < 1.96)``) and raises the ODE's sum of squares at the
+estimate above its optimum by ``0.01 s^2``, a relative ``0.01 / (m - n)``:
+1e-4 for 100 measurements, far below what the noise changes between data
+sets.  A defect of 0.1 noise levels at the samples moves no fitted curve
+visibly and changes the expected sum of squares by at most 1 %.
+
+Where it fails, every interval gets an indicator (normalised by the
+thresholds, so 1 means "alone enough to fail"): its largest local output
+defect, the effect of its end defect on the next samples, and its own
+contribution to ``Delta`` (``J_j^T e_j + L_{j+1}^T d_j``, with ``L`` the
+adjoint of the propagation, in standard errors).  The mesh refinement
+(:mod:`picard_casadi.transcription.mesh`) bisects the intervals whose indicator is at
+least a tenth of the largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..transcription.interval_integration import interval_integrator
+from ..transcription.problem import Setup
+from .uncertainty import SolutionSensitivity
+
+__all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
+           "stiffness_bound", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
+           "NOISE_FLOOR", "MARK_FRACTION"]
+
+DEFECT_THRESHOLD = 0.1  # noise levels
+SHIFT_THRESHOLD = 0.1  # standard errors
+NOISE_FLOOR = 1e-6  # relative to each output's RMS
+MARK_FRACTION = 0.1  # bisect intervals whose indicator is this fraction of the largest
+RTOL = 1e-10
+#: the accurate integration takes CVODES' Adams method (fewer, cheaper steps
+#: at rtol 1e-10) where every interval's length times a bound of ``f_x``'s
+#: spectral radius at its nodes (:func:`stiffness_bound`) is at most this;
+#: BDF otherwise, where Adams fails, and on the sparse path (whose
+#: sensitivities come without ``f_x``; docs/performance.md)
+ADAMS_MAX_STIFFNESS = 20.0
+#: Adams' step limit per output (BDF's is 100000): a model stiffer between the
+#: nodes than at them reaches it soon and is integrated by BDF instead
+ADAMS_MAX_STEPS = 5000
+
+
+@dataclass
+class Certificate:
+    """How far the estimate is from the ODE's, as the discretisation makes it.
+
+    Attributes
+    ----------
+    passed : bool
+        Both measures below their thresholds.
+    discretisation_error : float
+        Largest ``|fitted output - model output|`` over the samples, in noise
+        levels (model: accurate integration from the estimated ``x0``, ``p``).
+    parameter_shift : float
+        Estimated distance from the estimate to the ODE's optimum, in
+        standard errors (``p`` and the estimated initial states together).
+    p_shift : ndarray (np,)
+        Estimated shift of ``p`` to the ODE's optimum.
+    p_shift_se : ndarray (np,)
+        The same in standard errors of each parameter.
+    noise_level : ndarray (ny,)
+        The ``sigma_k`` the defects are measured in.
+    ssr_model, weighted_ssr_model : float
+        Sum of squared residuals (plain, and with the run's weights) of the
+        model's own solution from the estimated ``x0`` and ``p`` (the
+        accurate integration, with the end defects carried to first order).
+    ssr_fitted : float
+        The same of the solution the method fitted (the collocation solution).
+    worst : str
+        Where the largest defect is (experiment, time, output).
+    indicator : ndarray (J,)
+        Per interval, its defects over the thresholds (see the module doc).
+    thresholds : dict
+    message : str
+    """
+
+    passed: bool
+    discretisation_error: float
+    parameter_shift: float
+    p_shift: np.ndarray
+    p_shift_se: np.ndarray
+    noise_level: np.ndarray
+    ssr_model: float
+    weighted_ssr_model: float
+    ssr_fitted: float
+    worst: str
+    indicator: np.ndarray = field(repr=False)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+
+    def marked(self) -> np.ndarray:
+        """Intervals to bisect: indicator at least ``MARK_FRACTION`` of the largest."""
+        top = float(np.max(self.indicator, initial=0.0))
+        if not np.isfinite(top):
+            return ~np.isfinite(self.indicator) | (self.indicator >= 1.0)
+        return self.indicator >= MARK_FRACTION * top
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (without the per-interval indicator)."""
+        d = asdict(self)
+        d.pop("indicator")
+        return d
+
+
+def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) -> np.ndarray:
+    """Each output's noise level ``sigma_k`` (see the module doc)."""
+    disc = setup.disc
+    with np.errstate(all="ignore"):
+        if from_weights:
+            sigma = 1.0 / np.sqrt(setup.tr.weights)
+        else:
+            res2 = disc.mask * (disc.y - info.sens["G"]) ** 2
+            count = disc.mask.sum(axis=(0, 2))
+            dof = np.maximum(count - setup.free_p.sum() / max(disc.model.ny, 1), 1.0)
+            sigma = np.sqrt(res2.sum(axis=(0, 2)) / dof)
+    floor = NOISE_FLOOR * np.maximum(_rms(disc), 1e-300)
+    return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
+
+
+def _model_outputs(model: Any, disc: Any, Xs: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``g`` at every sample slot for states ``(J, nx, M)``: ``(J, ny, M)``."""
+    J, M = disc.n_intervals, disc.M
+    g = model.g.map(J * M)
+    G = g(disc.sample_times.reshape(1, J * M), Xs.transpose(1, 0, 2).reshape(model.nx, J * M),
+          ca.repmat(ca.DM(p), 1, J * M),
+          disc.sample_inputs.transpose(1, 0, 2).reshape(model.nu, J * M))
+    return np.asarray(G).reshape(model.ny, J, M).transpose(1, 0, 2)
+
+
+def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
+            from_weights: bool, fitted: tuple[np.ndarray, np.ndarray] | None = None,
+            rtol: float = RTOL) -> Certificate:
+    """The discretisation certificate of a converged solution.
+
+    Parameters
+    ----------
+    setup : Setup
+        The run's problem (its discretisation and weights).
+    X, p : ndarray
+        Interval starts ``(J, nx)`` and parameters of the solution.
+    info : SolutionSensitivity
+        The solution's sensitivities (:func:`~picard_casadi.analysis.uncertainty.solution_sensitivity`).
+    from_weights : bool
+        Noise levels from the weights (given or ``"auto"``) instead of the residuals.
+    fitted : (outputs (J, ny, M), end states (J, nx)), optional
+        What the method fitted, when it is not the collocation solution
+        (``method="shooting"``: its own integration).
+    rtol : float
+        Relative tolerance of the accurate integration.
+
+    Returns
+    -------
+    Certificate
+    """
+    disc = setup.disc
+    model = disc.model
+    J, nx, ny = disc.n_intervals, model.nx, model.ny
+    sens = info.sens
+    G_fit, xend_fit = (sens["G"], sens["xend"]) if fitted is None else fitted
+    sigma = noise_levels(setup, info, from_weights)
+    thresholds = {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD}
+    try:
+        # f_x at the nodes comes with the dense path's sensitivities; the sparse
+        # path's large models would pay as much for it as Adams saves: BDF there
+        Fx = info.sens.get("Fx")
+        method = ("adams" if Fx is not None
+                  and stiffness_bound(setup, Fx) <= ADAMS_MAX_STIFFNESS else "bdf")
+        try:
+            G_ode, xend_ode = integrated_outputs(
+                setup, X, p, rtol, method=method,
+                **({"max_steps": ADAMS_MAX_STEPS} if method == "adams" else {}))
+        except RuntimeError:
+            if method == "bdf":
+                raise
+            G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)  # BDF after all
+    except RuntimeError as err:
+        reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "failed"
+        return Certificate(
+            passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
+            p_shift=np.full(model.np, np.nan), p_shift_se=np.full(model.np, np.nan),
+            noise_level=sigma, ssr_model=np.nan, weighted_ssr_model=np.nan,
+            ssr_fitted=np.nan, worst="", indicator=np.full(J, np.inf),
+            thresholds=thresholds,
+            message=f"the accurate integration of the intervals failed ({reason})")
+    mask = disc.mask > 0
+    e = np.where(mask, G_fit - G_ode, 0.0)  # (J, ny, M)
+    d = xend_fit - xend_ode  # (J, nx)
+    dGx = sens["dG"][..., :nx]  # (J, M, ny, nx): outputs' derivative in x_j
+    E = sens["dend"][:, :, :nx]  # (J, nx, nx)
+
+    # the model's solution from the estimated x0: end defects carried forward
+    delta = np.empty_like(e)
+    for sl in disc.intervals_of:
+        D = np.zeros(nx)
+        for j in range(sl.start, sl.stop):
+            delta[j] = e[j] - np.einsum("moa,a->om", dGx[j], D)
+            D = E[j] @ D - d[j]
+    delta = np.where(mask, delta, 0.0)
+    scaled = np.abs(delta) / sigma[None, :, None]
+    if not np.all(np.isfinite(scaled)):
+        scaled = np.where(np.isfinite(scaled), scaled, np.inf)
+    defect = float(np.max(scaled, initial=0.0))
+    j_w, k_w, s_w = np.unravel_index(int(np.argmax(scaled)), scaled.shape)
+    worst = (f"experiment {disc.experiments[disc.exp_of[j_w]].name!r}, t = "
+             f"{disc.sample_times[j_w, s_w]:.6g}, output {model.y_names[k_w]!r}")
+
+    # the shift of the least-squares estimate, and each interval's part of it
+    sw = np.sqrt(setup.tr.weights)
+    Jt = info.Jt
+    nth = Jt.shape[1]
+    m_meas = Jt.shape[0]
+    s2_fit = float(info.r @ info.r) / max(m_meas - nth, 1)
+    counts = mask.sum(axis=(0, 2))
+    s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * _rms(disc)) ** 2 * counts)
+                     ) / max(m_meas, 1)
+    s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
+    # the SVD of Jt's triangular factor: the same singular values and right
+    # singular vectors, without the SVD's work on Jt's many rows
+    _, sv, Vt = (np.linalg.svd(Jt.triangular() if m_meas > nth else Jt.dense(),
+                               full_matrices=False) if nth else (None, np.zeros(0), None))
+    keep = sv > 1e-12 * float(sv.max(initial=0.0)) if nth else np.zeros(0, bool)
+    Vk = Vt[keep] if nth else np.zeros((0, 0))
+
+    def in_standard_errors(g: np.ndarray, cols: np.ndarray | None = None,
+                           V_cols: np.ndarray | None = None) -> float:
+        """``sqrt(g^T (J^T J)^+ g) / s`` for ``g = J^T (residual change)``; where
+        ``g`` is zero outside ``cols``, on those columns only (``V_cols``: the
+        kept right singular vectors' entries there): an interval's own part
+        touches its experiment's columns, and its cost no longer grows with
+        the number of experiments (28 of 36 s of a 60-experiment certificate)."""
+        if not nth:
+            return 0.0
+        proj = Vk @ g if cols is None else V_cols @ g[cols]
+        return float(np.linalg.norm(proj / sv[keep])) / s
+
+    def rows_of(j: int, values: np.ndarray) -> np.ndarray:
+        """``values (M, ny, ...)`` of interval ``j`` at its measured entries, weighted."""
+        return (sw.reshape((1, ny) + (1,) * (values.ndim - 2)) * values)[mask[j].T]
+
+    grad = np.zeros(nth)
+    own = np.zeros(J)
+    for ex, sl in enumerate(disc.intervals_of):
+        cols = Jt.columns[ex]  # the experiment's rows touch these columns only
+        V_cols = Vk[:, cols]
+        # adjoint of the propagation, after the experiment's end (on its columns)
+        L = np.zeros((nx, cols.size))
+        for j in range(sl.stop - 1, sl.start - 1, -1):
+            g_j = Jt.rows_transposed(j, rows_of(j, e[j].T))
+            g_j[cols] += L.T @ d[j]
+            grad += g_j
+            own[j] = in_standard_errors(g_j, cols, V_cols)
+            L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
+    shift = in_standard_errors(grad)
+    Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
+    p_shift = np.zeros(model.np)
+    p_shift_se = np.zeros(model.np)
+    if nth:
+        cov_diag = s * s * np.sum((Vk / sv[keep, None]) ** 2, axis=0)
+        for k, (kind, _, i) in enumerate(info.columns):
+            if kind == "p":
+                p_shift[i] = Delta[k]
+                p_shift_se[i] = abs(Delta[k]) / np.sqrt(cov_diag[k]) if cov_diag[k] > 0 else 0.0
+
+    # where to refine: local defects, end defects at the next samples, own shift
+    local, ahead = _local_indicators(disc, e, d, dGx, E, sigma)
+    with np.errstate(invalid="ignore"):
+        indicator = np.maximum(np.maximum(local, ahead) / DEFECT_THRESHOLD,
+                               own / SHIFT_THRESHOLD)
+    indicator = np.where(np.isnan(indicator), np.inf, indicator)
+
+    residual = np.where(mask, disc.y - G_fit + delta, 0.0)
+    ssr_model = float(np.sum(residual ** 2))
+    weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * residual ** 2))
+    ssr_fitted = float(np.sum(np.where(mask, disc.y - G_fit, 0.0) ** 2))
+    passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD)
+    message = (
+        f"discretisation error {defect:.2g} noise levels (largest at {worst}), estimated "
+        f"shift to the ODE's optimum {shift:.2g} standard errors; thresholds "
+        f"{DEFECT_THRESHOLD:g} and {SHIFT_THRESHOLD:g}"
+    )
+    return Certificate(passed=passed, discretisation_error=defect, parameter_shift=shift,
+                       p_shift=p_shift, p_shift_se=p_shift_se, noise_level=sigma,
+                       ssr_model=ssr_model, weighted_ssr_model=weighted_ssr_model,
+                       ssr_fitted=ssr_fitted, worst=worst, indicator=indicator,
+                       thresholds=thresholds, message=message)
+
+
+def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
+                      E: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per interval, in noise levels: its largest output defect, and its end
+    defect's effect on the next samples of its experiment."""
+    mask = disc.mask > 0
+    local = np.max(np.abs(e) / sigma[None, :, None], axis=(1, 2))
+    ahead = np.zeros(disc.n_intervals)
+    for sl in disc.intervals_of:
+        for j in range(sl.start, sl.stop - 1):
+            D = -d[j]
+            for k in range(j + 1, sl.stop):
+                if mask[k].any():
+                    ahead[j] = float(np.max(np.abs(np.einsum("moa,a->om", dGx[k], D))
+                                            * mask[k] / sigma[:, None]))
+                    break
+                D = E[k] @ D
+    return local, ahead
+
+
+def stiffness_bound(setup: Setup, Fx: np.ndarray) -> float:
+    """``max_j h_j max_k |D^-1 f_x(u_jk) D|_inf``, ``D = diag(x_scale)``, from
+    ``f_x`` at the nodes ``Fx`` ``(J, K, nx, nx)``: an upper bound of each
+    interval's length times the spectral radius of ``f_x`` at its nodes (in
+    the scaled states, where the bound is tighter; on the paper's models 3-16
+    times the radius).  ``inf`` where not finite."""
+    xs = setup.x_scale
+    with np.errstate(all="ignore"):
+        rows = np.matmul(np.abs(Fx), xs) / xs  # (J, K, nx): the row sums of |D^-1 f_x D|
+        bound = float(np.max(setup.disc.h * rows.max(axis=(1, 2))))
+    return bound if np.isfinite(bound) else np.inf
+
+
+def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
+                       atol: float | None = None, max_steps: int = 100000,
+                       method: str = "bdf") -> tuple[np.ndarray, np.ndarray]:
+    """Outputs at the samples ``(J, ny, M)`` and end states ``(J, nx)`` of a
+    CVODES integration of every interval from ``X`` with ``p``.
+
+    ``atol`` defaults to ``rtol / 100`` of the smallest state scale;
+    ``method``: CVODES' ``"bdf"`` or ``"adams"``
+    (:class:`~picard_casadi.transcription.interval_integration.IntervalIntegrator`).
+
+    Raises
+    ------
+    RuntimeError
+        When CVODES fails.
+    """
+    disc = setup.disc
+    if atol is None:
+        atol = rtol * 1e-2 * float(np.min(setup.x_scale))
+    with np.errstate(all="ignore"):
+        Xs, xend = interval_integrator(disc, rtol, atol, max_steps, method)(X, p)
+        return _model_outputs(disc.model, disc, Xs, p), xend
+
+
+def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                     sigma: np.ndarray) -> tuple[np.ndarray | None, float]:
+    """Does the mesh resolve the model at a point that is not a solution?
+
+    After a method fails, the local defects (as in :func:`certify`, without
+    the propagation and the shift, which need a solution) say whether the
+    mesh is too coarse for the model at the last iterate.
+
+    Parameters
+    ----------
+    setup : Setup
+    X, U, p : ndarray
+        The last iterate.
+    sigma : ndarray (ny,)
+        Noise levels (from the data, :func:`~picard_casadi.estimation.setup.initial_weights`).
+
+    Returns
+    -------
+    marked : ndarray (J,) of bool, or None
+        Intervals to bisect; ``None`` when the mesh resolves the model (or the
+        accurate integration fails: the model, not the mesh, is the problem).
+    largest : float
+        The largest local defect, in noise levels.
+    """
+    disc = setup.disc
+    nx = disc.model.nx
+    with np.errstate(all="ignore"):
+        sens = setup.tr.interval_sensitivities(X, setup.tr.nodes_np(U), p)
+    try:
+        G_ode, xend_ode = integrated_outputs(setup, X, p, RTOL)
+    except RuntimeError:
+        return None, np.inf
+    e = np.where(disc.mask > 0, sens["G"] - G_ode, 0.0)
+    local, ahead = _local_indicators(disc, e, sens["xend"] - xend_ode, sens["dG"][..., :nx],
+                                     sens["dend"][:, :, :nx], sigma)
+    indicator = np.maximum(local, ahead) / DEFECT_THRESHOLD
+    indicator = np.where(np.isfinite(indicator), indicator, np.inf)
+    top = float(np.max(indicator, initial=0.0))
+    if top <= 1.0:
+        return None, top * DEFECT_THRESHOLD
+    marked = indicator >= (MARK_FRACTION * top if np.isfinite(top) else np.inf)
+    return marked, top * DEFECT_THRESHOLD
+
+
+def _rms(disc: Any) -> np.ndarray:
+    """Each output's root mean square over its measurements."""
+    count = np.maximum(disc.mask.sum(axis=(0, 2)), 1)
+    return np.sqrt((disc.mask * disc.y ** 2).sum(axis=(0, 2)) / count)

@@ -1,0 +1,178 @@
+"""Lack of fit: residuals that are systematic and far above the data's noise.
+
+A local method that converges reports a stationary point, which may be a
+poor local minimum (or the model may not describe the data).  Convergence
+tests cannot tell: the gradient vanishes at both.  The residuals can.  At a
+good fit they look like the noise; at a poor one they run in long stretches
+of one sign and are much larger than the noise.  Per experiment and output,
+two measures are compared with the data alone, without any noise level from
+the user:
+
+* the **runs test** (Wald-Wolfowitz) on the signs of the residuals in time
+  order: the number of runs against its mean under independent signs, as
+  the z-score ``(runs - mean) / std`` (few runs: negative);
+* the residuals' **mean square against the noise variance estimated from
+  the data's second differences** (``mean(d^2) / 6`` for ``d = y_{i+1} - 2
+  y_i + y_{i-1}``, or the median's equivalent where gross outliers inflate the
+  mean).  The signal's own curvature adds to that estimate, so the ratio
+  errs towards a good fit.
+
+An output is flagged when both say so: ``z < RUNS_Z`` and the ratio above
+``NOISE_RATIO``.  Each measure alone gives false alarms: with dozens of
+outputs some correct fit has a strongly negative ``z``, and the ratio alone
+mistakes a curved signal for noise.  The thresholds against the registered
+problems' fits, and the cases they catch: ``docs/reliability.md``
+(``benchmarks/fit_check_registry.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["lack_of_fit", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
+           "NOISE_RATIO", "LACK_OF_FIT", "ON_BOUND_NOTE", "NOT_UNIQUE", "is_fit_note"]
+
+#: z-score of the runs test below which the residual signs are systematic
+RUNS_Z = -2.5
+#: residual mean square over the data's noise variance above which the fit is poor
+NOISE_RATIO = 4.0
+#: fewer finite samples than this in an output: no judgement
+MIN_SAMPLES = 10
+#: a residual this many noise levels from the residuals' median is a gross outlier ...
+OUTLIER = 20.0
+#: ... where at most this share of an output's samples are (more: a poor fit)
+MAX_OUTLIERS = 0.1
+#: how every note of :func:`lack_of_fit` begins
+LACK_OF_FIT = "the fit is systematically off the data"
+#: what the note of a parameter on its bound says after the parameter's name
+#: (:func:`picard_casadi.estimation.diagnosis.note_bounds_reached`)
+ON_BOUND_NOTE = " ended on its "
+#: how the note on starts that reach the same objective elsewhere begins
+#: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
+NOT_UNIQUE = "the optimum is not unique"
+
+
+def runs_z(residuals: np.ndarray) -> float:
+    """Wald-Wolfowitz z-score of the runs of signs in ``residuals`` (time order).
+
+    Zero residuals are skipped; ``0.0`` when one sign is missing.
+    """
+    s = np.sign(residuals[residuals != 0])
+    n1, n2 = int(np.sum(s > 0)), int(np.sum(s < 0))
+    n = n1 + n2
+    if n1 == 0 or n2 == 0 or n < 3:
+        return 0.0
+    runs = 1 + int(np.sum(s[1:] != s[:-1]))
+    mean = 1.0 + 2.0 * n1 * n2 / n
+    var = (mean - 1.0) * (mean - 2.0) / (n - 1.0)
+    return (runs - mean) / math.sqrt(var) if var > 0 else 0.0
+
+
+def second_differences(values: np.ndarray) -> np.ndarray:
+    """``y_{i+1} - 2 y_i + y_{i-1}`` of a series: for white noise of variance
+    ``s^2`` their mean square is ``6 s^2`` (the signal's curvature adds to it)."""
+    return values[2:] - 2.0 * values[1:-1] + values[:-2]
+
+
+#: median of the chi-square distribution with one degree of freedom: the median
+#: of ``d^2`` over ``6 s^2`` for white Gaussian noise
+_CHI2_1_MEDIAN = 0.45493642311957283
+#: the mean-square estimate this many times the median's marks gross outliers
+OUTLIER_SPREAD = 10.0
+
+
+def noise_variance(values: np.ndarray) -> float:
+    """Noise variance of a series from its second differences ``d``:
+    ``mean(d^2) / 6``, or the outlier-proof ``median(d^2) / (6 * 0.455)``
+    where that is :data:`OUTLIER_SPREAD` times smaller (both are unbiased for
+    white Gaussian noise; the signal's curvature and a noise that follows the
+    signal raise the mean more than the median).  A few gross outliers
+    inflate the mean (two of 50 noise levels on 41 samples: a noise level of
+    0.227 against the data's 0.020), and a poor fit held against it passed as
+    a good one."""
+    d = second_differences(values)
+    if not d.size:
+        return float("nan")
+    d2 = d * d
+    mean, median = np.mean(d2) / 6.0, np.median(d2) / (6.0 * _CHI2_1_MEDIAN)
+    return float(median if mean > OUTLIER_SPREAD * median else mean)
+
+
+def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
+                experiment_names: Sequence[str], output_names: Sequence[str],
+                unweighted: bool = False,
+                times: Sequence[np.ndarray] | None = None) -> list[str]:
+    """Notes on the outputs whose residuals are systematic and far above the noise.
+
+    Parameters
+    ----------
+    data, fitted : sequences of ndarray (N_e, ny)
+        Per experiment, the measurements (NaN: missing) and the fitted
+        outputs at the sample times.
+    experiment_names, output_names : sequences of str
+    unweighted : bool
+        The fit weighed every output alike (``weights=None``): with outputs
+        of different noise levels the notes also name that cause.
+    times : sequence of ndarray (N_e,), optional
+        The sample times, to say where residuals beyond :data:`OUTLIER`
+        noise levels lie (gross outliers pull a least-squares fit into runs
+        of one sign: the notes name them as a cause).
+
+    Returns
+    -------
+    list of str
+        One note per flagged (experiment, output), empty for a fit that
+        looks like the noise.
+    """
+    causes = "this is likely a local minimum (try multistart=8 or another p0)"
+    if unweighted and len(output_names) > 1:
+        causes += (", the unweighted loss neglecting an output whose values are small "
+                   "next to the others' (weights='auto' weighs each by its noise)")
+    notes = []
+    for e, (name, Y, G) in enumerate(zip(experiment_names, data, fitted)):
+        Y, G = np.asarray(Y, float), np.asarray(G, float)
+        t = (np.asarray(times[e], float) if times is not None
+             else np.arange(Y.shape[0], dtype=float))
+        for k, output in enumerate(output_names):
+            ok = np.isfinite(Y[:, k]) & np.isfinite(G[:, k])
+            if np.count_nonzero(ok) < MIN_SAMPLES:
+                continue
+            r = Y[ok, k] - G[ok, k]
+            noise = noise_variance(Y[ok, k])
+            if not noise > 0:
+                continue
+            z, ratio = runs_z(r), float(np.mean(r * r)) / noise
+            if z < RUNS_Z and ratio > NOISE_RATIO:
+                far = np.abs(r - np.median(r)) > OUTLIER * math.sqrt(noise)
+                # an outlier stands alone: neighbours far off too are a stretch
+                # the model misses (a fit with its damping held at 0 missed its
+                # first three samples, which were then called outliers)
+                beside = np.zeros_like(far)
+                beside[1:] |= far[:-1]
+                beside[:-1] |= far[1:]
+                far &= ~beside
+                n_far = int(np.count_nonzero(far))
+                these = causes
+                if 0 < n_far <= MAX_OUTLIERS * r.size:
+                    where = ", ".join(f"{v:g}" for v in t[ok][far][:5])
+                    more = ", ..." if n_far > 5 else ""
+                    these = (f"{n_far} sample(s) lie over {OUTLIER:g} noise "
+                             f"levels off (t = {where}{more}): gross outliers pull a "
+                             "least-squares fit (if they are faulty, drop them: NaN in "
+                             "y); or " + causes)
+                notes.append(
+                    f"{LACK_OF_FIT} of output {output!r} in "
+                    f"experiment {name!r}: residuals {math.sqrt(ratio):.1f} times the noise "
+                    f"level estimated from the data, in long runs of one sign (runs test z = "
+                    f"{z:.1f}); {these} or a model that cannot describe these data")
+    return notes
+
+
+def is_fit_note(note: str) -> bool:
+    """Whether a line of ``result.warnings`` is one raised as a
+    :class:`~picard_casadi.FitWarning` (lack of fit, a parameter on its bound,
+    an optimum that is not unique)."""
+    return note.startswith((LACK_OF_FIT, NOT_UNIQUE)) or ON_BOUND_NOTE in note

@@ -1,0 +1,302 @@
+"""Uncertainty of an estimate: covariance, standard errors, confidence intervals.
+
+At the solution the continuity gaps are zero, so the fitted trajectory of
+experiment ``e`` depends only on ``theta = (p, x0_e)``.  Its exact output
+sensitivities follow by chaining the fixed-point sensitivities of the
+intervals (:mod:`picard_casadi.transcription.sensitivity`)::
+
+    S_0 = d x_0 / d theta,     S_{j+1} = (d x_end,j / d x_j) S_j + d x_end,j / d p
+
+and the outputs on interval ``j`` have ``dy/dtheta = (dy/dx_j) S_j + dy/dp``.
+With weighted residuals ``r = sqrt(w) (y - g)`` and their Jacobian ``J``, the
+Gauss-Newton information matrix is ``F = J^T J`` and
+
+    Cov(theta) = s^2 F^{-1},     s^2 = |r|^2 / (m - n_theta)
+
+(``m`` measurements).  For unweighted data ``s^2`` estimates the noise
+variance; with ``weights="auto"`` (inverse noise variances per output) it is
+``(m - n / ny ...)``-close to 1 by construction.  Intervals are ``estimate +-
+1.96 std`` (normal approximation: asymptotic).  They assume independent
+noise of one variance per output: noise whose variance follows the signal
+(the synthetic data's ``(1 + n_i) g + m_i``) makes them too narrow
+(docs/uncertainty.md, measured).
+
+Identifiability: ``F`` is scaled to unit diagonal (a correlation-like matrix);
+an eigenvalue below :data:`IDENTIFIABILITY_THRESHOLD` of the largest marks a
+direction the data do not determine.  The parameters with weight in that
+direction are named in a warning, and their standard errors are infinite.
+Below :data:`WEAK_DIRECTION` the combination is named as weakly determined
+(standard errors kept) where a quantity in it has a standard error above
+:data:`WEAK_RELATIVE_ERROR` of its size.  A single parameter whose standard error exceeds its
+estimate is named too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..transcription.block_jacobian import BlockJacobian
+from ..transcription.problem import Setup
+
+__all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
+           "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
+
+#: relative eigenvalue of the scaled information matrix below which a direction
+#: is not determined at all.  An exact non-identifiability (only a product a b
+#: enters) gives round-off, -2e-16; the F/A-18's rudder run, whose parameters
+#: the data do determine (their spread over 12 data sets matches the full
+#: inverse's standard errors), has 5e-9 to 9e-9: with 1e-8 two of its
+#: parameters got infinite standard errors on 10 of 12 seeds, and dropping
+#: that direction shrank the others' (docs/uncertainty.md)
+IDENTIFIABILITY_THRESHOLD = 1e-12
+#: ... and below which (above the threshold) a direction is named as weakly
+#: determined, its standard errors kept (finite, from the full inverse)
+WEAK_DIRECTION = 1e-8
+#: ... where one of the quantities in that direction has a standard error above
+#: this fraction of its size (else the combination is well known in absolute terms)
+WEAK_RELATIVE_ERROR = 0.1
+#: a quantity whose weight in such a direction's (unit) eigenvector exceeds this
+#: is one of the combination's
+INVOLVED = 0.1
+# a sensitivity column below this fraction of the largest (both scaled by the
+# quantities' nominal sizes) is round-off: the data do not depend on it
+SILENT_COLUMN = 1e-10
+Z95 = 1.959963984540054
+
+
+@dataclass
+class SolutionSensitivity:
+    """The fitted trajectory's residuals and their exact derivatives at a solution.
+
+    Shared by the uncertainty (:func:`attach_uncertainty`) and the
+    discretisation certificate (:mod:`picard_casadi.analysis.certificate`).
+
+    Attributes
+    ----------
+    U : ndarray (J, nx, K)
+        Node values settled on the fixed point (``|P U - U|`` ~ 1e-13).
+    sens : dict
+        :meth:`~picard_casadi.transcription.functions.Transcription.interval_sensitivities` at ``U``.
+    r : ndarray (m,)
+        Weighted residuals ``sqrt(w) (y - g)`` over the measured values.
+    Jt : BlockJacobian
+        ``d r / d theta``, ``theta`` the free parameters and initial states,
+        ``(m, n_theta)`` held block by block (:mod:`picard_casadi.transcription.block_jacobian`).
+    columns : list of (kind, experiment, index)
+        What each column of ``Jt`` is: ``("p", -1, i)`` or ``("x0", e, i)``.
+    rows : list of slice
+        The rows of ``r`` and ``Jt`` that belong to each interval; within
+        one, the measured entries of ``(sample, output)`` in row-major order.
+    """
+
+    U: np.ndarray
+    sens: dict[str, np.ndarray]
+    r: np.ndarray
+    Jt: BlockJacobian
+    columns: list[tuple[str, int, int]]
+    rows: list[slice]
+
+
+def solution_sensitivity(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray
+                         ) -> SolutionSensitivity:
+    """Settle ``U`` on the fixed point and chain the interval sensitivities.
+
+    Parameters
+    ----------
+    setup : Setup
+    X, U, p : ndarray
+        The solution (interval starts, node values, p).
+    """
+    U, _, _ = setup.tr.settle(X, U, p, tol=1e-13, max_sweeps=30)
+    r, Jt, columns, rows, sens = _sensitivity_jacobian(setup, X, U, p)
+    return SolutionSensitivity(U=U, sens=sens, r=r, Jt=Jt, columns=columns, rows=rows)
+
+
+def _sensitivity_jacobian(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray):
+    return chain_sensitivities(setup, setup.tr.interval_sensitivities(X, U, p))
+
+
+def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
+    """Weighted residuals and ``d r / d theta`` from the intervals' outputs and
+    end states with their derivatives in ``(x_j, p)`` (``sens``: ``G`` (J, ny,
+    M), ``dG`` (J, M, ny, nx + np), ``dend`` (J, nx, nx + np)), chained along
+    each experiment's intervals.  Returns ``(r, Jt, columns, rows, sens)`` as
+    :class:`SolutionSensitivity` holds them."""
+    disc, tr = setup.disc, setup.tr
+    m = disc.model
+    nx, np_ = m.nx, m.np
+    columns: list[tuple[str, int, int]] = [("p", -1, i) for i in range(np_) if setup.free_p[i]]
+    p_free = [i for i in range(np_) if setup.free_p[i]]
+    n_p = len(columns)
+    # each experiment's rows touch the free parameters and its own initial states
+    owns = [[i for i in range(nx) if setup.free_x[sl.start, i]] for sl in disc.intervals_of]
+    block_cols: list[np.ndarray] = []
+    for e, own in enumerate(owns):
+        block_cols.append(np.concatenate([np.arange(n_p), len(columns) + np.arange(len(own))]
+                                         ).astype(int))
+        columns.extend(("x0", e, i) for i in own)
+    sw = np.sqrt(tr.weights)
+    rows_r: list[np.ndarray] = [np.zeros(0)] * disc.n_intervals
+    blocks: list[np.ndarray] = [np.zeros((0, 0))] * disc.n_intervals
+    for e, sl in enumerate(disc.intervals_of):
+        ne = block_cols[e].size
+        own = owns[e]
+        S = np.zeros((nx, ne))  # d x_j / d (p, x0_e) on the block's columns
+        for k, i in enumerate(own):
+            S[i, n_p + k] = 1.0
+        Ep = np.zeros((np_, ne))
+        for k, i in enumerate(p_free):
+            Ep[i, k] = 1.0
+        for j in range(sl.start, sl.stop):
+            dG = sens["dG"][j]  # (M, ny, nx + np)
+            dy = (np.einsum("moa,az->moz", dG[..., :nx], S)
+                  + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
+            mask = disc.mask[j].T > 0  # (M, ny)
+            res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
+            rows_r[j] = (sw[None, :] * res)[mask]
+            blocks[j] = (-sw[None, :, None] * dy)[mask]
+            dend = sens["dend"][j]
+            S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
+    bounds = np.cumsum([0] + [r.size for r in rows_r])
+    rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    Jt = BlockJacobian(blocks=blocks, columns=block_cols, exp_of=np.asarray(disc.exp_of, int),
+                       n=len(columns))
+    return np.concatenate(rows_r), Jt, columns, rows, sens
+
+
+def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> None:
+    """Fill ``p_cov``, ``p_std``, ``p_ci``, ``p_corr`` and ``x0_std`` of a result.
+
+    Adds a warning naming the parameters involved when the information
+    matrix is near-singular.
+
+    Parameters
+    ----------
+    result : EstimationResult
+    setup : Setup
+    info : SolutionSensitivity
+        From :func:`solution_sensitivity` at the result's solution.
+    """
+    r, Jt, columns = info.r, info.Jt, info.columns
+    m_meas, nth = Jt.shape
+    model = setup.disc.model
+    np_ = model.np
+    if nth == 0 or m_meas <= nth:
+        result.warnings.append(
+            f"no uncertainty: {m_meas} measurements for {nth} estimated quantities"
+        )
+        return
+    with np.errstate(all="ignore"):
+        F = Jt.gram()
+        s2 = float(r @ r) / (m_meas - nth)
+    if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
+        result.warnings.append(
+            "no uncertainty: the output sensitivities at the estimate are not finite "
+            "(the solution is violently unstable there)")
+        return
+    # a column the outputs do not depend on is zero up to the round-off of the
+    # sensitivities (a sparse factorisation leaves ~1e-18), which scaling to a
+    # unit diagonal would blow up into a well-determined direction
+    scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i]
+                      for kind, _, i in columns])
+    reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
+    silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
+    F[silent, :] = 0.0
+    F[:, silent] = 0.0
+    d = np.sqrt(np.maximum(np.diag(F), 1e-300))
+    Fs = F / d[:, None] / d[None, :]
+    try:
+        evals, evecs = np.linalg.eigh(Fs)
+    except np.linalg.LinAlgError as err:
+        result.warnings.append(f"no uncertainty: the information matrix could not be "
+                               f"decomposed ({err})")
+        return
+    lam_max = max(float(evals[-1]), 1e-300)
+    weak = evals < IDENTIFIABILITY_THRESHOLD * lam_max
+    faint = ~weak & (evals < WEAK_DIRECTION * lam_max)
+    names = []
+    for kind, e, i in columns:
+        names.append(model.p_names[i] if kind == "p" else
+                     f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
+    unidentifiable = np.zeros(nth, dtype=bool)
+    for k in np.flatnonzero(weak):
+        unidentifiable |= np.abs(evecs[:, k]) > INVOLVED
+    if np.any(weak):
+        keep = ~weak
+        inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
+    else:
+        inv = np.linalg.inv(Fs)
+    cov = s2 * inv / d[:, None] / d[None, :]
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    std[unidentifiable] = np.inf
+    # each quantity's standard error against its size (an initial state's at
+    # least its state's scale: a state starting at 0 is no poorly known one)
+    size = np.array([abs(float(result.p[i])) if kind == "p"
+                     else max(abs(float(result.x0[e][i])), float(setup.x_scale[i]))
+                     for kind, e, i in columns])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(size > 0, std / size, np.inf)
+    named = np.zeros(nth, dtype=bool)  # in a combination a warning names
+    for k in np.flatnonzero(weak | faint):
+        involved = np.abs(evecs[:, k]) > INVOLVED
+        if faint[k] and not np.any(relative[involved] > WEAK_RELATIVE_ERROR):
+            # a small relative eigenvalue, yet every quantity in the direction is
+            # known to 10 %: the information is large, only its directions are
+            # lopsided (a chaotic forced Duffing: relative eigenvalues 1e-9,
+            # standard errors under 1 % of the estimates)
+            continue
+        named |= involved
+        listed = ", ".join(names[c] for c in np.flatnonzero(involved))
+        head = ("the information matrix is near-singular (relative eigenvalue "
+                f"{evals[k] / lam_max:.1e}): ")
+        if weak[k] and np.count_nonzero(involved) == 1:
+            # one quantity alone (a parameter the model hardly uses) is no combination
+            result.warnings.append(
+                f"{head}the data do not determine {listed} near this estimate, so its "
+                "standard error is inf; it is practically unidentifiable here "
+                "(pc.profile(res) follows the likelihood beyond the linearisation)")
+        elif weak[k]:
+            result.warnings.append(
+                f"{head}the data do not determine the combination of {listed} near this "
+                "estimate, so their standard errors are inf; these parameters are "
+                "practically unidentifiable here (pc.profile(res) follows the likelihood "
+                "beyond the linearisation: one of them may still have a finite interval)")
+        else:
+            result.warnings.append(
+                f"{head}the data determine the combination of {listed} only weakly; their "
+                "standard errors are large and strongly correlated (res.p_corr, and the x0 "
+                "standard errors in res.x0_std)")
+    for k, (kind, _, i) in enumerate(columns):
+        # one parameter the data hardly see is no near-singular combination
+        # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)
+        if kind == "p" and not named[k] and std[k] > abs(float(result.p[i])):
+            result.warnings.append(
+                f"the data determine {names[k]} poorly: its standard error {std[k]:.3g} "
+                f"exceeds the estimate {float(result.p[i]):.6g} (the 95 % interval spans "
+                "zero); a likelihood profile (pc.profile) shows what the data allow")
+
+    p_cov = np.zeros((np_, np_))
+    p_std = np.zeros(np_)
+    idx_p = [(k, i) for k, (kind, _, i) in enumerate(columns) if kind == "p"]
+    for a, i in idx_p:
+        p_std[i] = std[a]
+        for b, jj in idx_p:
+            p_cov[i, jj] = cov[a, b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dd = np.sqrt(np.diag(p_cov))
+        corr = p_cov / dd[:, None] / dd[None, :]
+    corr[~np.isfinite(corr)] = 0.0
+    np.fill_diagonal(corr, [1.0 if s > 0 else 0.0 for s in dd])
+    result.p_cov = p_cov
+    result.p_std = p_std
+    result.p_ci = np.column_stack([result.p - Z95 * p_std, result.p + Z95 * p_std])
+    result.p_corr = corr
+    x0_std = [np.zeros(model.nx) for _ in setup.disc.experiments]
+    for k, (kind, e, i) in enumerate(columns):
+        if kind == "x0":
+            x0_std[e][i] = std[k]
+    result.x0_std = x0_std
+    result.settings["noise_variance_factor"] = s2

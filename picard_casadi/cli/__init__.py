@@ -1,0 +1,13 @@
+"""The ``picard-casadi`` command line (user guide: docs/cli.md).
+
+- ``commands``: the parser and each command;
+- ``data_files``, ``model_files``: reading the user's CSV data and model
+  files; ``progress``: the live progress lines.
+
+May import: everything in the package (nothing imports it but
+``__main__``).
+"""
+
+from .commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,777 @@
+"""The ``picard-casadi`` command line (user guide: docs/cli.md).
+
+::
+
+    picard-casadi problems
+    picard-casadi run NAME [--method M] [--seed S] [--noise-std E] [--T T] [--n N]
+                           [--lam L] [--out DIR] ...
+    picard-casadi fit MODEL.py DATA.csv [--p0 ...] [--bounds NAME=LO:HI] [--fix NAME=VALUE]
+                      [--x0 ...] [--x0-known] [--weights auto|none|w1,...]
+                      [--multistart N] [--jobs K] [--profile] [--out DIR] ...
+    picard-casadi compare NAMES... [--methods ...] [--seeds ...] [--out DIR]
+    picard-casadi compare --model MODEL.py --data DATA.csv [--methods ...] [--p0 ...]
+
+``run`` and ``fit`` print progress (a line per iteration of every method,
+updated in place on a terminal, plain lines when piped; a line before the
+model's functions are first compiled), the estimate with standard errors
+and confidence intervals, the initial states per experiment (and the truth
+when known), and write ``result.json``, ``fit.png`` and ``convergence.png``
+(with ``--profile`` also ``profile.png`` and ``profile.json``) into the
+output folder.
+
+A model file's ``P0``, ``P_BOUNDS``, ``X0`` and ``OPTIONS`` combine with the
+flags; a flag wins over the file for what it sets (``--bounds`` replaces one
+parameter's bounds, ``--fix`` sets them equal and the start to the value).
+With ``--x0-known`` a state's known initial value is the experiment's first
+measurement where the first row has it, else ``--x0``, else ``X0``.
+
+Exit status and outputs (docs/reliability.md):
+
+* 0: done (for ``run``/``fit``: the fit converged); 1: the fit did not
+  converge, or the package failed at run time (one line, e.g. a compiler
+  that fails under ``--codegen on``, results that could not be written);
+  2: bad arguments or input files (one line ``picard-casadi <cmd>: error:
+  ...``); 130: interrupted (Ctrl-C; one line); 141: the output pipe was
+  closed (``| head``; quietly).
+* The output folder is checked before any work (a file where a folder is
+  expected, permissions); results of an earlier run there are not replaced
+  without ``--overwrite``.  Files are written to temporary names and moved
+  into place together once all are written, so the folder never holds a
+  partial or mixed set, and nothing is written outside it (a model named
+  ``../../x`` writes to ``results/x``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..runtime.output_files import AtomicOutputs, check_output_folder, safe_name
+from .data_files import read_csv_experiments
+from .errors import CliError, CliFailure
+from .model_files import load_model_file, parameter_box
+from .parser_types import (assignment, bounds_arg, finite, fix_arg, in_cli_terms, job_count,
+                           joined_negative_values, node_count, nonnegative_float, nonnegative_int,
+                           positive_float, positive_int, weights_arg)
+from .progress import Progress
+
+__all__ = ["main", "read_csv_experiments", "load_model_file"]
+
+METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting")
+#: estimate's guess= values (guess.GUESSES; not imported here: --help stays light)
+GUESS_CHOICES = ("auto", "simulation", "anchored", "shooting")
+RESULT_FILES = ("result.json", "fit.png", "convergence.png")
+PROFILE_FILES = ("profile.png", "profile.json")
+COMPARE_FILES = ("table.csv", "table.md", "comparison.png")
+
+
+# ---------------------------------------------------------------------- input files
+
+
+# ---------------------------------------------------------------------- progress
+
+
+# ---------------------------------------------------------------------- argument types
+
+
+# ---------------------------------------------------------------------- estimate settings
+# Keys of a model file's OPTIONS that the command line sets itself (flags win)
+# and what to use instead of the ones it cannot take.
+_OPTIONS_NOT_ACCEPTED = {
+    "callback": "the command line reports progress itself",
+    "executor": "use --jobs K for a local process pool",
+}
+
+
+def _options_from_file(extras: dict[str, Any], where: str) -> dict[str, Any]:
+    """A copy of OPTIONS, refused where it sets what the command line owns."""
+    options = dict(extras.get("OPTIONS", {}))
+    for key, why in _OPTIONS_NOT_ACCEPTED.items():
+        if key in options:
+            raise CliError(f"{where}: OPTIONS cannot set {key!r} ({why})")
+    if "p_bounds" in options and "P_BOUNDS" in extras:
+        raise CliError(f"{where}: the parameter box is given twice (P_BOUNDS and "
+                       "OPTIONS['p_bounds']); keep one")
+    return options
+
+
+def _parameter_index(model: Any, name: str, flag: str) -> int:
+    if name not in model.p_names:
+        raise CliError(f"{flag}: unknown parameter {name!r}; the model's parameters are "
+                       f"{', '.join(model.p_names)}")
+    return list(model.p_names).index(name)
+
+
+def _parameters(model: Any, p0: np.ndarray, p0_origin: str, box: Any, box_origin: str,
+                args: argparse.Namespace) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The start and the box after ``--bounds`` and ``--fix`` (flags win over the file).
+
+    ``--bounds NAME=LO:HI`` replaces that parameter's bounds; ``--fix
+    NAME=VALUE`` sets both bounds and the start to the value.
+    """
+    lb, ub, _ = parameter_box(model, box, box_origin)
+    origin = [box_origin or "unbounded"] * model.np
+    p0 = np.asarray(p0, float).copy()
+    seen: dict[str, str] = {}
+    for name, lo, hi in getattr(args, "bounds", None) or []:
+        i = _parameter_index(model, name, "--bounds")
+        if name in seen:
+            raise CliError(f"--bounds: parameter {name!r} is given twice")
+        seen[name] = "--bounds"
+        lb[i], ub[i], origin[i] = lo, hi, "--bounds"
+    for name, value in getattr(args, "fix", None) or []:
+        i = _parameter_index(model, name, "--fix")
+        if name in seen:
+            raise CliError(f"--fix: parameter {name!r} is also given by {seen[name]}; "
+                           "give it once")
+        seen[name] = "--fix"
+        lb[i] = ub[i] = p0[i] = value
+        origin[i] = "--fix"
+    for i in range(model.np):
+        if not lb[i] <= p0[i] <= ub[i]:
+            raise CliError(
+                f"{p0_origin}: the start {model.p_names[i]} = {p0[i]:g} is outside its bounds "
+                f"[{lb[i]:g}, {ub[i]:g}] ({origin[i]}); give a start inside them "
+                f"(--p0) or wider bounds (--bounds {model.p_names[i]}=LO:HI)")
+    return p0, (lb, ub)
+
+
+def _weights(value: Any, model: Any, options: dict[str, Any]) -> None:
+    """``--weights`` into ``options`` (the flag wins over OPTIONS['weights'])."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        options["weights"] = None if value == "none" else "auto"
+        return
+    if value.size != model.ny:
+        raise CliError(f"--weights: expected {model.ny} number(s), one per output "
+                       f"({', '.join(model.y_names)}), got {value.size}")
+    options["weights"] = value
+
+
+def _x0_flags(items: list[str] | None, model: Any
+              ) -> tuple[dict[int, float], np.ndarray | None]:
+    """``--x0``: named states (``NAME=VALUE``, repeatable) or one list of all states."""
+    if not items:
+        return {}, None
+    named = [t for t in items if "=" in t]
+    if named and len(named) != len(items) or (not named and len(items) > 1):
+        raise CliError("--x0: give NAME=VALUE (repeatable) or one list v1,v2,... of all "
+                       f"{model.nx} states, not both and not two lists")
+    if not named:
+        return {}, _vector_arg(items[0], model.nx, "--x0")
+    values: dict[int, float] = {}
+    for text in items:
+        try:
+            name, value = assignment(text, "NAME=VALUE")
+            number = finite(value, text)
+        except argparse.ArgumentTypeError as err:
+            raise CliError(f"--x0: {err}") from None
+        if name not in model.x_names:
+            raise CliError(f"--x0: unknown state {name!r}; the model's states are "
+                           f"{', '.join(model.x_names)}")
+        i = list(model.x_names).index(name)
+        if i in values:
+            raise CliError(f"--x0: state {name!r} is given twice")
+        values[i] = number
+    return values, None
+
+
+def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
+                    extras: dict[str, Any], known: bool) -> tuple[list, list[str]]:
+    """The experiments with their ``x0`` set, and lines saying where known values came from.
+
+    Guess (default): ``--x0`` list, else ``X0`` of the model file, else the
+    data's first measurements of the states that are outputs (0 for the
+    others); ``--x0 NAME=VALUE`` replaces that state's guess.
+
+    Known (``--x0-known``): state by state, the experiment's first row where
+    the state is an output measured there, else ``--x0`` (either form), else
+    ``X0`` of the model file; a state with none of these is an error.  (The
+    known values are measured ones where the data have them; ``--x0`` fills
+    in, and a value it gives that no experiment uses is noted.)
+    """
+    named, vector = _x0_flags(getattr(args, "x0", None), model)
+    file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
+    if not known:
+        base = vector if vector is not None else file_x0
+        if base is None and not named:
+            return experiments, []
+        out = []
+        for e in experiments:
+            x0 = (base if base is not None else e.x0_guess(model)).copy()
+            for i, v in named.items():
+                x0[i] = v
+            out.append(e.with_x0(x0))
+        return out, []
+    measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
+    out, lines, used = [], [], set()
+    for e in experiments:
+        x0, parts = np.empty(model.nx), []
+        for i, name in enumerate(model.x_names):
+            k = measured.get(i)
+            first = e.y[0, k] if k is not None else math.nan
+            if math.isfinite(first):
+                x0[i], src = first, "data"
+            elif i in named:
+                x0[i], src = named[i], "--x0"
+                used.add(i)
+            elif vector is not None:
+                x0[i], src = vector[i], "--x0"
+                used.add(i)
+            elif file_x0 is not None:
+                x0[i], src = file_x0[i], "X0"
+            else:
+                why = (f"{name} is not an output of the model" if k is None else
+                       f"its cell in the first row (time {e.t[0]:g}) is empty")
+                raise CliError(
+                    f"--x0-known: the initial value of state {name!r} in experiment "
+                    f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
+                    f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
+            parts.append(f"{name}={x0[i]:.6g} ({src})")
+        out.append(e.with_x0(x0))
+        lines.append(f"  {e.name}: {', '.join(parts)}")
+    unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
+                                          not None else []) if i not in used]
+    if unused:
+        lines.append(f"  (--x0 of {', '.join(unused)} not used: the first row of every "
+                     "experiment measures it)")
+    return out, lines
+
+
+@dataclass
+class _Fit:
+    """Everything one estimation needs, assembled from the flags and the inputs."""
+
+    model: Any
+    experiments: list
+    p0: np.ndarray
+    p_bounds: tuple[np.ndarray, np.ndarray]
+    method: str | None  # None: estimate's default
+    options: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.ndarray,
+              p0_origin: str, box: Any, box_origin: str, options: dict[str, Any],
+              extras: dict[str, Any] | None = None) -> _Fit:
+    """Combine the problem's (or the model file's) settings with the flags; flags win."""
+    options = dict(options)
+    # unset stays None: estimate's default, with its fallbacks to IPOPT and shooting
+    method = getattr(args, "method", None) or options.pop("method", None)
+    options.pop("method", None)
+    if method is not None and method not in METHOD_CHOICES:
+        raise CliError(f"OPTIONS: unknown method {method!r}; valid: {', '.join(METHOD_CHOICES)}")
+    p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
+    notes: list[str] = []
+    if extras is not None:
+        known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
+        experiments, lines = _initial_states(model, experiments, args, extras, known)
+        if known:
+            options["estimate_x0"] = False
+            notes = ["initial states known (not estimated):", *lines]
+    for name in ("T", "n", "lam", "nodes"):
+        value = getattr(args, name, None)
+        if value is not None:
+            options[name] = value
+    _weights(getattr(args, "weights", None), model, options)
+    for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
+                      ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            options[key] = value
+    codegen = getattr(args, "codegen", None)
+    if codegen is not None:
+        options["codegen"] = {"auto": "auto", "on": True, "off": False}[codegen]
+    return _Fit(model, list(experiments), p0, p_bounds, method, options, notes)
+
+
+# ---------------------------------------------------------------------- commands
+def _common_estimate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", default=None, choices=METHOD_CHOICES,
+                   help="estimation method (default: picard-gn, or OPTIONS['method'] of "
+                        "a model file)")
+    p.add_argument("--bounds", action="append", type=bounds_arg, default=None,
+                   metavar="NAME=LO:HI",
+                   help="bounds of parameter NAME (repeatable); LO or HI empty for "
+                        "unbounded (k=0: is k >= 0); replaces that parameter's bounds "
+                        "from the model file or the problem")
+    p.add_argument("--fix", action="append", type=fix_arg, default=None,
+                   metavar="NAME=VALUE",
+                   help="hold parameter NAME at VALUE (repeatable): equal bounds, and the "
+                        "start set to VALUE")
+    p.add_argument("--T", type=positive_float, default=None, help="Picard interval length T")
+    p.add_argument("--n", type=positive_int, default=None, help="Picard order n of the loss")
+    p.add_argument("--lam", type=positive_float, default=None,
+                   help="continuity penalty lambda")
+    p.add_argument("--nodes", type=node_count, default=None,
+                   help="quadrature nodes per interval")
+    p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
+                   help="output weights: none (the paper's unweighted loss), auto "
+                        "(inverse noise variance, re-estimated) or one weight per output")
+    p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
+                   help="the states' start: auto (default), simulation, anchored (propagated "
+                        "from the data) or shooting (every state simulated with p0)")
+    p.add_argument("--max-iter", type=positive_int, default=None,
+                   help="iteration limit of the method")
+    p.add_argument("--max-intervals", type=positive_int, default=None,
+                   help="largest number of Picard intervals accepted (default: 100,000, "
+                        "or what fits in 4 GB)")
+    p.add_argument("--multistart", type=positive_int, default=None, metavar="N",
+                   help="run from N starts (the start and N-1 Latin-hypercube samples of "
+                        "the bounds, log-uniform where a range spans two decades) and "
+                        "keep the best")
+    p.add_argument("--jobs", type=job_count, default=None, metavar="K",
+                   help="processes for --multistart and --profile (-1: one per core; "
+                        "default: one after another in this process)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the fit, profile-likelihood intervals of every free "
+                        "parameter, printed beside the Wald intervals; writes profile.png "
+                        "and profile.json")
+    p.add_argument("--codegen", choices=("auto", "on", "off"), default=None,
+                   help="compile the iteration's functions to C (default: auto)")
+    p.add_argument("--out", default=None, help="folder for result.json, fit.png and "
+                   "convergence.png (default: results/<name>); checked before the run")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results of an earlier run in the output folder "
+                        "(without it the command refuses to start)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _output_folder(args: argparse.Namespace, default_name: str, names: tuple[str, ...]) -> Path:
+    """The checked output folder (nothing is created yet)."""
+    out = Path(args.out) if args.out else Path("results") / safe_name(default_name)
+    try:
+        return check_output_folder(out, names, overwrite=args.overwrite)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def _write_results(res: Any, model: Any, experiments: list, out: Path,
+                   prof: Any = None) -> None:
+    """result.json, the figures (and the profile's), written together (see the module doc).
+
+    Profile files of an earlier run that this one does not write are removed
+    in the same step, so the folder never mixes two runs.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..io.plotting import plot_convergence, plot_fit
+
+    figures = [("fit.png", lambda: plot_fit(res, model, experiments)),
+               ("convergence.png", lambda: plot_convergence(res))]
+    if prof is not None:
+        figures.append(("profile.png", lambda: prof.plot()))
+    try:
+        with AtomicOutputs(out) as files:
+            files.write_text("result.json", res.to_json() + "\n")
+            if prof is not None:
+                files.write_text("profile.json", json.dumps(prof.to_dict(), indent=2) + "\n")
+            else:
+                for name in PROFILE_FILES:
+                    files.remove(name)
+            for name, fig in figures:
+                figure = fig()
+                try:
+                    figure.savefig(files.path(name), format="png", dpi=130)
+                finally:
+                    plt.close(figure)
+            written = files.commit()
+    except OSError as err:
+        raise CliFailure(f"could not write the results to {str(out)!r} ({err.strerror or err}); "
+                         "nothing was saved") from None
+    print(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
+    from ..estimate import estimate
+    from ..runtime.codegen import compilation_notice
+
+    progress = Progress(quiet=args.quiet)
+    for line in fit.notes:
+        print(line)
+    try:
+        with compilation_notice(progress.note), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            res = estimate(fit.model, fit.experiments, fit.p0, fit.method,
+                           p_bounds=fit.p_bounds, callback=progress, **fit.options)
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err)) from None
+    finally:
+        progress.done()
+    # the result's own warnings are in its summary; others get one line each
+    for w in caught:
+        if str(w.message) not in res.warnings:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return res
+
+
+def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
+    """``--profile``: the profile of a converged fit, or None and why not."""
+    from ..studies.profile import profile
+
+    if not args.profile:
+        return None, ""
+    if not res.success:
+        return None, "--profile: skipped, the fit did not converge"
+    free = [n for n, lo, hi in zip(res.p_names, *fit.p_bounds) if lo < hi]
+    if not free:
+        return None, "--profile: skipped, every parameter is fixed"
+    jobs = args.jobs
+    where = (f" on {jobs} processes" if jobs and jobs > 1 else
+             " on one process per core" if jobs == -1 else "")
+    print(f"profile likelihood of {', '.join(free)} (both sides of each){where} ...",
+          flush=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warnings are in its summary
+            prof = profile(res, n_jobs=jobs)
+    except ValueError as err:
+        return None, f"--profile: {err}"
+    print(in_cli_terms(prof.summary()))
+    return prof, ""
+
+
+def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
+    """Summary, profile, files; the exit status."""
+    print(in_cli_terms(res.summary()))
+    prof, problem = _profile(res, fit, args)
+    _write_results(res, fit.model, fit.experiments, out, prof)
+    if problem:
+        print(f"picard-casadi {args.command}: {problem}", file=sys.stderr)
+        return 1
+    return 0 if res.success else 1
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    from ..studies.registry import describe_problems
+
+    for name, summary in describe_problems():
+        print(f"{name:18s} {summary}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..studies.registry import problem, problems
+
+    if args.name not in problems():
+        raise CliError(f"NAME: unknown problem {args.name!r}; known: {', '.join(problems())}")
+    out = _output_folder(args, args.name, RESULT_FILES + PROFILE_FILES)
+    kw_problem = {} if args.noise_std is None else {"noise_std": args.noise_std}
+    prob = problem(args.name, seed=args.seed, **kw_problem)
+    fit = _settings(args, prob.model, prob.experiments, prob.p0, "the problem's p0",
+                    prob.p_bounds, "the problem's box", prob.options)
+    _note_idle_jobs(fit, args)
+    print(f"{prob.description}; method {fit.method or 'picard-gn'}")
+    t0 = time.perf_counter()
+    res = _estimate(fit, args)
+    res.p_true = np.asarray(prob.p_true, float)
+    if "paper_estimate" in prob.reference:
+        paper = prob.reference["paper_estimate"]
+        print(f"paper's estimate: {np.array2string(np.asarray(paper), precision=4)} "
+              f"(relative error {prob.reference['paper_relative_error']:.1%})")
+    status = _finish(res, fit, args, out)
+    print(f"relative error to the truth: {res.relative_error:.2%}; total "
+          f"{time.perf_counter() - t0:.1f} s")
+    return status
+
+
+def _vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
+    if text is None:
+        return None
+    try:
+        vals = np.array([float(v) for v in text.replace(",", " ").split()])
+    except ValueError:
+        raise CliError(f"{field}: expected {n} numbers separated by commas, got {text!r}") from None
+    if vals.size != n:
+        raise CliError(f"{field}: expected {n} numbers, got {vals.size}")
+    if not np.all(np.isfinite(vals)):
+        raise CliError(f"{field}: expected {n} finite numbers, got {text!r}")
+    return vals
+
+
+def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], model_path: str,
+              data_path: str) -> _Fit:
+    """A model file (loaded), its CSV and the flags: what ``fit`` and ``compare --model``
+    estimate."""
+    where = f"MODEL {str(model_path)!r}"
+    options = _options_from_file(extras, where)
+    box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
+    box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
+    experiments = read_csv_experiments(data_path, model, args.input_hold)
+    p0 = _vector_arg(args.p0, model.np, "--p0")
+    p0_origin = "--p0"
+    if p0 is None:
+        if "P0" in extras:
+            p0, p0_origin = np.asarray(extras["P0"], float), f"P0 in {model_path}"
+        elif args.fix and len({n for n, _ in args.fix}) == model.np:
+            p0, p0_origin = np.zeros(model.np), "--fix"  # every parameter fixed
+        else:
+            raise CliError(f"--p0: give {model.np} starting values "
+                           f"({', '.join(model.p_names)}), or define P0 in the model file")
+    return _settings(args, model, experiments, p0, p0_origin, box, box_origin, options, extras)
+
+
+def _note_idle_jobs(fit: _Fit, args: argparse.Namespace) -> None:
+    if args.jobs is not None and not (fit.options.get("multistart") or args.profile):
+        print(f"picard-casadi {args.command}: note: --jobs has no effect without "
+              "--multistart or --profile", file=sys.stderr)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    model, extras = load_model_file(args.model)
+    out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
+    fit = _user_fit(args, model, extras, args.model, args.data)
+    _note_idle_jobs(fit, args)
+    res = _estimate(fit, args)
+    return _finish(res, fit, args, out)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..studies.compare import compare, write_outputs
+    from ..studies.registry import Problem, problems
+
+    unknown = [n for n in args.names if n not in problems()]
+    if unknown:
+        raise CliError(f"NAMES: unknown problem(s) {unknown}; known: {', '.join(problems())}")
+    bad = [m for m in args.methods if m not in METHOD_CHOICES]
+    if bad:
+        raise CliError(f"--methods: unknown method(s) {bad}; valid: {', '.join(METHOD_CHOICES)}")
+    if (args.model is None) != (args.data is None):
+        raise CliError("--model and --data go together: your model file and its CSV")
+    if args.model is None:
+        if not args.names:
+            raise CliError("give problem NAMES (see picard-casadi problems), or your own "
+                           "model and data with --model M.py --data D.csv")
+        for flag in ("p0", "x0", "bounds", "fix", "weights"):
+            if getattr(args, flag) not in (None, False):
+                raise CliError(f"--{flag} applies to --model M.py --data D.csv only")
+        if args.x0_known:
+            raise CliError("--x0-known applies to --model M.py --data D.csv only")
+    try:
+        out = check_output_folder(args.out, COMPARE_FILES, overwrite=args.overwrite)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    entries: list[Any] = list(args.names)
+    if args.model is not None:
+        model, extras = load_model_file(args.model)
+        fit = _user_fit(args, model, extras, args.model, args.data)
+        if fit.model.name in args.names:
+            raise CliError(f"--model: the model is named {fit.model.name!r} like a problem in "
+                           "NAMES; rename it (name= in build_model) or leave that one out")
+        for line in fit.notes:
+            print(line)
+        options = {k: v for k, v in fit.options.items() if k not in ("codegen", "n_jobs")}
+        entries.append(Problem.from_data(
+            fit.model, fit.experiments, fit.p0, p_bounds=fit.p_bounds, options=options,
+            description=f"{args.model} fitted to {args.data}"))
+    from ..runtime.codegen import compilation_notice
+
+    progress = Progress()
+    try:
+        with compilation_notice(progress.note):
+            mesh = {k: v for k, v in (("T", args.T), ("nodes", args.nodes)) if v is not None}
+            rows = compare(entries, args.methods, seeds=args.seeds, repeats=args.repeats,
+                           out=None, verbose=True, n_jobs=args.jobs,
+                           codegen={"auto": "auto", "on": True, "off": False}[args.codegen],
+                           options={n: dict(mesh) for n in args.names} if mesh else None)
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err)) from None
+    try:
+        write_outputs(rows, out)
+    except OSError as err:
+        raise CliFailure(f"could not write the tables to {str(out)!r} ({err.strerror or err}); "
+                         "nothing was saved") from None
+    print(f"wrote {', '.join(str(out / n) for n in COMPARE_FILES)}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors on one line (``picard-casadi run: error: ...``) and status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> None:
+    """``--p0``, ``--x0``, ``--x0-known``, ``--input-hold`` (fit, compare --model)."""
+    p.add_argument("--p0", default=None, help="starting parameters, comma separated "
+                   "(default: P0 in the model file)")
+    p.add_argument("--x0", action="append", default=None, metavar="NAME=VALUE|v1,v2,...",
+                   help="initial states: NAME=VALUE for one state (repeatable) or a list of "
+                        "all; a guess, or with --x0-known the known values (default: X0 in "
+                        "the model file, or from the data)")
+    p.add_argument("--x0-known", action="store_true",
+                   help="the initial states are known, not estimated: each experiment's "
+                        "first row gives the states that are outputs measured there, --x0 "
+                        "(or X0 in the model file) the others")
+    p.add_argument("--input-hold", choices=("linear", "previous"), default=None,
+                   help="inputs between samples: linear interpolation (default; a fit "
+                        "notes inputs that look like a staircase) or zero-order hold")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``picard-casadi``."""
+    parser = _Parser(
+        prog="picard-casadi",
+        description="Parameter estimation for nonlinear ODE models by Picard iteration "
+                    "(CasADi).",
+        epilog="Exit status: 0 done, 1 not converged or failed, 2 bad arguments or input, "
+               "130 interrupted.  docs/cli.md has a worked example.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
+
+    p = sub.add_parser("problems", help="list the built-in problems",
+                       description="List the built-in problems, one line each.")
+    p.set_defaults(func=cmd_problems)
+
+    p = sub.add_parser("run", help="estimate a built-in problem",
+                       description="Generate a built-in problem's synthetic data and "
+                                   "estimate its parameters.")
+    p.add_argument("name", help="problem name (see `picard-casadi problems`)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="noise seed (default 0)")
+    p.add_argument("--noise-std", type=nonnegative_float, default=None,
+                   help="noise standard deviation (default: the problem's protocol)")
+    _common_estimate_args(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("fit", help="fit your own model to your data",
+                       description="Fit a model file (defining build_model()) to "
+                                   "measurements in a CSV file with columns experiment, "
+                                   "time, one per output (y_names) and one per input "
+                                   "(u_names); empty cells are missing values.  The CSV "
+                                   "is read as UTF-8 (with or without a byte-order mark), "
+                                   "else as Latin-1.  The model file may define P0, "
+                                   "P_BOUNDS, X0 and OPTIONS; flags override them.")
+    p.add_argument("model", help="Python file defining build_model() -> picard_casadi.Model")
+    p.add_argument("data", help="CSV file of measurements")
+    _user_input_args(p)
+    _common_estimate_args(p)
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("compare", help="compare methods on problems, or on your model and data",
+                       description="Run every method on every problem (or on your model "
+                                   "file and CSV: --model, --data) from the same start and "
+                                   "write a table (CSV and Markdown) and a figure.")
+    p.add_argument("names", nargs="*", help="problem names (optional with --model)")
+    p.add_argument("--model", default=None, metavar="M.py",
+                   help="your model file (as for fit); with --data")
+    p.add_argument("--data", default=None, metavar="D.csv", help="its CSV of measurements")
+    p.add_argument("--methods", nargs="+", default=["picard-gn", "ipopt", "picard"],
+                   help=f"methods to compare (from {', '.join(METHOD_CHOICES)})")
+    p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0],
+                   help="noise seeds of the built-in problems")
+    p.add_argument("--repeats", type=positive_int, default=1, help="timing repeats (medians)")
+    p.add_argument("--T", type=positive_float, default=None,
+                   help="Picard interval length T of every problem (the mesh every method "
+                        "solves; a shorter one where a row is not certified)")
+    p.add_argument("--nodes", type=node_count, default=None,
+                   help="quadrature nodes per interval of every problem")
+    _user_input_args(p, for_compare=True)
+    p.add_argument("--bounds", action="append", type=bounds_arg, default=None,
+                   metavar="NAME=LO:HI", help="bounds of a parameter of --model (repeatable)")
+    p.add_argument("--fix", action="append", type=fix_arg, default=None, metavar="NAME=VALUE",
+                   help="hold a parameter of --model fixed (repeatable)")
+    p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
+                   help="output weights for --model")
+    p.add_argument("--jobs", type=job_count, default=None, metavar="K",
+                   help="run the rows on K processes (-1: one per core)")
+    p.add_argument("--codegen", choices=("auto", "on", "off"), default="auto",
+                   help="compile functions to C (default: auto)")
+    p.add_argument("--out", default="results/compare", help="output folder (checked before "
+                   "the runs)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the tables of an earlier comparison in the output folder")
+    p.set_defaults(func=cmd_compare)
+    return parser
+
+
+def _quiet_broken_pipe() -> int:
+    """stdout was closed (``| head``): stop quietly, as ``yes | head`` does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``picard-casadi`` console script."""
+    from ..errors import PicardError
+    from ..runtime.interrupts import interruptible, is_interrupt
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(joined_negative_values(sys.argv[1:] if argv is None
+                                                         else list(argv)))
+    except BrokenPipeError:  # --help piped into head
+        return _quiet_broken_pipe()
+    command = f"picard-casadi {args.command}"
+    try:
+        with interruptible(), _one_line_warnings(command):
+            status = int(args.func(args))
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return status
+    except CliError as err:
+        print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return _interrupted(command, argv is None)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except (CliFailure, PicardError) as err:
+        print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"{command}: error: out of memory (use a longer --T or fewer nodes)",
+              file=sys.stderr)
+        return 1
+    except SystemError as err:  # a C extension saw Ctrl-C and returned anyway
+        if is_interrupt(err):
+            return _interrupted(command, argv is None)
+        raise
+
+
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Python warnings as one line each, ``<command>: warning: ...`` on stderr,
+    without the package's source line that Python's format adds."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{command}: warning: {in_cli_terms(str(message))}", file=sys.stderr)
+
+    saved = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
+
+
+def _interrupted(command: str, as_program: bool) -> int:
+    """One line for Ctrl-C; as a program, a second Ctrl-C while exiting is ignored
+    (it would print a traceback from the interpreter's shutdown)."""
+    if as_program:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"{command}: interrupted", file=sys.stderr)
+    return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

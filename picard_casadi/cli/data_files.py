@@ -1,0 +1,153 @@
+"""Reading a user's measurements from CSV files into ``Experiment`` objects."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CliError
+
+
+def read_csv_experiments(path: str | Path, model: Any,
+                         input_hold: str | None = None) -> list[Any]:
+    """Experiments from a CSV file: one row per sample.
+
+    Columns: ``experiment`` (a name), ``time``, one column per output (named
+    as the model's ``y_names``) and, when the model has inputs, one per input
+    (``u_names``).  Empty output cells are missing values.  Inputs between
+    samples are interpolated linearly (``input_hold="linear"``, right for
+    measured smooth signals; the default, ``None``, reads them so and a fit
+    notes inputs that look like a staircase) or held (``"previous"``, for
+    step inputs).
+
+    The file is read as UTF-8, with or without the byte-order mark that
+    Excel writes; a file that is not UTF-8 is read as Latin-1 (every byte is
+    a character there) with a note on stderr naming the first line that is
+    not UTF-8.
+
+    Raises
+    ------
+    CliError
+        Naming the file, the line and the column of the first problem.
+    """
+    from ..experiment import Experiment
+
+    path = Path(path)
+    if not path.is_file():
+        raise CliError(f"DATA: no such file {str(path)!r}")
+    text = _read_text(path)
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise CliError(f"DATA {path}: the file is empty") from None
+        rows = list(enumerate(reader, start=2))
+    except csv.Error as err:
+        raise CliError(f"DATA {path}, line {reader.line_num}: not readable as CSV ({err})") from None
+    expected = ["experiment", "time", *model.y_names, *model.u_names]
+    unknown = [h for h in header if h not in expected]
+    if unknown:
+        hint = ""
+        near = {h.lower(): h for h in expected}
+        close = [f"{u!r} -> {near[u.lower()]!r}" for u in unknown if u.lower() in near]
+        if close:
+            hint = f" (names are case-sensitive: {', '.join(close)})"
+        if len(header) == 1:
+            for sep, name in ((";", "semicolons"), ("\t", "tabs")):
+                if sep in header[0]:
+                    hint = f" (the columns seem separated by {name}; use commas)"
+                    if sep == ";" and any(len(r) > 1 for _, r in rows[:20]):
+                        # read with commas as separators, "0,5;1,2" splits at the
+                        # decimal commas: a European spreadsheet's export
+                        hint = (" (the columns seem separated by semicolons, and the "
+                                "numbers written with decimal commas, as a spreadsheet in "
+                                "a European locale exports them: write decimal points and "
+                                "separate the columns with commas)")
+        raise CliError(
+            f"DATA {path}, line 1: unknown column(s) {unknown}; expected 'experiment', "
+            f"'time', outputs {list(model.y_names)}"
+            + (f" and inputs {list(model.u_names)}" if model.nu else "") + hint
+        )
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise CliError(f"DATA {path}, line 1: column(s) {twice} appear more than once")
+    missing = [h for h in expected if h not in header]
+    if missing:
+        raise CliError(f"DATA {path}, line 1: missing column(s) {missing}")
+    col = {h: i for i, h in enumerate(header)}
+    groups: dict[str, list[tuple[int, float, list[float], list[float]]]] = {}
+    for line, row in rows:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise CliError(f"DATA {path}, line {line}: {len(row)} cells, the header has {len(header)}")
+
+        def number(name: str, allow_empty: bool) -> float:
+            cell = row[col[name]].strip()
+            if cell == "":
+                if allow_empty:
+                    return math.nan
+                raise CliError(f"DATA {path}, line {line}: column {name!r} is empty")
+            try:
+                value = float(cell)
+            except ValueError:
+                raise CliError(
+                    f"DATA {path}, line {line}: column {name!r} holds {cell!r}, not a number"
+                ) from None
+            if math.isinf(value):
+                raise CliError(f"DATA {path}, line {line}: column {name!r} is infinite")
+            return value
+
+        name = row[col["experiment"]].strip() or "experiment"
+        t = number("time", False)
+        y = [number(k, True) for k in model.y_names]
+        u = [number(k, False) for k in model.u_names]
+        groups.setdefault(name, []).append((line, t, y, u))
+    if not groups:
+        raise CliError(f"DATA {path}: no data rows")
+    experiments = []
+    for name, samples in groups.items():
+        for (l0, t0, _, _), (l1, t1, _, _) in zip(samples[:-1], samples[1:]):
+            if t1 <= t0:
+                raise CliError(
+                    f"DATA {path}, line {l1}: time {t1} of experiment {name!r} does not "
+                    f"come after {t0} (line {l0}); times must increase within an experiment"
+                )
+        t = np.array([s[1] for s in samples])
+        y = np.array([s[2] for s in samples])
+        u = np.array([s[3] for s in samples]) if model.nu else None
+        try:
+            # a held input jumps at every sample: intervals start there
+            experiments.append(Experiment(
+                t, y, u=u, name=name, u_interpolation=input_hold,
+                breakpoints=t if input_hold == "previous" and model.nu else None))
+        except ValueError as err:
+            raise CliError(f"DATA {path}: {err}") from None
+    return experiments
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8 (a byte-order mark dropped), else Latin-1 with a note."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CliError(f"DATA {path}: cannot read the file ({err.strerror})") from None
+    if b"\x00" in data[:4096] and (data.startswith((b"\xff\xfe", b"\xfe\xff"))):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        print(f"picard-casadi: note: DATA {path} is not UTF-8 (byte 0x{data[err.start]:02x} "
+              f"on line {line}); read as Latin-1", file=sys.stderr)
+        return data.decode("latin-1")

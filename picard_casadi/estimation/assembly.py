@@ -1,0 +1,214 @@
+"""A finished run as an :class:`~picard_casadi.result.EstimationResult`.
+
+:func:`assemble` gathers the estimate, the history, the fit at the samples
+and the settings; :func:`judge` turns the discretisation certificate into
+the result's status and notes; the other functions word the notes a result
+carries about its inputs and its start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from ..analysis.certificate import Certificate
+from ..errors import DiscretisationWarning
+from ..experiment import Experiment
+from ..methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE, IterationRecord,
+                            LoopOutcome, Setup)
+from ..model import Model
+from ..result import EstimationResult
+from ..runtime.user_warnings import warn_user
+from ..transcription.guess import GUESS_NOTE
+from ..transcription.predict import simulation_predictor
+from .diagnosis import fitted_outputs
+from .refinement import COLLOCATION_METHODS, FitProblem
+
+
+def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarray) -> str:
+    """Where ``f`` is not finite at an experiment's start with its guessed
+    ``x0``: which states were guessed 0 for want of a measurement (a fed-batch
+    volume dividing the feed, ``F / V``), and the fix."""
+    for e in experiments:
+        x0 = e.x0_guess(model)
+        u0 = e.inputs([e.t0], model.nu)[0]
+        with np.errstate(all="ignore"):
+            value = np.asarray(model.f(e.t0, x0, p0, u0), float)
+        if np.all(np.isfinite(value)) or e.x0 is not None:
+            continue
+        measured = {i for i in model.output_state_index if i is not None}
+        zero = [model.x_names[i] for i in range(model.nx) if i not in measured]
+        first_nan = [model.x_names[i] for k, i in enumerate(model.output_state_index)
+                     if i is not None and not np.isfinite(e.y[0, k])]
+        guessed = (f"{', '.join(zero)} not measured, so guessed 0" if zero else "")
+        if first_nan:
+            guessed += ("; " if guessed else "") + (
+                f"{', '.join(first_nan)} taken from a later sample (the first is missing)")
+        return (f"; f is not finite at the start of experiment {e.name!r} (t = {e.t0:g}) "
+                f"with x0 guessed {np.array2string(x0, precision=4)} ({guessed}): give a "
+                f"guess, Experiment(..., x0=[...]) (estimated from there unless "
+                "estimate_x0=False)")
+    return ""
+
+
+def applicable_advice(message: str, weights_mode: str, ny: int, guess: str) -> str:
+    """``message`` without the advice this run has taken already: per-output
+    weights where ``weights="auto"`` was used or there is one output, the
+    start it was given (a user with weights="auto" was told to use it)."""
+    if weights_mode == "auto" or ny == 1:
+        message = message.replace(WEIGHTS_ADVICE, "")
+    tried = {"anchored": ANCHORED_ADVICE, "shooting": SHOOTING_ADVICE}.get(guess)
+    if tried is not None:
+        other = SHOOTING_ADVICE if tried == ANCHORED_ADVICE else ANCHORED_ADVICE
+        message = message.replace(f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}",
+                                  f"try {other}")
+    return message
+
+
+def note_staircase_inputs(result: EstimationResult, model: Model,
+                           experiments: Sequence[Experiment]) -> None:
+    """A note (and a warning) where sampled inputs that look like a staircase
+    are read linearly, by default: a user's CSTR coolant staircase, read as
+    a ramp across each jump, gave estimates 2 to 3 standard errors off, every
+    95 % interval missing the truth, with no visible misfit."""
+    for e in experiments:
+        columns = e.staircase_inputs()
+        if not columns:
+            continue
+        names = ", ".join(repr(model.u_names[k]) for k in columns)
+        note = (f"input(s) {names} of experiment {e.name!r} look piecewise constant (most "
+                "samples repeat the one before) but are read linearly between samples, the "
+                "default: a ramp across each jump biases the estimates without a visible "
+                "misfit; if they are a staircase, pass Experiment(..., "
+                "u_interpolation='previous', breakpoints=t), or u_interpolation='linear' "
+                "to keep this reading without the note")
+        result.warnings.append(note)
+        warn_user(note)
+
+
+def kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
+    """Experiments whose sampled inputs kink inside the intervals
+    (:meth:`Experiment.kinks_between_breakpoints`)."""
+    if model.nu == 0:
+        return []
+    return [e.name for e in experiments if e.kinks_between_breakpoints()]
+
+
+def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
+    """``"'name' (t ~ a, b, ...)"`` per experiment whose callable input jumps
+    away from the breakpoints (:meth:`Experiment.input_jumps`)."""
+    out = []
+    for e in experiments:
+        times = e.input_jumps(model.nu)
+        if times:
+            shown = ", ".join(f"{t:.4g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
+            out.append(f"{e.name!r} (t ~ {shown})")
+    return out
+
+
+def judge(result: EstimationResult, cert: Certificate, refinements: int,
+           budget: int, method: str, kinked: Sequence[str] = (),
+           jumps: Sequence[str] = ()) -> None:
+    """Attach the certificate and let it decide what ``success`` means
+    (``kinked``: experiments from :func:`kinked_inputs`, ``jumps`` from
+    :func:`jumping_inputs`, named in the advice)."""
+    result.certificate = cert.to_dict()
+    result.discretisation_error = float(cert.discretisation_error)
+    if cert.passed:
+        # the numbers of the ODE's own solution at the estimate, not of the mesh's
+        N = result.n_samples
+        result.ssr, result.weighted_ssr = cert.ssr_model, cert.weighted_ssr_model
+        result.objective = 0.5 * result.ssr / N
+        result.weighted_objective = 0.5 * result.weighted_ssr / N
+        return
+    if method not in COLLOCATION_METHODS:
+        note = (f"shooting: its integration is not accurate enough for this data "
+                f"({cert.message}); tighten rtol and atol")
+        result.warnings.append(note)
+        warn_user(note, DiscretisationWarning)
+        return
+    if budget == 0:
+        note = (f"the estimate is of the discretisation, not certified as the ODE's "
+                f"({cert.message}); refine=True refines the mesh until it is, or pass a "
+                f"smaller T or more nodes")
+        result.warnings.append(note)
+        warn_user(note, DiscretisationWarning)
+        return
+    result.success = False
+    result.status = "not_certified"
+    kinks = ""
+    if kinked:
+        # a user's forced Duffing: never certified after 5 refinements (285
+        # intervals); with breakpoints at the input's samples, 206 intervals
+        kinks = (f"the inputs of experiment(s) {', '.join(map(repr, kinked))} are samples "
+                 "interpolated linearly, which kink at every sample inside the intervals: "
+                 "give their sample times as breakpoints (Experiment(..., breakpoints=t)) "
+                 "so that intervals start there; or ")
+    if jumps:
+        kinks += (f"the inputs of experiment(s) {'; '.join(jumps)} jump inside the "
+                  "intervals: give those times as breakpoints (Experiment(..., "
+                  "breakpoints=[...])) so that intervals start there; or ")
+    result.message = (
+        f"the estimate is not certified as the ODE's after {refinements} mesh "
+        f"refinement(s) ({result.settings['intervals']} intervals): {cert.message}; "
+        f"{kinks}pass a smaller T, more nodes, or refine=<more rounds>"
+    )
+
+
+def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
+    if not records:
+        return {}
+    names = [f.name for f in fields(IterationRecord)]
+    return {k: [getattr(r, k) for r in records] for k in names}
+
+
+def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
+              records: list[IterationRecord], iterations: int,
+              settings: dict[str, Any]) -> tuple[EstimationResult, list[np.ndarray]]:
+    """The result of a run, and its fitted outputs per experiment (sample order)."""
+    disc, tr = setup.disc, setup.tr
+    model = prob.model
+    X, U, p = outcome.X, outcome.U, outcome.p
+    if outcome.trajectory is not None:  # shooting: its own model's, from CVODES
+        Ys, xend = outcome.trajectory
+    else:
+        _, Ys, xend = tr.trajectory(X, U, p)
+    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
+        res2 = disc.mask * (disc.y - Ys) ** 2
+        ssr = float(res2.sum())
+        weighted_ssr = float(np.sum(res2 * w[None, :, None]))
+        hn = disc.has_next
+        gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
+    if outcome.trajectory is not None:
+        fp = 0.0  # no fixed point in the method
+    else:
+        PU = tr.picard(X, U, p)
+        fp = float(np.max(np.abs(PU - U) / setup.x_scale[None, :, None]))
+    x0 = [X[sl.start].copy() for sl in disc.intervals_of]
+    N = disc.n_samples_total
+    notes = list(dict.fromkeys([*prob.notes, *outcome.notes,
+                                # every function that fell back to the virtual
+                                # machine, also during the setup and the guess
+                                *getattr(tr.functions, "notes", [])]))
+    if outcome.success:
+        # how the start was made matters where the run failed from it; a converged
+        # run left it behind ("did not settle on 1 of 20 intervals" on an exact fit)
+        notes = [note for note in notes if not note.startswith(GUESS_NOTE)]
+    result = EstimationResult(
+        p=np.asarray(p, float).copy(), x0=x0, success=bool(outcome.success),
+        status=outcome.status, message=outcome.message, iterations=int(iterations),
+        objective=0.5 * ssr / N, weighted_objective=0.5 * weighted_ssr / N,
+        ssr=ssr, weighted_ssr=weighted_ssr, n_samples=N, n_measurements=disc.n_measurements,
+        continuity_gap=gap, fixed_point_residual=fp, wall_time=0.0, timings=prob.timings,
+        history=_history_dict(records), method=prob.spec.name, settings=settings,
+        weights=np.asarray(w, float).copy(), p_names=list(model.p_names),
+        x_names=list(model.x_names), y_names=list(model.y_names),
+        experiment_names=[e.name for e in prob.experiments],
+        warnings=notes,
+    )
+    result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
+    result._X, result._U, result._disc = X.copy(), U.copy(), disc
+    return result, fitted_outputs(disc, Ys)

@@ -1,0 +1,190 @@
+"""What a finished run's result says beyond the optimiser's verdict.
+
+:func:`~picard_casadi.estimate` calls these on the assembled result:
+
+* :func:`check_fit`: a converged estimate whose residuals are systematic
+  and far above the data's noise gets a :class:`~picard_casadi.FitWarning`
+  (the test itself: :mod:`picard_casadi.analysis.fit_check`);
+* :func:`diagnose_open_gaps`: a run that hit ``max_iter`` with its
+  continuity gaps open is told whether the model's solution exists at its
+  last ``p`` at all, instead of being advised more iterations;
+* :func:`diagnose_stuck_step`: a ``picard-gn`` run whose step could gain
+  nothing with the gaps open is told whether the model blows up at its
+  last ``p`` or is unstable along the trajectory, where condensing (the
+  interval starts eliminated through the intervals' sensitivities) loses
+  all precision and IPOPT, which keeps them unknown, does not;
+* :func:`note_bounds_reached`: a converged estimate with a free parameter
+  on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
+  confidence interval stops at the bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis.fit_check import ON_BOUND_NOTE, lack_of_fit
+from ..errors import FitWarning, SimulationError
+from ..experiment import Experiment
+from ..model import Model
+from ..result import EstimationResult
+from ..runtime.user_warnings import warn_user
+from ..simulate import simulate
+from ..transcription.discretisation import Discretisation
+
+__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "diagnose_stuck_step",
+           "note_bounds_reached", "OPEN_GAP", "ON_BOUND"]
+
+#: a parameter within this fraction of its bound's size (or of the box's width,
+#: where larger) is on the bound: IPOPT stops within about 1e-8 of it
+ON_BOUND = 1e-7
+#: ... or within this fraction of its standard error: an interior-point method
+#: stops short of an active bound by its barrier's last step (ipopt and
+#: shooting on a user's toggle switch: 1.4e-6 inside an upper bound of 5,
+#: standard error 2.6, and no note), and the data cannot tell the two apart
+ON_BOUND_SE = 1e-3
+
+
+def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray
+                        ) -> None:
+    """Name the free parameters of a converged ``result`` that ended on a bound.
+
+    On a bound means within :data:`ON_BOUND` of its size or :data:`ON_BOUND_SE`
+    of the standard error.  There the bound, not the data, holds the estimate: the data would move it
+    further, and the fit may be far worse than the unbounded one (an SIR fit
+    with the recovery rate held at 0.15 against a true 0.2: SSR doubled,
+    success, and a 95 % interval reaching past the bound, without a word).
+    Adds a :class:`~picard_casadi.FitWarning` (and a line in
+    ``result.warnings``) and clips ``result.p_ci`` to the bounds; the
+    standard errors stay those of an interior optimum and the warning says so.
+    """
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    p = np.asarray(result.p, float)
+    free = lower < upper
+    span = np.where(np.isfinite(upper - lower), upper - lower, 0.0)
+    std = getattr(result, "p_std", None)
+    std = np.zeros_like(p) if std is None else np.nan_to_num(np.asarray(std, float), nan=0.0,
+                                                              posinf=0.0)
+    reached = []
+    for i in np.flatnonzero(free):
+        for side, b in (("lower", lower[i]), ("upper", upper[i])):
+            close = max(ON_BOUND * max(abs(b), span[i], 1e-300), ON_BOUND_SE * std[i])
+            if np.isfinite(b) and abs(p[i] - b) <= close:
+                reached.append((i, side, b))
+    for i, side, b in reached:
+        name = result.p_names[i]
+        note = (f"{name}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the bound, not "
+                f"the data, holds it, and the data would move it further; its standard "
+                "error assumes an optimum inside the bounds. If the bound is not a physical "
+                "limit, widen it and fit again")
+        result.warnings.append(note)
+        warn_user(note, FitWarning)
+    if reached and getattr(result, "p_ci", None) is not None:
+        ci = np.asarray(result.p_ci, float)
+        result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
+
+
+def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
+    """The outputs ``Ys (J, ny, M)`` at the sample slots, back in each experiment's
+    sample order: one ``(N_e, ny)`` array per experiment."""
+    out = []
+    for e, exp in enumerate(disc.experiments):
+        js, ss = np.nonzero(disc.sample_exp == e)
+        G = np.full((exp.n_samples, disc.model.ny), np.nan)
+        G[disc.sample_index[js, ss]] = Ys[js, :, ss]
+        out.append(G)
+    return out
+
+
+def check_fit(result: EstimationResult, experiments: list[Experiment],
+              fitted: list[np.ndarray]) -> None:
+    """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
+    estimate's residuals are systematic and far above the data's noise
+    (:mod:`picard_casadi.analysis.fit_check`).  ``fitted``: the outputs the run fitted,
+    per experiment at its sample times (:func:`fitted_outputs`)."""
+    unweighted = result.settings.get("weights", "none") == "none"
+    for note in lack_of_fit([e.y for e in experiments], fitted,
+                            [e.name for e in experiments], result.y_names, unweighted,
+                            times=[e.t for e in experiments]):
+        result.warnings.append(note)
+        warn_user(note, FitWarning)
+
+
+#: a run that ends at max_iter with the scaled gaps still this open never found
+#: a continuous trajectory: worth checking whether one exists for its p
+OPEN_GAP = 1e-3
+
+
+def diagnose_open_gaps(result: EstimationResult, model: Model,
+                       experiments: list[Experiment]) -> None:
+    """Where a run hit ``max_iter`` with its gaps open, simulate the model with
+    the last ``p`` and ``x0``: if the solution does not exist over the data
+    (a blow-up), say so instead of advising more iterations
+    (``docs/reliability.md``, "Numerical breakdowns").
+    """
+    gaps = result.history.get("gap_scaled") or [0.0]
+    if not gaps[-1] > OPEN_GAP:
+        return
+    for i, e in enumerate(experiments):
+        try:
+            simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
+        except SimulationError as err:
+            limit = result.message.split("; ")[0]  # the limit and the last numbers
+            result.message = (
+                f"{limit}; the gaps stayed open because the model's solution with the last "
+                f"p does not exist over the data of experiment {e.name!r} ({err}), which "
+                "more iterations will not change; start from a p0 (and x0) whose solution "
+                "exists over the data (check with pc.simulate), bound p (p_bounds), or fit "
+                "a shorter horizon")
+            return
+        except (ValueError, RuntimeError):
+            return
+
+
+def diagnose_stuck_step(result: EstimationResult, model: Model,
+                        experiments: list[Experiment]) -> bool:
+    """Where ``picard-gn`` stopped because no step could gain with the gaps open,
+    or its trust region collapsed with sensitivities beyond
+    :data:`~picard_casadi.methods.condensed.UNSTABLE_SENSITIVITY` (both name
+    :data:`~picard_casadi.methods.condensed.STUCK_CAUSES`), simulate the model
+    with the last ``p`` and ``x0`` and say which of the two causes it is.
+
+    A solution that blows up keeps the message's advice.  A finite solution
+    means the growth is that of the linearised dynamics along the iterate: a
+    CSTR whose ``p0`` puts it on its ignited branch while the data sit on
+    the cold one has sensitivities of 2.3e17 over the data (the condensed step
+    chains every interval's sensitivity from the experiment's start, as
+    single shooting does), and no mesh changes that; IPOPT on the same
+    collocation keeps every interval start an unknown and converged there.
+
+    Returns
+    -------
+    bool
+        Whether the model's solution is finite over every experiment (the
+        unstable case, where ``method="ipopt"`` is the remedy).
+    """
+    from ..methods.condensed import STUCK_CAUSES
+
+    if result.status != "step_failed" or STUCK_CAUSES not in result.message:
+        return False
+    for i, e in enumerate(experiments):
+        try:
+            X = simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
+        except SimulationError as err:
+            result.message = result.message.replace(STUCK_CAUSES, (
+                f"the model's solution blows up there (experiment {e.name!r}: {err})"))
+            return False
+        except (ValueError, RuntimeError):
+            return False
+        if not np.all(np.isfinite(X)):
+            return False
+    head = result.message.split(STUCK_CAUSES)[0]
+    result.message = (
+        f"{head}the model's own solution at this p is finite over the data (simulated), so "
+        "the growth is that of the model linearised along the current trajectory, whose "
+        "gaps are open: the model is unstable there (for example a p that puts the "
+        "solution on another branch than the data's), and picard-gn's step, which "
+        "chains the intervals' sensitivities from each experiment's start as single "
+        "shooting does, loses all precision; a shorter T does not change that -- "
+        "method='ipopt' keeps every interval start an unknown and is not affected; or "
+        "start from a p0 whose simulation follows the data (multistart)")
+    return True

@@ -1,0 +1,221 @@
+"""Second runs after a failed fit on the default path.
+
+:func:`~picard_casadi.estimate.estimate` runs ``picard-gn`` unless the user
+names a method.  Where that run fails, a few causes have a known remedy that
+another start or method applies, and the default path applies it rather than
+returning the failure (an explicit ``method`` runs once, so comparisons
+measure what they name):
+
+1. **The trajectory never joined up** (``guess="auto"``; the run from the
+   states simulated with ``p0`` ended at ``max_iter`` with the continuity
+   gaps open, and some state is not measured): the run is repeated from
+   ``guess="anchored"``, the states propagated from the data.
+2. **The model is unstable along the data** (the condensed step stuck with
+   a finite solution, :func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step`;
+   ``method`` unset): the run is repeated with ``"ipopt"`` on the same
+   collocation, which keeps every interval start an unknown.
+3. **The collocation did not reach a certified answer** (any other failure
+   but a stop by the callback, or by a ``max_iter`` the user set; ``method``
+   unset): the run is repeated with
+   ``"shooting"`` from ``p0``, whose intervals are integrated by CVODES with
+   error control, so a state that turns fast late in the data (a fed-batch's
+   substrate running out) is resolved where a fixed mesh's polynomials find
+   spurious fixed points.
+
+A second run that converges is returned with a first warning saying why;
+one that does not leaves the first result, its message extended with what
+was tried.  ``wall_time`` counts every run.
+
+The other methods' runs are bounded, so that a problem no method solves
+ends in a failure within minutes: they are one solve each (a failure is not
+refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
+:data:`BUDGET_ITERATIONS` IPOPT iterations (a FitzHugh-Nagumo relaxation
+oscillator, sampled far too sparsely for its spikes, ran IPOPT's fallback
+for over ten minutes, restarting on finer meshes).  The budget counts
+iterations, not seconds, so that the same call returns the same result on a
+fast machine and on a slow or busy one.  The choices and what they cost are
+in docs/design.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
+from ..result import EstimationResult
+
+__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS",
+           "restarts_allowed", "another_method", "BUDGET_ITERATIONS"]
+
+#: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
+#: this many IPOPT iterations (its ``max_iter``), unless the user set one
+BUDGET_ITERATIONS = 300
+
+_ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "picard_casadi_another_method", default=False)
+
+
+def restarts_allowed() -> bool:
+    """Whether a failed run may be refined and restarted from ``p0``: not in a
+    second run with another method (one solve, see the module doc)."""
+    return not _ANOTHER_METHOD.get()
+
+
+@contextlib.contextmanager
+def another_method() -> Iterator[None]:
+    """The block is a second run with another method (:func:`restarts_allowed`)."""
+    token = _ANOTHER_METHOD.set(True)
+    try:
+        yield
+    finally:
+        _ANOTHER_METHOD.reset(token)
+
+
+#: statuses of a run stopped by its iteration or time limit (the package's
+#: methods, and IPOPT's for "ipopt" and "shooting")
+ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
+                    "Maximum_WallTime_Exceeded")
+
+#: ``rerun(method, guess, max_iter) -> result``: the same call with another
+#: method or start, a failure returned (not raised); ``max_iter`` (or None)
+#: goes to the method's option of that name unless the user set it
+Rerun = Callable[[str, str, "int | None"], EstimationResult]
+
+
+def clipped(message: str, limit: int = 160) -> str:
+    """The first clause of ``message`` (up to its first ``": "``, ``"; "`` or
+    ``" -- "``), cut at a word within ``limit`` characters and its
+    parentheses closed: another run's message quoted inside a note."""
+    parts = re.split(r": |; | -- ", message, maxsplit=2)
+    # IPOPT's messages open with "IPOPT: <status>"
+    head = (": ".join(parts[:2]) if parts[0] == "IPOPT" and len(parts) > 1 else parts[0]).strip()
+    if len(head) > limit:
+        head = head[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
+    return head + ")" * max(0, head.count("(") - head.count(")"))
+
+
+@dataclass(frozen=True)
+class DefaultPath:
+    """What the first run was and what the user chose.
+
+    Attributes
+    ----------
+    method : str
+        The first run's method.
+    method_chosen : bool
+        Whether the user named it (then no other method is tried).
+    guess : str
+        The ``guess`` argument (``"auto"`` allows the anchored retry).
+    warm_start : bool
+        Whether the run continued a result (no second runs: its start is the user's).
+    every_state_measured : bool
+        Every state is an output (both starts take every state from the data).
+    unstable : bool
+        :func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step` found the model
+        unstable along the last iterate with a finite solution.
+    max_iter_given : bool
+        The user set ``max_iter``: a run stopped by it stopped where asked,
+        and no other method is tried.
+    """
+
+    method: str
+    method_chosen: bool
+    guess: str
+    warm_start: bool
+    every_state_measured: bool
+    unstable: bool
+    max_iter_given: bool = False
+
+
+def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> EstimationResult:
+    """The converged second run, its first warning saying why it ran."""
+    retry.warnings.insert(0, why)
+    retry.wall_time += first.wall_time
+    return retry
+
+
+def _not_converged(retry: EstimationResult, method: str) -> str:
+    """Why another method's second run is not returned, quoted in the first's message."""
+    if retry.status == "Maximum_Iterations_Exceeded":
+        return (f"stopped at its budget of {BUDGET_ITERATIONS} iterations; method='{method}' "
+                "runs without one")
+    return clipped(retry.message)
+
+
+def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationResult:
+    """A second run with another method: one solve (:func:`another_method`) of at
+    most :data:`BUDGET_ITERATIONS` iterations."""
+    with another_method():
+        return rerun(method, guess, BUDGET_ITERATIONS)
+
+
+def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
+                t_start: float) -> EstimationResult:
+    """The result the default path returns after ``result`` (see the module doc).
+
+    Parameters
+    ----------
+    result : EstimationResult
+        The first run's.
+    path : DefaultPath
+    rerun : callable
+        ``rerun(method, guess, max_iter)``: the same call with another
+        method or start (:data:`Rerun`).
+    t_start : float
+        ``time.perf_counter()`` at the call's start (``wall_time`` of the
+        returned failure counts every run).
+    """
+    if result.success or result.status == "stopped" or path.warm_start:
+        return result
+    if (path.guess == "auto" and path.method == "picard-gn" and result.status == "max_iter"
+            and not path.every_state_measured
+            and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
+        # the trajectory from the simulated start never joined up: a user's 200 s
+        # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
+        # both converged from the states propagated from the data
+        retry = rerun(path.method, "anchored", None)
+        if retry.success:
+            retry.settings["guess"] = "anchored (after 'simulation')"
+            return _returned(retry, result, (
+                f"the first run, from the states simulated with p0, ended at max_iter "
+                f"with the continuity gaps open ({clipped(result.message)}); this result "
+                "is from a second run with guess='anchored' (states propagated from the "
+                "data)"))
+        result.message = result.message.replace(
+            f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
+            "; a second run from guess='anchored' did not converge either "
+            f"({clipped(retry.message)})")
+        result.wall_time = time.perf_counter() - t_start  # both runs
+    if path.method_chosen:
+        return result
+    if path.unstable:
+        retry = _with_another_method(rerun, "ipopt", path.guess)
+        if retry.success:
+            return _returned(retry, result, (
+                "picard-gn stopped: the model is unstable along its trajectory at p = "
+                f"{np.array2string(result.p, precision=4)}, where its step loses all "
+                "precision; this result is from method='ipopt' on the same collocation "
+                "(the default method falls back to it there; pass method= to choose)"))
+        result.message += ("; method='ipopt' from the same start did not converge either "
+                           f"({_not_converged(retry, 'ipopt')})")
+    if path.max_iter_given and result.status in ITERATION_LIMITS:
+        result.wall_time = time.perf_counter() - t_start
+        return result
+    retry = _with_another_method(rerun, "shooting", path.guess)
+    if retry.success:
+        return _returned(retry, result, (
+            f"{path.method} on the collocation mesh did not reach a certified answer "
+            f"({result.status}: {clipped(result.message)}); this result is from "
+            "method='shooting' from p0 (CVODES integrates each interval with error "
+            "control; the default method falls back to it; pass method= to choose)"))
+    result.message += ("; method='shooting' from p0 did not converge either "
+                       f"({_not_converged(retry, 'shooting')})")
+    result.wall_time = time.perf_counter() - t_start
+    return result

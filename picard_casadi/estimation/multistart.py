@@ -1,0 +1,222 @@
+"""``estimate(..., multistart=N)``: several starts, the best result returned.
+
+The starts are ``p0`` and ``N - 1`` Latin-hypercube samples of the parameter
+box (each parameter's range cut into ``N - 1`` equal strata, one sample per
+stratum, strata paired at random).  Where a bound is infinite the box is
+taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 1`` for ``p0 = 0``) on that side.
+A range of one sign spanning at least :data:`LOG_SPAN` (two decades, such
+as ``1 .. 1e5``) is sampled uniformly in the logarithm, as pyPESTO samples a
+parameter on a log scale: uniformly in the value, all but one per cent of
+the starts of ``1 .. 1e5`` would lie above ``1e3``.
+Every start runs the full estimate; the successful run with the smallest
+weighted objective is returned (or the smallest objective if none
+succeeded; ties go to the earlier start), and every start's ``p0``,
+estimate, objective, status and wall time are kept in ``result.starts``.
+
+The starts are drawn here, from ``seed``, before any runs, and each start is
+a deterministic computation, so the same seed gives the same result
+whether the starts run one after another or on an executor
+(``executor=``, ``n_jobs=``; :mod:`picard_casadi.runtime.executors`).  In one
+process the starts share the model's interval functions and compiled code
+(built once); on an executor each worker builds them once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..analysis.fit_check import NOT_UNIQUE, is_fit_note
+from ..errors import FitWarning
+from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
+from ..runtime.user_warnings import warn_user
+from .portable import portable, restore
+
+__all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
+
+#: a range ``lo .. hi`` of one sign with ``hi / lo`` at least this is sampled
+#: uniformly in ``log |p|``
+LOG_SPAN = 100.0
+
+
+def latin_hypercube(lb: np.ndarray, ub: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` Latin-hypercube points in the box ``[lb, ub]`` (finite), shape (n, d)."""
+    d = lb.size
+    u = (rng.permuted(np.tile(np.arange(n), (d, 1)), axis=1).T + rng.random((n, d))) / n
+    return lb + u * (ub - lb)
+
+
+def _finite_box(p0: np.ndarray, lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    width = np.where(p0 != 0, np.abs(p0), 1.0)
+    lo = np.where(np.isfinite(lb), lb, np.where(p0 > 0, p0 / 4, p0 - 3 * width))
+    hi = np.where(np.isfinite(ub), ub, np.where(p0 > 0, 4 * p0, p0 + 3 * width))
+    lo = np.where((p0 < 0) & ~np.isfinite(lb), 4 * p0, lo)
+    hi = np.where((p0 < 0) & ~np.isfinite(ub), p0 / 4, hi)
+    return lo, hi
+
+
+def log_scaled(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Which entries of the finite box ``lo .. hi`` are sampled in ``log |p|``:
+    one sign (zero excluded) and a span of at least :data:`LOG_SPAN`."""
+    with np.errstate(all="ignore"):
+        span = np.where(lo > 0, hi / lo, np.where(hi < 0, lo / hi, 0.0))
+    return span >= LOG_SPAN
+
+
+def multistart_points(p0: np.ndarray, p_bounds: tuple[np.ndarray, np.ndarray], n_starts: int,
+                      seed: int | None) -> list[np.ndarray]:
+    """``p0`` and ``n_starts - 1`` Latin-hypercube samples of the (finite) box,
+    in ``log |p|`` where the range spans two decades or more (:func:`log_scaled`)."""
+    lb, ub = p_bounds
+    lo, hi = _finite_box(p0, lb, ub)
+    rng = np.random.default_rng(seed)
+    starts = [p0.copy()]
+    if n_starts > 1:
+        free = lo < hi
+        logs = log_scaled(lo, hi)
+        sign = np.where(hi < 0, -1.0, 1.0)
+        with np.errstate(all="ignore"):
+            a = np.where(logs, np.log(np.abs(np.where(sign > 0, lo, hi))), lo)
+            b = np.where(logs, np.log(np.abs(np.where(sign > 0, hi, lo))), hi)
+        samples = latin_hypercube(a, b, n_starts - 1, rng)
+        samples = np.where(logs, sign * np.exp(samples), samples)
+        # round-off of exp(log(bound)) must not leave the box
+        samples = np.clip(samples, lo, hi)
+        starts += [np.where(free, s, p0) for s in samples]
+    return starts
+
+
+def _start_in_worker(data: Encoded, p0: np.ndarray) -> Any:
+    """One start on an executor: the problem decoded once per worker, the result portable."""
+    prob = decoded(data)
+    with _starts_quiet():
+        res = prob["estimate"](prob["model"], prob["experiments"], p0, prob["method"], multistart=None,
+                       **prob["kwargs"])
+    return portable(res)
+
+
+@contextlib.contextmanager
+def _starts_quiet() -> Iterator[None]:
+    """No :class:`~picard_casadi.FitWarning` from each start: a start that found a
+    poor local minimum is what multistart is for; the best one's is re-issued."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        yield
+
+
+#: converged starts whose weighted objectives differ by at most this (relative)
+#: reach the same optimum value ...
+EQUAL_OBJECTIVE = 1e-6
+#: ... and are different optima where an estimate lies this many standard
+#: errors from the best one (or, without standard errors, this far relative)
+DISTINCT_SE = 3.0
+DISTINCT_RELATIVE = 1e-3
+
+
+def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None:
+    """Warn where another converged start reaches the best's objective at a
+    different ``p``: the data cannot tell the two apart, and the one returned is
+    an accident of the starts (a user's two-compartment model with oral doses:
+    ka = 0.40 and ka = 1.46, sums of squares equal to 1e-10, a flip-flop; the
+    summary only gave the largest distance)."""
+
+    std = getattr(best, "p_std", None)
+    scale = (np.where(np.isfinite(std) & (std > 0), DISTINCT_SE * np.asarray(std, float), np.inf)
+             if std is not None else DISTINCT_RELATIVE * np.maximum(np.abs(best.p), 1e-300))
+    # what "apart" means here, in the note
+    apart_by = (f"beyond {DISTINCT_SE:g} standard errors of" if std is not None
+                else f"more than {DISTINCT_RELATIVE:g} (relative) from")
+    f_best = best.weighted_objective
+    for k, r in enumerate(results):
+        if r is best or not r.success:
+            continue
+        same = abs(r.weighted_objective - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
+        apart = np.abs(np.asarray(r.p) - best.p) > scale
+        if not (same and np.any(apart)):
+            continue
+        names = [best.p_names[i] for i in np.flatnonzero(apart)]
+        note = (f"{NOT_UNIQUE}: the start from p0 = {np.array2string(starts[k], precision=4)} "
+                f"reached the same objective (relative difference "
+                f"{abs(r.weighted_objective - f_best) / max(abs(f_best), 1e-300):.1g}) at "
+                f"p = {np.array2string(np.asarray(r.p), precision=4)}, where "
+                f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} {apart_by} "
+                "this estimate: the data do not tell the "
+                "two apart (a symmetry of the model, such as a flip-flop of two rates); "
+                "bounds or a known value that exclude one decide between them")
+        best.warnings.append(note)
+        return  # one such note says it
+
+
+def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
+                   method: str, n_starts: int, seed: int | None, kwargs: dict[str, Any],
+                   executor: Any = None, n_jobs: int | None = None) -> Any:
+    """Run ``estimate`` from ``n_starts`` starts and return the best result.
+
+    Parameters
+    ----------
+    estimate : callable
+        :func:`~picard_casadi.estimate` (passed in: it is a layer above; a worker receives it
+        with the problem).
+    model, experiments, p0, method
+        As ``estimate``'s.
+    n_starts : int
+    seed : int or None
+        Seed of the Latin-hypercube starts.
+    kwargs : dict
+        ``estimate``'s other keyword arguments (``p_bounds`` as a pair of arrays).
+    executor : concurrent.futures.Executor, optional
+    n_jobs : int, optional
+        See :func:`picard_casadi.runtime.executors.executor_for`.
+    """
+    t_start = time.perf_counter()
+    kwargs = dict(kwargs)
+    starts = multistart_points(p0, kwargs["p_bounds"], n_starts, seed)
+    raise_on_failure = kwargs.pop("raise_on_failure", False)
+    with executor_for(executor, n_jobs, len(starts)) as ex:
+        if ex is None:
+            with _starts_quiet():
+                results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
+                           for s in starts]
+        else:
+            data = encode({"estimate": estimate, "model": model, "experiments": list(experiments),
+                           "method": method, "kwargs": kwargs})
+            items = run_tasks(_start_in_worker, [(data, s) for s in starts], ex)
+            results = [item.result for item in items]
+    ok = [r for r in results if r.success]
+    candidates = [k for k, r in enumerate(results) if r.success] or list(range(len(results)))
+    k_best = min(candidates, key=lambda k: results[k].weighted_objective)
+    best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
+    best.starts = [{
+        "p0": [float(v) for v in s], "p": [float(v) for v in r.p],
+        "objective": r.objective, "weighted_objective": r.weighted_objective,
+        "success": r.success, "iterations": r.iterations, "message": r.message,
+        "wall_time": r.wall_time,
+    } for s, r in zip(starts, results)]
+    best.settings["multistart"] = n_starts
+    # the call's time, not the best start's (each start's: best.starts)
+    best.wall_time = time.perf_counter() - t_start
+    n_ok = len(ok)
+    spread = (np.max([np.max(np.abs(r.p / best.p - 1)) for r in ok]) if ok else np.nan)
+    # a summary, not a warning: a clean multistart fit has no warnings (a user's report)
+    best.settings["multistart_summary"] = (
+        f"multistart: {n_ok} of {len(starts)} starts converged; the best (weighted) "
+        f"objective {best.weighted_objective:.6g}; largest relative distance of a converged "
+        f"estimate from the best: {spread:.2g}; "
+        f"{sum(r.iterations for r in results)} iterations over all starts (the best's: "
+        f"{best.iterations})"
+    )
+    if best.success:
+        note_equal_optima(best, results, starts)
+    for note in best.warnings:
+        if is_fit_note(note):
+            warn_user(note, FitWarning)
+    if raise_on_failure and not best.success:
+        from ..errors import ConvergenceError
+
+        raise ConvergenceError(f"no start converged: {best.message}", best)
+    return best

@@ -1,0 +1,61 @@
+"""Results that cross a process boundary (:mod:`picard_casadi.runtime.executors`).
+
+A result's ``_predictor`` and discretisation close over CasADi functions and
+do not pickle: :func:`portable` leaves them out and keeps the mesh;
+:func:`restore` re-attaches the caller's own model and experiments on the
+same mesh, so a result from a worker predicts, warm-starts and profiles like
+one computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..transcription.discretisation import Discretisation
+from ..transcription.predict import simulation_predictor
+
+__all__ = ["Portable", "portable", "restore"]
+
+
+@dataclass
+class Portable:
+    """A result without its attached model, and the mesh to re-attach it on.
+
+    Attributes
+    ----------
+    result : EstimationResult
+        With ``_predictor`` and ``_disc`` removed (``_X``, ``_U`` kept).
+    mesh : tuple or None
+        ``(T, nodes, scheme, boundaries)`` of the result's final mesh.
+    """
+
+    result: Any
+    mesh: tuple[float, int, str, list[np.ndarray]] | None
+
+
+def portable(result: Any) -> Portable:
+    """What of ``result`` can cross a process boundary (see :func:`restore`)."""
+    disc = result._disc
+    mesh = None if disc is None else (float(disc.T), int(disc.nodes), str(disc.scheme),
+                                      [np.asarray(b, float).copy() for b in disc.boundaries])
+    return Portable(replace(result, _predictor=None, _disc=None), mesh)
+
+
+def restore(item: Portable, model: Any, experiments: list[Any]) -> Any:
+    """The result of ``item`` with the caller's model and experiments attached.
+
+    Its discretisation is rebuilt on the same mesh, so :meth:`predict`
+    (both sources), ``warm_start`` and :func:`~picard_casadi.profile` work.
+    """
+    res = item.result
+    if item.mesh is None or res._X is None:
+        res._predictor = simulation_predictor(model, list(experiments))
+        return res
+    T, nodes, scheme, boundaries = item.mesh
+    disc = Discretisation(model, list(experiments), T, nodes, scheme, boundaries)
+    res._disc = disc
+    res._predictor = simulation_predictor(model, list(experiments), disc, res._X, res._U)
+    return res

@@ -1,0 +1,321 @@
+"""One estimate's run: solve, certify, refine the mesh, solve again.
+
+:func:`solve_and_refine` runs the chosen method on a
+:class:`~picard_casadi.transcription.problem.Setup`, re-running it while
+``weights="auto"`` re-estimates the noise levels (:func:`solve_with_weights`),
+certifies the converged solution against an accurate integration of the
+model (:mod:`picard_casadi.analysis.certificate`) and, where the certificate
+fails and ``refine`` allows, bisects the intervals it marks
+(:mod:`picard_casadi.transcription.mesh`), carries the solution onto the new
+mesh and solves again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from ..analysis.certificate import Certificate, certify
+from ..experiment import Experiment
+from ..methods import MethodSpec
+from ..methods.base import IterationRecord, LoopOutcome, Setup
+from ..model import Model
+from ..transcription.mesh import refined_boundaries, transfer_solution
+from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
+from .setup import build_setup, initial_weights, residual_variance, weights_from_variance
+
+_AUTO_WEIGHT_ROUNDS = 6
+
+
+# Methods whose estimate is of the collocation solution on the mesh (the
+# certificate refines their mesh); shooting integrates with CVODES instead.
+COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
+
+
+@dataclass
+class FitProblem:
+    """What a run needs besides the setup: the checked inputs and the options."""
+
+    model: Model
+    experiments: list[Experiment]
+    spec: MethodSpec
+    opts: Any
+    T: float
+    n: int
+    lam: float
+    nodes: int
+    scheme: str
+    p_bounds: tuple[np.ndarray, np.ndarray]
+    x_bounds: tuple[np.ndarray, np.ndarray]
+    estimate_x0: np.ndarray  # which initial states are estimated (x0_mask)
+    weights_mode: str  # "none", "auto" or "given"
+    codegen: bool | str
+    guess: str
+    callback: Callable[[IterationRecord], Any] | None
+    max_intervals: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def setup(self, p0: np.ndarray, weights: np.ndarray, **kw: Any) -> Setup:
+        """A setup of this problem (``kw``: scales, mesh, start)."""
+        return build_setup(
+            self.model, self.experiments, p0, T=self.T, n=self.n, nodes=self.nodes,
+            scheme=self.scheme, weights=weights, p_bounds=self.p_bounds,
+            x_bounds=self.x_bounds, estimate_x0=self.estimate_x0, codegen=self.codegen,
+            timings=self.timings, notes=self.notes, guess=self.guess, **kw)
+
+
+@dataclass
+class Solved:
+    """A method's outcome with everything accumulated over its rounds."""
+
+    outcome: LoopOutcome
+    records: list[IterationRecord]
+    iterations: int
+    weight_rounds: int
+    weights: np.ndarray
+
+
+# Tolerances of the intermediate rounds of weights="auto" (any method's options
+# that have these fields).  A round only has to give the next weights, which
+# the rounds settle to 1 %: at a Gauss-Newton cosine of 1e-3 the misfit is
+# within ~1e-6 of its minimum, and so are the residual variances; the last
+# round is solved to the method's own tolerance (docs/performance.md,
+# "Weight rounds").
+_ROUND_TOLERANCES = {"gtol": 1e-3, "ftol": 1e-7, "tol": 1e-5}
+
+
+def _loosened(opts: Any) -> Any:
+    """A copy of a method's options with the round tolerances, or ``opts`` itself."""
+    if getattr(opts, "tolerance_fixed_at_build", False):
+        return opts  # a looser round would rebuild the solver (IPOPT: ~10 s on F/A-18)
+    names = {f.name for f in fields(opts)}
+    changes = {k: max(getattr(opts, k), v) for k, v in _ROUND_TOLERANCES.items() if k in names}
+    if not changes or all(getattr(opts, k) == v for k, v in changes.items()):
+        return opts
+    return replace(opts, **changes)
+
+
+def _continuing(opts: Any) -> Any:
+    """The method's options for a solve that starts from a converged solution
+    (``LoopOptions.continuing``), or ``opts`` where the method has none."""
+    continuing = getattr(opts, "continuing", None)
+    return continuing() if continuing is not None else opts
+
+
+def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
+                        continuing: bool = False) -> Solved:
+    """Run the method; with ``weights="auto"`` re-weight and re-run until the weights settle.
+
+    The rounds that only serve to re-estimate the noise variances are solved
+    to a loose tolerance (the variances need the estimate to ~1e-5, not to
+    round-off), the last one to the method's own.  Every round after the
+    first continues from a converged one and uses the options for a
+    continuing solve (:func:`_continuing`), and so does the first with
+    ``continuing`` (the setup starts from a converged solution carried to a
+    refined mesh).  A round that fails ends the rounds: its outcome is the
+    answer, and says why.
+    """
+    auto = prob.weights_mode == "auto"
+    opts = _loosened(prob.opts) if auto else prob.opts
+    outcome = prob.spec.solve(setup, _continuing(opts) if continuing else opts, prob.callback)
+    records, iterations, rounds = list(outcome.history), outcome.iterations, 1
+
+    def again(options: Any) -> None:
+        nonlocal outcome, iterations, rounds
+        setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
+        outcome = prob.spec.solve(setup, _continuing(options), prob.callback)
+        records.extend(outcome.history)
+        iterations += outcome.iterations
+        rounds += 1
+
+    if auto:
+        for _ in range(_AUTO_WEIGHT_ROUNDS - 1):
+            if not outcome.success:
+                # the residuals of a failed fit say nothing about the noise, and
+                # another round would fail alike (the paper's algorithm on the
+                # F/A-18: six more rounds of 5000 iterations each)
+                break
+            w_new = weights_from_variance(
+                residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
+            if np.max(np.abs(w_new / w - 1.0)) < 0.01:
+                break
+            w = w_new
+            setup.tr.set_weights(w)
+            again(opts)
+        if opts is not prob.opts and outcome.success:
+            again(prob.opts)  # the final weights, solved to the full tolerance
+    return Solved(outcome, records, iterations, rounds, w)
+
+
+def _timed_solve(prob: FitProblem, setup: Setup, w: np.ndarray,
+                 continuing: bool = False) -> Solved:
+    """:func:`solve_with_weights`, its time booked as build (what the method
+    compiled or built, an NLP) and solve."""
+    from ..runtime.codegen import STATS as codegen_stats
+
+    timings = prob.timings
+    t_solve = time.perf_counter()
+    build_before = timings.get("build", 0.0)
+    compile_before = codegen_stats.prepare_seconds
+    solved = solve_with_weights(prob, setup, w, continuing)
+    # What a method builds inside its solve (an NLP) it adds to "build" itself;
+    # functions compiled (or loaded from the cache) on first use are counted here.
+    # Whichever is larger (the NLP's build includes its compilation) is build time.
+    extra = max(timings.get("build", 0.0) - build_before,
+                codegen_stats.prepare_seconds - compile_before)
+    timings["build"] = build_before + extra
+    timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - t_solve - extra
+    return solved
+
+
+def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
+                 ) -> tuple[Certificate, Any]:
+    """The certificate of a converged outcome, and the sensitivities it computed.
+
+    Timings: ``sensitivity`` (the solution's exact sensitivities, which the
+    uncertainty reuses) and ``certificate`` (the accurate integration and the
+    propagation of its defects).
+    """
+    from ..analysis.uncertainty import solution_sensitivity
+
+    t0 = time.perf_counter()
+    info = solution_sensitivity(setup, outcome.X, outcome.U, outcome.p)
+    t1 = time.perf_counter()
+    fitted = None
+    rtol = None
+    if prob.spec.name == "shooting":
+        # shooting's own model is CVODES at its tolerances: held against tighter ones
+        from ..analysis.certificate import integrated_outputs
+
+        o = prob.opts
+        fitted = integrated_outputs(setup, outcome.X, outcome.p, o.rtol, o.atol, o.max_steps)
+        rtol = min(1e-2 * o.rtol, 1e-10)
+    cert = certify(setup, outcome.X, outcome.p, info,
+                   from_weights=prob.weights_mode != "none", fitted=fitted,
+                   **({} if rtol is None else {"rtol": rtol}))
+    t2 = time.perf_counter()
+    prob.timings["sensitivity"] = prob.timings.get("sensitivity", 0.0) + t1 - t0
+    prob.timings["certificate"] = prob.timings.get("certificate", 0.0) + t2 - t1
+    return cert, info
+
+
+def _refined_setup(prob: FitProblem, setup: Setup, marked: np.ndarray, *,
+                   solved: Solved | None = None, U: np.ndarray | None = None,
+                   p0: np.ndarray | None = None) -> Setup:
+    """A setup on the mesh with the marked intervals bisected.
+
+    It starts from the solution ``solved`` (node values ``U``, settled) carried
+    over to the new mesh, or, given ``p0``, from a new initial guess.
+    """
+    from ..transcription.discretisation import Discretisation
+
+    boundaries = refined_boundaries(setup.disc, marked)
+    if solved is None:
+        new = prob.setup(p0, setup.tr.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
+                         boundaries=boundaries)
+        new.tr.set_weights(setup.tr.weights)
+        return new
+    new_disc = Discretisation(prob.model, prob.experiments, prob.T, prob.nodes, prob.scheme,
+                              boundaries)
+    X, U_new = transfer_solution(setup.disc, solved.outcome.X, U, new_disc)
+    # a new interval start inside an old interval may lie outside the state box
+    # (which bounds interval starts only): the start must be in it
+    X = np.where(new_disc.is_first[:, None] & ~prob.estimate_x0[None, :], X,
+                 np.clip(X, *prob.x_bounds))
+    U_new[:, :, 0] = X
+    p = solved.outcome.p
+    new = prob.setup(p, solved.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
+                     boundaries=boundaries, start=(X, U_new))
+    new.U0, _, _ = new.tr.settle(X, U_new, p, tol=1e-12)
+    return new
+
+
+def _within_limit(prob: FitProblem, setup: Setup, marked: np.ndarray) -> bool:
+    """Whether the refined mesh stays within the size limit
+    (:func:`~picard_casadi.transcription.problem_size.check_problem_size`); a note if not."""
+    from ..transcription.problem_size import interval_limit
+
+    wanted = setup.disc.n_intervals + int(np.count_nonzero(marked))
+    limit = interval_limit(prob.model, prob.nodes, setup.disc.M, prob.max_intervals)
+    if wanted <= limit:
+        return True
+    prob.notes.append(
+        f"mesh refinement stopped: {wanted:,} intervals would exceed the limit of {limit:,} "
+        "(pass max_intervals to estimate() to raise it)")
+    return False
+
+
+def _unresolved(setup: Setup, outcome: LoopOutcome) -> np.ndarray | None:
+    """Intervals a failed run's mesh does not resolve at its last iterate, or None."""
+    from ..analysis.certificate import resolution_check
+
+    sigma = 1.0 / np.sqrt(initial_weights(setup.disc))
+    marked, _ = resolution_check(setup, outcome.X, outcome.U, outcome.p, sigma)
+    return marked
+
+
+@dataclass
+class RefinedRun:
+    """The last solve of :func:`solve_and_refine`, on its final mesh."""
+
+    setup: Setup
+    solved: Solved
+    certificate: Certificate | None
+    info: Any
+    records: list
+    iterations: int
+    refinements: int
+
+
+def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarray,
+                      max_refinements: int) -> RefinedRun:
+    """Solve, certify, and refine the mesh where the certificate fails.
+
+    A converged run is certified; where it fails, the marked intervals are
+    bisected and the run continues from its solution on the new mesh.  A run
+    that broke down (not an iteration limit) on a mesh that does not resolve
+    the model at its last iterate is refined and restarted from ``p0``.
+    Stops when the certificate holds, the budget ``max_refinements`` is
+    spent, or the refined mesh would pass the size limit.
+    """
+    spec = prob.spec
+    weights_mode = prob.weights_mode
+    solved = _timed_solve(prob, setup, w)
+    records, iterations = list(solved.records), solved.iterations
+    cert, info, refinements = None, None, 0
+    refinable = spec.name in COLLOCATION_METHODS
+    while True:
+        outcome = solved.outcome
+        if outcome.success:
+            cert, info = _certificate(prob, setup, outcome)
+            if (cert.passed or not refinable or refinements >= max_refinements
+                    or not _within_limit(prob, setup, cert.marked())):
+                break
+            setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
+        else:
+            # a breakdown (not an iteration or time limit) on a mesh that does not
+            # resolve the model at the last iterate: refine it and start again
+            if (not refinable or refinements >= max_refinements or not restarts_allowed()
+                    or outcome.status in ITERATION_LIMITS + ("stopped",)):
+                break
+            marked = _unresolved(setup, outcome)
+            if marked is None or not _within_limit(prob, setup, marked):
+                break
+            prob.notes.append(
+                f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals, which "
+                f"did not resolve the model ({clipped(outcome.message, 100)}); the mesh was "
+                "refined and the run started again from p0, and the result is that run's")
+            setup = _refined_setup(prob, setup, marked, p0=p0)
+        refinements += 1
+        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
+                              (initial_weights(setup.disc) if weights_mode == "auto" else w),
+                              continuing=outcome.success)
+        records.extend(solved.records)
+        iterations += solved.iterations
+        cert, info = None, None
+    return RefinedRun(setup, solved, cert, info, records, iterations, refinements)

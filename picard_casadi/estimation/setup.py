@@ -1,0 +1,272 @@
+"""From the user's model, data and options to a :class:`~picard_casadi.methods.base.Setup`.
+
+:func:`build_setup` discretises the experiments (a regular mesh of ``T`` or
+given boundaries), builds the transcription's functions (compiled or on the
+virtual machine), chooses the scales of states and parameters, and the
+starting point: the data-anchored initial guess (:mod:`picard_casadi.transcription.guess`),
+or a given start (a refined mesh carrying the last solution, a warm start).
+
+The data weights start as inverse noise variances from second differences
+of the data (:func:`initial_weights`) when the user asks for
+``weights="auto"``; :func:`weights_from_variance` turns residual variances
+into the next round's weights.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..analysis.fit_check import second_differences
+from ..experiment import Experiment
+from ..methods.base import Setup
+from ..model import Model
+from ..transcription.discretisation import Discretisation
+from ..transcription.functions import Transcription
+from ..transcription.interval_functions import IntervalFunctions, build_interval_functions
+from ..transcription.guess import initial_guess, measured_state_series
+
+__all__ = ["build_setup", "initial_weights", "weights_from_variance", "residual_variance",
+           "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
+
+# Interval functions already built in this process, per model and shape.
+_BUILT: weakref.WeakKeyDictionary[Model, dict[tuple, IntervalFunctions]] = (
+    weakref.WeakKeyDictionary())
+_BUILT_LOCK = threading.Lock()
+
+
+def interval_functions(disc: Discretisation, n: int) -> IntervalFunctions:
+    """:func:`~picard_casadi.transcription.interval_functions.build_interval_functions`, once
+    per model and shape.
+
+    The functions depend on the model, the quadrature (scheme, nodes), the
+    padded sample count ``M`` and ``n`` only, not on the data, the mesh's
+    times or the start; multistart starts, profile points and refined
+    meshes of the same shape in one process share them (CMG: 0.32 s per
+    build).  Kept as long as the model object lives.
+    """
+    key = (disc.scheme, disc.nodes, disc.K, disc.M, n)
+    with _BUILT_LOCK:
+        fns = _BUILT.get(disc.model, {}).get(key)
+    if fns is None:
+        fns = build_interval_functions(disc, n)
+        with _BUILT_LOCK:
+            fns = _BUILT.setdefault(disc.model, {}).setdefault(key, fns)
+    return fns
+
+
+def as_vector(value, n: int, field: str) -> np.ndarray:
+    """``value`` as ``n`` floats; ValueError naming ``field``.
+
+    A number (not in a list) applies to all ``n`` entries; a list or array
+    must have ``n`` entries, also when it has one (``p0=[0.1]`` for two
+    parameters is a mistake more often than a shorthand), and be flat (a
+    nested list such as ``[[1, 2]]`` is an error, not read row by row).
+    """
+    if value is None:  # np.asarray(None, float) is NaN: say what is missing instead
+        raise ValueError(f"`{field}` is missing: give {n} number(s)")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{field}` must be {n} numbers") from None
+    if arr.ndim == 0:
+        return np.full(n, float(arr))
+    if arr.ndim > 1:
+        raise ValueError(f"`{field}` must be a flat list or 1-D array of {n} numbers, "
+                         f"got an array of shape {arr.shape}")
+    if arr.size != n:
+        raise ValueError(f"`{field}` must have {n} entries, got {arr.size}"
+                         + (" (a single number, not in a list, applies to all)"
+                            if arr.size == 1 else ""))
+    return arr
+
+
+def x0_mask(estimate_x0: Any, nx: int) -> np.ndarray:
+    """``estimate``'s ``estimate_x0`` as one bool per state (which initial
+    states are estimated): ``True``/``False`` for all, or a sequence of ``nx``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``estimate_x0`` and what it takes.
+    """
+    if isinstance(estimate_x0, (bool, np.bool_)):
+        return np.full(nx, bool(estimate_x0))
+    try:
+        mask = [v for v in estimate_x0]
+    except TypeError:
+        mask = None
+    if mask is None or not all(isinstance(v, (bool, np.bool_)) for v in mask):
+        raise TypeError("`estimate_x0` must be True, False, or one True/False per state "
+                        f"(which initial states are estimated), got {estimate_x0!r}")
+    if len(mask) != nx:
+        raise ValueError(f"`estimate_x0` has {len(mask)} entries; the model has nx = {nx} "
+                         "states (one True/False each: estimated, or known from each "
+                         "experiment's x0)")
+    return np.asarray(mask, dtype=bool)
+
+
+def x0_setting(mask: np.ndarray) -> bool | list[bool]:
+    """The mask as ``settings["estimate_x0"]`` keeps it: one bool where every
+    state agrees (as ``estimate`` was given it most often), else the list."""
+    return bool(mask[0]) if mask.size and np.all(mask == mask[0]) else [bool(v) for v in mask]
+
+
+def estimated_quantities(p_lb: Any, p_ub: Any, nx: int, n_experiments: int,
+                         estimate_x0: Any) -> tuple[int, int]:
+    """How many quantities a fit estimates: the free parameters (lower bound
+    below upper; equal bounds hold one), and the initial states (those
+    ``estimate_x0`` marks, :func:`x0_mask`, in every experiment)."""
+    n_p = int(np.sum(np.asarray(p_lb, float) < np.asarray(p_ub, float)))
+    return n_p, int(x0_mask(estimate_x0, nx).sum()) * n_experiments
+
+
+def initial_weights(disc: Discretisation) -> np.ndarray:
+    """Inverse noise variance per output from second differences of the data."""
+    ny = disc.model.ny
+    var = np.zeros(ny)
+    for k in range(ny):
+        diffs = []
+        for e in disc.experiments:
+            col = e.y[:, k]
+            ok = np.isfinite(col)
+            v = col[ok]
+            if v.size >= 3:
+                diffs.append(second_differences(v))
+        d = np.concatenate(diffs) if diffs else np.zeros(0)
+        var[k] = float(np.mean(d * d) / 6.0) if d.size else np.nan
+    return weights_from_variance(var, disc)
+
+
+def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
+    """Weights ``1 / var`` per output, floored at (1e-6 x the output's RMS)^2."""
+    meas = disc.measured_values()
+    out = np.zeros_like(var)
+    for k in range(var.size):
+        typical = float(np.sqrt(np.mean(meas[k] ** 2))) if meas[k].size else 1.0
+        floor = (1e-6 * max(typical, 1e-12)) ** 2
+        v = var[k] if np.isfinite(var[k]) else max(typical, 1e-12) ** 2
+        out[k] = 1.0 / max(v, floor)
+    return out
+
+
+def residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Each output's residual variance at a solution (degrees of freedom shared out)."""
+    disc = setup.disc
+    _, Ys, _ = setup.tr.trajectory(X, U, p)
+    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
+        res2 = disc.mask * (disc.y - Ys) ** 2
+    count = disc.mask.sum(axis=(0, 2))
+    dof = np.maximum(count - (setup.free_p.sum() + 0.0) / max(disc.model.ny, 1), 1.0)
+    return np.where(count > 0, res2.sum(axis=(0, 2)) / dof, np.nan)
+
+
+def _data_scale(X0: np.ndarray, U0: np.ndarray, disc: Discretisation) -> np.ndarray:
+    """Each state's typical magnitude from the start and its measurements."""
+    mags = np.maximum(np.abs(U0).max(axis=(0, 2)), np.abs(X0).max(axis=0))
+    for e in range(disc.n_experiments):
+        for i, (_, vals) in measured_state_series(disc, e).items():
+            mags[i] = max(mags[i], float(np.abs(vals).max()))
+    top = float(mags.max()) if mags.size else 1.0
+    return np.where(mags > 1e-9 * max(top, 1e-300), mags, 1.0)
+
+
+def build_setup(
+    model: Model,
+    experiments: list[Experiment],
+    p0: np.ndarray,
+    *,
+    T: float,
+    n: int,
+    nodes: int,
+    scheme: str,
+    weights: np.ndarray,
+    p_bounds: tuple[np.ndarray, np.ndarray],
+    x_bounds: tuple[np.ndarray, np.ndarray],
+    estimate_x0: bool | np.ndarray,
+    x_scale: np.ndarray | None = None,
+    p_scale: np.ndarray | None = None,
+    codegen: bool | str = "auto",
+    timings: dict[str, float] | None = None,
+    notes: list[str] | None = None,
+    guess: str = "simulation",
+    boundaries: list[np.ndarray] | None = None,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Setup:
+    """Discretise, build the functions, and choose scales and the start.
+
+    Parameters
+    ----------
+    boundaries : list of ndarray, optional
+        Each experiment's interval boundaries (default: the regular mesh of ``T``).
+    start : (X, U), optional
+        Interval starts ``(J, nx)`` and node values ``(J, nx, K)`` on this
+        mesh to start from, instead of the initial guess.
+    (the others as :func:`~picard_casadi.estimate`)
+
+    Returns
+    -------
+    Setup
+    """
+    timings = {} if timings is None else timings
+    notes = [] if notes is None else notes
+    t0 = time.perf_counter()
+    disc = Discretisation(model, experiments, float(T), nodes, scheme, boundaries)
+    fns = interval_functions(disc, n)
+    from ..runtime.codegen import STATS as codegen_stats
+    from ..runtime.compiled_functions import backend_for
+
+    backend, codegen_note = backend_for(codegen)
+    if codegen_note and codegen_note not in notes:
+        notes.append(codegen_note)
+    # built before the guess, whose fixed points it solves for all intervals
+    # at once (compiled where it is); its state scales are set after the guess
+    tr = Transcription(disc, n, weights, np.ones(model.nx), backend=backend,
+                       interval_functions=fns)
+    timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    compile_before = codegen_stats.prepare_seconds
+    x_lb, x_ub = x_bounds
+    if start is None:
+        prefetch = getattr(tr.functions, "prefetch", None)
+        if prefetch is not None:  # compiled: what the guess calls, side by side
+            prefetch(("picard", "f_derivatives"))
+        x0s = [e.x0_guess(model) for e in experiments]
+        X0, U0, guess_notes = initial_guess(disc, fns, p0, x0s, estimate_x0, x_lb, x_ub,
+                                            strategy=guess, whole=tr)
+        notes.extend(guess_notes)
+    else:
+        X0, U0 = (np.array(a, float) for a in start)
+    if x_scale is None:
+        x_scale = model.x_nominal
+    if x_scale is None:
+        x_scale = _data_scale(X0, U0, disc)
+    x_scale = as_vector(x_scale, model.nx, "x_scale")
+    if np.any(x_scale <= 0) or not np.all(np.isfinite(x_scale)):
+        raise ValueError("`x_scale` must be positive and finite")
+    tr.set_x_scale(x_scale)
+    # what the guess compiled (or loaded) on first use is build time
+    compiled = codegen_stats.prepare_seconds - compile_before
+    timings["build"] += compiled
+    timings["guess"] = timings.get("guess", 0.0) + time.perf_counter() - t1 - compiled
+
+    p_lb, p_ub = p_bounds
+    if p_scale is None:
+        width = np.where(np.isfinite(p_ub - p_lb), 0.5 * (p_ub - p_lb), np.nan)
+        p_scale = np.where(np.abs(p0) > 0, np.abs(p0),
+                           np.where(np.isfinite(width) & (width > 0), width, 1.0))
+    p_scale = as_vector(p_scale, model.np, "p_scale")
+    if np.any(p_scale <= 0) or not np.all(np.isfinite(p_scale)):
+        raise ValueError("`p_scale` must be positive and finite")
+    J = disc.n_intervals
+    free_x = np.ones((J, model.nx), dtype=bool)
+    free_x[disc.is_first] = x0_mask(estimate_x0, model.nx)  # the known initial states held
+    free_p = p_lb < p_ub
+    return Setup(disc=disc, tr=tr, p_lb=p_lb, p_ub=p_ub, x_lb=x_lb, x_ub=x_ub,
+                 p_scale=p_scale, x_scale=x_scale, free_p=free_p, free_x=free_x,
+                 X0=X0, U0=U0, p0=p0.copy(), timings=timings, compiled=backend is not None)

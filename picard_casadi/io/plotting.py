@@ -1,0 +1,342 @@
+"""Figures: fit versus data, convergence history, the method comparison, profiles.
+
+All functions draw with matplotlib's non-interactive ``Agg`` backend and
+return the figure; pass ``path`` to save it as PNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..experiment import Experiment  # noqa: E402
+from ..model import Model  # noqa: E402
+from ..result import EstimationResult  # noqa: E402
+
+__all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile"]
+
+
+def _label(name: str, unit: str) -> str:
+    return f"{name} [{unit}]" if unit else name
+
+
+def _grid(n: int) -> tuple[int, int]:
+    cols = 1 if n == 1 else 2 if n <= 4 else 3
+    return int(np.ceil(n / cols)), cols
+
+
+def _short(message: str, limit: int = 90) -> str:
+    """The first clause of a message (up to ``:``, ``;`` or ``.``), at most ``limit``
+    characters."""
+    text = " ".join(str(message).split())
+    cuts = [text.find(stop) for stop in (": ", "; ", " (see ", ". ")]
+    cuts = [c for c in cuts if c > 15]
+    if cuts and min(cuts) <= limit:
+        return text[:min(cuts)]
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Experiment],
+             experiment: int | Sequence[int] | None = None, path: str | Path | None = None,
+             title: str | None = None, dense: int = 400, residuals: bool = True,
+             columns: int = 4) -> plt.Figure:
+    """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
+
+    One column per experiment (at most ``columns`` side by side, spread evenly
+    over the rows of panels they need), and for each
+    output a panel of data and fit with, below it, a panel of the residuals
+    ``data - fit`` at the sample times.  The lines are CVODES simulations
+    from the estimated ``x0`` with the estimated ``p``.  The title gives the
+    verdict: a result with ``success`` False is titled ``FAILED: <message>``
+    in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"`` or
+    ``"residual:<e>:<k>"`` (experiment index, output index), for scripts
+    and tests.
+
+    Parameters
+    ----------
+    result : EstimationResult
+    model : Model
+    experiments : sequence of Experiment
+    experiment : int or sequence of int, optional
+        Which experiments to draw (default: every one).
+    path : str or Path, optional
+        Save as PNG here.
+    title : str, optional
+        The first title line (default: model, method and verdict).
+    dense : int
+        Points of the simulated line.
+    residuals : bool
+        Draw the residual panels.
+    columns : int
+        Most experiments side by side (5 experiments: 3 and 2).
+    """
+    if experiment is None:
+        chosen = list(range(len(experiments)))
+    elif isinstance(experiment, (int, np.integer)):
+        chosen = [int(experiment)]
+    else:
+        chosen = [int(e) for e in experiment]
+    ny = model.ny
+    # as few bands as ``columns`` allows, the experiments spread evenly over them
+    bands = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
+    cols = max(1, int(np.ceil(len(chosen) / bands)))
+    per_output = 2 if residuals else 1
+    ratios = ([2.2, 1.0] if residuals else [2.2]) * ny * bands
+    fit_h, res_h = (1.9, 0.85) if ny <= 3 else (1.5, 0.7)
+    height = bands * ny * (fit_h + (res_h if residuals else 0.0)) + 1.4
+    fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
+    grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    failed_sim = []
+    for n, e in enumerate(chosen):
+        exp = experiments[e]
+        band, col = divmod(n, cols)
+        t_fine = np.linspace(exp.t0, exp.t_end, dense)
+        t_all = np.union1d(t_fine, exp.t)
+        try:
+            Y_all = result.predict(e, t_all)
+        except Exception:  # a simulation can fail far from the optimum
+            Y_all = None
+            failed_sim.append(exp.name)
+        at_samples = np.searchsorted(t_all, exp.t)
+        fit_ax = None
+        for k in range(ny):
+            row = (band * ny + k) * per_output
+            fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
+            fit_ax.set_gid(f"fit:{e}:{k}")
+            colour = colours[k % len(colours)]
+            fit_ax.plot(exp.t, exp.y[:, k], "o", ms=2.8, color=colour, alpha=0.6,
+                        label="data")
+            if Y_all is not None:
+                fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
+            if k == 0:
+                fit_ax.set_title(exp.name, fontsize=9)
+            if col == 0:
+                fit_ax.set_ylabel(_label(model.y_names[k], model.y_units[k]), fontsize=8)
+            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and k == ny - 1)
+            fit_ax.grid(alpha=0.3)
+            if Y_all is None:
+                fit_ax.text(0.5, 0.5, "simulation failed", transform=fit_ax.transAxes,
+                            ha="center", va="center", color="C3", fontsize=8)
+            if residuals:
+                res_ax = fig.add_subplot(grid[row + 1, col], sharex=fit_ax)
+                res_ax.set_gid(f"residual:{e}:{k}")
+                res_ax.axhline(0.0, color="0.3", lw=0.8)
+                if Y_all is not None:
+                    r = exp.y[:, k] - Y_all[at_samples, k]
+                    res_ax.plot(exp.t, r, "o", ms=2.2, color=colour, alpha=0.8,
+                                label="residual (data - fit)")
+                if col == 0:
+                    res_ax.set_ylabel(_label("residual", model.y_units[k]), fontsize=8)
+                res_ax.tick_params(labelsize=7, labelbottom=k == ny - 1)
+                res_ax.grid(alpha=0.3)
+                bottom = res_ax
+            else:
+                bottom = fit_ax
+            if k == ny - 1:
+                bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
+    dot = colours[0] if ny == 1 else "0.45"  # several outputs: each its own colour
+    handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
+               plt.Line2D([], [], color="0.15", lw=1.5)]
+    labels = ["data", "fit: simulated from the estimate"]
+    if residuals:
+        handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=dot))
+        labels.append("residual: data - fit")
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
+               frameon=False)
+    shown = list(zip(result.p_names, result.p))[:8]
+    est = ", ".join(f"{n}={v:.4g}" for n, v in shown) + (" ..." if result.p.size > 8 else "")
+    width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 10 pt
+    if result.fit_flagged:  # converged, with a FitWarning: the title says so
+        head = (f"{title or f'{model.name}: {result.method} fit'}\n"
+                "converged, but the fit is flagged: see the warnings")
+        colour = "#b35900"
+    elif result.success:
+        head = title or f"{model.name}: {result.method} fit, converged"
+        colour = "black"
+    else:
+        verdict = f"FAILED: {_short(result.message, width_chars - 8) or result.status}"
+        head = f"{title or f'{model.name}: {result.method} fit'}\n{verdict}"
+        colour = "#c00000"
+    if failed_sim:
+        est += f"  (simulation failed: {', '.join(failed_sim)})"
+    fig.suptitle(f"{head}\n{est}", fontsize=10, color=colour)
+    if path is not None:
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def plot_convergence(result: EstimationResult, path: str | Path | None = None) -> plt.Figure:
+    """Objective, gradient norm and continuity gap per iteration, on log axes.
+
+    A run of several solves (weight rounds, refined meshes) restarts its
+    iteration count in each: the iterations are drawn one after another, each
+    solve its own segment, with a dotted line where the next one starts.
+    """
+    h = result.history
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    if not h:
+        ax.text(0.5, 0.5, "no iteration history", ha="center", va="center")
+    else:
+        within = np.asarray(h["iteration"])
+        it = np.arange(1, within.size + 1)  # over the whole run
+        starts = np.flatnonzero(np.diff(within) <= 0) + 1  # where a solve begins again
+        pieces = np.split(np.arange(within.size), starts)
+        for key, label in (("objective", "objective"), ("misfit", "data misfit"),
+                           ("grad_norm", "gradient norm (scaled)"),
+                           ("gap", "continuity gap")):
+            vals = np.asarray(h.get(key, []), float)
+            if vals.size == 0 or not np.any(np.isfinite(vals)):
+                continue
+            ok = np.isfinite(vals) & (vals > 0)
+            color = None
+            for k, piece in enumerate(pieces):
+                piece = piece[ok[piece]]
+                line, = ax.semilogy(it[piece], vals[piece], lw=1.5, color=color,
+                                    marker="o" if piece.size == 1 else None, ms=3,
+                                    label=label if k == 0 else None)
+                color = line.get_color()
+        for k in starts:
+            ax.axvline(it[k] - 0.5, color="0.6", ls=":", lw=1)
+        ax.set_xlabel("iteration (all solves)" if starts.size else "iteration")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    status = "converged" if result.success else f"NOT converged ({result.status})"
+    ax.set_title(f"{result.method}: {status}, {result.iterations} iterations", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> plt.Figure:
+    """Solve time and relative error (or data misfit) per method and problem.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        With keys ``problem``, ``method``, ``solve_time``, ``rel_error``,
+        ``misfit`` and ``success`` (as :func:`picard_casadi.studies.compare.compare`
+        returns); runs that did not converge are hatched.  Where
+        a problem has no truth (``rel_error`` None: measured data), a panel
+        of the data misfit ``SSR / (2 N)`` is drawn as well (in place of the
+        error panel when no problem has a truth).
+    """
+    def known(v: Any) -> bool:
+        return v is not None and bool(np.isfinite(v))
+
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    panels = [("solve_time", "solve time [s] (median)", 1.0)]
+    if any(known(r.get("rel_error")) for r in rows):
+        panels.append(("rel_error", "relative error to truth [%]", 100.0))
+    if any(not known(r.get("rel_error")) for r in rows):
+        panels.append(("misfit", "data misfit SSR / (2 N)", 1.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    axes = axes[0]
+    width = 0.8 / max(len(methods), 1)
+    x = np.arange(len(problems))
+    for i, m in enumerate(methods):
+        for ax, (key, _, factor) in zip(axes, panels):
+            values, failed = [], []
+            for p in problems:
+                match = [r for r in rows if r["problem"] == p and r["method"] == m]
+                v = match[0].get(key) if match else None
+                values.append(float(v) * factor if known(v) else np.nan)
+                failed.append(bool(match) and not match[0].get("success", True))
+            bars = ax.bar(x + i * width, values, width, label=m)
+            for bar, bad in zip(bars, failed):
+                if bad:  # a run that did not converge: hatched
+                    bar.set_hatch("///")
+                    bar.set_edgecolor("white")
+    hatched = any(not r.get("success", True) for r in rows)
+    for ax, (key, ylabel, factor) in zip(axes, panels):
+        ax.set_xticks(x + width * (len(methods) - 1) / 2)
+        ax.set_xticklabels(problems, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, axis="y", which="both")
+        shown = [float(r[key]) * factor for r in rows
+                 if known(r.get(key)) and float(r[key]) * factor > 0]
+        if shown and max(shown) < 10.0 * min(shown):
+            # at least a decade: autoscaled, equal misfits (1e-10 apart) looked
+            # like bars of very different heights
+            ax.set_ylim(min(shown) / 3.0, max(shown) * 3.0)
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=f"C{i % 10}", label=m) for i, m in enumerate(methods)]
+    if hatched:
+        handles.append(Patch(facecolor="0.6", hatch="///", edgecolor="white",
+                             label="did not converge"))
+    axes[0].legend(handles=handles, fontsize=8)
+    fig.suptitle("method comparison (same data, start, bounds and discretisation)", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None = None
+                 ) -> plt.Figure:
+    """Profile likelihoods (:class:`~picard_casadi.studies.profile.Profile`), one panel each.
+
+    Each panel: the profile statistic ``(PL(c) - WSSR) / s^2`` at the
+    computed points, the threshold, the profile interval (vertical lines,
+    an arrow where it is open), the Wald parabola ``((c - estimate) /
+    std)^2`` and the Wald interval (``p_ci``, a bar on the axis).
+
+    Parameters
+    ----------
+    prof : Profile
+    parameters : sequence of int
+        Indices of the parameters to draw.
+    path : str or Path, optional
+        Save as PNG here.
+    """
+    n = max(len(parameters), 1)
+    rows, cols = _grid(n)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    pct = f"{100 * prof.confidence:g} %"
+    for ax in axes.ravel()[len(parameters):]:
+        ax.set_visible(False)
+    for ax, i in zip(axes.ravel(), parameters):
+        path_i = prof.paths[i]
+        c, stat = path_i.values, path_i.statistic
+        ax.plot(c, stat, "o-", ms=3.5, lw=1.4, color="C0", label="profile")
+        ax.axhline(prof.threshold, color="C3", lw=1.0, ls="--",
+                   label=f"threshold {prof.threshold:.3g} ({prof.statistic_name})")
+        theta = prof.estimate[i]
+        top = max(1.6 * prof.threshold, float(np.nanmax(stat)) if stat.size else 0.0)
+        lo, hi = prof.intervals[i]
+        for end, sign in ((lo, -1), (hi, 1)):
+            if np.isfinite(end):
+                ax.axvline(end, color="C0", lw=0.9, alpha=0.7)
+            else:
+                edge = c.min() if sign < 0 else c.max()
+                ax.annotate("open", xy=(edge, prof.threshold), fontsize=8, color="C0",
+                            ha="right" if sign < 0 else "left", va="bottom")
+        if prof.std is not None and np.isfinite(prof.std[i]) and prof.std[i] > 0:
+            grid = np.linspace(c.min(), c.max(), 200)
+            ax.plot(grid, ((grid - theta) / prof.std[i]) ** 2, color="0.5", lw=1.0, ls=":",
+                    label="Wald (quadratic)")
+        if prof.wald is not None and np.all(np.isfinite(prof.wald[i])):
+            ax.plot(prof.wald[i], [0.02 * top] * 2, "|-", color="0.35", lw=2.5, ms=10,
+                    label="Wald 95 % (p_ci)")
+        ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
+        ax.set_ylim(-0.04 * top, top)
+        ax.set_xlabel(prof.names[i])
+        ax.set_ylabel("(PL - WSSR) / s$^2$")
+        ax.set_title(f"{prof.names[i]}: [{lo:.4g}, {hi:.4g}] ({pct})", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes.ravel()[0].legend(fontsize=7, loc="upper center")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130)
+    return fig

@@ -1,0 +1,606 @@
+"""Profile-likelihood confidence intervals.
+
+The profile of parameter ``i`` is the best fit with ``p_i`` held at ``c``::
+
+    PL_i(c) = min over the other parameters and every experiment's x0 of WSSR,
+
+``WSSR`` the weighted sum of squared residuals with the estimate's weights
+held fixed (``weights="auto"``: the final noise variances).  The interval is
+where ``(PL_i(c) - WSSR(estimate)) / s^2`` stays below a threshold ``q``:
+
+- ``noise="estimated"`` (default): the noise scale is estimated from the
+  residuals, ``s^2 = WSSR / (m - n_theta)`` (``m`` measurements, ``n_theta``
+  free parameters and initial states), the same ``s^2`` as the Wald
+  intervals (``p_std``); ``q`` is the F quantile with ``(1, m - n_theta)``
+  degrees of freedom.  This is the profile-t interval of Bates and Watts
+  (*Nonlinear Regression Analysis*, 1988, ch. 6): exact for a model linear
+  in its parameters with Gaussian noise (there it is ``estimate +-
+  t_{m - n_theta} std``), and for few measurements it accounts for the
+  estimated noise level, which a chi-square threshold with a plug-in
+  ``s^2`` does not (``m - n_theta = 5``: F 6.61 against chi-square 3.84).
+  ``weights="auto"`` estimates the noise variances from the same residuals
+  (``s^2`` is then close to 1), so it is treated the same way; given
+  weights are treated as relative, as the Wald intervals treat them.
+- ``noise="known"``: the weights are exact inverse noise variances;
+  ``s^2 = 1`` and ``q`` is the chi-square quantile with one degree of
+  freedom (the likelihood-ratio test).
+
+Each profile point re-optimises the other parameters and every ``x0`` with
+the estimate's method and settings (``estimate`` with ``p_bounds`` fixing
+``p_i = c``), warm-started from the previous point, so a point costs a few
+iterations.  Steps adapt to the profile-t scale ``zeta = sqrt(delta / (s^2
+q))`` (1 at the threshold, linear in ``c`` for a quadratic profile): the
+first is a quarter of the Wald half-width, later ones aim at ``zeta``
+rising by 0.25 (at most 3 times longer or half as long as the last), and no
+step moves the value by more than half of it (a warm start is only as good
+as the last point is near; a positive parameter approaches 0
+geometrically).  A re-optimisation that fails is retried with half the
+step, three times.  A side stops at the threshold (the crossing found by
+regula falsi on ``zeta`` with at most four more points), at the box
+``p_bounds``, after ``max_steps`` points, or ``max_range`` magnitudes from
+the estimate; a side that does not cross is open (``-inf`` or ``inf``) and
+gets a warning naming the parameter (practical
+non-identifiability).  Warm starts follow the estimate's branch of the
+profile: where the best fit at ``c`` lies in another basin of the
+objective, that basin is not seen (a point that fits better than the
+estimate is reported in a warning: the estimate was not the best fit).
+Parameters and sides run in parallel on an executor
+(:mod:`picard_casadi.runtime.executors`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis.quantiles import chi2_1, f_1
+from ..errors import FitWarning
+from ..estimation.portable import portable, restore
+from ..estimation.setup import estimated_quantities
+from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
+from ..runtime.user_warnings import warn_user
+
+__all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
+
+NOISE_MODES = ("estimated", "known")
+_ZETA_STEP = 0.25  # aimed rise of zeta per step (about 4 points to the threshold)
+_CROSSING_TOL = 0.02  # |zeta - 1| at which a crossing needs no refinement
+_RETRIES = 3  # halvings of a step whose re-optimisation failed
+_MAX_RELATIVE = 0.5  # a step changes the value by at most this fraction (of 1e-3 |estimate| near 0)
+_CROSSING_FITS = 4  # points that refine a crossing
+
+
+@dataclass
+class ProfilePath:
+    """One parameter's profile: the points, in increasing parameter value.
+
+    Attributes
+    ----------
+    values : ndarray (k,)
+        The values ``c`` of the parameter, the estimate's included.
+    statistic : ndarray (k,)
+        ``(PL(c) - WSSR(estimate)) / s^2`` at each value.
+    p : ndarray (k, np)
+        The re-optimised parameters at each value.
+    ends : (str, str)
+        Why each side stopped: ``"threshold"``, ``"bound"``, ``"range"``
+        (flat over ``max_range``), ``"max_steps"`` or ``"failed"``.
+    """
+
+    values: np.ndarray
+    statistic: np.ndarray
+    p: np.ndarray
+    ends: tuple[str, str]
+
+
+@dataclass
+class Profile:
+    """What :func:`profile` returns.
+
+    Attributes
+    ----------
+    intervals : ndarray (np, 2)
+        ``[lower, upper]`` per parameter; ``-inf``/``inf`` where the profile
+        does not cross the threshold on that side; NaN rows for parameters
+        not profiled (fixed by equal bounds, or not asked for).
+    estimate : ndarray (np,)
+    wald : ndarray (np, 2) or None
+        The estimate's Wald intervals (``p_ci``, at 95 %), for comparison.
+    std : ndarray (np,) or None
+        The estimate's standard errors.
+    names : list of str
+    confidence : float
+    noise : {"estimated", "known"}
+    threshold : float
+        ``q``: the F(1, dof) quantile (``noise="estimated"``) or the
+        chi-square(1) quantile (``"known"``) at ``confidence``.
+    dof : int or None
+        ``m - n_theta`` (``noise="estimated"``).
+    s2 : float
+        The noise scale dividing the objective difference.
+    wssr : float
+        The weighted sum of squares at the (re-fitted) estimate.
+    paths : dict of int -> ProfilePath
+    evaluations : int
+        Re-optimisations run (the profile points and the re-fitted estimate).
+    wall_time : float
+    warnings : list of str
+    """
+
+    intervals: np.ndarray
+    estimate: np.ndarray
+    wald: np.ndarray | None
+    std: np.ndarray | None
+    names: list[str]
+    confidence: float
+    noise: str
+    threshold: float
+    dof: int | None
+    s2: float
+    wssr: float
+    paths: dict[int, ProfilePath] = field(default_factory=dict)
+    evaluations: int = 0
+    wall_time: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def statistic_name(self) -> str:
+        """The distribution of the threshold, e.g. ``"F(1, 5)"``."""
+        return f"F(1, {self.dof})" if self.noise == "estimated" else "chi2(1)"
+
+    def summary(self) -> str:
+        """A table of the estimate, the Wald and the profile intervals."""
+        pct = f"{100 * self.confidence:g} %"
+        lines = [f"profile likelihood, {pct} intervals: threshold {self.threshold:.4g} "
+                 f"({self.statistic_name}), s^2 = {self.s2:.4g}, {self.evaluations} "
+                 f"re-optimisations, {self.wall_time:.1f} s",
+                 f"  {'parameter':<14}{'estimate':>13}{'Wald 95 %':>29}{'profile ' + pct:>29}"]
+        for i, name in enumerate(self.names):
+            lo, hi = self.intervals[i]
+            if np.isnan(lo):
+                continue
+            wald = ("" if self.wald is None else
+                    f"[{self.wald[i, 0]:>11.5g}, {self.wald[i, 1]:>11.5g}]")
+            lines.append(f"  {name:<14}{self.estimate[i]:>13.6g}{wald:>29}"
+                         f"   [{lo:>11.5g}, {hi:>11.5g}]")
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (infinities as the strings ``"inf"``, ``"-inf"``)."""
+        from ..result import _jsonable
+
+        return _jsonable({
+            "intervals": self.intervals, "estimate": self.estimate, "wald": self.wald,
+            "std": self.std, "names": self.names, "confidence": self.confidence,
+            "noise": self.noise, "threshold": self.threshold, "dof": self.dof,
+            "s2": self.s2, "wssr": self.wssr, "evaluations": self.evaluations,
+            "wall_time": self.wall_time, "warnings": self.warnings,
+            "paths": {self.names[i]: {"values": pth.values, "statistic": pth.statistic,
+                                      "p": pth.p, "ends": list(pth.ends)}
+                      for i, pth in self.paths.items()},
+        })
+
+    def plot(self, path: str | Path | None = None, parameters: Sequence[Any] | None = None
+             ) -> Any:
+        """Each profile with the threshold and the Wald interval; returns the figure.
+
+        Parameters
+        ----------
+        path : str or Path, optional
+            Save as PNG here.
+        parameters : sequence of str or int, optional
+            Which profiles to draw (default: all computed).
+        """
+        from ..io.plotting import plot_profile
+
+        chosen = (sorted(self.paths) if parameters is None
+                  else [_index(self.names, q) for q in parameters])
+        return plot_profile(self, chosen, path=path)
+
+
+# ---------------------------------------------------------------------- the walk
+@dataclass
+class _Context:
+    """Everything one side of one profile needs (sent to workers as one blob)."""
+
+    model: Any
+    experiments: list[Any]
+    method: str
+    kwargs: dict[str, Any]
+    p_lb: np.ndarray
+    p_ub: np.ndarray
+    wssr: float
+    scale: float  # s^2 * q: the objective difference at the threshold
+    first_step: np.ndarray
+    magnitude: np.ndarray  # max(|estimate|, Wald half-width) per parameter (1 if both 0)
+    near_zero: np.ndarray  # below this |value| steps are not relative: 1e-3 |estimate|
+    max_range: float
+    max_steps: int
+    base: Any = None  # the re-fitted estimate (a result, or Portable on the way)
+
+
+@dataclass
+class _Side:
+    values: list[float]
+    delta: list[float]
+    p: list[np.ndarray]
+    end: str
+    crossing: float | None
+    message: str = ""
+    better: tuple[float, float] | None = None  # (value, wssr) of a better fit seen
+
+
+def _fit(ctx: _Context, i: int, c: float, warm: Any) -> Any:
+    from ..estimate import estimate
+
+    lb, ub = ctx.p_lb.copy(), ctx.p_ub.copy()
+    lb[i] = ub[i] = c
+    p0 = np.clip(np.asarray(warm.p, float), ctx.p_lb, ctx.p_ub)
+    p0[i] = c
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a point's notes are not the user's warnings
+        return estimate(ctx.model, ctx.experiments, p0, ctx.method, p_bounds=(lb, ub),
+                        warm_start=warm, uncertainty=False, **ctx.kwargs)
+
+
+def _walk(ctx: _Context, i: int, direction: int) -> _Side:
+    """One side of parameter ``i``'s profile (``direction`` -1 or +1)."""
+    base = ctx.base
+    theta = float(base.p[i])
+    bound = ctx.p_ub[i] if direction > 0 else ctx.p_lb[i]
+    side = _Side([], [], [], "max_steps", None)
+    c_prev, z_prev, warm = theta, 0.0, base
+    step = float(ctx.first_step[i])
+    for _ in range(ctx.max_steps):
+        if c_prev == bound:
+            side.end = "bound"
+            return side
+        if abs(c_prev - theta) > ctx.max_range * ctx.magnitude[i]:
+            side.end = "range"
+            return side
+        # a warm start is only as good as the last point is near: at most half
+        # the value (a positive parameter approaches 0 geometrically)
+        step = min(step, _MAX_RELATIVE * max(abs(c_prev), ctx.near_zero[i]))
+        res, c = None, c_prev
+        for _ in range(_RETRIES + 1):
+            c = c_prev + direction * step
+            c = min(c, bound) if direction > 0 else max(c, bound)
+            step = abs(c - c_prev)  # a retry halves the step actually taken
+            res = _fit(ctx, i, c, warm)
+            if res.success:
+                break
+            step *= 0.5
+        if not res.success:
+            side.end, side.message = "failed", f"at {c:.6g}: {res.message}"
+            return side
+        z = _zeta(ctx, side, c, res)
+        if z >= 1.0:
+            side.end = "threshold"
+            side.crossing = _crossing(ctx, side, i, (c_prev, z_prev, warm), (c, z))
+            return side
+        dz = z - z_prev
+        step *= float(np.clip(_ZETA_STEP / dz, 0.5, 3.0)) if dz > 0 else 3.0
+        c_prev, z_prev, warm = c, z, res
+    return side
+
+
+def _zeta(ctx: _Context, side: _Side, c: float, res: Any) -> float:
+    """Record a point; its ``zeta = sqrt(delta / (s^2 q))`` (1 at the threshold)."""
+    delta = float(res.weighted_ssr - ctx.wssr)
+    side.values.append(float(c))
+    side.delta.append(delta)
+    side.p.append(np.asarray(res.p, float).copy())
+    if delta < 0 and (side.better is None or delta < side.better[1]):
+        side.better = (float(c), delta)
+    return float(np.sqrt(max(delta, 0.0) / ctx.scale))
+
+
+def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, Any],
+              outside: tuple[float, float]) -> float:
+    """Where zeta = 1 between a point inside the interval and one outside.
+
+    Regula falsi on zeta (linear in ``c`` for a quadratic profile), each
+    point warm-started from the nearest one inside; a point that does not
+    converge is replaced by the bracket's midpoint.  At most
+    ``_CROSSING_FITS`` points; the last bracket's interpolation is returned.
+    """
+    (c_in, z_in, warm), (c_out, z_out) = inside, outside
+    for _ in range(_CROSSING_FITS):
+        c = c_in + (1.0 - z_in) / (z_out - z_in) * (c_out - c_in)
+        if z_out - 1.0 < _CROSSING_TOL or abs(c_out - c_in) <= 1e-9 * max(abs(c), 1e-300):
+            return c
+        res = _fit(ctx, i, c, warm)
+        if not res.success:
+            c = 0.5 * (c_in + c_out)
+            res = _fit(ctx, i, c, warm)
+            if not res.success:
+                break
+        z = _zeta(ctx, side, c, res)
+        if abs(z - 1.0) < _CROSSING_TOL:
+            return c
+        if z < 1.0:
+            c_in, z_in, warm = c, z, res
+        else:
+            c_out, z_out = c, z
+    return c_in + (1.0 - z_in) / (z_out - z_in) * (c_out - c_in)
+
+
+def _walk_in_worker(data: Encoded, i: int, direction: int) -> _Side:
+    ctx: _Context = decoded(data)["context"]
+    if not hasattr(ctx.base, "success"):  # still the Portable sent: attach the model once
+        ctx.base = restore(ctx.base, ctx.model, ctx.experiments)
+    return _walk(ctx, i, direction)
+
+
+# ---------------------------------------------------------------------- profile
+def _index(names: Sequence[str], which: Any) -> int:
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        if not 0 <= which < len(names):
+            raise ValueError(f"parameter index {which} is out of range 0..{len(names) - 1}")
+        return int(which)
+    if isinstance(which, str) and which in names:
+        return list(names).index(which)
+    raise ValueError(f"unknown parameter {which!r}; the parameters are {', '.join(names)}")
+
+
+def _codegen(value: Any) -> bool | str:
+    return {"True": True, "False": False}.get(str(value), "auto")
+
+
+def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``estimate`` keyword arguments that repeat the result's run (weights held fixed)."""
+    s = result.settings
+    if "x0_bounds" not in s and "x0_bounds" not in overrides:
+        raise ValueError("the result does not record its x0_bounds (a result from an older "
+                         "version): pass x0_bounds=(lb, ub) (or None) to profile(...)")
+    kw: dict[str, Any] = dict(s.get("options", {}))
+    kw.update(
+        x0_bounds=(None if "x0_bounds" not in s else
+                   tuple(np.asarray(b, float) for b in s["x0_bounds"])),
+        estimate_x0=s["estimate_x0"], n=int(s["n"]), lam=float(s["lam"]),
+        nodes=int(s["nodes"]), scheme=str(s["scheme"]), refine=int(s["refine"]),
+        codegen=_codegen(s.get("codegen", "auto")),
+        weights=None if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
+    )
+    kw.update(_continuing_options(result.method, kw))
+    kw.update(overrides)
+    return kw
+
+
+def _continuing_options(method: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """The method's options among ``kw`` as for a solve that continues from a
+    converged one (``LoopOptions.continuing``): each profile point starts next to
+    a neighbouring optimum of the same loss."""
+    from dataclasses import fields
+
+    from ..methods import get_method
+
+    options = get_method(method).options
+    if not hasattr(options, "continuing"):
+        return {}
+    names = [f.name for f in fields(options) if f.name in kw]
+    continuing = options(**{n: kw[n] for n in names}).continuing()
+    return {n: getattr(continuing, n) for n in names}
+
+
+def profile(
+    result: Any,
+    parameters: Sequence[Any] | None = None,
+    confidence: float = 0.95,
+    executor: Any = None,
+    *,
+    n_jobs: int | None = None,
+    noise: str = "estimated",
+    max_steps: int = 30,
+    max_range: float = 100.0,
+    model: Any = None,
+    experiments: Any = None,
+    **estimate_options: Any,
+) -> Profile:
+    """Profile-likelihood confidence intervals of an estimate's parameters.
+
+    Parameters
+    ----------
+    result : EstimationResult
+        A converged estimate, from this session (or with ``model`` and
+        ``experiments`` given).  Its method and settings are used for every
+        profile point, its weights held fixed.
+    parameters : sequence of str or int, optional
+        Which parameters (default: every free one).
+    confidence : float
+        Coverage probability of the intervals.
+    executor : concurrent.futures.Executor, optional
+        Run the profiles (each side of each parameter a task) on it.
+    n_jobs : int, optional
+        A local pool of this many processes instead (:mod:`picard_casadi.runtime.executors`).
+    noise : {"estimated", "known"}
+        How the threshold treats the noise level (module docstring):
+        estimated from the residuals (F threshold, default) or known, the
+        weights being exact inverse variances (chi-square threshold).
+    max_steps : int
+        Points per side at most (before the crossing is refined).
+    max_range : float
+        A side that stays below the threshold for this many times the
+        parameter's magnitude (``|estimate|``, or the Wald half-width if
+        larger) from the estimate is open.
+    model, experiments : optional
+        The run's model and experiments, for a result loaded from JSON.
+    **estimate_options
+        Override the ``estimate`` settings taken from the result (e.g.
+        ``p_bounds``, ``x0_bounds``, ``x_scale``, ``max_iter``).
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    ValueError
+        On a result that did not converge, an unknown parameter, a bad
+        option, or (``noise="estimated"``) no more measurements than
+        estimated quantities.
+    """
+    t_start = time.perf_counter()
+    from ..estimate import estimate
+    from ..estimation.arguments import as_bounds
+    from ..result import EstimationResult
+
+    if not isinstance(result, EstimationResult):
+        raise TypeError(f"`result` must be an EstimationResult, got {type(result).__name__}")
+    if not result.success:
+        raise ValueError(f"profile needs a converged estimate; this one did not converge "
+                         f"({result.message})")
+    if noise not in NOISE_MODES:
+        raise ValueError(f"`noise` must be one of {NOISE_MODES}, got {noise!r}")
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"`confidence` must be between 0 and 1, got {confidence!r}")
+    if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
+        raise ValueError(f"`max_steps` must be a positive integer, got {max_steps!r}")
+    if not float(max_range) > 0:
+        raise ValueError(f"`max_range` must be positive, got {max_range!r}")
+    if model is None or experiments is None:
+        if result._disc is not None:
+            model, experiments = result._disc.model, list(result._disc.experiments)
+        elif result._attached is not None:  # EstimationResult.from_json(model=, experiments=)
+            model, experiments = result._attached
+        else:
+            raise ValueError("this result carries no model (loaded from JSON?): pass "
+                             "model=... and experiments=... of its run")
+    experiments = list(experiments)
+    if result._X is None:
+        # no node values to start from (a result loaded from JSON): every fit
+        # starts from the estimated initial states, not from a guess built from
+        # the data (a tank cascade's unmeasured level guessed 0 put sqrt(0) in
+        # its outflow law: "the objective is not finite at the starting point")
+        experiments = [e.with_x0(x0) for e, x0 in zip(experiments, result.x0)]
+    names = list(result.p_names) or [f"p{i}" for i in range(result.p.size)]
+    overrides = dict(estimate_options)
+    p_bounds = overrides.pop("p_bounds", result.settings.get("p_bounds"))
+    if p_bounds is None:
+        raise ValueError("pass p_bounds=(lb, ub): the result does not record its box")
+    p_lb, p_ub = as_bounds(p_bounds, result.p.size, "p_bounds")
+    kwargs = _estimate_options(result, overrides)
+    free = p_lb < p_ub
+    chosen = (list(np.flatnonzero(free)) if parameters is None
+              else sorted({_index(names, q) for q in parameters}))
+    for i in chosen:
+        if not free[i]:
+            raise ValueError(f"parameter {names[i]} is fixed (equal bounds): nothing to profile")
+
+    # the estimate again with the profile's settings (weights fixed): the reference fit
+    warm = result if result._X is not None and result._disc is not None else None
+    with warnings.catch_warnings():  # the estimate's own FitWarnings were raised with it
+        warnings.simplefilter("ignore", FitWarning)
+        base = estimate(model, experiments, np.clip(result.p, p_lb, p_ub), result.method,
+                        p_bounds=(p_lb, p_ub), warm_start=warm, uncertainty=False, **kwargs)
+    if not base.success:
+        raise ValueError(f"re-fitting the estimate with the profile's settings failed: "
+                         f"{base.message}")
+    n_theta = sum(estimated_quantities(p_lb, p_ub, model.nx, len(experiments),
+                                       kwargs["estimate_x0"]))
+    dof = None
+    if noise == "estimated":
+        dof = int(base.n_measurements) - n_theta
+        if dof < 1:
+            raise ValueError(
+                f"{base.n_measurements} measurements for {n_theta} estimated quantities: the "
+                "noise level cannot be estimated; pass noise='known' with inverse-variance weights")
+        s2 = base.weighted_ssr / dof
+        q = f_1(confidence, dof)
+    else:
+        s2, q = 1.0, chi2_1(confidence)
+
+    std = None if result.p_std is None else np.asarray(result.p_std, float)
+    wald_half = np.full(result.p.size, np.nan)
+    if std is not None:
+        wald_half = std * np.sqrt(q)
+    magnitude = np.maximum(np.abs(base.p), np.where(np.isfinite(wald_half), wald_half, 0.0))
+    magnitude = np.where(magnitude > 0, magnitude, 1.0)
+    first = np.where(np.isfinite(wald_half) & (wald_half > 0), _ZETA_STEP * wald_half,
+                     0.05 * magnitude)
+    ctx = _Context(model=model, experiments=experiments, method=result.method, kwargs=kwargs,
+                   p_lb=p_lb, p_ub=p_ub, wssr=float(base.weighted_ssr), scale=s2 * q,
+                   first_step=first, magnitude=magnitude, max_range=float(max_range),
+                   near_zero=np.where(base.p != 0, 1e-3 * np.abs(base.p), first),
+                   max_steps=int(max_steps), base=base)
+    tasks = [(i, d) for i in chosen for d in (-1, 1)]
+    with executor_for(executor, n_jobs, len(tasks)) as ex:
+        if ex is None:
+            sides = [_walk(ctx, i, d) for i, d in tasks]
+        else:
+            ctx.base = portable(base)
+            try:
+                data = encode({"context": ctx})
+            finally:
+                ctx.base = base
+            sides = run_tasks(_walk_in_worker, [(data, i, d) for i, d in tasks], ex)
+
+    prof = Profile(intervals=np.full((result.p.size, 2), np.nan), estimate=base.p.copy(),
+                   wald=None if result.p_ci is None else np.asarray(result.p_ci, float),
+                   std=std, names=names, confidence=float(confidence), noise=noise,
+                   threshold=float(q), dof=dof, s2=float(s2), wssr=float(base.weighted_ssr))
+    prof.evaluations = 1 + sum(len(s.values) for s in sides)
+    for i in chosen:
+        lower, upper = sides[tasks.index((i, -1))], sides[tasks.index((i, 1))]
+        _assemble_path(prof, i, lower, upper, base)
+    prof.wall_time = time.perf_counter() - t_start
+    for note in prof.warnings:
+        warn_user(note)
+    return prof
+
+
+def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any) -> None:
+    name = prof.names[i]
+    values = lower.values[::-1] + [float(base.p[i])] + upper.values
+    delta = lower.delta[::-1] + [0.0] + upper.delta
+    ps = lower.p[::-1] + [np.asarray(base.p, float)] + upper.p
+    order = np.argsort(values, kind="stable")
+    prof.paths[i] = ProfilePath(values=np.asarray(values)[order],
+                                statistic=np.asarray(delta)[order] / prof.s2,
+                                p=np.asarray(ps)[order], ends=(lower.end, upper.end))
+    # an estimate on its bound: that side of the interval stops at the bound (the
+    # data would move it further; a user's k2 on its bound 0.25 got [0.249, inf]
+    # and "practically non-identifiable" next to the estimate's bound warning)
+    on_bound = [side.end == "bound" and not side.values for side in (lower, upper)]
+    lo = (lower.crossing if lower.end == "threshold"
+          else float(base.p[i]) if on_bound[0] else -np.inf)
+    hi = (upper.crossing if upper.end == "threshold"
+          else float(base.p[i]) if on_bound[1] else np.inf)
+    prof.intervals[i] = [lo, hi]
+    for side, word, end, at_bound in ((lower, "below", "-inf", on_bound[0]),
+                                      (upper, "above", "inf", on_bound[1])):
+        if side.end == "threshold":
+            continue
+        v = side.values[-1] if side.values else float(base.p[i])
+        if at_bound:
+            prof.warnings.append(
+                f"{name} is on its bound {v:.6g} (p_bounds): its interval stops there, "
+                f"{word} the estimate (the data would move it beyond the bound)")
+            continue
+        head = (f"the profile of {name} does not cross the {100 * prof.confidence:g} % "
+                f"threshold {word} the estimate")
+        if side.end == "failed":
+            prof.warnings.append(f"{head}: the re-optimisation failed {side.message}; the "
+                                 f"interval is left open ({end})")
+            continue
+        how = {"bound": f"it reaches its bound {v:.6g}",
+               "range": f"it stays below the threshold out to {v:.6g}",
+               "max_steps": f"it has not crossed after max_steps points (at {v:.6g})"}[side.end]
+        prof.warnings.append(f"{head} ({how}): the interval is open ({end}); {name} is "
+                             "practically non-identifiable from these data")
+    for side in (lower, upper):
+        if side.better is not None and -side.better[1] > 1e-3 * prof.s2 * prof.threshold:
+            prof.warnings.append(
+                f"the profile of {name} found a better fit (weighted SSR lower by "
+                f"{-side.better[1]:.4g}) at {name} = {side.better[0]:.6g}: the estimate is not "
+                "the best fit; estimate again from there (warm_start)")

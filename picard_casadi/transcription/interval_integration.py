@@ -1,0 +1,243 @@
+"""Accurate integration of every Picard interval from its start (CVODES).
+
+Two users: ``method="shooting"`` (the states at the samples and the interval
+ends are its model) and the discretisation certificate (an accurate solution
+to hold the collocation solution against).
+
+Each interval is one CVODES run from its start, with outputs at its sample
+times and its end (no restart between them), in normalised time, with the
+inputs replaced by their Chebyshev interpolant over the interval: of degree
+16, or 32 or 64 where 16 does not reproduce them to 1e-12 of their size at
+the midpoints of the interpolation points.  Intervals with the same output
+times and degree share one integrator, mapped over them.  Inputs that no
+such polynomial reproduces (a sampled input held or interpolated linearly
+between samples jumps or kinks at each one) are integrated instead as a
+chain of segments cut at the sample times, CVODES restarting on each (as in
+:func:`picard_casadi.simulate`), intervals padded to the same number of
+segments with segments of zero length (cost: ``docs/certificate.md``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import casadi as ca
+import numpy as np
+
+from ..runtime.interrupts import interruptible, reraise_if_interrupted
+from ..runtime.native_output import captured_native_output
+from ..simulate import (_INPUT_DEGREE, _input_coefficients, _segment_coefficients,
+                        _segment_integrator)
+from .discretisation import Discretisation, to_map_layout
+
+__all__ = ["IntervalIntegrator", "interval_integrator"]
+
+_DEGREES = (16, 32, 64)
+_INPUT_ACCURACY = 1e-12
+
+
+def _interval_inputs(exp, t0: np.ndarray, h: np.ndarray, nu: int
+                     ) -> list[tuple[int, np.ndarray] | None]:
+    """For each interval ``[t0_i, t0_i + h_i]`` of experiment ``exp``: the lowest
+    degree in ``_DEGREES`` whose Chebyshev interpolant reproduces the inputs,
+    and its coefficients; ``None`` where none does.  All intervals are fitted
+    at once (one evaluation of the inputs per degree)."""
+    n = t0.size
+    if nu == 0:
+        return [(_DEGREES[0], np.zeros(0))] * n
+    out: list[tuple[int, np.ndarray] | None] = [None] * n
+    todo = np.arange(n)
+    for d in _DEGREES:
+        if todo.size == 0:
+            break
+        a, b = t0[todo], t0[todo] + h[todo]
+        coef = _segment_coefficients(lambda tt: exp.inputs(tt, nu), a, b, nu, d)  # (nu (d+1), n)
+        # check between the interpolation points
+        k = np.arange(d)
+        mids = np.cos(np.pi * (k + 1.0) / (d + 1))
+        times = a[:, None] + 0.5 * (b - a)[:, None] * (mids[None, :] + 1.0)
+        vals = exp.inputs(times.ravel(), nu).reshape(todo.size, d, nu)
+        T = np.polynomial.chebyshev.chebvander(mids, d)  # (d, d+1)
+        approx = np.einsum("mk,skn->smn", T, coef.T.reshape(todo.size, d + 1, nu))
+        size = np.maximum(np.abs(vals).max(axis=(1, 2)), 1e-300)
+        fits = np.abs(approx - vals).max(axis=(1, 2)) <= _INPUT_ACCURACY * size
+        for i in np.flatnonzero(fits):
+            out[todo[i]] = (d, coef[:, i])
+        todo = todo[~fits]
+    return out
+
+
+def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
+    """The state at the output time of ``states`` nearest ``tau``.
+
+    The output grids are built from the sample times (rounded), the slots
+    from the normalised sample times: the two agree only to round-off, so a
+    slot is matched to the nearest grid time, not looked up by its rounded
+    value (which differed in the last digit for one sample: a KeyError).
+    """
+    keys = np.fromiter(states, float, len(states))
+    return states[float(keys[np.argmin(np.abs(keys - tau))])]
+
+
+#: integrators kept for repeated calls on the same mesh (see :func:`interval_integrator`)
+_KEEP = 4
+_KEPT: list[tuple[tuple, "IntervalIntegrator"]] = []
+_KEPT_LOCK = threading.Lock()
+
+
+def _mesh_signature(disc: Discretisation, rtol: float, atol: float, max_steps: int,
+                    method: str) -> tuple:
+    """What an :class:`IntervalIntegrator` depends on: the model and experiments
+    (the objects themselves, compared by identity) and the mesh's arrays."""
+    arrays = b"".join(np.ascontiguousarray(a).tobytes() for a in (
+        disc.t0, disc.h, disc.sample_tau, disc.sample_exp, disc.exp_of))
+    return (disc.model, tuple(disc.experiments), int(disc.M), arrays, float(rtol),
+            float(atol), int(max_steps), method)
+
+
+def interval_integrator(disc: Discretisation, rtol: float, atol: float,
+                        max_steps: int, method: str = "bdf") -> "IntervalIntegrator":
+    """An :class:`IntervalIntegrator` for ``disc``, reused where the last few calls
+    built one for the same model, experiments, mesh, tolerances and method
+    (repeated estimates of one problem, a profile's many fits: building it
+    costs a CasADi graph and the inputs' interpolants, 30 ms on cmg)."""
+    key = _mesh_signature(disc, rtol, atol, max_steps, method)
+    with _KEPT_LOCK:
+        for k, (kept_key, integrator) in enumerate(_KEPT):
+            if (kept_key[0] is key[0] and len(kept_key[1]) == len(key[1])
+                    and all(a is b for a, b in zip(kept_key[1], key[1]))
+                    and kept_key[2:] == key[2:]):
+                _KEPT.append(_KEPT.pop(k))
+                return integrator
+    integrator = IntervalIntegrator(disc, rtol, atol, max_steps, method)
+    with _KEPT_LOCK:
+        _KEPT.append((key, integrator))
+        del _KEPT[:-_KEEP]
+    return integrator
+
+
+class IntervalIntegrator:
+    """``(X, p) -> (states at the sample slots, end states)`` of every interval.
+
+    Parameters
+    ----------
+    disc : Discretisation
+    rtol, atol : float
+        CVODES tolerances (``atol`` applies to the states as they are).
+    max_steps : int
+        CVODES step limit between outputs.
+    method : {"bdf", "adams"}
+        CVODES' multistep method (``simulate._build_segment_integrator``):
+        BDF for any model, Adams where the model is not stiff on the intervals.
+
+    Attributes
+    ----------
+    function : casadi.Function
+        ``(X (nx, J), p (np,)) -> (Xs (nx, J M), xend (nx, J))``, an MX
+        function: call it with MX symbols (an NLP) or numbers.  Padding
+        slots of ``Xs`` (no sample) hold the interval start.
+    """
+
+    def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int,
+                 method: str = "bdf") -> None:
+        m = disc.model
+        J, M, nx, np_, nu = disc.n_intervals, disc.M, m.nx, m.np, m.nu
+        self.disc = disc
+        X = ca.MX.sym("X", nx, J)
+        p = ca.MX.sym("p", np_)
+        # per interval: its output times (normalised) and where each sample slot reads
+        grids = []
+        inputs: list[tuple[int, np.ndarray] | None] = [None] * J
+        for j in range(J):
+            e = disc.exp_of[j]
+            taus = disc.sample_tau[j][disc.sample_exp[j] == e]
+            grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
+        for e, sl in enumerate(disc.intervals_of):
+            js = np.arange(sl.start, sl.stop)
+            for j, fit in zip(js, _interval_inputs(disc.experiments[e], disc.t0[js],
+                                                   disc.h[js], nu)):
+                inputs[j] = fit
+        groups: dict[tuple, list[int]] = {}
+        for j in range(J):
+            key = ("segments",) if inputs[j] is None else (inputs[j][0], grids[j])
+            groups.setdefault(key, []).append(j)
+        states: dict[int, dict[float, ca.MX]] = {}  # interval -> tau -> state
+        for key, js in groups.items():
+            if key == ("segments",):
+                states.update(self._segment_states(disc, js, X, p, rtol, atol, max_steps,
+                                                   method))
+                continue
+            degree, grid = key
+            step = _segment_integrator(m, rtol, atol, max_steps, degree, grid, method)
+            Q = np.column_stack([np.concatenate([[disc.t0[j], disc.h[j]], inputs[j][1]])
+                                 for j in js])
+            xf = step.map(len(js))(X[:, js], ca.DM(Q), p)  # nx x (len(grid) len(js))
+            columns = ca.horzsplit(xf)  # one split, not an MX slice per column
+            G = len(grid)
+            for n, j in enumerate(js):
+                states[j] = {tau: columns[n * G + g] for g, tau in enumerate(grid)}
+        slots, ends = [], []
+        for j in range(J):
+            for s in range(M):
+                tau = float(disc.sample_tau[j, s])
+                real = disc.sample_exp[j, s] == disc.exp_of[j]
+                slots.append(_state_at(states[j], tau) if real and tau > 0 else X[:, j])
+            ends.append(states[j][1.0])
+        self.function = ca.Function("interval_states", [X, p],
+                                    [ca.horzcat(*slots), ca.horzcat(*ends)],
+                                    ["X", "p"], ["Xs", "xend"])
+
+    @staticmethod
+    def _segment_states(disc: Discretisation, js: list[int], X: ca.MX, p: ca.MX, rtol: float,
+                        atol: float, max_steps: int, method: str = "bdf"
+                        ) -> dict[int, dict[float, ca.MX]]:
+        """States of intervals ``js`` at their sample times, CVODES restarted at each."""
+        m = disc.model
+        nu = m.nu
+        bounds = []
+        for j in js:
+            e = disc.exp_of[j]
+            ts = disc.sample_times[j][disc.sample_exp[j] == e]
+            bounds.append(np.unique(np.concatenate([[disc.t0[j]], ts,
+                                                    [disc.t0[j] + disc.h[j]]])))
+        S = max(b.size - 1 for b in bounds)
+        Q = np.zeros((len(js), 2 + nu * (_INPUT_DEGREE + 1), S))
+        for n, (j, b) in enumerate(zip(js, bounds)):
+            exp = disc.experiments[disc.exp_of[j]]
+            ns = b.size - 1
+            Q[n, 0, :ns] = b[:-1]
+            Q[n, 1, :ns] = np.diff(b)
+            if nu:
+                Q[n, 2:, :ns] = _input_coefficients(lambda tt, exp=exp: exp.inputs(tt, nu), b, nu)
+            Q[n, 0, ns:] = b[-1]  # zero-length padding segments
+        step = _segment_integrator(m, rtol, atol, max_steps, method=method)
+        chain = step.mapaccum("interval", S, [0], [0]).map(len(js))
+        traj = chain(X[:, js], ca.DM(to_map_layout(Q)), p)  # nx x (S len(js))
+        out = {}
+        for n, (j, b) in enumerate(zip(js, bounds)):
+            taus = np.round((b[1:] - disc.t0[j]) / disc.h[j], 13)
+            taus[-1] = 1.0
+            out[j] = {float(tau): traj[:, n * S + k] for k, tau in enumerate(taus)}
+        return out
+
+    def __call__(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """States at the sample slots ``(J, nx, M)`` and end states ``(J, nx)``.
+
+        Raises
+        ------
+        RuntimeError
+            When CVODES fails on an interval (CasADi's error; what CVODES and
+            CasADi print is kept off the terminal).
+        KeyboardInterrupt
+            After Ctrl-C, which CasADi would report as a failed integration.
+        """
+        d = self.disc
+        printed: list[str] = []
+        try:
+            with interruptible(), captured_native_output() as printed:
+                Xs, xend = self.function(np.asarray(X, float).T, np.asarray(p, float))
+        except RuntimeError as err:
+            reraise_if_interrupted(err, printed[0] if printed else "")
+            raise
+        Xs = np.asarray(Xs).reshape(d.model.nx, d.n_intervals, d.M).transpose(1, 0, 2)
+        return Xs, np.asarray(xend).T

@@ -1,0 +1,86 @@
+"""Model outputs from an estimate: by simulation or from the fitted intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+from ..runtime.user_warnings import warn_user
+from ..simulate import simulate
+from .discretisation import Discretisation
+
+__all__ = ["outputs_along", "simulation_predictor", "collocation_states"]
+
+
+def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
+                  exp: Experiment) -> np.ndarray:
+    """Outputs ``g(t_i, x_i, p, u(t_i))`` for states ``X`` (N, nx) -> (N, ny)."""
+    t = np.asarray(t, float)
+    U = exp.inputs(t, model.nu)
+    G = model.g.map(t.size)(t[None, :], X.T, ca.repmat(ca.DM(p), 1, t.size), U.T)
+    return np.asarray(G).T
+
+
+def collocation_states(disc: Discretisation, X: np.ndarray, U: np.ndarray,
+                       e: int, t: np.ndarray) -> np.ndarray:
+    """States of experiment ``e`` at times ``t`` from the interpolant of the node values."""
+    t = np.asarray(t, float)
+    j, tau = disc.interval_of_time(e, t)
+    out = np.empty((t.size, disc.model.nx))
+    for k in range(t.size):
+        row = disc.quad.interpolation_rows(tau[k:k + 1])[0]
+        out[k] = U[j[k]] @ row
+    return out
+
+
+def simulation_predictor(model: Model, experiments: list[Experiment],
+                         disc: Discretisation | None = None,
+                         X: np.ndarray | None = None,
+                         U: np.ndarray | None = None) -> Callable[..., np.ndarray]:
+    """A ``predict`` implementation for :class:`EstimationResult`.
+
+    ``source="collocation"`` needs the discretisation and the final node
+    values; results loaded from JSON only simulate.
+    """
+
+    def predict(res: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+        if not 0 <= exp_index < len(experiments):
+            raise ValueError(
+                f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}"
+            )
+        exp = experiments[exp_index]
+        times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
+        if np.any(times < exp.t0):
+            raise ValueError(
+                f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
+                f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
+                "from t0")
+        if (model.nu and isinstance(exp.u, np.ndarray) and times.size
+                and float(np.max(times)) > exp.t_end):
+            warn_user(f"`t` runs to {float(np.max(times)):g}, beyond the last input sample of "
+                      f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at "
+                      "their last values there; for other inputs, pc.simulate(model, "
+                      "res.x0[i], res.p, t, u=...)")
+        if source == "simulate":
+            Xs = simulate(model, res.x0[exp_index], res.p, times, exp, t0=exp.t0)
+        elif source == "collocation":
+            if disc is None or U is None:
+                raise ValueError("source='collocation' needs the run's intervals; "
+                                 "this result has none (use source='simulate')")
+            if np.any(times < exp.t0) or np.any(times > exp.t_end):
+                raise ValueError(
+                    f"source='collocation' covers [{exp.t0}, {exp.t_end}] only"
+                )
+            Xs = collocation_states(disc, X, U, exp_index, times)
+        else:
+            raise ValueError(
+                f"source must be 'simulate' or 'collocation', got {source!r}"
+            )
+        return outputs_along(model, times, Xs, res.p, exp)
+
+    return predict

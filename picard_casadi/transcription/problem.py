@@ -1,0 +1,112 @@
+"""One estimation problem as numbers, ready for any method: :class:`Setup`.
+
+The discretisation and its transcription, the boxes of the parameters and
+interval starts, the scales the methods work in, which entries are free, and
+the starting point.  Built by :func:`~picard_casadi.estimation.setup.build_setup`;
+every method (:mod:`picard_casadi.methods`) and every judgement of an answer
+(:mod:`picard_casadi.analysis`) reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .discretisation import Discretisation
+from .functions import Transcription
+
+__all__ = ["Setup", "ZERO_MERIT"]
+
+# A merit below this fraction of the data's own (the merit of a model that
+# predicts zero) is a zero residual: residuals 1e-12 of the data.  The
+# stopping tests relative to the merit need it as a floor, or exact data
+# (an exact fit, merit 1e-30) never converge.
+ZERO_MERIT = 1e-24
+
+
+@dataclass
+class Setup:
+    """One estimation problem, ready for any method.
+
+    Attributes
+    ----------
+    disc : Discretisation
+    tr : Transcription
+        Mapped functions (``P``, ``P^n``, residuals, derivatives).
+    p_lb, p_ub : ndarray (np,)
+        Parameter box (``-inf``/``inf`` where unbounded).
+    x_lb, x_ub : ndarray (nx,)
+        Box for every interval start ``x_j`` (the paper's ``X``).
+    p_scale, x_scale : ndarray
+        Nominal magnitudes; the methods work in ``p / p_scale``, ``x / x_scale``.
+    free_p : ndarray (np,) of bool
+    free_x : ndarray (J, nx) of bool
+        ``False`` for a known ``x0`` (``estimate_x0=False``).
+    X0, U0, p0 : ndarray
+        Starting point: interval starts (J, nx), node values (J, nx, K), p.
+    timings : dict
+        Seconds per phase; methods add what they build (e.g. an NLP) to ``build``.
+    cache : dict
+        Objects a method builds once per setup (the IPOPT solver), reused when
+        the method runs again (re-weighting, multistart).
+    compiled : bool
+        Whether functions are code-generated (methods that build their own
+        functions, such as IPOPT's NLP, compile them too).
+    """
+
+    disc: Discretisation
+    tr: Transcription
+    p_lb: np.ndarray
+    p_ub: np.ndarray
+    x_lb: np.ndarray
+    x_ub: np.ndarray
+    p_scale: np.ndarray
+    x_scale: np.ndarray
+    free_p: np.ndarray
+    free_x: np.ndarray
+    X0: np.ndarray
+    U0: np.ndarray
+    p0: np.ndarray
+    timings: dict[str, float] = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict)
+    compiled: bool = False
+
+    # --------------------------------------------------------------- scaling
+    def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Physical to scaled variables."""
+        return X / self.x_scale, p / self.p_scale
+
+    def from_scaled(self, Xs: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scaled to physical variables."""
+        return Xs * self.x_scale, ps * self.p_scale
+
+    @property
+    def scaled_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(X_lb, X_ub, p_lb, p_ub)`` in scaled variables, fixed entries pinned."""
+        J = self.disc.n_intervals
+        xl = np.broadcast_to(self.x_lb / self.x_scale, (J, self.x_scale.size)).copy()
+        xu = np.broadcast_to(self.x_ub / self.x_scale, (J, self.x_scale.size)).copy()
+        return xl, xu, self.p_lb / self.p_scale, self.p_ub / self.p_scale
+
+    def project(self, Xs: np.ndarray, ps: np.ndarray, Xs_fixed: np.ndarray,
+                ps_fixed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Project scaled variables on the box; fixed entries keep their values."""
+        xl, xu, pl, pu = self.scaled_bounds
+        Xs = np.where(self.free_x, np.clip(Xs, xl, xu), Xs_fixed)
+        ps = np.where(self.free_p, np.clip(ps, pl, pu), ps_fixed)
+        return Xs, ps
+
+    def merit_floor(self) -> float:
+        """The merit of a zero residual (``ZERO_MERIT`` of the data's own)."""
+        Wt = self.tr._Wt
+        return ZERO_MERIT * 0.5 * float(np.sum((Wt * self.disc.y) ** 2)) + 1e-300
+
+    def projected_gradient_norm(self, Xs: np.ndarray, ps: np.ndarray,
+                                gX: np.ndarray, gp: np.ndarray) -> float:
+        """``|z - Proj(z - g)|_inf`` in scaled variables (0 at a KKT point)."""
+        xl, xu, pl, pu = self.scaled_bounds
+        dX = np.where(self.free_x, Xs - np.clip(Xs - gX, xl, xu), 0.0)
+        dp = np.where(self.free_p, ps - np.clip(ps - gp, pl, pu), 0.0)
+        return float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))

@@ -1,11 +1,13 @@
 """``estimate``: one entry point for every method.
 
-The driver checks the user's input once, builds the shared
-:class:`~picard_casadi.methods.base.Setup` (:mod:`picard_casadi.estimation.setup`),
-and then, until the answer is certified or the budget is spent:
+The driver checks the user's input once
+(:mod:`picard_casadi.estimation.arguments`), builds the shared
+:class:`~picard_casadi.transcription.problem.Setup`
+(:mod:`picard_casadi.estimation.setup`), and then, until the answer is
+certified or the budget is spent (:mod:`picard_casadi.estimation.refinement`):
 
 1. runs the chosen method, re-running it while ``weights="auto"``
-   re-estimates the noise levels (:func:`solve_with_weights`);
+   re-estimates the noise levels;
 2. certifies the converged solution against an accurate integration of the
    model (:mod:`picard_casadi.analysis.certificate`); where the certificate fails and
    ``refine`` allows, bisects the intervals it marks
@@ -14,7 +16,8 @@ and then, until the answer is certified or the budget is spent:
 
 Where the run fails, the default path's second runs (another start, IPOPT,
 shooting; :mod:`picard_casadi.estimation.fallbacks`) follow.  The result
-(:class:`~picard_casadi.result.EstimationResult`) carries the estimate, the
+(:class:`~picard_casadi.result.EstimationResult`,
+:mod:`picard_casadi.estimation.assembly`) carries the estimate, the
 certificate, the final mesh, the uncertainty and the timings.
 """
 

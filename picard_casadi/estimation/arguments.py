@@ -24,6 +24,9 @@ from ..transcription.mesh import default_T
 from ..transcription.problem_size import check_problem_size
 from .setup import as_vector, estimated_quantities, x0_mask
 
+__all__ = ["check_arguments", "Arguments", "as_bounds", "options_of", "DEFAULT_NODES",
+           "MAX_REFINEMENTS"]
+
 DEFAULT_NODES = {"chebyshev": 9, "trapezoid": 21}
 
 

@@ -27,6 +27,9 @@ from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
+__all__ = ["assemble", "judge", "unfinite_start", "applicable_advice", "note_staircase_inputs",
+           "kinked_inputs", "jumping_inputs"]
+
 
 def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarray) -> str:
     """Where ``f`` is not finite at an experiment's start with its guessed

@@ -28,6 +28,9 @@ from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
 from .setup import build_setup, initial_weights, residual_variance, weights_from_variance
 
+__all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
+           "COLLOCATION_METHODS"]
+
 _AUTO_WEIGHT_ROUNDS = 6
 
 

@@ -15,7 +15,8 @@ import warnings
 
 __all__ = ["warn_user"]
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# the package's folder (this file is in its runtime/ wing)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:

@@ -61,6 +61,22 @@ def prey_only_lotka_volterra() -> tuple[pc.Model, pc.Experiment]:
     return model, exp
 
 
+def sir_infected_only() -> tuple[pc.Model, pc.Experiment]:
+    """A user's SIR epidemic with only I measured (51 samples on [0, 100],
+    noise 5 % + 20 people, seed 1; truth beta, gamma = 0.5, 0.2 from 10
+    infected in 1e5) and no x0 guess: S starts at 0 in the simulated start,
+    from which picard-gn never joins up (gaps of 191 at max_iter)."""
+    N = 1e5
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
+    force = p[0] * x[0] * x[1] / N
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-force, force - p[1] * x[1], p[1] * x[1]),
+                     y=x[1], p_names=["beta", "gamma"], x_names=["S", "I", "R"])
+    t = np.arange(0, 101, 2.0)
+    X = pc.simulate(model, [N - 10, 10, 0], [0.5, 0.2], t)
+    y = X[:, 1] + np.random.default_rng(1).normal(size=t.size) * (0.05 * X[:, 1] + 20)
+    return model, pc.Experiment(t=t, y=y[:, None])
+
+
 def product_model_data() -> tuple[pc.Model, pc.Experiment]:
     """``x' = -a b x + c``: only the product ``a b`` is identifiable (truth a=0.5,
     b=2, c=0.3; 41 samples on [0, 4], noise 0.01, seed 0)."""

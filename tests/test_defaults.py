@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
+
+from conftest import sir_infected_only
 from picard_casadi.models.published import BENCHMARKS
 from picard_casadi.simulate import simulate
 
@@ -153,17 +155,7 @@ def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
     # names its method: with none, the failure goes on to the shooting fallback,
     # whose fit of the unobservable R(0) ends one way or another with round-off
     # (the test asserted that path once and failed on other machines)
-    import casadi as ca
-
-    N = 1e5
-    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
-    force = p[0] * x[0] * x[1] / N
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-force, force - p[1] * x[1], p[1] * x[1]),
-                     y=x[1], p_names=["beta", "gamma"], x_names=["S", "I", "R"])
-    t = np.arange(0, 101, 2.0)
-    X = pc.simulate(model, [N - 10, 10, 0], [0.5, 0.2], t)
-    y = X[:, 1] + np.random.default_rng(1).normal(size=t.size) * (0.05 * X[:, 1] + 20)
-    exp = pc.Experiment(t=t, y=y[:, None])
+    model, exp = sir_infected_only()
     first = pc.estimate(model, [exp], [0.3, 0.1], method="picard-gn", guess="simulation",
                         uncertainty=False)
     assert first.status == "max_iter" and first.history["gap_scaled"][-1] > 1.0

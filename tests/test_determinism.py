@@ -16,20 +16,12 @@ import numpy as np
 
 import picard_casadi as pc
 
+from conftest import sir_infected_only
+
 
 def _sir(guess: str = "auto", method: str | None = None) -> pc.EstimationResult:
-    # only I measured, S unmeasured from a start of 0: picard-gn from the
-    # simulated start never joins up; the default path retries from the data
-    N = 1e5
-    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
-    force = p[0] * x[0] * x[1] / N
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-force, force - p[1] * x[1], p[1] * x[1]),
-                     y=x[1], p_names=["beta", "gamma"], x_names=["S", "I", "R"])
-    t = np.arange(0, 101, 2.0)
-    X = pc.simulate(model, [N - 10, 10, 0], [0.5, 0.2], t)
-    y = X[:, 1] + np.random.default_rng(1).normal(size=t.size) * (0.05 * X[:, 1] + 20)
-    return pc.estimate(model, [pc.Experiment(t=t, y=y[:, None])], [0.3, 0.1], method=method,
-                       guess=guess, uncertainty=False)
+    model, exp = sir_infected_only()
+    return pc.estimate(model, [exp], [0.3, 0.1], method=method, guess=guess, uncertainty=False)
 
 
 def _decay() -> pc.EstimationResult:

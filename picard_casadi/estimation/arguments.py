@@ -263,7 +263,9 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
     opts = method_options(spec, opts_given, "estimate", own_arguments)
 
     weights_mode, w = _weights(weights, model.ny)
-    return Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w)
+    return Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements,
+                     mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts,
+                     weights_mode, w)
 
 
 def options_of(spec: MethodSpec, options: dict[str, Any]) -> dict[str, Any]:

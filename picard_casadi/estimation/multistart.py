@@ -95,8 +95,8 @@ def _start_in_worker(data: Encoded, p0: np.ndarray) -> Any:
     """One start on an executor: the problem decoded once per worker, the result portable."""
     prob = decoded(data)
     with _starts_quiet():
-        res = prob["estimate"](prob["model"], prob["experiments"], p0, prob["method"], multistart=None,
-                       **prob["kwargs"])
+        res = prob["estimate"](prob["model"], prob["experiments"], p0, prob["method"],
+                               multistart=None, **prob["kwargs"])
     return portable(res)
 
 
@@ -183,7 +183,8 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
                 results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
                            for s in starts]
         else:
-            data = encode({"estimate": estimate, "model": model, "experiments": list(experiments),
+            data = encode({"estimate": estimate, "model": model,
+                           "experiments": list(experiments),
                            "method": method, "kwargs": kwargs})
             items = run_tasks(_start_in_worker, [(data, s) for s in starts], ex)
             results = [item.result for item in items]

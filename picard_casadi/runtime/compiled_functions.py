@@ -20,7 +20,7 @@ from pathlib import Path
 import casadi as ca
 
 from ..errors import CodegenError
-from . import codegen as codegen_module
+from . import codegen as cache
 from .arguments import as_codegen
 from .codegen import STATS, compile_library
 from .compiler import stop_compilers
@@ -53,7 +53,7 @@ class CodegenBackend:
     """
 
     def __init__(self, strict: bool = True) -> None:
-        codegen_module.require_compiler()
+        cache.require_compiler()
         self.strict = strict
 
     def __call__(self, units: Mapping[str, tuple[ca.Function, int]]) -> Mapping[str, ca.Function]:
@@ -200,24 +200,24 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
     if codegen is False:
         return None, ""
     if codegen is True:
-        codegen_module.require_compiler()
-        problem, read_only = codegen_module.probe()
+        cache.require_compiler()
+        problem, read_only = cache.probe()
         if problem:
             raise CodegenError(f"codegen=True: {problem}")
         if read_only:
             raise CodegenError(
-                f"codegen=True: the code cache {str(codegen_module.cache_path())!r} is not writable; set "
+                f"codegen=True: the code cache {str(cache.cache_path())!r} is not writable; set "
                 "PICARD_CASADI_CACHE to a writable folder, or use codegen='auto' to load the "
                 "libraries it holds and run the rest on CasADi's virtual machine")
         return CodegenBackend(strict=True), ""
-    if codegen_module.find_compiler() is None:
-        note = (f"codegen='auto': {codegen_module.missing_compiler_message()}; running on CasADi's virtual "
+    if cache.find_compiler() is None:
+        note = (f"codegen='auto': {cache.missing_compiler_message()}; running on CasADi's virtual "
                 "machine")
         if not _NO_COMPILER_WARNED:
             warn_user(note, RuntimeWarning)
             _NO_COMPILER_WARNED = True
         return None, note
-    problem, read_only = codegen_module.probe()
+    problem, read_only = cache.probe()
     if problem:
         note = f"codegen='auto': {problem}; running on CasADi's virtual machine"
         if problem not in _WARNED:
@@ -226,7 +226,7 @@ def backend_for(codegen: bool | str) -> tuple[CodegenBackend | None, str]:
         return None, note
     if read_only:
         return CodegenBackend(strict=False), (
-            f"codegen='auto': the code cache {str(codegen_module.cache_path())!r} is read-only: the "
+            f"codegen='auto': the code cache {str(cache.cache_path())!r} is read-only: the "
             "libraries it holds are used, other functions run on CasADi's virtual machine")
     return CodegenBackend(strict=False), ""
 

@@ -27,7 +27,7 @@ def case_problem(case: str) -> tuple[pc.Problem, dict[str, Any]]:
     """The problem of a case ``problem:seed:weights`` and its ``estimate`` options
     (``weights`` ``auto``: every default; ``none``: unweighted, no uncertainty)."""
     name, seed, weights = case.split(":")
-    kw = {} if weights == "auto" else {"weights": None, "uncertainty": False}
+    kw = {} if weights == "auto" else {"weights": "none", "uncertainty": False}
     return pc.problem(name, seed=int(seed)), kw
 
 

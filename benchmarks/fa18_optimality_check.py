@@ -40,9 +40,9 @@ def check(job: tuple[str, int, str]) -> str:
     prob = pc.problem(f"fa18-{run}", seed=seed)
     warm = (prob.estimate("picard-gn", weights="auto", uncertainty=False)
             if start == "weighted" else None)
-    gn = prob.estimate("picard-gn", weights=None, uncertainty=False, max_iter=2000,
+    gn = prob.estimate("picard-gn", weights="none", uncertainty=False, max_iter=2000,
                        warm_start=warm)
-    ip = prob.estimate("ipopt", weights=None, uncertainty=False, warm_start=gn)
+    ip = prob.estimate("ipopt", weights="none", uncertainty=False, warm_start=gn)
     dp = float(np.max(np.abs(ip.p - gn.p) / np.maximum(np.abs(gn.p), 1e-3)))
     rel = (gn.objective - ip.objective) / ip.objective
     verdict = ("same optimum" if abs(rel) <= 1e-8 else

@@ -51,7 +51,7 @@ def line(label: str, res: pc.EstimationResult, t0: float) -> None:
 def main() -> None:
     warnings.filterwarnings("ignore")
     prob = pc.problem("fa18-roll-beta", seed=1)
-    common = {"weights": None, "uncertainty": False}
+    common = {"weights": "none", "uncertainty": False}
     t0 = time.perf_counter()
     print(f"truth p = {np.array2string(prob.p_true, precision=3)}")
     gn = prob.estimate("picard-gn", max_iter=1000, **common)

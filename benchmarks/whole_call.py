@@ -17,7 +17,7 @@ in this one run.
 ``picard-gn`` with the default BLAS threads against one thread forced from
 outside (``threadpoolctl``) and against the package's own limit switched off
 (``PICARD_CASADI_BLAS_THREADS=0``), in one process, alternating, best of two
-each; ``--unweighted`` fits with ``weights=None``, ``--hessian`` sets
+each; ``--unweighted`` fits with ``weights="none"``, ``--hessian`` sets
 ``picard-gn``'s ``hessian`` option (``exact``: the Newton model, which forms
 the batched inverses) and ``--seed`` picks the data set, e.g. the case that
 made the package limit the threads; ``--busy`` keeps one core busy with another
@@ -79,7 +79,7 @@ def threads(name: str = "cmg", seed: int = 11, unweighted: bool = False,
     from threadpoolctl import threadpool_info, threadpool_limits
 
     prob = pc.problem(name, seed=seed)
-    kwargs = {"weights": None} if unweighted else {}
+    kwargs = {"weights": "none"} if unweighted else {}
     if hessian is not None:
         kwargs["hessian"] = hessian
     prob.estimate("picard-gn", **kwargs)  # warm cache
@@ -113,7 +113,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--threads", action="store_true")
-    ap.add_argument("--unweighted", action="store_true", help="with --threads: weights=None")
+    ap.add_argument("--unweighted", action="store_true", help="with --threads: weights='none'")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--hessian", default=None, help="with --threads: picard-gn's hessian option")
     ap.add_argument("--busy", action="store_true",

@@ -68,12 +68,12 @@ def main() -> None:
     for run in fa18.RUNS:
         for seed in args.seeds:
             prob = pc.problem(f"fa18-{run}", seed=seed, noise_std=args.noise_std)
-            for loss, weights in (("weighted", "auto"), ("unweighted", None)):
+            for loss, weights in (("weighted", "auto"), ("unweighted", "none")):
                 # the unweighted loss has long curved valleys of near-optimal
                 # parameters (hundreds of iterations); non-convergence is
                 # reported, not hidden
-                extra = {} if weights else {"max_iter": args.unweighted_max_iter}
-                if not weights and args.unweighted_start == "weighted":
+                extra = {} if weights == "auto" else {"max_iter": args.unweighted_max_iter}
+                if weights == "none" and args.unweighted_start == "weighted":
                     extra["warm_start"] = results[(run, seed, "weighted")]
                 with warnings.catch_warnings():
                     # the paper's unweighted loss neglects the small outputs, which
@@ -123,7 +123,7 @@ def main() -> None:
 
     if not args.no_paper_algorithm:
         prob = pc.problem("fa18-roll-ail", seed=seed0, noise_std=args.noise_std)
-        res = prob.estimate("picard", continuity="penalty", sigma=0.5, weights=None,
+        res = prob.estimate("picard", continuity="penalty", sigma=0.5, weights="none",
                             uncertainty=False)
         gn = results[("roll-ail", seed0, "unweighted")]
         print(f"\npaper's Alg. 4 (picard, unweighted, fixed penalty) on mu_lail, seed {seed0}: "

@@ -364,7 +364,7 @@ def make_run(run: str, seed: int = 0, noise_std: float = 0.05,
         # constant weighting, though the paper's noise (1 + n_i) g + m_i has a
         # variance that follows the signal, so the standard errors come out
         # 1.5-2.8 times too small: docs/uncertainty.md): the paper's unweighted
-        # loss (weights=None) is dominated by the airspeed and converges far
+        # loss (weights="none") is dominated by the airspeed and converges far
         # less reliably (docs/design.md)
         options={"T": 0.1, "n": 3, "lam": 10.0, "nodes": 7, "x0_bounds": STATE_BOX,
                  "p_scale": np.ones(p_true.size), "weights": "auto"},

@@ -179,11 +179,16 @@ def estimate(
     nodes : int, optional
         Nodes per interval (default 9 Chebyshev, 21 trapezoid).
     scheme : {"chebyshev", "trapezoid"}
-    weights : None, "auto" or array_like (ny,)
-        Per-output weights of the data misfit.  ``None`` is the paper's
-        unweighted sum of squares; ``"auto"`` uses inverse noise variances
-        estimated from the residuals and re-estimated until they settle
-        (maximum likelihood for Gaussian noise).
+    weights : None, "auto", "none" or array_like (ny,)
+        The noise of the outputs.  ``"auto"``: each output's noise variance
+        is unknown and estimated with the parameters (maximum likelihood for
+        Gaussian noise: the output-error method's ``det R`` criterion,
+        reached by re-weighting with ``1 / sigma_k^2`` until the variances
+        settle); ``"none"``: the paper's unweighted sum of squares; an array:
+        known inverse noise variances, one per output.  ``None`` (default) is
+        ``"auto"`` for a model with several outputs and ``"none"`` for one
+        (whose estimate is the likelihood's too).  The result reports the
+        noise (``noise_sigma``), ``nllh``, ``det_R``, ``aic`` and ``bic``.
     refine : bool or int
         After a collocation method converges, check the estimate against an
         accurate integration of the model (the discretisation certificate,
@@ -303,7 +308,13 @@ def estimate(
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
     if weights_mode == "auto":
-        w = initial_weights(setup.disc)
+        # a warm start of a likelihood fit starts from its noise levels (its
+        # weights); any other from the data's second differences
+        continued = (warm_start is not None and warm_start.settings.get("weights") == "auto"
+                     and np.size(warm_start.weights) == model.ny
+                     and np.all(np.asarray(warm_start.weights, float) > 0))
+        w = (np.asarray(warm_start.weights, float).copy() if continued
+             else initial_weights(setup.disc))
         setup.tr.set_weights(w)
     # the outputs and end states of the start (what the residuals are made of),
     # from a function every method compiles anyway

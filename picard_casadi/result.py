@@ -121,6 +121,22 @@ class EstimationResult:
         ``p_shift_se``, ``noise_level``, ``ssr_model``, ``weighted_ssr_model``,
         ``ssr_fitted``, ``worst``,
         ``thresholds``, ``message``.
+    nllh : float
+        Negative log-likelihood of Gaussian noise with its constants, as
+        PEtab defines it (``sum 0.5 log(2 pi sigma_k^2) + 0.5 ((y - g) /
+        sigma_k)^2`` over the measured values), at the fitted outputs
+        (:mod:`picard_casadi.analysis.likelihood`).
+    noise_sigma : ndarray (ny,) or None
+        Each output's noise standard deviation: estimated with the parameters
+        (``SSR_k / N_k``, ``settings["noise"] == "estimated"``) or, with given
+        weights, ``1 / sqrt(w_k)`` (``"given"``).
+    det_R : float
+        ``prod_k sigma_k^2``, the output-error method's criterion, where the
+        noise was estimated (NaN with given weights).
+    aic, bic : float
+        ``2 nllh + 2 k`` and ``2 nllh + k log(m)``: ``k`` estimated quantities
+        (parameters, initial states and estimated noise levels), ``m``
+        measured values.
     continuity_gap : float
         ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval);
         for shooting, with ``u_j`` its CVODES solution (as its sum of squares).
@@ -189,6 +205,11 @@ class EstimationResult:
     n_measurements: int = 0
     discretisation_error: float = float("nan")
     certificate: dict[str, Any] | None = None
+    nllh: float = float("nan")
+    noise_sigma: np.ndarray | None = None
+    det_R: float = float("nan")
+    aic: float = float("nan")
+    bic: float = float("nan")
     _predictor: Any = field(default=None, repr=False, compare=False)
     _X: Any = field(default=None, repr=False, compare=False)  # interval starts (J, nx)
     _U: Any = field(default=None, repr=False, compare=False)  # node values (J, nx, K)
@@ -272,6 +293,7 @@ class EstimationResult:
             f"  objective SSR / (2 N) = {self.objective:.6g} (N = {self.n_samples} sample "
             f"times); continuity gap {self.continuity_gap:.3g}",
         ]
+        lines += self._likelihood_lines()
         mesh = self.settings
         if "intervals" in mesh and "shortest_interval" in mesh:
             lines.append(
@@ -357,6 +379,20 @@ class EstimationResult:
         return self.summary()
 
     # ------------------------------------------------------------------ JSON
+    def _likelihood_lines(self) -> list[str]:
+        """The summary's lines on the noise and the likelihood (none for an old result)."""
+        if self.noise_sigma is None or not np.isfinite(self.nllh):
+            return []
+        estimated = self.settings.get("noise") == "estimated"
+        names = self.y_names or [f"y{k}" for k in range(self.noise_sigma.size)]
+        sigmas = ", ".join(f"{n} {s:.4g}" for n, s in zip(names, self.noise_sigma))
+        return [
+            f"  noise sigma ({'estimated' if estimated else 'given'}): {sigmas}",
+            f"  -log likelihood {self.nllh:.6g}"
+            + (f"; det R {self.det_R:.6g}" if estimated and self.noise_sigma.size > 1 else "")
+            + f"; AIC {self.aic:.6g}, BIC {self.bic:.6g}",
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary of everything but the attached model."""
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
@@ -415,7 +451,7 @@ class EstimationResult:
                 raise ValueError("expected a list of arrays")
             return [_array(v) for v in value]
 
-        for k in ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr"):
+        for k in ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr", "noise_sigma"):
             if d.get(k) is not None:
                 d[k] = field(k, _array)
         if d["p"].ndim != 1:
@@ -426,7 +462,7 @@ class EstimationResult:
         for k in ("objective", "weighted_objective", "continuity_gap",
                   "fixed_point_residual", "wall_time"):
             d[k] = field(k, _float)
-        for k in ("ssr", "weighted_ssr", "discretisation_error"):
+        for k in ("ssr", "weighted_ssr", "discretisation_error", "nllh", "det_R", "aic", "bic"):
             if k in d:
                 d[k] = field(k, _float)
         if not isinstance(d["success"], bool):

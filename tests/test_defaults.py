@@ -94,11 +94,15 @@ def test_seconds_over_ten_hours_from_p0_zero():
 def test_published_optimum_is_reached_with_defaults(name):
     """Published data with a known optimal sum of squares (models/published.py
     names the sources), started from zero rates (methanol: from ones, its
-    model divides by k2 y1 + y2) with every other setting at its default."""
+    model divides by k2 y1 + y2) with every other setting at its default but
+    the published criterion, the unweighted sum of squares (``weights="none"``;
+    the default for several outputs is the likelihood with unknown noise,
+    below)."""
     bench = BENCHMARKS[name]()
     model, exps = bench.model, bench.experiments
     p0 = np.ones(model.np) if name == "cops-methanol" else np.zeros(model.np)
-    res = pc.estimate(model, exps, p0, p_bounds=bench.p_bounds, estimate_x0=False)
+    res = pc.estimate(model, exps, p0, p_bounds=bench.p_bounds, estimate_x0=False,
+                      weights="none")
     assert res.success and res.certificate["passed"], res.message
     ssr = simulated_ssr(model, exps, res, np.ones(model.ny))
     # within one unit of the published value's last digit (COPS truncates:
@@ -108,6 +112,14 @@ def test_published_optimum_is_reached_with_defaults(name):
     assert res.ssr == pytest.approx(ssr, rel=1e-6)  # the reported SSR is the ODE's
     if bench.p_opt is not None:
         np.testing.assert_allclose(res.p, bench.p_opt, rtol=2e-3)
+    if model.ny > 1:
+        # every default: the likelihood with each output's noise estimated, whose
+        # optimum is no worse in nllh than the least-squares optimum's
+        ml = pc.estimate(model, exps, p0, p_bounds=bench.p_bounds, estimate_x0=False,
+                         uncertainty=False)
+        assert ml.success and ml.certificate["passed"], ml.message
+        assert ml.settings["noise"] == "estimated" and ml.noise_sigma.size == model.ny
+        assert ml.nllh <= res.nllh + 1e-9 * abs(res.nllh)
 
 
 def test_stiff_kinetics_converge_where_the_gaps_reach_their_floor():
@@ -264,8 +276,10 @@ def test_the_iteration_limit_advises_only_what_the_run_has_not_tried():
     # one-output model (where per-output weights change nothing), and an
     # explicit guess='anchored' was advised guess='anchored'
     prob = pc.problem("vdp", seed=0)
-    plain = prob.estimate(max_iter=1, uncertainty=False, refine=False)
+    plain = prob.estimate(max_iter=1, uncertainty=False, refine=False, weights="none")
     assert "weights='auto'" in plain.message
+    default = prob.estimate(max_iter=1, uncertainty=False, refine=False)  # the likelihood
+    assert default.status == "max_iter" and "weights=" not in default.message
     weighted = prob.estimate(max_iter=1, uncertainty=False, refine=False, weights="auto")
     assert weighted.status == "max_iter" and "weights=" not in weighted.message
     assert "increase max_iter" in weighted.message

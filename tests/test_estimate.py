@@ -215,7 +215,7 @@ def test_the_summary_says_the_iterations_span_several_solves(vdp):
     # the count is over every mesh of the refinement, the limit per solve
     import dataclasses
 
-    res = vdp.estimate("picard-gn", uncertainty=False, refine=False)
+    res = vdp.estimate("picard-gn", uncertainty=False, refine=False, weights="none")  # one solve
     assert f"after {res.iterations} iterations, " in res.summary()
     refined = dataclasses.replace(res, status="max_iter",
                                   settings=dict(res.settings, refinements=3))
@@ -273,7 +273,10 @@ def test_some_initial_states_known_the_others_estimated():
     assert np.allclose(results[0].p, results[1].p, rtol=1e-6)
     assert "initial states (estimated, B known" in results[0].summary()
     prof = pc.profile(results[0], parameters=["p0"])
-    assert prof.intervals[0, 0] < 0.8 < prof.intervals[0, 1]
+    # nearly linear here: the profile's interval is the Wald interval (the truth
+    # 0.8 sits at its edge, 2.2 standard errors from the likelihood's estimate)
+    width = results[0].p_ci[0, 1] - results[0].p_ci[0, 0]
+    assert np.all(np.abs(prof.intervals[0] - results[0].p_ci[0]) < 0.1 * width)
     with pytest.raises(ValueError, match=r"holds the initial value of B at the experiment's "
                                          r"`x0`, which it does not have"):
         pc.estimate(model, [pc.Experiment(made.t, made.y)], [0.5, 0.5],

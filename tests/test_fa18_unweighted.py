@@ -14,7 +14,7 @@ import picard_casadi as pc
 
 def _unweighted(run: str, seed: int, max_iter: int = 1000) -> pc.EstimationResult:
     prob = pc.problem(f"fa18-{run}", seed=seed)
-    return prob.estimate("picard-gn", weights=None, uncertainty=False, max_iter=max_iter)
+    return prob.estimate("picard-gn", weights="none", uncertainty=False, max_iter=max_iter)
 
 
 def test_parameter_on_its_bound_does_not_stall_the_step():

@@ -114,7 +114,7 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
         outputs at the sample times.
     experiment_names, output_names : sequences of str
     unweighted : bool
-        The fit weighed every output alike (``weights=None``): with outputs
+        The fit weighed every output alike (``weights="none"``): with outputs
         of different noise levels the notes also name that cause.
     times : sequence of ndarray (N_e,), optional
         The sample times, to say where residuals beyond :data:`OUTLIER`

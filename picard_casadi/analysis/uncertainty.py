@@ -14,8 +14,9 @@ Gauss-Newton information matrix is ``F = J^T J`` and
     Cov(theta) = s^2 F^{-1},     s^2 = |r|^2 / (m - n_theta)
 
 (``m`` measurements).  For unweighted data ``s^2`` estimates the noise
-variance; with ``weights="auto"`` (inverse noise variances per output) it is
-``(m - n / ny ...)``-close to 1 by construction.  Intervals are ``estimate +-
+variance; with the likelihood's weights (``weights="auto"``, the default for
+several outputs: ``1 / sigma_k^2``, estimated) ``s^2 = 1``: ``F`` is the Fisher
+information and ``F^{-1}`` the Cramer-Rao bound.  Intervals are ``estimate +-
 1.96 std`` (normal approximation: asymptotic).  They assume independent
 noise of one variance per output: noise whose variance follows the signal
 (the synthetic data's ``(1 + n_i) g + m_i``) makes them too narrow
@@ -191,7 +192,12 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
         return
     with np.errstate(all="ignore"):
         F = Jt.gram()
-        s2 = float(r @ r) / (m_meas - nth)
+        # with the noise variances estimated by the likelihood the weights are
+        # 1 / sigma_k^2: F is the Fisher information and its inverse the
+        # Cramer-Rao bound (what the output-error method reports); otherwise
+        # the weights are relative and the residuals give their scale
+        likelihood = result.settings.get("weights") == "auto"
+        s2 = 1.0 if likelihood else float(r @ r) / (m_meas - nth)
     if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
         result.warnings.append(
             "no uncertainty: the output sensitivities at the estimate are not finite "

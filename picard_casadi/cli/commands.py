@@ -153,7 +153,7 @@ def _weights(value: Any, model: Any, options: dict[str, Any]) -> None:
     if value is None:
         return
     if isinstance(value, str):
-        options["weights"] = None if value == "none" else "auto"
+        options["weights"] = value  # "none" or "auto"
         return
     if value.size != model.ny:
         raise CliError(f"--weights: expected {model.ny} number(s), one per output "
@@ -319,8 +319,9 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=node_count, default=None,
                    help="quadrature nodes per interval")
     p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
-                   help="output weights: none (the paper's unweighted loss), auto "
-                        "(inverse noise variance, re-estimated) or one weight per output")
+                   help="output weights: auto (the likelihood, each output's noise variance "
+                        "estimated; the default for several outputs), none (the paper's "
+                        "unweighted loss) or one inverse noise variance per output")
     p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
                    help="the states' start: auto (default), simulation, anchored (propagated "
                         "from the data) or shooting (every state simulated with p0)")

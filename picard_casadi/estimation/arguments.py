@@ -112,11 +112,20 @@ def _refinement_budget(refine: Any) -> int:
 
 
 def _weights(weights: Any, ny: int) -> tuple[str, np.ndarray]:
-    """``estimate``'s ``weights`` as a mode (``"none"``, ``"auto"``, ``"given"``)
-    and the starting weights per output."""
-    if isinstance(weights, str) and weights != "auto":
-        raise ValueError(f"`weights` must be None, 'auto' or {ny} numbers, got {weights!r}")
-    mode = "none" if weights is None else "auto" if isinstance(weights, str) else "given"
+    """``estimate``'s ``weights`` as a mode and the starting weights per output.
+
+    Modes: ``"auto"``, the likelihood with each output's noise variance
+    estimated (``weights="auto"``, and the default where there is more than
+    one output); ``"none"``, the unweighted sum of squares (``weights="none"``,
+    and the default for one output, whose estimate is the likelihood's too);
+    ``"given"``: known inverse noise variances."""
+    if isinstance(weights, str) and weights not in ("auto", "none"):
+        raise ValueError(f"`weights` must be None, 'auto', 'none' or {ny} numbers (inverse noise "
+                         f"variances, one per output), got {weights!r}")
+    if weights is None:
+        mode = "auto" if ny > 1 else "none"
+    else:
+        mode = weights if isinstance(weights, str) else "given"
     if mode != "given":
         return mode, np.ones(ny)
     w = as_vector(weights, ny, "weights")

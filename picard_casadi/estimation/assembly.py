@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate
+from ..analysis.likelihood import noise_fit
 from ..errors import DiscretisationWarning
 from ..experiment import Experiment
 from ..methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE, IterationRecord,
@@ -182,6 +183,7 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
         ssr = float(res2.sum())
+        ssr_k = res2.sum(axis=(0, 2))
         weighted_ssr = float(np.sum(res2 * w[None, :, None]))
         hn = disc.has_next
         gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
@@ -212,6 +214,15 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
         experiment_names=[e.name for e in prob.experiments],
         warnings=notes,
     )
+    noise = noise_fit(ssr_k, disc.mask.sum(axis=(0, 2)),
+                      np.array([float(np.mean(v ** 2)) if v.size else 0.0
+                                for v in disc.measured_values()]),
+                      int(setup.free_p.sum()) + sum(int(setup.free_x[sl.start].sum())
+                                                    for sl in disc.intervals_of),
+                      weights=np.asarray(w, float) if prob.weights_mode == "given" else None)
+    result.nllh, result.noise_sigma, result.det_R = noise.nllh, noise.sigma, noise.det_R
+    result.aic, result.bic = noise.aic, noise.bic
+    result.settings["noise"] = "estimated" if noise.estimated else "given"
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc
     return result, fitted_outputs(disc, Ys)

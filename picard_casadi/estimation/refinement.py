@@ -31,7 +31,11 @@ from .setup import build_setup, initial_weights, residual_variance, weights_from
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS"]
 
-_AUTO_WEIGHT_ROUNDS = 6
+#: the likelihood's relaxation (weights="auto", the default for several
+#: outputs): at most this many solves, the noise variances re-estimated
+#: between them, until no weight changes by more than WEIGHT_TOLERANCE
+_AUTO_WEIGHT_ROUNDS = 12
+WEIGHT_TOLERANCE = 1e-4
 
 
 # Methods whose estimate is of the collocation solution on the mesh (the
@@ -114,6 +118,12 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                         continuing: bool = False) -> Solved:
     """Run the method; with ``weights="auto"`` re-weight and re-run until the weights settle.
 
+    The rounds are the output-error method's relaxation: the weights
+    ``1 / sigma_k^2`` held fixed for a solve, each output's noise variance
+    re-estimated from its residuals (``SSR_k / N_k``), until no weight moves
+    by :data:`WEIGHT_TOLERANCE`; its fixed point is the optimum of the
+    likelihood with unknown noise (:mod:`picard_casadi.analysis.likelihood`).
+
     The rounds that only serve to re-estimate the noise variances are solved
     to a loose tolerance (the variances need the estimate to ~1e-5, not to
     round-off), the last one to the method's own.  Every round after the
@@ -145,7 +155,7 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 break
             w_new = weights_from_variance(
                 residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
-            if np.max(np.abs(w_new / w - 1.0)) < 0.01:
+            if np.max(np.abs(w_new / w - 1.0)) < WEIGHT_TOLERANCE:
                 break
             w = w_new
             setup.tr.set_weights(w)

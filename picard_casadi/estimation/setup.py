@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.fit_check import second_differences
+from ..analysis.likelihood import ml_variances
 from ..experiment import Experiment
 from ..methods.base import Setup
 from ..model import Model
@@ -155,14 +156,16 @@ def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
 
 
 def residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Each output's residual variance at a solution (degrees of freedom shared out)."""
+    """Each output's maximum-likelihood noise variance ``SSR_k / N_k`` at a
+    solution (:func:`~picard_casadi.analysis.likelihood.ml_variances`)."""
     disc = setup.disc
     _, Ys, _ = setup.tr.trajectory(X, U, p)
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
     count = disc.mask.sum(axis=(0, 2))
-    dof = np.maximum(count - (setup.free_p.sum() + 0.0) / max(disc.model.ny, 1), 1.0)
-    return np.where(count > 0, res2.sum(axis=(0, 2)) / dof, np.nan)
+    mean_square = np.array([float(np.mean(v ** 2)) if v.size else 0.0
+                            for v in disc.measured_values()])
+    return ml_variances(res2.sum(axis=(0, 2)), count, mean_square)
 
 
 def _data_scale(X0: np.ndarray, U0: np.ndarray, disc: Discretisation) -> np.ndarray:

@@ -134,7 +134,10 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                     res_ax.plot(exp.t, r, "o", ms=2.2, color=colour, alpha=0.8,
                                 label="residual (data - fit)")
                 if col == 0:
-                    res_ax.set_ylabel(_label("residual", model.y_units[k]), fontsize=8)
+                    sigma = (f"\n\u03c3 {result.noise_sigma[k]:.3g}"
+                             if result.noise_sigma is not None
+                             and k < np.size(result.noise_sigma) else "")
+                    res_ax.set_ylabel(_label("residual", model.y_units[k]) + sigma, fontsize=8)
                 res_ax.tick_params(labelsize=7, labelbottom=k == ny - 1)
                 res_ax.grid(alpha=0.3)
                 bottom = res_ax
@@ -165,6 +168,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         verdict = f"FAILED: {_short(result.message, width_chars - 8) or result.status}"
         head = f"{title or f'{model.name}: {result.method} fit'}\n{verdict}"
         colour = "#c00000"
+    if np.isfinite(result.nllh):
+        noise = "estimated" if result.settings.get("noise") == "estimated" else "given"
+        est += f";  -log likelihood {result.nllh:.6g} (noise \u03c3 {noise})"
     if failed_sim:
         est += f"  (simulation failed: {', '.join(failed_sim)})"
     fig.suptitle(f"{head}\n{est}", fontsize=10, color=colour)

@@ -370,7 +370,7 @@ def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
         estimate_x0=s["estimate_x0"], n=int(s["n"]), lam=float(s["lam"]),
         nodes=int(s["nodes"]), scheme=str(s["scheme"]), refine=int(s["refine"]),
         codegen=_codegen(s.get("codegen", "auto")),
-        weights=None if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
+        weights="none" if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
     )
     kw.update(_continuing_options(result.method, kw))
     kw.update(overrides)

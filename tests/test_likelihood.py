@@ -1,0 +1,146 @@
+"""The likelihood with unknown noise: the default criterion for several outputs.
+
+docs/likelihood.md; picard_casadi/analysis/likelihood.py."""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.analysis.likelihood import ml_variances, noise_fit
+
+
+def _oscillator():
+    """Position (noise 0.01) and 100 x velocity (noise 20): outputs whose plain
+    sum of squares is all velocity."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1] + p[2]),
+                     y=ca.vertcat(x[0], 100 * x[1]), p_names=["k", "c", "f"])
+    t = np.linspace(0, 10, 80)
+    X = pc.simulate(model, [1.0, 0.0], [2.0, 0.3, 0.5], t)
+    rng = np.random.default_rng(0)
+    Y = np.column_stack([X[:, 0] + 0.01 * rng.standard_normal(t.size),
+                         100 * X[:, 1] + 20 * rng.standard_normal(t.size)])
+    return model, pc.Experiment(t=t, y=Y)
+
+
+def _profiled_nllh(model, exp, p, x0):
+    """PEtab's nllh with each output's variance at its optimum, from CVODES."""
+    X = pc.simulate(model, x0, p, exp.t)
+    Y = pc.measure(model, exp.t, X, p, noise_std=0.0)
+    r2 = (exp.y - Y) ** 2
+    n = np.isfinite(exp.y).sum(axis=0)
+    ssr = np.nansum(r2, axis=0)
+    return float(np.sum(0.5 * n * (np.log(2 * math.pi * ssr / n) + 1)))
+
+
+def test_the_likelihood_of_given_and_estimated_noise_is_petabs():
+    r = [np.array([0.1, -0.2, 0.3]), np.array([2.0, -1.0])]
+    ssr = np.array([float(v @ v) for v in r])
+    counts = np.array([3, 2])
+    known = noise_fit(ssr, counts, np.ones(2), n_quantities=4, weights=np.array([4.0, 0.25]))
+    sigma = np.array([0.5, 2.0])
+    by_hand = sum(0.5 * math.log(2 * math.pi * s ** 2) + 0.5 * (v / s) ** 2
+                  for vals, s in zip(r, sigma) for v in vals)
+    assert known.nllh == pytest.approx(by_hand, rel=1e-14)
+    assert not known.estimated and np.isnan(known.det_R) and known.n_estimated == 4
+    assert known.aic == pytest.approx(2 * by_hand + 8)
+    assert known.bic == pytest.approx(2 * by_hand + 4 * math.log(5))
+    est = noise_fit(ssr, counts, np.ones(2), n_quantities=4)
+    var = ssr / counts
+    assert est.sigma == pytest.approx(np.sqrt(var))
+    assert est.nllh == pytest.approx(float(np.sum(0.5 * counts * (np.log(2 * math.pi * var)
+                                                                  + 1))))
+    assert est.det_R == pytest.approx(float(np.prod(var))) and est.n_estimated == 6
+    # an exact fit has a floored variance, not log(0); an output without data none
+    assert np.all(np.isfinite(ml_variances(np.zeros(2), np.array([3, 3]), np.ones(2))))
+    assert np.isnan(ml_variances(np.zeros(1), np.zeros(1), np.ones(1))[0])
+
+
+def test_several_outputs_are_fitted_by_the_likelihood_by_default():
+    model, exp = _oscillator()
+    res = pc.estimate(model, [exp], [1.5, 0.5, 0.3])
+    assert res.success and res.settings["weights"] == "auto"
+    assert res.settings["noise"] == "estimated" and res.settings["weight_rounds"] >= 2
+    # the noise levels the data were made with, and the truth within 3 SE
+    assert res.noise_sigma == pytest.approx([0.01, 20.0], rel=0.15)
+    assert np.all(np.abs(res.p - [2.0, 0.3, 0.5]) < 3 * res.p_std)
+    assert res.det_R == pytest.approx(float(np.prod(res.noise_sigma ** 2)))
+    # its nllh is the profiled likelihood of the model's own solution, which
+    # no nearby point improves on (one standard error each way, each parameter)
+    at = _profiled_nllh(model, exp, res.p, res.x0[0])
+    assert res.nllh == pytest.approx(at, abs=1e-6)
+    for i in range(3):
+        for sign in (-1, 1):
+            p = res.p.copy()
+            p[i] += sign * res.p_std[i]
+            assert _profiled_nllh(model, exp, p, res.x0[0]) > at
+    # the plain sum of squares lets the velocity decide: worse likelihood, and
+    # standard errors ten times larger on the damping
+    plain = pc.estimate(model, [exp], [1.5, 0.5, 0.3], weights="none")
+    assert plain.success and plain.settings["weights"] == "none"
+    assert plain.nllh > res.nllh + 50
+    assert plain.p_std[1] > 5 * res.p_std[1]
+    # given the noise levels as known weights, the same point is a fixed point
+    known = pc.estimate(model, [exp], [1.5, 0.5, 0.3], weights=1 / res.noise_sigma ** 2)
+    assert known.settings["noise"] == "given" and np.isnan(known.det_R)
+    np.testing.assert_allclose(known.p, res.p, rtol=1e-4)
+    assert known.nllh == pytest.approx(res.nllh, abs=1e-3)
+    assert "-log likelihood" in res.summary() and "noise sigma (estimated)" in res.summary()
+
+
+@pytest.mark.parametrize("method", ["ipopt", "shooting"])
+def test_every_method_reaches_the_same_likelihood_optimum(method):
+    model, exp = _oscillator()
+    ref = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    res = pc.estimate(model, [exp], [1.5, 0.5, 0.3], method, uncertainty=False)
+    assert res.success and res.settings["noise"] == "estimated", res.message
+    np.testing.assert_allclose(res.p, ref.p, rtol=1e-4)
+    assert res.nllh == pytest.approx(ref.nllh, abs=1e-3)
+
+
+def test_one_output_keeps_its_estimate_and_reports_its_noise():
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], y=x)
+    exp = pc.simulate_experiment(model, [0.5], [0.7, 1.4], np.linspace(0, 10, 40),
+                                 noise_std=0.05, seed=3)
+    res = pc.estimate(model, [exp], [1.0, 1.0])
+    plain = pc.estimate(model, [exp], [1.0, 1.0], weights="none")
+    assert res.settings["weights"] == "none" and res.settings["weight_rounds"] == 1
+    np.testing.assert_array_equal(res.p, plain.p)
+    n = exp.t.size
+    assert res.noise_sigma[0] == pytest.approx(math.sqrt(res.ssr / n), rel=1e-6)
+    assert res.nllh == pytest.approx(0.5 * n * (math.log(2 * math.pi * res.ssr / n) + 1),
+                                     rel=1e-6)
+    assert res.aic == pytest.approx(2 * res.nllh + 2 * (2 + 1 + 1))  # p, x0, sigma
+
+
+def test_the_likelihood_survives_json():
+    model, exp = _oscillator()
+    res = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    back = pc.EstimationResult.from_json(res.to_json())
+    for name in ("nllh", "det_R", "aic", "bic"):
+        assert getattr(back, name) == getattr(res, name)
+    np.testing.assert_array_equal(back.noise_sigma, res.noise_sigma)
+    assert back.summary() == res.summary()
+
+
+def test_a_warm_start_of_a_likelihood_fit_keeps_its_noise_levels():
+    model, exp = _oscillator()
+    res = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False, refine=False)
+    again = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False, refine=False,
+                        warm_start=res)
+    # no restart from the data's second differences: fewer rounds, few iterations
+    assert again.success and again.settings["weight_rounds"] < res.settings["weight_rounds"]
+    assert again.iterations <= 3
+    np.testing.assert_allclose(again.p, res.p, rtol=1e-6)
+
+
+def test_an_unknown_weights_word_names_the_choices():
+    model, exp = _oscillator()
+    with pytest.raises(ValueError, match=r"`weights` must be None, 'auto', 'none' or 2 numbers"):
+        pc.estimate(model, [exp], [1.5, 0.5, 0.3], weights="likelihood")

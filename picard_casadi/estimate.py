@@ -33,13 +33,13 @@ import numpy as np
 
 from .errors import ConvergenceError
 from .estimation.arguments import MAX_REFINEMENTS, check_arguments, options_of
-from .estimation.assembly import (applicable_advice, assemble, judge, jumping_inputs,
+from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
                                   kinked_inputs, note_staircase_inputs, unfinite_start)
 from .estimation.diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
 from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
-from .estimation.setup import build_setup, initial_weights, x0_mask, x0_setting
+from .estimation.setup import build_setup, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
 from .methods import get_method
 from .methods.base import IterationRecord
@@ -309,12 +309,13 @@ def estimate(
                        boundaries=mesh_of_warm_start, start=start)
     if weights_mode == "auto":
         # a warm start of a likelihood fit starts from its noise levels (its
-        # weights); any other from the data's second differences
+        # weights); any other from the residuals of the model simulated from
+        # the start (the output-error method's first R)
         continued = (warm_start is not None and warm_start.settings.get("weights") == "auto"
                      and np.size(warm_start.weights) == model.ny
                      and np.all(np.asarray(warm_start.weights, float) > 0))
         w = (np.asarray(warm_start.weights, float).copy() if continued
-             else initial_weights(setup.disc))
+             else start_weights(setup))
         setup.tr.set_weights(w)
     # the outputs and end states of the start (what the residuals are made of),
     # from a function every method compiles anyway
@@ -346,6 +347,8 @@ def estimate(
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
                jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
+        if cert.passed:  # the likelihood of the ODE's own solution, as its SSR
+            attach_noise(result, setup, weights_mode, cert.ssr_model_per_output)
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:

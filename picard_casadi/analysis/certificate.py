@@ -103,6 +103,8 @@ class Certificate:
         accurate integration, with the end defects carried to first order).
     ssr_fitted : float
         The same of the solution the method fitted (the collocation solution).
+    ssr_model_per_output : ndarray (ny,)
+        ``ssr_model`` output by output (the likelihood's noise levels).
     worst : str
         Where the largest defect is (experiment, time, output).
     indicator : ndarray (J,)
@@ -120,6 +122,7 @@ class Certificate:
     ssr_model: float
     weighted_ssr_model: float
     ssr_fitted: float
+    ssr_model_per_output: np.ndarray
     worst: str
     indicator: np.ndarray = field(repr=False)
     thresholds: dict[str, float] = field(default_factory=dict)
@@ -216,6 +219,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
             passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
             p_shift=np.full(model.np, np.nan), p_shift_se=np.full(model.np, np.nan),
             noise_level=sigma, ssr_model=np.nan, weighted_ssr_model=np.nan,
+            ssr_model_per_output=np.full(disc.model.ny, np.nan),
             ssr_fitted=np.nan, worst="", indicator=np.full(J, np.inf),
             thresholds=thresholds,
             message=f"the accurate integration of the intervals failed ({reason})")
@@ -318,7 +322,9 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     return Certificate(passed=passed, discretisation_error=defect, parameter_shift=shift,
                        p_shift=p_shift, p_shift_se=p_shift_se, noise_level=sigma,
                        ssr_model=ssr_model, weighted_ssr_model=weighted_ssr_model,
-                       ssr_fitted=ssr_fitted, worst=worst, indicator=indicator,
+                       ssr_fitted=ssr_fitted,
+                       ssr_model_per_output=(residual ** 2).sum(axis=(0, 2)),
+                       worst=worst, indicator=indicator,
                        thresholds=thresholds, message=message)
 
 

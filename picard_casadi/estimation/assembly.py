@@ -28,7 +28,7 @@ from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
-__all__ = ["assemble", "judge", "unfinite_start", "applicable_advice", "note_staircase_inputs",
+__all__ = ["assemble", "attach_noise", "judge", "unfinite_start", "applicable_advice", "note_staircase_inputs",
            "kinked_inputs", "jumping_inputs"]
 
 
@@ -169,6 +169,25 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
     return {k: [getattr(r, k) for r in records] for k in names}
 
 
+def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
+                 ssr_per_output: np.ndarray) -> None:
+    """Fill the result's likelihood (``nllh``, ``noise_sigma``, ``det_R``,
+    ``aic``, ``bic``, ``settings["noise"]``) from each output's sum of squared
+    residuals (:func:`~picard_casadi.analysis.likelihood.noise_fit`): the
+    noise estimated unless the weights were given."""
+    disc = setup.disc
+    noise = noise_fit(ssr_per_output, disc.mask.sum(axis=(0, 2)),
+                      np.array([float(np.mean(v ** 2)) if v.size else 0.0
+                                for v in disc.measured_values()]),
+                      int(setup.free_p.sum()) + sum(int(setup.free_x[sl.start].sum())
+                                                    for sl in disc.intervals_of),
+                      weights=(np.asarray(setup.tr.weights, float) if weights_mode == "given"
+                               else None))
+    result.nllh, result.noise_sigma, result.det_R = noise.nllh, noise.sigma, noise.det_R
+    result.aic, result.bic = noise.aic, noise.bic
+    result.settings["noise"] = "estimated" if noise.estimated else "given"
+
+
 def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,
               records: list[IterationRecord], iterations: int,
               settings: dict[str, Any]) -> tuple[EstimationResult, list[np.ndarray]]:
@@ -214,15 +233,7 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
         experiment_names=[e.name for e in prob.experiments],
         warnings=notes,
     )
-    noise = noise_fit(ssr_k, disc.mask.sum(axis=(0, 2)),
-                      np.array([float(np.mean(v ** 2)) if v.size else 0.0
-                                for v in disc.measured_values()]),
-                      int(setup.free_p.sum()) + sum(int(setup.free_x[sl.start].sum())
-                                                    for sl in disc.intervals_of),
-                      weights=np.asarray(w, float) if prob.weights_mode == "given" else None)
-    result.nllh, result.noise_sigma, result.det_R = noise.nllh, noise.sigma, noise.det_R
-    result.aic, result.bic = noise.aic, noise.bic
-    result.settings["noise"] = "estimated" if noise.estimated else "given"
+    attach_noise(result, setup, prob.weights_mode, ssr_k)
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc
     return result, fitted_outputs(disc, Ys)

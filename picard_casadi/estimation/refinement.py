@@ -34,7 +34,7 @@ __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_an
 #: the likelihood's relaxation (weights="auto", the default for several
 #: outputs): at most this many solves, the noise variances re-estimated
 #: between them, until no weight changes by more than WEIGHT_TOLERANCE
-_AUTO_WEIGHT_ROUNDS = 12
+_AUTO_WEIGHT_ROUNDS = 30
 WEIGHT_TOLERANCE = 1e-4
 
 

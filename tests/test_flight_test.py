@@ -104,6 +104,13 @@ def test_the_unstable_aircraft_is_fitted_without_stabilisation():
     assert res.det_R == pytest.approx(3.5692e-20, rel=1e-4)
     # the stabilised book's estimates to 0.3 % (its criterion is another one)
     np.testing.assert_allclose(res.p, BOOK_TC09, rtol=3e-3)
+    # IPOPT reaches the same point and says so (it ended there with
+    # Search_Direction_Becomes_Too_Small, dual infeasibility 2.5e-10, a failure)
+    ip = pc.estimate(unstable_model(), [unstable_experiment(DATA)], P0_TC08, "ipopt",
+                     p_bounds=bounds(), estimate_x0=False, uncertainty=False)
+    assert ip.success, ip.message
+    assert ip.det_R == pytest.approx(res.det_R, rel=1e-6)
+    np.testing.assert_allclose(ip.p, res.p, rtol=1e-5)
 
 
 def _synthetic_hfb320(seed: int = 0) -> pc.Experiment:
@@ -152,3 +159,7 @@ def test_unstable_twin_is_fitted_by_picard_gn_on_a_mesh_split_at_the_input_sampl
     assert res.certificate["passed"]
     free = res.p_std > 0
     assert np.all(np.abs(res.p - truth)[free] < 4 * res.p_std[free])
+    ip = pc.estimate(model, [exp], P0_TC08, "ipopt", p_bounds=bounds(), estimate_x0=False,
+                     uncertainty=False)
+    assert ip.success, ip.message
+    np.testing.assert_allclose(ip.p, res.p, rtol=1e-5)

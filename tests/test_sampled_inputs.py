@@ -98,9 +98,11 @@ def test_simulate_reads_an_array_as_the_experiment_does():
 
 def test_an_uncertified_fit_with_kinked_inputs_names_the_breakpoints_fix():
     """A user's forced Duffing, its input given at the 201 sample times and read
-    linearly (the default): never certified (285 intervals after 5 refinements),
+    linearly (the default): never certified (285 intervals after 5 bisections),
     and the advice was only "a smaller T".  With the samples as breakpoints it
-    certifies on 206 intervals."""
+    certifies on 206 intervals.  Refinement now splits a marked interval at
+    the input's samples inside it, so the default certifies too; a budget of
+    one refinement still ends uncertified, and names the fix."""
     import casadi as ca
 
     x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 4), ca.SX.sym("u", 1)
@@ -113,17 +115,19 @@ def test_an_uncertified_fit_with_kinked_inputs_names_the_breakpoints_fix():
     y = X[:, :1] + 0.02 * np.random.default_rng(0).standard_normal((t.size, 1))
     U = np.cos(1.2 * t)[:, None]
     res = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U)], [0.1, -0.5, 0.5, 0.3],
-                      "picard-gn", uncertainty=False)
+                      "picard-gn", uncertainty=False, refine=1)
     assert res.status == "not_certified"
     assert "give their sample times as breakpoints" in res.message, res.message
     fixed = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U, breakpoints=t)],
                         [0.1, -0.5, 0.5, 0.3], uncertainty=False)
     assert fixed.success and fixed.certificate["passed"]
-    # the method left unset: shooting (CVODES across the kinks) answers, as the
-    # collocation with breakpoints does
+    # every default: the collocation itself, its marked intervals split at the
+    # input's samples, answers as the collocation with breakpoints does (it
+    # went to shooting's fallback before)
     default = pc.estimate(model, [pc.Experiment(t=t, y=y, u=U)], [0.1, -0.5, 0.5, 0.3],
                           uncertainty=False)
-    assert default.success and default.method == "shooting", default.message
+    assert default.success and default.method == "picard-gn", default.message
+    assert default.certificate["passed"]
     assert np.allclose(default.p, fixed.p, rtol=1e-2, atol=1e-3), (default.p, fixed.p)
 
 

@@ -3,6 +3,7 @@
 - ``certificate``: the discretisation certified against an accurate
   integration of the model, and the intervals to refine;
 - ``uncertainty``: covariance, confidence intervals, identifiability;
+- ``likelihood``: the noise levels, ``nllh``, ``det R``, AIC and BIC;
 - ``fit_check``: lack of fit (runs test, noise ratio) and which notes are
   fit warnings;
 - ``quantiles``: the distributions' quantiles the intervals use.

@@ -22,8 +22,8 @@ import picard_casadi as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "flight_test"))
 
-from tc01_attas_lateral import (DATA, attas_experiment, attas_lateral_model,  # noqa: E402
-                                P0 as P0_TC01)
+from book_case import DATA  # noqa: E402
+from tc01_attas_lateral import P0 as P0_TC01, attas_experiment, attas_lateral_model  # noqa: E402
 from tc04_hfb320 import P0 as P0_TC04, X0 as X0_TC04, hfb320_experiment, hfb320_model  # noqa: E402
 from tc08_unstable import (P0 as P0_TC08, bounds, unstable_experiment,  # noqa: E402
                            unstable_model)

@@ -20,16 +20,14 @@ part of the repository).
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 
 import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
+from book_case import run_case
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "flight"
 D2R = np.pi / 180.0
 
 NAMES = ["Lp", "Lr", "Lda", "Ldr", "Lbeta", "Np", "Nr", "Nda", "Ndr", "Nbeta",
@@ -70,17 +68,5 @@ def attas_experiment(data: Path) -> pc.Experiment:
     return pc.Experiment(t=t, y=y, u=u, x0=[0.0, 0.0], name="fAttasAilRud1")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="folder of the book's data")
-    args = ap.parse_args()
-    model, exp = attas_lateral_model(), attas_experiment(args.data)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = pc.estimate(model, [exp], P0, estimate_x0=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(res.summary())
-    print(f"det R {res.det_R:.6e}; wall {wall:.2f} s, CPU {cpu:.2f} s")
-
-
 if __name__ == "__main__":
-    main()
+    run_case(__doc__, attas_lateral_model(), attas_experiment, P0)

@@ -18,16 +18,14 @@ not part of it).
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 
 import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
+from book_case import run_case
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "flight"
 
 #: the book's names of the 11 parameters, and its starting values
 NAMES = ["CD0", "CDV", "CDAL", "CL0", "CLV", "CLAL", "CM0", "CMV", "CMAL", "CMQ", "CMDE"]
@@ -76,17 +74,5 @@ def hfb320_experiment(data: Path) -> pc.Experiment:
     return pc.Experiment(t=t, y=cols[:, 4:11], u=cols[:, [1, 3]], x0=X0, name="hfb320_1_10")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="folder of the book's data")
-    args = ap.parse_args()
-    model, exp = hfb320_model(), hfb320_experiment(args.data)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = pc.estimate(model, [exp], P0, estimate_x0=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(res.summary())
-    print(f"det R {res.det_R:.6e}; wall {wall:.2f} s, CPU {cpu:.2f} s")
-
-
 if __name__ == "__main__":
-    main()
+    run_case(__doc__, hfb320_model(), hfb320_experiment, P0)

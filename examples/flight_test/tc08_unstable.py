@@ -17,16 +17,14 @@ Run::
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 
 import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
+from book_case import run_case
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "flight"
 
 NAMES = ["Zw", "Zq", "Zeta", "Mw", "Mq", "Meta"]
 #: the book's starting values; Zq is held at its value
@@ -62,17 +60,5 @@ def bounds() -> tuple[list[float], list[float]]:
     return lower, upper
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="folder of the book's data")
-    args = ap.parse_args()
-    model, exp = unstable_model(), unstable_experiment(args.data)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = pc.estimate(model, [exp], P0, p_bounds=bounds(), estimate_x0=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(res.summary())
-    print(f"det R {res.det_R:.6e}; wall {wall:.2f} s, CPU {cpu:.2f} s")
-
-
 if __name__ == "__main__":
-    main()
+    run_case(__doc__, unstable_model(), unstable_experiment, P0, p_bounds=bounds())

@@ -1,0 +1,36 @@
+"""What every flight-test example shares: where the book's data are, and the run.
+
+``run_case(doc, model, make_experiment, p0, **estimate_options)`` reads
+``--data DIR`` from the command line (default ``../shared/data/flight/``
+beside the repository), fits with every default but the case's own
+options (its fixed initial state, its fixed parameters), and prints the
+summary, ``det R`` and the CPU time of the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import picard_casadi as pc
+
+#: the book's flight data, beside this repository (not part of it)
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "flight"
+
+
+def run_case(doc: str, model: pc.Model, make_experiment: Callable[[Path], pc.Experiment],
+             p0: Any, **options: Any) -> pc.EstimationResult:
+    """Fit one test case from the command line's data folder and report it."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of the book's data")
+    args = ap.parse_args()
+    exp = make_experiment(args.data)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = pc.estimate(model, [exp], p0, estimate_x0=False, **options)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(res.summary())
+    print(f"det R {res.det_R:.6e}; wall {wall:.2f} s, CPU {cpu:.2f} s")
+    return res

@@ -9,7 +9,8 @@ Public names (see the README and ``docs/api.md``)::
     Model, Experiment, estimate, EstimationResult, IterationRecord, simulate,
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
-    CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare
+    CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
+    read_columns, Columns
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -24,6 +25,7 @@ from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitW
                      PicardError, SimulationError)
 from .studies.compare import compare
 from .estimate import estimate
+from .io.columns import Columns, read_columns
 from .experiment import Experiment
 from .methods.base import IterationRecord
 from .model import Model
@@ -40,5 +42,5 @@ __all__ = [
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
-    "compare", "__version__",
+    "compare", "read_columns", "Columns", "__version__",
 ]

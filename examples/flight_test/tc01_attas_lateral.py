@@ -60,11 +60,13 @@ def attas_experiment(data: Path) -> pc.Experiment:
     inputs half the difference of columns 29 and 28 (aileron, deg), 30 (rudder,
     deg), 14 (sideslip, deg), as mDefCase01.m; degrees to radians; the book's
     time axis, 0.04 s."""
-    cols = np.loadtxt(data / "fAttasAilRud1.asc")
-    c = lambda k: cols[:, k - 1]  # the book's 1-based channel numbers  # noqa: E731
-    y = np.column_stack([c(17) * D2R, c(19) * D2R, c(3), c(7) * D2R, c(9) * D2R])
-    u = np.column_stack([(c(29) - c(28)) * 0.5 * D2R, c(30) * D2R, c(14) * D2R])
-    t = 0.04 * np.arange(cols.shape[0])
+    deg = ("pdot", "rdot", "p", "r", "ail_left", "ail_right", "rudder", "beta")
+    d = pc.read_columns(data / "fAttasAilRud1.asc", {  # no header: the book's numbers
+        "pdot": 17, "rdot": 19, "ay": 3, "p": 7, "r": 9, "ail_left": 28, "ail_right": 29,
+        "rudder": 30, "beta": 14}, scale={name: D2R for name in deg})
+    y = d.stack("pdot", "rdot", "ay", "p", "r")
+    u = np.column_stack([(d["ail_right"] - d["ail_left"]) * 0.5, d["rudder"], d["beta"]])
+    t = 0.04 * np.arange(y.shape[0])
     return pc.Experiment(t=t, y=y, u=u, x0=[0.0, 0.0], name="fAttasAilRud1")
 
 

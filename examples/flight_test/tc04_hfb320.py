@@ -67,11 +67,15 @@ def hfb320_model() -> pc.Model:
 
 
 def hfb320_experiment(data: Path) -> pc.Experiment:
-    """``hfb320_1_10.asc``: columns 2 elevator (rad), 4 thrust (N), 5-11 the outputs
-    (the book's README lists the channels); the book's time axis, 0.1 s."""
-    cols = np.loadtxt(data / "hfb320_1_10.asc")
-    t = 0.1 * np.arange(cols.shape[0])
-    return pc.Experiment(t=t, y=cols[:, 4:11], u=cols[:, [1, 3]], x0=X0, name="hfb320_1_10")
+    """``hfb320_1_10_withHeader.asc``, its channels by the header's names (SI
+    units, angles in rad; the book's ``mDefCase04.m`` reads the same columns
+    of ``hfb320_1_10.asc`` by number); the book's time axis, 0.1 s."""
+    d = pc.read_columns(data / "hfb320_1_10_withHeader.asc", {
+        "de": "DELV", "thrust": "THRUST", "V": "TASCG", "alpha": "ALFCG", "theta": "THE",
+        "q": "Q", "qdot": "QDOT", "ax": "AXCG", "az": "AZCG"})
+    t = 0.1 * np.arange(d["V"].size)
+    return pc.Experiment(t=t, y=d.stack("V", "alpha", "theta", "q", "qdot", "ax", "az"),
+                         u=d.stack("de", "thrust"), x0=X0, name="hfb320_1_10")
 
 
 if __name__ == "__main__":

@@ -45,10 +45,12 @@ def unstable_model() -> pc.Model:
 
 
 def unstable_experiment(data: Path) -> pc.Experiment:
-    """``unStabAC_sim.asc``: columns 6 az, 3 w, 4 q, input 5 elevator (rad); 0.05 s."""
-    cols = np.loadtxt(data / "unStabAC_sim.asc")
-    t = 0.05 * np.arange(cols.shape[0])
-    return pc.Experiment(t=t, y=cols[:, [5, 2, 3]], u=cols[:, [4]], x0=[0.0, 0.0],
+    """``unStabAC_sim_header.asc``, its channels by the header's names (az, w, q;
+    the elevator in rad); the book's time axis, 0.05 s."""
+    d = pc.read_columns(data / "unStabAC_sim_header.asc",
+                        {"az": "AZ", "w": "W", "q": "Q", "elevator": "DE"})
+    t = 0.05 * np.arange(d["w"].size)
+    return pc.Experiment(t=t, y=d.stack("az", "w", "q"), u=d.stack("elevator"), x0=[0.0, 0.0],
                          name="unStabAC_sim")
 
 

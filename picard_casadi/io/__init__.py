@@ -1,7 +1,9 @@
-"""What leaves the package besides a result: figures and exported C.
+"""What crosses the package's edge besides a result: figures, exported C, data files.
 
 - ``plotting``: fit, convergence, comparison and profile figures;
-- ``export``: a model's functions as standalone C for embedding.
+- ``export``: a model's functions as standalone C for embedding;
+- ``columns``: measured channels from text files of numeric columns
+  (``pc.read_columns``; the flight-test textbook's files).
 
 May import: ``estimate``, ``result`` and everything below them (not
 ``studies`` or ``cli``).

@@ -144,3 +144,15 @@ def test_an_unknown_weights_word_names_the_choices():
     model, exp = _oscillator()
     with pytest.raises(ValueError, match=r"`weights` must be None, 'auto', 'none' or 2 numbers"):
         pc.estimate(model, [exp], [1.5, 0.5, 0.3], weights="likelihood")
+
+
+def test_rounds_that_end_unsettled_say_so(monkeypatch):
+    from picard_casadi.estimation import refinement
+
+    monkeypatch.setattr(refinement, "_AUTO_WEIGHT_ROUNDS", 2)
+    model, exp = _oscillator()
+    res = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    assert any(w.startswith("the noise levels had not settled after 2 weight rounds")
+               for w in res.warnings), res.warnings
+    again = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False, warm_start=res)
+    assert again.success

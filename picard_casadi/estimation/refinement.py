@@ -155,11 +155,19 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 break
             w_new = weights_from_variance(
                 residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
-            if np.max(np.abs(w_new / w - 1.0)) < WEIGHT_TOLERANCE:
+            change = float(np.max(np.abs(w_new / w - 1.0)))
+            if change < WEIGHT_TOLERANCE:
                 break
             w = w_new
             setup.tr.set_weights(w)
             again(opts)
+        else:
+            if outcome.success:
+                prob.notes.append(
+                    f"the noise levels had not settled after {_AUTO_WEIGHT_ROUNDS} weight rounds "
+                    f"(the last moved a weight by {change:.1e}, more than "
+                    f"{WEIGHT_TOLERANCE:g}): the estimate is not yet at the likelihood's "
+                    "optimum; warm_start=this result continues the rounds")
         if opts is not prob.opts and outcome.success:
             again(prob.opts)  # the final weights, solved to the full tolerance
     return Solved(outcome, records, iterations, rounds, w)

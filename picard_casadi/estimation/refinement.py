@@ -26,7 +26,8 @@ from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..model import Model
 from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
-from .setup import build_setup, initial_weights, residual_variance, weights_from_variance
+from .setup import (build_setup, initial_weights, residual_variance, start_weights,
+                    weights_from_variance)
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS"]
@@ -261,7 +262,8 @@ def _within_limit(prob: FitProblem, setup: Setup, marked: np.ndarray) -> bool:
     (:func:`~picard_casadi.transcription.problem_size.check_problem_size`); a note if not."""
     from ..transcription.problem_size import interval_limit
 
-    wanted = setup.disc.n_intervals + int(np.count_nonzero(marked))
+    # a marked interval may split at several input samples, not only in two
+    wanted = sum(b.size - 1 for b in refined_boundaries(setup.disc, marked))
     limit = interval_limit(prob.model, prob.nodes, setup.disc.M, prob.max_intervals)
     if wanted <= limit:
         return True
@@ -334,7 +336,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             setup = _refined_setup(prob, setup, marked, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
-                              (initial_weights(setup.disc) if weights_mode == "auto" else w),
+                              (start_weights(setup) if weights_mode == "auto" else w),
                               continuing=outcome.success)
         records.extend(solved.records)
         iterations += solved.iterations

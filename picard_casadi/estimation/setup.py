@@ -34,7 +34,8 @@ from ..transcription.interval_functions import IntervalFunctions, build_interval
 from ..transcription.guess import initial_guess, measured_state_series
 from ..transcription.predict import outputs_along
 
-__all__ = ["build_setup", "initial_weights", "weights_from_variance", "residual_variance",
+__all__ = ["build_setup", "initial_weights", "start_weights", "weights_from_variance",
+           "residual_variance",
            "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
 
 # Interval functions already built in this process, per model and shape.

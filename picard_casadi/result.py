@@ -386,7 +386,13 @@ class EstimationResult:
         estimated = self.settings.get("noise") == "estimated"
         names = self.y_names or [f"y{k}" for k in range(self.noise_sigma.size)]
         sigmas = ", ".join(f"{n} {s:.4g}" for n, s in zip(names, self.noise_sigma))
+        criterion = {"auto": "the likelihood, each output's noise estimated (weights='auto')",
+                     "none": "the plain sum of squares (weights='none'); the noise "
+                             "estimated afterwards, for the report",
+                     "given": "the likelihood with known noise (the given weights)"}.get(
+                         self.settings.get("weights", ""), "")
         return [
+            *([f"  criterion: {criterion}"] if criterion else []),
             f"  noise sigma ({'estimated' if estimated else 'given'}): {sigmas}",
             f"  -log likelihood {self.nllh:.6g}"
             + (f"; det R {self.det_R:.6g}" if estimated and self.noise_sigma.size > 1 else "")

@@ -156,3 +156,27 @@ def test_rounds_that_end_unsettled_say_so(monkeypatch):
                for w in res.warnings), res.warnings
     again = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False, warm_start=res)
     assert again.success
+
+
+def test_a_degenerate_likelihood_is_named():
+    # a user's predator-prey with the predators measured once: its noise came
+    # out 1e-6, the estimate 4 standard errors off, and no word
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
+                                              -p[2] * x[1] + p[3] * x[0] * x[1]),
+                     y=x, y_names=["prey", "predators"])
+    t = np.linspace(0, 15, 40)
+    X = pc.simulate(model, [2.0, 1.0], [1.0, 0.5, 0.8, 0.3], t)
+    Y = X + np.random.default_rng(3).standard_normal(X.shape) * [0.02, 0.3]
+    Y[:, 1] = np.nan
+    Y[30, 1] = X[30, 1] + 0.1
+    res = pc.estimate(model, [pc.Experiment(t=t, y=Y)], [0.8, 0.4, 1.0, 0.4],
+                      uncertainty=False)
+    assert any(w.startswith("the likelihood with each output's noise estimated is degenerate")
+               and "predators (1 value(s)" in w for w in res.warnings), res.warnings
+    assert "criterion: the likelihood, each output's noise estimated" in res.summary()
+    # outputs all measured alike: no note
+    fine = pc.estimate(model, [pc.Experiment(t=t, y=X + 0.01 * np.random.default_rng(4)
+                                             .standard_normal(X.shape))],
+                       [0.8, 0.4, 1.0, 0.4], uncertainty=False)
+    assert not any("degenerate" in w for w in fine.warnings), fine.warnings

@@ -350,3 +350,17 @@ def test_a_noise_level_per_output_is_refused_with_the_fix():
                                noise_std=[0.5, 0.1])
     with pytest.raises(ValueError, match="non-negative number"):
         pc.simulate_experiment(model, [1.0, 2.0], [1.0], np.linspace(0, 1, 5), noise_std=-1)
+
+
+def test_none_for_single_bounds_means_no_bound():
+    # p_bounds=([0, 0], [None, None]) was "the upper bound[0] is NaN; use None or
+    # inf", although None was used (a user's report); a NaN is still refused
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1], y=x)
+    exp = pc.simulate_experiment(model, [0.5], [0.7, 1.4], np.linspace(0, 10, 40),
+                                 noise_std=0.01, seed=3)
+    res = pc.estimate(model, [exp], [1, 1], p_bounds=([0, None], [None, 5]), uncertainty=False)
+    assert res.success and res.settings["p_bounds"] == [[0.0, -np.inf], [np.inf, 5.0]]
+    with pytest.raises(ValueError, match=r"the lower bound\[1\] is NaN"):
+        pc.estimate(model, [exp], [1, 1], p_bounds=([0, np.nan], None))

@@ -28,7 +28,8 @@ from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
-__all__ = ["assemble", "attach_noise", "judge", "unfinite_start", "applicable_advice", "note_staircase_inputs",
+__all__ = ["assemble", "attach_noise", "degenerate_noise_note", "judge", "unfinite_start",
+           "applicable_advice", "note_staircase_inputs",
            "kinked_inputs", "jumping_inputs"]
 
 
@@ -186,6 +187,44 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
     result.nllh, result.noise_sigma, result.det_R = noise.nllh, noise.sigma, noise.det_R
     result.aic, result.bic = noise.aic, noise.bic
     result.settings["noise"] = "estimated" if noise.estimated else "given"
+    if weights_mode == "auto":
+        note = degenerate_noise_note(result, disc)
+        if note and note not in result.warnings:
+            result.warnings.append(note)
+
+
+#: an output whose estimated noise, relative to its size, is this far below the
+#: others' (or that has at most FEW_MEASUREMENTS values) decides the likelihood
+DEGENERATE_NOISE = 1e-3
+FEW_MEASUREMENTS = 2
+
+
+def degenerate_noise_note(result: EstimationResult, disc: Any) -> str:
+    """A note where the likelihood with estimated noise is degenerate: an output
+    fitted (nearly) exactly, or with too few values for a variance, gets a
+    weight that lets it decide the estimate (a single measurement of the
+    predators beside a measured prey: sigma 1e-6, the estimate 4 standard
+    errors off, no word)."""
+    counts = disc.mask.sum(axis=(0, 2))
+    rms = np.array([float(np.sqrt(np.mean(v ** 2))) if v.size else np.nan
+                    for v in disc.measured_values()])
+    with np.errstate(all="ignore"):
+        relative = result.noise_sigma / np.where(rms > 0, rms, 1.0)
+    measured = counts > 0
+    if np.count_nonzero(measured) < 2:
+        return ""
+    typical = float(np.nanmedian(relative[measured]))
+    names = result.y_names or [f"y{k}" for k in range(counts.size)]
+    odd = [f"{names[k]} ({int(counts[k])} value(s), sigma {result.noise_sigma[k]:.3g})"
+           for k in np.flatnonzero(measured)
+           if counts[k] <= FEW_MEASUREMENTS or relative[k] < DEGENERATE_NOISE * typical]
+    if not odd:
+        return ""
+    return ("the likelihood with each output's noise estimated is degenerate here: "
+            f"{', '.join(odd)} fitted nearly exactly or measured too few times for a "
+            "variance, so its weight 1 / sigma^2 lets it decide the estimate and the "
+            "standard errors are too small; give the outputs' noise as known weights "
+            "(weights=[1 / sigma_k^2, ...]) or use weights='none'")
 
 
 def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,

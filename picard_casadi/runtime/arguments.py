@@ -111,10 +111,15 @@ def check_bounds_not_nan(bounds: Any, name: str) -> None:
             continue
         try:
             arr = np.asarray(part, dtype=float).ravel()
+            # None for one entry is "no bound" there, as None for a whole side
+            given = np.array([v is not None for v in np.asarray(part, dtype=object).ravel()])
         except (TypeError, ValueError):
             return
-        if np.any(np.isnan(arr)):
-            i = int(np.flatnonzero(np.isnan(arr))[0])
+        if given.size != arr.size:
+            given = np.ones(arr.size, dtype=bool)
+        bad = np.isnan(arr) & given
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
             where = f"[{i}]" if arr.size > 1 else ""
             no_bound = "-inf" if side == "lower" else "inf"
             raise ValueError(

@@ -153,7 +153,7 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
             count = disc.mask.sum(axis=(0, 2))
             dof = np.maximum(count - setup.free_p.sum() / max(disc.model.ny, 1), 1.0)
             sigma = np.sqrt(res2.sum(axis=(0, 2)) / dof)
-    floor = NOISE_FLOOR * np.maximum(_rms(disc), 1e-300)
+    floor = NOISE_FLOOR * np.maximum(disc.output_rms(), 1e-300)
     return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
 
 
@@ -252,7 +252,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     m_meas = Jt.shape[0]
     s2_fit = float(info.r @ info.r) / max(m_meas - nth, 1)
     counts = mask.sum(axis=(0, 2))
-    s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * _rms(disc)) ** 2 * counts)
+    s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * disc.output_rms()) ** 2 * counts)
                      ) / max(m_meas, 1)
     s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
     # the SVD of Jt's triangular factor: the same singular values and right
@@ -425,9 +425,3 @@ def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
         return None, top * DEFECT_THRESHOLD
     marked = indicator >= (MARK_FRACTION * top if np.isfinite(top) else np.inf)
     return marked, top * DEFECT_THRESHOLD
-
-
-def _rms(disc: Any) -> np.ndarray:
-    """Each output's root mean square over its measurements."""
-    count = np.maximum(disc.mask.sum(axis=(0, 2)), 1)
-    return np.sqrt((disc.mask * disc.y ** 2).sum(axis=(0, 2)) / count)

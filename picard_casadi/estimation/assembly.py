@@ -177,9 +177,7 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
     residuals (:func:`~picard_casadi.analysis.likelihood.noise_fit`): the
     noise estimated unless the weights were given."""
     disc = setup.disc
-    noise = noise_fit(ssr_per_output, disc.mask.sum(axis=(0, 2)),
-                      np.array([float(np.mean(v ** 2)) if v.size else 0.0
-                                for v in disc.measured_values()]),
+    noise = noise_fit(ssr_per_output, disc.mask.sum(axis=(0, 2)), disc.output_rms() ** 2,
                       int(setup.free_p.sum()) + sum(int(setup.free_x[sl.start].sum())
                                                     for sl in disc.intervals_of),
                       weights=(np.asarray(setup.tr.weights, float) if weights_mode == "given"
@@ -206,8 +204,7 @@ def degenerate_noise_note(result: EstimationResult, disc: Any) -> str:
     predators beside a measured prey: sigma 1e-6, the estimate 4 standard
     errors off, no word)."""
     counts = disc.mask.sum(axis=(0, 2))
-    rms = np.array([float(np.sqrt(np.mean(v ** 2))) if v.size else np.nan
-                    for v in disc.measured_values()])
+    rms = disc.output_rms()
     with np.errstate(all="ignore"):
         relative = result.noise_sigma / np.where(rms > 0, rms, 1.0)
     measured = counts > 0

@@ -226,17 +226,17 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     return cert, info
 
 
-def _refined_setup(prob: FitProblem, setup: Setup, marked: np.ndarray, *,
+def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray], *,
                    solved: Solved | None = None, U: np.ndarray | None = None,
                    p0: np.ndarray | None = None) -> Setup:
-    """A setup on the mesh with the marked intervals bisected.
+    """A setup on the refined mesh ``boundaries``
+    (:func:`~picard_casadi.transcription.mesh.refined_boundaries`).
 
     It starts from the solution ``solved`` (node values ``U``, settled) carried
     over to the new mesh, or, given ``p0``, from a new initial guess.
     """
     from ..transcription.discretisation import Discretisation
 
-    boundaries = refined_boundaries(setup.disc, marked)
     if solved is None:
         new = prob.setup(p0, setup.tr.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
                          boundaries=boundaries)
@@ -257,13 +257,13 @@ def _refined_setup(prob: FitProblem, setup: Setup, marked: np.ndarray, *,
     return new
 
 
-def _within_limit(prob: FitProblem, setup: Setup, marked: np.ndarray) -> bool:
-    """Whether the refined mesh stays within the size limit
+def _within_limit(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray]) -> bool:
+    """Whether the refined mesh ``boundaries`` stays within the size limit
     (:func:`~picard_casadi.transcription.problem_size.check_problem_size`); a note if not."""
     from ..transcription.problem_size import interval_limit
 
     # a marked interval may split at several input samples, not only in two
-    wanted = sum(b.size - 1 for b in refined_boundaries(setup.disc, marked))
+    wanted = sum(b.size - 1 for b in boundaries)
     limit = interval_limit(prob.model, prob.nodes, setup.disc.M, prob.max_intervals)
     if wanted <= limit:
         return True
@@ -316,10 +316,12 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
         outcome = solved.outcome
         if outcome.success:
             cert, info = _certificate(prob, setup, outcome)
-            if (cert.passed or not refinable or refinements >= max_refinements
-                    or not _within_limit(prob, setup, cert.marked())):
+            if cert.passed or not refinable or refinements >= max_refinements:
                 break
-            setup = _refined_setup(prob, setup, cert.marked(), solved=solved, U=info.U)
+            boundaries = refined_boundaries(setup.disc, cert.marked())
+            if not _within_limit(prob, setup, boundaries):
+                break
+            setup = _refined_setup(prob, setup, boundaries, solved=solved, U=info.U)
         else:
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
@@ -327,13 +329,16 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                     or outcome.status in ITERATION_LIMITS + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
-            if marked is None or not _within_limit(prob, setup, marked):
+            if marked is None:
+                break
+            boundaries = refined_boundaries(setup.disc, marked)
+            if not _within_limit(prob, setup, boundaries):
                 break
             prob.notes.append(
                 f"{spec.name} failed on a mesh of {setup.disc.n_intervals} intervals, which "
                 f"did not resolve the model ({clipped(outcome.message, 100)}); the mesh was "
                 "refined and the run started again from p0, and the result is that run's")
-            setup = _refined_setup(prob, setup, marked, p0=p0)
+            setup = _refined_setup(prob, setup, boundaries, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
                               (start_weights(setup) if weights_mode == "auto" else w),

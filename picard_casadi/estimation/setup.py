@@ -179,9 +179,7 @@ def start_weights(setup: Setup) -> np.ndarray:
             return initial_weights(disc)
         ssr += r2.sum(axis=0)
         counts += measured.sum(axis=0)
-    mean_square = np.array([float(np.mean(v ** 2)) if v.size else 0.0
-                            for v in disc.measured_values()])
-    return weights_from_variance(ml_variances(ssr, counts, mean_square), disc)
+    return weights_from_variance(ml_variances(ssr, counts, disc.output_rms() ** 2), disc)
 
 
 def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
@@ -204,9 +202,7 @@ def residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray)
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
     count = disc.mask.sum(axis=(0, 2))
-    mean_square = np.array([float(np.mean(v ** 2)) if v.size else 0.0
-                            for v in disc.measured_values()])
-    return ml_variances(res2.sum(axis=(0, 2)), count, mean_square)
+    return ml_variances(res2.sum(axis=(0, 2)), count, disc.output_rms() ** 2)
 
 
 def _data_scale(X0: np.ndarray, U0: np.ndarray, disc: Discretisation) -> np.ndarray:

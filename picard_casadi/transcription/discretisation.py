@@ -274,6 +274,11 @@ class Discretisation:
         """Per output, the finite measurements over all experiments."""
         return [self.y[:, k, :][self.mask[:, k, :] > 0] for k in range(self.model.ny)]
 
+    def output_rms(self) -> np.ndarray:
+        """Each output's root mean square over its measurements (0 without any)."""
+        count = np.maximum(self.mask.sum(axis=(0, 2)), 1)
+        return np.sqrt((self.mask * self.y ** 2).sum(axis=(0, 2)) / count)
+
     def mesh_summary(self) -> dict[str, float | int]:
         """Interval count and the shortest and longest interval."""
         return {"intervals": int(self.n_intervals), "shortest": float(self.h.min()),

@@ -119,6 +119,7 @@ def estimate(
     nodes: int | None = None,
     scheme: str = "chebyshev",
     weights: Any = None,
+    noise: Any = None,
     refine: bool | int = True,
     codegen: bool | str = "auto",
     x_scale: Any = None,
@@ -189,6 +190,18 @@ def estimate(
         ``"auto"`` for a model with several outputs and ``"none"`` for one
         (whose estimate is the likelihood's too).  The result reports the
         noise (``noise_sigma``), ``nllh``, ``det_R``, ``aic`` and ``bic``.
+        Experiments with per-measurement ``sigma`` weigh each value by
+        ``1 / sigma_i^2`` in every mode.
+    noise : Noise, sequence of Noise, or dict of output name to Noise, optional
+        The noise model of each output (:class:`~picard_casadi.noise.Noise`):
+        normal, log-normal or log10-normal; ``sigma`` known, per measurement
+        from the data, estimated, or a noise parameter shared by outputs.  A
+        single one applies to every output; a dict's missing outputs get
+        ``Noise()`` (normal, estimated); a string is a distribution.  Not
+        together with ``weights``.  The default (``None``): each output's
+        noise estimated where it has several outputs, known where the
+        experiments give ``sigma``.  A log-normal output is fitted on its log
+        scale (the result's outputs, plots and predictions are ``log(y)``).
     refine : bool or int
         After a collocation method converges, check the estimate against an
         accurate integration of the model (the discretisation certificate,
@@ -274,10 +287,10 @@ def estimate(
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
     (exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam,
-     seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w) = check_arguments(
+     seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w, plan) = check_arguments(
         model, experiments, p0, method, p_bounds, x0_bounds, estimate_x0, T, n, lam, nodes,
-        scheme, weights, refine, codegen, guess, warm_start, uncertainty, multistart, seed,
-        callback, raise_on_failure, max_intervals, options, ESTIMATE_ARGUMENTS)
+        scheme, weights, noise, refine, codegen, guess, warm_start, uncertainty, multistart,
+        seed, callback, raise_on_failure, max_intervals, options, ESTIMATE_ARGUMENTS)
 
     if multistart is not None and multistart > 1:
         from .estimation.multistart import run_multistart
@@ -286,18 +299,22 @@ def estimate(
             estimate, model, exps, p0, method, multistart, seed,
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
                  T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
-                 refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
+                 noise=noise, refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
             executor=executor, n_jobs=n_jobs,
         )
 
+    user_model = model
+    if plan is not None:  # each output on the scale where its noise is normal
+        model, exps = plan.model, plan.experiments
     prob = FitProblem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
                     lam=float(lam), nodes=nodes, scheme=scheme, p_bounds=(p_lb, p_ub),
                     x_bounds=(x_lb, x_ub), estimate_x0=x0_mask(estimate_x0, model.nx),
                     weights_mode=weights_mode, codegen=codegen,
                     guess="simulation" if guess == "auto" else guess,
-                    callback=callback, max_intervals=max_intervals)
+                    callback=callback, max_intervals=max_intervals,
+                    noise=None if plan is None else plan.groups)
     start = None
     if warm_start is not None:
         from .transcription.discretisation import Discretisation
@@ -315,7 +332,7 @@ def estimate(
                      and np.size(warm_start.weights) == model.ny
                      and np.all(np.asarray(warm_start.weights, float) > 0))
         w = (np.asarray(warm_start.weights, float).copy() if continued
-             else start_weights(setup))
+             else start_weights(setup, prob.noise))
         setup.tr.set_weights(w)
     # the outputs and end states of the start (what the residuals are made of),
     # from a function every method compiles anyway
@@ -325,6 +342,11 @@ def estimate(
             "the objective is not finite at the starting point: the model cannot be "
             "evaluated at p0 and the initial guess of the states (check p0, the "
             "experiments' x0 and x0_bounds)" + unfinite_start(model, exps, p0))
+    if plan is not None:
+        result_noise = {"noise_model": plan.describe(user_model.y_names),
+                        "noise_parameters": list(plan.groups.names)}
+    else:
+        result_noise = {}
     initial_intervals = setup.disc.n_intervals
 
     run = solve_and_refine(prob, setup, w, p0, max_refinements)
@@ -341,14 +363,14 @@ def estimate(
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
         options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
-        x0_bounds=[x_lb.tolist(), x_ub.tolist()],
+        x0_bounds=[x_lb.tolist(), x_ub.tolist()], **result_noise,
     ))
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
                jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
         if cert.passed:  # the likelihood of the ODE's own solution, as its SSR
-            attach_noise(result, setup, weights_mode, cert.ssr_model_per_output)
+            attach_noise(result, setup, weights_mode, cert.ssr_model_per_output, prob.noise)
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
@@ -391,9 +413,10 @@ def estimate(
                            else options_of(get_method(run_method), options))
         if max_iter is not None:
             run_options.setdefault("max_iter", max_iter)
-        return estimate(model, experiments, p0, run_method, p_bounds=p_bounds,
+        return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                        nodes=nodes, scheme=scheme, weights=weights, refine=refine,
+                        nodes=nodes, scheme=scheme, weights=weights, noise=noise,
+                        refine=refine,
                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
                         uncertainty=uncertainty, seed=seed, callback=callback,
                         raise_on_failure=False, max_intervals=max_intervals, **run_options)

@@ -121,6 +121,31 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
     return table[np.clip(idx, 0, t_samples.size - 1)]
 
 
+def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
+    """``sigma`` shaped like ``y``: positive and finite where ``y`` is measured,
+    NaN where it is not (a ValueError naming the row and column otherwise)."""
+    try:
+        s = np.array(sigma, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: `sigma` must be an array of numbers shaped like `y`") from None
+    if s.ndim == 1 and y.shape[1] == 1:
+        s = s[:, None]
+    if s.shape != y.shape:
+        raise ValueError(f"{where}: `sigma` must have the shape of `y`, {y.shape}, got {s.shape}")
+    measured = np.isfinite(y)
+    with np.errstate(invalid="ignore"):
+        bad = measured & ~(np.isfinite(s) & (s > 0))
+    if np.any(bad):
+        i, k = np.argwhere(bad)[0]
+        raise ValueError(
+            f"{where}: `sigma` must be positive and finite where `y` is measured; "
+            f"sigma[{i}, {k}] = {s[i, k]} (sample {i}, output column {k}, y = {y[i, k]:g}); "
+            f"{int(bad.sum())} such value(s)")
+    s[~measured] = np.nan
+    s.setflags(write=False)
+    return s
+
+
 class Experiment:
     """Measurements of the model's outputs in one experiment.
 
@@ -159,6 +184,13 @@ class Experiment:
         Times at which the inputs jump.  Picard intervals and simulation
         segments start at them, so no interval straddles a jump (a jump
         inside an interval is smeared by the interpolating polynomial).
+    sigma : array_like, shape (N, ny), optional
+        Each measurement's noise standard deviation (PEtab's numeric
+        ``noiseParameters``): positive and finite wherever ``y`` is measured,
+        anything (``NaN``) where it is missing.  Used by
+        ``estimate(noise=pc.Noise(sigma="data"))``, the default for outputs
+        that have them; with an estimated sigma they are relative (their scale
+        estimated).  A 1-D array is one output.
 
     Raises
     ------
@@ -178,6 +210,7 @@ class Experiment:
         t0: float | None = None,
         u_interpolation: Literal["previous", "linear"] | None = None,
         breakpoints: Any = None,
+        sigma: Any = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)
         where = f"Experiment {self._name!r}"
@@ -273,6 +306,7 @@ class Experiment:
         self._x0 = x0_arr
         self._t0 = t0_val
         self._u_interpolation = u_interpolation
+        self._sigma = None if sigma is None else _checked_sigma(sigma, y_arr, where)
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -304,6 +338,12 @@ class Experiment:
     def x0(self) -> np.ndarray | None:
         """Initial-state guess (or known value), or None."""
         return None if self._x0 is None else self._x0.copy()
+
+    @property
+    def sigma(self) -> np.ndarray | None:
+        """Each measurement's noise standard deviation (``NaN`` where ``y`` is
+        missing), or ``None`` where not given."""
+        return self._sigma
 
     @property
     def t0(self) -> float:
@@ -376,9 +416,17 @@ class Experiment:
     def with_x0(self, x0: Any) -> Experiment:
         """The same experiment with ``x0`` as its initial state (known, or the
         start of an estimate): for example a fit's estimated ``res.x0[i]``."""
+        return self.replaced(x0=x0)
+
+    def replaced(self, **changes: Any) -> Experiment:
+        """The same experiment with some of its constructor's arguments
+        changed (``y``, ``sigma``, ``x0``, ...)."""
         hold = self._u_interpolation if self._u_interpolation_given else None
-        return Experiment(self._t, self._y, u=self._u, x0=x0, name=self._name, t0=self._t0,
-                          u_interpolation=hold, breakpoints=self._breakpoints)
+        args: dict[str, Any] = dict(t=self._t, y=self._y, u=self._u, x0=self._x0,
+                                    name=self._name, t0=self._t0, u_interpolation=hold,
+                                    breakpoints=self._breakpoints, sigma=self._sigma)
+        args.update(changes)
+        return Experiment(**args)
 
     def staircase_inputs(self) -> list[int]:
         """Columns of a sampled ``u`` read linearly by default although they look

@@ -280,6 +280,27 @@ class Model:
         self._t, self._x, self._p, self._u, self._rhs, self._y = t, x, p, u, rhs, y
         self._functions = {}
 
+    def with_outputs(self, y: ca.SX, y_names: Sequence[str] | None = None,
+                     y_units: Sequence[str] | None = None) -> Model:
+        """The same model with other outputs (expressions of its ``t``, ``x``,
+        ``p``, ``u``): for example ``log`` of them, for log-normal noise."""
+        new = Model.__new__(Model)
+        new.__dict__.update(self.__dict__)
+        y = _as_expression(y, "y")
+        declared = {s.element_hash() for vec in (self._t, self._x, self._p, self._u)
+                    for s in ca.symvar(vec)}
+        for s in ca.symvar(y):
+            if s.element_hash() not in declared:
+                raise ValueError(f"Model.with_outputs: `y` depends on symbol {s.name()!r}, "
+                                 f"which model {self._name!r} does not declare")
+        new._y = y
+        new._y_names = _names(y_names, "y", y.numel(), "y_names") if (
+            y_names is not None or y.numel() != self.ny) else self._y_names
+        new._y_units = _units(y_units, y.numel(), "y_units") if (
+            y_units is not None or y.numel() != self.ny) else self._y_units
+        new._functions = {}
+        return new
+
     # ------------------------------------------------------------------ symbols
     @property
     def t(self) -> ca.SX:

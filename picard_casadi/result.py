@@ -129,7 +129,11 @@ class EstimationResult:
     noise_sigma : ndarray (ny,) or None
         Each output's noise standard deviation: estimated with the parameters
         (``SSR_k / N_k``, ``settings["noise"] == "estimated"``) or, with given
-        weights, ``1 / sqrt(w_k)`` (``"given"``).
+        weights, ``1 / sqrt(w_k)`` (``"given"``); ``"mixed"`` where some are
+        known and some estimated (``settings["noise_model"]`` says which).
+        Where values have their own sigma (``Experiment(sigma=...)``), the
+        root mean square of theirs (times the estimated scale).  For a
+        log-normal output, on the log scale.
     det_R : float
         ``prod_k sigma_k^2``, the output-error method's criterion, where the
         noise was estimated (NaN with given weights).
@@ -383,17 +387,23 @@ class EstimationResult:
         """The summary's lines on the noise and the likelihood (none for an old result)."""
         if self.noise_sigma is None or not np.isfinite(self.nllh):
             return []
-        estimated = self.settings.get("noise") == "estimated"
+        how = self.settings.get("noise", "given")
+        estimated = how in ("estimated", "mixed")
         names = self.y_names or [f"y{k}" for k in range(self.noise_sigma.size)]
         sigmas = ", ".join(f"{n} {s:.4g}" for n, s in zip(names, self.noise_sigma))
-        criterion = {"auto": "the likelihood, each output's noise estimated (weights='auto')",
+        models = self.settings.get("noise_model")
+        auto = ("the likelihood, each output's noise estimated (weights='auto')"
+                if not models or how == "estimated" and all(m.endswith(": normal, sigma estimated")
+                                                            for m in models)
+                else "the likelihood of the noise models: " + "; ".join(models))
+        criterion = {"auto": auto,
                      "none": "the plain sum of squares (weights='none'); the noise "
                              "estimated afterwards, for the report",
                      "given": "the likelihood with known noise (the given weights)"}.get(
                          self.settings.get("weights", ""), "")
         return [
             *([f"  criterion: {criterion}"] if criterion else []),
-            f"  noise sigma ({'estimated' if estimated else 'given'}): {sigmas}",
+            f"  noise sigma ({how}): {sigmas}",
             f"  -log likelihood {self.nllh:.6g}"
             + (f"; det R {self.det_R:.6g}" if estimated and self.noise_sigma.size > 1 else "")
             + f"; AIC {self.aic:.6g}, BIC {self.bic:.6g}",

@@ -96,7 +96,8 @@ class Certificate:
     p_shift_se : ndarray (np,)
         The same in standard errors of each parameter.
     noise_level : ndarray (ny,)
-        The ``sigma_k`` the defects are measured in.
+        The ``sigma_k`` the defects are measured in (a value with its own
+        ``sigma_i``, ``Experiment(sigma=...)``: ``sigma_k sigma_i``).
     ssr_model, weighted_ssr_model : float
         Sum of squared residuals (plain, and with the run's weights) of the
         model's own solution from the estimated ``x0`` and ``p`` (the
@@ -104,7 +105,9 @@ class Certificate:
     ssr_fitted : float
         The same of the solution the method fitted (the collocation solution).
     ssr_model_per_output : ndarray (ny,)
-        ``ssr_model`` output by output (the likelihood's noise levels).
+        ``ssr_model`` output by output, each value weighted by its own
+        ``1 / sigma_i^2`` where the experiment gives one (the likelihood's
+        noise levels).
     worst : str
         Where the largest defect is (experiment, time, output).
     indicator : ndarray (J,)
@@ -149,10 +152,9 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
         if from_weights:
             sigma = 1.0 / np.sqrt(setup.tr.weights)
         else:
-            res2 = disc.mask * (disc.y - info.sens["G"]) ** 2
             count = disc.mask.sum(axis=(0, 2))
             dof = np.maximum(count - setup.free_p.sum() / max(disc.model.ny, 1), 1.0)
-            sigma = np.sqrt(res2.sum(axis=(0, 2)) / dof)
+            sigma = np.sqrt(disc.weighted_ssr_per_output(info.sens["G"]) / dof)
     floor = NOISE_FLOOR * np.maximum(disc.output_rms(), 1e-300)
     return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
 
@@ -237,7 +239,10 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
             delta[j] = e[j] - np.einsum("moa,a->om", dGx[j], D)
             D = E[j] @ D - d[j]
     delta = np.where(mask, delta, 0.0)
-    scaled = np.abs(delta) / sigma[None, :, None]
+    # each value's own noise level: its output's over the root of its weight
+    own_w = disc.sample_weights
+    sample_sigma = sigma[None, :, None] / np.sqrt(np.where(own_w > 0, own_w, 1.0))
+    scaled = np.abs(delta) / sample_sigma
     if not np.all(np.isfinite(scaled)):
         scaled = np.where(np.isfinite(scaled), scaled, np.inf)
     defect = float(np.max(scaled, initial=0.0))
@@ -246,7 +251,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
              f"{disc.sample_times[j_w, s_w]:.6g}, output {model.y_names[k_w]!r}")
 
     # the shift of the least-squares estimate, and each interval's part of it
-    sw = np.sqrt(setup.tr.weights)
+    sw = np.sqrt(setup.tr.weights[None, :, None] * own_w)  # (J, ny, M)
     Jt = info.Jt
     nth = Jt.shape[1]
     m_meas = Jt.shape[0]
@@ -276,7 +281,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
     def rows_of(j: int, values: np.ndarray) -> np.ndarray:
         """``values (M, ny, ...)`` of interval ``j`` at its measured entries, weighted."""
-        return (sw.reshape((1, ny) + (1,) * (values.ndim - 2)) * values)[mask[j].T]
+        return (sw[j].T.reshape(sw[j].T.shape + (1,) * (values.ndim - 2)) * values
+                )[mask[j].T]
 
     grad = np.zeros(nth)
     own = np.zeros(J)
@@ -303,7 +309,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
                 p_shift_se[i] = abs(Delta[k]) / np.sqrt(cov_diag[k]) if cov_diag[k] > 0 else 0.0
 
     # where to refine: local defects, end defects at the next samples, own shift
-    local, ahead = _local_indicators(disc, e, d, dGx, E, sigma)
+    local, ahead = _local_indicators(disc, e, d, dGx, E, sample_sigma)
     with np.errstate(invalid="ignore"):
         indicator = np.maximum(np.maximum(local, ahead) / DEFECT_THRESHOLD,
                                own / SHIFT_THRESHOLD)
@@ -311,7 +317,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
     residual = np.where(mask, disc.y - G_fit + delta, 0.0)
     ssr_model = float(np.sum(residual ** 2))
-    weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * residual ** 2))
+    weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * own_w * residual ** 2))
     ssr_fitted = float(np.sum(np.where(mask, disc.y - G_fit, 0.0) ** 2))
     passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD)
     message = (
@@ -323,17 +329,18 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
                        p_shift=p_shift, p_shift_se=p_shift_se, noise_level=sigma,
                        ssr_model=ssr_model, weighted_ssr_model=weighted_ssr_model,
                        ssr_fitted=ssr_fitted,
-                       ssr_model_per_output=(residual ** 2).sum(axis=(0, 2)),
+                       ssr_model_per_output=(own_w * residual ** 2).sum(axis=(0, 2)),
                        worst=worst, indicator=indicator,
                        thresholds=thresholds, message=message)
 
 
 def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
                       E: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per interval, in noise levels: its largest output defect, and its end
-    defect's effect on the next samples of its experiment."""
+    """Per interval, in noise levels (``sigma`` each value's, ``(J, ny, M)``): its
+    largest output defect, and its end defect's effect on the next samples of
+    its experiment."""
     mask = disc.mask > 0
-    local = np.max(np.abs(e) / sigma[None, :, None], axis=(1, 2))
+    local = np.max(np.abs(e) / sigma, axis=(1, 2))
     ahead = np.zeros(disc.n_intervals)
     for sl in disc.intervals_of:
         for j in range(sl.start, sl.stop - 1):
@@ -341,7 +348,7 @@ def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,
             for k in range(j + 1, sl.stop):
                 if mask[k].any():
                     ahead[j] = float(np.max(np.abs(np.einsum("moa,a->om", dGx[k], D))
-                                            * mask[k] / sigma[:, None]))
+                                            * mask[k] / sigma[k]))
                     break
                 D = E[k] @ D
     return local, ahead
@@ -416,8 +423,11 @@ def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
     except RuntimeError:
         return None, np.inf
     e = np.where(disc.mask > 0, sens["G"] - G_ode, 0.0)
+    own_w = disc.sample_weights
+    sample_sigma = (np.asarray(sigma, float)[None, :, None]
+                    / np.sqrt(np.where(own_w > 0, own_w, 1.0)))
     local, ahead = _local_indicators(disc, e, sens["xend"] - xend_ode, sens["dG"][..., :nx],
-                                     sens["dend"][:, :, :nx], sigma)
+                                     sens["dend"][:, :, :nx], sample_sigma)
     indicator = np.maximum(local, ahead) / DEFECT_THRESHOLD
     indicator = np.where(np.isfinite(indicator), indicator, np.inf)
     top = float(np.max(indicator, initial=0.0))

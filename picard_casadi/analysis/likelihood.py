@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ml_variances", "NoiseFit", "noise_fit", "VARIANCE_FLOOR"]
+__all__ = ["ml_variances", "NoiseGroups", "NoiseFit", "noise_fit", "VARIANCE_FLOOR"]
 
 #: a noise variance is at least this fraction of the output's mean square (an
 #: exact fit has SSR = 0, whose likelihood is unbounded)
@@ -80,41 +80,118 @@ class NoiseFit:
     n_estimated: int
 
 
+@dataclass(frozen=True)
+class NoiseGroups:
+    """Which outputs' noise levels are estimated, and together with which.
+
+    Attributes
+    ----------
+    group : ndarray of int (ny,)
+        Each output's noise parameter (an index into ``names``), or -1 where
+        its noise is known.
+    known_weights : ndarray (ny,)
+        ``1 / sigma_k^2`` of a known output (1 where each value's sigma is
+        its own, given with the data); ignored for estimated ones.
+    names : tuple of str
+        The noise parameters.
+    lower, upper : ndarray (n_groups,)
+        Bounds of each noise parameter (a standard deviation).
+    constant : float
+        The log-normal outputs' Jacobian terms of the likelihood (``sum log
+        y_i``, or ``sum log(y_i ln 10)`` on the log10 scale), which no
+        parameter changes.
+    """
+
+    group: np.ndarray
+    known_weights: np.ndarray
+    names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    constant: float = 0.0
+
+    @classmethod
+    def each_output(cls, y_names: tuple[str, ...] | list[str]) -> NoiseGroups:
+        """Every output's noise level estimated on its own (``weights="auto"``)."""
+        ny = len(y_names)
+        return cls(group=np.arange(ny), known_weights=np.ones(ny),
+                   names=tuple(f"sigma_{n}" for n in y_names),
+                   lower=np.zeros(ny), upper=np.full(ny, np.inf))
+
+    @property
+    def estimated(self) -> np.ndarray:
+        """Per output: whether its noise level is estimated."""
+        return self.group >= 0
+
+    def variances(self, ssr: np.ndarray, counts: np.ndarray,
+                  mean_square: np.ndarray) -> np.ndarray:
+        """Each output's noise variance: known, or the likelihood's optimum for
+        these residuals, ``sum SSR_k / sum N_k`` over the outputs sharing a noise
+        parameter (:func:`ml_variances`), clipped to the parameter's bounds."""
+        ssr = np.asarray(ssr, float)
+        counts = np.asarray(counts, float)
+        with np.errstate(divide="ignore"):
+            var = np.where(self.known_weights > 0, 1.0 / self.known_weights, np.inf)
+        for g in range(len(self.names)):
+            members = self.group == g
+            if not members.any():
+                continue
+            v = ml_variances(np.array([ssr[members].sum()]), np.array([counts[members].sum()]),
+                             np.array([np.mean(np.asarray(mean_square, float)[members])]))[0]
+            if np.isfinite(v):
+                v = float(np.clip(v, self.lower[g] ** 2, self.upper[g] ** 2))
+            var[members] = v
+        return var
+
+
 def noise_fit(ssr: np.ndarray, counts: np.ndarray, mean_square: np.ndarray,
-              n_quantities: int, weights: np.ndarray | None = None) -> NoiseFit:
+              n_quantities: int, weights: np.ndarray | None = None,
+              groups: NoiseGroups | None = None, constant: float = 0.0) -> NoiseFit:
     """The likelihood of residuals with ``ssr[k]`` over ``counts[k]`` measurements per output.
 
     Parameters
     ----------
     ssr, counts, mean_square : ndarray (ny,)
-        Per output: sum of squared residuals, number of measurements, mean
-        square of the measurements.
+        Per output: sum of squared residuals (each value weighted by its own
+        ``1 / sigma_i^2`` where the data give one), number of measurements,
+        mean square of the measurements.
     n_quantities : int
         Estimated parameters and initial states.
     weights : ndarray (ny,), optional
-        Known inverse noise variances; ``None``: the variances are estimated
-        (:func:`ml_variances`).
+        Known inverse noise variances (all of them); ``None``: as ``groups``
+        says, or every variance estimated (:func:`ml_variances`).
+    groups : NoiseGroups, optional
+        Which variances are estimated, and which are shared.
+    constant : float
+        Added to ``nllh``: ``-0.5 sum log s_i`` over the values with their own
+        weight ``s_i = 1 / sigma_i^2`` (``Discretisation.log_sample_weights``).
     """
     ssr = np.asarray(ssr, float)
     counts = np.asarray(counts, float)
     measured = counts > 0
-    if weights is None:
-        var = ml_variances(ssr, counts, mean_square)
-        n_noise = int(np.count_nonzero(measured))
-    else:
+    if weights is not None:
         with np.errstate(divide="ignore"):
             var = np.where(np.asarray(weights, float) > 0, 1.0 / np.asarray(weights, float),
                            np.inf)
-        n_noise = 0
+        n_noise, estimated = 0, np.zeros(ssr.size, bool)
+    else:
+        if groups is None:
+            var = ml_variances(ssr, counts, mean_square)
+            n_noise, estimated = int(np.count_nonzero(measured)), np.ones(ssr.size, bool)
+        else:
+            var = groups.variances(ssr, counts, mean_square)
+            estimated = groups.estimated
+            n_noise = len({int(g) for g, m in zip(groups.group, measured) if g >= 0 and m})
+            constant += groups.constant
     with np.errstate(all="ignore"):
         terms = 0.5 * counts * np.log(2.0 * math.pi * var) + 0.5 * ssr / var
     # an output with weight 0 does not enter the likelihood
     used = measured & np.isfinite(var)
-    nllh = float(np.sum(terms[used]))
+    nllh = float(np.sum(terms[used])) + constant
     k = int(n_quantities) + n_noise
     m = float(counts[used].sum())
-    det_R = float(np.prod(var[used])) if weights is None else float("nan")
-    return NoiseFit(sigma=np.sqrt(var), estimated=weights is None, nllh=nllh, det_R=det_R,
-                    aic=2.0 * nllh + 2.0 * k,
+    det_R = (float(np.prod(var[used & estimated])) if np.any(used & estimated)
+             else float("nan"))
+    return NoiseFit(sigma=np.sqrt(var), estimated=bool(np.any(estimated & used)), nllh=nllh,
+                    det_R=det_R, aic=2.0 * nllh + 2.0 * k,
                     bic=2.0 * nllh + k * math.log(m) if m > 0 else float("nan"),
                     n_estimated=k)

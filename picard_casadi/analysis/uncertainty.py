@@ -157,8 +157,9 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
                   + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
             mask = disc.mask[j].T > 0  # (M, ny)
             res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
-            rows_r[j] = (sw[None, :] * res)[mask]
-            blocks[j] = (-sw[None, :, None] * dy)[mask]
+            sw_j = sw[None, :] * np.sqrt(disc.sample_weights[j].T)  # (M, ny)
+            rows_r[j] = (sw_j * res)[mask]
+            blocks[j] = (-sw_j[:, :, None] * dy)[mask]
             dend = sens["dend"][j]
             S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
     bounds = np.cumsum([0] + [r.size for r in rows_r])

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..experiment import Experiment
+from .noise_plan import NoisePlan, noise_plan
 from ..methods import MethodSpec, get_method, method_options
 from ..model import Model
 from ..result import EstimationResult
@@ -156,6 +157,7 @@ class Arguments(NamedTuple):
     opts: Any
     weights_mode: str
     w: np.ndarray
+    noise: NoisePlan | None
 
 
 def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
@@ -181,7 +183,8 @@ def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
 
 def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds: Any,
                      x0_bounds: Any, estimate_x0: Any, T: Any, n: Any, lam: Any, nodes: Any,
-                     scheme: Any, weights: Any, refine: Any, codegen: Any, guess: Any,
+                     scheme: Any, weights: Any, noise: Any, refine: Any, codegen: Any,
+                     guess: Any,
                      warm_start: Any, uncertainty: Any, multistart: Any, seed: Any,
                      callback: Any, raise_on_failure: Any, max_intervals: Any,
                      options: dict[str, Any], own_arguments: tuple[str, ...]) -> Arguments:
@@ -271,10 +274,20 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
         opts_given.setdefault("lam", float(lam))
     opts = method_options(spec, opts_given, "estimate", own_arguments)
 
+    if noise is not None and weights is not None:
+        raise ValueError("give the outputs' noise either as `noise` (noise models) or as "
+                         "`weights` (inverse variances, 'auto' or 'none'), not both")
     weights_mode, w = _weights(weights, model.ny)
+    plan = None
+    data_sigma = any(e.sigma is not None for e in exps)
+    if (noise is not None or (isinstance(weights, str) and weights == "auto")
+            or (weights is None and (model.ny > 1 or data_sigma))):
+        plan = noise_plan(noise, model, exps)
+        weights_mode = "auto"
+        w = np.where(plan.groups.estimated, 1.0, plan.groups.known_weights)
     return Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements,
                      mesh_of_warm_start, T, lam, seed, uncertainty, raise_on_failure, spec, opts,
-                     weights_mode, w)
+                     weights_mode, w, plan)
 
 
 def options_of(spec: MethodSpec, options: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate
-from ..analysis.likelihood import noise_fit
+from ..analysis.likelihood import NoiseGroups, noise_fit
 from ..errors import DiscretisationWarning
 from ..experiment import Experiment
 from ..methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE, IterationRecord,
@@ -171,20 +171,34 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
 
 
 def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
-                 ssr_per_output: np.ndarray) -> None:
+                 ssr_per_output: np.ndarray, groups: NoiseGroups | None = None) -> None:
     """Fill the result's likelihood (``nllh``, ``noise_sigma``, ``det_R``,
     ``aic``, ``bic``, ``settings["noise"]``) from each output's sum of squared
     residuals (:func:`~picard_casadi.analysis.likelihood.noise_fit`): the
-    noise estimated unless the weights were given."""
+    noise estimated unless the weights were given; ``groups``: which levels
+    are known, estimated, shared (the noise models)."""
     disc = setup.disc
     noise = noise_fit(ssr_per_output, disc.mask.sum(axis=(0, 2)), disc.output_rms() ** 2,
                       int(setup.free_p.sum()) + sum(int(setup.free_x[sl.start].sum())
                                                     for sl in disc.intervals_of),
                       weights=(np.asarray(setup.tr.weights, float) if weights_mode == "given"
-                               else None))
-    result.nllh, result.noise_sigma, result.det_R = noise.nllh, noise.sigma, noise.det_R
+                               else None),
+                      groups=groups if weights_mode == "auto" else None,
+                      constant=-0.5 * disc.log_sample_weights())
+    # values with their own sigma_i: the output's level times their RMS (1 / s_i)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(disc.mask > 0, 1.0 / disc.sample_weights, 0.0).sum(axis=(0, 2))
+        own_rms = np.sqrt(inv / np.maximum(disc.mask.sum(axis=(0, 2)), 1))
+    own_rms = np.where(np.isfinite(own_rms) & (own_rms > 0), own_rms, 1.0)
+    result.nllh, result.det_R = noise.nllh, noise.det_R
+    result.noise_sigma = noise.sigma * own_rms
     result.aic, result.bic = noise.aic, noise.bic
-    result.settings["noise"] = "estimated" if noise.estimated else "given"
+    if groups is not None and weights_mode == "auto":
+        est = groups.estimated
+        result.settings["noise"] = ("estimated" if est.all() else "given" if not est.any()
+                                    else "mixed")
+    else:
+        result.settings["noise"] = "estimated" if noise.estimated else "given"
     if weights_mode == "auto":
         note = degenerate_noise_note(result, disc)
         if note and note not in result.warnings:
@@ -238,8 +252,8 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
     with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
         res2 = disc.mask * (disc.y - Ys) ** 2
         ssr = float(res2.sum())
-        ssr_k = res2.sum(axis=(0, 2))
-        weighted_ssr = float(np.sum(res2 * w[None, :, None]))
+        ssr_k = disc.weighted_ssr_per_output(Ys)  # each value by its own 1 / sigma_i^2
+        weighted_ssr = float(np.sum(disc.sample_weights * res2 * w[None, :, None]))
         hn = disc.has_next
         gap = float(np.abs(xend[hn] - X[1:][hn[:-1]]).max(initial=0.0)) if np.any(hn) else 0.0
     if outcome.trajectory is not None:
@@ -269,7 +283,7 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
         experiment_names=[e.name for e in prob.experiments],
         warnings=notes,
     )
-    attach_noise(result, setup, prob.weights_mode, ssr_k)
+    attach_noise(result, setup, prob.weights_mode, ssr_k, prob.noise)
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc
     return result, fitted_outputs(disc, Ys)

@@ -26,8 +26,8 @@ from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..model import Model
 from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
-from .setup import (build_setup, initial_weights, residual_variance, start_weights,
-                    weights_from_variance)
+from ..analysis.likelihood import NoiseGroups
+from .setup import build_setup, initial_weights, residual_weights, start_weights
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS"]
@@ -65,6 +65,8 @@ class FitProblem:
     guess: str
     callback: Callable[[IterationRecord], Any] | None
     max_intervals: int | None = None
+    #: the likelihood's noise levels (weights_mode "auto"): known, estimated, shared
+    noise: NoiseGroups | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -134,7 +136,8 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     refined mesh).  A round that fails ends the rounds: its outcome is the
     answer, and says why.
     """
-    auto = prob.weights_mode == "auto"
+    auto = prob.weights_mode == "auto" and (prob.noise is None
+                                             or bool(prob.noise.estimated.any()))
     opts = _loosened(prob.opts) if auto else prob.opts
     outcome = prob.spec.solve(setup, _continuing(opts) if continuing else opts, prob.callback)
     records, iterations, rounds = list(outcome.history), outcome.iterations, 1
@@ -154,8 +157,7 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 # another round would fail alike (the paper's algorithm on the
                 # F/A-18: six more rounds of 5000 iterations each)
                 break
-            w_new = weights_from_variance(
-                residual_variance(setup, outcome.X, outcome.U, outcome.p), setup.disc)
+            w_new = residual_weights(setup, outcome.X, outcome.U, outcome.p, prob.noise)
             change = float(np.max(np.abs(w_new / w - 1.0)))
             if change < WEIGHT_TOLERANCE:
                 break
@@ -341,7 +343,8 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             setup = _refined_setup(prob, setup, boundaries, p0=p0)
         refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
-                              (start_weights(setup) if weights_mode == "auto" else w),
+                              (start_weights(setup, prob.noise) if weights_mode == "auto"
+                               else w),
                               continuing=outcome.success)
         records.extend(solved.records)
         iterations += solved.iterations

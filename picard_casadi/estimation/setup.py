@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.fit_check import second_differences
-from ..analysis.likelihood import ml_variances
+from ..analysis.likelihood import NoiseGroups, ml_variances
 from ..experiment import Experiment
 from ..methods.base import Setup
 from ..errors import SimulationError
@@ -35,7 +35,7 @@ from ..transcription.guess import initial_guess, measured_state_series
 from ..transcription.predict import outputs_along
 
 __all__ = ["build_setup", "initial_weights", "start_weights", "weights_from_variance",
-           "residual_variance",
+           "residual_weights", "variance_weights", "with_known_weights",
            "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
 
 # Interval functions already built in this process, per model and shape.
@@ -147,7 +147,7 @@ def initial_weights(disc: Discretisation) -> np.ndarray:
     return weights_from_variance(var, disc)
 
 
-def start_weights(setup: Setup) -> np.ndarray:
+def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray:
     """The likelihood's first weights: ``1 / sigma_k^2`` from the residuals of the
     model simulated with ``p0`` from each experiment's starting ``x0``.
 
@@ -159,7 +159,9 @@ def start_weights(setup: Setup) -> np.ndarray:
     they led the relaxation to another optimum of the likelihood (``det R``
     1.47 times the book's).  Where the simulation fails or its outputs are
     not finite (an unstable model from a poor start), the second
-    differences are used.
+    differences are used.  ``groups``: the noise levels known, estimated and
+    shared (:class:`~picard_casadi.analysis.likelihood.NoiseGroups`); without,
+    every output's is estimated.
     """
     disc = setup.disc
     model = disc.model
@@ -171,15 +173,35 @@ def start_weights(setup: Setup) -> np.ndarray:
                 X = simulate(model, x0, setup.p0, exp.t, exp, t0=exp.t0)
                 Y = outputs_along(model, exp.t, X, setup.p0, exp)
         except (SimulationError, RuntimeError, ValueError):
-            return initial_weights(disc)
+            return with_known_weights(initial_weights(disc), groups)
         measured = np.isfinite(exp.y)
         with np.errstate(all="ignore"):
-            r2 = np.where(measured, (exp.y - Y) ** 2, 0.0)
+            own = 1.0 if exp.sigma is None else 1.0 / exp.sigma ** 2
+            r2 = np.where(measured, own * (exp.y - Y) ** 2, 0.0)
         if not np.all(np.isfinite(r2)):
-            return initial_weights(disc)
+            return with_known_weights(initial_weights(disc), groups)
         ssr += r2.sum(axis=0)
         counts += measured.sum(axis=0)
-    return weights_from_variance(ml_variances(ssr, counts, disc.output_rms() ** 2), disc)
+    return variance_weights(ssr, counts, disc, groups)
+
+
+def with_known_weights(w: np.ndarray, groups: NoiseGroups | None) -> np.ndarray:
+    """``w`` with the known noise levels' weights in place."""
+    if groups is None:
+        return w
+    return np.where(groups.estimated, w, groups.known_weights)
+
+
+def variance_weights(ssr: np.ndarray, counts: np.ndarray, disc: Discretisation,
+                     groups: NoiseGroups | None) -> np.ndarray:
+    """The weights ``1 / sigma_k^2`` of the likelihood's optimum over the noise
+    levels for residuals with ``ssr[k]`` over ``counts[k]`` values per output
+    (each value weighted by its own ``1 / sigma_i^2``): known ones as given,
+    shared ones pooled (``groups``; ``None``: every output its own)."""
+    rms2 = disc.output_rms() ** 2
+    var = (ml_variances(ssr, counts, rms2) if groups is None
+           else groups.variances(ssr, counts, rms2))
+    return with_known_weights(weights_from_variance(var, disc), groups)
 
 
 def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
@@ -194,15 +216,14 @@ def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
     return out
 
 
-def residual_variance(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Each output's maximum-likelihood noise variance ``SSR_k / N_k`` at a
-    solution (:func:`~picard_casadi.analysis.likelihood.ml_variances`)."""
+def residual_weights(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+                     groups: NoiseGroups | None = None) -> np.ndarray:
+    """The next weights of the likelihood's relaxation: :func:`variance_weights`
+    of the residuals of the solution ``(X, U, p)``."""
     disc = setup.disc
     _, Ys, _ = setup.tr.trajectory(X, U, p)
-    with np.errstate(all="ignore"):  # a diverged run: non-finite is reported, not warned
-        res2 = disc.mask * (disc.y - Ys) ** 2
-    count = disc.mask.sum(axis=(0, 2))
-    return ml_variances(res2.sum(axis=(0, 2)), count, disc.output_rms() ** 2)
+    return variance_weights(disc.weighted_ssr_per_output(Ys), disc.mask.sum(axis=(0, 2)),
+                            disc, groups)
 
 
 def _data_scale(X0: np.ndarray, U0: np.ndarray, disc: Discretisation) -> np.ndarray:

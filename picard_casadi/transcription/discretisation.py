@@ -229,6 +229,10 @@ class Discretisation:
         self.sample_inputs = np.zeros((J, m.nu, M))
         self.y = np.zeros((J, m.ny, M))
         self.mask = np.zeros((J, m.ny, M))
+        #: each measurement's relative weight ``1 / sigma_i^2`` from its
+        #: experiment's ``sigma`` (1 where not given, 0 in empty slots); the
+        #: objective's weight of a value is this times its output's weight
+        self.sample_weights = np.zeros((J, m.ny, M))
         self.sample_exp = np.full((J, M), -1)
         self.sample_index = np.full((J, M), -1)
         for e, (jj, tau) in enumerate(assign):
@@ -242,6 +246,10 @@ class Discretisation:
             ok = np.isfinite(exp.y)
             self.y[jj, :, slot] = np.where(ok, exp.y, 0.0)
             self.mask[jj, :, slot] = ok
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv_var = (np.ones_like(exp.y) if exp.sigma is None
+                           else 1.0 / np.asarray(exp.sigma, float) ** 2)
+            self.sample_weights[jj, :, slot] = np.where(ok, inv_var, 0.0)
             self.sample_exp[jj, slot] = e
             self.sample_index[jj, slot] = np.arange(jj.size)
         self.sample_rows = self.quad.integration_rows(self.sample_tau.ravel()).reshape(
@@ -273,6 +281,19 @@ class Discretisation:
     def measured_values(self) -> list[np.ndarray]:
         """Per output, the finite measurements over all experiments."""
         return [self.y[:, k, :][self.mask[:, k, :] > 0] for k in range(self.model.ny)]
+
+    def weighted_ssr_per_output(self, G: np.ndarray) -> np.ndarray:
+        """Each output's sum of ``sample_weights * (y - G)^2`` for outputs ``G``
+        laid out like :attr:`y` (NaN stays NaN: a diverged fit is reported)."""
+        with np.errstate(all="ignore"):
+            return np.where(self.mask > 0, self.sample_weights * (self.y - G) ** 2,
+                            0.0).sum(axis=(0, 2))
+
+    def log_sample_weights(self) -> float:
+        """``sum log sample_weights`` over the measurements: the likelihood's
+        constant of per-measurement sigmas (0 where none are given)."""
+        w = self.sample_weights[self.mask > 0]
+        return float(np.sum(np.log(w)))
 
     def output_rms(self) -> np.ndarray:
         """Each output's root mean square over its measurements (0 without any)."""

@@ -125,7 +125,8 @@ class Transcription:
         }
 
     def set_weights(self, weights: np.ndarray) -> None:
-        """Set per-output weights; residuals become ``sqrt(w / N) (y - g)``."""
+        """Set per-output weights; residuals become ``sqrt(w_k s_i / N) (y - g)``,
+        ``s_i`` each value's own weight (``Discretisation.sample_weights``)."""
         d = self.disc
         w = np.asarray(weights, float).ravel()
         if w.size != d.model.ny or np.any(~np.isfinite(w)) or np.any(w < 0):
@@ -133,8 +134,8 @@ class Transcription:
                 f"weights must be {d.model.ny} finite non-negative numbers, got {w}"
             )
         self.weights = w
-        root = np.sqrt(w / d.n_samples_total)
-        self._Wt = d.mask * root[None, :, None]
+        # each value's weight: its output's times its own (Experiment sigma)
+        self._Wt = np.sqrt(d.sample_weights * (w / d.n_samples_total)[None, :, None])
         self._data_common["Wt"] = ca.DM(to_map_layout(self._Wt))
         self._common_np = {k: (v.full() if isinstance(v, ca.DM) else v)
                            for k, v in self._data_common.items()}

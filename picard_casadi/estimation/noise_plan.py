@@ -1,0 +1,205 @@
+"""``estimate``'s noise models as the problem a method solves.
+
+:func:`noise_plan` reads ``noise`` (one :class:`~picard_casadi.noise.Noise`
+per output) and the experiments' per-measurement ``sigma`` and gives:
+
+- the model and experiments on the scale where each output's noise is
+  normal (a log-normal output's expression and data replaced by their
+  ``log`` or ``log10``), so every method, the certificate and the standard
+  errors see a weighted least-squares problem;
+- :class:`~picard_casadi.analysis.likelihood.NoiseGroups`: which noise
+  levels are known, which estimated, which shared (a noise parameter named
+  by several outputs), and the log-normal Jacobian terms of ``nllh``.
+
+Each value's own ``sigma_i`` (``Experiment(sigma=...)``) enters the
+objective as the relative weight ``1 / sigma_i^2``
+(``Discretisation.sample_weights``); its output's weight is then 1 where the
+noise is known, or ``1 / c^2`` with the scale ``c`` estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..analysis.likelihood import NoiseGroups
+from ..experiment import Experiment
+from ..model import Model
+from ..noise import Noise
+
+__all__ = ["NoisePlan", "noise_plan", "as_noise_list"]
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """The noise models of a fit, resolved.
+
+    Attributes
+    ----------
+    noise : tuple of Noise
+        One per output.
+    groups : NoiseGroups
+        Known and estimated noise levels (the likelihood's bookkeeping).
+    model : Model
+        The model with each log-normal output on its log scale.
+    experiments : list of Experiment
+        The experiments likewise.
+    """
+
+    noise: tuple[Noise, ...]
+    groups: NoiseGroups
+    model: Model
+    experiments: list[Experiment]
+
+    @property
+    def transformed(self) -> bool:
+        """Whether an output is compared on a log scale."""
+        return any(n.scale != "lin" for n in self.noise)
+
+    def describe(self, y_names: Sequence[str]) -> list[str]:
+        """Per output, ``"name: distribution, where sigma comes from"``."""
+        return [f"{name}: {n.describe()}" for name, n in zip(y_names, self.noise)]
+
+
+def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
+    """``noise`` (one Noise, a sequence of ``ny``, or a mapping by output name;
+    a string is a distribution) as one Noise per output."""
+    ny = len(y_names)
+
+    def one(value: Any, where: str) -> Noise:
+        if isinstance(value, Noise):
+            return value
+        if isinstance(value, str):
+            return Noise(distribution=value)
+        if isinstance(value, Mapping):
+            return Noise(**value)
+        raise ValueError(f"`noise`{where} must be a pc.Noise (or a distribution name), "
+                         f"got {value!r}")
+
+    if isinstance(noise, Mapping) and not set(noise) <= {"distribution", "sigma", "bounds"}:
+        unknown = [k for k in noise if k not in y_names]
+        if unknown:
+            raise ValueError(f"`noise` names output(s) {unknown} that the model does not have; "
+                             f"its outputs are {list(y_names)}")
+        return tuple(one(noise[n], f"[{n!r}]") if n in noise else Noise() for n in y_names)
+    if isinstance(noise, (list, tuple)):
+        if len(noise) != ny:
+            raise ValueError(f"`noise` as a sequence needs one entry per output ({ny}: "
+                             f"{list(y_names)}), got {len(noise)}")
+        return tuple(one(v, f"[{k}]") for k, v in enumerate(noise))
+    single = one(noise, "")
+    return (single,) * ny
+
+
+def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]
+                ) -> tuple[Model, list[Experiment], float]:
+    """The model and data with each log-normal output on its log scale, and
+    the likelihood's Jacobian terms (a ValueError for data that are not positive)."""
+    scales = [n.scale for n in noise]
+    if all(s == "lin" for s in scales):
+        return model, experiments, 0.0
+    y = model.y
+    outs, names = [], []
+    for k, s in enumerate(scales):
+        if s == "lin":
+            outs.append(y[k])
+            names.append(model.y_names[k])
+        else:
+            outs.append(ca.log(y[k]) if s == "log" else ca.log10(y[k]))
+            names.append(f"{s}({model.y_names[k]})")
+    new_model = model.with_outputs(ca.vertcat(*outs), y_names=names)
+    new_exps, jacobian = [], 0.0
+    for exp in experiments:
+        Y = np.array(exp.y, float)
+        for k, s in enumerate(scales):
+            if s == "lin":
+                continue
+            col = Y[:, k]
+            measured = np.isfinite(col)
+            bad = measured & ~(col > 0)
+            if np.any(bad):
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"`noise`: output {model.y_names[k]!r} has {noise[k].distribution} noise, "
+                    f"which needs positive data; experiment {exp.name!r}, sample {i} "
+                    f"(t = {exp.t[i]:g}) has y = {col[i]:g} ({int(bad.sum())} such value(s)); "
+                    "use a normal noise model for this output")
+            v = col[measured]
+            Y[:, k] = np.log(col) if s == "log" else np.log10(col)
+            jacobian += float(np.sum(np.log(v))) + (v.size * math.log(math.log(10.0))
+                                                    if s == "log10" else 0.0)
+        new_exps.append(exp.replaced(y=Y))
+    return new_model, new_exps, jacobian
+
+
+def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> NoisePlan:
+    """The plan of ``estimate(..., noise=...)``; ``noise=None``: the experiments'
+    ``sigma`` where they give them (known), every other output's estimated.
+
+    Raises
+    ------
+    ValueError
+        For an output whose noise is ``sigma="data"`` in an experiment without
+        its ``sigma``, a noise parameter named by outputs with different
+        bounds, log-normal noise on data that are not positive; naming the
+        argument, experiment, output and sample.
+    """
+    names = model.y_names
+    has_sigma = [[exp.sigma is not None and bool(np.any(np.isfinite(exp.sigma[:, k])))
+                  for exp in experiments] for k in range(model.ny)]
+    if noise is None:
+        noises = tuple(Noise(sigma="data") if any(has_sigma[k]) else Noise()
+                       for k in range(model.ny))
+    else:
+        noises = as_noise_list(noise, names)
+    for k, n in enumerate(noises):
+        if n.sigma != "data":
+            continue
+        for e, exp in enumerate(experiments):
+            measured = bool(np.any(np.isfinite(exp.y[:, k])))
+            if measured and not has_sigma[k][e]:
+                raise ValueError(
+                    f"output {names[k]!r} takes each measurement's sigma from the data "
+                    f"(noise sigma='data'{'' if noise is not None else ', as other experiments give it'}), "
+                    f"but experiment {exp.name!r} has no `sigma` for it; give "
+                    "Experiment(..., sigma=...) there, or a noise model for the output "
+                    "(noise={...: pc.Noise(sigma=...)})")
+    group = np.full(model.ny, -1)
+    group_names: list[str] = []
+    bounds: dict[str, tuple[float, float]] = {}
+    known = np.ones(model.ny)
+    for k, n in enumerate(noises):
+        if n.estimated:
+            gname = n.sigma if isinstance(n.sigma, str) else f"sigma_{names[k]}"
+            if gname in bounds and bounds[gname] != n.bounds:
+                raise ValueError(f"`noise`: noise parameter {gname!r} is given bounds "
+                                 f"{bounds[gname]} and {n.bounds} by different outputs")
+            if gname not in bounds:
+                bounds[gname] = n.bounds
+                group_names.append(gname)
+            group[k] = group_names.index(gname)
+        elif isinstance(n.sigma, float):
+            known[k] = 1.0 / n.sigma ** 2
+    new_model, new_exps, jacobian = _log_scaled(model, experiments, noises)
+    numeric = [k for k, n in enumerate(noises) if isinstance(n.sigma, float)]
+    if numeric and any(exp.sigma is not None for exp in new_exps):
+        # a known sigma of the output's own replaces the data's
+        replaced = []
+        for exp in new_exps:
+            if exp.sigma is None:
+                replaced.append(exp)
+                continue
+            sig = np.array(exp.sigma, float)
+            sig[:, numeric] = np.where(np.isfinite(exp.y[:, numeric]), 1.0, np.nan)
+            replaced.append(exp.replaced(sigma=sig))
+        new_exps = replaced
+    groups = NoiseGroups(group=group, known_weights=known, names=tuple(group_names),
+                         lower=np.array([bounds[g][0] for g in group_names], float),
+                         upper=np.array([bounds[g][1] for g in group_names], float),
+                         constant=jacobian)
+    return NoisePlan(noise=noises, groups=groups, model=new_model, experiments=new_exps)

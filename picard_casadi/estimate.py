@@ -34,11 +34,13 @@ import numpy as np
 from .errors import ConvergenceError
 from .estimation.arguments import MAX_REFINEMENTS, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
+                                  noise_bound_note,
                                   kinked_inputs, note_staircase_inputs, unfinite_start)
 from .estimation.diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
 from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
+from .estimation.noise_formula import NoiseFormula
 from .estimation.setup import build_setup, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
 from .methods import get_method
@@ -314,7 +316,9 @@ def estimate(
                     weights_mode=weights_mode, codegen=codegen,
                     guess="simulation" if guess == "auto" else guess,
                     callback=callback, max_intervals=max_intervals,
-                    noise=None if plan is None else plan.groups)
+                    noise=None if plan is None else plan.groups,
+                    formula=None if plan is None else plan.formula,
+                    data=None if plan is None else plan.data)
     start = None
     if warm_start is not None:
         from .transcription.discretisation import Discretisation
@@ -353,6 +357,19 @@ def estimate(
     setup, solved, cert, info = run.setup, run.solved, run.certificate, run.info
     records, iterations, refinements = run.records, run.iterations, run.refinements
 
+    if prob.formula:
+        # the result on the data themselves, with the noise formulas' sigma_i
+        prob.experiments = NoiseFormula.unshifted(prob.experiments, prob.data)
+        setup.disc.replace_data(prob.experiments)
+        setup.tr.set_weights(setup.tr.weights)
+        result_noise["noise_parameter_values"] = dict(
+            zip(prob.formula.names, prob.formula.theta.tolist()))
+        f = prob.formula
+        on_bound = [f"{n} = {v:.4g}" for n, v, lo, hi in zip(f.names, f.theta, f.lower, f.upper)
+                    if np.isclose(v, lo, rtol=1e-9, atol=1e-12) and lo != 0 or
+                    np.isclose(v, hi, rtol=1e-9)]
+        if on_bound:
+            prob.notes.append(noise_bound_note(on_bound))
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()
     result, fitted = assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
@@ -365,11 +382,12 @@ def estimate(
         options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
         x0_bounds=[x_lb.tolist(), x_ub.tolist()], **result_noise,
     ))
+    result._noise = None if plan is None else plan.noise
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
                jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
-        if cert.passed:  # the likelihood of the ODE's own solution, as its SSR
+        if cert.passed and not prob.formula:  # the likelihood of the ODE's own solution
             attach_noise(result, setup, weights_mode, cert.ssr_model_per_output, prob.noise)
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))

@@ -133,8 +133,9 @@ def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
     if s.shape != y.shape:
         raise ValueError(f"{where}: `sigma` must have the shape of `y`, {y.shape}, got {s.shape}")
     measured = np.isfinite(y)
+    given = np.any(np.isfinite(s), axis=0)[None, :]  # a column all NaN: none for that output
     with np.errstate(invalid="ignore"):
-        bad = measured & ~(np.isfinite(s) & (s > 0))
+        bad = measured & given & ~(np.isfinite(s) & (s > 0))
     if np.any(bad):
         i, k = np.argwhere(bad)[0]
         raise ValueError(
@@ -187,7 +188,8 @@ class Experiment:
     sigma : array_like, shape (N, ny), optional
         Each measurement's noise standard deviation (PEtab's numeric
         ``noiseParameters``): positive and finite wherever ``y`` is measured,
-        anything (``NaN``) where it is missing.  Used by
+        anything (``NaN``) where it is missing; a column all ``NaN`` gives
+        none for that output.  Used by
         ``estimate(noise=pc.Noise(sigma="data"))``, the default for outputs
         that have them; with an estimated sigma they are relative (their scale
         estimated).  A 1-D array is one output.
@@ -488,7 +490,7 @@ class Experiment:
             col = self._y[:, k]
             ok = np.flatnonzero(np.isfinite(col))
             if ok.size:
-                x0[i] = col[ok[0]]
+                x0[i] = model.output_as_state(k, col[ok[0]])
         return x0
 
     def __repr__(self) -> str:

@@ -281,9 +281,13 @@ class Model:
         self._functions = {}
 
     def with_outputs(self, y: ca.SX, y_names: Sequence[str] | None = None,
-                     y_units: Sequence[str] | None = None) -> Model:
+                     y_units: Sequence[str] | None = None,
+                     scales: Sequence[str] | None = None) -> Model:
         """The same model with other outputs (expressions of its ``t``, ``x``,
-        ``p``, ``u``): for example ``log`` of them, for log-normal noise."""
+        ``p``, ``u``).  ``scales``: the new outputs are the old ones on these
+        scales (``"lin"``, ``"log"``, ``"log10"``; for log-normal noise), so an
+        output that was a state still tells the initial guess that state
+        (:attr:`output_state_index`, :meth:`output_as_state`)."""
         new = Model.__new__(Model)
         new.__dict__.update(self.__dict__)
         y = _as_expression(y, "y")
@@ -299,6 +303,14 @@ class Model:
         new._y_units = _units(y_units, y.numel(), "y_units") if (
             y_units is not None or y.numel() != self.ny) else self._y_units
         new._functions = {}
+        if scales is not None:
+            scales = tuple(str(v) for v in scales)
+            if len(scales) != y.numel() or y.numel() != self.ny or not set(scales) <= {
+                    "lin", "log", "log10"}:
+                raise ValueError("Model.with_outputs: `scales` needs one of 'lin', 'log', "
+                                 "'log10' per output, as many as the model has")
+            new._output_scales = scales
+            new._output_states = self.output_state_index
         return new
 
     # ------------------------------------------------------------------ symbols
@@ -433,12 +445,22 @@ class Model:
         An output that is exactly one state symbol (``y[k] is x[i]``) is
         "measured state" ``i``; the initial guess takes such states from data.
         """
+        if getattr(self, "_output_states", None) is not None:
+            return list(self._output_states)  # outputs that are a state on a log scale
         hashes = {self._x[i].element_hash(): i for i in range(self.nx)}
         out: list[int | None] = []
         for k in range(self.ny):
             e = self._y[k]
             out.append(hashes.get(e.element_hash()) if e.is_symbolic() else None)
         return out
+
+    def output_as_state(self, k: int, values: Any) -> np.ndarray:
+        """Values of output ``k`` as the state it measures (``exp`` or ``10**``
+        of an output on a log scale, :meth:`with_outputs`)."""
+        values = np.asarray(values, float)
+        scale = getattr(self, "_output_scales", None)
+        scale = "lin" if scale is None else scale[k]
+        return values if scale == "lin" else np.exp(values) if scale == "log" else 10.0 ** values
 
     # ------------------------------------------------------------------ functions
     @property

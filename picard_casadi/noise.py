@@ -10,6 +10,10 @@ single one for all, a sequence, or a mapping by output name)::
     pc.Noise(sigma="s_conc")            # a noise parameter, shared by every output naming it
     pc.Noise("log-normal")              # log(y) normal, sigma estimated on the log scale
 
+    a, b, g = ca.SX.sym("a"), ca.SX.sym("b"), ca.SX.sym("g")
+    pc.Noise(sigma=a + b * g, output=g,  # a noise formula (PEtab's noiseFormula):
+             parameters={"a": 0.1, "b": 0.05})  # g the model's output, a and b estimated
+
 The distributions are PEtab's: ``"normal"`` (PEtab's ``lin``/``normal``),
 ``"log-normal"`` (``log``/``normal``: ``log y`` is normal with standard
 deviation ``sigma``) and ``"log10-normal"`` (``log10``/``normal``).  The
@@ -20,8 +24,11 @@ likelihood's terms, with their constants as PEtab writes them, are in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+import casadi as ca
 
 __all__ = ["Noise", "DISTRIBUTIONS"]
 
@@ -29,7 +36,7 @@ __all__ = ["Noise", "DISTRIBUTIONS"]
 DISTRIBUTIONS = {"normal": "lin", "log-normal": "log", "log10-normal": "log10"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Noise:
     """The noise model of one output.
 
@@ -41,15 +48,25 @@ class Noise:
         standard deviation ``sigma`` (on the log scale for the last two, so
         ``sigma = 0.1`` is about 10 % of the value).  The data and the output
         must then be positive.
-    sigma : None, float or str
+    sigma : None, float, str or casadi.SX
         ``None`` (default): unknown, estimated with the parameters by
         maximum likelihood.  A positive number: known.  ``"data"``: each
         measurement's own, from the experiments' ``sigma`` arrays
         (``Experiment(..., sigma=...)``).  Any other string names a noise
         parameter: estimated, one value shared by every output whose noise
-        names it.
+        names it.  A CasADi SX expression: a noise formula of the noise
+        parameters (symbols named in ``parameters``) and of ``output``, the
+        model's value of this output (on the noise's scale); it must be
+        positive.
     bounds : (float, float)
-        Bounds of an estimated ``sigma`` (default ``(0, inf)``).
+        Bounds of an estimated ``sigma`` (default ``(0, inf)``), and of
+        each noise parameter of a formula.
+    output : casadi.SX, optional
+        The symbol that stands for the model's output in a formula.
+    parameters : mapping of str to float, optional
+        A formula's noise parameters, by the names of their symbols, with
+        their starting values.  A parameter named by several outputs'
+        formulas (or as another output's ``sigma``) is one parameter.
 
     Raises
     ------
@@ -61,6 +78,8 @@ class Noise:
     distribution: str = "normal"
     sigma: float | str | None = None
     bounds: tuple[float, float] = (0.0, math.inf)
+    output: Any = None
+    parameters: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:
@@ -69,7 +88,14 @@ class Noise:
                 f"{', '.join(repr(d) for d in DISTRIBUTIONS)} (a Laplace or other "
                 "distribution: not yet)")
         s = self.sigma
-        if s is not None and not isinstance(s, str):
+        if isinstance(s, (ca.SX, ca.MX)):
+            self._check_formula()
+        elif self.output is not None or self.parameters:
+            raise ValueError("Noise: `output` and `parameters` belong to a noise formula; "
+                             "give `sigma` as a CasADi SX expression of them")
+        if isinstance(s, (ca.SX, ca.MX)):
+            pass
+        elif s is not None and not isinstance(s, str):
             try:
                 value = float(s)
             except (TypeError, ValueError):
@@ -91,6 +117,68 @@ class Noise:
                              f"{self.bounds!r}")
         object.__setattr__(self, "bounds", (lo, hi))
 
+    def _check_formula(self) -> None:
+        """A formula's symbols: ``output`` and the named parameters, nothing else."""
+        s = self.sigma
+        if not isinstance(s, ca.SX) or s.numel() != 1:
+            raise ValueError("Noise: a noise formula `sigma` must be a scalar CasADi SX "
+                             "expression")
+        out = self.output
+        if out is not None and not (isinstance(out, ca.SX) and out.is_symbolic()
+                                    and out.numel() == 1):
+            raise ValueError("Noise: `output` must be one CasADi SX symbol (ca.SX.sym('g'))")
+        try:
+            starts = {str(k): float(v) for k, v in dict(self.parameters).items()}
+        except (TypeError, ValueError):
+            raise ValueError("Noise: `parameters` must map each noise parameter's name to "
+                             f"its starting value, got {self.parameters!r}") from None
+        bad = [k for k, v in starts.items() if not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"Noise: the start of noise parameter(s) {bad} is not finite")
+        names = set()
+        for sym in ca.symvar(s):
+            if out is not None and sym.element_hash() == out.element_hash():
+                continue
+            if sym.name() not in starts:
+                raise ValueError(
+                    f"Noise: the noise formula {s} uses symbol {sym.name()!r}, which is "
+                    "neither `output` nor one of `parameters` "
+                    f"({sorted(starts) or 'none given'}); name it in parameters={{...}} with "
+                    "its start")
+            names.add(sym.name())
+        unused = sorted(set(starts) - names)
+        if unused:
+            raise ValueError(f"Noise: parameters {unused} do not appear in the formula {s}")
+        object.__setattr__(self, "parameters", starts)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support: a formula travels as one ``casadi.Function`` (SX does not
+        pickle on its own), as :class:`~picard_casadi.model.Model` does."""
+        state = dict(self.__dict__)
+        if self.is_formula:
+            syms = [v for v in ca.symvar(self.sigma)
+                    if self.output is None or v.element_hash() != self.output.element_hash()]
+            out = self.output if self.output is not None else ca.SX.sym("output")
+            state["sigma"] = ca.Function("noise_formula", [out, *syms], [self.sigma],
+                                         ["output", *[v.name() for v in syms]], ["sigma"])
+            state["output"] = self.output is not None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        f = state.get("sigma")
+        if isinstance(f, ca.Function):
+            syms = f.sx_in()
+            state["sigma"] = f.call(syms)[0]
+            state["output"] = syms[0] if state["output"] else None
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+    @property
+    def is_formula(self) -> bool:
+        """Whether ``sigma`` is a formula (a CasADi expression)."""
+        return isinstance(self.sigma, ca.SX)
+
     @property
     def scale(self) -> str:
         """The scale on which the noise is normal: ``"lin"``, ``"log"`` or ``"log10"``."""
@@ -99,11 +187,14 @@ class Noise:
     @property
     def estimated(self) -> bool:
         """Whether ``sigma`` is estimated (unknown, or a noise parameter)."""
-        return self.sigma is None or (isinstance(self.sigma, str) and self.sigma != "data")
+        return (self.sigma is None or self.is_formula
+                or (isinstance(self.sigma, str) and self.sigma != "data"))
 
     def describe(self) -> str:
         """One phrase: the distribution and where sigma comes from."""
-        if self.sigma is None:
+        if self.is_formula:
+            where = f"sigma = {self.sigma} (a formula)"
+        elif self.sigma is None:
             where = "sigma estimated"
         elif self.sigma == "data":
             where = "sigma per measurement (the data's)"
@@ -115,13 +206,14 @@ class Noise:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form (:meth:`from_dict` reads it back)."""
-        return {"distribution": self.distribution, "sigma": self.sigma,
+        return {"distribution": self.distribution,
+                "sigma": str(self.sigma) if self.is_formula else self.sigma,
                 "bounds": [self.bounds[0], self.bounds[1] if math.isfinite(self.bounds[1])
                            else "inf"]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Noise:
-        """The noise model of :meth:`to_dict`'s form."""
+        """The noise model of :meth:`to_dict`'s form (a formula cannot be read back)."""
         lo, hi = d.get("bounds", (0.0, math.inf))
         return cls(distribution=d.get("distribution", "normal"), sigma=d.get("sigma"),
                    bounds=(float(lo), float(hi)))

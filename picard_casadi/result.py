@@ -220,6 +220,8 @@ class EstimationResult:
     _disc: Any = field(default=None, repr=False, compare=False)  # the final Discretisation
     # (model, experiments) attached by from_json, for predict and profile
     _attached: Any = field(default=None, repr=False, compare=False)
+    #: the run's noise models (pc.Noise per output), for a profile that re-fits them
+    _noise: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,

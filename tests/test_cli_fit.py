@@ -189,6 +189,9 @@ def test_a_start_outside_the_flags_bounds_is_named(here, capsys):
     (["--x0", "x=1", "--x0", "1"], r"--x0: give NAME=VALUE \(repeatable\) or one list"),
     (["--multistart", "0"], r"argument --multistart: expected an integer >= 1"),
     (["--jobs", "0"], r"argument --jobs: expected an integer >= 1, or -1 for one per core"),
+    (["--noise", "x=laplace"], r"argument --noise: expected \[OUTPUT=\]DIST\[:SIGMA\] with DIST "
+                               r"one of normal, log-normal, log10-normal"),
+    (["--noise", "x=normal:-1"], r"argument --noise: a known sigma must be positive"),
 ])
 def test_bad_flag_values_are_one_line_naming_the_flag(here, capsys, argv, pattern):
     _write(here, DECAY, DECAY_TRUE, [[0.2]])
@@ -570,3 +573,25 @@ def test_a_model_file_imports_a_module_next_to_it(tmp_path, monkeypatch, capsys)
     code, _, err = _main(capsys, "fit", "models/wrapper.py", "data.csv", "--out", "res",
                          "--codegen", "off", "--quiet")
     assert code == 0, err
+
+
+def test_noise_flag_and_sigma_columns(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]])
+    code, out, err, saved = _fit(capsys, "--noise", "log-normal", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["noise_model"] == ["x: log-normal, sigma estimated"]
+    code, out, err, saved = _fit(capsys, "--noise", "x=normal:0.01", "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["noise"] == "given" and saved["noise_sigma"] == [0.01]
+    # each measurement's sigma from the CSV's sigma_x column: known by default
+    lines = (here / "data.csv").read_text().splitlines()
+    lines = [lines[0] + ",sigma_x"] + [line + ",0.02" for line in lines[1:]]
+    (here / "data.csv").write_text("\n".join(lines) + "\n")
+    code, out, err, saved = _fit(capsys, "--quiet")
+    assert code == 0, err
+    assert saved["settings"]["noise_model"] == ["x: normal, sigma per measurement (the data's)"]
+    assert saved["noise_sigma"] == pytest.approx([0.02])
+    code, out, err, _ = _fit(capsys, "--noise", "y=normal")
+    assert code == 2 and "--noise: the model has no output 'y'" in err
+    code, out, err, _ = _fit(capsys, "--noise", "normal", "--weights", "auto")
+    assert code == 2 and "give one" in err

@@ -196,7 +196,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     """
     disc = setup.disc
     model = disc.model
-    J, nx, ny = disc.n_intervals, model.nx, model.ny
+    J, nx = disc.n_intervals, model.nx
     sens = info.sens
     G_fit, xend_fit = (sens["G"], sens["xend"]) if fitted is None else fitted
     sigma = noise_levels(setup, info, from_weights)

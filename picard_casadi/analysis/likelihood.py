@@ -100,6 +100,11 @@ class NoiseGroups:
         The log-normal outputs' Jacobian terms of the likelihood (``sum log
         y_i``, or ``sum log(y_i ln 10)`` on the log10 scale), which no
         parameter changes.
+    n_formula : int
+        Noise parameters of noise formulas (their outputs count as known
+        here: each value's ``sigma_i`` is held in the data's own weights).
+    formula_outputs : tuple of int
+        The outputs whose noise is a formula.
     """
 
     group: np.ndarray
@@ -108,6 +113,8 @@ class NoiseGroups:
     lower: np.ndarray
     upper: np.ndarray
     constant: float = 0.0
+    n_formula: int = 0
+    formula_outputs: tuple[int, ...] = ()
 
     @classmethod
     def each_output(cls, y_names: tuple[str, ...] | list[str]) -> NoiseGroups:
@@ -181,6 +188,7 @@ def noise_fit(ssr: np.ndarray, counts: np.ndarray, mean_square: np.ndarray,
             var = groups.variances(ssr, counts, mean_square)
             estimated = groups.estimated
             n_noise = len({int(g) for g, m in zip(groups.group, measured) if g >= 0 and m})
+            n_noise += groups.n_formula
             constant += groups.constant
     with np.errstate(all="ignore"):
         terms = 0.5 * counts * np.log(2.0 * math.pi * var) + 0.5 * ssr / var

@@ -7,6 +7,7 @@
                            [--lam L] [--out DIR] ...
     picard-casadi fit MODEL.py DATA.csv [--p0 ...] [--bounds NAME=LO:HI] [--fix NAME=VALUE]
                       [--x0 ...] [--x0-known] [--weights auto|none|w1,...]
+                      [--noise [OUTPUT=]DIST[:SIGMA] ...]
                       [--multistart N] [--jobs K] [--profile] [--out DIR] ...
     picard-casadi compare NAMES... [--methods ...] [--seeds ...] [--out DIR]
     picard-casadi compare --model MODEL.py --data DATA.csv [--methods ...] [--p0 ...]
@@ -61,10 +62,11 @@ import numpy as np
 from ..runtime.output_files import AtomicOutputs, check_output_folder, safe_name
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
+from .noise_options import noise_options
 from .model_files import load_model_file, parameter_box
 from .parser_types import (assignment, bounds_arg, finite, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
-                           positive_float, positive_int, weights_arg)
+                           noise_arg, positive_float, positive_int, weights_arg)
 from .progress import Progress
 
 __all__ = ["main", "read_csv_experiments", "load_model_file"]
@@ -146,19 +148,6 @@ def _parameters(model: Any, p0: np.ndarray, p0_origin: str, box: Any, box_origin
                 f"[{lb[i]:g}, {ub[i]:g}] ({origin[i]}); give a start inside them "
                 f"(--p0) or wider bounds (--bounds {model.p_names[i]}=LO:HI)")
     return p0, (lb, ub)
-
-
-def _weights(value: Any, model: Any, options: dict[str, Any]) -> None:
-    """``--weights`` into ``options`` (the flag wins over OPTIONS['weights'])."""
-    if value is None:
-        return
-    if isinstance(value, str):
-        options["weights"] = value  # "none" or "auto"
-        return
-    if value.size != model.ny:
-        raise CliError(f"--weights: expected {model.ny} number(s), one per output "
-                       f"({', '.join(model.y_names)}), got {value.size}")
-    options["weights"] = value
 
 
 def _x0_flags(items: list[str] | None, model: Any
@@ -286,7 +275,8 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
         value = getattr(args, name, None)
         if value is not None:
             options[name] = value
-    _weights(getattr(args, "weights", None), model, options)
+    noise_options(getattr(args, "weights", None), getattr(args, "noise", None), model,
+                  options)
     for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
                       ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
         value = getattr(args, flag, None)
@@ -322,6 +312,12 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                    help="output weights: auto (the likelihood, each output's noise variance "
                         "estimated; the default for several outputs), none (the paper's "
                         "unweighted loss) or one inverse noise variance per output")
+    p.add_argument("--noise", action="append", type=noise_arg, default=None,
+                   metavar="[OUTPUT=]DIST[:SIGMA]",
+                   help="an output's noise model (all outputs without OUTPUT=): DIST normal, "
+                        "log-normal or log10-normal; SIGMA a number (known), data (the "
+                        "CSV's sigma_<output> column) or a name (a noise parameter shared by "
+                        "the outputs naming it); without SIGMA estimated.  Repeatable")
     p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
                    help="the states' start: auto (default), simulation, anchored (propagated "
                         "from the data) or shooting (every state simulated with p0)")

@@ -52,7 +52,9 @@ def read_csv_experiments(path: str | Path, model: Any,
     except csv.Error as err:
         raise CliError(f"DATA {path}, line {reader.line_num}: not readable as CSV ({err})") from None
     expected = ["experiment", "time", *model.y_names, *model.u_names]
-    unknown = [h for h in header if h not in expected]
+    # optional: each measurement's noise standard deviation, "sigma_<output>"
+    sigma_columns = [f"sigma_{k}" for k in model.y_names]
+    unknown = [h for h in header if h not in expected and h not in sigma_columns]
     if unknown:
         hint = ""
         near = {h.lower(): h for h in expected}
@@ -73,7 +75,9 @@ def read_csv_experiments(path: str | Path, model: Any,
         raise CliError(
             f"DATA {path}, line 1: unknown column(s) {unknown}; expected 'experiment', "
             f"'time', outputs {list(model.y_names)}"
-            + (f" and inputs {list(model.u_names)}" if model.nu else "") + hint
+            + (f" and inputs {list(model.u_names)}" if model.nu else "")
+            + f" (optional: {', '.join(repr(c) for c in sigma_columns)}, each measurement's "
+            "noise standard deviation)" + hint
         )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
@@ -82,7 +86,8 @@ def read_csv_experiments(path: str | Path, model: Any,
     if missing:
         raise CliError(f"DATA {path}, line 1: missing column(s) {missing}")
     col = {h: i for i, h in enumerate(header)}
-    groups: dict[str, list[tuple[int, float, list[float], list[float]]]] = {}
+    given_sigma = [c for c in sigma_columns if c in col]
+    groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}
     for line, row in rows:
         if not any(cell.strip() for cell in row):
             continue
@@ -109,12 +114,13 @@ def read_csv_experiments(path: str | Path, model: Any,
         t = number("time", False)
         y = [number(k, True) for k in model.y_names]
         u = [number(k, False) for k in model.u_names]
-        groups.setdefault(name, []).append((line, t, y, u))
+        sig = [number(c, True) if c in col else math.nan for c in sigma_columns]
+        groups.setdefault(name, []).append((line, t, y, u, sig))
     if not groups:
         raise CliError(f"DATA {path}: no data rows")
     experiments = []
     for name, samples in groups.items():
-        for (l0, t0, _, _), (l1, t1, _, _) in zip(samples[:-1], samples[1:]):
+        for (l0, t0, *_), (l1, t1, *_) in zip(samples[:-1], samples[1:]):
             if t1 <= t0:
                 raise CliError(
                     f"DATA {path}, line {l1}: time {t1} of experiment {name!r} does not "
@@ -123,11 +129,13 @@ def read_csv_experiments(path: str | Path, model: Any,
         t = np.array([s[1] for s in samples])
         y = np.array([s[2] for s in samples])
         u = np.array([s[3] for s in samples]) if model.nu else None
+        sigma = np.array([s[4] for s in samples]) if given_sigma else None
         try:
             # a held input jumps at every sample: intervals start there
             experiments.append(Experiment(
                 t, y, u=u, name=name, u_interpolation=input_hold,
-                breakpoints=t if input_hold == "previous" and model.nu else None))
+                breakpoints=t if input_hold == "previous" and model.nu else None,
+                sigma=sigma))
         except ValueError as err:
             raise CliError(f"DATA {path}: {err}") from None
     return experiments

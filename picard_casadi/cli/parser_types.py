@@ -116,6 +116,36 @@ def weights_arg(text: str) -> str | np.ndarray:
     return values
 
 
+def noise_arg(text: str) -> tuple[str | None, dict[str, object]]:
+    """argparse type of ``--noise [OUTPUT=]DIST[:SIGMA]``: the output (None for
+    every output) and the ``pc.Noise`` arguments.  ``DIST``: normal, log-normal
+    or log10-normal; ``SIGMA``: a number (known), ``data`` (the CSV's
+    ``sigma_<output>`` column) or a name (a noise parameter, shared by every
+    output naming it); without it, estimated."""
+    from ..noise import DISTRIBUTIONS
+
+    output, _, spec = text.rpartition("=")
+    dist, _, sigma = spec.partition(":")
+    dist = dist.strip()
+    if dist not in DISTRIBUTIONS:
+        raise argparse.ArgumentTypeError(
+            f"expected [OUTPUT=]DIST[:SIGMA] with DIST one of {', '.join(DISTRIBUTIONS)}, "
+            f"got {text!r}")
+    kwargs: dict[str, object] = {"distribution": dist}
+    sigma = sigma.strip()
+    if sigma:
+        try:
+            value = float(sigma)
+        except ValueError:
+            kwargs["sigma"] = sigma  # "data" or a noise parameter's name
+        else:
+            if not (np.isfinite(value) and value > 0):
+                raise argparse.ArgumentTypeError(
+                    f"a known sigma must be positive and finite, got {text!r}")
+            kwargs["sigma"] = value
+    return (output.strip() or None), kwargs
+
+
 #: flags whose value may start with a minus sign (an aircraft's derivatives are negative)
 _SIGNED_VALUE_FLAGS = ("--p0", "--x0")
 

@@ -194,15 +194,41 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
     result.noise_sigma = noise.sigma * own_rms
     result.aic, result.bic = noise.aic, noise.bic
     if groups is not None and weights_mode == "auto":
-        est = groups.estimated
+        values = dict(result.settings.get("noise_parameter_values", {}))
+        for g, name in enumerate(groups.names):
+            members = np.flatnonzero(groups.group == g)
+            if members.size:
+                values[name] = float(noise.sigma[members[0]])
+        result.settings["noise_parameter_values"] = values
+        on_bound = [f"{name} = {values[name]:.4g}" for g, name in enumerate(groups.names)
+                    if name in values and (np.isclose(values[name], groups.lower[g], rtol=1e-9)
+                                           and groups.lower[g] > 0
+                                           or np.isclose(values[name], groups.upper[g],
+                                                         rtol=1e-9))]
+        note = noise_bound_note(on_bound)
+        if note and note not in result.warnings:
+            result.warnings.append(note)
+        est = groups.estimated.copy()
+        est[list(groups.formula_outputs)] = True
         result.settings["noise"] = ("estimated" if est.all() else "given" if not est.any()
                                     else "mixed")
     else:
         result.settings["noise"] = "estimated" if noise.estimated else "given"
     if weights_mode == "auto":
-        note = degenerate_noise_note(result, disc)
+        note = degenerate_noise_note(result, disc,
+                                     None if groups is None else groups.estimated)
         if note and note not in result.warnings:
             result.warnings.append(note)
+
+
+def noise_bound_note(on_bound: list[str]) -> str:
+    """A note naming noise parameters that ended on a bound (``"s = 0.001"``):
+    the data do not determine them within their bounds."""
+    if not on_bound:
+        return ""
+    return (f"noise parameter(s) {', '.join(on_bound)} ended on a bound: the data do not "
+            "determine them inside their bounds (pc.Noise(bounds=...)); the likelihood "
+            "and the standard errors hold for that value")
 
 
 #: an output whose estimated noise, relative to its size, is this far below the
@@ -211,17 +237,20 @@ DEGENERATE_NOISE = 1e-3
 FEW_MEASUREMENTS = 2
 
 
-def degenerate_noise_note(result: EstimationResult, disc: Any) -> str:
+def degenerate_noise_note(result: EstimationResult, disc: Any,
+                          estimated: np.ndarray | None = None) -> str:
     """A note where the likelihood with estimated noise is degenerate: an output
     fitted (nearly) exactly, or with too few values for a variance, gets a
     weight that lets it decide the estimate (a single measurement of the
     predators beside a measured prey: sigma 1e-6, the estimate 4 standard
-    errors off, no word)."""
+    errors off, no word).  ``estimated``: the outputs whose noise was
+    estimated (default every one); only they are judged."""
     counts = disc.mask.sum(axis=(0, 2))
     rms = disc.output_rms()
     with np.errstate(all="ignore"):
         relative = result.noise_sigma / np.where(rms > 0, rms, 1.0)
-    measured = counts > 0
+    measured = (counts > 0) & (np.ones(counts.size, bool) if estimated is None
+                               else np.asarray(estimated, bool))
     if np.count_nonzero(measured) < 2:
         return ""
     typical = float(np.nanmedian(relative[measured]))

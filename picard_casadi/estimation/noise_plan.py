@@ -31,6 +31,7 @@ from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
 from ..noise import Noise
+from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list"]
 
@@ -48,13 +49,20 @@ class NoisePlan:
     model : Model
         The model with each log-normal output on its log scale.
     experiments : list of Experiment
-        The experiments likewise.
+        The experiments likewise, as a method sees them (with the held
+        ``sigma_i`` of noise formulas).
+    data : list of Experiment
+        The experiments on the noise's scale without the formulas' data shift.
+    formula : NoiseFormula or None
+        The outputs with a noise formula and their noise parameters.
     """
 
     noise: tuple[Noise, ...]
     groups: NoiseGroups
     model: Model
     experiments: list[Experiment]
+    data: list[Experiment]
+    formula: NoiseFormula | None = None
 
     @property
     def transformed(self) -> bool:
@@ -112,7 +120,7 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
         else:
             outs.append(ca.log(y[k]) if s == "log" else ca.log10(y[k]))
             names.append(f"{s}({model.y_names[k]})")
-    new_model = model.with_outputs(ca.vertcat(*outs), y_names=names)
+    new_model = model.with_outputs(ca.vertcat(*outs), y_names=names, scales=scales)
     new_exps, jacobian = [], 0.0
     for exp in experiments:
         Y = np.array(exp.y, float)
@@ -169,11 +177,15 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
                     f"but experiment {exp.name!r} has no `sigma` for it; give "
                     "Experiment(..., sigma=...) there, or a noise model for the output "
                     "(noise={...: pc.Noise(sigma=...)})")
+    formula = NoiseFormula(noises, names) if any(n.is_formula for n in noises) else None
+    in_formula = set(formula.outputs) if formula else set()
     group = np.full(model.ny, -1)
     group_names: list[str] = []
     bounds: dict[str, tuple[float, float]] = {}
     known = np.ones(model.ny)
     for k, n in enumerate(noises):
+        if k in in_formula:
+            continue  # sigma_i held in the data's weights (noise_formula)
         if n.estimated:
             gname = n.sigma if isinstance(n.sigma, str) else f"sigma_{names[k]}"
             if gname in bounds and bounds[gname] != n.bounds:
@@ -195,11 +207,17 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
                 replaced.append(exp)
                 continue
             sig = np.array(exp.sigma, float)
-            sig[:, numeric] = np.where(np.isfinite(exp.y[:, numeric]), 1.0, np.nan)
+            sig[:, numeric] = np.nan  # none of the data's: each value weighs 1
             replaced.append(exp.replaced(sigma=sig))
         new_exps = replaced
     groups = NoiseGroups(group=group, known_weights=known, names=tuple(group_names),
                          lower=np.array([bounds[g][0] for g in group_names], float),
                          upper=np.array([bounds[g][1] for g in group_names], float),
-                         constant=jacobian)
-    return NoisePlan(noise=noises, groups=groups, model=new_model, experiments=new_exps)
+                         constant=jacobian, n_formula=len(formula.names) if formula else 0,
+                         formula_outputs=tuple(formula.outputs) if formula else ())
+    held = new_exps
+    if formula:
+        formula.check_start(new_exps)
+        held = formula.held(new_exps, None)
+    return NoisePlan(noise=noises, groups=groups, model=new_model, experiments=held,
+                     data=new_exps, formula=formula)

@@ -27,6 +27,8 @@ from ..model import Model
 from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
+from .diagnosis import fitted_outputs
+from .noise_formula import NoiseFormula
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
@@ -67,6 +69,9 @@ class FitProblem:
     max_intervals: int | None = None
     #: the likelihood's noise levels (weights_mode "auto"): known, estimated, shared
     noise: NoiseGroups | None = None
+    #: noise formulas, and the data without their shift (``experiments`` hold it)
+    formula: NoiseFormula | None = None
+    data: list[Experiment] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -136,7 +141,7 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     refined mesh).  A round that fails ends the rounds: its outcome is the
     answer, and says why.
     """
-    auto = prob.weights_mode == "auto" and (prob.noise is None
+    auto = prob.weights_mode == "auto" and (prob.noise is None or bool(prob.formula)
                                              or bool(prob.noise.estimated.any()))
     opts = _loosened(prob.opts) if auto else prob.opts
     outcome = prob.spec.solve(setup, _continuing(opts) if continuing else opts, prob.callback)
@@ -159,9 +164,15 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 break
             w_new = residual_weights(setup, outcome.X, outcome.U, outcome.p, prob.noise)
             change = float(np.max(np.abs(w_new / w - 1.0)))
+            held = _held_by_formula(prob, setup, outcome)
+            if held is not None:
+                change = max(change, NoiseFormula.change(prob.experiments, held))
             if change < WEIGHT_TOLERANCE:
                 break
             w = w_new
+            if held is not None:
+                prob.experiments = held
+                setup.disc.replace_data(held)
             setup.tr.set_weights(w)
             again(opts)
         else:
@@ -174,6 +185,28 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
         if opts is not prob.opts and outcome.success:
             again(prob.opts)  # the final weights, solved to the full tolerance
     return Solved(outcome, records, iterations, rounds, w)
+
+
+def _held_by_formula(prob: FitProblem, setup: Setup, outcome: LoopOutcome
+                     ) -> list[Experiment] | None:
+    """The noise formulas' next held data (:mod:`.noise_formula`): the noise
+    parameters re-estimated for the solution's outputs, each value's
+    ``sigma_i`` and data shift recomputed; None without formulas."""
+    if not prob.formula or prob.data is None:
+        return None
+    _, Ys, _ = setup.tr.trajectory(outcome.X, outcome.U, outcome.p)
+    fitted = fitted_outputs(setup.disc, Ys)
+    theta = prob.formula.fit_theta(prob.data, fitted)
+    previous = prob.formula.theta
+    prob.formula.theta = theta
+    try:
+        return prob.formula.held(prob.data, fitted)
+    except FloatingPointError as err:
+        prob.formula.theta = previous
+        note = f"the noise parameters were not re-estimated further: {err}"
+        if note not in prob.notes:
+            prob.notes.append(note)
+        return None
 
 
 def _timed_solve(prob: FitProblem, setup: Setup, w: np.ndarray,

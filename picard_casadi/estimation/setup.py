@@ -177,6 +177,7 @@ def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray
         measured = np.isfinite(exp.y)
         with np.errstate(all="ignore"):
             own = 1.0 if exp.sigma is None else 1.0 / exp.sigma ** 2
+            own = np.where(np.isfinite(own), own, 1.0)  # an output without its sigma
             r2 = np.where(measured, own * (exp.y - Y) ** 2, 0.0)
         if not np.all(np.isfinite(r2)):
             return with_known_weights(initial_weights(disc), groups)

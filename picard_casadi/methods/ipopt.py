@@ -476,14 +476,14 @@ def collocation_expressions(setup: Setup, w: ca.MX, data: ca.MX,
     return defects, cont, r
 
 
-def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX
+def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX, Y: ca.MX
                                  ) -> tuple[ca.MX, ca.MX, ca.MX]:
     """The NLP of :func:`collocation_expressions` as one graph over all intervals.
 
     The form of ``expand=True`` on CasADi's virtual machine, expanded to SX
     and differentiated by CasADi: faster per iteration than the per-interval
-    form, slow to build (``IpoptOptions.expand``).  The data are constants
-    here; only the weights are NLP parameters.
+    form, slow to build (``IpoptOptions.expand``).  The weights and the data
+    are the NLP's parameters (the rest is constant).
 
     The Picard map is linear in the vector-field values at the nodes, so the
     model's ``f`` is mapped once over every node of every interval and the
@@ -502,6 +502,8 @@ def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX
         Decision vector ``[p / p_scale, vec(U_j / x_scale) for each j]``.
     Wt : casadi.MX, shape (ny, J * M)
         Data weights in the map layout (zero at missing samples).
+    Y : casadi.MX, shape (ny, J * M)
+        The data in the same layout.
     """
     disc = setup.disc
     m = disc.model
@@ -536,8 +538,7 @@ def collocation_expressions_flat(setup: Setup, w: ca.MX, Wt: ca.MX
     ts = to_map_layout(disc.sample_times[:, None, :])[:, active]
     Ws = to_map_layout(disc.sample_inputs)[:, active]
     Ys = m.g.map(len(active))(ca.DM(ts), Xs, ca.repmat(p, 1, len(active)), ca.DM(Ws))
-    Y = ca.DM(to_map_layout(disc.y)[:, active])
-    r_data = ca.vec(Wt[:, cols] * (Y - Ys))
+    r_data = ca.vec(Wt[:, cols] * (Y[:, cols] - Ys))
     return defects, cont, r_data
 
 
@@ -576,10 +577,14 @@ class CollocationNLP:
                 self._params = lambda: np.concatenate([
                     collocation_parameters(disc, setup.tr._Wt), setup.x_scale, setup.p_scale])
             else:
-                data = ca.MX.sym("Wt", m.ny * disc.M * J)
+                size = m.ny * disc.M * J
+                data = ca.MX.sym("Wt_Y", 2 * size)
                 defects, cont, r_data = collocation_expressions_flat(
-                    setup, w, ca.reshape(data, m.ny, disc.M * J))
-                self._params = lambda: to_map_layout(setup.tr._Wt).ravel(order="F")
+                    setup, w, ca.reshape(data[:size], m.ny, disc.M * J),
+                    ca.reshape(data[size:], m.ny, disc.M * J))
+                self._params = lambda: np.concatenate([
+                    to_map_layout(setup.tr._Wt).ravel(order="F"),
+                    to_map_layout(setup.disc.y).ravel(order="F")])
             self._stop = StopOnInterrupt(w.numel(), n_g, data.numel())
             nlp = {"x": w, "p": data, "f": 0.5 * ca.sumsqr(r_data),
                    "g": ca.vertcat(ca.vec(defects), ca.vec(cont))}

@@ -96,6 +96,9 @@ class ShootingNLP:
         ps = ca.DM(setup.p_scale)
         w = ca.MX.sym("w", np_ + J * nx)
         Wt = ca.MX.sym("Wt", m.ny, M * J)
+        # the data are a parameter too: the likelihood's rounds of a noise
+        # formula move them (the data shift of estimation.noise_formula)
+        Y = ca.MX.sym("Y", m.ny, M * J)
         p = w[:np_] * ps
         X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
         Xs, xend = states(X, p)
@@ -104,18 +107,18 @@ class ShootingNLP:
         # the outputs and end states of the shooting model itself: what the
         # result's sum of squares and continuity gap are made of
         self.trajectory = ca.Function("shooting_trajectory", [w], [G, xend])
-        r_data = ca.vec(Wt * (c["Y"] - G))
+        r_data = ca.vec(Wt * (Y - G))
         nxt = [j for j in range(J) if disc.has_next[j]]
         cont = ca.horzcat(*[(xend[:, j] - X[:, j + 1]) / xs for j in nxt]) \
             if nxt else ca.MX(nx, 0)
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vec(cont)
-        nlp = {"x": w, "p": ca.vec(Wt), "f": f, "g": g}
+        nlp = {"x": w, "p": ca.vertcat(ca.vec(Wt), ca.vec(Y)), "f": f, "g": g}
         hess = gauss_newton_hessian(r_data, w, nlp["p"])
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
-        self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel())
+        self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel() + Y.numel())
         self.monitor = self._stop
         self.solver = ca.nlpsol("shooting", "ipopt", nlp, {
             "ipopt": ipopt, "print_time": False, "error_on_fail": False, "hess_lag": hess,
@@ -139,7 +142,8 @@ class ShootingNLP:
     def solve(self) -> tuple[dict[str, Any], dict[str, Any], str]:
         """Solve from the setup's start; return IPOPT's result, stats and output."""
         Wt = to_map_layout(self.setup.tr._Wt).ravel(order="F")
-        return run_nlp(self.solver, Wt, self.start(), self.lbw, self.ubw)
+        Y = to_map_layout(self.setup.disc.y).ravel(order="F")
+        return run_nlp(self.solver, np.concatenate([Wt, Y]), self.start(), self.lbw, self.ubw)
 
     def locate_failure(self, w: np.ndarray) -> str:
         """Where CVODES fails at the point ``w``: interval, experiment and time, or ''.

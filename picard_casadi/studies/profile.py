@@ -24,6 +24,12 @@ where ``(PL_i(c) - WSSR(estimate)) / s^2`` stays below a threshold ``q``:
 - ``noise="known"``: the weights are exact inverse noise variances;
   ``s^2 = 1`` and ``q`` is the chi-square quantile with one degree of
   freedom (the likelihood-ratio test).
+- ``noise="likelihood"`` (default for a fit of the likelihood, its noise
+  estimated or given by noise models): each point re-fits the noise as the
+  estimate did (noise levels, noise parameters and formulas re-estimated
+  with the other parameters), and the statistic is ``2 (nllh(c) -
+  nllh(estimate))`` against the chi-square quantile: the likelihood-ratio
+  interval that pyPESTO and PEtab's tools compute.
 
 Each profile point re-optimises the other parameters and every ``x0`` with
 the estimate's method and settings (``estimate`` with ``p_bounds`` fixing
@@ -53,7 +59,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +74,7 @@ from ..runtime.user_warnings import warn_user
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
 
-NOISE_MODES = ("estimated", "known")
+NOISE_MODES = ("estimated", "known", "likelihood")
 _ZETA_STEP = 0.25  # aimed rise of zeta per step (about 4 points to the threshold)
 _CROSSING_TOL = 0.02  # |zeta - 1| at which a crossing needs no refinement
 _RETRIES = 3  # halvings of a step whose re-optimisation failed
@@ -116,16 +122,17 @@ class Profile:
         The estimate's standard errors.
     names : list of str
     confidence : float
-    noise : {"estimated", "known"}
+    noise : {"estimated", "known", "likelihood"}
     threshold : float
         ``q``: the F(1, dof) quantile (``noise="estimated"``) or the
-        chi-square(1) quantile (``"known"``) at ``confidence``.
+        chi-square(1) quantile (``"known"``, ``"likelihood"``) at ``confidence``.
     dof : int or None
         ``m - n_theta`` (``noise="estimated"``).
     s2 : float
         The noise scale dividing the objective difference.
     wssr : float
-        The weighted sum of squares at the (re-fitted) estimate.
+        The criterion at the (re-fitted) estimate: the weighted sum of
+        squares, or ``2 nllh`` (``noise="likelihood"``).
     paths : dict of int -> ProfilePath
     evaluations : int
         Re-optimisations run (the profile points and the re-fitted estimate).
@@ -219,7 +226,7 @@ class _Context:
     kwargs: dict[str, Any]
     p_lb: np.ndarray
     p_ub: np.ndarray
-    wssr: float
+    wssr: float  # the criterion at the estimate: WSSR, or 2 nllh (noise="likelihood")
     scale: float  # s^2 * q: the objective difference at the threshold
     first_step: np.ndarray
     magnitude: np.ndarray  # max(|estimate|, Wald half-width) per parameter (1 if both 0)
@@ -227,6 +234,7 @@ class _Context:
     max_range: float
     max_steps: int
     base: Any = None  # the re-fitted estimate (a result, or Portable on the way)
+    likelihood: bool = False  # the criterion is 2 nllh (the noise re-fitted at each point)
 
 
 @dataclass
@@ -296,7 +304,7 @@ def _walk(ctx: _Context, i: int, direction: int) -> _Side:
 
 def _zeta(ctx: _Context, side: _Side, c: float, res: Any) -> float:
     """Record a point; its ``zeta = sqrt(delta / (s^2 q))`` (1 at the threshold)."""
-    delta = float(res.weighted_ssr - ctx.wssr)
+    delta = float((2.0 * res.nllh if ctx.likelihood else res.weighted_ssr) - ctx.wssr)
     side.values.append(float(c))
     side.delta.append(delta)
     side.p.append(np.asarray(res.p, float).copy())
@@ -357,8 +365,10 @@ def _codegen(value: Any) -> bool | str:
     return {"True": True, "False": False}.get(str(value), "auto")
 
 
-def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``estimate`` keyword arguments that repeat the result's run (weights held fixed)."""
+def _estimate_options(result: Any, overrides: dict[str, Any],
+                      likelihood: bool = False) -> dict[str, Any]:
+    """``estimate`` keyword arguments that repeat the result's run: its weights
+    held fixed, or (``likelihood``) its noise re-fitted as the run did."""
     s = result.settings
     if "x0_bounds" not in s and "x0_bounds" not in overrides:
         raise ValueError("the result does not record its x0_bounds (a result from an older "
@@ -372,6 +382,19 @@ def _estimate_options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
         codegen=_codegen(s.get("codegen", "auto")),
         weights="none" if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
     )
+    if likelihood:
+        # the run's model and data are on the noise's scale already (a
+        # log-normal output's log): the same noise models, as normal noise
+        kw.pop("weights")
+        noise = getattr(result, "_noise", None)
+        values = s.get("noise_parameter_values", {})
+        kw["noise"] = (None if noise is None else [replace(
+            n, distribution="normal",
+            # a formula starts from the estimate's noise parameters
+            **({"parameters": {k: values.get(k, v) for k, v in n.parameters.items()}}
+               if n.is_formula else {})) for n in noise])
+        if kw["noise"] is None:
+            kw["weights"] = "auto"
     kw.update(_continuing_options(result.method, kw))
     kw.update(overrides)
     return kw
@@ -400,7 +423,7 @@ def profile(
     executor: Any = None,
     *,
     n_jobs: int | None = None,
-    noise: str = "estimated",
+    noise: str | None = None,
     max_steps: int = 30,
     max_range: float = 100.0,
     model: Any = None,
@@ -423,10 +446,13 @@ def profile(
         Run the profiles (each side of each parameter a task) on it.
     n_jobs : int, optional
         A local pool of this many processes instead (:mod:`picard_casadi.runtime.executors`).
-    noise : {"estimated", "known"}
-        How the threshold treats the noise level (module docstring):
-        estimated from the residuals (F threshold, default) or known, the
-        weights being exact inverse variances (chi-square threshold).
+    noise : {"likelihood", "estimated", "known"}, optional
+        How the threshold treats the noise level (module docstring): the
+        likelihood with its noise re-fitted at every point (``2 delta nllh``
+        against chi-square; the default for a fit of the likelihood,
+        ``settings["weights"] == "auto"``), the weights held and the noise
+        scale estimated from the residuals (F threshold; the default
+        otherwise), or the weights exact inverse variances (chi-square).
     max_steps : int
         Points per side at most (before the crossing is refined).
     max_range : float
@@ -460,6 +486,8 @@ def profile(
     if not result.success:
         raise ValueError(f"profile needs a converged estimate; this one did not converge "
                          f"({result.message})")
+    if noise is None:
+        noise = "likelihood" if result.settings.get("weights") == "auto" else "estimated"
     if noise not in NOISE_MODES:
         raise ValueError(f"`noise` must be one of {NOISE_MODES}, got {noise!r}")
     if not 0.0 < float(confidence) < 1.0:
@@ -489,7 +517,11 @@ def profile(
     if p_bounds is None:
         raise ValueError("pass p_bounds=(lb, ub): the result does not record its box")
     p_lb, p_ub = as_bounds(p_bounds, result.p.size, "p_bounds")
-    kwargs = _estimate_options(result, overrides)
+    if noise == "likelihood" and result.settings.get("weights") != "auto":
+        raise ValueError("noise='likelihood' profiles a fit of the likelihood (weights='auto' "
+                         "or noise models); this one used weights="
+                         f"{result.settings.get('weights')!r}: use 'estimated' or 'known'")
+    kwargs = _estimate_options(result, overrides, likelihood=noise == "likelihood")
     free = p_lb < p_ub
     chosen = (list(np.flatnonzero(free)) if parameters is None
               else sorted({_index(names, q) for q in parameters}))
@@ -509,7 +541,11 @@ def profile(
     n_theta = sum(estimated_quantities(p_lb, p_ub, model.nx, len(experiments),
                                        kwargs["estimate_x0"]))
     dof = None
-    if noise == "estimated":
+    criterion = float(base.weighted_ssr)
+    if noise == "likelihood":
+        s2, q = 1.0, chi2_1(confidence)
+        criterion = 2.0 * float(base.nllh)
+    elif noise == "estimated":
         dof = int(base.n_measurements) - n_theta
         if dof < 1:
             raise ValueError(
@@ -529,7 +565,8 @@ def profile(
     first = np.where(np.isfinite(wald_half) & (wald_half > 0), _ZETA_STEP * wald_half,
                      0.05 * magnitude)
     ctx = _Context(model=model, experiments=experiments, method=result.method, kwargs=kwargs,
-                   p_lb=p_lb, p_ub=p_ub, wssr=float(base.weighted_ssr), scale=s2 * q,
+                   p_lb=p_lb, p_ub=p_ub, wssr=criterion, scale=s2 * q,
+                   likelihood=noise == "likelihood",
                    first_step=first, magnitude=magnitude, max_range=float(max_range),
                    near_zero=np.where(base.p != 0, 1e-3 * np.abs(base.p), first),
                    max_steps=int(max_steps), base=base)
@@ -548,7 +585,7 @@ def profile(
     prof = Profile(intervals=np.full((result.p.size, 2), np.nan), estimate=base.p.copy(),
                    wald=None if result.p_ci is None else np.asarray(result.p_ci, float),
                    std=std, names=names, confidence=float(confidence), noise=noise,
-                   threshold=float(q), dof=dof, s2=float(s2), wssr=float(base.weighted_ssr))
+                   threshold=float(q), dof=dof, s2=float(s2), wssr=criterion)
     prof.evaluations = 1 + sum(len(s.values) for s in sides)
     for i in chosen:
         lower, upper = sides[tasks.index((i, -1))], sides[tasks.index((i, 1))]

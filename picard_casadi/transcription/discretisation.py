@@ -235,29 +235,52 @@ class Discretisation:
         self.sample_weights = np.zeros((J, m.ny, M))
         self.sample_exp = np.full((J, M), -1)
         self.sample_index = np.full((J, M), -1)
+        #: per experiment, the interval and slot of each sample
+        self._slots: list[tuple[np.ndarray, np.ndarray]] = []
         for e, (jj, tau) in enumerate(assign):
             exp = self.experiments[e]
             # the samples are in time order, so an interval's are consecutive:
             # each takes the next slot of its interval
             slot = np.arange(jj.size) - np.searchsorted(jj, jj, side="left")
+            self._slots.append((jj, slot))
             self.sample_tau[jj, slot] = tau
             self.sample_times[jj, slot] = exp.t
             self.sample_inputs[jj, :, slot] = exp.inputs(exp.t, m.nu)
-            ok = np.isfinite(exp.y)
-            self.y[jj, :, slot] = np.where(ok, exp.y, 0.0)
-            self.mask[jj, :, slot] = ok
-            with np.errstate(divide="ignore", invalid="ignore"):
-                inv_var = (np.ones_like(exp.y) if exp.sigma is None
-                           else 1.0 / np.asarray(exp.sigma, float) ** 2)
-            self.sample_weights[jj, :, slot] = np.where(ok, inv_var, 0.0)
             self.sample_exp[jj, slot] = e
             self.sample_index[jj, slot] = np.arange(jj.size)
+        self._lay_out_data()
         self.sample_rows = self.quad.integration_rows(self.sample_tau.ravel()).reshape(
             J, M, K)
         #: ``N`` of the objective: the sample times where an output is measured
         #: (a time with inputs only, a CSV row without outputs, is not a sample)
         self.n_samples_total = max(1, int(np.any(self.mask > 0, axis=1).sum()))
         self.n_measurements = int(self.mask.sum())
+
+    def _lay_out_data(self) -> None:
+        """The experiments' measurements, masks and own weights in the sample slots."""
+        for e, (jj, slot) in enumerate(self._slots):
+            exp = self.experiments[e]
+            ok = np.isfinite(exp.y)
+            self.y[jj, :, slot] = np.where(ok, exp.y, 0.0)
+            self.mask[jj, :, slot] = ok
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv_var = (np.ones_like(exp.y) if exp.sigma is None
+                           else 1.0 / np.asarray(exp.sigma, float) ** 2)
+            inv_var = np.where(np.isfinite(inv_var), inv_var, 1.0)  # an output without
+            self.sample_weights[jj, :, slot] = np.where(ok, inv_var, 0.0)
+
+    def replace_data(self, experiments: list[Experiment]) -> None:
+        """Take the measurements and their ``sigma`` from ``experiments``: the same
+        experiments (times, inputs, which values are measured) with other data
+        (the likelihood's rounds of a noise formula); the mesh stays."""
+        if len(experiments) != len(self.experiments) or any(
+                a.t.shape != b.t.shape or not np.array_equal(a.t, b.t)
+                or not np.array_equal(np.isfinite(a.y), np.isfinite(b.y))
+                for a, b in zip(experiments, self.experiments)):
+            raise ValueError("replace_data: the experiments must have the same times and "
+                             "measured values as the discretisation's")
+        self.experiments = list(experiments)
+        self._lay_out_data()
 
     # ------------------------------------------------------------------ helpers
     @property

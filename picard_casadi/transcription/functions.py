@@ -137,6 +137,9 @@ class Transcription:
         # each value's weight: its output's times its own (Experiment sigma)
         self._Wt = np.sqrt(d.sample_weights * (w / d.n_samples_total)[None, :, None])
         self._data_common["Wt"] = ca.DM(to_map_layout(self._Wt))
+        # the data too: Discretisation.replace_data may have moved them
+        self._data_common["Y"] = ca.DM(to_map_layout(d.y))
+        self._data_common["Ym"] = ca.DM(to_map_layout(d.mask))
         self._common_np = {k: (v.full() if isinstance(v, ca.DM) else v)
                            for k, v in self._data_common.items()}
 

@@ -170,7 +170,7 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
         col = exp.y[:, k]
         ok = np.isfinite(col)
         if ok.sum() >= 1:
-            series[i] = (exp.t[ok], col[ok])
+            series[i] = (exp.t[ok], model.output_as_state(k, col[ok]))
     return series
 
 

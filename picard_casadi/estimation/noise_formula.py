@@ -1,0 +1,225 @@
+"""Noise formulas: ``sigma`` a function of noise parameters and the model's output.
+
+For outputs whose noise is a formula ``sigma_i = s(theta, g_i)``
+(``pc.Noise(sigma=a + b * g, output=g, parameters={...})``, PEtab's
+``noiseFormula``) the negative log-likelihood is::
+
+    nllh = sum_i log sigma_i + 0.5 (r_i / sigma_i)^2 + const,   r_i = y_i - g_i
+
+It is not a least-squares problem in the parameters ``p`` (``sigma_i`` moves
+with ``g_i``), but its gradient in ``p`` is that of the weighted least
+squares ``0.5 sum ((y_i - c_i - g_i) / sigma_i)^2`` with weights and data
+shift held at::
+
+    sigma_i = s(theta, g_i),   c_i = (sigma_i - r_i^2 / sigma_i) ds/dg(theta, g_i)
+
+So the relaxation of the output-error method extends to formulas: hold
+``sigma_i`` and ``c_i`` for a Gauss-Newton solve of any method, re-estimate
+``theta`` for the new ``g`` (a small bounded problem, IPOPT), recompute
+``sigma_i`` and ``c_i``, repeat until they settle.  At the fixed point the
+gradient of ``nllh`` in ``p``, ``x0`` and ``theta`` is zero: the likelihood's
+optimum, not the iteratively reweighted least squares' (which drops ``c``
+and stops elsewhere when ``sigma`` depends on ``g``).  Where the formula does
+not involve ``g``, ``c = 0``.
+
+The held data and weights live in the experiments the method sees
+(``Experiment(y - c, sigma=sigma_i)``); the result is assembled on the
+unshifted data (:func:`NoiseFormula.unshifted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..noise import Noise
+
+__all__ = ["NoiseFormula"]
+
+
+class NoiseFormula:
+    """The formula outputs of a fit, their noise parameters, and the round state.
+
+    Parameters
+    ----------
+    noise : sequence of Noise
+        One per output; those with ``is_formula`` (and those naming one of
+        their parameters as ``sigma``) are the formula outputs.
+    y_names : sequence of str
+    """
+
+    def __init__(self, noise: Sequence[Noise], y_names: Sequence[str]) -> None:
+        starts: dict[str, float] = {}
+        bounds: dict[str, tuple[float, float]] = {}
+        symbols: dict[str, ca.SX] = {}
+        for n in noise:
+            if not n.is_formula:
+                continue
+            for sym in ca.symvar(n.sigma):
+                if sym.name() in n.parameters:
+                    symbols.setdefault(sym.name(), sym)
+            for name, value in n.parameters.items():
+                if name in starts and bounds[name] != n.bounds:
+                    raise ValueError(f"`noise`: noise parameter {name!r} is given bounds "
+                                     f"{bounds[name]} and {n.bounds} by different outputs")
+                starts.setdefault(name, value)
+                bounds.setdefault(name, n.bounds)
+        self.names: tuple[str, ...] = tuple(starts)
+        self.y_names = tuple(y_names)
+        theta = ca.SX.sym("theta", len(self.names))
+        g = ca.SX.sym("g")
+        #: per formula output: Function (theta, g) -> (sigma, d sigma / d g)
+        self.functions: dict[int, ca.Function] = {}
+        for k, n in enumerate(noise):
+            if n.is_formula:
+                expr = n.sigma
+                olds = [symbols[name] for name in n.parameters]
+                news = [theta[self.names.index(name)] for name in n.parameters]
+                if n.output is not None:
+                    olds.append(n.output)
+                    news.append(g)
+                expr = ca.substitute([expr], olds, news)[0]
+            elif isinstance(n.sigma, str) and n.sigma in starts:
+                expr = theta[self.names.index(n.sigma)]
+            else:
+                continue
+            self.functions[k] = ca.Function(f"sigma_{k}", [theta, g],
+                                            [expr, ca.jacobian(expr, g)])
+        self.outputs = sorted(self.functions)
+        self.start = np.array([starts[name] for name in self.names], float)
+        self.lower = np.array([bounds[name][0] for name in self.names], float)
+        self.upper = np.array([bounds[name][1] for name in self.names], float)
+        for i, name in enumerate(self.names):
+            if not self.lower[i] <= self.start[i] <= self.upper[i]:
+                raise ValueError(f"`noise`: the start {self.start[i]:g} of noise parameter "
+                                 f"{name!r} is outside its bounds {bounds[name]}")
+        self.theta = self.start.copy()
+        self._nlp: tuple[Any, tuple[int, ...]] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.outputs)
+
+    # ------------------------------------------------------------------ values
+    def sigma_slope(self, k: int, theta: np.ndarray, g: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """``sigma`` and ``d sigma / d g`` of output ``k`` at outputs ``g``."""
+        g = np.asarray(g, float).ravel()
+        if g.size == 0:
+            return np.zeros(0), np.zeros(0)
+        f = self.functions[k].map(g.size)
+        s, ds = f(ca.DM(theta), ca.DM(g[None, :]))
+        return np.asarray(s, float).ravel(), np.asarray(ds, float).ravel()
+
+    def check_start(self, experiments: Sequence[Experiment]) -> None:
+        """ValueError where a formula is not positive at its start, evaluated at
+        the data (naming the output, experiment and sample)."""
+        for k in self.outputs:
+            for exp in experiments:
+                y = exp.y[:, k]
+                measured = np.flatnonzero(np.isfinite(y))
+                s, _ = self.sigma_slope(k, self.start, y[measured])
+                bad = ~(np.isfinite(s) & (s > 0))
+                if np.any(bad):
+                    i = int(measured[np.flatnonzero(bad)[0]])
+                    raise ValueError(
+                        f"`noise`: the noise formula of output {self.y_names[k]!r} is not "
+                        f"positive at its start: sigma = {s[bad][0]:g} at experiment "
+                        f"{exp.name!r}, sample {i} (t = {exp.t[i]:g}, y = {y[i]:g}) with "
+                        f"{ {n: float(v) for n, v in zip(self.names, self.start)} }; choose other starting values "
+                        "(parameters={...}) or a formula that stays positive")
+
+    # ------------------------------------------------------------------ rounds
+    def fit_theta(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> np.ndarray:
+        """The noise parameters that minimise ``nllh`` for the outputs ``fitted``
+        (per experiment, sample order); starts from the current ``theta``."""
+        gs, rs = self._values(data, fitted)
+        sizes = tuple(v.size for v in gs)
+        if self._nlp is None or self._nlp[1] != sizes:
+            theta = ca.SX.sym("theta", len(self.names))
+            G = [ca.SX.sym(f"g{k}", n) for k, n in zip(self.outputs, sizes)]
+            R = [ca.SX.sym(f"r{k}", n) for k, n in zip(self.outputs, sizes)]
+            f = 0
+            for k, Gk, Rk, n in zip(self.outputs, G, R, sizes):
+                if n == 0:
+                    continue
+                S = self.functions[k].map(n)(theta, Gk.T)[0].T
+                f += ca.sum1(ca.log(S)) + 0.5 * ca.sumsqr(Rk / S)
+            solver = ca.nlpsol("noise_parameters", "ipopt",
+                               {"x": theta, "p": ca.vertcat(*G, *R), "f": f},
+                               {"print_time": False, "error_on_fail": False,
+                                "ipopt": {"print_level": 0, "sb": "yes", "tol": 1e-12,
+                                          "max_iter": 200}})
+            self._nlp = (solver, sizes)
+        solver = self._nlp[0]
+        lo = np.where(np.isfinite(self.lower), self.lower, -1e20)
+        hi = np.where(np.isfinite(self.upper), self.upper, 1e20)
+        x0 = np.clip(self.theta, lo, hi)
+        sol = solver(x0=x0, p=np.concatenate([*gs, *rs]), lbx=lo, ubx=hi)
+        theta = np.asarray(sol["x"], float).ravel()
+        if not np.all(np.isfinite(theta)):
+            return self.theta.copy()
+        return theta
+
+    def _values(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]
+                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        gs, rs = [], []
+        for k in self.outputs:
+            g_k, r_k = [], []
+            for exp, G in zip(data, fitted):
+                measured = np.isfinite(exp.y[:, k])
+                g_k.append(G[measured, k])
+                r_k.append(exp.y[measured, k] - G[measured, k])
+            gs.append(np.concatenate(g_k) if g_k else np.zeros(0))
+            rs.append(np.concatenate(r_k) if r_k else np.zeros(0))
+        return gs, rs
+
+    def held(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray] | None
+             ) -> list[Experiment]:
+        """The experiments a method solves with: each formula output's ``sigma_i``
+        at ``theta`` and the fit, its data moved by ``c_i`` (none where
+        ``fitted`` is None: the start, ``sigma_i`` at the data)."""
+        out = []
+        for e, exp in enumerate(data):
+            y = np.array(exp.y, float)
+            sigma = (np.array(exp.sigma, float) if exp.sigma is not None
+                     else np.full(y.shape, np.nan))
+            for k in self.outputs:
+                measured = np.isfinite(exp.y[:, k])
+                yk = exp.y[measured, k]
+                g = yk if fitted is None else fitted[e][measured, k]
+                s, ds = self.sigma_slope(k, self.theta, g)
+                s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
+                if np.any(np.isnan(s)):
+                    raise FloatingPointError(
+                        f"the noise formula of output {self.y_names[k]!r} is not positive "
+                        f"at the fit (experiment {exp.name!r})")
+                r = yk - g
+                shift = np.zeros_like(s) if fitted is None else (s - r * r / s) * ds
+                y[measured, k] = yk - shift
+                sigma[measured, k] = s
+            out.append(exp.replaced(y=y, sigma=sigma))
+        return out
+
+    @staticmethod
+    def unshifted(held: Sequence[Experiment], data: Sequence[Experiment]) -> list[Experiment]:
+        """The held experiments' ``sigma`` with the data's own values."""
+        return [h.replaced(y=d.y) for h, d in zip(held, data)]
+
+    @staticmethod
+    def change(old: Sequence[Experiment], new: Sequence[Experiment]) -> float:
+        """How far the held weights and data moved: the largest relative change
+        of a ``sigma_i`` and of a data shift in units of ``sigma_i``."""
+        worst = 0.0
+        for a, b in zip(old, new):
+            if a.sigma is None or b.sigma is None:
+                continue
+            ok = np.isfinite(b.y)
+            with np.errstate(all="ignore"):
+                ds = np.abs(b.sigma[ok] / a.sigma[ok] - 1.0)
+                dy = np.abs(b.y[ok] - a.y[ok]) / b.sigma[ok]
+            worst = max(worst, float(np.max(ds, initial=0.0)), float(np.max(dy, initial=0.0)))
+        return worst

@@ -1,0 +1,78 @@
+"""The PEtab benchmark Boehm_JProteomeRes2014 (models/boehm.py) against the collection.
+
+The collection's files are vendored in ``tests/data/boehm_jproteomeres2014``
+(BSD-3, see its README).  The reference value is PEtab's negative
+log-likelihood at the nominal parameters and noise levels, 138.2220 (with
+the ``log(2 pi sigma^2) / 2`` constants).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.models.boehm import NLLH_NOMINAL, P_NAMES, SD_NOMINAL, X0, boehm_problem
+
+DATA = Path(__file__).parent / "data" / "boehm_jproteomeres2014"
+
+
+def _table(name: str) -> list[dict[str, str]]:
+    with open(DATA / name, newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def _nllh(model: pc.Model, exp: pc.Experiment, p: np.ndarray, sigma: np.ndarray) -> float:
+    """PEtab's -log likelihood (normal, lin) of the model simulated with CVODES."""
+    X = pc.simulate(model, X0, p, exp.t, rtol=1e-10, atol=1e-10)
+    G = np.array([model.output_value(t, x, p) for t, x in zip(exp.t, X)])
+    r = exp.y - G
+    return float(np.sum(0.5 * np.log(2 * np.pi * sigma ** 2) + 0.5 * (r / sigma) ** 2))
+
+
+def test_the_module_holds_the_collection_s_data_and_parameters():
+    model, (exp,), p0, (lb, ub) = boehm_problem()
+    rows = _table("measurementData_Boehm_JProteomeRes2014.tsv")
+    assert len(rows) == 48
+    for row in rows:
+        i = int(np.flatnonzero(exp.t == float(row["time"]))[0])
+        k = model.y_names.index(row["observableId"])
+        assert exp.y[i, k] == float(row["measurement"])
+        assert row["noiseParameters"] == "sd_" + row["observableId"]
+    par = {row["parameterId"]: row for row in _table("parameters_Boehm_JProteomeRes2014.tsv")}
+    for i, name in enumerate(P_NAMES):
+        assert par[name]["parameterScale"] == "log10" and par[name]["estimate"] == "1"
+        assert p0[i] == pytest.approx(np.log10(float(par[name]["nominalValue"])), abs=1e-14)
+        assert (lb[i], ub[i]) == (np.log10(float(par[name]["lowerBound"])),
+                                  np.log10(float(par[name]["upperBound"])))
+    sd = [float(par["sd_" + y]["nominalValue"]) for y in model.y_names]
+    np.testing.assert_array_equal(sd, SD_NOMINAL)
+    assert float(par["ratio"]["nominalValue"]) == 0.693
+    assert float(par["specC17"]["nominalValue"]) == 0.107
+
+
+def test_the_translation_gives_the_collection_s_nllh_at_the_nominal_vector():
+    model, (exp,), p0, _ = boehm_problem()
+    nllh = _nllh(model, exp, p0, SD_NOMINAL)
+    assert nllh == pytest.approx(138.2221, abs=1e-3)
+    assert nllh == pytest.approx(NLLH_NOMINAL, abs=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "measured on 1e7dff0: from this start the default picard-gn, its 'anchored' rerun and "
+    "the shooting fallback all stop at max_iter (about 5 min); from the nominal vector "
+    "itself it converges to nllh 138.2279 (k_imp_homo drawn from 10^5 to 10^2.1, the ODE's "
+    "nllh there 138.2369)"))
+def test_the_default_estimate_reaches_the_collection_s_optimum_from_a_shifted_start():
+    model, exps, p0, (lb, ub) = boehm_problem()
+    # +0.3 on every parameter; k_imp_homo (4.99) would leave the box [-5, 5]
+    start = np.minimum(p0 + 0.3, ub)
+    res = pc.estimate(model, exps, p0=start, p_bounds=(lb, ub), estimate_x0=False)
+    print(f"Boehm from nominal + 0.3: success {res.success}, nllh {res.nllh:.6f}, "
+          f"{res.wall_time:.1f} s; sigma {res.noise_sigma}")
+    assert res.success, res.message
+    assert res.nllh <= 138.2221 + 1e-3

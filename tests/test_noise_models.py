@@ -1,0 +1,215 @@
+"""Noise models: per-measurement sigma, log-normal noise, shared noise
+parameters and noise formulas (``pc.Noise``; docs/likelihood.md).
+
+Each likelihood is checked against PEtab's definition evaluated directly on
+a CVODES solution at the estimate, and its optimum by finite differences of
+that direct evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+P_TRUE = [0.5, 0.2]
+X0 = [10.0, 0.1]
+
+
+def _chain():
+    """A -> B -> (out), both measured: positive, decaying and rising outputs."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     x_names=["A", "B"], p_names=["k1", "k2"])
+    t = np.linspace(0.0, 10.0, 61)
+    return model, t, pc.simulate(model, X0, P_TRUE, t)
+
+
+def _nllh(model, exp, p, sigma_of, transform=None):
+    """PEtab's nllh at ``p`` (x0 known) from CVODES: ``sigma_of(G)`` gives each
+    value's sigma; ``transform`` the log scale ("log", "log10") or None."""
+    G = pc.simulate(model, X0, p, exp.t)
+    Y = np.asarray(exp.y, float)
+    jac = 0.0
+    if transform == "log":
+        jac = float(np.sum(np.log(Y)))
+        Y, G = np.log(Y), np.log(G)
+    elif transform == "log10":
+        jac = float(np.sum(np.log(Y * math.log(10.0))))
+        Y, G = np.log10(Y), np.log10(G)
+    S = sigma_of(G)
+    return float(np.sum(0.5 * np.log(2 * math.pi * S ** 2) + 0.5 * ((Y - G) / S) ** 2)) + jac
+
+
+def _gradient(f, z, h):
+    z = np.asarray(z, float)
+    return np.array([(f(z + h * e) - f(z - h * e)) / (2 * h) for e in np.eye(z.size)])
+
+
+def test_each_measurements_own_sigma_is_known_noise():
+    model, t, X = _chain()
+    rng = np.random.default_rng(0)
+    S = 0.02 + 0.05 * X  # each value its own sigma
+    exp = pc.Experiment(t, X + S * rng.standard_normal(X.shape), x0=X0, sigma=S)
+    res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False)  # the data's sigma by default
+    assert res.success and res.settings["noise"] == "given", res.summary()
+    direct = _nllh(model, exp, res.p, lambda G: S)
+    assert res.nllh == pytest.approx(direct, abs=1e-5)
+    grad = _gradient(lambda q: _nllh(model, exp, q, lambda G: S), res.p, 1e-5)
+    curvature = 1.0 / np.asarray(res.p_std) ** 2  # the Fisher information's diagonal
+    assert np.all(np.abs(grad) < 1e-3 * np.sqrt(curvature)), grad
+    # the same with the per-measurement sigma named explicitly
+    again = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False,
+                        noise=pc.Noise(sigma="data"))
+    assert again.p == pytest.approx(res.p, rel=1e-9)
+    # treated as relative: one scale for both outputs estimated, the same estimate
+    rel = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, noise=pc.Noise(sigma="c"))
+    assert rel.p == pytest.approx(res.p, rel=1e-6)
+    assert rel.settings["noise"] == "estimated"
+    assert rel.settings["noise_parameter_values"]["c"] == pytest.approx(1.0, rel=0.2)
+
+
+def test_log_normal_noise_is_petabs_likelihood_on_either_log_scale():
+    model, t, X = _chain()
+    rng = np.random.default_rng(1)
+    exp = pc.Experiment(t, X * np.exp(0.1 * rng.standard_normal(X.shape)), x0=X0)
+    res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, noise="log-normal")
+    assert res.success and list(res.y_names) == ["log(A)", "log(B)"]
+    sig = np.asarray(res.noise_sigma)
+    assert sig == pytest.approx([0.1, 0.1], rel=0.25)
+    assert res.nllh == pytest.approx(_nllh(model, exp, res.p, lambda G: sig, "log"), abs=1e-5)
+    ten = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, noise="log10-normal")
+    # the same estimate, sigma scaled by ln 10, and (PEtab's Jacobian term) the same nllh
+    assert ten.p == pytest.approx(res.p, rel=1e-6)
+    assert np.asarray(ten.noise_sigma) * math.log(10.0) == pytest.approx(sig, rel=1e-6)
+    assert ten.nllh == pytest.approx(res.nllh, abs=1e-6)
+    assert ten.nllh == pytest.approx(
+        _nllh(model, exp, ten.p, lambda G: np.asarray(ten.noise_sigma), "log10"), abs=1e-5)
+
+
+def test_a_noise_parameter_named_by_two_outputs_is_one_sigma():
+    model, t, X = _chain()
+    rng = np.random.default_rng(2)
+    exp = pc.Experiment(t, X + 0.05 * rng.standard_normal(X.shape), x0=X0)
+    res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False,
+                      noise=pc.Noise(sigma="s"))
+    s = res.settings["noise_parameter_values"]["s"]
+    assert res.noise_sigma[0] == res.noise_sigma[1] == pytest.approx(s)
+    G = pc.simulate(model, X0, res.p, t)
+    assert s == pytest.approx(np.sqrt(np.mean((exp.y - G) ** 2)), rel=1e-5)
+    assert res.nllh == pytest.approx(_nllh(model, exp, res.p, lambda G: s), abs=1e-5)
+    # one noise level fewer than each output its own
+    own = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False)
+    assert res.aic - 2 * res.nllh == pytest.approx(own.aic - 2 * own.nllh - 2)
+
+
+@pytest.mark.parametrize("method", ["picard-gn", "ipopt", "shooting"])
+def test_a_noise_formula_of_the_output_reaches_the_likelihoods_optimum(method):
+    model, t, X = _chain()
+    rng = np.random.default_rng(3)
+    exp = pc.Experiment(t, X + (0.05 + 0.1 * X) * rng.standard_normal(X.shape), x0=X0)
+    a, b, g = ca.SX.sym("a"), ca.SX.sym("b"), ca.SX.sym("g")
+    noise = pc.Noise(sigma=a + b * g, output=g, parameters={"a": 0.1, "b": 0.1})
+    res = pc.estimate(model, [exp], [0.3, 0.3], method, estimate_x0=False, noise=noise)
+    assert res.success, res.summary()
+    theta = np.array([res.settings["noise_parameter_values"][k] for k in ("a", "b")])
+
+    def nllh(z):
+        return _nllh(model, exp, z[:2], lambda G: z[2] + z[3] * G)
+
+    z = np.concatenate([res.p, theta])
+    assert res.nllh == pytest.approx(nllh(z), abs=1e-5)
+    # stationary in the parameters and the noise parameters (the reweighted
+    # least squares without the data shift stops elsewhere)
+    grad = _gradient(nllh, z, 1e-6)
+    assert np.all(np.abs(grad) < 0.05), grad
+    for dz in np.eye(4) * 1e-3 * np.maximum(np.abs(z), 1e-2):
+        assert nllh(z + dz) > nllh(z) - 1e-9 and nllh(z - dz) > nllh(z) - 1e-9
+
+
+def test_bad_noise_input_names_what_and_where():
+    model, t, X = _chain()
+    Y = X.copy()
+    with pytest.raises(ValueError, match=r"sigma\[3, 1\].*sample 3, output column 1"):
+        S = np.full(Y.shape, 0.1)
+        S[3, 1] = 0.0
+        pc.Experiment(t, Y, sigma=S, name="run1")
+    with pytest.raises(ValueError, match="positive and finite where `y` is measured"):
+        S = np.full(Y.shape, 0.1)
+        S[0, 0] = np.nan
+        pc.Experiment(t, Y, sigma=S)
+    Ymiss = Y.copy()
+    Ymiss[0, 0] = np.nan
+    S = np.full(Y.shape, 0.1)
+    S[0, 0] = np.nan  # no sigma where nothing is measured: fine
+    pc.Experiment(t, Ymiss, sigma=S)
+    with pytest.raises(ValueError, match="'normal', 'log-normal', 'log10-normal'"):
+        pc.Noise("laplace")
+    with pytest.raises(ValueError, match="positive and finite"):
+        pc.Noise(sigma=0.0)
+    Yneg = Y.copy()
+    Yneg[5, 1] = -0.01
+    exp = pc.Experiment(t, Yneg, x0=X0, name="shifted")
+    with pytest.raises(ValueError, match=r"output 'B' has log-normal noise.*experiment "
+                                         r"'shifted', sample 5"):
+        pc.estimate(model, [exp], [0.3, 0.3], noise="log-normal")
+    a, g = ca.SX.sym("a"), ca.SX.sym("g")
+    with pytest.raises(ValueError, match=r"output 'A' is not positive at its start.*"
+                                         r"experiment 'ok', sample 0"):
+        pc.estimate(model, [pc.Experiment(t, Y, x0=X0, name="ok")], [0.3, 0.3],
+                    noise=pc.Noise(sigma=a - g, output=g, parameters={"a": 1.0}))
+    with pytest.raises(ValueError, match="not both"):
+        pc.estimate(model, [pc.Experiment(t, Y)], [0.3, 0.3], noise=pc.Noise(),
+                    weights="auto")
+    with pytest.raises(ValueError, match=r"output\(s\) \['C'\]"):
+        pc.estimate(model, [pc.Experiment(t, Y)], [0.3, 0.3], noise={"C": pc.Noise()})
+    with pytest.raises(ValueError, match="experiment 'plain' has no `sigma`"):
+        pc.estimate(model, [pc.Experiment(t, Y, name="plain")], [0.3, 0.3],
+                    noise=pc.Noise(sigma="data"))
+
+
+def test_noise_models_survive_json(tmp_path):
+    model, t, X = _chain()
+    rng = np.random.default_rng(4)
+    exp = pc.Experiment(t, X + 0.05 * rng.standard_normal(X.shape), x0=X0)
+    res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False,
+                      noise={"A": pc.Noise(sigma=0.05), "B": pc.Noise(sigma="sB")})
+    assert res.settings["noise"] == "mixed"
+    back = pc.EstimationResult.from_json(res.to_json(tmp_path / "r.json"))
+    assert back.nllh == pytest.approx(res.nllh)
+    assert back.settings["noise_model"] == res.settings["noise_model"]
+    assert back.settings["noise_parameter_values"] == pytest.approx(
+        res.settings["noise_parameter_values"])
+    assert "A: normal, sigma = 0.05 (known)" in res.summary()
+
+
+def test_the_profile_of_a_likelihood_fit_re_fits_its_noise():
+    model, t, X = _chain()
+    rng = np.random.default_rng(3)
+    exp = pc.Experiment(t, X * np.exp(0.1 * rng.standard_normal(X.shape)), x0=X0)
+    kw = dict(estimate_x0=False, noise="log-normal", p_bounds=([0, 0], [5, 5]))
+    res = pc.estimate(model, [exp], [0.3, 0.3], **kw)
+    prof = pc.profile(res, parameters=["k1"])
+    assert prof.noise == "likelihood" and prof.threshold == pytest.approx(3.8415, abs=1e-3)
+    for c in prof.intervals[0]:
+        # at each end the likelihood-ratio statistic with k2 and sigma re-fitted
+        at = pc.estimate(model, [exp], [c, res.p[1]], **{**kw, "p_bounds": ([c, 0], [c, 5])})
+        assert 2 * (at.nllh - res.nllh) == pytest.approx(prof.threshold, abs=0.02)
+    with pytest.raises(ValueError, match="noise='likelihood' profiles a fit of the likelihood"):
+        plain = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, weights="none")
+        pc.profile(plain, noise="likelihood")
+
+
+def test_a_noise_parameter_on_its_bound_is_named():
+    model, t, X = _chain()
+    rng = np.random.default_rng(2)
+    exp = pc.Experiment(t, X + 0.05 * rng.standard_normal(X.shape), x0=X0)
+    res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False,
+                      noise=pc.Noise(sigma="s", bounds=(0.5, 10.0)))
+    assert res.settings["noise_parameter_values"]["s"] == pytest.approx(0.5)
+    assert any(w.startswith("noise parameter(s) s = 0.5 ended on a bound") for w in res.warnings)
+    assert res.nllh == pytest.approx(_nllh(model, exp, res.p, lambda G: 0.5), abs=1e-5)

@@ -10,7 +10,7 @@ Public names (see the README and ``docs/api.md``)::
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
-    read_columns, Columns, Noise
+    read_columns, Columns, Noise, Parameter
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -18,7 +18,7 @@ importing only from the layers below it (``tests/test_layout.py``)::
 
     cli -> studies -> io -> estimate -> estimation -> result -> methods
         -> analysis -> transcription -> simulate -> runtime
-        -> model, experiment, noise, errors
+        -> model, experiment, noise, parameters, errors
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitWarning,
@@ -30,6 +30,7 @@ from .experiment import Experiment
 from .methods.base import IterationRecord
 from .model import Model
 from .noise import Noise
+from .parameters import Parameter
 from .studies.profile import Profile, profile
 from .studies.registry import Problem, describe_problems, problem, problems, register_problem
 from .result import EstimationResult
@@ -43,5 +44,5 @@ __all__ = [
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
-    "compare", "read_columns", "Columns", "Noise", "__version__",
+    "compare", "read_columns", "Columns", "Noise", "Parameter", "__version__",
 ]

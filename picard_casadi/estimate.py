@@ -26,21 +26,23 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from .errors import ConvergenceError
-from .estimation.arguments import MAX_REFINEMENTS, check_arguments, options_of
+from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
-                                  noise_bound_note,
+                                  noise_bound_note, ode_ssr_per_output,
                                   kinked_inputs, note_staircase_inputs, unfinite_start)
 from .estimation.diagnosis import (check_fit, diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
 from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
+from .estimation.statement import state_problem
 from .estimation.setup import build_setup, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
 from .methods import get_method
@@ -136,6 +138,8 @@ def estimate(
     callback: Callable[[IterationRecord], Any] | None = None,
     raise_on_failure: bool = False,
     max_intervals: int | None = None,
+    parameter_scale: Any = None,
+    per_experiment: Any = None,
     **options: Any,
 ) -> EstimationResult:
     """Estimate parameters (and initial states) of an ODE model from data.
@@ -145,8 +149,11 @@ def estimate(
     model : Model
     experiments : Experiment or sequence of Experiment
         They share ``p``; each has its own ``x0`` and inputs.
-    p0 : array_like (np,)
-        Starting parameter values.
+    p0 : array_like (np,) or sequence of Parameter
+        Starting parameter values; or a parameter table (``pc.Parameter``:
+        name, start, bounds, scale, whether estimated), which then also
+        gives the bounds and scales (and names the parameters that
+        experiments introduce, ``Experiment(parameters=...)``).
     method : {"picard-gn", "picard", "ipopt", "shooting"}, optional
         ``"picard-gn"`` (default): the Picard iteration with Gauss-Newton
         steps on the exact fixed-point derivatives, continuity as linearised
@@ -172,6 +179,8 @@ def estimate(
         False holds every experiment's ``x0`` at its given value; one entry
         per state holds the states marked False at each experiment's given
         ``x0`` and estimates the others (a fed-batch's known start volume).
+        States whose initial value the model gives as an expression of the
+        parameters (``Model(x0=...)``) are never estimated: they follow it.
     T : float, optional
         Length of the first mesh's intervals; default from the data's and
         the model's time scales (:func:`~picard_casadi.transcription.mesh.default_T`).
@@ -269,6 +278,17 @@ def estimate(
         :func:`~picard_casadi.transcription.problem_size.check_problem_size`): by default 100,000,
         or fewer where their estimated memory would exceed 4 GB.  A larger
         problem is refused with a ValueError before anything is built.
+    parameter_scale : {"lin", "log", "log10"} or sequence of them, optional
+        The scale on which each parameter is estimated (PEtab's
+        ``parameterScale``); ``p0`` and ``p_bounds`` stay on the linear
+        scale (a log scale needs positive bounds).  The result reports both
+        (``p``, ``p_std``, ``p_ci``; ``p_scaled``, ``p_scaled_std``).  Not
+        ``p_scale``, which gives typical magnitudes.
+    per_experiment : str or sequence of str, optional
+        Model parameters estimated separately in each experiment (a bias per
+        maneuver): parameter ``b`` becomes ``b[name]`` of each experiment
+        (starting at ``b``'s ``p0``, with its bounds), unless the experiment
+        sets it (``Experiment(parameters=...)``).
     **options
         Method options (``max_iter``, ``sigma``, ``gap_tol``, ...; IPOPT
         options as ``ipopt_options={...}``).  Unknown names are an error
@@ -286,6 +306,40 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     t_start = time.perf_counter()
+    statement = (state_problem(model, [experiments] if isinstance(experiments, Experiment)
+                               else list(experiments), p0, p_bounds, parameter_scale,
+                               per_experiment, estimate_x0)
+                 if isinstance(model, Model) and _experiments_given(experiments)
+                 else None)
+    if statement is not None and not statement.trivial:
+        # the restated problem (log scales, experiment parameters, x0 from
+        # parameters), solved as any other, its answer in the user's terms
+        if p_scale is not None:
+            raise ValueError("`p_scale` (typical magnitudes) cannot be given with "
+                             "parameter scales or experiment parameters: leave it unset")
+        if x0_bounds is not None and statement.shifted.any():
+            lb, ub = (np.array(b, float) for b in as_bounds(x0_bounds, model.nx, "x0_bounds"))
+            lb[statement.shifted], ub[statement.shifted] = -np.inf, np.inf
+            x0_bounds = (lb, ub)
+        if warm_start is not None and getattr(warm_start, "p_scaled", None) is not None:
+            warm_start = dataclasses.replace(warm_start, p=np.asarray(warm_start.p_scaled))
+        try:
+            inner = estimate(statement.model, statement.experiments, statement.phi0, method,
+                             p_bounds=(statement.phi_lb, statement.phi_ub),
+                             x0_bounds=x0_bounds, estimate_x0=statement.estimate_x0, T=T, n=n,
+                             lam=lam, nodes=nodes, scheme=scheme, weights=weights, noise=noise,
+                             refine=refine, codegen=codegen, x_scale=x_scale, guess=guess,
+                             warm_start=warm_start, uncertainty=uncertainty,
+                             multistart=multistart, seed=seed, executor=executor,
+                             n_jobs=n_jobs, callback=callback,
+                             raise_on_failure=raise_on_failure, max_intervals=max_intervals,
+                             **options)
+        except ConvergenceError as err:
+            if getattr(err, "result", None) is not None:
+                statement.user_result(err.result)
+            raise
+        inner.wall_time = time.perf_counter() - t_start
+        return statement.user_result(inner)
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
     (exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam,
@@ -387,8 +441,15 @@ def estimate(
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
                jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
-        if cert.passed and not prob.formula:  # the likelihood of the ODE's own solution
-            attach_noise(result, setup, weights_mode, cert.ssr_model_per_output, prob.noise)
+        if cert.passed:
+            # the likelihood of the ODE's own solution: CVODES from the estimated
+            # x0 (the certificate's linearised carry-forward where that fails)
+            ssr_ode = ode_ssr_per_output(prob.model, prob.experiments, result)
+            if ssr_ode is not None:
+                attach_noise(result, setup, weights_mode, ssr_ode, prob.noise)
+            elif not prob.formula:
+                attach_noise(result, setup, weights_mode, cert.ssr_model_per_output,
+                             prob.noise)
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
@@ -455,6 +516,15 @@ def estimate(
 
 
 
+
+
+def _experiments_given(experiments: Any) -> bool:
+    """Whether ``experiments`` is one Experiment or a sequence of them (else the
+    argument checks say what is wrong)."""
+    if isinstance(experiments, Experiment):
+        return True
+    return (isinstance(experiments, (list, tuple)) and len(experiments) > 0
+            and all(isinstance(e, Experiment) for e in experiments))
 
 
 #: estimate's own argument names (not method options), for the unknown-name message

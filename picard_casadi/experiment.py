@@ -8,7 +8,7 @@ which :func:`~picard_casadi.estimate` calls for every experiment.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -121,6 +121,31 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
     return table[np.clip(idx, 0, t_samples.size - 1)]
 
 
+def _checked_parameters(parameters: Any, where: str) -> dict[str, float | str]:
+    """``parameters`` as a dict of names to finite numbers or non-empty names."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, Mapping):
+        raise ValueError(f"{where}: `parameters` must map model parameter names to numbers "
+                         f"or parameter names, got {type(parameters).__name__}")
+    out: dict[str, float | str] = {}
+    for key, value in parameters.items():
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError(f"{where}: `parameters[{key!r}]` is an empty name")
+            out[str(key)] = value.strip()
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: `parameters[{key!r}]` must be a number or a parameter "
+                             f"name, got {value!r}") from None
+        if not np.isfinite(number):
+            raise ValueError(f"{where}: `parameters[{key!r}]` must be finite, got {value!r}")
+        out[str(key)] = number
+    return out
+
+
 def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
     """``sigma`` shaped like ``y``: positive and finite where ``y`` is measured,
     NaN where it is not (a ValueError naming the row and column otherwise)."""
@@ -193,6 +218,13 @@ class Experiment:
         ``estimate(noise=pc.Noise(sigma="data"))``, the default for outputs
         that have them; with an estimated sigma they are relative (their scale
         estimated).  A 1-D array is one output.
+    parameters : mapping of str to float or str, optional
+        This experiment's values of model parameters (PEtab's condition
+        table): a number makes the parameter a constant of this experiment;
+        a name makes it an estimated parameter of that name (``"bias"`` ->
+        ``"bias_run2"``: a bias per maneuver; one name in several
+        experiments is one parameter).  Unlisted parameters are the shared
+        ones.
 
     Raises
     ------
@@ -213,6 +245,7 @@ class Experiment:
         u_interpolation: Literal["previous", "linear"] | None = None,
         breakpoints: Any = None,
         sigma: Any = None,
+        parameters: Mapping[str, float | str] | None = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)
         where = f"Experiment {self._name!r}"
@@ -309,6 +342,7 @@ class Experiment:
         self._t0 = t0_val
         self._u_interpolation = u_interpolation
         self._sigma = None if sigma is None else _checked_sigma(sigma, y_arr, where)
+        self._parameters = _checked_parameters(parameters, where)
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -346,6 +380,11 @@ class Experiment:
         """Each measurement's noise standard deviation (``NaN`` where ``y`` is
         missing), or ``None`` where not given."""
         return self._sigma
+
+    @property
+    def parameters(self) -> dict[str, float | str]:
+        """This experiment's values of model parameters (numbers or names)."""
+        return dict(self._parameters)
 
     @property
     def t0(self) -> float:
@@ -426,7 +465,8 @@ class Experiment:
         hold = self._u_interpolation if self._u_interpolation_given else None
         args: dict[str, Any] = dict(t=self._t, y=self._y, u=self._u, x0=self._x0,
                                     name=self._name, t0=self._t0, u_interpolation=hold,
-                                    breakpoints=self._breakpoints, sigma=self._sigma)
+                                    breakpoints=self._breakpoints, sigma=self._sigma,
+                                    parameters=self._parameters)
         args.update(changes)
         return Experiment(**args)
 

@@ -100,6 +100,34 @@ def _units(value: Sequence[str] | None, n: int, field: str) -> tuple[str, ...]:
     return units
 
 
+def _initial_state_expressions(x0: Any, nx: int, p: ca.SX, x_names: tuple[str, ...]
+                                ) -> ca.SX | None:
+    """``Model(x0=...)`` as an SX column of ``nx`` expressions of ``p`` (NaN: not given)."""
+    if x0 is None:
+        return None
+    if isinstance(x0, (ca.SX, ca.MX, ca.DM)):
+        if isinstance(x0, ca.MX):
+            raise TypeError("Model: `x0` must be CasADi SX expressions (of p), not MX")
+        entries = [ca.SX(x0[i]) for i in range(x0.numel())]
+    else:
+        try:
+            entries = [ca.SX(np.nan) if v is None else v if isinstance(v, ca.SX)
+                       else ca.SX(float(v)) for v in x0]
+        except (TypeError, ValueError):
+            raise ValueError("Model: `x0` must be SX expressions of p, numbers or NaN/None, "
+                             "one per state") from None
+    if len(entries) != nx:
+        raise ValueError(f"Model: `x0` must have nx = {nx} entries, got {len(entries)}")
+    allowed = {p[i].element_hash() for i in range(p.numel())}
+    for i, e in enumerate(entries):
+        for s in ca.symvar(e):
+            if s.element_hash() not in allowed:
+                raise ValueError(
+                    f"Model: `x0` of state {x_names[i]!r} uses symbol {s.name()!r}, which is "
+                    "not one of the parameters p; an initial state may depend on p only")
+    return ca.vertcat(*entries)
+
+
 def _box(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray] | None:
     if value is None:
         return None
@@ -148,6 +176,14 @@ class Model:
     x_nominal : array_like, optional
         Typical magnitude of each state, used to scale the problem.  By
         default it is taken from the data and the initial guess.
+    x0 : casadi.SX or sequence, optional
+        The initial states as expressions of the parameters (SBML's initial
+        assignments, ``x0 = [A0, total - A0]``), ``nx`` entries; ``NaN``
+        (or ``None``) where a state's initial value is not given by the
+        model (known from the experiment, or estimated).  A state with an
+        expression is not estimated: its ``x0`` follows the parameters
+        (``estimate`` fits the others, and the derivatives of the
+        expressions reach every method).
 
     Raises
     ------
@@ -187,6 +223,7 @@ class Model:
         t_unit: str = "s",
         x_domain: tuple[Any, Any] | None = None,
         x_nominal: Any = None,
+        x0: Any = None,
     ) -> None:
         x = _as_symbol_vector(x, "x", required=True)
         p = _as_symbol_vector(p, "p", required=True)
@@ -255,6 +292,7 @@ class Model:
         else:
             self._x_nominal = None
         self._functions: dict[str, ca.Function] = {}
+        self._x0 = _initial_state_expressions(x0, nx, self._p, self._x_names)
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
@@ -266,19 +304,35 @@ class Model:
         (same code-cache entries, same numbers).
         """
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_t", "_x", "_p", "_u", "_rhs", "_y", "_functions")}
+                 if k not in ("_t", "_x", "_p", "_u", "_rhs", "_y", "_functions", "_x0")}
         state["_graph"] = ca.Function("model", [self._t, self._x, self._p, self._u],
-                                      [self._rhs, self._y])
+                                      [self._rhs, self._y, self.x0_expression])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         graph = state.pop("_graph")
         t, x, p, u = graph.sx_in()
-        rhs, y = graph.call([t, x, p, u])
+        rhs, y, x0 = graph.call([t, x, p, u])
         self.__dict__.update(state)
         self._t, self._x, self._p, self._u, self._rhs, self._y = t, x, p, u, rhs, y
+        self._x0 = x0
         self._functions = {}
+
+    def replaced(self, **changes: Any) -> Model:
+        """A new model with some of the constructor's arguments changed (``p``,
+        ``rhs``, ``y``, ``u``, names, ...); the others as this model's.  The
+        estimation uses it to state a problem on other parameters (a log
+        scale) or with experiment constants as inputs."""
+        args: dict[str, Any] = dict(
+            x=self._x, p=self._p, rhs=self._rhs, t=self._t if self._t_given else None,
+            u=self._u if self.nu else None, y=self._y, name=self._name,
+            x_names=self._x_names, p_names=self._p_names, u_names=self._u_names,
+            y_names=self._y_names, x_units=self._x_units, p_units=self._p_units,
+            u_units=self._u_units, y_units=self._y_units, t_unit=self._t_unit,
+            x_domain=self._x_domain, x_nominal=self._x_nominal, x0=self._x0)
+        args.update(changes)
+        return Model(**args)
 
     def with_outputs(self, y: ca.SX, y_names: Sequence[str] | None = None,
                      y_units: Sequence[str] | None = None,
@@ -312,6 +366,19 @@ class Model:
             new._output_scales = scales
             new._output_states = self.output_state_index
         return new
+
+    @property
+    def x0_expression(self) -> ca.SX:
+        """The initial states as expressions of ``p`` (NaN where not given)."""
+        return ca.SX(np.full((self.nx, 1), np.nan)) if self._x0 is None else self._x0
+
+    @property
+    def x0_given(self) -> np.ndarray:
+        """Per state: whether the model gives its initial value (``x0=``)."""
+        if self._x0 is None:
+            return np.zeros(self.nx, bool)
+        return np.array([not (self._x0[i].is_constant() and np.isnan(float(self._x0[i])))
+                         for i in range(self.nx)])
 
     # ------------------------------------------------------------------ symbols
     @property

@@ -141,6 +141,16 @@ class EstimationResult:
         ``2 nllh + 2 k`` and ``2 nllh + k log(m)``: ``k`` estimated quantities
         (parameters, initial states and estimated noise levels), ``m``
         measured values.
+    p_scaled, p_scaled_std : ndarray or None
+        Where parameters were estimated on a log scale (or the problem was
+        restated: experiment parameters, initial states from parameters),
+        the estimate and its standard errors on the estimation scale
+        (``log10(k)``); ``p``, ``p_std`` (delta method) and ``p_ci`` (the
+        scaled interval's ends transformed) are then on the parameters' own
+        scale.  ``None`` otherwise.
+    p_scaled_names, p_scales : list of str or None
+        Their names (``"log10(k)"``) and scales (``"lin"``, ``"log"``,
+        ``"log10"``).
     continuity_gap : float
         ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval);
         for shooting, with ``u_j`` its CVODES solution (as its sum of squares).
@@ -214,6 +224,10 @@ class EstimationResult:
     det_R: float = float("nan")
     aic: float = float("nan")
     bic: float = float("nan")
+    p_scaled: np.ndarray | None = None
+    p_scaled_std: np.ndarray | None = None
+    p_scaled_names: list[str] | None = None
+    p_scales: list[str] | None = None
     _predictor: Any = field(default=None, repr=False, compare=False)
     _X: Any = field(default=None, repr=False, compare=False)  # interval starts (J, nx)
     _U: Any = field(default=None, repr=False, compare=False)  # node values (J, nx, K)
@@ -222,6 +236,8 @@ class EstimationResult:
     _attached: Any = field(default=None, repr=False, compare=False)
     #: the run's noise models (pc.Noise per output), for a profile that re-fits them
     _noise: Any = field(default=None, repr=False, compare=False)
+    #: how the problem was restated (log scales, experiment parameters, x0 expressions)
+    _statement: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,
@@ -360,9 +376,13 @@ class EstimationResult:
         mask = ([bool(v) for v in setting] if isinstance(setting, (list, tuple))
                 else [bool(setting)] * nx)
         estimated = any(mask)
-        known = [names[i] for i in range(nx) if not mask[i]]
+        derived = list(self.settings.get("x0_from_parameters", []))
+        known = [names[i] for i in range(nx) if not mask[i] and names[i] not in derived]
         what = ("estimated" if all(mask) else "known, not estimated" if not estimated
-                else f"estimated, {', '.join(known)} known")
+                and not derived else f"estimated, {', '.join(known)} known" if not derived
+                else ", ".join(part for part in (
+                    "estimated" if estimated else "", f"{', '.join(known)} known" if known
+                    else "", f"{', '.join(derived)} from the parameters") if part))
         lines = [f"  initial states ({what}"
                  + (", std. error in brackets" if estimated and self.x0_std else "") + "):"]
         width = max(12, *(len(n) + 2 for n in exps))
@@ -469,7 +489,8 @@ class EstimationResult:
                 raise ValueError("expected a list of arrays")
             return [_array(v) for v in value]
 
-        for k in ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr", "noise_sigma"):
+        for k in ("p", "weights", "p_true", "p_cov", "p_std", "p_ci", "p_corr", "noise_sigma",
+                  "p_scaled", "p_scaled_std"):
             if d.get(k) is not None:
                 d[k] = field(k, _array)
         if d["p"].ndim != 1:

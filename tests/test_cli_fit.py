@@ -595,3 +595,22 @@ def test_noise_flag_and_sigma_columns(here, capsys):
     assert code == 2 and "--noise: the model has no output 'y'" in err
     code, out, err, _ = _fit(capsys, "--noise", "normal", "--weights", "auto")
     assert code == 2 and "give one" in err
+
+
+def test_scale_per_experiment_and_conditions_flags(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [1.5]])
+    code, out, err, saved = _fit(capsys, "--scale", "k=log10", "--per-experiment", "s",
+                                 "--quiet")
+    assert code == 0, err
+    assert saved["p_names"] == ["k", "s[e0]", "s[e1]"]
+    assert saved["p_scaled_names"] == ["log10(k)", "s[e0]", "s[e1]"]
+    assert saved["p"] == pytest.approx([1.0, 2.0, 2.0], rel=0.05)
+    (here / "cond.csv").write_text("experiment,s\ne0,2.0\ne1,2.0\n")
+    code, out, err, saved = _fit(capsys, "--conditions", "cond.csv", "--quiet")
+    assert code == 0, err
+    assert saved["p_names"] == ["k"] and saved["p"] == pytest.approx([1.0], rel=0.05)
+    (here / "cond.csv").write_text("experiment,s\ne9,2.0\n")
+    code, out, err, _ = _fit(capsys, "--conditions", "cond.csv")
+    assert code == 2 and "no experiment 'e9' in the data" in err
+    code, out, err, _ = _fit(capsys, "--scale", "k=ln")
+    assert code == 2 and "--scale: 'k=ln': the scale must be one of lin, log, log10" in err

@@ -2,8 +2,9 @@
 
 - ``commands``: the parser and each command;
 - ``data_files``, ``model_files``: reading the user's CSV data and model
-  files; ``noise_options``: ``--weights`` and ``--noise``; ``progress``: the
-  live progress lines.
+  files; ``noise_options``: ``--weights`` and ``--noise``;
+  ``statement_options``: ``--scale``, ``--per-experiment``, ``--conditions``;
+  ``progress``: the live progress lines.
 
 May import: everything in the package (nothing imports it but
 ``__main__``).

@@ -63,6 +63,7 @@ from ..runtime.output_files import AtomicOutputs, check_output_folder, safe_name
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
+from .statement_options import statement_options
 from .model_files import load_model_file, parameter_box
 from .parser_types import (assignment, bounds_arg, finite, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
@@ -277,6 +278,10 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
             options[name] = value
     noise_options(getattr(args, "weights", None), getattr(args, "noise", None), model,
                   options)
+    experiments = statement_options(getattr(args, "scale", None),
+                                    getattr(args, "per_experiment", None),
+                                    getattr(args, "conditions", None), model,
+                                    list(experiments), options)
     for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
                       ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
         value = getattr(args, flag, None)
@@ -312,6 +317,16 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                    help="output weights: auto (the likelihood, each output's noise variance "
                         "estimated; the default for several outputs), none (the paper's "
                         "unweighted loss) or one inverse noise variance per output")
+    p.add_argument("--scale", action="append", default=None, metavar="[NAME=]SCALE",
+                   help="the scale a parameter is estimated on (every parameter without "
+                        "NAME=): lin, log or log10; repeatable")
+    p.add_argument("--per-experiment", action="append", default=None, metavar="NAME",
+                   help="estimate parameter NAME separately in each experiment "
+                        "(NAME[experiment]); repeatable")
+    p.add_argument("--conditions", default=None, metavar="C.csv",
+                   help="a condition table: a column 'experiment' and one per parameter an "
+                        "experiment sets (a number: a constant there; a name: a parameter "
+                        "of its own)")
     p.add_argument("--noise", action="append", type=noise_arg, default=None,
                    metavar="[OUTPUT=]DIST[:SIGMA]",
                    help="an output's noise model (all outputs without OUTPUT=): DIST normal, "
@@ -423,7 +438,9 @@ def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
         return None, ""
     if not res.success:
         return None, "--profile: skipped, the fit did not converge"
-    free = [n for n, lo, hi in zip(res.p_names, *fit.p_bounds) if lo < hi]
+    lo_b, hi_b = res.settings.get("p_bounds", fit.p_bounds)  # the estimated vector's box
+    free = [n for n, lo, hi in zip(res.p_scaled_names or res.p_names, lo_b, hi_b)
+            if lo is None or hi is None or lo < hi]
     if not free:
         return None, "--profile: skipped, every parameter is fixed"
     jobs = args.jobs

@@ -24,7 +24,9 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..transcription.guess import GUESS_NOTE
-from ..transcription.predict import simulation_predictor
+from ..errors import SimulationError
+from ..simulate import simulate
+from ..transcription.predict import outputs_along, simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
@@ -168,6 +170,32 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
         return {}
     names = [f.name for f in fields(IterationRecord)]
     return {k: [getattr(r, k) for r in records] for k in names}
+
+
+def ode_ssr_per_output(model: Model, experiments: Sequence[Experiment],
+                       result: EstimationResult) -> np.ndarray | None:
+    """Each output's sum of squared residuals (each value weighted by its own
+    ``1 / sigma_i^2``) of the ODE's own solution at the estimate: CVODES from
+    each experiment's estimated ``x0`` with the estimated ``p``; None where a
+    simulation fails or is not finite (an unstable model over a long record:
+    the certificate's linearised value stands then)."""
+    ssr = np.zeros(model.ny)
+    for e, exp in enumerate(experiments):
+        try:
+            with np.errstate(all="ignore"):
+                X = simulate(model, result.x0[e], result.p, exp.t, exp, t0=exp.t0)
+                G = outputs_along(model, exp.t, X, result.p, exp)
+        except (SimulationError, RuntimeError, ValueError):
+            return None
+        measured = np.isfinite(exp.y)
+        with np.errstate(all="ignore"):
+            own = np.ones_like(exp.y) if exp.sigma is None else 1.0 / exp.sigma ** 2
+            own = np.where(np.isfinite(own), own, 1.0)
+            r2 = np.where(measured, own * (exp.y - G) ** 2, 0.0)
+        if not np.all(np.isfinite(r2)):
+            return None
+        ssr += r2.sum(axis=0)
+    return ssr
 
 
 def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.quantiles import chi2_1, f_1
+from ..analysis.quantiles import chi2_1, f_1, normal
 from ..errors import FitWarning
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
@@ -486,6 +486,20 @@ def profile(
     if not result.success:
         raise ValueError(f"profile needs a converged estimate; this one did not converge "
                          f"({result.message})")
+    if result.p_scaled is not None:
+        # a restated problem (log scales, experiment parameters): profiled on
+        # the estimation scale, with the model the methods solved
+        if result._disc is None:
+            raise ValueError("this result's parameters were estimated on another scale (or "
+                             "restated by experiment parameters): profile the result of this "
+                             "session, which carries the restated model")
+        std = None if result.p_scaled_std is None else np.asarray(result.p_scaled_std, float)
+        half = None if std is None else normal(0.975) * std
+        result = replace(result, p=np.asarray(result.p_scaled, float),
+                         p_names=list(result.p_scaled_names or []), p_std=std,
+                         p_ci=None if half is None else np.column_stack(
+                             [result.p_scaled - half, result.p_scaled + half]),
+                         p_scaled=None)
     if noise is None:
         noise = "likelihood" if result.settings.get("weights") == "auto" else "estimated"
     if noise not in NOISE_MODES:

@@ -1,0 +1,411 @@
+"""The problem as a data set states it, restated as the methods solve it.
+
+Real problems (PEtab's, the flight-test textbook's) say more than one model
+and shared parameters:
+
+- parameters estimated on a log scale (``pc.Parameter(scale="log10")``, or
+  ``estimate(parameter_scale=...)``);
+- experiment constants and experiment-specific parameters: an experiment
+  sets a model parameter to a number or maps it to a parameter of its own
+  (``Experiment(parameters={"bias": "bias_run2", "dose": 300})``,
+  ``estimate(per_experiment=["bias"])``);
+- initial states given by the parameters (``Model(x0=[A0, None])``).
+
+:func:`state_problem` turns such a statement into one every method already
+solves:
+
+- the estimated vector ``phi`` is each parameter on its scale, and the
+  model's ``p`` its expression (``10**phi``);
+- a model parameter whose value differs by experiment becomes ``c + sum_q
+  s_q theta_q`` with ``c`` and the indicators ``s_q`` inputs that are
+  constant in each experiment (appended to the experiment's inputs), so a
+  constant or a parameter of one experiment needs no new machinery;
+- a state whose initial value is an expression ``h`` is replaced by its
+  deviation ``xi = x - h`` (``xi(0) = 0``, known): ``xi' = f(xi + h)``,
+  ``y = g(xi + h)``; ``h`` is constant in time (parameters and the
+  experiment's constants).
+
+:meth:`Statement.user_result` maps the answer back: the parameters on both
+scales, standard errors by the delta method, interval ends transformed,
+``x0 = xi(0) + h``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+from ..parameters import SCALES, Parameter
+from .arguments import as_bounds
+
+__all__ = ["Statement", "state_problem"]
+
+
+@dataclass
+class Statement:
+    """A problem restated for the methods (see the module docstring).
+
+    Attributes
+    ----------
+    trivial : bool
+        Nothing to restate: the user's model, experiments and vectors are used.
+    model, experiments :
+        The restated problem.
+    table : list of Parameter
+        The estimated parameters, in the order of ``phi``.
+    phi0, phi_lb, phi_ub : ndarray
+        Start and bounds on the estimation scale.
+    estimate_x0 : ndarray of bool (nx,)
+        Which initial states are estimated (the shifted ones are known).
+    shifted : ndarray of bool (nx,)
+        The states whose initial value is an expression of the parameters.
+    """
+
+    trivial: bool
+    model: Model | None = None
+    experiments: list[Experiment] = field(default_factory=list)
+    table: list[Parameter] = field(default_factory=list)
+    phi0: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    phi_lb: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    phi_ub: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    estimate_x0: Any = True
+    shifted: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: (phi, constant inputs of an experiment) -> the shifted states' x0
+    _x0_of: ca.Function | None = None
+    #: per experiment: the values of the appended constant inputs
+    _constants: list[np.ndarray] = field(default_factory=list)
+    #: (phi, constant inputs) -> the model's p in that experiment
+    _p_of: ca.Function | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The estimated parameters' names (linear scale)."""
+        return [q.name for q in self.table]
+
+    @property
+    def scales(self) -> list[str]:
+        """Each estimated parameter's scale."""
+        return [q.scale for q in self.table]
+
+    def to_linear(self, phi: np.ndarray) -> np.ndarray:
+        """The parameters on their own scale from ``phi``."""
+        phi = np.asarray(phi, float)
+        return np.array([_linear(v, s) for v, s in zip(phi, self.scales)])
+
+    def model_parameters(self, phi: np.ndarray, experiment: int) -> np.ndarray:
+        """The model's ``p`` in experiment ``experiment`` at ``phi``."""
+        return np.asarray(self._p_of(phi, self._constants[experiment]), float).ravel()
+
+    def user_result(self, res: Any) -> Any:
+        """``res`` (of the restated problem) in the user's terms, in place."""
+        phi = np.asarray(res.p, float).copy()
+        theta = self.to_linear(phi)
+        inner_x0 = [np.asarray(x, float).copy() for x in res.x0]
+        predictor = res._predictor
+        if predictor is not None:
+            def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+                # the restated model's parameters and initial states
+                return predictor(replace(r, p=phi, x0=inner_x0), exp_index, t, source)
+            res._predictor = predict
+        # d theta / d phi: 1, theta (log), theta ln 10 (log10)
+        slope = np.array([1.0 if s == "lin" else t if s == "log" else t * math.log(10.0)
+                          for t, s in zip(theta, self.scales)])
+        res.p_scaled, res.p_scaled_names = phi, list(res.p_names)
+        res.p_scales = self.scales
+        res.p_scaled_std = None if res.p_std is None else np.asarray(res.p_std, float).copy()
+        res.p = theta
+        res.p_names = self.names
+        if res.p_std is not None:
+            res.p_std = np.abs(slope) * np.asarray(res.p_std, float)
+        if res.p_cov is not None:
+            res.p_cov = np.asarray(res.p_cov, float) * np.outer(slope, slope)
+        if res.p_ci is not None:
+            ci = np.asarray(res.p_ci, float)
+            res.p_ci = np.column_stack([self.to_linear(ci[:, 0]), self.to_linear(ci[:, 1])])
+        if self.shifted.any() and self._x0_of is not None:
+            for e in range(len(res.x0)):
+                h = np.asarray(self._x0_of(phi, self._constants[e]), float).ravel()
+                x0 = np.asarray(res.x0[e], float).copy()
+                x0[self.shifted] = x0[self.shifted] + h[self.shifted]
+                res.x0[e] = x0
+                if res.x0_std is not None and e < len(res.x0_std):
+                    std = np.asarray(res.x0_std[e], float).copy()
+                    std[self.shifted] = np.nan  # follows the parameters
+                    res.x0_std[e] = std
+        res.settings["parameter_scale"] = self.scales
+        res.settings["p_names"] = self.names
+        if self.shifted.any():
+            res.settings["x0_from_parameters"] = [
+                n for n, s in zip(self.model.x_names, self.shifted) if s]
+        res._statement = self
+        return res
+
+
+def _linear(v: float, scale: str) -> float:
+    if scale == "lin":
+        return float(v)
+    return float(math.exp(v)) if scale == "log" else float(10.0 ** v)
+
+
+def _on_scale(v: float, scale: str) -> float:
+    if scale == "lin":
+        return float(v)
+    if v <= 0:
+        return -math.inf
+    return math.log(v) if scale == "log" else math.log10(v)
+
+
+def _expression(sym: ca.SX, scale: str) -> ca.SX:
+    return sym if scale == "lin" else ca.exp(sym) if scale == "log" else 10.0 ** sym
+
+
+def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any
+           ) -> dict[str, Parameter] | None:
+    """The parameter table of ``p0`` (Parameters) or of the flat vectors and
+    ``parameter_scale``; None where the flat vectors need no table."""
+    if isinstance(p0, Mapping) or (isinstance(p0, (list, tuple)) and p0
+                                   and all(isinstance(q, Parameter) for q in p0)):
+        items = list(p0.values()) if isinstance(p0, Mapping) else list(p0)
+        if not all(isinstance(q, Parameter) for q in items):
+            raise ValueError("`p0` as a table must hold pc.Parameter entries")
+        if p_bounds is not None or parameter_scale is not None:
+            raise ValueError("`p0` is a parameter table (pc.Parameter): give the bounds and "
+                             "scales there, not as `p_bounds` or `parameter_scale`")
+        table: dict[str, Parameter] = {}
+        for q in items:
+            if q.name in table:
+                raise ValueError(f"`p0`: parameter {q.name!r} is in the table twice")
+            table[q.name] = q
+        return table
+    if parameter_scale is None:
+        return None
+    scales = ([parameter_scale] * model.np if isinstance(parameter_scale, str)
+              else list(parameter_scale))
+    if len(scales) != model.np or any(s not in SCALES for s in scales):
+        raise ValueError(f"`parameter_scale` must be one of {', '.join(SCALES)}, or one per "
+                         f"parameter ({model.np}), got {parameter_scale!r}")
+    p = np.asarray(p0, float).ravel()
+    if p.size != model.np:
+        raise ValueError(f"`p0` must have {model.np} entries, got {p.size}")
+    lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
+    return {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])), scales[i],
+                         estimate=bool(lb[i] < ub[i]))
+            for i, n in enumerate(model.p_names)}
+
+
+def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bounds: Any,
+                  parameter_scale: Any, per_experiment: Any, estimate_x0: Any) -> Statement:
+    """The problem as the methods solve it (module docstring); ``trivial`` where
+    the user's statement is already that.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter, experiment or state: an experiment setting a
+        parameter the model does not have, a parameter table naming one that
+        nothing uses, a log scale with bounds that are not positive, an
+        ``x0`` expression with symbols the model does not have.
+    """
+    exps = list(experiments)
+    generated: set[str] = set()  # the names per_experiment makes (their table entry optional)
+    if per_experiment is not None:
+        names = [per_experiment] if isinstance(per_experiment, str) else list(per_experiment)
+        unknown = [n for n in names if n not in model.p_names]
+        if unknown:
+            raise ValueError(f"`per_experiment` names {unknown}, which are not parameters of "
+                             f"the model ({', '.join(model.p_names)})")
+        generated = {f"{n}[{e.name}]" for n in names for e in exps}
+        exps = [e.replaced(parameters={**{n: f"{n}[{e.name}]" for n in names},
+                                        **e.parameters}) for e in exps]
+    table = _table(model, p0, p_bounds, parameter_scale)
+    user_table = table is not None and parameter_scale is None  # pc.Parameter entries
+    overrides = any(e.parameters for e in exps)
+    given = model.x0_given
+    x0_expr = model.x0_expression
+    # a number is a known initial value; an expression of p, a shifted state
+    constant_x0 = np.array([bool(given[i]) and x0_expr[i].is_constant()
+                            for i in range(model.nx)])
+    shifted = given & ~constant_x0
+    if table is None and not overrides and not given.any():
+        return Statement(trivial=True)
+    if table is None:  # flat vectors, experiment parameters or x0 expressions
+        p = np.asarray(p0, float).ravel()
+        if p.size != model.np:
+            raise ValueError(f"`p0` must have {model.np} entries, got {p.size}")
+        lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
+        table = {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])))
+                 for i, n in enumerate(model.p_names)}
+    for e in exps:
+        bad = [k for k in e.parameters if k not in model.p_names]
+        if bad:
+            raise ValueError(f"experiment {e.name!r} sets parameter(s) {bad}, which the model "
+                             f"does not have ({', '.join(model.p_names)})")
+
+    # a constant (a number in some experiments) must be given in every one
+    for n in model.p_names:
+        numeric = [e.name for e in exps if isinstance(e.parameters.get(n), float)]
+        unset = [e.name for e in exps if n not in e.parameters]
+        if numeric and unset:
+            raise ValueError(
+                f"experiment(s) {unset} do not set {n!r}, which experiment(s) {numeric} set "
+                "to a number (a constant of each experiment): set it in every experiment "
+                "(Experiment(parameters={...})), or map it to a parameter's name there")
+    if user_table:
+        for e in exps:
+            for k, v in e.parameters.items():
+                if (isinstance(v, str) and v not in table and v not in model.p_names
+                        and v not in generated):
+                    raise ValueError(
+                        f"experiment {e.name!r} maps {k!r} to parameter {v!r}, which is not in "
+                        f"the parameter table `p0` ({', '.join(table)}); add "
+                        f"pc.Parameter({v!r}, ...) or fix the name")
+
+    # which estimated parameter (or number) each model parameter is, per experiment
+    order: list[str] = []
+    origin: dict[str, int] = {}
+
+    def use(name: str, j: int) -> None:
+        if name not in origin:
+            origin[name] = j
+            order.append(name)
+
+    values: list[list[str | float]] = []
+    for e in exps:
+        row: list[str | float] = []
+        for j, n in enumerate(model.p_names):
+            v = e.parameters.get(n, n)
+            row.append(v)
+            if isinstance(v, str):
+                use(v, j)
+        values.append(row)
+    # model parameters first (model order), then the experiments' own names
+    named = [n for n in model.p_names if n in origin] + [n for n in order
+                                                         if n not in model.p_names]
+    unused = [n for n in table if n not in origin and n not in model.p_names]
+    if user_table and unused:
+        raise ValueError(f"`p0`: the table names {unused}, which no experiment estimates "
+                         f"(the estimated parameters are {named})")
+    rows: list[Parameter] = []
+    for n in named:
+        if n in table:
+            rows.append(table[n])
+        else:  # an experiment's own parameter: as the model parameter it stands for
+            base = table.get(model.p_names[origin[n]])
+            if base is None:
+                raise ValueError(f"`p0`: no entry for {n!r} (nor for "
+                                 f"{model.p_names[origin[n]]!r}, whose value it is)")
+            rows.append(replace(base, name=n))
+    index = {q.name: i for i, q in enumerate(rows)}
+    phi = ca.SX.sym("phi", len(rows))
+    theta = [_expression(phi[i], q.scale) for i, q in enumerate(rows)]
+
+    # model parameters: one estimated parameter everywhere, or constant inputs
+    p_expr: list[ca.SX] = []
+    new_u: list[ca.SX] = []
+    new_u_names: list[str] = []
+    columns: list[list[float]] = [[] for _ in exps]
+    for j, n in enumerate(model.p_names):
+        col = [row[j] for row in values]
+        if all(isinstance(v, str) for v in col) and len(set(col)) == 1:
+            p_expr.append(theta[index[col[0]]])
+            continue
+        c = ca.SX.sym(f"{n}@constant")
+        expr = c
+        new_u.append(c)
+        new_u_names.append(f"{n}@constant")
+        for e, v in enumerate(col):
+            columns[e].append(0.0 if isinstance(v, str) else float(v))
+        for q in dict.fromkeys(v for v in col if isinstance(v, str)):
+            s = ca.SX.sym(f"{n}@is_{q}")
+            expr = expr + s * theta[index[q]]
+            new_u.append(s)
+            new_u_names.append(f"{n}@is_{q}")
+            for e, v in enumerate(col):
+                columns[e].append(1.0 if v == q else 0.0)
+        p_expr.append(expr)
+    P = ca.vertcat(*p_expr) if p_expr else ca.SX(0, 1)
+    U_new = ca.vertcat(*new_u) if new_u else ca.SX(0, 1)
+
+    def sub(expr: ca.SX) -> ca.SX:
+        return ca.substitute([expr], [model.p], [P])[0]
+
+    rhs, y = sub(model.rhs), sub(model.y)
+    H = ca.SX.zeros(model.nx, 1)
+    if shifted.any():
+        h = sub(model.x0_expression)
+        for i in np.flatnonzero(shifted):
+            H[int(i)] = h[int(i)]
+        rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
+        y = ca.substitute([y], [model.x], [model.x + H])[0]
+    x_domain = model.x_domain
+    if shifted.any() and x_domain is not None:
+        lo, hi = np.array(x_domain[0], float), np.array(x_domain[1], float)
+        lo[shifted], hi[shifted] = -np.inf, np.inf  # x - h: no box of its own
+        x_domain = (lo, hi)
+    u_all = ca.vertcat(model.u, U_new) if model.nu else U_new
+    scaled_names = [q.name if q.scale == "lin" else f"{q.scale}({q.name})" for q in rows]
+    new_model = model.replaced(
+        p=phi, p_names=scaled_names, rhs=rhs, y=y, u=u_all if u_all.numel() else None,
+        u_names=list(model.u_names) + new_u_names,
+        u_units=list(model.u_units) + [""] * len(new_u_names),
+        p_units=[model.p_units[origin[q.name]] if q.scale == "lin" else "" for q in rows],
+        x_domain=x_domain, x0=None)
+    constants = [np.array(c, float) for c in columns]
+    known = np.full(model.nx, np.nan)
+    known[constant_x0] = [float(x0_expr[int(i)]) for i in np.flatnonzero(constant_x0)]
+    new_exps = [_with_constant_inputs(e, model, c, shifted, known)
+                for e, c in zip(exps, constants)]
+
+    lo = np.array([_on_scale(q.bounds[0], q.scale) for q in rows])
+    hi = np.array([_on_scale(q.bounds[1], q.scale) for q in rows])
+    start = np.array([_on_scale(q.start, q.scale) for q in rows])
+    fixed = np.array([not q.estimate for q in rows])
+    lo, hi = np.where(fixed, start, lo), np.where(fixed, start, hi)
+    est = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,)).copy()
+    est[shifted | constant_x0] = False
+    return Statement(
+        trivial=False, model=new_model, experiments=new_exps, table=rows, phi0=start,
+        phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted,
+        _x0_of=ca.Function("x0_of", [phi, U_new], [H]) if shifted.any() else None,
+        _constants=constants, _p_of=ca.Function("p_of", [phi, U_new], [P]))
+
+
+def _with_constant_inputs(exp: Experiment, model: Model, constants: np.ndarray,
+                          shifted: np.ndarray, known: np.ndarray) -> Experiment:
+    """``exp`` with ``constants`` appended to its inputs (constant in time), its
+    parameter settings consumed, a shifted state's ``x0`` (the deviation) 0 and
+    the model's known initial values (``known``, NaN elsewhere) in place."""
+    changes: dict[str, Any] = {"parameters": None}
+    if constants.size:
+        u = exp.u
+        if u is None:
+            changes["u"] = np.tile(constants, (exp.t.size, 1))
+        elif callable(u):
+            changes["u"] = _ConstantInputs(u, model.nu, constants)
+        else:
+            changes["u"] = np.hstack([np.asarray(u, float), np.tile(constants, (exp.t.size, 1))])
+    if shifted.any() or np.isfinite(known).any():
+        # the deviation x - h starts at 0 (known); the other states as before
+        x0 = np.array(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
+        x0[shifted] = 0.0
+        x0 = np.where(np.isfinite(known), known, x0)
+        changes["x0"] = x0
+    return exp.replaced(**changes)
+
+
+class _ConstantInputs:
+    """A callable input ``u(t)`` followed by constants (picklable)."""
+
+    def __init__(self, u: Any, nu: int, constants: np.ndarray) -> None:
+        self.u, self.nu, self.constants = u, nu, constants
+
+    def __call__(self, t: float) -> np.ndarray:
+        head = np.asarray(self.u(t), float).ravel()
+        return np.concatenate([head, self.constants])

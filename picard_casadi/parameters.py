@@ -1,0 +1,97 @@
+"""An estimated parameter as real data sets state it: name, start, bounds, scale.
+
+``estimate(model, experiments, p0=[pc.Parameter(...), ...])`` takes a
+parameter table instead of flat arrays (PEtab's parameter table, pyPESTO's
+problem)::
+
+    pc.Parameter("k1", start=0.1, bounds=(1e-5, 1e3), scale="log10")
+    pc.Parameter("bias_p[run 2]", start=0.0)        # a parameter of one experiment
+    pc.Parameter("V", start=2.0, estimate=False)    # fixed at its start
+
+Values (start, bounds, results) are on the parameter's own (linear) scale;
+the estimation works on ``scale``: ``"log"`` and ``"log10"`` estimate the
+logarithm (the trust region, multistart sampling, standard errors and
+profiles are then on that scale; results report both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Parameter", "SCALES"]
+
+#: the parameter scales (PEtab's parameterScale)
+SCALES = ("lin", "log", "log10")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One estimated parameter.
+
+    Parameters
+    ----------
+    name : str
+        A parameter of the model (``Model.p_names``), or a name an experiment
+        maps one to (``Experiment(parameters={...})``).
+    start : float
+        Starting value (linear scale).
+    bounds : (float, float)
+        Lower and upper bound (linear scale; ``None`` or ``inf`` for none).
+        On a log scale both must be positive or ``None`` (a missing lower
+        bound is unbounded on the log scale).
+    scale : {"lin", "log", "log10"}
+        The scale of the estimation.
+    estimate : bool
+        ``False``: fixed at ``start``.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter: an unknown scale, a start that is not finite or
+        outside the bounds, bounds out of order, a log scale with a negative
+        bound or a start that is not positive.
+    """
+
+    name: str
+    start: float
+    bounds: tuple[float | None, float | None] = (None, None)
+    scale: str = "lin"
+    estimate: bool = True
+
+    def __post_init__(self) -> None:
+        where = f"Parameter {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Parameter: `name` must be a non-empty string, got {self.name!r}")
+        if self.scale not in SCALES:
+            raise ValueError(f"{where}: scale {self.scale!r} is not one of {', '.join(SCALES)}")
+        try:
+            start = float(self.start)
+            lo, hi = (-math.inf if self.bounds[0] is None else float(self.bounds[0]),
+                      math.inf if self.bounds[1] is None else float(self.bounds[1]))
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"{where}: `start` must be a number and `bounds` two numbers "
+                             "(or None)") from None
+        if not math.isfinite(start):
+            raise ValueError(f"{where}: `start` must be finite, got {self.start!r}")
+        if math.isnan(lo) or math.isnan(hi) or not lo <= hi:
+            raise ValueError(f"{where}: `bounds` must be lower <= upper, got {self.bounds!r}")
+        if not lo <= start <= hi:
+            raise ValueError(f"{where}: `start` {start:g} is outside its bounds [{lo:g}, {hi:g}]")
+        if self.scale != "lin":
+            if lo == -math.inf:
+                lo = 0.0  # no lower bound: unbounded on the log scale
+            elif lo <= 0 or hi <= 0:
+                raise ValueError(f"{where}: on the {self.scale} scale the bounds must be "
+                                 f"positive (or None), got [{lo:g}, {hi:g}]")
+            if not start > 0:
+                raise ValueError(f"{where}: on the {self.scale} scale the start must be "
+                                 f"positive, got {start:g}")
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "bounds", (lo, hi))
+
+    def to_scale(self, value: float) -> float:
+        """``value`` on the estimation scale."""
+        return value if self.scale == "lin" else (
+            math.log(value) if value > 0 else -math.inf) if self.scale == "log" else (
+            math.log10(value) if value > 0 else -math.inf)

@@ -1,0 +1,157 @@
+"""The problem as data sets state it: log-scale parameters, experiment
+constants and parameters, initial states from parameters
+(``picard_casadi/estimation/statement.py``).
+
+Each restated fit is checked against the same problem written out by hand
+(``10**theta`` in the expressions, one model per experiment's constants, a
+state shifted by its initial value), which the package solved before.
+"""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+T = np.linspace(0.0, 10.0, 41)
+
+
+def _chain(x0=None):
+    """A -> B, B measured with an offset: p = k1, k2, A0, bias."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    return pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                    y=ca.vertcat(x[0], x[1] + p[3]), x_names=["A", "B"],
+                    p_names=["k1", "k2", "A0", "bias"], x0=x0)
+
+
+def _data(biases=(0.5, -0.3), A0=10.0, seed=0):
+    model = _chain()
+    rng = np.random.default_rng(seed)
+    exps = []
+    for e, bias in enumerate(biases):
+        X = pc.simulate(model, [A0, 0.0], [0.5, 0.2, A0, bias], T)
+        Y = np.column_stack([X[:, 0], X[:, 1] + bias]) + 0.05 * rng.standard_normal((T.size, 2))
+        exps.append(pc.Experiment(T, Y, name=f"run{e + 1}"))
+    return exps
+
+
+def test_log10_parameters_reach_the_same_optimum_with_both_scales_reported():
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    kw = dict(p_bounds=([1e-3, 1e-3, 10.0, -5.0], [1e3, 1e3, 10.0, 5.0]), estimate_x0=False)
+    lin = pc.estimate(model, exps, [0.3, 0.3, 10.0, 0.0], **kw)
+    log = pc.estimate(model, exps, [0.3, 0.3, 10.0, 0.0],
+                      parameter_scale=["log10", "log", "lin", "lin"], **kw)
+    assert lin.success and log.success
+    assert log.p == pytest.approx(lin.p, rel=1e-6)
+    assert log.p_scaled_names == ["log10(k1)", "log(k2)", "A0", "bias"]
+    assert log.p_scaled[:2] == pytest.approx([math.log10(lin.p[0]), math.log(lin.p[1])],
+                                             rel=1e-6)
+    # the delta method: the same standard errors to first order
+    assert log.p_std[[0, 1, 3]] == pytest.approx(lin.p_std[[0, 1, 3]], rel=2e-3)
+    assert log.p_scaled_std[0] == pytest.approx(lin.p_std[0] / (lin.p[0] * math.log(10)),
+                                                rel=2e-3)
+    # the interval is the log-scale one's ends: asymmetric about p
+    lo, hi = log.p_ci[0]
+    assert lo < log.p[0] < hi and (hi - log.p[0]) > (log.p[0] - lo)
+    assert log.settings["parameter_scale"] == ["log10", "log", "lin", "lin"]
+    back = pc.EstimationResult.from_json(log.to_json())
+    assert back.p_scaled == pytest.approx(log.p_scaled) and back.p_scales == log.p_scales
+
+
+def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    table = [pc.Parameter("k1", 0.3, (1e-3, 1e3), "log10"),
+             pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
+             pc.Parameter("A0", 10.0, estimate=False),
+             pc.Parameter("bias", 0.0, (-5, 5))]
+    res = pc.estimate(model, exps, table, estimate_x0=False)
+    assert res.success and res.p[2] == 10.0
+    assert res.p == pytest.approx([0.5, 0.2, 10.0, 0.5], abs=0.05)
+
+
+def test_a_bias_per_experiment_and_an_initial_state_from_a_parameter():
+    exps = _data()
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=ca.vertcat(x[0], x[1] + p[3]), x_names=["A", "B"],
+                     p_names=["k1", "k2", "A0", "bias"], x0=[p[2], 0.0])
+    res = pc.estimate(model, exps, [0.3, 0.3, 8.0, 0.0], per_experiment="bias")
+    assert res.success, res.summary()
+    assert res.p_names == ["k1", "k2", "A0", "bias[run1]", "bias[run2]"]
+    assert res.settings["x0_from_parameters"] == ["A"]
+    assert [x0[0] for x0 in res.x0] == pytest.approx([res.p[2]] * 2)
+    assert [x0[1] for x0 in res.x0] == [0.0, 0.0]
+    # the same problem by hand: the two biases as parameters chosen by an
+    # input, and A shifted by its initial value A0
+    xh, ph = ca.SX.sym("x", 2), ca.SX.sym("p", 5)  # k1, k2, A0, b1, b2
+    u = ca.SX.sym("u")  # 1 in run 2, 0 in run 1
+    A = xh[0] + ph[2]
+    hand = pc.Model(x=xh, p=ph, u=u, rhs=ca.vertcat(-ph[0] * A, ph[0] * A - ph[1] * xh[1]),
+                    y=ca.vertcat(A, xh[1] + (1 - u) * ph[3] + u * ph[4]))
+    hand_exps = [e.replaced(u=np.full((T.size, 1), float(i)), x0=[0.0, 0.0])
+                 for i, e in enumerate(exps)]
+    ref = pc.estimate(hand, hand_exps, [0.3, 0.3, 8.0, 0.0, 0.0], estimate_x0=False)
+    assert res.p == pytest.approx(ref.p, rel=1e-6, abs=1e-8)
+    assert res.p_std == pytest.approx(ref.p_std, rel=1e-4)
+    assert res.nllh == pytest.approx(ref.nllh, abs=1e-6)
+
+
+def test_experiment_constants_and_a_parameter_mapped_by_name():
+    exps = _data(biases=(0.5, -0.3, 0.2))
+    model = _chain()
+    known = [e.replaced(x0=[10.0, 0.0], parameters={"bias": b})
+             for e, b in zip(exps, (0.5, -0.3, 0.2))]
+    known[2] = known[2].replaced(parameters={"bias": "bias_3"})  # estimated there
+    res = pc.estimate(model, known, [0.3, 0.3, 10.0, 0.0], estimate_x0=False,
+                      p_bounds=([0, 0, 10.0, -5], [5, 5, 10.0, 5]))
+    assert res.success
+    assert res.p_names == ["k1", "k2", "A0", "bias_3"]
+    assert res.p[3] == pytest.approx(0.2, abs=0.05)
+
+
+def test_bad_statements_name_what_and_where():
+    exps = _data()
+    model = _chain()
+    with pytest.raises(ValueError, match=r"Parameter 'k1': on the log10 scale the bounds must "
+                                         r"be positive"):
+        pc.estimate(model, exps, [0.3, 0.3, 10, 0], p_bounds=([-1, 0, 0, -5], [5, 5, 20, 5]),
+                    parameter_scale=["log10", "lin", "lin", "lin"])
+    with pytest.raises(ValueError, match=r"experiment 'run1' sets parameter\(s\) \['dose'\]"):
+        pc.estimate(model, [exps[0].replaced(parameters={"dose": 2.0})], [0.3, 0.3, 10, 0])
+    with pytest.raises(ValueError, match=r"\['run2'\] do not set 'bias', which experiment\(s\) "
+                                         r"\['run1'\] set to a number"):
+        pc.estimate(model, [exps[0].replaced(parameters={"bias": 0.5}), exps[1]],
+                    [0.3, 0.3, 10, 0])
+    table = [pc.Parameter(n, v) for n, v in zip(model.p_names, (0.3, 0.3, 10.0, 0.0))]
+    with pytest.raises(ValueError, match=r"maps 'bias' to parameter 'b1', which is not in the "
+                                         r"parameter table"):
+        pc.estimate(model, [exps[0].replaced(parameters={"bias": "b1"}), exps[1]], table)
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    with pytest.raises(ValueError, match=r"`x0` of state 'x0' uses symbol 'zz'"):
+        pc.Model(x=x, p=p, rhs=-p[0] * x, x0=[ca.SX.sym("zz"), 0.0])
+    with pytest.raises(ValueError, match="scale 'ln' is not one of lin, log, log10"):
+        pc.Parameter("k", 1.0, scale="ln")
+    with pytest.raises(ValueError, match=r"`per_experiment` names \['gain'\]"):
+        pc.estimate(model, exps, [0.3, 0.3, 10, 0], per_experiment="gain")
+
+
+def test_predictions_of_a_restated_fit_are_the_model_s():
+    exps = _data()
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=ca.vertcat(x[0], x[1] + p[3]), p_names=["k1", "k2", "A0", "bias"],
+                     x0=[p[2], 0.0])
+    res = pc.estimate(model, exps, [0.3, 0.3, 8.0, 0.0], per_experiment="bias",
+                      parameter_scale=["log10", "log10", "lin", "lin"])
+    plain = pc.Model(x=x, p=p, rhs=model.rhs, y=model.y)
+    for e in range(2):
+        q = np.array([res.p[0], res.p[1], res.p[2], res.p[3 + e]])
+        X = pc.simulate(plain, res.x0[e], q, T)
+        G = np.array([plain.output_value(t, xx, q) for t, xx in zip(T, X)])
+        assert res.predict(e) == pytest.approx(G, rel=1e-6, abs=1e-8)

@@ -178,7 +178,8 @@ class Experiment:
     Parameters
     ----------
     t : array_like, shape (N,)
-        Sample times, strictly increasing and finite; any spacing.
+        Sample times, increasing and finite; any spacing.  A time repeated
+        holds replicates (several measurements at one time, a row each).
     y : array_like, shape (N, ny)
         Measured outputs, one row per sample time.  ``NaN`` marks a missing
         value; ``inf`` is an error.  A 1-D array is one output.
@@ -261,12 +262,14 @@ class Experiment:
             bad = int(np.flatnonzero(~np.isfinite(t_arr))[0])
             raise ValueError(f"{where}: `t` must be finite; t[{bad}] = {t_arr[bad]}")
         steps = np.diff(t_arr)
-        if np.any(steps <= 0):
-            bad = int(np.flatnonzero(steps <= 0)[0])
+        if np.any(steps < 0):
+            bad = int(np.flatnonzero(steps < 0)[0])
             raise ValueError(
-                f"{where}: `t` must be strictly increasing; t[{bad + 1}] = "
-                f"{t_arr[bad + 1]} does not come after t[{bad}] = {t_arr[bad]}"
+                f"{where}: `t` must be increasing (a time repeated for replicates); "
+                f"t[{bad + 1}] = {t_arr[bad + 1]} comes before t[{bad}] = {t_arr[bad]}"
             )
+        if np.unique(t_arr).size < 2:
+            raise ValueError(f"{where}: `t` needs at least 2 distinct sample times")
         try:
             y_arr = np.asarray(y, dtype=float)
         except (TypeError, ValueError):
@@ -322,6 +325,12 @@ class Experiment:
                 )
             if not np.all(np.isfinite(u_arr)):
                 raise ValueError(f"{where}: `u` must be finite")
+            same_time = np.flatnonzero(np.diff(t_arr) == 0)
+            differ = same_time[np.any(u_arr[same_time] != u_arr[same_time + 1], axis=1)]
+            if differ.size:
+                i = int(differ[0])
+                raise ValueError(f"{where}: `u` differs between the replicates at t = "
+                                 f"{t_arr[i]:g} (rows {i} and {i + 1}); one time has one input")
             u = u_arr
         if breakpoints is None:
             bp = np.zeros(0)
@@ -454,6 +463,72 @@ class Experiment:
             )
         self.inputs([self._t0, self.t_end], model.nu)
 
+    @classmethod
+    def from_measurements(cls, times: Any, outputs: Any, values: Any,
+                          y_names: Any, *, sigma: Any = None, **kwargs: Any) -> Experiment:
+        """An experiment from a measurement table in long form (PEtab's): one
+        row per measured value, each with its time, output name and value
+        (and ``sigma``), in any order; replicates (one output measured
+        several times at one time) and outputs at their own times need no
+        padding.
+
+        Parameters
+        ----------
+        times, outputs, values : array_like, shape (M,)
+            Each measurement's time, output name (one of ``y_names``) and value.
+        y_names : sequence of str
+            The model's output names, in its order (``model.y_names``).
+        sigma : array_like, shape (M,), optional
+            Each measurement's noise standard deviation.
+        **kwargs
+            The other arguments of :class:`Experiment` (``u`` as a callable:
+            sampled inputs belong to the wide form).
+
+        Raises
+        ------
+        ValueError
+            An output name that is not in ``y_names`` (naming the row), arrays of
+            different lengths, a sampled ``u``.
+        """
+        where = f"Experiment {kwargs.get('name') or 'experiment'!r}"
+        names = [str(n) for n in y_names]
+        t = np.asarray(times, float).ravel()
+        out = [str(o) for o in np.asarray(outputs, object).ravel()]
+        v = np.asarray(values, float).ravel()
+        s = None if sigma is None else np.asarray(sigma, float).ravel()
+        if not (t.size == len(out) == v.size) or (s is not None and s.size != t.size):
+            raise ValueError(f"{where}: `times`, `outputs`, `values` (and `sigma`) must have "
+                             f"one entry per measurement, got {t.size}, {len(out)}, {v.size}"
+                             + ("" if s is None else f", {s.size}"))
+        unknown = [(i, o) for i, o in enumerate(out) if o not in names]
+        if unknown:
+            i, o = unknown[0]
+            raise ValueError(f"{where}: measurement {i} is of output {o!r}, which is not one of "
+                             f"{names}")
+        if kwargs.get("u") is not None and not callable(kwargs["u"]):
+            raise ValueError(f"{where}: with a measurement table, give `u` as a callable of "
+                             "time (sampled inputs need the wide form, Experiment(t, y, u))")
+        order = np.argsort(t, kind="stable")
+        rows_t: list[float] = []
+        rows_y: list[np.ndarray] = []
+        rows_s: list[np.ndarray] = []
+        for time in np.unique(t):
+            here = [i for i in order if t[i] == time]
+            per = {k: [i for i in here if out[i] == names[k]] for k in range(len(names))}
+            for r in range(max(len(ix) for ix in per.values())):
+                y_row = np.full(len(names), np.nan)
+                s_row = np.full(len(names), np.nan)
+                for k, ix in per.items():
+                    if r < len(ix):
+                        y_row[k] = v[ix[r]]
+                        if s is not None:
+                            s_row[k] = s[ix[r]]
+                rows_t.append(float(time))
+                rows_y.append(y_row)
+                rows_s.append(s_row)
+        return cls(np.array(rows_t), np.array(rows_y),
+                   sigma=None if s is None else np.array(rows_s), **kwargs)
+
     def with_x0(self, x0: Any) -> Experiment:
         """The same experiment with ``x0`` as its initial state (known, or the
         start of an estimate): for example a fit's estimated ``res.x0[i]``."""
@@ -476,7 +551,8 @@ class Experiment:
         chosen, or ``u`` is a callable."""
         if self._u_interpolation_given or not isinstance(self._u, np.ndarray):
             return []
-        return held_input_columns(self._u)
+        _, first = np.unique(self._t, return_index=True)  # replicates: one row per time
+        return held_input_columns(self._u[first])
 
     def kinks_between_breakpoints(self) -> bool:
         """Whether ``u`` is samples read linearly with no breakpoints: the

@@ -286,7 +286,8 @@ def simulate(
         State at ``t0``.
     p : array_like, shape (np,)
     t : array_like, shape (N,)
-        Output times, strictly increasing, not before ``t0``.  A single
+        Output times, increasing (a time repeated gives its row again), not
+        before ``t0``.  A single
         number needs ``t0`` (without it the result would be ``x0``).
     u : callable, Experiment, or array, optional
         Inputs: a callable ``u(t) -> (nu,)``, an :class:`Experiment` (its
@@ -328,8 +329,16 @@ def simulate(
     t = np.atleast_1d(np.asarray(t, float))
     if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)):
         raise ValueError("simulate: `t` must be a non-empty 1-D array of finite times")
-    if np.any(np.diff(t) <= 0):
-        raise ValueError("simulate: `t` must be strictly increasing")
+    if np.any(np.diff(t) < 0):
+        raise ValueError("simulate: `t` must be increasing")
+    if np.unique(t).size < t.size:  # replicates: the states at each distinct time
+        times, first, back = np.unique(t, return_index=True, return_inverse=True)
+        if u is not None and not callable(u) and not isinstance(u, Experiment):
+            u_arr = np.asarray(u, float)
+            u = u_arr[first] if u_arr.ndim >= 1 and u_arr.shape[0] == t.size else u
+        return simulate(model, x0, p, times, u, t0=t0, rtol=rtol, atol=atol,
+                        max_steps=max_steps, u_interpolation=u_interpolation,
+                        breakpoints=breakpoints)[back]
     x0 = np.asarray(x0, float).ravel()
     p = np.asarray(p, float).ravel()
     if x0.size != model.nx or not np.all(np.isfinite(x0)):

@@ -61,18 +61,14 @@ def test_the_translation_gives_the_collection_s_nllh_at_the_nominal_vector():
     assert nllh == pytest.approx(NLLH_NOMINAL, abs=1e-5)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "measured on 1e7dff0: from this start the default picard-gn, its 'anchored' rerun and "
-    "the shooting fallback all stop at max_iter (about 5 min); from the nominal vector "
-    "itself it converges to nllh 138.2279 (k_imp_homo drawn from 10^5 to 10^2.1, the ODE's "
-    "nllh there 138.2369)"))
-def test_the_default_estimate_reaches_the_collection_s_optimum_from_a_shifted_start():
+def test_the_reported_likelihood_is_the_ode_s_at_the_estimate():
+    # the collocation solution's nllh differs from the ODE's by 0.009 here (a
+    # fast import the mesh barely resolves): the result reports the ODE's
     model, exps, p0, (lb, ub) = boehm_problem()
-    # +0.3 on every parameter; k_imp_homo (4.99) would leave the box [-5, 5]
-    start = np.minimum(p0 + 0.3, ub)
-    res = pc.estimate(model, exps, p0=start, p_bounds=(lb, ub), estimate_x0=False)
-    print(f"Boehm from nominal + 0.3: success {res.success}, nllh {res.nllh:.6f}, "
-          f"{res.wall_time:.1f} s; sigma {res.noise_sigma}")
-    assert res.success, res.message
-    assert res.nllh <= 138.2221 + 1e-3
+    res = pc.estimate(model, exps, p0, p_bounds=(lb, ub), estimate_x0=False)
+    assert res.success
+    X = pc.simulate(model, X0, res.p, exps[0].t, rtol=1e-10, atol=1e-10)
+    G = np.array([model.output_value(t, x, res.p) for t, x in zip(exps[0].t, X)])
+    sigma = np.sqrt(np.mean((exps[0].y - G) ** 2, axis=0))
+    assert res.noise_sigma == pytest.approx(sigma, rel=1e-6)
+    assert res.nllh == pytest.approx(_nllh(model, exps[0], res.p, sigma), abs=1e-6)

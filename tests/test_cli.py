@@ -97,7 +97,7 @@ def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
 @pytest.mark.parametrize("case,expect", [
     ("text", r"line 3: column 'pos' holds 'abc', not a number"),
     ("column", r"line 1: unknown column\(s\) \['exp'\]"),
-    ("times", r"line 5: time 0.1 of experiment 'a' does not come after 0.2 \(line 4\)"),
+    ("times", r"line 5: time 0.1 of experiment 'a' comes before 0.2 \(line 4\)"),
 ])
 def test_malformed_csv_names_the_line(tmp_path, case, expect):
     import re

@@ -155,3 +155,30 @@ def test_predictions_of_a_restated_fit_are_the_model_s():
         X = pc.simulate(plain, res.x0[e], q, T)
         G = np.array([plain.output_value(t, xx, q) for t, xx in zip(T, X)])
         assert res.predict(e) == pytest.approx(G, rel=1e-6, abs=1e-8)
+
+
+def test_replicates_fit_as_their_mean_and_a_long_table_needs_no_padding():
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 1)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x, y_names=["c"])
+    t = np.linspace(0.0, 4.0, 9)
+    rng = np.random.default_rng(7)
+    truth = pc.simulate(model, [2.0], [0.7], t)[:, 0]
+    ya, yb = truth + 0.05 * rng.standard_normal(t.size), truth + 0.05 * rng.standard_normal(t.size)
+    # each time twice: the least-squares estimate is the fit to the replicates' mean
+    rep = pc.Experiment(np.repeat(t, 2), np.column_stack([ya, yb]).ravel(), x0=[2.0])
+    mean = pc.Experiment(t, 0.5 * (ya + yb), x0=[2.0])
+    r_rep = pc.estimate(model, [rep], [0.3], estimate_x0=False)
+    r_mean = pc.estimate(model, [mean], [0.3], estimate_x0=False)
+    assert r_rep.success and r_rep.p == pytest.approx(r_mean.p, rel=1e-7)
+    assert r_rep.n_measurements == 2 * t.size
+    # the same table in long form, shuffled
+    order = rng.permutation(2 * t.size)
+    times = np.repeat(t, 2)[order]
+    values = np.column_stack([ya, yb]).ravel()[order]
+    long = pc.Experiment.from_measurements(times, ["c"] * times.size, values, model.y_names,
+                                           x0=[2.0])
+    assert long.y.shape == (2 * t.size, 1) and np.array_equal(long.t, np.repeat(t, 2))
+    r_long = pc.estimate(model, [long], [0.3], estimate_x0=False)
+    assert r_long.p == pytest.approx(r_rep.p, rel=1e-7)
+    with pytest.raises(ValueError, match="measurement 0 is of output 'd'"):
+        pc.Experiment.from_measurements([0, 1], ["d", "c"], [1, 2], model.y_names)

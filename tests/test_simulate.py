@@ -62,8 +62,8 @@ def test_bad_arguments_named(forced):
         pc.simulate(forced, [1, 0], [4.0], [0, 1])
     with pytest.raises(ValueError, match="`x0`"):
         pc.simulate(forced, [1], [4.0], [0, 1], lambda s: [0.0])
-    with pytest.raises(ValueError, match="strictly increasing"):
-        pc.simulate(forced, [1, 0], [4.0], [0, 1, 1], lambda s: [0.0])
+    with pytest.raises(ValueError, match="`t` must be increasing"):
+        pc.simulate(forced, [1, 0], [4.0], [0, 1, 0.5], lambda s: [0.0])
 
 
 def test_several_inputs_each_reach_their_own_state():

@@ -71,8 +71,13 @@ def test_model_keeps_attributes_read_only():
 
 # ---------------------------------------------------------------------- Experiment
 def test_experiment_non_increasing_times_named():
-    with pytest.raises(ValueError, match=r"'bad'.*`t` must be strictly increasing"):
-        pc.Experiment([0, 1, 1, 2], np.ones((4, 1)), name="bad")
+    with pytest.raises(ValueError, match=r"'bad'.*`t` must be increasing.*t\[2\] = 0.5 comes "
+                                         r"before t\[1\] = 1"):
+        pc.Experiment([0, 1, 0.5, 2], np.ones((4, 1)), name="bad")
+    with pytest.raises(ValueError, match=r"'one'.*at least 2 distinct sample times"):
+        pc.Experiment([1, 1], np.ones((2, 1)), name="one")
+    with pytest.raises(ValueError, match=r"`u` differs between the replicates at t = 1"):
+        pc.Experiment([0, 1, 1], np.ones((3, 1)), u=[[0.0], [1.0], [2.0]])
 
 
 def test_experiment_non_finite_times_named():

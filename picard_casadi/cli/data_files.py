@@ -121,10 +121,11 @@ def read_csv_experiments(path: str | Path, model: Any,
     experiments = []
     for name, samples in groups.items():
         for (l0, t0, *_), (l1, t1, *_) in zip(samples[:-1], samples[1:]):
-            if t1 <= t0:
+            if t1 < t0:
                 raise CliError(
-                    f"DATA {path}, line {l1}: time {t1} of experiment {name!r} does not "
-                    f"come after {t0} (line {l0}); times must increase within an experiment"
+                    f"DATA {path}, line {l1}: time {t1} of experiment {name!r} comes before "
+                    f"{t0} (line {l0}); times must increase within an experiment (a time "
+                    "repeated on consecutive rows holds replicates)"
                 )
         t = np.array([s[1] for s in samples])
         y = np.array([s[2] for s in samples])

@@ -329,7 +329,8 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             group[2].append(vs)
     measured = {}
     for ts, states, values in groups:
-        spacing = float(np.median(np.diff(ts))) if ts.size > 1 else disc.T
+        distinct = np.unique(ts)  # replicates share a time
+        spacing = float(np.median(np.diff(distinct))) if distinct.size > 1 else disc.T
         half_width = max(0.5 * disc.T, 2.01 * spacing)
         fits = local_regressions(ts, np.array(values), disc.t0[sl], half_width)
         # no extrapolation beyond a window of the data: a state measured only

@@ -42,6 +42,9 @@ ON_BOUND = 1e-7
 #: shooting on a user's toggle switch: 1.4e-6 inside an upper bound of 5,
 #: standard error 2.6, and no note), and the data cannot tell the two apart
 ON_BOUND_SE = 1e-3
+#: a standard error this many times the parameter's size (or the bound's, or
+#: 1) is no measure of closeness to a bound
+UNDETERMINED_SE = 1e3
 
 
 def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray
@@ -67,7 +70,12 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
     reached = []
     for i in np.flatnonzero(free):
         for side, b in (("lower", lower[i]), ("upper", upper[i])):
-            close = max(ON_BOUND * max(abs(b), span[i], 1e-300), ON_BOUND_SE * std[i])
+            # a standard error far above the parameter's size says the data do
+            # not determine it: being within it of a bound is no sign of the
+            # bound (k12 = 0.144 "on its lower bound 0" with a standard error 3e5)
+            se_part = (ON_BOUND_SE * std[i]
+                       if std[i] <= UNDETERMINED_SE * max(abs(p[i]), abs(b), 1.0) else 0.0)
+            close = max(ON_BOUND * max(abs(b), span[i], 1e-300), se_part)
             if np.isfinite(b) and abs(p[i] - b) <= close:
                 reached.append((i, side, b))
     for i, side, b in reached:

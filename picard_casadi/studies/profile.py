@@ -537,6 +537,8 @@ def profile(
                          f"{result.settings.get('weights')!r}: use 'estimated' or 'known'")
     kwargs = _estimate_options(result, overrides, likelihood=noise == "likelihood")
     free = p_lb < p_ub
+    if isinstance(parameters, (str, int, np.integer)):
+        parameters = [parameters]  # one name (not its letters) or one index
     chosen = (list(np.flatnonzero(free)) if parameters is None
               else sorted({_index(names, q) for q in parameters}))
     for i in chosen:

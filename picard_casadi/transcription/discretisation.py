@@ -226,7 +226,10 @@ class Discretisation:
         self.M = M
         self.sample_tau = np.zeros((J, M))
         self.sample_times = np.repeat(self.t0[:, None], M, axis=1).astype(float)
-        self.sample_inputs = np.zeros((J, m.nu, M))
+        # the slots without a sample hold the interval start's inputs: their
+        # outputs carry no weight but must be finite (log(dose c / V) with a
+        # dose of 0 made the whole objective "not finite at the start")
+        self.sample_inputs = np.repeat(self.node_inputs[:, :, :1], M, axis=2)
         self.y = np.zeros((J, m.ny, M))
         self.mask = np.zeros((J, m.ny, M))
         #: each measurement's relative weight ``1 / sigma_i^2`` from its

@@ -1,0 +1,60 @@
+"""What a newcomer tripped on (the issue "Hard problems with every default",
+items 2, 7 and 14), each with a reproduction that failed before its fix."""
+
+from __future__ import annotations
+
+import warnings
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.estimation.diagnosis import note_bounds_reached
+
+
+def _decay():
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, p_names=["rate"])
+    t = np.linspace(0.0, 3.0, 13)
+    y = pc.simulate(model, [1.0], [0.7], t)[:, 0] + 0.01 * np.random.default_rng(0).standard_normal(13)
+    return model, pc.Experiment(t, y)
+
+
+def test_an_input_inside_a_log_output_is_finite_in_every_sample_slot():
+    # item 2: y = log(dose c / V) was evaluated at empty sample slots with the
+    # dose 0 there: "the objective is not finite at the starting point"
+    c, k, V, dose = ca.SX.sym("c"), ca.SX.sym("k"), ca.SX.sym("V"), ca.SX.sym("dose")
+    model = pc.Model(x=c, p=ca.vertcat(k, V), u=dose, rhs=-k * c, y=ca.log(dose * c / V))
+    t = np.array([0.5, 1, 2, 3, 5, 8, 12.0])
+    X = pc.simulate(model, [1.0], [0.3, 2.0], t, u=lambda s: [100.0], t0=0.0)
+    y = np.log(100 * X[:, 0] / 2.0) + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    exp = pc.Experiment(t, y, u=np.full((t.size, 1), 100.0), x0=[1.0], t0=0.0)
+    res = pc.estimate(model, [exp], [0.5, 1.0], estimate_x0=False,
+                      p_bounds=([0, 0.01], [None, None]))
+    assert res.success and res.p == pytest.approx([0.3, 2.0], rel=0.02)
+
+
+def test_a_huge_standard_error_does_not_put_a_parameter_on_its_bound():
+    # item 7: "k12 ended on its lower bound 0" at k12 = 0.144, standard error 3e5
+    model, exp = _decay()
+    res = pc.estimate(model, [exp], [0.5])
+    res.warnings = []
+    res.p, res.p_std = np.array([0.144]), np.array([3e5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        note_bounds_reached(res, np.array([0.0]), np.array([np.inf]))
+    assert res.warnings == []
+    # within a thousandth of a meaningful standard error it is on the bound
+    res.p, res.p_std = np.array([1e-9]), np.array([0.1])
+    with pytest.warns(pc.FitWarning, match="rate ended on its lower bound 0"):
+        note_bounds_reached(res, np.array([0.0]), np.array([np.inf]))
+
+
+def test_profile_takes_one_parameter_name_as_a_string():
+    # item 14: parameters="rate" was read letter by letter ("unknown parameter 'r'")
+    model, exp = _decay()
+    res = pc.estimate(model, [exp], [0.5], p_bounds=([0.0], [5.0]))
+    prof = pc.profile(res, parameters="rate")
+    assert np.all(np.isfinite(prof.intervals[0]))
+    assert prof.intervals[0, 0] < res.p[0] < prof.intervals[0, 1]

@@ -287,8 +287,9 @@ def estimate(
     per_experiment : str or sequence of str, optional
         Model parameters estimated separately in each experiment (a bias per
         maneuver): parameter ``b`` becomes ``b[name]`` of each experiment
-        (starting at ``b``'s ``p0``, with its bounds), unless the experiment
-        sets it (``Experiment(parameters=...)``).
+        (``b[0]``, ``b[1]``, ... by position where names repeat), starting at
+        ``b``'s ``p0`` with its bounds, unless the experiment sets it
+        (``Experiment(parameters=...)``).
     **options
         Method options (``max_iter``, ``sigma``, ``gap_tol``, ...; IPOPT
         options as ``ipopt_options={...}``).  Unknown names are an error

@@ -263,6 +263,19 @@ def locate_cvodes_failure(step: ca.Function, x0: np.ndarray, controls: np.ndarra
     return -1, x, "", None
 
 
+#: CVODES's absolute tolerance for states of size 1 and above
+DEFAULT_ATOL = 1e-10
+
+
+def _state_size(model: Model, x0: np.ndarray) -> float:
+    """The states' typical size: ``x_nominal``'s smallest, else the largest ``|x0|``
+    (1 where that is 0)."""
+    if model.x_nominal is not None:
+        return float(np.min(model.x_nominal))
+    top = float(np.max(np.abs(x0))) if x0.size else 0.0
+    return top if top > 0 else 1.0
+
+
 def simulate(
     model: Model,
     x0: Any,
@@ -274,7 +287,7 @@ def simulate(
     breakpoints: Any = None,
     u_interpolation: Literal["previous", "linear"] = "previous",
     rtol: float = 1e-10,
-    atol: float = 1e-10,
+    atol: float | None = None,
     max_steps: int = 100000,
 ) -> np.ndarray:
     """Simulate the model with CVODES and return the states at the times ``t``.
@@ -304,7 +317,10 @@ def simulate(
         by default).  Ignored for a callable or an Experiment (which brings
         its own).
     rtol, atol : float
-        CVODES tolerances.
+        CVODES tolerances.  ``atol`` by default ``1e-10`` times the states'
+        size where that is below 1 (``model.x_nominal``, else the largest
+        ``|x0|``): a state of size 1e-12 is then solved to ``rtol``, not
+        lost below a fixed absolute tolerance.
     max_steps : int
         CVODES step limit between output times.
 
@@ -343,6 +359,8 @@ def simulate(
     p = np.asarray(p, float).ravel()
     if x0.size != model.nx or not np.all(np.isfinite(x0)):
         raise ValueError(f"simulate: `x0` must be {model.nx} finite numbers, got {x0}")
+    if atol is None:
+        atol = DEFAULT_ATOL * min(1.0, _state_size(model, x0))
     if p.size != model.np or not np.all(np.isfinite(p)):
         raise ValueError(f"simulate: `p` must be {model.np} finite numbers, got {p}")
     t0 = float(t[0]) if t0 is None else float(t0)

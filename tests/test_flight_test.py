@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "fligh
 from book_case import DATA  # noqa: E402
 from tc01_attas_lateral import P0 as P0_TC01, attas_experiment, attas_lateral_model  # noqa: E402
 from tc04_hfb320 import P0 as P0_TC04, X0 as X0_TC04, hfb320_experiment, hfb320_model  # noqa: E402
+from tc34_two_maneuvers import BOOK as BOOK_TC34, maneuver  # noqa: E402
 from tc08_unstable import (P0 as P0_TC08, bounds, unstable_experiment,  # noqa: E402
                            unstable_model)
 
@@ -72,6 +73,21 @@ def _check_against_book(res: pc.EstimationResult, det_R: float, p: list, sd: lis
     free = sd > 0
     assert np.max(np.abs(res.p - p)[free] / sd[free]) < 0.1
     np.testing.assert_allclose(res.p_std[free], sd[free], rtol=0.1)
+
+
+@needs_data
+def test_two_attas_maneuvers_with_state_biases_per_maneuver_reach_the_books_estimates():
+    # TC34 with the repeat maneuver as the second segment (the book's code run
+    # the same way): 15 derivatives and 5 output biases shared, the state
+    # biases BX1, BX2 of each maneuver its own
+    if not (DATA / "fAttasAilRud2.mat").exists():
+        pytest.skip(f"fAttasAilRud2.mat is not at {DATA}")
+    exps = [maneuver(DATA, "AilRud1", "m1"), maneuver(DATA, "AilRud2", "m2")]
+    res = pc.estimate(attas_lateral_model(), exps, P0_TC01, estimate_x0=False,
+                      per_experiment=["BX1", "BX2"])
+    book = BOOK_TC34["AilRud2"]
+    _check_against_book(res, book["det R"], [book[n][0] for n in res.p_names],
+                        [book[n][1] for n in res.p_names])
 
 
 @needs_data

@@ -182,3 +182,11 @@ def test_replicates_fit_as_their_mean_and_a_long_table_needs_no_padding():
     assert r_long.p == pytest.approx(r_rep.p, rel=1e-7)
     with pytest.raises(ValueError, match="measurement 0 is of output 'd'"):
         pc.Experiment.from_measurements([0, 1], ["d", "c"], [1, 2], model.y_names)
+
+
+def test_experiments_with_one_name_keep_their_own_parameters():
+    exps = [e.replaced(name="experiment", x0=[10.0, 0.0]) for e in _data()]
+    res = pc.estimate(_chain(), exps, [0.3, 0.3, 10.0, 0.0], per_experiment="bias",
+                      estimate_x0=False)
+    assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
+    assert res.p[3:] == pytest.approx([0.5, -0.3], abs=0.05)

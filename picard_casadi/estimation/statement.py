@@ -221,9 +221,13 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         if unknown:
             raise ValueError(f"`per_experiment` names {unknown}, which are not parameters of "
                              f"the model ({', '.join(model.p_names)})")
-        generated = {f"{n}[{e.name}]" for n in names for e in exps}
-        exps = [e.replaced(parameters={**{n: f"{n}[{e.name}]" for n in names},
-                                        **e.parameters}) for e in exps]
+        # each experiment's own name, or its position where names repeat (two
+        # experiments both called "experiment" must not share their parameter)
+        labels = ([e.name for e in exps] if len({e.name for e in exps}) == len(exps)
+                  else [str(i) for i in range(len(exps))])
+        generated = {f"{n}[{label}]" for n in names for label in labels}
+        exps = [e.replaced(parameters={**{n: f"{n}[{label}]" for n in names},
+                                        **e.parameters}) for e, label in zip(exps, labels)]
     table = _table(model, p0, p_bounds, parameter_scale)
     user_table = table is not None and parameter_scale is None  # pc.Parameter entries
     overrides = any(e.parameters for e in exps)

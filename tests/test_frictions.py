@@ -58,3 +58,19 @@ def test_profile_takes_one_parameter_name_as_a_string():
     prof = pc.profile(res, parameters="rate")
     assert np.all(np.isfinite(prof.intervals[0]))
     assert prof.intervals[0, 0] < res.p[0] < prof.intervals[0, 1]
+
+
+def test_predictions_of_tiny_states_are_the_fitted_curve():
+    # item 11: x ~ 1e-12 simulated at a fixed absolute tolerance 1e-10 came
+    # out 10.8 % off the fitted curve (predict, pc.simulate, fit.png)
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, x_nominal=[1e-12])
+    t = np.linspace(0.0, 10.0, 21)
+    truth = 1e-12 * np.exp(-0.8 * t)
+    y = truth * (1 + 0.01 * np.random.default_rng(1).standard_normal(t.size))
+    res = pc.estimate(model, [pc.Experiment(t, y)], [0.5])
+    assert res.success and res.p[0] == pytest.approx(0.8, rel=0.02)
+    fitted = res.predict(0, source="collocation")
+    assert res.predict(0) == pytest.approx(fitted, rel=1e-5, abs=0)
+    X = pc.simulate(pc.Model(x=x, p=k, rhs=-k * x), [1e-12], [0.8], t)[:, 0]
+    assert X == pytest.approx(truth, rel=1e-6, abs=0)

@@ -137,7 +137,8 @@ def test_bounds_and_fix_override_the_model_file(here, capsys):
            extra="P_BOUNDS = ([0.1, 0.1], [10.0, 10.0])")
     # --bounds replaces k's bounds from P_BOUNDS (empty HI: unbounded); --fix holds s
     code, out, err, saved = _fit(capsys, "--bounds", "k=0:", "--fix", "s=1.8", "--quiet")
-    assert code == 0, err
+    # s held 10 % off: converged, the fit flagged as systematically off (exit 3)
+    assert code == 3 and "converged but is flagged" in err, err
     lb, ub = saved["settings"]["p_bounds"]
     assert lb == [0.0, 1.8] and ub == ["inf", 1.8]
     assert saved["p"][1] == 1.8                      # the fixed value, used as its start
@@ -554,10 +555,12 @@ def test_warnings_print_once_in_the_summary_not_as_python_warnings(here):
                            "--x0", "2,1", "--x0-known", "--codegen", "off", "--quiet",
                            "--out", "r"], cwd=here, capture_output=True, text=True, timeout=300)
     out, err = proc.stdout, proc.stderr
-    assert proc.returncode == 0, err
+    assert proc.returncode == 3, err  # converged, flagged
     assert out.count("systematically off the data of output 'prey'") == 1
     assert out.count("information matrix is near-singular") == 1
     assert "Warning" not in err and ".py:" not in err
+    assert err.strip() == ("picard-casadi fit: the fit converged but is flagged (see the "
+                           "warnings above); exit status 3")
 
 
 def test_a_model_file_imports_a_module_next_to_it(tmp_path, monkeypatch, capsys):

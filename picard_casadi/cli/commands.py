@@ -32,8 +32,10 @@ Exit status and outputs (docs/reliability.md):
   converge, or the package failed at run time (one line, e.g. a compiler
   that fails under ``--codegen on``, results that could not be written);
   2: bad arguments or input files (one line ``picard-casadi <cmd>: error:
-  ...``); 130: interrupted (Ctrl-C; one line); 141: the output pipe was
-  closed (``| head``; quietly).
+  ...``); 3: the fit converged but is flagged (a FitWarning: systematically
+  off the data, or a parameter held by its bound; the files are written);
+  130: interrupted (Ctrl-C; one line); 141: the output pipe was closed
+  (``| head``; quietly).
 * The output folder is checked before any work (a file where a folder is
   expected, permissions); results of an earlier run there are not replaced
   without ``--overwrite``.  Files are written to temporary names and moved
@@ -466,6 +468,12 @@ def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
     if problem:
         print(f"picard-casadi {args.command}: {problem}", file=sys.stderr)
         return 1
+    if res.fit_flagged:
+        # converged, but a FitWarning says the answer may be wrong: a script
+        # must not take it for a clean fit (a log10 rate of -226 exited 0)
+        print(f"picard-casadi {args.command}: the fit converged but is flagged (see the "
+              "warnings above); exit status 3", file=sys.stderr)
+        return 3
     return 0 if res.success else 1
 
 

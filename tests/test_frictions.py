@@ -74,3 +74,8 @@ def test_predictions_of_tiny_states_are_the_fitted_curve():
     assert res.predict(0) == pytest.approx(fitted, rel=1e-5, abs=0)
     X = pc.simulate(pc.Model(x=x, p=k, rhs=-k * x), [1e-12], [0.8], t)[:, 0]
     assert X == pytest.approx(truth, rel=1e-6, abs=0)
+
+
+def test_c_export_is_a_public_name():
+    # item 9: export_c worked but was in neither the README, the docs, nor pc.
+    assert "export_c" in pc.__all__ and callable(pc.export_c)

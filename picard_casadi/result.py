@@ -28,6 +28,39 @@ REQUIRED = ("p", "x0", "success", "status", "message", "iterations", "objective"
             "weighted_objective", "continuity_gap", "fixed_point_residual", "wall_time")
 
 
+def _check_lengths(d: dict[str, Any], source: str) -> None:
+    """ValueError where a loaded result's arrays disagree in size with ``p``,
+    ``x_names`` or ``y_names`` (a short ``p_std`` made ``summary()`` raise
+    IndexError; an ``x0`` of the wrong length loaded silently)."""
+    n = int(d["p"].size)
+    shapes = {"p_std": (n,), "p_true": (n,), "p_ci": (n, 2), "p_cov": (n, n),
+              "p_corr": (n, n), "p_scaled": (n,), "p_scaled_std": (n,)}
+    for k, shape in shapes.items():
+        v = d.get(k)
+        if v is not None and np.shape(v) != shape:
+            raise ValueError(f"{source}: field {k!r} has shape {np.shape(v)}, the estimate "
+                             f"'p' needs {shape}")
+    for k in ("p_names", "p_scaled_names"):
+        names = d.get(k)
+        if names and len(names) != n:
+            raise ValueError(f"{source}: field {k!r} names {len(names)} parameters, 'p' has {n}")
+    nx = len(d["x_names"]) if d.get("x_names") else (d["x0"][0].size if d["x0"] else 0)
+    for k in ("x0", "x0_std"):
+        for i, v in enumerate(d.get(k) or []):
+            if np.shape(v) != (nx,):
+                raise ValueError(f"{source}: field {k!r}[{i}] has {np.size(v)} entries, the "
+                                 f"model has {nx} states")
+    if d.get("experiment_names") and len(d["experiment_names"]) != len(d["x0"]):
+        raise ValueError(f"{source}: {len(d['experiment_names'])} experiment names for "
+                         f"{len(d['x0'])} initial states ('x0')")
+    ny = len(d["y_names"]) if d.get("y_names") else None
+    for k in ("noise_sigma", "weights"):
+        v = d.get(k)
+        if ny is not None and v is not None and np.size(v) not in (0, ny):
+            raise ValueError(f"{source}: field {k!r} has {np.size(v)} entries, the model has "
+                             f"{ny} outputs")
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return _jsonable(value.tolist())
@@ -449,6 +482,10 @@ class EstimationResult:
         if path is not None:
             from .runtime.output_files import atomic_write_text
 
+            folder = Path(path).resolve().parent
+            if not folder.is_dir():
+                raise FileNotFoundError(f"to_json: the folder {str(folder)!r} of {str(path)!r} "
+                                        "does not exist; create it first")
             atomic_write_text(path, text + "\n")
         return text
 
@@ -522,6 +559,14 @@ class EstimationResult:
             if not isinstance(d["certificate"], dict):
                 raise ValueError(f"{source}: field 'certificate' must be an object or null")
             d["certificate"] = _restore(d["certificate"])
+            for k in ("p_shift", "p_shift_se", "noise_level"):  # arrays, as written
+                if isinstance(d["certificate"].get(k), list):
+                    try:
+                        d["certificate"][k] = _array(d["certificate"][k])
+                    except (TypeError, ValueError) as err:
+                        raise ValueError(f"{source}: field 'certificate.{k}' is malformed "
+                                         f"({err})") from None
+        _check_lengths(d, source)
         if "starts" in d:
             d["starts"] = field("starts", lambda v: [_restore(dict(s)) for s in v])
         known = set(cls.__dataclass_fields__)

@@ -79,3 +79,24 @@ def test_predictions_of_tiny_states_are_the_fitted_curve():
 def test_c_export_is_a_public_name():
     # item 9: export_c worked but was in neither the README, the docs, nor pc.
     assert "export_c" in pc.__all__ and callable(pc.export_c)
+
+
+def test_a_result_file_with_inconsistent_arrays_is_refused_by_name(tmp_path):
+    # item 15: a short p_std made summary() raise IndexError; a wrong-shape x0
+    # loaded silently; certificate arrays came back as lists; to_json into a
+    # missing folder named the temporary .part file
+    import json
+
+    model, exp = _decay()
+    res = pc.estimate(model, [exp], [0.5])
+    back = pc.EstimationResult.from_json(res.to_json())
+    assert isinstance(back.certificate["p_shift"], np.ndarray)
+    d = json.loads(res.to_json())
+    for key, value, pattern in (("p_std", [], r"field 'p_std' has shape \(0,\)"),
+                                ("x0", [[1.0, 2.0]], r"field 'x0'\[0\] has 2 entries, the "
+                                                     r"model has 1 states")):
+        bad = dict(d, **{key: value})
+        with pytest.raises(ValueError, match=pattern):
+            pc.EstimationResult.from_dict(bad)
+    with pytest.raises(FileNotFoundError, match=r"the folder .*missing.* does not exist"):
+        res.to_json(tmp_path / "missing" / "r.json")

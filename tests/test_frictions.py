@@ -100,3 +100,12 @@ def test_a_result_file_with_inconsistent_arrays_is_refused_by_name(tmp_path):
             pc.EstimationResult.from_dict(bad)
     with pytest.raises(FileNotFoundError, match=r"the folder .*missing.* does not exist"):
         res.to_json(tmp_path / "missing" / "r.json")
+
+
+@pytest.mark.parametrize("start", [1e-300, 1e-30])
+def test_a_start_far_below_any_scale_still_moves(start):
+    # item 12: p0 = 1e-300 became the parameter's scale and no step could move
+    # it: "converged" at p0 with 6,900 times the optimum's misfit
+    model, exp = _decay()
+    res = pc.estimate(model, [exp], [start])
+    assert res.success and res.p[0] == pytest.approx(0.7, rel=0.02)

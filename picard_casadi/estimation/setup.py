@@ -237,6 +237,10 @@ def _data_scale(X0: np.ndarray, U0: np.ndarray, disc: Discretisation) -> np.ndar
     return np.where(mags > 1e-9 * max(top, 1e-300), mags, 1.0)
 
 
+#: a parameter's start this small gives no scale (``build_setup``'s ``p_scale``)
+TINY_START = 1e-12
+
+
 def build_setup(
     model: Model,
     experiments: list[Experiment],
@@ -320,7 +324,9 @@ def build_setup(
     p_lb, p_ub = p_bounds
     if p_scale is None:
         width = np.where(np.isfinite(p_ub - p_lb), 0.5 * (p_ub - p_lb), np.nan)
-        p_scale = np.where(np.abs(p0) > 0, np.abs(p0),
+        # a start below TINY_START says nothing of its parameter's size: with
+        # p0 = 1e-300 as the scale, no step could move it (converged at p0)
+        p_scale = np.where(np.abs(p0) > TINY_START, np.abs(p0),
                            np.where(np.isfinite(width) & (width > 0), width, 1.0))
     p_scale = as_vector(p_scale, model.np, "p_scale")
     if np.any(p_scale <= 0) or not np.all(np.isfinite(p_scale)):

@@ -109,3 +109,18 @@ def test_a_start_far_below_any_scale_still_moves(start):
     model, exp = _decay()
     res = pc.estimate(model, [exp], [start])
     assert res.success and res.p[0] == pytest.approx(0.7, rel=0.02)
+
+
+def test_wald_intervals_stay_inside_the_bounds():
+    # item 8: ka in [-0.12, 2.02] with ka >= 0
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x, y=x + p[1], p_names=["ka", "c"])
+    t = np.linspace(0.0, 3.0, 13)
+    y = pc.simulate(model, [1.0], [0.01, 0.0], t)[:, 0]
+    y = y + 0.05 * np.random.default_rng(2).standard_normal(t.size)
+    res = pc.estimate(model, [pc.Experiment(t, y, x0=[1.0])], [0.1, 0.0], estimate_x0=False,
+                      p_bounds=([0.0, -1.0], [5.0, 1.0]))
+    assert res.success and 0 < res.p[0] < 2 * res.p_std[0]  # near 0 and poorly determined
+    assert np.all(res.p_ci[:, 0] >= [0.0, -1.0]) and np.all(res.p_ci[:, 1] <= [5.0, 1.0])
+    assert res.p_ci[0, 0] == 0.0
+    assert any("Wald interval of ka reached past a bound" in w for w in res.warnings)

@@ -91,6 +91,27 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
         result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
 
 
+def clip_intervals_to_bounds(result: EstimationResult, lower: np.ndarray,
+                             upper: np.ndarray) -> None:
+    """Clip the Wald intervals ``result.p_ci`` to the box and name the
+    parameters whose interval reached past a bound (``ka`` in ``[-0.12, 2.02]``
+    with ``ka >= 0``): a symmetric interval says nothing beyond the bound; the
+    profile likelihood (``pc.profile``) gives one that respects it."""
+    if getattr(result, "p_ci", None) is None:
+        return
+    ci = np.asarray(result.p_ci, float)
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    past = (ci[:, 0] < lower) | (ci[:, 1] > upper)
+    if not past.any():
+        return
+    result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
+    names = [result.p_names[i] if result.p_names else f"p{i}" for i in np.flatnonzero(past)]
+    note = (f"the 95 % Wald interval of {', '.join(names)} reached past a bound (p_bounds) "
+            "and is clipped to it; pc.profile(res) gives intervals that respect the bounds")
+    if note not in result.warnings:
+        result.warnings.append(note)
+
+
 def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
     """The outputs ``Ys (J, ny, M)`` at the sample slots, back in each experiment's
     sample order: one ``(N_e, ny)`` array per experiment."""

@@ -124,3 +124,26 @@ def test_wald_intervals_stay_inside_the_bounds():
     assert np.all(res.p_ci[:, 0] >= [0.0, -1.0]) and np.all(res.p_ci[:, 1] <= [5.0, 1.0])
     assert res.p_ci[0, 0] == 0.0
     assert any("Wald interval of ka reached past a bound" in w for w in res.warnings)
+
+
+def test_a_failed_picard_gn_step_is_retried_by_ipopt_before_shooting():
+    # item 5: where picard-gn's step failed at the first mesh's optimum, the
+    # default path went to shooting (which failed), not to IPOPT on the mesh
+    from picard_casadi.estimation.fallbacks import DefaultPath, second_runs
+
+    model, exp = _decay()
+    first = pc.estimate(model, [exp], [0.5], "picard-gn", max_iter=1)
+    first.success, first.status = False, "step_failed"
+    first.message = "step_failed: no step reduces the objective"
+    tried = []
+
+    def rerun(method, guess, max_iter):
+        tried.append(method)
+        return pc.estimate(model, [exp], [0.5], method)
+
+    res = second_runs(first, DefaultPath(method="picard-gn", method_chosen=False,
+                                         guess="auto", warm_start=False,
+                                         every_state_measured=True, unstable=False),
+                      rerun, 0.0)
+    assert tried == ["ipopt"] and res.success and res.method == "ipopt"
+    assert res.warnings[0].startswith("picard-gn stopped: its step failed")

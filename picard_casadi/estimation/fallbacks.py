@@ -11,9 +11,11 @@ measure what they name):
    gaps open, and some state is not measured): the run is repeated from
    ``guess="anchored"``, the states propagated from the data.
 2. **The model is unstable along the data** (the condensed step stuck with
-   a finite solution, :func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step`;
-   ``method`` unset): the run is repeated with ``"ipopt"`` on the same
-   collocation, which keeps every interval start an unknown.
+   a finite solution, :func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step`),
+   **or picard-gn's step failed** (``step_failed``: stiff kinetics at the
+   first mesh's optimum; ``method`` unset): the run is repeated with
+   ``"ipopt"`` on the same collocation, which keeps every interval start an
+   unknown, before shooting is tried.
 3. **The collocation did not reach a certified answer** (any other failure
    but a stop by the callback, or by a ``max_iter`` the user set; ``method``
    unset): the run is repeated with
@@ -195,14 +197,21 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         result.wall_time = time.perf_counter() - t_start  # both runs
     if path.method_chosen:
         return result
-    if path.unstable:
+    if path.unstable or (path.method == "picard-gn" and result.status == "step_failed"):
+        # IPOPT on the same collocation before shooting: where picard-gn's step
+        # fails (an unstable model, or stiff kinetics at the first mesh's
+        # optimum), the same discretised problem by another method often
+        # converges, and at a fraction of shooting's cost
         retry = _with_another_method(rerun, "ipopt", path.guess)
         if retry.success:
+            why = ("the model is unstable along its trajectory at p = "
+                   f"{np.array2string(result.p, precision=4)}, where its step loses all "
+                   "precision" if path.unstable else
+                   f"its step failed ({clipped(result.message)})")
             return _returned(retry, result, (
-                "picard-gn stopped: the model is unstable along its trajectory at p = "
-                f"{np.array2string(result.p, precision=4)}, where its step loses all "
-                "precision; this result is from method='ipopt' on the same collocation "
-                "(the default method falls back to it there; pass method= to choose)"))
+                f"picard-gn stopped: {why}; this result is from method='ipopt' on the same "
+                "collocation (the default method falls back to it there; pass method= to "
+                "choose)"))
         result.message += ("; method='ipopt' from the same start did not converge either "
                            f"({_not_converged(retry, 'ipopt')})")
     if path.max_iter_given and result.status in ITERATION_LIMITS:

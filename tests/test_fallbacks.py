@@ -66,10 +66,12 @@ def test_what_the_user_chose_runs_once(case):
 
 def test_a_user_max_iter_still_lets_a_breakdown_fall_back():
     # the budget is the user's; a breakdown before it is not
-    reruns = _Reruns(shooting=lambda: _result(success=True, status="converged"))
+    reruns = _Reruns(ipopt=lambda: _result(status="Restoration_Failed", message="ipopt: r"),
+                     shooting=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed", message="no acceptable step: x"),
                       _path(max_iter_given=True), reruns, time.perf_counter())
-    assert res.success and reruns.calls == [("shooting", "auto")]
+    # a failed step: IPOPT on the same collocation first, then shooting
+    assert res.success and reruns.calls == [("ipopt", "auto"), ("shooting", "auto")]
 
 
 def test_open_gaps_retry_anchored_then_shooting_and_the_message_says_both():
@@ -112,13 +114,17 @@ def test_another_methods_run_is_one_solve():
 
 def test_a_second_run_stopped_by_its_budget_says_so():
     reruns = _Reruns(shooting=lambda: _result(status="Maximum_Iterations_Exceeded",
-                                              message="IPOPT: Maximum_Iterations_Exceeded"))
+                                              message="IPOPT: Maximum_Iterations_Exceeded"),
+                     ipopt=lambda: _result(status="Maximum_Iterations_Exceeded",
+                                           message="IPOPT: Maximum_Iterations_Exceeded"))
     first = _result(status="step_failed", message="no acceptable step: z")
     first.wall_time = 30.0
     res = second_runs(first, _path(), reruns, time.perf_counter())
     assert ("method='shooting' from p0 did not converge either (stopped at its budget "
             "of 300 iterations; method='shooting' runs without one)") in res.message
-    assert reruns.budgets == [300]
+    assert ("method='ipopt' from the same start did not converge either (stopped at its "
+            "budget of 300 iterations") in res.message
+    assert reruns.budgets == [300, 300]
 
 
 def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
@@ -126,12 +132,13 @@ def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
     # could end differently on a slow or busy machine
     budgets = []
     for seconds in (0.01, 1000.0):
-        reruns = _Reruns(shooting=lambda: _result(status="Maximum_Iterations_Exceeded"))
+        reruns = _Reruns(shooting=lambda: _result(status="Maximum_Iterations_Exceeded"),
+                         ipopt=lambda: _result(status="Maximum_Iterations_Exceeded"))
         first = _result(status="step_failed", message="no acceptable step: z")
         first.wall_time = seconds
         second_runs(first, _path(), reruns, time.perf_counter())
         budgets += reruns.budgets
-    assert budgets == [300, 300]
+    assert budgets == [300, 300, 300, 300]
 
 
 def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypatch):

@@ -10,7 +10,7 @@ Public names (see the README and ``docs/api.md``)::
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
-    read_columns, Columns, Noise, Parameter, export_c
+    read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -27,6 +27,7 @@ from .studies.compare import compare
 from .estimate import estimate
 from .io.columns import Columns, read_columns
 from .io.export import export_c
+from .io.petab import PetabProblem, read_petab
 from .experiment import Experiment
 from .methods.base import IterationRecord
 from .model import Model
@@ -45,5 +46,5 @@ __all__ = [
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
-    "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "__version__",
+    "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem", "__version__",
 ]

@@ -121,27 +121,28 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
     return table[np.clip(idx, 0, t_samples.size - 1)]
 
 
-def _checked_parameters(parameters: Any, where: str) -> dict[str, float | str]:
+def _checked_parameters(parameters: Any, where: str,
+                        field: str = "parameters") -> dict[str, float | str]:
     """``parameters`` as a dict of names to finite numbers or non-empty names."""
     if parameters is None:
         return {}
     if not isinstance(parameters, Mapping):
-        raise ValueError(f"{where}: `parameters` must map model parameter names to numbers "
+        raise ValueError(f"{where}: `{field}` must map parameter names to numbers "
                          f"or parameter names, got {type(parameters).__name__}")
     out: dict[str, float | str] = {}
     for key, value in parameters.items():
         if isinstance(value, str):
             if not value.strip():
-                raise ValueError(f"{where}: `parameters[{key!r}]` is an empty name")
+                raise ValueError(f"{where}: `{field}[{key!r}]` is an empty name")
             out[str(key)] = value.strip()
             continue
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: `parameters[{key!r}]` must be a number or a parameter "
+            raise ValueError(f"{where}: `{field}[{key!r}]` must be a number or a parameter "
                              f"name, got {value!r}") from None
         if not np.isfinite(number):
-            raise ValueError(f"{where}: `parameters[{key!r}]` must be finite, got {value!r}")
+            raise ValueError(f"{where}: `{field}[{key!r}]` must be finite, got {value!r}")
         out[str(key)] = number
     return out
 
@@ -226,6 +227,12 @@ class Experiment:
         ``"bias_run2"``: a bias per maneuver; one name in several
         experiments is one parameter).  Unlisted parameters are the shared
         ones.
+    noise_parameters : mapping of str to float or str, optional
+        This experiment's values of noise parameters (PEtab's per-measurement
+        ``noiseParameters``): a noise parameter's name (``pc.Noise(sigma=
+        "s")``, a formula's parameter, or ``"sigma_<output>"`` of an output
+        whose sigma is estimated) mapped to another parameter's name (a noise
+        level of this experiment's own) or to a number (known here).
 
     Raises
     ------
@@ -247,6 +254,7 @@ class Experiment:
         breakpoints: Any = None,
         sigma: Any = None,
         parameters: Mapping[str, float | str] | None = None,
+        noise_parameters: Mapping[str, float | str] | None = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)
         where = f"Experiment {self._name!r}"
@@ -352,6 +360,8 @@ class Experiment:
         self._u_interpolation = u_interpolation
         self._sigma = None if sigma is None else _checked_sigma(sigma, y_arr, where)
         self._parameters = _checked_parameters(parameters, where)
+        self._noise_parameters = _checked_parameters(noise_parameters, where,
+                                                     "noise_parameters")
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -394,6 +404,11 @@ class Experiment:
     def parameters(self) -> dict[str, float | str]:
         """This experiment's values of model parameters (numbers or names)."""
         return dict(self._parameters)
+
+    @property
+    def noise_parameters(self) -> dict[str, float | str]:
+        """This experiment's values of noise parameters (numbers or names)."""
+        return dict(self._noise_parameters)
 
     @property
     def t0(self) -> float:
@@ -541,7 +556,8 @@ class Experiment:
         args: dict[str, Any] = dict(t=self._t, y=self._y, u=self._u, x0=self._x0,
                                     name=self._name, t0=self._t0, u_interpolation=hold,
                                     breakpoints=self._breakpoints, sigma=self._sigma,
-                                    parameters=self._parameters)
+                                    parameters=self._parameters,
+                                    noise_parameters=self._noise_parameters)
         args.update(changes)
         return Experiment(**args)
 

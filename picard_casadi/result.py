@@ -157,8 +157,10 @@ class EstimationResult:
     nllh : float
         Negative log-likelihood of Gaussian noise with its constants, as
         PEtab defines it (``sum 0.5 log(2 pi sigma_k^2) + 0.5 ((y - g) /
-        sigma_k)^2`` over the measured values), at the fitted outputs
-        (:mod:`picard_casadi.analysis.likelihood`).
+        sigma_k)^2`` over the measured values), of the ODE's own solution at
+        the estimate (:mod:`picard_casadi.analysis.likelihood`); NaN where the
+        run failed (with ``det_R``, ``aic``, ``bic``: no optimum, no likelihood
+        to compare).
     noise_sigma : ndarray (ny,) or None
         Each output's noise standard deviation: estimated with the parameters
         (``SSR_k / N_k``, ``settings["noise"] == "estimated"``) or, with given

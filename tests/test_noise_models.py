@@ -213,3 +213,33 @@ def test_a_noise_parameter_on_its_bound_is_named():
     assert res.settings["noise_parameter_values"]["s"] == pytest.approx(0.5)
     assert any(w.startswith("noise parameter(s) s = 0.5 ended on a bound") for w in res.warnings)
     assert res.nllh == pytest.approx(_nllh(model, exp, res.p, lambda G: 0.5), abs=1e-5)
+
+
+def test_noise_parameters_of_one_experiment():
+    # PEtab's per-measurement noiseParameters: one observable, another noise
+    # level in each condition (a sigma of each experiment's own, or known)
+    model, t, X = _chain()
+    rng = np.random.default_rng(5)
+    levels = (0.02, 0.2)
+    exps = [pc.Experiment(t, X + s * rng.standard_normal(X.shape), x0=X0, name=f"run{i}",
+                          noise_parameters={"sigma_A": f"sA_{i}", "sigma_B": f"sB_{i}"})
+            for i, s in enumerate(levels)]
+    res = pc.estimate(model, exps, [0.3, 0.3], estimate_x0=False)
+    values = res.settings["noise_parameter_values"]
+    assert res.success
+    assert [values["sA_0"], values["sA_1"]] == pytest.approx(levels, rel=0.3)
+    G = pc.simulate(model, X0, res.p, t)
+    for i, e in enumerate(exps):
+        r = e.y - G
+        assert [values[f"sA_{i}"], values[f"sB_{i}"]] == pytest.approx(
+            np.sqrt(np.mean(r ** 2, axis=0)), rel=1e-4)
+    direct = sum(_nllh(model, e, res.p, lambda G, i=i: np.array(
+        [values[f"sA_{i}"], values[f"sB_{i}"]])) for i, e in enumerate(exps))
+    assert res.nllh == pytest.approx(direct, abs=1e-4)
+    # a known value in one experiment
+    known = [exps[0], exps[1].replaced(noise_parameters={"sigma_A": 0.2, "sigma_B": 0.2})]
+    res2 = pc.estimate(model, known, [0.3, 0.3], estimate_x0=False)
+    assert set(res2.settings["noise_parameter_values"]) >= {"sA_0", "sB_0"}
+    with pytest.raises(ValueError, match=r"sets noise parameter\(s\) \['s_x'\], which no "
+                                         r"output's noise names"):
+        pc.estimate(model, [exps[0].replaced(noise_parameters={"s_x": "s1"})], [0.3, 0.3])

@@ -190,3 +190,18 @@ def test_experiments_with_one_name_keep_their_own_parameters():
                       estimate_x0=False)
     assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
     assert res.p[3:] == pytest.approx([0.5, -0.3], abs=0.05)
+
+
+def test_an_initial_state_of_fixed_parameters_is_a_known_number():
+    # Boehm's STAT5A(0) = 207.6 ratio with ratio fixed: known in each
+    # experiment, not a state shifted by an expression
+    exps = _data()
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=ca.vertcat(x[0], x[1] + p[3]), p_names=["k1", "k2", "A0", "bias"],
+                     x0=[p[2], 0.0])
+    table = [pc.Parameter("k1", 0.3, (1e-3, 10), "log10"), pc.Parameter("k2", 0.3, (1e-3, 10)),
+             pc.Parameter("A0", 10.0, estimate=False), pc.Parameter("bias", 0.0, (-5, 5))]
+    res = pc.estimate(model, exps, table, per_experiment="bias")
+    assert res.success and "x0_from_parameters" not in res.settings
+    assert [list(x0) for x0 in res.x0] == [[10.0, 0.0], [10.0, 0.0]]

@@ -220,7 +220,12 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
     own_rms = np.where(np.isfinite(own_rms) & (own_rms > 0), own_rms, 1.0)
     result.nllh, result.det_R = noise.nllh, noise.det_R
     result.noise_sigma = noise.sigma * own_rms
-    result.aic, result.bic = noise.aic, noise.bic
+    if not result.success:
+        # a run that failed stopped at no optimum (gaps open: its misfit is not
+        # the model's): a likelihood there would be taken for a result
+        result.nllh = result.det_R = float("nan")
+    result.aic, result.bic = ((noise.aic, noise.bic) if result.success
+                              else (float("nan"), float("nan")))
     if groups is not None and weights_mode == "auto":
         values = dict(result.settings.get("noise_parameter_values", {}))
         for g, name in enumerate(groups.names):

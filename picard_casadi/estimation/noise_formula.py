@@ -47,12 +47,21 @@ class NoiseFormula:
     Parameters
     ----------
     noise : sequence of Noise
-        One per output; those with ``is_formula`` (and those naming one of
-        their parameters as ``sigma``) are the formula outputs.
+        One per output.  The formula outputs are those with ``is_formula``,
+        those naming a formula's parameter as ``sigma``, and those whose
+        noise parameter an experiment sets (``Experiment(noise_parameters=
+        ...)``).
     y_names : sequence of str
+    experiments : sequence of Experiment
+        Their ``noise_parameters`` map a noise parameter to one of the
+        experiment's own (a name) or to a known value (a number).
+    typical : sequence of float
+        Each output's data RMS: the start of an estimated sigma that becomes
+        a parameter here.
     """
 
-    def __init__(self, noise: Sequence[Noise], y_names: Sequence[str]) -> None:
+    def __init__(self, noise: Sequence[Noise], y_names: Sequence[str],
+                 experiments: Sequence[Experiment] = (), typical: Sequence[float] = ()) -> None:
         starts: dict[str, float] = {}
         bounds: dict[str, tuple[float, float]] = {}
         symbols: dict[str, ca.SX] = {}
@@ -68,35 +77,66 @@ class NoiseFormula:
                                      f"{bounds[name]} and {n.bounds} by different outputs")
                 starts.setdefault(name, value)
                 bounds.setdefault(name, n.bounds)
-        self.names: tuple[str, ...] = tuple(starts)
+        overridden = {k for e in experiments for k in e.noise_parameters}
+        #: per output: its expression in its placeholder symbols, and their names
+        base: dict[int, tuple[ca.SX, list[str], ca.SX | None]] = {}
+        for k, n in enumerate(noise):
+            if n.is_formula:
+                base[k] = (n.sigma, list(n.parameters), n.output)
+                continue
+            name = (n.sigma if isinstance(n.sigma, str) and n.sigma != "data"
+                    else f"sigma_{y_names[k]}" if n.sigma is None else None)
+            if name is None or (name not in starts and name not in overridden):
+                continue
+            if name not in starts:  # an estimated sigma that experiments set: a parameter
+                starts[name] = float(typical[k]) if len(typical) > k and typical[k] > 0 else 1.0
+                bounds[name] = n.bounds
+            sym = symbols.setdefault(name, ca.SX.sym(name))
+            base[k] = (sym, [name], None)
+        unknown = sorted(overridden - set(starts))
+        if unknown:
+            bad = next(e for e in experiments if set(e.noise_parameters) & set(unknown))
+            raise ValueError(
+                f"experiment {bad.name!r} sets noise parameter(s) {unknown}, which no output's "
+                f"noise names (the noise parameters are {sorted(starts) or 'none'}; an output "
+                "with an estimated sigma has 'sigma_<output>')")
+        # each experiment's own names: the placeholders' starts and bounds
+        names = list(starts)
+        for e in experiments:
+            for key, value in e.noise_parameters.items():
+                if isinstance(value, str) and value not in starts:
+                    starts[value], bounds[value] = starts[key], bounds[key]
+                    names.append(value)
+        self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
         self.y_names = tuple(y_names)
         theta = ca.SX.sym("theta", len(self.names))
         g = ca.SX.sym("g")
-        #: per formula output: Function (theta, g) -> (sigma, d sigma / d g)
-        self.functions: dict[int, ca.Function] = {}
-        for k, n in enumerate(noise):
-            if n.is_formula:
-                expr = n.sigma
-                olds = [symbols[name] for name in n.parameters]
-                news = [theta[self.names.index(name)] for name in n.parameters]
-                if n.output is not None:
-                    olds.append(n.output)
+        n_exp = max(1, len(experiments))
+        #: per (formula output, experiment): Function (theta, g) -> (sigma, d sigma / d g)
+        self.functions: dict[tuple[int, int], ca.Function] = {}
+        for k, (expr, placeholders, out) in base.items():
+            for e in range(n_exp):
+                mapping = experiments[e].noise_parameters if experiments else {}
+                olds = [symbols[name] for name in placeholders]
+                news = []
+                for name in placeholders:
+                    value = mapping.get(name, name)
+                    news.append(ca.SX(float(value)) if not isinstance(value, str)
+                                else theta[self.names.index(value)])
+                if out is not None:
+                    olds.append(out)
                     news.append(g)
-                expr = ca.substitute([expr], olds, news)[0]
-            elif isinstance(n.sigma, str) and n.sigma in starts:
-                expr = theta[self.names.index(n.sigma)]
-            else:
-                continue
-            self.functions[k] = ca.Function(f"sigma_{k}", [theta, g],
-                                            [expr, ca.jacobian(expr, g)])
-        self.outputs = sorted(self.functions)
+                sub = ca.substitute([expr], olds, news)[0]
+                self.functions[(k, e)] = ca.Function(f"sigma_{k}_{e}", [theta, g],
+                                                     [sub, ca.jacobian(sub, g)])
+        self.outputs = sorted(base)
         self.start = np.array([starts[name] for name in self.names], float)
         self.lower = np.array([bounds[name][0] for name in self.names], float)
         self.upper = np.array([bounds[name][1] for name in self.names], float)
         for i, name in enumerate(self.names):
             if not self.lower[i] <= self.start[i] <= self.upper[i]:
                 raise ValueError(f"`noise`: the start {self.start[i]:g} of noise parameter "
-                                 f"{name!r} is outside its bounds {bounds[name]}")
+                                 f"{name!r} is outside its bounds {(self.lower[i], self.upper[i])}")
         self.theta = self.start.copy()
         self._nlp: tuple[Any, tuple[int, ...]] | None = None
 
@@ -104,13 +144,14 @@ class NoiseFormula:
         return bool(self.outputs)
 
     # ------------------------------------------------------------------ values
-    def sigma_slope(self, k: int, theta: np.ndarray, g: np.ndarray
+    def sigma_slope(self, k: int, e: int, theta: np.ndarray, g: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """``sigma`` and ``d sigma / d g`` of output ``k`` at outputs ``g``."""
+        """``sigma`` and ``d sigma / d g`` of output ``k`` in experiment ``e`` at
+        outputs ``g``."""
         g = np.asarray(g, float).ravel()
         if g.size == 0:
             return np.zeros(0), np.zeros(0)
-        f = self.functions[k].map(g.size)
+        f = self.functions[(k, e)].map(g.size)
         s, ds = f(ca.DM(theta), ca.DM(g[None, :]))
         return np.asarray(s, float).ravel(), np.asarray(ds, float).ravel()
 
@@ -118,10 +159,10 @@ class NoiseFormula:
         """ValueError where a formula is not positive at its start, evaluated at
         the data (naming the output, experiment and sample)."""
         for k in self.outputs:
-            for exp in experiments:
+            for e, exp in enumerate(experiments):
                 y = exp.y[:, k]
                 measured = np.flatnonzero(np.isfinite(y))
-                s, _ = self.sigma_slope(k, self.start, y[measured])
+                s, _ = self.sigma_slope(k, e, self.start, y[measured])
                 bad = ~(np.isfinite(s) & (s > 0))
                 if np.any(bad):
                     i = int(measured[np.flatnonzero(bad)[0]])
@@ -129,24 +170,25 @@ class NoiseFormula:
                         f"`noise`: the noise formula of output {self.y_names[k]!r} is not "
                         f"positive at its start: sigma = {s[bad][0]:g} at experiment "
                         f"{exp.name!r}, sample {i} (t = {exp.t[i]:g}, y = {y[i]:g}) with "
-                        f"{ {n: float(v) for n, v in zip(self.names, self.start)} }; choose other starting values "
-                        "(parameters={...}) or a formula that stays positive")
+                        f"{ {n: float(v) for n, v in zip(self.names, self.start)} }; choose "
+                        "other starting values (parameters={...}) or a formula that stays "
+                        "positive")
 
     # ------------------------------------------------------------------ rounds
     def fit_theta(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> np.ndarray:
         """The noise parameters that minimise ``nllh`` for the outputs ``fitted``
         (per experiment, sample order); starts from the current ``theta``."""
-        gs, rs = self._values(data, fitted)
+        pairs, gs, rs = self._values(data, fitted)
         sizes = tuple(v.size for v in gs)
         if self._nlp is None or self._nlp[1] != sizes:
             theta = ca.SX.sym("theta", len(self.names))
-            G = [ca.SX.sym(f"g{k}", n) for k, n in zip(self.outputs, sizes)]
-            R = [ca.SX.sym(f"r{k}", n) for k, n in zip(self.outputs, sizes)]
+            G = [ca.SX.sym(f"g{k}_{e}", n) for (k, e), n in zip(pairs, sizes)]
+            R = [ca.SX.sym(f"r{k}_{e}", n) for (k, e), n in zip(pairs, sizes)]
             f = 0
-            for k, Gk, Rk, n in zip(self.outputs, G, R, sizes):
+            for pair, Gk, Rk, n in zip(pairs, G, R, sizes):
                 if n == 0:
                     continue
-                S = self.functions[k].map(n)(theta, Gk.T)[0].T
+                S = self.functions[pair].map(n)(theta, Gk.T)[0].T
                 f += ca.sum1(ca.log(S)) + 0.5 * ca.sumsqr(Rk / S)
             solver = ca.nlpsol("noise_parameters", "ipopt",
                                {"x": theta, "p": ca.vertcat(*G, *R), "f": f},
@@ -165,17 +207,16 @@ class NoiseFormula:
         return theta
 
     def _values(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]
-                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        gs, rs = [], []
+                ) -> tuple[list[tuple[int, int]], list[np.ndarray], list[np.ndarray]]:
+        """Per (formula output, experiment): the fitted outputs and residuals."""
+        pairs, gs, rs = [], [], []
         for k in self.outputs:
-            g_k, r_k = [], []
-            for exp, G in zip(data, fitted):
+            for e, (exp, G) in enumerate(zip(data, fitted)):
                 measured = np.isfinite(exp.y[:, k])
-                g_k.append(G[measured, k])
-                r_k.append(exp.y[measured, k] - G[measured, k])
-            gs.append(np.concatenate(g_k) if g_k else np.zeros(0))
-            rs.append(np.concatenate(r_k) if r_k else np.zeros(0))
-        return gs, rs
+                pairs.append((k, e))
+                gs.append(G[measured, k])
+                rs.append(exp.y[measured, k] - G[measured, k])
+        return pairs, gs, rs
 
     def held(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray] | None
              ) -> list[Experiment]:
@@ -191,7 +232,7 @@ class NoiseFormula:
                 measured = np.isfinite(exp.y[:, k])
                 yk = exp.y[measured, k]
                 g = yk if fitted is None else fitted[e][measured, k]
-                s, ds = self.sigma_slope(k, self.theta, g)
+                s, ds = self.sigma_slope(k, e, self.theta, g)
                 s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
                 if np.any(np.isnan(s)):
                     raise FloatingPointError(

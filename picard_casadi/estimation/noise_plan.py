@@ -177,7 +177,13 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
                     f"but experiment {exp.name!r} has no `sigma` for it; give "
                     "Experiment(..., sigma=...) there, or a noise model for the output "
                     "(noise={...: pc.Noise(sigma=...)})")
-    formula = NoiseFormula(noises, names) if any(n.is_formula for n in noises) else None
+    typical = [float(np.sqrt(np.nanmean(np.concatenate([np.asarray(e.y[:, k], float)
+                                                         for e in experiments]) ** 2)))
+               if any(np.isfinite(e.y[:, k]).any() for e in experiments) else 1.0
+               for k in range(model.ny)]
+    formula = (NoiseFormula(noises, names, experiments, typical)
+               if any(n.is_formula for n in noises)
+               or any(e.noise_parameters for e in experiments) else None)
     in_formula = set(formula.outputs) if formula else set()
     group = np.full(model.ny, -1)
     group_names: list[str] = []

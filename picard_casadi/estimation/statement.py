@@ -236,7 +236,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     # a number is a known initial value; an expression of p, a shifted state
     constant_x0 = np.array([bool(given[i]) and x0_expr[i].is_constant()
                             for i in range(model.nx)])
-    shifted = given & ~constant_x0
+    shifted = (given & ~constant_x0).copy()
     if table is None and not overrides and not given.any():
         return Statement(trivial=True)
     if table is None:  # flat vectors, experiment parameters or x0 expressions
@@ -342,8 +342,24 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
 
     rhs, y = sub(model.rhs), sub(model.y)
     H = ca.SX.zeros(model.nx, 1)
+    # an initial state of fixed parameters (and constants) only is known in
+    # each experiment: a number there, not a shifted state (Boehm's
+    # STAT5A(0) = 207.6 ratio with ratio fixed)
+    free_phi = [phi[i] for i, q in enumerate(rows) if q.estimate]
+    h_all = sub(model.x0_expression)
+    known_by_exp = np.full((len(exps), model.nx), np.nan)
+    for i in np.flatnonzero(shifted):
+        if free_phi and ca.depends_on(h_all[int(i)], ca.vertcat(*free_phi)):
+            continue
+        value = ca.Function("h", [phi, U_new], [h_all[int(i)]])
+        start_phi = np.array([_on_scale(q.start, q.scale) for q in rows])
+        for e in range(len(exps)):
+            c = np.array(columns[e], float)
+            known_by_exp[e, i] = float(value(start_phi, c))
+        shifted[int(i)] = False
+        constant_x0[int(i)] = True
     if shifted.any():
-        h = sub(model.x0_expression)
+        h = h_all
         for i in np.flatnonzero(shifted):
             H[int(i)] = h[int(i)]
         rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
@@ -362,10 +378,12 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         p_units=[model.p_units[origin[q.name]] if q.scale == "lin" else "" for q in rows],
         x_domain=x_domain, x0=None)
     constants = [np.array(c, float) for c in columns]
-    known = np.full(model.nx, np.nan)
-    known[constant_x0] = [float(x0_expr[int(i)]) for i in np.flatnonzero(constant_x0)]
-    new_exps = [_with_constant_inputs(e, model, c, shifted, known)
-                for e, c in zip(exps, constants)]
+    known = known_by_exp.copy()
+    for i in np.flatnonzero(constant_x0):
+        if x0_expr[int(i)].is_constant():
+            known[:, int(i)] = float(x0_expr[int(i)])
+    new_exps = [_with_constant_inputs(e, model, c, shifted, known[k])
+                for k, (e, c) in enumerate(zip(exps, constants))]
 
     lo = np.array([_on_scale(q.bounds[0], q.scale) for q in rows])
     hi = np.array([_on_scale(q.bounds[1], q.scale) for q in rows])

@@ -1,0 +1,625 @@
+"""Read a PEtab (v1) problem into the package's model, experiments, parameters and noise.
+
+::
+
+    from picard_casadi.io.petab import read_petab
+    prob = read_petab("Boehm_JProteomeRes2014.yaml")
+    res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
+
+PEtab (petab.readthedocs.io) states a problem as an SBML model and four
+tables; they map onto the package as follows.
+
+- The SBML model becomes a :class:`~picard_casadi.model.Model` in CasADi:
+  species are states (concentrations, or amounts where
+  ``hasOnlySubstanceUnits``), ``d[S]/dt = sum_r stoichiometry * rate_r /
+  compartment size`` for constant compartments, rate rules add states,
+  assignment rules and function definitions are substituted, initial
+  assignments and initial values become ``Model(x0=...)`` expressions of
+  the parameters, ``time`` is the model's time.  Boundary-condition and
+  constant species are states with zero derivative.  Constant SBML
+  parameters become model parameters ``p`` where the parameter table lists
+  them or the condition table sets them, numbers otherwise.
+- The condition table: one :class:`~picard_casadi.experiment.Experiment`
+  per simulation condition that has measurements, its ``parameters`` the
+  condition's values (a number: a constant of that condition; a name: that
+  parameter).  A species set by the condition table gets its initial value
+  from a parameter of its own (``<species>_0``) that each experiment sets.
+- The measurement table: each condition's measurements in long form
+  (:meth:`Experiment.from_measurements`), simulated from ``t = 0``.
+- The observable table: the model's outputs (``observableFormula`` with its
+  ``observableParameter`` placeholders substituted) and one
+  :class:`~picard_casadi.noise.Noise` per observable
+  (``observableTransformation`` lin/log/log10 -> normal/log-normal/
+  log10-normal; ``noiseFormula``: a noise parameter, the measurements' own
+  numbers, or a formula of noise parameters and the observable).
+- The parameter table: one :class:`~picard_casadi.parameters.Parameter` per
+  row the model or the conditions use (``nominalValue`` as start, bounds
+  and scale as given, ``estimate = 0`` fixed).  Noise parameters are not
+  among them: the package estimates a noise level in closed form (on the
+  linear scale, within the row's bounds); their nominal values are in
+  :attr:`PetabProblem.noise_nominal`.
+
+What the package cannot state is refused, naming the construct and the
+file: preequilibration, steady-state (``time = inf``) measurements,
+events, delays, algebraic rules, non-constant compartments, objective
+priors, the Laplace distribution, noise or observable parameters that
+differ between measurements of one observable (other than numeric noise
+levels), mapping tables, several models.
+
+Needs ``python-libsbml`` and ``petab`` (``pip install picard_casadi[petab]``);
+they are imported when :func:`read_petab` is called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+from ..noise import Noise
+from ..parameters import Parameter
+from .sbml import _MathConverter, _Sbml, _parse_formula, _translate_sbml
+
+__all__ = ["PetabProblem", "read_petab"]
+
+_INSTALL = "pip install picard_casadi[petab]"
+#: PEtab's observableTransformation -> the package's noise distribution
+_DISTRIBUTION = {"lin": "normal", "log": "log-normal", "log10": "log10-normal"}
+
+
+@dataclass
+class PetabProblem:
+    """A PEtab problem in the package's terms: the arguments of ``estimate``.
+
+    ``pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)``
+
+    Attributes
+    ----------
+    model : Model
+        The SBML model with the observables as outputs (``y_names`` the
+        observable ids, those with measurements).
+    experiments : list of Experiment
+        One per simulation condition with measurements (its id as name),
+        ``parameters`` the condition table's values.
+    parameters : list of Parameter
+        The parameter table's rows that the model or the conditions use
+        (noise parameters excluded).
+    noise : dict of str to Noise
+        One per output (observable id).
+    nominal_nllh : float, optional
+        PEtab's negative log-likelihood at the nominal parameters, where the
+        caller knows it (``read_petab(..., nominal_nllh=...)``); ``None``
+        otherwise.
+    source : str
+        The YAML file read.
+    noise_nominal : dict of str to float
+        The nominal values of the noise parameters (the parameter table's
+        ``nominalValue``, linear scale), by name.
+    """
+
+    model: Model
+    experiments: list[Experiment]
+    parameters: list[Parameter]
+    noise: dict[str, Noise]
+    nominal_nllh: float | None = None
+    source: str = ""
+    noise_nominal: dict[str, float] = field(default_factory=dict)
+
+
+def _require() -> tuple[Any, Any]:
+    """libsbml and petab.v1, or an ImportError saying how to install them."""
+    try:
+        import libsbml
+        import petab.v1 as petab_v1
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"reading a PEtab problem needs python-libsbml and petab ({exc}); "
+                          f"install them with: {_INSTALL}") from exc
+    return libsbml, petab_v1
+
+
+# --------------------------------------------------------------------------- tables
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (
+        isinstance(v, str) and not v.strip())
+
+
+def _number(v: Any) -> float | None:
+    """``v`` as a number, or None where it is a name."""
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    try:
+        return float(str(v).strip())
+    except ValueError:
+        return None
+
+
+def _replacements(petab_v1: Any, v: Any) -> list[float | str]:
+    """A ``;``-separated list of PEtab's measurement table (numbers or names)."""
+    if _empty(v):
+        return []
+    return [x if isinstance(x, str) and _number(x) is None else float(x)
+            for x in petab_v1.split_parameter_replacement_list(v)]
+
+
+def _files(config: Mapping[str, Any], base: Path) -> dict[str, str]:
+    """Each table's file name(s) for error messages."""
+    prob = config["problems"][0]
+
+    def names(key: str) -> str:
+        return ", ".join(str(base / f) for f in prob.get(key, []) or [])
+    return {"parameters": str(base / str(config.get("parameter_file"))),
+            "conditions": names("condition_files"), "measurements": names("measurement_files"),
+            "observables": names("observable_files"), "sbml": names("sbml_files")}
+
+
+def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
+               nominal_nllh: float | None = None) -> PetabProblem:
+    """Read a PEtab (v1) problem.
+
+    Parameters
+    ----------
+    yaml_path : str or Path
+        The problem's YAML file (one problem, one SBML model).
+    fixed : {"parameters", "numbers"}
+        The parameter table's fixed rows (``estimate = 0``): ``"parameters"``
+        (default) keeps them as model parameters with
+        ``Parameter(estimate=False)`` (so they can be freed later);
+        ``"numbers"`` writes their values into the model (those the
+        condition table sets excepted), so that initial states that depend
+        on fixed parameters only are known numbers rather than expressions
+        (on Boehm_JProteomeRes2014 picard-gn converges this way and not the
+        other, ``tests/test_petab_import.py``).
+    nominal_nllh : float, optional
+        PEtab's negative log-likelihood at the nominal parameters, where known
+        (kept in the result for comparisons).
+
+    Returns
+    -------
+    PetabProblem
+        ``model``, ``experiments``, ``parameters`` and ``noise`` for
+        ``pc.estimate(prob.model, prob.experiments, prob.parameters,
+        noise=prob.noise)``.
+
+    Raises
+    ------
+    ImportError
+        Without python-libsbml or petab (``pip install picard_casadi[petab]``).
+    NotImplementedError
+        For a construct the package cannot state (preequilibration, events,
+        delays, algebraic rules, priors, noise or observable parameters
+        that differ between measurements of one observable, ...), naming it
+        and the file.
+    ValueError
+        For inconsistent tables (a name no table defines, a Laplace
+        distribution, ...), naming the file and the entry.
+    """
+    if fixed not in ("parameters", "numbers"):
+        raise ValueError(f"read_petab: `fixed` must be 'parameters' or 'numbers', got {fixed!r}")
+    libsbml, petab_v1 = _require()
+    from petab.v1.yaml import load_yaml
+
+    path = Path(yaml_path)
+    config = load_yaml(str(path))
+    if len(config.get("problems", [])) != 1:
+        raise NotImplementedError(f"{path}: a YAML file with {len(config.get('problems', []))} "
+                                  "problems; exactly one is supported")
+    entry = config["problems"][0]
+    if len(entry.get("sbml_files", [])) != 1:
+        raise NotImplementedError(f"{path}: exactly one SBML model is supported, got "
+                                  f"{entry.get('sbml_files')}")
+    if entry.get("mapping_files"):
+        raise NotImplementedError(f"{path}: mapping tables (mapping_files) are not supported")
+    files = _files(config, path.parent)
+    problem = petab_v1.Problem.from_yaml(str(path))
+    builder = _Builder(libsbml, petab_v1, problem, files, fixed)
+    model, experiments, parameters, noise, noise_nominal = builder.build(name=path.stem)
+    return PetabProblem(model=model, experiments=experiments, parameters=parameters, noise=noise,
+                        nominal_nllh=nominal_nllh, source=str(path), noise_nominal=noise_nominal)
+
+
+class _Builder:
+    """The tables of one PEtab problem, mapped onto the package (``read_petab``)."""
+
+    def __init__(self, libsbml: Any, petab_v1: Any, problem: Any, files: dict[str, str],
+                 fixed: str) -> None:
+        self.fixed = fixed
+        self.sbml = libsbml
+        self.pv = petab_v1
+        self.problem = problem
+        self.files = files
+        self.par = problem.parameter_df
+        self.obs = problem.observable_df
+        self.meas = problem.measurement_df.reset_index(drop=True)
+        self.cond = problem.condition_df if problem.condition_df is not None else None
+
+    # ---------------------------------------------------------------- checks
+    def _check(self) -> None:
+        f = self.files
+        meas = self.meas
+        if "preequilibrationConditionId" in meas.columns and not meas[
+                "preequilibrationConditionId"].map(_empty).all():
+            raise NotImplementedError(f"{f['measurements']}: preequilibration "
+                                      "(preequilibrationConditionId) is not supported")
+        times = meas["time"].astype(float)
+        if np.isinf(times).any():
+            raise NotImplementedError(f"{f['measurements']}: steady-state measurements "
+                                      "(time = inf) are not supported")
+        if (times < 0).any():
+            raise ValueError(f"{f['measurements']}: negative measurement times "
+                             f"({times[times < 0].iloc[0]}); PEtab simulates from t = 0")
+        for col in self.par.columns:
+            low = col.lower()
+            if ("objectiveprior" in low or low == "priortype") and not self.par[col].map(
+                    _empty).all():
+                raise NotImplementedError(f"{f['parameters']}: priors (column {col!r}) are "
+                                          "not supported")
+        for col in ("observableTransformation", "noiseDistribution"):
+            if col in meas.columns:
+                for oid, val in zip(meas["observableId"], meas[col]):
+                    if not _empty(val) and str(val) != str(self.obs.loc[oid].get(col, "")):
+                        raise NotImplementedError(
+                            f"{f['measurements']}: a {col} {val!r} of its own for a measurement "
+                            f"of {oid!r} is not supported (set it in the observable table)")
+
+    # ---------------------------------------------------------------- per observable
+    def _same(self, oid: str, column: str, what: str) -> list[float | str]:
+        """The ``column`` values of every measurement of ``oid``: must agree."""
+        f = self.files["measurements"]
+        rows = self.meas[self.meas["observableId"] == oid]
+        lists = [tuple(_replacements(self.pv, v)) for v in (
+            rows[column] if column in rows.columns else [None] * len(rows))]
+        if len(set(lists)) > 1:
+            raise NotImplementedError(
+                f"{f}: the {what} of observable {oid!r} differ between its measurements "
+                f"({sorted(set(lists), key=str)[:3]}...); {what} that differ by measurement or "
+                "condition are not supported")
+        return list(lists[0]) if lists else []
+
+    def _table_row(self, name: str) -> Any:
+        return self.par.loc[name] if name in self.par.index else None
+
+    # ---------------------------------------------------------------- build
+    def build(self, name: str) -> tuple[Model, list[Experiment], list[Parameter],
+                                        dict[str, Noise], dict[str, float]]:
+        self._check()
+        f = self.files
+        sbml_model = self.problem.model.sbml_model
+        doc = sbml_model.getSBMLDocument()
+        sbml_ids = {q.getId() for q in sbml_model.getListOfParameters()}
+        species_ids = {s.getId() for s in sbml_model.getListOfSpecies()}
+        compartment_ids = {c.getId() for c in sbml_model.getListOfCompartments()}
+        table = set(self.par.index)
+
+        # the condition table's targets
+        conditions = [c for c in dict.fromkeys(self.meas["simulationConditionId"])]
+        cond = self.cond
+        targets = [c for c in (cond.columns if cond is not None else [])
+                   if c not in ("conditionName",)]
+        for c in conditions:
+            if cond is None or c not in cond.index:
+                raise ValueError(f"{f['measurements']}: simulation condition {c!r} is not in "
+                                 f"the condition table {f['conditions']}")
+        species_set = {c for c in targets if c in species_ids}
+        param_targets = [c for c in targets if c in sbml_ids]
+        for c in targets:
+            if c in compartment_ids:
+                raise NotImplementedError(f"{f['conditions']}: compartment {c!r} set by the "
+                                          "condition table is not supported")
+            if c not in species_ids and c not in sbml_ids:
+                raise ValueError(f"{f['conditions']}: column {c!r} is not a parameter, species "
+                                 "or compartment of the SBML model")
+
+        # the SBML model
+        as_parameters = (table & sbml_ids) | set(param_targets)
+        sb = _translate_sbml(self.sbml, doc, f["sbml"], as_parameters, species_set)
+        p_syms: dict[str, ca.SX] = {}   # model parameter name -> symbol
+        for key, sym in sb.p.items():
+            p_syms[sym.name()] = sym
+        species_parameter = {sid: sb.p[sid].name() for sid in species_set}
+
+        def symbol(nm: str) -> ca.SX:
+            """A model parameter's symbol (a new one for a table parameter only the
+            observables use)."""
+            if nm not in p_syms:
+                p_syms[nm] = ca.SX.sym(nm)
+            return p_syms[nm]
+
+        # observables, outputs and noise
+        observed = list(dict.fromkeys(self.meas["observableId"]))
+        unknown = [o for o in observed if o not in self.obs.index]
+        if unknown:
+            raise ValueError(f"{f['measurements']}: observable(s) {unknown} are not in the "
+                             f"observable table {f['observables']}")
+        observed = [o for o in self.obs.index if o in observed]
+        ys: list[ca.SX] = []
+        noises: dict[str, Noise] = {}
+        data_sigma: set[str] = set()
+        noise_nominal: dict[str, float] = {}
+        noise_names: set[str] = set()
+        for oid in observed:
+            y, lookup = self._observable(oid, sb, symbol, species_set)
+            ys.append(y)
+            noise, is_data, nominal = self._noise(oid, lookup, sb)
+            noises[oid] = noise
+            if is_data:
+                data_sigma.add(oid)
+            noise_nominal.update(nominal)
+            noise_names.update(nominal)
+
+        # the model's parameters: those the model uses
+        rhs, y_all = sb.rhs, ca.vertcat(*ys)
+        x0 = ca.vertcat(*sb.x0)
+        if self.fixed == "numbers":  # the fixed rows' values, the model's own numbers
+            values = {}
+            for n, sym in p_syms.items():
+                row = self._table_row(n)
+                if row is not None and int(row["estimate"]) == 0 and n not in param_targets \
+                        and n not in species_parameter.values():
+                    values[n] = float(row["nominalValue"])
+            if values:
+                old_syms = ca.vertcat(*[p_syms[n] for n in values])
+                new_vals = ca.vertcat(*[ca.SX(v) for v in values.values()])
+                rhs, y_all, x0 = (ca.substitute(e, old_syms, new_vals) for e in (rhs, y_all, x0))
+                for n in values:
+                    del p_syms[n]
+        x0_list = [x0[i] if ca.symvar(x0[i]) else ca.SX(float(ca.evalf(x0[i])))
+                   for i in range(x0.numel())]
+        everything = ca.vertcat(rhs, y_all, x0)
+        p_names = [n for n, sym in p_syms.items() if ca.depends_on(everything, sym)]
+        clash = sorted(set(p_names) & noise_names)
+        if clash:
+            raise NotImplementedError(f"{f['parameters']}: {clash} are both noise parameters "
+                                      "and parameters of the model or observables")
+        model = Model(x=sb.x, p=ca.vertcat(*[p_syms[n] for n in p_names]), rhs=rhs, t=sb.t,
+                      y=y_all, name=name, x_names=sb.x_names, p_names=p_names,
+                      y_names=observed, x0=x0_list)
+
+        # experiments: one per simulation condition
+        set_by_conditions: dict[str, dict[str, float | str]] = {c: {} for c in conditions}
+        referenced: list[str] = []
+        for c in conditions:
+            for col in targets:
+                pname = species_parameter.get(col, col)
+                if pname not in p_names:
+                    continue  # a target the model does not use
+                v = cond.loc[c, col]
+                key = col if col in species_set else pname
+                if _empty(v):
+                    default = sb.default[key]
+                    if not default.is_constant():
+                        raise NotImplementedError(
+                            f"{f['conditions']}: condition {c!r} leaves {col!r} empty, and its "
+                            "SBML value is an expression; give a number or a parameter")
+                    set_by_conditions[c][pname] = float(default)
+                    continue
+                num = _number(v)
+                if num is not None:
+                    set_by_conditions[c][pname] = num
+                    continue
+                v = str(v).strip()
+                row = self._table_row(v)
+                if row is None:
+                    raise ValueError(f"{f['conditions']}: condition {c!r} sets {col!r} to "
+                                     f"{v!r}, which is not in the parameter table "
+                                     f"{f['parameters']}")
+                if int(row["estimate"]) == 0:
+                    set_by_conditions[c][pname] = float(row["nominalValue"])
+                else:
+                    set_by_conditions[c][pname] = v
+                    referenced.append(v)
+        experiments = [self._experiment(c, observed, data_sigma, set_by_conditions[c])
+                       for c in conditions]
+
+        # the parameter table's rows the model and the conditions use
+        always_set = {n for n in p_names if all(n in set_by_conditions[c] for c in conditions)}
+        parameters: list[Parameter] = []
+        for n in list(dict.fromkeys([q for q in p_names if q not in always_set] + referenced)):
+            row = self._table_row(n)
+            if row is None:
+                raise ValueError(f"{f['parameters']}: no row for {n!r}, a parameter of the "
+                                 "model that no condition sets")
+            parameters.append(self._parameter(n, row))
+        return model, experiments, parameters, noises, noise_nominal
+
+    def _parameter(self, name: str, row: Any) -> Parameter:
+        where = f"{self.files['parameters']}: parameter {name!r}"
+        start = float(row["nominalValue"])
+        if int(row["estimate"]) == 0:
+            return Parameter(name, start, scale="lin", estimate=False)
+        scale = str(row.get("parameterScale", "lin")).strip() or "lin"
+        if scale not in _DISTRIBUTION:
+            raise ValueError(f"{where}: parameterScale {scale!r} is not lin, log or log10")
+        lo, hi = float(row["lowerBound"]), float(row["upperBound"])
+        if scale != "lin" and lo <= 0:
+            lo = None  # unbounded below on the log scale
+        try:
+            return Parameter(name, start, bounds=(lo, hi), scale=scale, estimate=True)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+    def _observable(self, oid: str, sb: _Sbml, symbol: Callable[[str], ca.SX],
+                    species_set: set[str]) -> tuple[ca.SX, Callable[[str], ca.SX]]:
+        """The output of observable ``oid`` and the lookup its formulas use."""
+        f = self.files["observables"]
+        formula = self.obs.loc[oid, "observableFormula"]
+        placeholders = self._same(oid, "observableParameters", "observableParameters")
+        values: dict[str, ca.SX] = {}
+        for i, v in enumerate(placeholders, start=1):
+            if isinstance(v, float):
+                values[f"observableParameter{i}_{oid}"] = ca.SX(v)
+            else:
+                values[f"observableParameter{i}_{oid}"] = self._model_parameter(v, sb, symbol)
+
+        def lookup(nm: str) -> ca.SX:
+            if nm in values:
+                return values[nm]
+            if nm.startswith("observableParameter") and nm.endswith(f"_{oid}"):
+                raise ValueError(f"{self.files['measurements']}: observable {oid!r} uses {nm!r}, "
+                                 "but its measurements' observableParameters do not give it")
+            try:
+                return sb.value(nm)
+            except ValueError:
+                pass
+            if nm == "time":
+                return sb.t
+            return self._model_parameter(nm, sb, symbol)
+
+        conv = _MathConverter(self.sbml, lookup, sb.convert.functions, sb.t,
+                              f"{f}: observable {oid!r}")
+        ast = _parse_formula(self.sbml, formula, f"{f}: observable {oid!r}")
+        return conv(ast, context="observableFormula"), lookup
+
+    def _model_parameter(self, nm: str, sb: _Sbml, symbol: Callable[[str], ca.SX]) -> ca.SX:
+        """A name in an observable formula: an SBML id, or a parameter table row."""
+        if nm in sb.p:
+            return sb.p[nm]
+        row = self._table_row(nm)
+        if row is None:
+            raise ValueError(f"{self.files['observables']}: {nm!r} is neither in the SBML model "
+                             f"nor in the parameter table {self.files['parameters']}")
+        return symbol(nm)
+
+    def _noise(self, oid: str, lookup: Callable[[str], ca.SX], sb: _Sbml
+               ) -> tuple[Noise, bool, dict[str, float]]:
+        """The noise of observable ``oid``; whether its sigma is the data's; the
+        nominal values of its noise parameters."""
+        fo, fp = self.files["observables"], self.files["parameters"]
+        row = self.obs.loc[oid]
+        where = f"{fo}: observable {oid!r}"
+        dist = row.get("noiseDistribution", "normal")
+        dist = "normal" if _empty(dist) else str(dist).strip()
+        if dist != "normal":
+            raise ValueError(f"{where}: noiseDistribution {dist!r} is not supported (the "
+                             "package's noise is normal on the lin, log or log10 scale)")
+        trans = row.get("observableTransformation", "lin")
+        trans = "lin" if _empty(trans) else str(trans).strip()
+        if trans not in _DISTRIBUTION:
+            raise ValueError(f"{where}: observableTransformation {trans!r} is not lin, log or "
+                             "log10")
+        distribution = _DISTRIBUTION[trans]
+        formula = row.get("noiseFormula", "")
+        if _empty(formula):
+            raise ValueError(f"{where}: no noiseFormula")
+        formula = str(formula).strip()
+        placeholder = f"noiseParameter1_{oid}"
+        rows = self.meas[self.meas["observableId"] == oid]
+        per = [_replacements(self.pv, v) for v in (
+            rows["noiseParameters"] if "noiseParameters" in rows.columns else [None] * len(rows))]
+
+        # the common case: sigma is the measurements' noise parameter
+        if formula == placeholder:
+            if per and all(len(q) == 1 and isinstance(q[0], float) for q in per):
+                return Noise(distribution, sigma="data"), True, {}
+            return self._named_sigma(oid, distribution, per)
+        num = _number(formula)
+        if num is not None:
+            return Noise(distribution, sigma=num), False, {}
+        if formula in self.par.index:
+            return self._named_sigma(oid, distribution, [[formula]] * max(len(per), 1))
+
+        # a formula: placeholders substituted, the observable as `g`
+        given = self._same(oid, "noiseParameters", "noiseParameters")
+        g = ca.SX.sym(f"{oid}_model")
+        obs_formula = str(self.obs.loc[oid, "observableFormula"]).strip()
+        noise_syms: dict[str, ca.SX] = {}
+        starts: dict[str, float] = {}
+        bounds: list[tuple[float, float]] = []
+
+        def noise_parameter(nm: str) -> ca.SX:
+            r = self._table_row(nm)
+            if r is None:
+                raise ValueError(f"{where}: noise parameter {nm!r} is not in the parameter "
+                                 f"table {fp}")
+            if int(r["estimate"]) == 0:
+                return ca.SX(float(r["nominalValue"]))
+            if nm not in noise_syms:
+                noise_syms[nm] = ca.SX.sym(nm)
+                starts[nm] = float(r["nominalValue"])
+                bounds.append((float(r["lowerBound"]), float(r["upperBound"])))
+            return noise_syms[nm]
+
+        values: dict[str, ca.SX] = {oid: g}
+        for i, v in enumerate(given, start=1):
+            values[f"noiseParameter{i}_{oid}"] = (ca.SX(v) if isinstance(v, float)
+                                                  else noise_parameter(v))
+        text = formula
+        obs_ast = _parse_formula(self.sbml, obs_formula, where)
+        if obs_ast.getType() == self.sbml.AST_NAME:  # the observable is one model quantity
+            values[obs_ast.getName()] = g
+        elif obs_formula in text:  # the observable's own expression, written out
+            text = text.replace(obs_formula, oid)
+
+        def nlookup(nm: str) -> ca.SX:
+            if nm in values:
+                return values[nm]
+            if nm.startswith("noiseParameter"):
+                raise ValueError(f"{self.files['measurements']}: the noiseFormula of {oid!r} "
+                                 f"uses {nm!r}, but its measurements' noiseParameters do not "
+                                 "give it")
+            if nm in self.par.index:
+                return noise_parameter(nm)
+            raise NotImplementedError(
+                f"{where}: the noiseFormula {formula!r} depends on {nm!r}, a model quantity "
+                "other than the observable; only noise parameters and the observable itself "
+                "are supported")
+
+        conv = _MathConverter(self.sbml, nlookup, sb.convert.functions, sb.t, where)
+        sigma = conv(_parse_formula(self.sbml, text, where), context="noiseFormula")
+        depends_on_g = ca.depends_on(sigma, g)
+        if depends_on_g and trans != "lin":
+            raise NotImplementedError(f"{where}: a noiseFormula of the observable with "
+                                      f"observableTransformation {trans!r} is not supported")
+        if not depends_on_g and not noise_syms:
+            return Noise(distribution, sigma=float(ca.evalf(sigma))), False, {}
+        if not depends_on_g and sigma.is_symbolic() and len(noise_syms) == 1:
+            nm = next(iter(noise_syms))
+            lo, hi = bounds[0]
+            return Noise(distribution, sigma=nm, bounds=(max(lo, 0.0), hi)), False, dict(starts)
+        lo = max(min(b[0] for b in bounds), 0.0) if bounds else 0.0
+        hi = max(b[1] for b in bounds) if bounds else math.inf
+        return (Noise(distribution, sigma=sigma, output=g if depends_on_g else None,
+                      parameters=starts, bounds=(lo, hi)), False, dict(starts))
+
+    def _named_sigma(self, oid: str, distribution: str, per: Sequence[Sequence[Any]]
+                     ) -> tuple[Noise, bool, dict[str, float]]:
+        """``noiseFormula = noiseParameter1_<oid>`` mapped to one parameter."""
+        fm, fp = self.files["measurements"], self.files["parameters"]
+        kinds = {tuple(q) for q in per}
+        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
+            raise NotImplementedError(
+                f"{fm}: the noiseParameters of observable {oid!r} differ between its "
+                f"measurements ({sorted(kinds, key=str)[:3]}); noise parameters that differ "
+                "by condition or measurement are not supported (numbers in every row are: "
+                "each measurement's own sigma)")
+        nm = next(iter(kinds))[0]
+        if isinstance(nm, float):
+            return Noise(distribution, sigma=nm), False, {}
+        row = self._table_row(nm)
+        if row is None:
+            raise ValueError(f"{fm}: noise parameter {nm!r} of observable {oid!r} is not in "
+                             f"the parameter table {fp}")
+        nominal = float(row["nominalValue"])
+        if int(row["estimate"]) == 0:
+            return Noise(distribution, sigma=nominal), False, {nm: nominal}
+        lo, hi = max(float(row["lowerBound"]), 0.0), float(row["upperBound"])
+        return Noise(distribution, sigma=nm, bounds=(lo, hi)), False, {nm: nominal}
+
+    def _experiment(self, cid: str, observed: list[str], data_sigma: set[str],
+                    parameters: dict[str, float | str]) -> Experiment:
+        rows = self.meas[self.meas["simulationConditionId"] == cid]
+        sigma = None
+        if data_sigma:
+            sigma = np.array([float(_replacements(self.pv, v)[0]) if o in data_sigma else np.nan
+                              for o, v in zip(rows["observableId"], rows["noiseParameters"])])
+        return Experiment.from_measurements(
+            rows["time"].astype(float).to_numpy(), rows["observableId"].astype(str).tolist(),
+            rows["measurement"].astype(float).to_numpy(), observed, sigma=sigma, name=str(cid),
+            t0=0.0, parameters=parameters or None)

@@ -283,3 +283,29 @@ def test_estimate_of_the_imported_boehm_problem_is_the_hand_written_one_s():
     assert 138.2220 - 1e-3 <= res.nllh <= 138.2369 + 1e-3
     assert set(res.settings["noise_parameter_values"]) == {
         "sd_pSTAT5A_rel", "sd_pSTAT5B_rel", "sd_rSTAT5A_rel"}
+
+
+def test_noise_parameters_of_each_condition_become_the_experiments_own(tmp_path):
+    # ob10's noise: a parameter of each condition instead of the numbers
+    yaml = _copy(tmp_path, BRUNO)
+    meas = yaml.parent / "measurementData_Bruno_JExpBot2016.tsv"
+    lines = meas.read_text().splitlines()
+    head = lines[0].split("\t")
+    io, ic, inoise = (head.index(c) for c in ("observableId", "simulationConditionId",
+                                              "noiseParameters"))
+    conditions = []
+    for i, line in enumerate(lines[1:], start=1):
+        cells = line.split("\t")
+        if cells[io] == "ob10":
+            cells[inoise] = f"sd_ob10_{cells[ic]}"
+            conditions.append(cells[ic])
+            lines[i] = "\t".join(cells)
+    meas.write_text("\n".join(lines) + "\n")
+    par = yaml.parent / "parameters_Bruno_JExpBot2016.tsv"
+    par.write_text(par.read_text().rstrip("\n") + "\n" + "".join(
+        f"sd_ob10_{c}\tsd\tlog10\t1E-05\t1000\t0.1\t1\n" for c in dict.fromkeys(conditions)))
+    prob = read_petab(yaml)
+    assert prob.noise["ob10"].sigma == "noiseParameter1_ob10"
+    by_name = {e.name: e for e in prob.experiments}
+    for c in dict.fromkeys(conditions):
+        assert by_name[c].noise_parameters == {"noiseParameter1_ob10": f"sd_ob10_{c}"}

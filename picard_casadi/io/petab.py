@@ -43,8 +43,10 @@ What the package cannot state is refused, naming the construct and the
 file: preequilibration, steady-state (``time = inf``) measurements,
 events, delays, algebraic rules, non-constant compartments, objective
 priors, the Laplace distribution, noise or observable parameters that
-differ between measurements of one observable (other than numeric noise
-levels), mapping tables, several models.
+differ between measurements of one observable within a condition (numeric
+noise levels are each measurement's own; noise parameters that differ by
+condition are each experiment's own, ``Experiment(noise_parameters=...)``),
+mapping tables, several models.
 
 Needs ``python-libsbml`` and ``petab`` (``pip install picard_casadi[petab]``);
 they are imported when :func:`read_petab` is called.
@@ -238,6 +240,8 @@ class _Builder:
         self.par = problem.parameter_df
         self.obs = problem.observable_df
         self.meas = problem.measurement_df.reset_index(drop=True)
+        #: per condition: the noise parameters it sets (placeholder -> name or value)
+        self.noise_overrides: dict[str, dict[str, float | str]] = {}
         self.cond = problem.condition_df if problem.condition_df is not None else None
 
     # ---------------------------------------------------------------- checks
@@ -518,7 +522,8 @@ class _Builder:
         if formula == placeholder:
             if per and all(len(q) == 1 and isinstance(q[0], float) for q in per):
                 return Noise(distribution, sigma="data"), True, {}
-            return self._named_sigma(oid, distribution, per)
+            conditions = [str(c) for c in rows["simulationConditionId"]]
+            return self._named_sigma(oid, distribution, per, conditions)
         num = _number(formula)
         if num is not None:
             return Noise(distribution, sigma=num), False, {}
@@ -588,11 +593,20 @@ class _Builder:
         return (Noise(distribution, sigma=sigma, output=g if depends_on_g else None,
                       parameters=starts, bounds=(lo, hi)), False, dict(starts))
 
-    def _named_sigma(self, oid: str, distribution: str, per: Sequence[Sequence[Any]]
+    def _named_sigma(self, oid: str, distribution: str, per: Sequence[Sequence[Any]],
+                     conditions: Sequence[str] | None = None
                      ) -> tuple[Noise, bool, dict[str, float]]:
-        """``noiseFormula = noiseParameter1_<oid>`` mapped to one parameter."""
+        """``noiseFormula = noiseParameter1_<oid>`` mapped to one parameter, or to
+        one per condition (``Experiment(noise_parameters=...)``)."""
         fm, fp = self.files["measurements"], self.files["parameters"]
         kinds = {tuple(q) for q in per}
+        if len(kinds) > 1 and conditions is not None and all(len(k) == 1 for k in kinds):
+            by_condition: dict[str, set] = {}
+            for c, q in zip(conditions, per):
+                by_condition.setdefault(c, set()).add(q[0])
+            if all(len(v) == 1 for v in by_condition.values()):
+                return self._sigma_per_condition(oid, distribution, {
+                    c: next(iter(v)) for c, v in by_condition.items()})
         if len(kinds) != 1 or len(next(iter(kinds))) != 1:
             raise NotImplementedError(
                 f"{fm}: the noiseParameters of observable {oid!r} differ between its "
@@ -612,6 +626,33 @@ class _Builder:
         lo, hi = max(float(row["lowerBound"]), 0.0), float(row["upperBound"])
         return Noise(distribution, sigma=nm, bounds=(lo, hi)), False, {nm: nominal}
 
+    def _sigma_per_condition(self, oid: str, distribution: str,
+                             values: dict[str, float | str]
+                             ) -> tuple[Noise, bool, dict[str, float]]:
+        """One noise parameter (or known value) per condition: the observable's
+        placeholder, set by each experiment (``noise_parameters``)."""
+        fm, fp = self.files["measurements"], self.files["parameters"]
+        placeholder = f"noiseParameter1_{oid}"
+        nominal: dict[str, float] = {}
+        lows, highs = [], []
+        for c, v in values.items():
+            if isinstance(v, float):
+                self.noise_overrides.setdefault(c, {})[placeholder] = v
+                continue
+            row = self._table_row(v)
+            if row is None:
+                raise ValueError(f"{fm}: noise parameter {v!r} of observable {oid!r} is not in "
+                                 f"the parameter table {fp}")
+            nominal[v] = float(row["nominalValue"])
+            if int(row["estimate"]) == 0:
+                self.noise_overrides.setdefault(c, {})[placeholder] = nominal[v]
+                continue
+            lows.append(max(float(row["lowerBound"]), 0.0))
+            highs.append(float(row["upperBound"]))
+            self.noise_overrides.setdefault(c, {})[placeholder] = v
+        bounds = (min(lows), max(highs)) if lows else (0.0, math.inf)
+        return Noise(distribution, sigma=placeholder, bounds=bounds), False, nominal
+
     def _experiment(self, cid: str, observed: list[str], data_sigma: set[str],
                     parameters: dict[str, float | str]) -> Experiment:
         rows = self.meas[self.meas["simulationConditionId"] == cid]
@@ -622,4 +663,5 @@ class _Builder:
         return Experiment.from_measurements(
             rows["time"].astype(float).to_numpy(), rows["observableId"].astype(str).tolist(),
             rows["measurement"].astype(float).to_numpy(), observed, sigma=sigma, name=str(cid),
-            t0=0.0, parameters=parameters or None)
+            t0=0.0, parameters=parameters or None,
+            noise_parameters=self.noise_overrides.get(str(cid)) or None)

@@ -9,6 +9,7 @@ which :func:`~picard_casadi.estimate` calls for every experiment.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -240,6 +241,12 @@ class Experiment:
         On wrong shapes, non-increasing or non-finite times, ``inf`` in the
         data, naming the experiment and the field.
     """
+
+    # the fields added after the first release, for an Experiment pickled by an
+    # older version (a process pool's, a Dask worker's)
+    _sigma: np.ndarray | None = None
+    _parameters: Mapping[str, float | str] = MappingProxyType({})
+    _noise_parameters: Mapping[str, float | str] = MappingProxyType({})
 
     def __init__(
         self,

@@ -617,3 +617,20 @@ def test_scale_per_experiment_and_conditions_flags(here, capsys):
     assert code == 2 and "no experiment 'e9' in the data" in err
     code, out, err, _ = _fit(capsys, "--scale", "k=ln")
     assert code == 2 and "--scale: 'k=ln': the scale must be one of lin, log, log10" in err
+
+
+PETAB_BOEHM = (Path(__file__).parent / "data" / "petab" / "Boehm_JProteomeRes2014"
+               / "Boehm_JProteomeRes2014.yaml")
+
+
+def test_fit_reads_a_petab_problem(here, capsys):
+    code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--max-iter", "3",
+                           "--codegen", "off", "--quiet", "--out", "petab", "--overwrite")
+    saved = json.loads((here / "petab" / "result.json").read_text())
+    assert code == 1 and "did not converge" in out + err  # stopped at the 3 iterations asked
+    assert saved["p_names"][:2] == ["Epo_degradation_BaF3", "k_exp_hetero"]
+    assert saved["p_scales"][:6] == ["log10"] * 6
+    code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", "1")
+    assert code == 2 and "--p0: a PEtab problem states these in its tables" in err
+    code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--petab", str(PETAB_BOEHM))
+    assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import sys
@@ -61,10 +60,12 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.output_files import AtomicOutputs, check_output_folder, safe_name
+from ..runtime.output_files import check_output_folder, safe_name
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
+from .petab_input import petab_input
+from .result_files import PROFILE_FILES, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file, parameter_box
 from .parser_types import (assignment, bounds_arg, finite, fix_arg, in_cli_terms, job_count,
@@ -78,7 +79,6 @@ METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting")
 #: estimate's guess= values (guess.GUESSES; not imported here: --help stays light)
 GUESS_CHOICES = ("auto", "simulation", "anchored", "shooting")
 RESULT_FILES = ("result.json", "fit.png", "convergence.png")
-PROFILE_FILES = ("profile.png", "profile.json")
 COMPARE_FILES = ("table.csv", "table.md", "comparison.png")
 
 
@@ -266,7 +266,10 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
     options.pop("method", None)
     if method is not None and method not in METHOD_CHOICES:
         raise CliError(f"OPTIONS: unknown method {method!r}; valid: {', '.join(METHOD_CHOICES)}")
-    p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
+    if p0_origin == "--petab":  # a parameter table: its own starts, bounds and scales
+        p_bounds = None
+    else:
+        p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
     notes: list[str] = []
     if extras is not None:
         known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
@@ -373,42 +376,6 @@ def _output_folder(args: argparse.Namespace, default_name: str, names: tuple[str
         raise CliError(str(err)) from None
 
 
-def _write_results(res: Any, model: Any, experiments: list, out: Path,
-                   prof: Any = None) -> None:
-    """result.json, the figures (and the profile's), written together (see the module doc).
-
-    Profile files of an earlier run that this one does not write are removed
-    in the same step, so the folder never mixes two runs.
-    """
-    import matplotlib.pyplot as plt
-
-    from ..io.plotting import plot_convergence, plot_fit
-
-    figures = [("fit.png", lambda: plot_fit(res, model, experiments)),
-               ("convergence.png", lambda: plot_convergence(res))]
-    if prof is not None:
-        figures.append(("profile.png", lambda: prof.plot()))
-    try:
-        with AtomicOutputs(out) as files:
-            files.write_text("result.json", res.to_json() + "\n")
-            if prof is not None:
-                files.write_text("profile.json", json.dumps(prof.to_dict(), indent=2) + "\n")
-            else:
-                for name in PROFILE_FILES:
-                    files.remove(name)
-            for name, fig in figures:
-                figure = fig()
-                try:
-                    figure.savefig(files.path(name), format="png", dpi=130)
-                finally:
-                    plt.close(figure)
-            written = files.commit()
-    except OSError as err:
-        raise CliFailure(f"could not write the results to {str(out)!r} ({err.strerror or err}); "
-                         "nothing was saved") from None
-    print(f"wrote {', '.join(str(p) for p in written)}")
-
-
 def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
     from ..estimate import estimate
     from ..runtime.codegen import compilation_notice
@@ -464,7 +431,7 @@ def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
     """Summary, profile, files; the exit status."""
     print(in_cli_terms(res.summary()))
     prof, problem = _profile(res, fit, args)
-    _write_results(res, fit.model, fit.experiments, out, prof)
+    write_results(res, fit.model, fit.experiments, out, prof)
     if problem:
         print(f"picard-casadi {args.command}: {problem}", file=sys.stderr)
         return 1
@@ -553,9 +520,16 @@ def _note_idle_jobs(fit: _Fit, args: argparse.Namespace) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    model, extras = load_model_file(args.model)
-    out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
-    fit = _user_fit(args, model, extras, args.model, args.data)
+    if args.petab:
+        model, experiments, table, options = petab_input(args)
+        out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
+        fit = _settings(args, model, experiments, table, "--petab", None, "", options)
+    else:
+        if not (args.model and args.data):
+            raise CliError("give MODEL.py DATA.csv (or --petab problem.yaml)")
+        model, extras = load_model_file(args.model)
+        out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
+        fit = _user_fit(args, model, extras, args.model, args.data)
     _note_idle_jobs(fit, args)
     res = _estimate(fit, args)
     return _finish(res, fit, args, out)
@@ -678,8 +652,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "is read as UTF-8 (with or without a byte-order mark), "
                                    "else as Latin-1.  The model file may define P0, "
                                    "P_BOUNDS, X0 and OPTIONS; flags override them.")
-    p.add_argument("model", help="Python file defining build_model() -> picard_casadi.Model")
-    p.add_argument("data", help="CSV file of measurements")
+    p.add_argument("model", nargs="?", help="Python file defining build_model() -> "
+                   "picard_casadi.Model")
+    p.add_argument("data", nargs="?", help="CSV file of measurements")
+    p.add_argument("--petab", default=None, metavar="problem.yaml",
+                   help="a PEtab problem instead of MODEL.py DATA.csv (its tables give the "
+                        "parameters, conditions and noise; pip install -e '.[petab]')")
     _user_input_args(p)
     _common_estimate_args(p)
     p.set_defaults(func=cmd_fit)

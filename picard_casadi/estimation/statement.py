@@ -139,6 +139,21 @@ class Statement:
                     std = np.asarray(res.x0_std[e], float).copy()
                     std[self.shifted] = np.nan  # follows the parameters
                     res.x0_std[e] = std
+        # "the data determine log10(k) poorly ... spans zero" judged the log: on
+        # that scale the question is how many decades the standard error spans
+        scaled_std = res.p_scaled_std
+        for j, (name, scale) in enumerate(zip(res.p_scaled_names, self.scales)):
+            if scale == "lin" or scaled_std is None:
+                continue
+            head = f"the data determine {name} poorly"
+            decades = scaled_std[j] / (1.0 if scale == "log10" else math.log(10.0))
+            for w, note in enumerate(list(res.warnings)):
+                if note.startswith(head):
+                    res.warnings[w] = (
+                        f"the data determine {self.names[j]} poorly: its standard error on "
+                        f"the {scale} scale spans {decades:.3g} decades; a likelihood profile "
+                        "(pc.profile) shows what the data allow") if decades > 1.0 else ""
+            res.warnings = [n for n in res.warnings if n]
         res.settings["parameter_scale"] = self.scales
         res.settings["p_names"] = self.names
         if self.shifted.any():

@@ -6,6 +6,8 @@ return the figure; pass ``path`` to save it as PNG.
 
 from __future__ import annotations
 
+import textwrap
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -173,7 +175,10 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         est += f";  -log likelihood {result.nllh:.6g} (noise \u03c3 {noise})"
     if failed_sim:
         est += f"  (simulation failed: {', '.join(failed_sim)})"
-    fig.suptitle(f"{head}\n{est}", fontsize=10, color=colour)
+    # the estimate line wrapped to the figure's width (eight parameters of
+    # PEtab's Boehm problem ran off both edges)
+    fig.suptitle(f"{head}\n" + "\n".join(textwrap.wrap(est, max(40, width_chars))),
+                 fontsize=10, color=colour)
     if path is not None:
         fig.savefig(path, dpi=130)
     return fig

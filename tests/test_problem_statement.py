@@ -20,12 +20,13 @@ import picard_casadi as pc
 T = np.linspace(0.0, 10.0, 41)
 
 
-def _chain(x0=None):
-    """A -> B, B measured with an offset: p = k1, k2, A0, bias."""
+def _chain(a0_from_p: bool = False):
+    """A -> B, B measured with an offset: p = k1, k2, A0, bias; ``a0_from_p``:
+    the model gives ``x0 = [A0, 0]``."""
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
     return pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
                     y=ca.vertcat(x[0], x[1] + p[3]), x_names=["A", "B"],
-                    p_names=["k1", "k2", "A0", "bias"], x0=x0)
+                    p_names=["k1", "k2", "A0", "bias"], x0=[p[2], 0.0] if a0_from_p else None)
 
 
 def _data(biases=(0.5, -0.3), A0=10.0, seed=0):
@@ -77,10 +78,7 @@ def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
 
 def test_a_bias_per_experiment_and_an_initial_state_from_a_parameter():
     exps = _data()
-    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
-                     y=ca.vertcat(x[0], x[1] + p[3]), x_names=["A", "B"],
-                     p_names=["k1", "k2", "A0", "bias"], x0=[p[2], 0.0])
+    model = _chain(a0_from_p=True)
     res = pc.estimate(model, exps, [0.3, 0.3, 8.0, 0.0], per_experiment="bias")
     assert res.success, res.summary()
     assert res.p_names == ["k1", "k2", "A0", "bias[run1]", "bias[run2]"]
@@ -143,13 +141,10 @@ def test_bad_statements_name_what_and_where():
 
 def test_predictions_of_a_restated_fit_are_the_model_s():
     exps = _data()
-    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
-                     y=ca.vertcat(x[0], x[1] + p[3]), p_names=["k1", "k2", "A0", "bias"],
-                     x0=[p[2], 0.0])
+    model = _chain(a0_from_p=True)
     res = pc.estimate(model, exps, [0.3, 0.3, 8.0, 0.0], per_experiment="bias",
                       parameter_scale=["log10", "log10", "lin", "lin"])
-    plain = pc.Model(x=x, p=p, rhs=model.rhs, y=model.y)
+    plain = model.replaced(x0=None)
     for e in range(2):
         q = np.array([res.p[0], res.p[1], res.p[2], res.p[3 + e]])
         X = pc.simulate(plain, res.x0[e], q, T)
@@ -196,10 +191,7 @@ def test_an_initial_state_of_fixed_parameters_is_a_known_number():
     # Boehm's STAT5A(0) = 207.6 ratio with ratio fixed: known in each
     # experiment, not a state shifted by an expression
     exps = _data()
-    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
-    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
-                     y=ca.vertcat(x[0], x[1] + p[3]), p_names=["k1", "k2", "A0", "bias"],
-                     x0=[p[2], 0.0])
+    model = _chain(a0_from_p=True)
     table = [pc.Parameter("k1", 0.3, (1e-3, 10), "log10"), pc.Parameter("k2", 0.3, (1e-3, 10)),
              pc.Parameter("A0", 10.0, estimate=False), pc.Parameter("bias", 0.0, (-5, 5))]
     res = pc.estimate(model, exps, table, per_experiment="bias")

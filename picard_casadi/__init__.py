@@ -13,7 +13,7 @@ Public names (see the README and ``docs/api.md``)::
     read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
-``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
+``noise``, ``parameters``, ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
 importing only from the layers below it (``tests/test_layout.py``)::
 
     cli -> studies -> io -> estimate -> estimation -> result -> methods

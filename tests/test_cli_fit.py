@@ -634,3 +634,17 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert code == 2 and "--p0: a PEtab problem states these in its tables" in err
     code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--petab", str(PETAB_BOEHM))
     assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err
+
+
+def test_x0_of_one_experiment_overrides_its_data(here, capsys):
+    # item 4 of "Hard problems": no per-experiment x0, and --x0 could not
+    # override a measured state (a noisy first row taken as exact)
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "e1:x=3", "--quiet")
+    assert code == 0, err
+    assert saved["x0"][1] == [3.0] and saved["x0"][0] != [3.0]
+    assert "x=3 (--x0 e1:x)" in out
+    code, out, err, saved = _fit(capsys, "--x0", "e0:x=0.25", "--quiet")  # a guess
+    assert code == 0, err
+    code, out, err, _ = _fit(capsys, "--x0", "e7:x=1")
+    assert code == 2 and "no experiment 'e7' in the data" in err

@@ -147,3 +147,18 @@ def test_a_failed_picard_gn_step_is_retried_by_ipopt_before_shooting():
                       rerun, 0.0)
     assert tried == ["ipopt"] and res.success and res.method == "ipopt"
     assert res.warnings[0].startswith("picard-gn stopped: its step failed")
+
+
+def test_a_log_output_of_a_state_that_starts_at_zero():
+    # item 3: a t = 0 row without a measurement (a CSV's) and the empty sample
+    # slots evaluated log(x) at x(0) = 0: "not finite at the starting point"
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    rhs = k * (1 - x)
+    model = pc.Model(x=x, p=k, rhs=rhs, y=ca.log(x), y_names=["logx"])
+    t = np.linspace(0.0, 5.0, 11)
+    X = pc.simulate(pc.Model(x=x, p=k, rhs=rhs), [0.0], [0.8], t)[:, 0]
+    y = np.full(t.size, np.nan)
+    y[1:] = np.log(X[1:]) + 0.01 * np.random.default_rng(0).standard_normal(t.size - 1)
+    res = pc.estimate(model, [pc.Experiment(t, y, x0=[0.0])], [0.5], estimate_x0=False)
+    assert res.success and res.p[0] == pytest.approx(0.8, rel=0.02)
+    assert np.isnan(res.predict(0)[0, 0]) or res.predict(0)[0, 0] < -10  # log 0 at t = 0

@@ -4,7 +4,8 @@
 - ``data_files``, ``model_files``: reading the user's CSV data and model
   files; ``noise_options``: ``--weights`` and ``--noise``;
   ``statement_options``: ``--scale``, ``--per-experiment``, ``--conditions``;
-  ``petab_input``: ``fit --petab``; ``result_files``: result.json and the
+  ``petab_input``: ``fit --petab``; ``initial_states``: ``--x0``,
+  ``--x0-known``; ``result_files``: result.json and the
   figures; ``progress``: the live progress lines.
 
 May import: everything in the package (nothing imports it but

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import time
@@ -64,11 +63,12 @@ from ..runtime.output_files import check_output_folder, safe_name
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
+from .initial_states import initial_states, vector_arg
 from .petab_input import petab_input
 from .result_files import PROFILE_FILES, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file, parameter_box
-from .parser_types import (assignment, bounds_arg, finite, fix_arg, in_cli_terms, job_count,
+from .parser_types import (bounds_arg, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
                            noise_arg, positive_float, positive_int, weights_arg)
 from .progress import Progress
@@ -153,96 +153,6 @@ def _parameters(model: Any, p0: np.ndarray, p0_origin: str, box: Any, box_origin
     return p0, (lb, ub)
 
 
-def _x0_flags(items: list[str] | None, model: Any
-              ) -> tuple[dict[int, float], np.ndarray | None]:
-    """``--x0``: named states (``NAME=VALUE``, repeatable) or one list of all states."""
-    if not items:
-        return {}, None
-    named = [t for t in items if "=" in t]
-    if named and len(named) != len(items) or (not named and len(items) > 1):
-        raise CliError("--x0: give NAME=VALUE (repeatable) or one list v1,v2,... of all "
-                       f"{model.nx} states, not both and not two lists")
-    if not named:
-        return {}, _vector_arg(items[0], model.nx, "--x0")
-    values: dict[int, float] = {}
-    for text in items:
-        try:
-            name, value = assignment(text, "NAME=VALUE")
-            number = finite(value, text)
-        except argparse.ArgumentTypeError as err:
-            raise CliError(f"--x0: {err}") from None
-        if name not in model.x_names:
-            raise CliError(f"--x0: unknown state {name!r}; the model's states are "
-                           f"{', '.join(model.x_names)}")
-        i = list(model.x_names).index(name)
-        if i in values:
-            raise CliError(f"--x0: state {name!r} is given twice")
-        values[i] = number
-    return values, None
-
-
-def _initial_states(model: Any, experiments: list, args: argparse.Namespace,
-                    extras: dict[str, Any], known: bool) -> tuple[list, list[str]]:
-    """The experiments with their ``x0`` set, and lines saying where known values came from.
-
-    Guess (default): ``--x0`` list, else ``X0`` of the model file, else the
-    data's first measurements of the states that are outputs (0 for the
-    others); ``--x0 NAME=VALUE`` replaces that state's guess.
-
-    Known (``--x0-known``): state by state, the experiment's first row where
-    the state is an output measured there, else ``--x0`` (either form), else
-    ``X0`` of the model file; a state with none of these is an error.  (The
-    known values are measured ones where the data have them; ``--x0`` fills
-    in, and a value it gives that no experiment uses is noted.)
-    """
-    named, vector = _x0_flags(getattr(args, "x0", None), model)
-    file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
-    if not known:
-        base = vector if vector is not None else file_x0
-        if base is None and not named:
-            return experiments, []
-        out = []
-        for e in experiments:
-            x0 = (base if base is not None else e.x0_guess(model)).copy()
-            for i, v in named.items():
-                x0[i] = v
-            out.append(e.with_x0(x0))
-        return out, []
-    measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
-    out, lines, used = [], [], set()
-    for e in experiments:
-        x0, parts = np.empty(model.nx), []
-        for i, name in enumerate(model.x_names):
-            k = measured.get(i)
-            first = e.y[0, k] if k is not None else math.nan
-            if math.isfinite(first):
-                x0[i], src = first, "data"
-            elif i in named:
-                x0[i], src = named[i], "--x0"
-                used.add(i)
-            elif vector is not None:
-                x0[i], src = vector[i], "--x0"
-                used.add(i)
-            elif file_x0 is not None:
-                x0[i], src = file_x0[i], "X0"
-            else:
-                why = (f"{name} is not an output of the model" if k is None else
-                       f"its cell in the first row (time {e.t[0]:g}) is empty")
-                raise CliError(
-                    f"--x0-known: the initial value of state {name!r} in experiment "
-                    f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
-                    f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
-            parts.append(f"{name}={x0[i]:.6g} ({src})")
-        out.append(e.with_x0(x0))
-        lines.append(f"  {e.name}: {', '.join(parts)}")
-    unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
-                                          not None else []) if i not in used]
-    if unused:
-        lines.append(f"  (--x0 of {', '.join(unused)} not used: the first row of every "
-                     "experiment measures it)")
-    return out, lines
-
-
 @dataclass
 class _Fit:
     """Everything one estimation needs, assembled from the flags and the inputs."""
@@ -273,7 +183,7 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
     notes: list[str] = []
     if extras is not None:
         known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
-        experiments, lines = _initial_states(model, experiments, args, extras, known)
+        experiments, lines = initial_states(model, experiments, args, extras, known)
         if known:
             options["estimate_x0"] = False
             notes = ["initial states known (not estimated):", *lines]
@@ -477,20 +387,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
-    if text is None:
-        return None
-    try:
-        vals = np.array([float(v) for v in text.replace(",", " ").split()])
-    except ValueError:
-        raise CliError(f"{field}: expected {n} numbers separated by commas, got {text!r}") from None
-    if vals.size != n:
-        raise CliError(f"{field}: expected {n} numbers, got {vals.size}")
-    if not np.all(np.isfinite(vals)):
-        raise CliError(f"{field}: expected {n} finite numbers, got {text!r}")
-    return vals
-
-
 def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], model_path: str,
               data_path: str) -> _Fit:
     """A model file (loaded), its CSV and the flags: what ``fit`` and ``compare --model``
@@ -500,7 +396,7 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
     experiments = read_csv_experiments(data_path, model, args.input_hold)
-    p0 = _vector_arg(args.p0, model.np, "--p0")
+    p0 = vector_arg(args.p0, model.np, "--p0")
     p0_origin = "--p0"
     if p0 is None:
         if "P0" in extras:
@@ -605,10 +501,12 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
     """``--p0``, ``--x0``, ``--x0-known``, ``--input-hold`` (fit, compare --model)."""
     p.add_argument("--p0", default=None, help="starting parameters, comma separated "
                    "(default: P0 in the model file)")
-    p.add_argument("--x0", action="append", default=None, metavar="NAME=VALUE|v1,v2,...",
+    p.add_argument("--x0", action="append", default=None,
+                   metavar="[EXPERIMENT:]NAME=VALUE|v1,v2,...",
                    help="initial states: NAME=VALUE for one state (repeatable) or a list of "
                         "all; a guess, or with --x0-known the known values (default: X0 in "
-                        "the model file, or from the data)")
+                        "the model file, or from the data); EXPERIMENT:NAME=VALUE sets one "
+                        "experiment's state over everything else (a dose per subject)")
     p.add_argument("--x0-known", action="store_true",
                    help="the initial states are known, not estimated: each experiment's "
                         "first row gives the states that are outputs measured there, --x0 "

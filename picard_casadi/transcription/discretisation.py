@@ -202,15 +202,20 @@ class Discretisation:
             n_here = sl.stop - sl.start
             self.node_inputs[sl] = vals.reshape(n_here, K, m.nu).transpose(0, 2, 1)
 
-        # samples per interval
+        # samples per interval: the rows with a measured output (a row of inputs
+        # only, such as a CSV's t = 0 row before the first measurement, is none)
         assign = []
+        measured_rows = []
         for e, exp in enumerate(self.experiments):
+            rows = np.flatnonzero(np.any(np.isfinite(exp.y), axis=1))
+            measured_rows.append(rows)
             b = self.boundaries[e]
             nJ = b.size - 1
             tol = 1e-9 * max(float(self.T), 1e-300)
-            j = np.searchsorted(b, exp.t + tol, side="right") - 1
+            ts = exp.t[rows]
+            j = np.searchsorted(b, ts + tol, side="right") - 1
             j = np.clip(j, 0, nJ - 1)
-            tau = (exp.t - b[j]) / (b[j + 1] - b[j])
+            tau = (ts - b[j]) / (b[j + 1] - b[j])
             tau = np.where(np.abs(tau) < 1e-9, 0.0, tau)
             tau = np.clip(tau, 0.0, 1.0)
             assign.append((j + self.intervals_of[e].start, tau))
@@ -238,19 +243,21 @@ class Discretisation:
         self.sample_weights = np.zeros((J, m.ny, M))
         self.sample_exp = np.full((J, M), -1)
         self.sample_index = np.full((J, M), -1)
-        #: per experiment, the interval and slot of each sample
-        self._slots: list[tuple[np.ndarray, np.ndarray]] = []
+        #: per experiment, the interval and slot of each sample, and its row
+        self._slots: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for e, (jj, tau) in enumerate(assign):
             exp = self.experiments[e]
+            rows = measured_rows[e]
             # the samples are in time order, so an interval's are consecutive:
             # each takes the next slot of its interval
             slot = np.arange(jj.size) - np.searchsorted(jj, jj, side="left")
-            self._slots.append((jj, slot))
+            self._slots.append((jj, slot, rows))
             self.sample_tau[jj, slot] = tau
-            self.sample_times[jj, slot] = exp.t
-            self.sample_inputs[jj, :, slot] = exp.inputs(exp.t, m.nu)
+            self.sample_times[jj, slot] = exp.t[rows]
+            self.sample_inputs[jj, :, slot] = exp.inputs(exp.t[rows], m.nu)
             self.sample_exp[jj, slot] = e
-            self.sample_index[jj, slot] = np.arange(jj.size)
+            self.sample_index[jj, slot] = rows
+        self._fill_empty_slots(per_interval)
         self._lay_out_data()
         self.sample_rows = self.quad.integration_rows(self.sample_tau.ravel()).reshape(
             J, M, K)
@@ -259,16 +266,32 @@ class Discretisation:
         self.n_samples_total = max(1, int(np.any(self.mask > 0, axis=1).sum()))
         self.n_measurements = int(self.mask.sum())
 
+    def _fill_empty_slots(self, per_interval: np.ndarray) -> None:
+        """Slots without a sample sit at the interval's last sample (its middle
+        where it has none), with the inputs there: their outputs carry no
+        weight but must be finite, and at the interval's start a state may be
+        0 where an output takes its log."""
+        J, M = self.sample_tau.shape
+        for j in np.flatnonzero(per_interval < M):
+            used = int(per_interval[j])
+            tau = self.sample_tau[j, used - 1] if used else 0.5
+            self.sample_tau[j, used:] = tau
+            self.sample_times[j, used:] = self.t0[j] + tau * self.h[j]
+            if self.model.nu:
+                exp = self.experiments[int(self.exp_of[j])]
+                u = exp.inputs(np.array([self.sample_times[j, used]]), self.model.nu)[0]
+                self.sample_inputs[j, :, used:] = u[:, None]
+
     def _lay_out_data(self) -> None:
         """The experiments' measurements, masks and own weights in the sample slots."""
-        for e, (jj, slot) in enumerate(self._slots):
+        for e, (jj, slot, rows) in enumerate(self._slots):
             exp = self.experiments[e]
-            ok = np.isfinite(exp.y)
-            self.y[jj, :, slot] = np.where(ok, exp.y, 0.0)
+            ok = np.isfinite(exp.y[rows])
+            self.y[jj, :, slot] = np.where(ok, exp.y[rows], 0.0)
             self.mask[jj, :, slot] = ok
             with np.errstate(divide="ignore", invalid="ignore"):
-                inv_var = (np.ones_like(exp.y) if exp.sigma is None
-                           else 1.0 / np.asarray(exp.sigma, float) ** 2)
+                inv_var = (np.ones_like(exp.y[rows]) if exp.sigma is None
+                           else 1.0 / np.asarray(exp.sigma, float)[rows] ** 2)
             inv_var = np.where(np.isfinite(inv_var), inv_var, 1.0)  # an output without
             self.sample_weights[jj, :, slot] = np.where(ok, inv_var, 0.0)
 

@@ -648,3 +648,22 @@ def test_x0_of_one_experiment_overrides_its_data(here, capsys):
     assert code == 0, err
     code, out, err, _ = _fit(capsys, "--x0", "e7:x=1")
     assert code == 2 and "no experiment 'e7' in the data" in err
+
+
+def test_sigterm_ends_the_fit_with_one_line_and_no_partial_files(here):
+    # item 16: a kill while the CLI wrote left .part files in --out
+    import signal
+
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]], n=400, t_end=40.0)
+    proc = subprocess.Popen([sys.executable, "-m", "picard_casadi", "fit", "model.py",
+                             "data.csv", "--codegen", "off", "--out", "killed",
+                             "--method", "shooting"],
+                            cwd=here, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the fit is under way (no timing assumed)
+        if line.lstrip().startswith("iter"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.strip().endswith("picard-casadi fit: terminated")
+    assert not (here / "killed").exists() or not list((here / "killed").glob("*.part"))

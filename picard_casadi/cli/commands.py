@@ -34,8 +34,9 @@ Exit status and outputs (docs/reliability.md):
   2: bad arguments or input files (one line ``picard-casadi <cmd>: error:
   ...``); 3: the fit converged but is flagged (a FitWarning: systematically
   off the data, or a parameter held by its bound; the files are written);
-  130: interrupted (Ctrl-C; one line); 141: the output pipe was closed
-  (``| head``; quietly).
+  130: interrupted (Ctrl-C; one line); 143: terminated (SIGTERM; one line,
+  no partial files left); 141: the output pipe was closed (``| head``;
+  quietly).
 * The output folder is checked before any work (a file where a folder is
   expected, permissions); results of an earlier run there are not replaced
   without ``--overwrite``.  Files are written to temporary names and moved
@@ -620,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # --help piped into head
         return _quiet_broken_pipe()
     command = f"picard-casadi {args.command}"
+    if argv is None:
+        _terminate_cleanly()
     try:
         with interruptible(), _one_line_warnings(command):
             status = int(args.func(args))
@@ -628,7 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as err:
         print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
         return 2
+    except _Terminated:
+        print(f"{command}: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
+        if _Terminated.seen:  # SIGTERM inside native code, unwound as an interrupt
+            print(f"{command}: terminated", file=sys.stderr)
+            return 143
         return _interrupted(command, argv is None)
     except BrokenPipeError:
         return _quiet_broken_pipe()
@@ -658,6 +667,32 @@ def _one_line_warnings(command: str) -> Iterator[None]:
         yield
     finally:
         warnings.showwarning = saved
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where Python next runs, so that the output files' clean-up
+    runs (a ``kill`` while results were written left ``.part`` files)."""
+
+    #: a SIGTERM arrived (native code may turn the exception into an interrupt)
+    seen = False
+
+
+def _terminate_cleanly() -> None:
+    """As a program: SIGTERM unwinds like an exception (exit status 143)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        # a second SIGTERM (the first swallowed by native code, or the clean-up
+        # hanging) ends the process at once, as without this handler
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _Terminated.seen = True
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _interrupted(command: str, as_program: bool) -> int:

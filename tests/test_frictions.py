@@ -162,3 +162,17 @@ def test_a_log_output_of_a_state_that_starts_at_zero():
     res = pc.estimate(model, [pc.Experiment(t, y, x0=[0.0])], [0.5], estimate_x0=False)
     assert res.success and res.p[0] == pytest.approx(0.8, rel=0.02)
     assert np.isnan(res.predict(0)[0, 0]) or res.predict(0)[0, 0] < -10  # log 0 at t = 0
+
+
+def test_a_fit_all_on_one_side_of_its_data_is_named():
+    # item 6: the lack-of-fit warnings named B and C but not A, fitted as 0
+    # against data near 1 (every residual of one sign: no runs-test z)
+    from picard_casadi.analysis.fit_check import lack_of_fit
+
+    t = np.linspace(0.0, 1.0, 30)
+    rng = np.random.default_rng(0)
+    Y = np.column_stack([1.0 - 0.01 * t + 1e-3 * rng.standard_normal(t.size),
+                         np.sin(6 * t) + 1e-3 * rng.standard_normal(t.size)])
+    G = np.column_stack([np.zeros(t.size), np.sin(6 * t)])
+    notes = lack_of_fit([Y], [G], ["run"], ["A", "B"], times=[t])
+    assert len(notes) == 1 and "output 'A'" in notes[0]

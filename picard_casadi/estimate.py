@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvergenceError
+from .errors import ConvergenceError, SimulationError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
                                   noise_bound_note, ode_ssr_per_output,
@@ -209,7 +209,9 @@ def estimate(
         normal, log-normal or log10-normal; ``sigma`` known, per measurement
         from the data, estimated, or a noise parameter shared by outputs.  A
         single one applies to every output; a dict's missing outputs get
-        ``Noise()`` (normal, estimated); a string is a distribution.  Not
+        ``Noise()`` (normal, estimated); a string is a distribution, and
+        ``"correlated"`` estimates the outputs' full noise covariance ``R``
+        (every output normal, measured at every sample time).  Not
         together with ``weights``.  The default (``None``): each output's
         noise estimated where it has several outputs, known where the
         experiments give ``sigma``.  A log-normal output is fitted on its log
@@ -452,6 +454,8 @@ def estimate(
             elif not prob.formula:
                 attach_noise(result, setup, weights_mode, cert.ssr_model_per_output,
                              prob.noise)
+    if plan is not None and plan.correlated and result.success:
+        correlated_likelihood(result, prob)
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
@@ -519,6 +523,22 @@ def estimate(
 
 
 
+
+
+def correlated_likelihood(result: EstimationResult, prob: FitProblem) -> None:
+    """The likelihood with the outputs' full covariance (``noise="correlated"``):
+    ``nllh``, ``det R`` and each output's sigma of the ODE's own solution (the
+    held weights gave the diagonal likelihood)."""
+    try:
+        fitted = [result.predict(e) for e in range(len(prob.experiments))]
+    except (SimulationError, RuntimeError, ValueError):
+        return
+    nllh, det_R, sigma = prob.formula.likelihood(prob.data, fitted)
+    if np.isfinite(nllh):
+        shift = 2.0 * (nllh - result.nllh)
+        result.aic, result.bic = result.aic + shift, result.bic + shift
+        result.nllh, result.det_R, result.noise_sigma = nllh, det_R, sigma
+        result.settings["noise"] = "estimated"
 
 
 def _experiments_given(experiments: Any) -> bool:

@@ -243,3 +243,33 @@ def test_noise_parameters_of_one_experiment():
     with pytest.raises(ValueError, match=r"sets noise parameter\(s\) \['s_x'\], which no "
                                          r"output's noise names"):
         pc.estimate(model, [exps[0].replaced(noise_parameters={"s_x": "s1"})], [0.3, 0.3])
+
+
+def test_correlated_noise_reaches_the_full_covariance_likelihood():
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1]), y=x)
+    t = np.linspace(0.0, 10.0, 201)
+    X = pc.simulate(model, [1.0, 0.0], [2.0, 0.3], t)
+    R = np.array([[0.02 ** 2, 0.8 * 0.02 * 0.05], [0.8 * 0.02 * 0.05, 0.05 ** 2]])
+    E = np.random.default_rng(0).standard_normal((t.size, 2)) @ np.linalg.cholesky(R).T
+    exp = pc.Experiment(t, X + E, x0=[1.0, 0.0])
+    res = pc.estimate(model, [exp], [1.5, 0.5], estimate_x0=False, noise="correlated")
+
+    def nllh(q):  # profiled over R, from CVODES
+        r = exp.y - pc.simulate(model, [1.0, 0.0], q, t)
+        return 0.5 * t.size * (2 * math.log(2 * math.pi)
+                               + np.linalg.slogdet(r.T @ r / t.size)[1] + 2)
+
+    assert res.success and res.nllh == pytest.approx(nllh(res.p), abs=1e-6)
+    assert res.det_R == pytest.approx(np.linalg.det(R), rel=0.3)
+    grad = _gradient(nllh, res.p, 1e-6)
+    assert np.all(np.abs(grad) < 0.05), grad
+    # the independent-noise estimate is another point, worse for this likelihood
+    independent = pc.estimate(model, [exp], [1.5, 0.5], estimate_x0=False)
+    assert nllh(independent.p) > res.nllh + 0.1
+    assert "R[x0,x1]" in res.settings["noise_parameter_values"]
+    gap = exp.y.copy()
+    gap[5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"every output at every sample time; experiment "
+                                         r"'experiment', sample 5"):
+        pc.estimate(model, [pc.Experiment(t, gap)], [1.5, 0.5], noise="correlated")

@@ -31,6 +31,7 @@ from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
 from ..noise import Noise
+from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list"]
@@ -62,7 +63,9 @@ class NoisePlan:
     model: Model
     experiments: list[Experiment]
     data: list[Experiment]
-    formula: NoiseFormula | None = None
+    formula: NoiseFormula | NoiseCovariance | None = None
+    #: the outputs' full covariance is estimated (``noise="correlated"``)
+    correlated: bool = False
 
     @property
     def transformed(self) -> bool:
@@ -71,6 +74,9 @@ class NoisePlan:
 
     def describe(self, y_names: Sequence[str]) -> list[str]:
         """Per output, ``"name: distribution, where sigma comes from"``."""
+        if self.correlated:
+            return [f"{name}: normal, correlated with the others (full R estimated)"
+                    for name in y_names]
         return [f"{name}: {n.describe()}" for name, n in zip(y_names, self.noise)]
 
 
@@ -158,6 +164,8 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
         argument, experiment, output and sample.
     """
     names = model.y_names
+    if isinstance(noise, str) and noise == "correlated":
+        return _correlated_plan(model, experiments)
     has_sigma = [[exp.sigma is not None and bool(np.any(np.isfinite(exp.sigma[:, k])))
                   for exp in experiments] for k in range(model.ny)]
     if noise is None:
@@ -227,3 +235,20 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
         held = formula.held(new_exps, None)
     return NoisePlan(noise=noises, groups=groups, model=new_model, experiments=held,
                      data=new_exps, formula=formula)
+
+
+def _correlated_plan(model: Model, experiments: list[Experiment]) -> NoisePlan:
+    """``noise="correlated"``: every output normal, the full covariance ``R``
+    estimated (:mod:`.noise_covariance`); each value's weight and data shift
+    are held in the experiments a method sees."""
+    if any(e.sigma is not None for e in experiments):
+        raise ValueError("noise='correlated' estimates the whole covariance: the experiments' "
+                         "own `sigma` cannot be used with it")
+    covariance = NoiseCovariance(model.y_names, experiments)
+    ny = model.ny
+    groups = NoiseGroups(group=np.full(ny, -1), known_weights=np.ones(ny), names=(),
+                         lower=np.zeros(0), upper=np.zeros(0),
+                         n_formula=len(covariance.names), formula_outputs=tuple(range(ny)))
+    return NoisePlan(noise=(Noise(),) * ny, groups=groups, model=model,
+                     experiments=covariance.held(experiments, None), data=list(experiments),
+                     formula=covariance, correlated=True)

@@ -243,7 +243,9 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
                     species_set: set[str]) -> _Sbml:
     """The SBML model as CasADi expressions.
 
-    ``as_parameters``: SBML parameter ids that become model parameters;
+    ``as_parameters``: SBML parameter and (constant) compartment ids that
+    become model parameters (a species' initial concentration stays as given
+    when its compartment's size is set this way, as PEtab reads it);
     ``species_set``: species whose initial value a parameter ``<id>_0`` gives.
     """
     m = doc.getModel()
@@ -273,12 +275,14 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
         if cid in rate or cid in assignment or not c.getConstant():
             raise NotImplementedError(f"{where}: compartment {cid!r} is not constant (its size "
                                       "changes); only constant compartments are supported")
-        if cid in as_parameters:
+        if cid in as_parameters and cid in initial:
             raise NotImplementedError(f"{where}: compartment {cid!r} is set by the PEtab "
-                                      "tables; compartment sizes as parameters are not supported")
+                                      "tables and by an SBML initial assignment; that is not "
+                                      "supported")
     for pid in as_parameters:
-        if pid not in params:
-            raise ValueError(f"{where}: {pid!r} is not a parameter of the SBML model")
+        if pid not in params and pid not in compartments:
+            raise ValueError(f"{where}: {pid!r} is not a parameter or compartment of the "
+                             "SBML model")
         if pid in assignment or pid in rate:
             raise ValueError(f"{where}: parameter {pid!r} is set by an SBML rule, so the PEtab "
                              "tables cannot set or estimate it")
@@ -290,7 +294,8 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
         raise NotImplementedError(f"{where}: variable stoichiometries ({variable}) are not "
                                   "supported")
 
-    p = {pid: ca.SX.sym(pid) for pid in params if pid in as_parameters}
+    # constant parameters and compartment sizes the tables set or estimate
+    p = {pid: ca.SX.sym(pid) for pid in [*params, *compartments] if pid in as_parameters}
     for sid in sorted(species_set):
         if sid not in species:
             raise ValueError(f"{where}: {sid!r} is not a species of the SBML model")
@@ -334,6 +339,11 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
         """The value at t = 0 that the SBML model gives."""
         if name in initial:
             return conv_ini(initial[name].getMath(), context=f"the initial assignment of {name!r}")
+        if name in compartments:
+            c = compartments[name]
+            if not c.isSetSize():
+                raise ValueError(f"{where}: compartment {name!r} has no size")
+            return ca.SX(float(c.getSize()))
         if name in species:
             s = species[name]
             size = resolve(s.getCompartment(), True)
@@ -354,8 +364,8 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
         if name == "time":  # a formula's name for time (SBML's is the csymbol)
             if name not in species and name not in params and name not in compartments:
                 return conv.t
-        if name in p and name in params:
-            return p[name]
+        if name in p and (name in params or name in compartments):
+            return p[name]  # a constant the tables set: the same at t = 0 and later
         if name in assignment:
             return conv(assignment[name].getMath(), context=f"the assignment rule of {name!r}")
         if name in index:

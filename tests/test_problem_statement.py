@@ -197,3 +197,17 @@ def test_an_initial_state_of_fixed_parameters_is_a_known_number():
     res = pc.estimate(model, exps, table, per_experiment="bias")
     assert res.success and "x0_from_parameters" not in res.settings
     assert [list(x0) for x0 in res.x0] == [[10.0, 0.0], [10.0, 0.0]]
+
+
+def test_replicates_of_a_measured_state_start_the_guess():
+    # three replicates per time of a measured state, x0 estimated: the guess
+    # from the data raised "Singular matrix" (its local fits saw repeated times)
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x)
+    t = np.array([0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0])  # graded: short windows
+    truth = pc.simulate(model, [2.0], [0.3], t)[:, 0]
+    rng = np.random.default_rng(3)
+    y = np.repeat(truth, 3) + 0.02 * rng.standard_normal(3 * t.size)
+    res = pc.estimate(model, [pc.Experiment(np.repeat(t, 3), y)], [0.5])
+    assert res.success and res.p[0] == pytest.approx(0.3, rel=0.05)
+    assert res.x0[0][0] == pytest.approx(2.0, rel=0.05)

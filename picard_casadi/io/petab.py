@@ -17,15 +17,19 @@ tables; they map onto the package as follows.
   assignments and initial values become ``Model(x0=...)`` expressions of
   the parameters, ``time`` is the model's time.  Boundary-condition and
   constant species are states with zero derivative.  Constant SBML
-  parameters become model parameters ``p`` where the parameter table lists
-  them or the condition table sets them, numbers otherwise.
+  parameters and compartment sizes become model parameters ``p`` where the
+  parameter table lists them or the condition table sets them, numbers
+  otherwise (a species' initial concentration stays as the SBML model
+  gives it when the condition table sets its compartment's size).
 - The condition table: one :class:`~picard_casadi.experiment.Experiment`
   per simulation condition that has measurements, its ``parameters`` the
   condition's values (a number: a constant of that condition; a name: that
   parameter).  A species set by the condition table gets its initial value
   from a parameter of its own (``<species>_0``) that each experiment sets.
 - The measurement table: each condition's measurements in long form
-  (:meth:`Experiment.from_measurements`), simulated from ``t = 0``.
+  (:meth:`Experiment.from_measurements`), simulated from ``t = 0``; a
+  condition measured at one time ``t > 0`` only gets an unmeasured row at
+  ``t = 0`` (an experiment has two sample times at least).
 - The observable table: the model's outputs (``observableFormula`` with its
   ``observableParameter`` placeholders substituted) and one
   :class:`~picard_casadi.noise.Noise` per observable
@@ -297,9 +301,10 @@ class _Builder:
         f = self.files
         sbml_model = self.problem.model.sbml_model
         doc = sbml_model.getSBMLDocument()
-        sbml_ids = {q.getId() for q in sbml_model.getListOfParameters()}
+        # constants the tables may set or estimate: parameters and compartment sizes
+        sbml_ids = {q.getId() for q in sbml_model.getListOfParameters()} | {
+            c.getId() for c in sbml_model.getListOfCompartments()}
         species_ids = {s.getId() for s in sbml_model.getListOfSpecies()}
-        compartment_ids = {c.getId() for c in sbml_model.getListOfCompartments()}
         table = set(self.par.index)
 
         # the condition table's targets
@@ -314,9 +319,6 @@ class _Builder:
         species_set = {c for c in targets if c in species_ids}
         param_targets = [c for c in targets if c in sbml_ids]
         for c in targets:
-            if c in compartment_ids:
-                raise NotImplementedError(f"{f['conditions']}: compartment {c!r} set by the "
-                                          "condition table is not supported")
             if c not in species_ids and c not in sbml_ids:
                 raise ValueError(f"{f['conditions']}: column {c!r} is not a parameter, species "
                                  "or compartment of the SBML model")
@@ -660,8 +662,19 @@ class _Builder:
         if data_sigma:
             sigma = np.array([float(_replacements(self.pv, v)[0]) if o in data_sigma else np.nan
                               for o, v in zip(rows["observableId"], rows["noiseParameters"])])
+        t = rows["time"].astype(float).to_numpy()
+        outputs = rows["observableId"].astype(str).tolist()
+        values = rows["measurement"].astype(float).to_numpy()
+        if np.unique(t).size < 2:
+            # an Experiment needs two sample times: PEtab's start, t = 0, unmeasured
+            if t[0] <= 0.0:
+                raise NotImplementedError(
+                    f"{self.files['measurements']}: condition {cid!r} is measured at t = 0 "
+                    "only; a condition measured at a single time needs it after t = 0")
+            t, outputs = np.r_[0.0, t], [outputs[0], *outputs]
+            values = np.r_[np.nan, values]
+            sigma = None if sigma is None else np.r_[np.nan, sigma]
         return Experiment.from_measurements(
-            rows["time"].astype(float).to_numpy(), rows["observableId"].astype(str).tolist(),
-            rows["measurement"].astype(float).to_numpy(), observed, sigma=sigma, name=str(cid),
-            t0=0.0, parameters=parameters or None,
+            t, outputs, values, observed, sigma=sigma, name=str(cid), t0=0.0,
+            parameters=parameters or None,
             noise_parameters=self.noise_overrides.get(str(cid)) or None)

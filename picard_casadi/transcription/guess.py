@@ -106,6 +106,15 @@ def local_regressions(ts: np.ndarray, vs: np.ndarray, t: np.ndarray, half_width:
     t = np.asarray(t, float)
     vs = np.asarray(vs, float)
     series = vs.reshape(-1, ts.size)
+    distinct, where = np.unique(ts, return_inverse=True)
+    if distinct.size < ts.size:
+        # replicates: their mean at each time (repeated times made the windows'
+        # Vandermonde rows rank-deficient: "Singular matrix" from the guess)
+        sums = np.zeros((series.shape[0], distinct.size))
+        np.add.at(sums.T, where, series.T)
+        series = sums / np.bincount(where)[None, :]
+        ts = distinct
+        vs = series.reshape(vs.shape[:-1] + (ts.size,))
     out = np.empty((series.shape[0], t.size))
     if ts.size == 1 or t.size == 0:
         out[:] = series[:, :1] if ts.size else np.nan

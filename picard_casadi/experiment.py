@@ -271,8 +271,13 @@ class Experiment:
             raise ValueError(f"{where}: `t` must be an array of numbers") from None
         if t_arr.ndim != 1:
             raise ValueError(f"{where}: `t` must be 1-dimensional, got shape {t_arr.shape}")
-        if t_arr.size < 2:
-            raise ValueError(f"{where}: `t` needs at least 2 sample times, got {t_arr.size}")
+        # one time (replicates at it, too) is enough after an earlier t0 (a PEtab
+        # condition measured only at t = 10, from t = 0)
+        later_t0 = (t0 is not None and t_arr.size > 0 and np.isfinite(float(t0))
+                    and np.all(np.isfinite(t_arr)) and float(t0) < float(np.min(t_arr)))
+        if t_arr.size < 2 and not later_t0:
+            raise ValueError(f"{where}: `t` needs at least 2 sample times (or one after an "
+                             f"earlier `t0`), got {t_arr.size}")
         if not np.all(np.isfinite(t_arr)):
             bad = int(np.flatnonzero(~np.isfinite(t_arr))[0])
             raise ValueError(f"{where}: `t` must be finite; t[{bad}] = {t_arr[bad]}")
@@ -283,8 +288,9 @@ class Experiment:
                 f"{where}: `t` must be increasing (a time repeated for replicates); "
                 f"t[{bad + 1}] = {t_arr[bad + 1]} comes before t[{bad}] = {t_arr[bad]}"
             )
-        if np.unique(t_arr).size < 2:
-            raise ValueError(f"{where}: `t` needs at least 2 distinct sample times")
+        if np.unique(t_arr).size < 2 and not later_t0:
+            raise ValueError(f"{where}: `t` needs at least 2 distinct sample times (or one "
+                             "after an earlier `t0`)")
         try:
             y_arr = np.asarray(y, dtype=float)
         except (TypeError, ValueError):

@@ -211,3 +211,16 @@ def test_replicates_of_a_measured_state_start_the_guess():
     res = pc.estimate(model, [pc.Experiment(np.repeat(t, 3), y)], [0.5])
     assert res.success and res.p[0] == pytest.approx(0.3, rel=0.05)
     assert res.x0[0][0] == pytest.approx(2.0, rel=0.05)
+
+
+def test_one_sample_time_after_an_earlier_start():
+    # a PEtab condition measured only at t = 10, simulated from t = 0
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x)
+    one = pc.Experiment([10.0], [[np.exp(-2.0)]], x0=[1.0], t0=0.0)
+    twice = pc.Experiment([5.0, 5.0], [[np.exp(-1.0) * 0.99], [np.exp(-1.0) * 1.01]],
+                          x0=[1.0], t0=0.0)
+    res = pc.estimate(model, [one, twice], [0.5], estimate_x0=False)
+    assert res.success and res.p[0] == pytest.approx(0.2, rel=1e-2)
+    with pytest.raises(ValueError, match="at least 2 sample times"):
+        pc.Experiment([10.0], [[1.0]])

@@ -1,0 +1,87 @@
+"""PEtab problems of the benchmark collection with every default, from several starts.
+
+Run::
+
+    python benchmarks/petab_collection.py [n_starts]
+
+Each problem vendored in ``tests/data/petab`` (Boehm, Bruno, Armistead;
+github.com/Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3) is read by
+``pc.read_petab`` and fitted with every default of ``pc.estimate`` from the
+nominal vector and from ``n_starts`` (default 5) points uniform in the
+bounds on each parameter's scale (NumPy seed 0), as pyPESTO samples them.
+Printed per start: status, the reported ``nllh`` (the ODE's own solution's),
+its distance to the collection's nominal ``nllh`` (the nominal vector's,
+PEtab's definition), and the CPU seconds.  All measured in this one run; no
+reference tool here (AMICI is not installed).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import _single_thread  # noqa: F401  (one BLAS thread, as the package's solves)
+import numpy as np
+
+import picard_casadi as pc
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "petab"
+#: PEtab's nllh at each problem's nominal vector (docs/petab.md)
+NOMINAL = {"Boehm_JProteomeRes2014": 138.2220, "Bruno_JExpBot2016": -46.6882,
+           "Armistead_CellDeathDis2024": -301.9162}
+
+
+def _on_scale(v: float, scale: str) -> float:
+    return v if scale == "lin" else math.log(v) if scale == "log" else math.log10(v)
+
+
+def _from_scale(v: float, scale: str) -> float:
+    return v if scale == "lin" else math.exp(v) if scale == "log" else 10.0 ** v
+
+
+def starts(table: list[pc.Parameter], n: int, rng: np.random.Generator) -> list:
+    """The nominal table and ``n`` tables with starts uniform in the bounds on
+    each parameter's scale (a missing lower bound of a log scale: 1e-5)."""
+    out = [("nominal", table)]
+    for i in range(n):
+        moved = []
+        for q in table:
+            if not q.estimate:
+                moved.append(q)
+                continue
+            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
+            a, b = _on_scale(lo, q.scale), _on_scale(q.bounds[1], q.scale)
+            if not (math.isfinite(a) and math.isfinite(b)):
+                moved.append(q)
+                continue
+            moved.append(replace(q, start=_from_scale(float(rng.uniform(a, b)), q.scale)))
+        out.append((f"uniform {i}", moved))
+    return out
+
+
+def main(n_starts: int = 5) -> None:
+    rng = np.random.default_rng(0)
+    print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
+          f"{'- nominal':>11}{'CPU s':>8}")
+    for name, nominal in NOMINAL.items():
+        prob = pc.read_petab(DATA / name / f"{name}.yaml")
+        for label, table in starts(prob.parameters, n_starts, rng):
+            t0 = time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
+                    status, method, nllh = res.status, res.method, res.nllh
+                except (ValueError, RuntimeError) as err:
+                    status, method, nllh = "error", str(err)[:10], float("nan")
+            cpu = time.process_time() - t0
+            print(f"{name:<28}{label:<12}{status:<12}{method:<11}{nllh:>12.4f}"
+                  f"{nllh - nominal:>11.4f}{cpu:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)

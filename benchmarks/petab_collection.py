@@ -28,19 +28,12 @@ import _single_thread  # noqa: F401  (one BLAS thread, as the package's solves)
 import numpy as np
 
 import picard_casadi as pc
+from picard_casadi.parameters import from_scale, on_scale
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "petab"
 #: PEtab's nllh at each problem's nominal vector (docs/petab.md)
 NOMINAL = {"Boehm_JProteomeRes2014": 138.2220, "Bruno_JExpBot2016": -46.6882,
            "Armistead_CellDeathDis2024": -301.9162}
-
-
-def _on_scale(v: float, scale: str) -> float:
-    return v if scale == "lin" else math.log(v) if scale == "log" else math.log10(v)
-
-
-def _from_scale(v: float, scale: str) -> float:
-    return v if scale == "lin" else math.exp(v) if scale == "log" else 10.0 ** v
 
 
 def starts(table: list[pc.Parameter], n: int, rng: np.random.Generator) -> list:
@@ -54,11 +47,11 @@ def starts(table: list[pc.Parameter], n: int, rng: np.random.Generator) -> list:
                 moved.append(q)
                 continue
             lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
-            a, b = _on_scale(lo, q.scale), _on_scale(q.bounds[1], q.scale)
+            a, b = on_scale(lo, q.scale), on_scale(q.bounds[1], q.scale)
             if not (math.isfinite(a) and math.isfinite(b)):
                 moved.append(q)
                 continue
-            moved.append(replace(q, start=_from_scale(float(rng.uniform(a, b)), q.scale)))
+            moved.append(replace(q, start=from_scale(float(rng.uniform(a, b)), q.scale)))
         out.append((f"uniform {i}", moved))
     return out
 

@@ -19,10 +19,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Parameter", "SCALES"]
+__all__ = ["Parameter", "SCALES", "on_scale", "from_scale"]
 
 #: the parameter scales (PEtab's parameterScale)
 SCALES = ("lin", "log", "log10")
+
+
+def on_scale(value: float, scale: str) -> float:
+    """``value`` (linear) on ``scale``: itself, ``log`` or ``log10`` (``-inf`` for
+    a value <= 0 on a log scale: no lower bound there)."""
+    if scale == "lin":
+        return float(value)
+    if value <= 0:
+        return -math.inf
+    return math.log(value) if scale == "log" else math.log10(value)
+
+
+def from_scale(value: float, scale: str) -> float:
+    """The inverse of :func:`on_scale`."""
+    if scale == "lin":
+        return float(value)
+    return float(math.exp(value)) if scale == "log" else float(10.0 ** value)
 
 
 @dataclass(frozen=True)
@@ -91,7 +108,5 @@ class Parameter:
         object.__setattr__(self, "bounds", (lo, hi))
 
     def to_scale(self, value: float) -> float:
-        """``value`` on the estimation scale."""
-        return value if self.scale == "lin" else (
-            math.log(value) if value > 0 else -math.inf) if self.scale == "log" else (
-            math.log10(value) if value > 0 else -math.inf)
+        """``value`` on the estimation scale (:func:`on_scale`)."""
+        return on_scale(value, self.scale)

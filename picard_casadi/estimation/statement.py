@@ -42,7 +42,7 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
-from ..parameters import SCALES, Parameter
+from ..parameters import SCALES, Parameter, from_scale, on_scale
 from .arguments import as_bounds
 
 __all__ = ["Statement", "state_problem"]
@@ -97,7 +97,7 @@ class Statement:
     def to_linear(self, phi: np.ndarray) -> np.ndarray:
         """The parameters on their own scale from ``phi``."""
         phi = np.asarray(phi, float)
-        return np.array([_linear(v, s) for v, s in zip(phi, self.scales)])
+        return np.array([from_scale(v, s) for v, s in zip(phi, self.scales)])
 
     def model_parameters(self, phi: np.ndarray, experiment: int) -> np.ndarray:
         """The model's ``p`` in experiment ``experiment`` at ``phi``."""
@@ -161,20 +161,6 @@ class Statement:
                 n for n, s in zip(self.model.x_names, self.shifted) if s]
         res._statement = self
         return res
-
-
-def _linear(v: float, scale: str) -> float:
-    if scale == "lin":
-        return float(v)
-    return float(math.exp(v)) if scale == "log" else float(10.0 ** v)
-
-
-def _on_scale(v: float, scale: str) -> float:
-    if scale == "lin":
-        return float(v)
-    if v <= 0:
-        return -math.inf
-    return math.log(v) if scale == "log" else math.log10(v)
 
 
 def _expression(sym: ca.SX, scale: str) -> ca.SX:
@@ -362,15 +348,15 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     # STAT5A(0) = 207.6 ratio with ratio fixed)
     free_phi = [phi[i] for i, q in enumerate(rows) if q.estimate]
     h_all = sub(model.x0_expression)
+    start = np.array([on_scale(q.start, q.scale) for q in rows])
+    constants = [np.array(c, float) for c in columns]
     known_by_exp = np.full((len(exps), model.nx), np.nan)
     for i in np.flatnonzero(shifted):
         if free_phi and ca.depends_on(h_all[int(i)], ca.vertcat(*free_phi)):
             continue
         value = ca.Function("h", [phi, U_new], [h_all[int(i)]])
-        start_phi = np.array([_on_scale(q.start, q.scale) for q in rows])
-        for e in range(len(exps)):
-            c = np.array(columns[e], float)
-            known_by_exp[e, i] = float(value(start_phi, c))
+        for e, c in enumerate(constants):
+            known_by_exp[e, i] = float(value(start, c))
         shifted[int(i)] = False
         constant_x0[int(i)] = True
     if shifted.any():
@@ -392,7 +378,6 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         u_units=list(model.u_units) + [""] * len(new_u_names),
         p_units=[model.p_units[origin[q.name]] if q.scale == "lin" else "" for q in rows],
         x_domain=x_domain, x0=None)
-    constants = [np.array(c, float) for c in columns]
     known = known_by_exp.copy()
     for i in np.flatnonzero(constant_x0):
         if x0_expr[int(i)].is_constant():
@@ -400,9 +385,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     new_exps = [_with_constant_inputs(e, model, c, shifted, known[k])
                 for k, (e, c) in enumerate(zip(exps, constants))]
 
-    lo = np.array([_on_scale(q.bounds[0], q.scale) for q in rows])
-    hi = np.array([_on_scale(q.bounds[1], q.scale) for q in rows])
-    start = np.array([_on_scale(q.start, q.scale) for q in rows])
+    lo = np.array([on_scale(q.bounds[0], q.scale) for q in rows])
+    hi = np.array([on_scale(q.bounds[1], q.scale) for q in rows])
     fixed = np.array([not q.estimate for q in rows])
     lo, hi = np.where(fixed, start, lo), np.where(fixed, start, hi)
     est = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,)).copy()

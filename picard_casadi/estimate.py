@@ -35,7 +35,7 @@ import numpy as np
 from .errors import ConvergenceError, SimulationError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
-                                  noise_bound_note, ode_ssr_per_output,
+                                  noise_bound_note,
                                   kinked_inputs, note_staircase_inputs, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, diagnose_open_gaps,
                                    diagnose_stuck_step,
@@ -44,7 +44,7 @@ from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.statement import state_problem
-from .estimation.setup import build_setup, start_weights, x0_mask, x0_setting
+from .estimation.setup import build_setup, simulated_ssr, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
 from .methods import get_method
 from .methods.base import IterationRecord
@@ -422,12 +422,10 @@ def estimate(
         setup.tr.set_weights(setup.tr.weights)
         result_noise["noise_parameter_values"] = dict(
             zip(prob.formula.names, prob.formula.theta.tolist()))
-        f = prob.formula
-        on_bound = [f"{n} = {v:.4g}" for n, v, lo, hi in zip(f.names, f.theta, f.lower, f.upper)
-                    if np.isclose(v, lo, rtol=1e-9, atol=1e-12) and lo != 0 or
-                    np.isclose(v, hi, rtol=1e-9)]
-        if on_bound:
-            prob.notes.append(noise_bound_note(on_bound))
+        note = noise_bound_note(prob.formula.names, prob.formula.theta, prob.formula.lower,
+                                prob.formula.upper)
+        if note:
+            prob.notes.append(note)
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()
     result, fitted = assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
@@ -448,9 +446,9 @@ def estimate(
         if cert.passed:
             # the likelihood of the ODE's own solution: CVODES from the estimated
             # x0 (the certificate's linearised carry-forward where that fails)
-            ssr_ode = ode_ssr_per_output(prob.model, prob.experiments, result)
-            if ssr_ode is not None:
-                attach_noise(result, setup, weights_mode, ssr_ode, prob.noise)
+            simulated = simulated_ssr(prob.model, prob.experiments, result.x0, result.p)
+            if simulated is not None:
+                attach_noise(result, setup, weights_mode, simulated[0], prob.noise)
             elif not prob.formula:
                 attach_noise(result, setup, weights_mode, cert.ssr_model_per_output,
                              prob.noise)

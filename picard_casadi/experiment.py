@@ -413,6 +413,16 @@ class Experiment:
         missing), or ``None`` where not given."""
         return self._sigma
 
+    def value_weights(self) -> np.ndarray:
+        """Each value's own weight ``1 / sigma_i^2``, shaped like ``y``: 1 where no
+        ``sigma`` is given (none at all, or a column all NaN), and where ``y``
+        is missing."""
+        if self._sigma is None:
+            return np.ones_like(self._y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = 1.0 / self._sigma ** 2
+        return np.where(np.isfinite(w), w, 1.0)
+
     @property
     def parameters(self) -> dict[str, float | str]:
         """This experiment's values of model parameters (numbers or names)."""

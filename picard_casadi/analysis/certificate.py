@@ -239,9 +239,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
             delta[j] = e[j] - np.einsum("moa,a->om", dGx[j], D)
             D = E[j] @ D - d[j]
     delta = np.where(mask, delta, 0.0)
-    # each value's own noise level: its output's over the root of its weight
     own_w = disc.sample_weights
-    sample_sigma = sigma[None, :, None] / np.sqrt(np.where(own_w > 0, own_w, 1.0))
+    sample_sigma = disc.sample_sigma(sigma)  # each value's own noise level
     scaled = np.abs(delta) / sample_sigma
     if not np.all(np.isfinite(scaled)):
         scaled = np.where(np.isfinite(scaled), scaled, np.inf)
@@ -423,11 +422,8 @@ def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
     except RuntimeError:
         return None, np.inf
     e = np.where(disc.mask > 0, sens["G"] - G_ode, 0.0)
-    own_w = disc.sample_weights
-    sample_sigma = (np.asarray(sigma, float)[None, :, None]
-                    / np.sqrt(np.where(own_w > 0, own_w, 1.0)))
     local, ahead = _local_indicators(disc, e, sens["xend"] - xend_ode, sens["dG"][..., :nx],
-                                     sens["dend"][:, :, :nx], sample_sigma)
+                                     sens["dend"][:, :, :nx], disc.sample_sigma(sigma))
     indicator = np.maximum(local, ahead) / DEFECT_THRESHOLD
     indicator = np.where(np.isfinite(indicator), indicator, np.inf)
     top = float(np.max(indicator, initial=0.0))

@@ -24,9 +24,7 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..transcription.guess import GUESS_NOTE
-from ..errors import SimulationError
-from ..simulate import simulate
-from ..transcription.predict import outputs_along, simulation_predictor
+from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
@@ -172,32 +170,6 @@ def _history_dict(records: list[IterationRecord]) -> dict[str, list[float]]:
     return {k: [getattr(r, k) for r in records] for k in names}
 
 
-def ode_ssr_per_output(model: Model, experiments: Sequence[Experiment],
-                       result: EstimationResult) -> np.ndarray | None:
-    """Each output's sum of squared residuals (each value weighted by its own
-    ``1 / sigma_i^2``) of the ODE's own solution at the estimate: CVODES from
-    each experiment's estimated ``x0`` with the estimated ``p``; None where a
-    simulation fails or is not finite (an unstable model over a long record:
-    the certificate's linearised value stands then)."""
-    ssr = np.zeros(model.ny)
-    for e, exp in enumerate(experiments):
-        try:
-            with np.errstate(all="ignore"):
-                X = simulate(model, result.x0[e], result.p, exp.t, exp, t0=exp.t0)
-                G = outputs_along(model, exp.t, X, result.p, exp)
-        except (SimulationError, RuntimeError, ValueError):
-            return None
-        measured = np.isfinite(exp.y)
-        with np.errstate(all="ignore"):
-            own = np.ones_like(exp.y) if exp.sigma is None else 1.0 / exp.sigma ** 2
-            own = np.where(np.isfinite(own), own, 1.0)
-            r2 = np.where(measured, own * (exp.y - G) ** 2, 0.0)
-        if not np.all(np.isfinite(r2)):
-            return None
-        ssr += r2.sum(axis=0)
-    return ssr
-
-
 def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
                  ssr_per_output: np.ndarray, groups: NoiseGroups | None = None) -> None:
     """Fill the result's likelihood (``nllh``, ``noise_sigma``, ``det_R``,
@@ -233,12 +205,8 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
             if members.size:
                 values[name] = float(noise.sigma[members[0]])
         result.settings["noise_parameter_values"] = values
-        on_bound = [f"{name} = {values[name]:.4g}" for g, name in enumerate(groups.names)
-                    if name in values and (np.isclose(values[name], groups.lower[g], rtol=1e-9)
-                                           and groups.lower[g] > 0
-                                           or np.isclose(values[name], groups.upper[g],
-                                                         rtol=1e-9))]
-        note = noise_bound_note(on_bound)
+        note = noise_bound_note(groups.names, [values.get(n, np.nan) for n in groups.names],
+                                groups.lower, groups.upper)
         if note and note not in result.warnings:
             result.warnings.append(note)
         est = groups.estimated.copy()
@@ -254,9 +222,14 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
             result.warnings.append(note)
 
 
-def noise_bound_note(on_bound: list[str]) -> str:
-    """A note naming noise parameters that ended on a bound (``"s = 0.001"``):
-    the data do not determine them within their bounds."""
+def noise_bound_note(names: Sequence[str], values: Sequence[float],
+                     lower: Sequence[float], upper: Sequence[float]) -> str:
+    """A note naming the noise parameters that ended on a bound (``"s = 0.001"``;
+    a lower bound of 0 is none): the data do not determine them within their
+    bounds.  Empty where none did."""
+    on_bound = [f"{n} = {v:.4g}" for n, v, lo, hi in zip(names, values, lower, upper)
+                if (lo > 0 and np.isclose(v, lo, rtol=1e-9))
+                or np.isclose(v, hi, rtol=1e-9)]
     if not on_bound:
         return ""
     return (f"noise parameter(s) {', '.join(on_bound)} ended on a bound: the data do not "

@@ -24,6 +24,7 @@ from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..model import Model
+from ..transcription.discretisation import Discretisation
 from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
@@ -162,9 +163,10 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 # another round would fail alike (the paper's algorithm on the
                 # F/A-18: six more rounds of 5000 iterations each)
                 break
-            w_new = residual_weights(setup, outcome.X, outcome.U, outcome.p, prob.noise)
+            _, Ys, _ = setup.tr.trajectory(outcome.X, outcome.U, outcome.p)
+            w_new = residual_weights(setup.disc, Ys, prob.noise)
             change = float(np.max(np.abs(w_new / w - 1.0)))
-            held = _held_by_formula(prob, setup, outcome)
+            held = _held_by_formula(prob, setup.disc, Ys)
             if held is not None:
                 change = max(change, NoiseFormula.change(prob.experiments, held))
             if change < WEIGHT_TOLERANCE:
@@ -187,15 +189,14 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     return Solved(outcome, records, iterations, rounds, w)
 
 
-def _held_by_formula(prob: FitProblem, setup: Setup, outcome: LoopOutcome
+def _held_by_formula(prob: FitProblem, disc: Discretisation, Ys: np.ndarray
                      ) -> list[Experiment] | None:
     """The noise formulas' next held data (:mod:`.noise_formula`): the noise
-    parameters re-estimated for the solution's outputs, each value's
+    parameters re-estimated for the solution's outputs ``Ys``, each value's
     ``sigma_i`` and data shift recomputed; None without formulas."""
     if not prob.formula or prob.data is None:
         return None
-    _, Ys, _ = setup.tr.trajectory(outcome.X, outcome.U, outcome.p)
-    fitted = fitted_outputs(setup.disc, Ys)
+    fitted = fitted_outputs(disc, Ys)
     theta = prob.formula.fit_theta(prob.data, fitted)
     previous = prob.formula.theta
     prob.formula.theta = theta

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..transcription.guess import initial_guess, measured_state_series
 from ..transcription.predict import outputs_along
 
 __all__ = ["build_setup", "initial_weights", "start_weights", "weights_from_variance",
-           "residual_weights", "variance_weights", "with_known_weights",
+           "residual_weights", "variance_weights", "with_known_weights", "simulated_ssr",
            "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
 
 # Interval functions already built in this process, per model and shape.
@@ -164,26 +165,35 @@ def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray
     every output's is estimated.
     """
     disc = setup.disc
-    model = disc.model
+    x0s = [setup.X0[sl.start] for sl in disc.intervals_of]
+    simulated = simulated_ssr(disc.model, disc.experiments, x0s, setup.p0)
+    if simulated is None:
+        return with_known_weights(initial_weights(disc), groups)
+    return variance_weights(*simulated, disc, groups)
+
+
+def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence[np.ndarray],
+                  p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each output's sum of squared residuals (each value weighted by its own
+    ``1 / sigma_i^2``) and number of values, of the model simulated by CVODES
+    from each experiment's ``x0s[e]`` with ``p``; None where a simulation
+    fails or a residual is not finite."""
     ssr, counts = np.zeros(model.ny), np.zeros(model.ny)
-    for e, exp in enumerate(disc.experiments):
-        x0 = setup.X0[disc.intervals_of[e].start]
+    for exp, x0 in zip(experiments, x0s):
         try:
             with np.errstate(all="ignore"):
-                X = simulate(model, x0, setup.p0, exp.t, exp, t0=exp.t0)
-                Y = outputs_along(model, exp.t, X, setup.p0, exp)
+                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0)
+                Y = outputs_along(model, exp.t, X, p, exp)
         except (SimulationError, RuntimeError, ValueError):
-            return with_known_weights(initial_weights(disc), groups)
+            return None
         measured = np.isfinite(exp.y)
         with np.errstate(all="ignore"):
-            own = 1.0 if exp.sigma is None else 1.0 / exp.sigma ** 2
-            own = np.where(np.isfinite(own), own, 1.0)  # an output without its sigma
-            r2 = np.where(measured, own * (exp.y - Y) ** 2, 0.0)
+            r2 = np.where(measured, exp.value_weights() * (exp.y - Y) ** 2, 0.0)
         if not np.all(np.isfinite(r2)):
-            return with_known_weights(initial_weights(disc), groups)
+            return None
         ssr += r2.sum(axis=0)
         counts += measured.sum(axis=0)
-    return variance_weights(ssr, counts, disc, groups)
+    return ssr, counts
 
 
 def with_known_weights(w: np.ndarray, groups: NoiseGroups | None) -> np.ndarray:
@@ -217,12 +227,10 @@ def weights_from_variance(var: np.ndarray, disc: Discretisation) -> np.ndarray:
     return out
 
 
-def residual_weights(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,
+def residual_weights(disc: Discretisation, Ys: np.ndarray,
                      groups: NoiseGroups | None = None) -> np.ndarray:
     """The next weights of the likelihood's relaxation: :func:`variance_weights`
-    of the residuals of the solution ``(X, U, p)``."""
-    disc = setup.disc
-    _, Ys, _ = setup.tr.trajectory(X, U, p)
+    of the residuals of a solution's outputs ``Ys`` (laid out like ``disc.y``)."""
     return variance_weights(disc.weighted_ssr_per_output(Ys), disc.mask.sum(axis=(0, 2)),
                             disc, groups)
 

@@ -289,11 +289,7 @@ class Discretisation:
             ok = np.isfinite(exp.y[rows])
             self.y[jj, :, slot] = np.where(ok, exp.y[rows], 0.0)
             self.mask[jj, :, slot] = ok
-            with np.errstate(divide="ignore", invalid="ignore"):
-                inv_var = (np.ones_like(exp.y[rows]) if exp.sigma is None
-                           else 1.0 / np.asarray(exp.sigma, float)[rows] ** 2)
-            inv_var = np.where(np.isfinite(inv_var), inv_var, 1.0)  # an output without
-            self.sample_weights[jj, :, slot] = np.where(ok, inv_var, 0.0)
+            self.sample_weights[jj, :, slot] = np.where(ok, exp.value_weights()[rows], 0.0)
 
     def replace_data(self, experiments: list[Experiment]) -> None:
         """Take the measurements and their ``sigma`` from ``experiments``: the same
@@ -330,6 +326,12 @@ class Discretisation:
     def measured_values(self) -> list[np.ndarray]:
         """Per output, the finite measurements over all experiments."""
         return [self.y[:, k, :][self.mask[:, k, :] > 0] for k in range(self.model.ny)]
+
+    def sample_sigma(self, sigma: np.ndarray) -> np.ndarray:
+        """Each value's noise level ``(J, ny, M)`` for outputs' levels ``sigma``
+        ``(ny,)``: its output's over the root of its own weight."""
+        w = self.sample_weights
+        return np.asarray(sigma, float)[None, :, None] / np.sqrt(np.where(w > 0, w, 1.0))
 
     def weighted_ssr_per_output(self, G: np.ndarray) -> np.ndarray:
         """Each output's sum of ``sample_weights * (y - G)^2`` for outputs ``G``

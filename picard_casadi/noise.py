@@ -203,17 +203,3 @@ class Noise:
         else:
             where = f"sigma = {self.sigma:g} (known)"
         return f"{self.distribution}, {where}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (:meth:`from_dict` reads it back)."""
-        return {"distribution": self.distribution,
-                "sigma": str(self.sigma) if self.is_formula else self.sigma,
-                "bounds": [self.bounds[0], self.bounds[1] if math.isfinite(self.bounds[1])
-                           else "inf"]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Noise:
-        """The noise model of :meth:`to_dict`'s form (a formula cannot be read back)."""
-        lo, hi = d.get("bounds", (0.0, math.inf))
-        return cls(distribution=d.get("distribution", "normal"), sigma=d.get("sigma"),
-                   bounds=(float(lo), float(hi)))

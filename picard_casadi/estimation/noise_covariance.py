@@ -91,9 +91,6 @@ class NoiseCovariance:
             rows.append(np.asarray(exp.y, float)[ok] - np.asarray(G, float)[ok])
         return np.vstack(rows) if rows else np.zeros((0, 0))
 
-    def check_start(self, experiments: Sequence[Experiment]) -> None:
-        """Nothing to check: the start is a covariance of the data's noise."""
-
     def fit_theta(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> np.ndarray:
         """``R = (1/N) sum r r^T`` of the residuals of ``fitted`` (each diagonal
         entry floored at 1e-12 of its output's mean square), as its entries."""

@@ -81,8 +81,6 @@ class Statement:
     _x0_of: ca.Function | None = None
     #: per experiment: the values of the appended constant inputs
     _constants: list[np.ndarray] = field(default_factory=list)
-    #: (phi, constant inputs) -> the model's p in that experiment
-    _p_of: ca.Function | None = None
 
     @property
     def names(self) -> list[str]:
@@ -98,10 +96,6 @@ class Statement:
         """The parameters on their own scale from ``phi``."""
         phi = np.asarray(phi, float)
         return np.array([from_scale(v, s) for v, s in zip(phi, self.scales)])
-
-    def model_parameters(self, phi: np.ndarray, experiment: int) -> np.ndarray:
-        """The model's ``p`` in experiment ``experiment`` at ``phi``."""
-        return np.asarray(self._p_of(phi, self._constants[experiment]), float).ravel()
 
     def user_result(self, res: Any) -> Any:
         """``res`` (of the restated problem) in the user's terms, in place."""
@@ -395,7 +389,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         trivial=False, model=new_model, experiments=new_exps, table=rows, phi0=start,
         phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted,
         _x0_of=ca.Function("x0_of", [phi, U_new], [H]) if shifted.any() else None,
-        _constants=constants, _p_of=ca.Function("p_of", [phi, U_new], [P]))
+        _constants=constants)
 
 
 def _with_constant_inputs(exp: Experiment, model: Model, constants: np.ndarray,

@@ -119,10 +119,10 @@ def estimate(
     x0_bounds: tuple[Any, Any] | None = None,
     estimate_x0: bool | Sequence[bool] = True,
     T: float | None = None,
-    n: int = 2,
+    n: int | None = None,
     lam: float = 10.0,
     nodes: int | None = None,
-    scheme: str = "chebyshev",
+    scheme: str | None = None,
     weights: Any = None,
     noise: Any = None,
     refine: bool | int = True,
@@ -185,13 +185,27 @@ def estimate(
     T : float, optional
         Length of the first mesh's intervals; default from the data's and
         the model's time scales (:func:`~picard_casadi.transcription.mesh.default_T`).
-    n : int
-        Order of the Picard composition ``P^n`` in the loss.
+    n : int, optional
+        Order of the Picard composition ``P^n`` in the loss; default 1 with
+        Radau collocation (a stiff model's ``P^2`` amplifies the fixed
+        point's round-off), the paper's 2 with the others.
     lam : float
         Initial continuity penalty ``lambda``.
     nodes : int, optional
-        Nodes per interval (default 9 Chebyshev, 21 trapezoid).
-    scheme : {"chebyshev", "trapezoid"}
+        Nodes per interval (default 9; 21 trapezoid).
+    scheme : {"auto", "chebyshev", "radau", "trapezoid"}, optional
+        The collocation of each interval
+        (:class:`~picard_casadi.transcription.quadrature.Quadrature`).
+        ``"chebyshev"``: the paper's Chebyshev-Lobatto nodes, only A-stable
+        (a fast decaying mode is carried from interval to interval with its
+        sign flipping); ``"radau"``: the interval start and the Radau IIA
+        points, L-stable, for stiff models (fast kinetics); ``"trapezoid"``:
+        uniform nodes, second order.  Default ``"auto"``: Chebyshev, and
+        Radau from the point where the model is stiff on the mesh (``h
+        |Re lambda|`` of ``f_x`` above 300 at a node: at the start, at a
+        solution, or at the last iterate of a run that failed, which then
+        starts again from ``p0``; :mod:`picard_casadi.transcription.stiffness`);
+        the result's ``settings["scheme"]`` and notes say which.
     weights : None, "auto", "none" or array_like (ny,)
         The noise of the outputs.  ``"auto"``: each output's noise variance
         is unknown and estimated with the parameters (maximum likelihood for
@@ -346,7 +360,9 @@ def estimate(
         return statement.user_result(inner)
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
-    (exps, p0, p_lb, p_ub, x_lb, x_ub, n, nodes, max_refinements, mesh_of_warm_start, T, lam,
+    n_given, scheme_given = n, scheme  # as the user gave them, for second runs
+    (exps, p0, p_lb, p_ub, x_lb, x_ub, n, scheme, scheme_auto, nodes, max_refinements,
+     mesh_of_warm_start, T, lam,
      seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w, plan) = check_arguments(
         model, experiments, p0, method, p_bounds, x0_bounds, estimate_x0, T, n, lam, nodes,
         scheme, weights, noise, refine, codegen, guess, warm_start, uncertainty, multistart,
@@ -358,7 +374,7 @@ def estimate(
         return run_multistart(
             estimate, model, exps, p0, method, multistart, seed,
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
-                 T=T, n=n, lam=lam, nodes=nodes, scheme=scheme, weights=weights,
+                 T=T, n=n_given, lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
                  noise=noise, refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),
@@ -376,7 +392,8 @@ def estimate(
                     callback=callback, max_intervals=max_intervals,
                     noise=None if plan is None else plan.groups,
                     formula=None if plan is None else plan.formula,
-                    data=None if plan is None else plan.data)
+                    data=None if plan is None else plan.data,
+                    scheme_auto=scheme_auto, n_auto=n_given is None)
     start = None
     if warm_start is not None:
         from .transcription.discretisation import Discretisation
@@ -386,6 +403,11 @@ def estimate(
         p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
+    found = prob.stiff_on(setup, setup.U0, setup.p0) if start is None else None
+    if found is not None:  # stiff at the start: Radau's nodes from the outset
+        prob.use_radau(found, setup, "at the start")
+        setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
+                           boundaries=setup.disc.boundaries)
     if weights_mode == "auto":
         # a warm start of a likelihood fit starts from its noise levels (its
         # weights); any other from the residuals of the model simulated from
@@ -429,7 +451,7 @@ def estimate(
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()
     result, fitted = assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
-        T=prob.T, n=n, lam=float(lam), nodes=nodes, scheme=scheme, weights=weights_mode,
+        T=prob.T, n=prob.n, lam=float(lam), nodes=nodes, scheme=prob.scheme, weights=weights_mode,
         weight_rounds=solved.weight_rounds,
         estimate_x0=x0_setting(prob.estimate_x0),
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
@@ -482,7 +504,11 @@ def estimate(
                 result.warnings.append(
                     "shooting: standard errors from the collocation mesh (its CVODES "
                     f"sensitivities failed at the estimate: {str(err).splitlines()[-1][:200]})")
-        attach_uncertainty(result, setup, info)
+        correlated = bool(plan is not None and plan.correlated and prob.formula)
+        attach_uncertainty(result, setup, info,
+                           noise_covariance=prob.formula.R if correlated else None,
+                           noise_formula=prob.formula if prob.formula and not correlated
+                           else None)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
     if result.success:
         note_bounds_reached(result, p_lb, p_ub)
@@ -498,8 +524,8 @@ def estimate(
         if max_iter is not None:
             run_options.setdefault("max_iter", max_iter)
         return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
-                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n, lam=lam,
-                        nodes=nodes, scheme=scheme, weights=weights, noise=noise,
+                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
+                        lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,
                         refine=refine,
                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
                         uncertainty=uncertainty, seed=seed, callback=callback,
@@ -551,15 +577,3 @@ def _experiments_given(experiments: Any) -> bool:
 #: estimate's own argument names (not method options), for the unknown-name message
 ESTIMATE_ARGUMENTS = tuple(name for name, prm in inspect.signature(estimate).parameters.items()
                             if prm.kind is not prm.VAR_KEYWORD)
-
-
-
-
-
-
-
-
-
-
-
-

@@ -40,7 +40,7 @@ def _call(vdp, method="picard-gn", **kw):
 
 # (keyword arguments, exception, pattern naming the argument)
 ESTIMATE_CASES = [
-    (dict(n=None), TypeError, r"`n` must be an integer >= 1, got None"),
+    (dict(n=[2]), TypeError, r"`n` must be an integer >= 1, got \[2\]"),
     (dict(n="abc"), TypeError, r"`n` must be an integer >= 1, got 'abc'"),
     (dict(n=2.5), ValueError, r"`n` must be an integer >= 1, got 2.5"),
     (dict(n=0), ValueError, r"`n` must be an integer >= 1"),
@@ -83,8 +83,9 @@ ESTIMATE_CASES = [
     (dict(codegen="yes"), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(codegen=None), ValueError, r"codegen must be True, False or 'auto'"),
     (dict(max_intervals=0), ValueError, r"`max_intervals` must be an integer >= 1"),
-    (dict(scheme=["chebyshev"]), ValueError, r"`scheme` must be one of \('chebyshev', 'trapezoid'\)"),
-    (dict(scheme=None), ValueError, r"`scheme` must be one of"),
+    (dict(scheme=["chebyshev"]), ValueError,
+     r"`scheme` must be one of \('auto', 'chebyshev', 'radau', 'trapezoid'\)"),
+    (dict(scheme="gauss"), ValueError, r"`scheme` must be one of"),
     (dict(max_intervals="many"), TypeError, r"`max_intervals` must be an integer"),
 ]
 

@@ -129,6 +129,21 @@ def test_a_noise_formula_of_the_output_reaches_the_likelihoods_optimum(method):
     assert np.all(np.abs(grad) < 0.05), grad
     for dz in np.eye(4) * 1e-3 * np.maximum(np.abs(z), 1e-2):
         assert nllh(z + dz) > nllh(z) - 1e-9 and nllh(z - dz) > nllh(z) - 1e-9
+    # standard errors from the expected Fisher information over (p, a, b):
+    # dg^T dg / s^2 + 2 ds^T ds / s^2, s = a + b g (central differences of CVODES)
+    def outputs(q):
+        return pc.simulate(model, X0, q, t, rtol=1e-12, atol=1e-12).ravel()
+    G = outputs(res.p)
+    dg = np.stack([(outputs(res.p + h) - outputs(res.p - h)) / 2e-6
+                   for h in np.eye(2) * 1e-6], axis=1)  # (values, 2)
+    sig = theta[0] + theta[1] * G
+    ds = np.column_stack([theta[1] * dg, np.ones_like(G), G])
+    D = np.column_stack([dg, np.zeros((G.size, 2))])
+    fisher = (D / sig[:, None] ** 2).T @ D + 2 * (ds / sig[:, None] ** 2).T @ ds
+    std = np.sqrt(np.diag(np.linalg.inv(fisher)))
+    np.testing.assert_allclose(res.p_std, std[:2], rtol=1e-3)
+    got = res.settings["noise_parameter_std"]
+    np.testing.assert_allclose([got["a"], got["b"]], std[2:], rtol=1e-3)
 
 
 def test_bad_noise_input_names_what_and_where():
@@ -268,6 +283,17 @@ def test_correlated_noise_reaches_the_full_covariance_likelihood():
     independent = pc.estimate(model, [exp], [1.5, 0.5], estimate_x0=False)
     assert nllh(independent.p) > res.nllh + 0.1
     assert "R[x0,x1]" in res.settings["noise_parameter_values"]
+    # standard errors from the Fisher information with the full R (central
+    # differences of CVODES' outputs), not from its diagonal alone
+    v = res.settings["noise_parameter_values"]
+    R_hat = np.array([[v["R[x0,x0]"], v["R[x0,x1]"]], [v["R[x0,x1]"], v["R[x1,x1]"]]])
+    dg = np.stack([(pc.simulate(model, [1.0, 0.0], res.p + h, t, rtol=1e-12, atol=1e-12)
+                    - pc.simulate(model, [1.0, 0.0], res.p - h, t, rtol=1e-12, atol=1e-12))
+                   / (2 * h[k]) for k, h in enumerate(np.eye(2) * 1e-5)], axis=2)  # (N, 2, 2)
+    fisher = np.einsum("iak,ab,ibl->kl", dg, np.linalg.inv(R_hat), dg)
+    np.testing.assert_allclose(res.p_std, np.sqrt(np.diag(np.linalg.inv(fisher))), rtol=1e-3)
+    diagonal = np.einsum("iak,a,ial->kl", dg, 1 / np.diag(R_hat), dg)
+    assert np.max(np.abs(np.sqrt(np.diag(np.linalg.inv(diagonal))) / res.p_std - 1)) > 0.1
     gap = exp.y.copy()
     gap[5, 1] = np.nan
     with pytest.raises(ValueError, match=r"every output at every sample time; experiment "

@@ -43,7 +43,7 @@ from ..transcription.block_jacobian import BlockJacobian
 from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
-           "attach_uncertainty", "IDENTIFIABILITY_THRESHOLD"]
+           "attach_uncertainty", "correlated_information", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
 #: is not determined at all.  An exact non-identifiability (only a product a b
@@ -139,7 +139,6 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
         block_cols.append(np.concatenate([np.arange(n_p), len(columns) + np.arange(len(own))]
                                          ).astype(int))
         columns.extend(("x0", e, i) for i in own)
-    sw = np.sqrt(tr.weights)
     rows_r: list[np.ndarray] = [np.zeros(0)] * disc.n_intervals
     blocks: list[np.ndarray] = [np.zeros((0, 0))] * disc.n_intervals
     for e, sl in enumerate(disc.intervals_of):
@@ -157,7 +156,7 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
                   + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
             mask = disc.mask[j].T > 0  # (M, ny)
             res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
-            sw_j = sw[None, :] * np.sqrt(disc.sample_weights[j].T)  # (M, ny)
+            sw_j = _root_weights(setup, j)  # (M, ny)
             rows_r[j] = (sw_j * res)[mask]
             blocks[j] = (-sw_j[:, :, None] * dy)[mask]
             dend = sens["dend"][j]
@@ -169,7 +168,102 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     return np.concatenate(rows_r), Jt, columns, rows, sens
 
 
-def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> None:
+def _root_weights(setup: Setup, j: int) -> np.ndarray:
+    """The square roots of interval ``j``'s weights, ``(M, ny)``: each output's
+    times each value's own (``Discretisation.sample_weights``)."""
+    disc = setup.disc
+    return np.sqrt(setup.tr.weights)[None, :] * np.sqrt(disc.sample_weights[j].T)
+
+
+def correlated_information(setup: Setup, Jt: BlockJacobian, R: np.ndarray) -> BlockJacobian:
+    """``d r / d theta`` whitened by the outputs' full noise covariance ``R``.
+
+    The rows of ``Jt`` are the weighted ``-sqrt(w_k) dg_k`` of each sample
+    (every output measured at every sample, in output order): each sample's
+    ``ny`` rows become ``-L^T dg`` with ``L L^T = R^-1``, so that the Gram
+    matrix is the Fisher information ``sum_i dg_i^T R^-1 dg_i`` of the
+    likelihood with correlated noise (the weights ``w_k = (R^-1)_kk`` alone
+    leave out the off-diagonal terms).
+
+    Parameters
+    ----------
+    setup : Setup
+    Jt : BlockJacobian
+        From :func:`chain_sensitivities`.
+    R : ndarray (ny, ny)
+        The noise covariance, symmetric positive definite.
+    """
+    ny = setup.disc.model.ny
+    L = np.linalg.cholesky(np.linalg.inv(R))
+    blocks = []
+    for j, block in enumerate(Jt.blocks):
+        if block.shape[0] == 0:
+            blocks.append(block)
+            continue
+        mask = setup.disc.mask[j].T > 0
+        sw = _root_weights(setup, j)[mask]
+        if block.shape[0] % ny or not np.all(mask[mask.any(axis=1)]):
+            raise ValueError("the correlated noise needs every output at every sample time")
+        dg = (block / sw[:, None]).reshape(-1, ny, block.shape[1])  # -dg per sample
+        blocks.append(np.einsum("lk,skc->slc", L.T, dg).reshape(block.shape))
+    return BlockJacobian(blocks=blocks, columns=Jt.columns, exp_of=Jt.exp_of, n=Jt.n)
+
+
+def formula_information(setup: Setup, info: SolutionSensitivity, formula: Any
+                        ) -> tuple[BlockJacobian, list[tuple[str, int, int]]]:
+    """``d r / d theta`` extended so that its Gram matrix is the Fisher information
+    of noise formulas ``sigma_i = s(eta, g_i)`` over ``theta`` and the noise
+    parameters ``eta``.
+
+    For a value ``y_i ~ N(g_i, sigma_i^2)`` whose ``sigma_i`` moves with the
+    parameters the expected information is ``dg^T dg / sigma^2 + 2 dsigma^T
+    dsigma / sigma^2``: ``Jt``'s rows (the weighted ``-dg / sigma_i`` at the
+    final ``sigma_i``) give the first term; one row ``sqrt(2) / sigma_i (ds/dg
+    dg_i/dtheta, ds/deta)`` per formula value adds the second, on the new
+    columns ``("noise", -1, i)`` of ``formula.names[i]``.  Inverting it over
+    ``(theta, eta)`` gives the marginal covariance of ``theta`` with the noise
+    parameters estimated alongside.
+
+    Returns
+    -------
+    (Jt, columns) : the extended Jacobian and its columns.
+    """
+    disc = setup.disc
+    ny = disc.model.ny
+    Jt, columns = info.Jt, list(info.columns)
+    n_eta = len(formula.names)
+    eta_cols = Jt.n + np.arange(n_eta)
+    columns.extend(("noise", -1, i) for i in range(n_eta))
+    blocks = []
+    for j, block in enumerate(Jt.blocks):
+        e = int(disc.exp_of[j])
+        zeros = np.zeros((block.shape[0], n_eta))
+        if block.shape[0] == 0:
+            blocks.append(np.concatenate([block, zeros], axis=1))
+            continue
+        mask = disc.mask[j].T > 0  # (M, ny), rows in this order
+        outputs = np.broadcast_to(np.arange(ny), mask.shape)[mask]
+        g = info.sens["G"][j].T[mask]
+        dg = -block / _root_weights(setup, j)[mask][:, None]  # d g_i / d theta
+        extra = []
+        for k in formula.outputs:
+            rows = np.flatnonzero(outputs == k)
+            if rows.size == 0:
+                continue
+            sigma, slope = formula.sigma_slope(k, e, formula.theta, g[rows])
+            d_eta = formula.sigma_gradient(k, e, formula.theta, g[rows])
+            scale = np.sqrt(2.0) / sigma
+            extra.append(np.concatenate([scale[:, None] * slope[:, None] * dg[rows],
+                                         scale[:, None] * d_eta], axis=1))
+        blocks.append(np.concatenate([np.concatenate([block, zeros], axis=1), *extra]))
+    block_cols = [np.concatenate([c, eta_cols]).astype(int) for c in Jt.columns]
+    return (BlockJacobian(blocks=blocks, columns=block_cols, exp_of=Jt.exp_of,
+                          n=Jt.n + n_eta), columns)
+
+
+def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
+                       noise_covariance: np.ndarray | None = None,
+                       noise_formula: Any = None) -> None:
     """Fill ``p_cov``, ``p_std``, ``p_ci``, ``p_corr`` and ``x0_std`` of a result.
 
     Adds a warning naming the parameters involved when the information
@@ -181,8 +275,19 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     setup : Setup
     info : SolutionSensitivity
         From :func:`solution_sensitivity` at the result's solution.
+    noise_covariance : ndarray (ny, ny), optional
+        The outputs' full noise covariance of a ``noise="correlated"`` fit:
+        the information is then :func:`correlated_information`'s.
+    noise_formula : NoiseFormula, optional
+        The noise formulas of the fit (their parameters at the estimate): the
+        information is then :func:`formula_information`'s, and the noise
+        parameters' standard errors go to ``settings["noise_parameter_std"]``.
     """
     r, Jt, columns = info.r, info.Jt, info.columns
+    if noise_covariance is not None:
+        Jt = correlated_information(setup, Jt, noise_covariance)
+    elif noise_formula:
+        Jt, columns = formula_information(setup, info, noise_formula)
     m_meas, nth = Jt.shape
     model = setup.disc.model
     np_ = model.np
@@ -207,8 +312,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     # a column the outputs do not depend on is zero up to the round-off of the
     # sensitivities (a sparse factorisation leaves ~1e-18), which scaling to a
     # unit diagonal would blow up into a well-determined direction
-    scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i]
-                      for kind, _, i in columns])
+    eta = noise_formula.theta if noise_formula else np.zeros(0)
+    scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i] if kind == "x0"
+                      else max(abs(float(eta[i])), 1e-300) for kind, _, i in columns])
     reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
     silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
     F[silent, :] = 0.0
@@ -226,7 +332,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     faint = ~weak & (evals < WEAK_DIRECTION * lam_max)
     names = []
     for kind, e, i in columns:
-        names.append(model.p_names[i] if kind == "p" else
+        names.append(model.p_names[i] if kind == "p" else noise_formula.names[i]
+                     if kind == "noise" else
                      f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
     unidentifiable = np.zeros(nth, dtype=bool)
     for k in np.flatnonzero(weak):
@@ -241,7 +348,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
     std[unidentifiable] = np.inf
     # each quantity's standard error against its size (an initial state's at
     # least its state's scale: a state starting at 0 is no poorly known one)
-    size = np.array([abs(float(result.p[i])) if kind == "p"
+    size = np.array([abs(float(result.p[i])) if kind == "p" else abs(float(eta[i]))
+                     if kind == "noise"
                      else max(abs(float(result.x0[e][i])), float(setup.x_scale[i]))
                      for kind, e, i in columns])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -307,3 +415,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity) -> 
             x0_std[e][i] = std[k]
     result.x0_std = x0_std
     result.settings["noise_variance_factor"] = s2
+    if noise_formula:
+        result.settings["noise_parameter_std"] = {
+            noise_formula.names[i]: float(std[k])
+            for k, (kind, _, i) in enumerate(columns) if kind == "noise"}

@@ -114,6 +114,8 @@ class NoiseFormula:
         n_exp = max(1, len(experiments))
         #: per (formula output, experiment): Function (theta, g) -> (sigma, d sigma / d g)
         self.functions: dict[tuple[int, int], ca.Function] = {}
+        #: ... and (theta, g) -> d sigma / d theta (the Fisher information's)
+        self.theta_gradients: dict[tuple[int, int], ca.Function] = {}
         for k, (expr, placeholders, out) in base.items():
             for e in range(n_exp):
                 mapping = experiments[e].noise_parameters if experiments else {}
@@ -129,6 +131,8 @@ class NoiseFormula:
                 sub = ca.substitute([expr], olds, news)[0]
                 self.functions[(k, e)] = ca.Function(f"sigma_{k}_{e}", [theta, g],
                                                      [sub, ca.jacobian(sub, g)])
+                self.theta_gradients[(k, e)] = ca.Function(
+                    f"sigma_theta_{k}_{e}", [theta, g], [ca.jacobian(sub, theta)])
         self.outputs = sorted(base)
         self.start = np.array([starts[name] for name in self.names], float)
         self.lower = np.array([bounds[name][0] for name in self.names], float)
@@ -154,6 +158,16 @@ class NoiseFormula:
         f = self.functions[(k, e)].map(g.size)
         s, ds = f(ca.DM(theta), ca.DM(g[None, :]))
         return np.asarray(s, float).ravel(), np.asarray(ds, float).ravel()
+
+    def sigma_gradient(self, k: int, e: int, theta: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """``d sigma / d theta`` of output ``k`` in experiment ``e`` at outputs
+        ``g``, ``(len(g), len(theta))``."""
+        g = np.asarray(g, float).ravel()
+        if g.size == 0:
+            return np.zeros((0, len(self.names)))
+        f = self.theta_gradients[(k, e)].map(g.size)  # one (1, n_theta) row per value
+        out = np.asarray(f(ca.DM(theta), ca.DM(g[None, :])), float)
+        return out.reshape(g.size, len(self.names))
 
     def check_start(self, experiments: Sequence[Experiment]) -> None:
         """ValueError where a formula is not positive at its start, evaluated at

@@ -30,7 +30,9 @@ from .fallbacks import ITERATION_LIMITS, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import fitted_outputs
 from .noise_formula import NoiseFormula
+from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
+from ..transcription.stiffness import STIFF_STEP, Stiffness, stiffness
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS"]
@@ -75,6 +77,31 @@ class FitProblem:
     data: list[Experiment] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: scheme="auto": the quadrature moves to Radau where the model is stiff
+    scheme_auto: bool = False
+    #: n=None: the Picard order follows the quadrature (default_picard_order)
+    n_auto: bool = False
+
+    def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
+        """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
+        node values ``U`` at ``p`` on ``setup``'s mesh where it is stiff
+        (:mod:`picard_casadi.transcription.stiffness`), else None."""
+        if not self.scheme_auto or self.scheme == "radau":
+            return None
+        found = stiffness(setup.disc, setup.tr.node_jacobians(U, p))
+        return found if found.stiff else None
+
+    def use_radau(self, found: Stiffness, setup: Setup, where: str) -> None:
+        """Move to Radau collocation (and its Picard order, unless ``n`` was
+        given) for what follows; a note says why and where."""
+        self.scheme = "radau"
+        if self.n_auto:
+            self.n = default_picard_order("radau")
+        self.notes.append(
+            f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
+            f"t = {found.time:.6g}, above {STIFF_STEP:g}, where the Chebyshev collocation "
+            "carries a decaying mode on instead of damping it): solved with Radau IIA "
+            "collocation (scheme='radau'), which is L-stable")
 
     def setup(self, p0: np.ndarray, weights: np.ndarray, **kw: Any) -> Setup:
         """A setup of this problem (``kw``: scales, mesh, start)."""
@@ -350,6 +377,26 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     refinable = spec.name in COLLOCATION_METHODS
     while True:
         outcome = solved.outcome
+        found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable else None
+        if found is not None and outcome.success:
+            # the same mesh, Radau's nodes, from this solution (not a refinement)
+            prob.use_radau(found, setup, f"at {spec.name}'s solution")
+            setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
+                                   U=outcome.U)
+            solved = _timed_solve(prob, setup, solved.weights, continuing=True)
+            records.extend(solved.records)
+            iterations += solved.iterations
+            continue
+        if found is not None and restarts_allowed() and outcome.status != "stopped":
+            prob.use_radau(found, setup, f"at the last iterate of {spec.name}, which "
+                           f"did not converge ({clipped(outcome.message, 100)}); the run "
+                           "started again from p0")
+            setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
+            solved = _timed_solve(prob, setup, start_weights(setup, prob.noise)
+                                  if weights_mode == "auto" else w)
+            records.extend(solved.records)
+            iterations += solved.iterations
+            continue
         if outcome.success:
             cert, info = _certificate(prob, setup, outcome)
             if cert.passed or not refinable or refinements >= max_refinements:

@@ -288,6 +288,10 @@ class Transcription:
             Un = self.picard(X, Un, p)
         return self._fixed_point.linearise(X, Un, p, V, lam, self._Wt, self.x_scale)
 
+    def node_jacobians(self, U: np.ndarray | ca.DM, p: np.ndarray) -> np.ndarray:
+        """The vector field's Jacobian ``f_x`` at every node, ``(J, K, nx, nx)``."""
+        return self._fixed_point.node_jacobians(self.nodes_np(U), p)
+
     def interval_sensitivities(self, X, U, p, full: bool = False, trimmed: bool = False
                                ) -> dict[str, np.ndarray]:
         """Outputs, end states and their exact fixed-point derivatives per interval

@@ -233,6 +233,14 @@ class FixedPointLinearisation:
         """``(t, x, p, u) -> (f, f_x, f_p)`` mapped over all nodes."""
         return self._function("f_derivatives")
 
+    def node_jacobians(self, U: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``f_x`` at every node, ``(J, K, nx, nx)``, for node values ``U`` ``(J, nx, K)``."""
+        d = self.disc
+        J, K, nx = d.n_intervals, d.K, d.model.nx
+        Uflat = np.asarray(U, float).transpose(1, 0, 2).reshape(nx, J * K)
+        _, Fx, _ = self.f_der(self._node_t, Uflat, np.asarray(p, float), self._node_u)
+        return np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)
+
     @property
     def g_der(self) -> Any:
         """``(t, x, p, u) -> (g, g_x, g_p)`` mapped over all samples."""

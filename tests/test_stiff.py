@@ -1,0 +1,81 @@
+"""Stiff models: Radau collocation, and ``scheme="auto"`` moving to it where the mesh is stiff."""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+from picard_casadi.transcription.discretisation import Discretisation
+from picard_casadi.transcription.stiffness import STIFF_STEP, stiffness
+
+
+def fast_binding() -> tuple[pc.Model, pc.Experiment]:
+    """A -> B at k1, B <-> D at 1e4 per unit time (equilibrium D = 3 B), B
+    degraded at k2; B starts off its equilibrium, so the fast mode (rate
+    4e4) is excited at t = 0; A and B measured."""
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
+    A, B, D = x[0], x[1], x[2]
+    bind = 1e4 * (3 * B - D)
+    rhs = ca.vertcat(-p[0] * A, p[0] * A - bind - p[1] * B, bind)
+    model = pc.Model(x=x, p=p, rhs=rhs, y=ca.vertcat(A, B), p_names=["k1", "k2"],
+                     x_names=["A", "B", "D"])
+    exp = pc.simulate_experiment(model, x0=[1.0, 0.4, 0.0], p=[0.5, 0.2],
+                                 t=np.linspace(0, 10, 41), noise_std=0.005, seed=1)
+    return model, exp
+
+
+def test_stiffness_is_the_largest_decay_rate_times_the_interval():
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 1)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], -2.0 * x[1] + x[0]))
+    exp = pc.Experiment(t=np.linspace(0, 2, 5), y=np.ones((5, 2)), x0=[1.0, 1.0])
+    disc = Discretisation(model, [exp], 0.5, 9, "chebyshev")
+    Fx = np.zeros((disc.n_intervals, disc.K, 2, 2))
+    Fx[..., 0, 0], Fx[..., 1, 1], Fx[..., 1, 0] = -700.0, -2.0, 1.0
+    Fx[2, 3, 0, 0] = -900.0  # the stiffest node
+    found = stiffness(disc, Fx)
+    assert found.step == pytest.approx(0.5 * 900.0)
+    assert found.interval == 2 and found.time == pytest.approx(disc.node_times[2, 3])
+    assert found.stiff and STIFF_STEP < found.step
+    Fx[..., 0, 0] = 700.0  # growth is not stiffness
+    assert stiffness(disc, Fx).step == pytest.approx(0.5 * 2.0)
+
+
+def test_the_default_moves_to_radau_where_the_start_is_stiff():
+    model, exp = fast_binding()
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], estimate_x0=False)
+    assert res.success and res.settings["scheme"] == "radau" and res.settings["n"] == 1
+    assert any("stiff on the mesh at the start" in w for w in res.warnings)
+    # the truth (0.5, 0.2) within four standard errors
+    assert np.all(np.abs(res.p - [0.5, 0.2]) < 4 * res.p_std)
+
+
+def test_a_scheme_given_is_kept():
+    model, exp = fast_binding()
+    res = pc.estimate(model, [exp], p0=[0.5, 0.2], estimate_x0=False, scheme="chebyshev",
+                      refine=False, uncertainty=False, max_iter=5)
+    assert res.settings["scheme"] == "chebyshev" and res.settings["n"] == 2
+    assert not any("stiff on the mesh" in w for w in res.warnings)
+
+
+def test_radau_by_hand_takes_the_picard_order_one():
+    model, exp = fast_binding()
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], estimate_x0=False, scheme="radau")
+    assert res.success and res.settings["n"] == 1
+    assert np.all(np.abs(res.p - [0.5, 0.2]) < 4 * res.p_std)
+
+
+def test_the_default_moves_to_radau_where_the_solution_is_stiff():
+    """x0 follows cos(t) at a rate k the data see only as "fast" (truth 1e6,
+    bounded by 1e5): from k = 10 the Chebyshev solution ends at a rate that
+    is stiff on its mesh, and the fit continues from it on Radau's nodes."""
+    x, p, t = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("t")
+    model = pc.Model(t=t, x=x, p=p, rhs=ca.vertcat(-p[0] * (x[0] - ca.cos(t)),
+                                                   -p[1] * x[1] + x[0]), p_names=["k", "a"])
+    exp = pc.simulate_experiment(model, x0=[1.0, 1.0], p=[1e6, 0.5], t=np.linspace(0, 10, 101),
+                                 noise_std=0.01, seed=0)
+    res = pc.estimate(model, [exp], p0=[10.0, 0.3], p_bounds=([1.0, 0.0], [1e5, 10.0]))
+    assert res.success and res.settings["scheme"] == "radau"
+    assert any("stiff on the mesh at picard-gn's solution" in w for w in res.warnings)
+    assert abs(res.p[1] - 0.5) < 4 * res.p_std[1]

@@ -78,3 +78,30 @@ def test_overlapping_captures_in_threads_leave_the_process_streams_intact(capfd)
     out = capfd.readouterr().out
     assert "still printing" in out and "natively too" in out
     assert "from the" not in out
+
+
+def test_what_other_threads_print_is_not_swallowed(capfd):
+    # item 13 of "Hard problems": while an estimate ran in one thread, the
+    # progress lines another thread printed were captured with its native
+    # output and dropped (4 of 9)
+    inside, printed = threading.Event(), threading.Event()
+
+    def progress() -> None:
+        inside.wait(5)
+        for k in range(3):
+            print(f"progress {k}")
+        printed.set()
+
+    t = threading.Thread(target=progress)
+    t.start()
+    with captured_native_output() as box:
+        inside.set()
+        printed.wait(5)
+        print("the estimate's own")
+        os.write(1, b"native\n")
+    t.join(5)
+    out = capfd.readouterr().out
+    assert all(f"progress {k}" in out for k in range(3))
+    assert "progress" not in box[0]
+    assert "the estimate's own" in box[0] and "native" in box[0]
+    assert "the estimate's own" not in out and "native" not in out

@@ -12,7 +12,12 @@ and the useful line is put into the message instead.
 Progress output of the package's own (a user's iteration callback called
 from inside IPOPT, the note before a compilation) must still reach the
 terminal: :func:`released_output` restores the real streams for its block
-while a capture is active.
+while a capture is active.  What other threads print through Python while
+a capture is active (a progress bar beside an estimate in a thread) reaches
+the real streams too: during a capture ``sys.stdout``/``sys.stderr`` take
+the text of the threads inside a capture block only
+(:class:`_ThreadStream`); file descriptors 1 and 2 are the process's, so
+what other threads write to them natively is still captured.
 """
 
 from __future__ import annotations
@@ -29,6 +34,50 @@ from typing import Any
 from .interrupts import deferred_interrupt
 
 __all__ = ["captured_native_output", "released_output"]
+
+
+class _ThreadStream(io.TextIOBase):
+    """``sys.stdout`` (or ``sys.stderr``) during a capture: the text of the
+    threads inside a capture block goes to the capture, any other thread's to
+    the real stream (by the saved file descriptor where the real stream is
+    descriptor 1 or 2, which now points into the capture)."""
+
+    def __init__(self, session: "_Session", index: int) -> None:
+        super().__init__()
+        self._session = session
+        self._index = index
+
+    def _target(self) -> Any:
+        session = self._session
+        if threading.get_ident() in session.threads:
+            return session.text
+        return session.passthrough[self._index]
+
+    def write(self, text: str) -> int:
+        self._target().write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            self._target().flush()
+
+    def writable(self) -> bool:
+        return True
+
+
+def _passthrough(stream: Any, saved: int | None) -> Any:
+    """Where another thread's text goes during a capture: ``stream`` itself,
+    or a writer on the saved descriptor where ``stream`` writes to descriptor
+    1 or 2 (which the capture redirects)."""
+    try:
+        fd = stream.fileno()
+    except Exception:  # pytest's or Jupyter's streams: no descriptor of their own
+        return stream
+    if saved is None or fd not in (1, 2):
+        return stream
+    raw = os.fdopen(os.dup(saved), "wb", buffering=0)
+    return io.TextIOWrapper(raw, encoding=getattr(stream, "encoding", None) or "utf-8",
+                            errors="replace", line_buffering=True, write_through=True)
 
 
 class _Session:
@@ -49,6 +98,12 @@ class _Session:
         self.file = tempfile.TemporaryFile(mode="w+b")
         self.text = io.StringIO()
         self.users = 0
+        #: the threads inside a capture block (their Python text is captured)
+        self.threads: dict[int, int] = {}
+        self.passthrough = [
+            _passthrough(stream, None if self.saved is None else self.saved[k])
+            for k, stream in enumerate(self.python_streams)]
+        self.streams = (_ThreadStream(self, 0), _ThreadStream(self, 1))
         self.redirect()
 
     def redirect(self) -> None:
@@ -56,7 +111,7 @@ class _Session:
         if self.saved is not None:
             os.dup2(self.file.fileno(), 1)
             os.dup2(self.file.fileno(), 2)
-        sys.stdout = sys.stderr = self.text
+        sys.stdout, sys.stderr = self.streams
 
     def release(self) -> None:
         """Output to the real streams (for a :func:`released_output` block, or for good)."""
@@ -89,6 +144,10 @@ class _Session:
     def close(self) -> None:
         """Back to the real streams for good."""
         self.release()
+        for k, target in enumerate(self.passthrough):
+            if target is not self.python_streams[k]:
+                with contextlib.suppress(Exception):
+                    target.close()
         if self.saved is not None:
             os.close(self.saved[0])
             os.close(self.saved[1])
@@ -164,6 +223,8 @@ def captured_native_output() -> Iterator[list[str]]:
                 _SESSION = _Session()
             _SESSION.users += 1
             session = _SESSION
+            me = threading.get_ident()
+            session.threads[me] = session.threads.get(me, 0) + 1
             start = session.position()
         yield box
     finally:
@@ -172,6 +233,9 @@ def captured_native_output() -> Iterator[list[str]]:
                 try:
                     box.append(session.since(start))
                 finally:
+                    session.threads[me] -= 1
+                    if session.threads[me] == 0:
+                        del session.threads[me]
                     session.users -= 1
                     if session.users == 0:
                         _SESSION = None

@@ -126,7 +126,7 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     M), ``dG`` (J, M, ny, nx + np), ``dend`` (J, nx, nx + np)), chained along
     each experiment's intervals.  Returns ``(r, Jt, columns, rows, sens)`` as
     :class:`SolutionSensitivity` holds them."""
-    disc, tr = setup.disc, setup.tr
+    disc = setup.disc
     m = disc.model
     nx, np_ = m.nx, m.np
     columns: list[tuple[str, int, int]] = [("p", -1, i) for i in range(np_) if setup.free_p[i]]

@@ -160,20 +160,21 @@ def test_an_iteration_limit_with_open_gaps_points_to_the_states_start():
     assert "guess=" not in nearly.message
 
 
-def test_a_start_that_never_joins_up_is_retried_from_the_data_by_default():
+def test_a_start_whose_states_outgrow_their_scales_joins_up():
     # SIR with only I measured and no x0 guess (S starts at 0): from the simulated
-    # start picard-gn ended at max_iter with gaps of 191; from the states
-    # propagated from the data it converges (a user's report).  The first call
-    # names its method: with none, the failure goes on to the shooting fallback,
-    # whose fit of the unobservable R(0) ends one way or another with round-off
-    # (the test asserted that path once and failed on other machines)
+    # start picard-gn ended at max_iter with gaps of 191 (a user's report), and
+    # the default converged only on a second run from the states propagated from
+    # the data.  S grows far past the scale the start gave it; with the scales
+    # grown as the states do (methods/base.py, grown_scales) the simulated start
+    # converges itself, and the default needs no second run (the retry logic:
+    # tests/test_fallbacks.py)
     model, exp = sir_infected_only()
     first = pc.estimate(model, [exp], [0.3, 0.1], method="picard-gn", guess="simulation",
                         uncertainty=False)
-    assert first.status == "max_iter" and first.history["gap_scaled"][-1] > 1.0
+    assert first.success and np.allclose(first.p, [0.5, 0.2], rtol=0.05), first.message
     res = pc.estimate(model, [exp], [0.3, 0.1], uncertainty=False)
     assert res.success and np.allclose(res.p, [0.5, 0.2], rtol=0.05), res.p
-    assert "second run with guess='anchored'" in res.warnings[0]
+    assert not any("second run" in w for w in res.warnings)
 
 
 @pytest.mark.parametrize("noise", [0.0, 1e-10, 1e-8])

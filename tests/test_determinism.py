@@ -41,12 +41,24 @@ def _van_der_pol() -> pc.EstimationResult:
     return pc.estimate(model, [exp], p0=[0.5])
 
 
+def _blow_up(method: str | None = None) -> pc.EstimationResult:
+    """x' = p x^2 from p = 50, where x blows up at t = 0.02: picard-gn's step
+    overflows, and the default goes on to IPOPT on the same collocation."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=p * x ** 2, name="blowup")
+    t = np.linspace(0.0, 10.0, 101)
+    exp = pc.Experiment(t, (1.0 / (1.0 - 0.05 * t))[:, None], x0=[1.0], name="run")
+    return pc.estimate(model, [exp], [50.0], method, uncertainty=False)
+
+
 CALLS = {
     "sir": _sir,
     "sir from the simulated start": lambda: _sir(guess="simulation"),
     "sir, picard-gn only": lambda: _sir(guess="simulation", method="picard-gn"),
     "decay": _decay,
     "van der pol": _van_der_pol,
+    "blow-up": _blow_up,
+    "blow-up, picard-gn only": lambda: _blow_up("picard-gn"),
 }
 
 
@@ -66,5 +78,6 @@ def test_default_calls_agree_bit_for_bit_in_any_order():
             got = _fingerprint(CALLS[name]())
             assert seen.setdefault(name, got) == got, (name, order)
     # the calls are not all alike: the fallbacks ran where they should
-    assert seen["sir, picard-gn only"][0] == "max_iter"
+    assert seen["blow-up, picard-gn only"][0] == "step_failed"
+    assert seen["blow-up"][:2] == ("converged", "ipopt")
     assert seen["sir"][0] == "converged" and seen["decay"][0] == "converged"

@@ -630,6 +630,7 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert code == 1 and "FAILED (max_iter) after 3 iterations" in out  # as asked
     # an import rate of 1e5 on the nominal vector: Radau from the start, and said
     assert "stiff on the mesh at the start" in out and saved["settings"]["scheme"] == "radau"
+    assert "deprecated" not in err  # the petab library's pandas warnings are not the user's
     assert saved["p_names"][:2] == ["Epo_degradation_BaF3", "k_exp_hetero"]
     assert saved["p_scales"][:6] == ["log10"] * 6
     code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", "1")

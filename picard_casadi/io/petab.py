@@ -58,6 +58,8 @@ they are imported when :func:`read_petab` is called.
 
 from __future__ import annotations
 
+import warnings
+
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -224,7 +226,11 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     if entry.get("mapping_files"):
         raise NotImplementedError(f"{path}: mapping tables (mapping_files) are not supported")
     files = _files(config, path.parent)
-    problem = petab_v1.Problem.from_yaml(str(path))
+    with warnings.catch_warnings():
+        # the petab library's own use of pandas (float_precision, inplace=)
+        # says nothing to the user of a problem: not passed on
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"petab\.")
+        problem = petab_v1.Problem.from_yaml(str(path))
     builder = _Builder(libsbml, petab_v1, problem, files, fixed)
     model, experiments, parameters, noise, noise_nominal = builder.build(name=path.stem)
     return PetabProblem(model=model, experiments=experiments, parameters=parameters, noise=noise,

@@ -405,7 +405,7 @@ def estimate(
                        boundaries=mesh_of_warm_start, start=start)
     found = prob.stiff_on(setup, setup.U0, setup.p0) if start is None else None
     if found is not None:  # stiff at the start: Radau's nodes from the outset
-        prob.use_radau(found, setup, "at the start")
+        prob.use_radau(found, "at the start")
         setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                            boundaries=setup.disc.boundaries)
     if weights_mode == "auto":

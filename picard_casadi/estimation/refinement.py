@@ -44,6 +44,10 @@ _AUTO_WEIGHT_ROUNDS = 30
 WEIGHT_TOLERANCE = 1e-4
 
 
+#: stops that are the user's: no restart on Radau's nodes after them
+_BUDGETS = ("stopped", "Maximum_CpuTime_Exceeded", "Maximum_WallTime_Exceeded")
+
+
 # Methods whose estimate is of the collocation solution on the mesh (the
 # certificate refines their mesh); shooting integrates with CVODES instead.
 COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
@@ -91,7 +95,7 @@ class FitProblem:
         found = stiffness(setup.disc, setup.tr.node_jacobians(U, p))
         return found if found.stiff else None
 
-    def use_radau(self, found: Stiffness, setup: Setup, where: str) -> None:
+    def use_radau(self, found: Stiffness, where: str) -> None:
         """Move to Radau collocation (and its Picard order, unless ``n`` was
         given) for what follows; a note says why and where."""
         self.scheme = "radau"
@@ -380,15 +384,15 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
         found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable else None
         if found is not None and outcome.success:
             # the same mesh, Radau's nodes, from this solution (not a refinement)
-            prob.use_radau(found, setup, f"at {spec.name}'s solution")
+            prob.use_radau(found, f"at {spec.name}'s solution")
             setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
                                    U=outcome.U)
             solved = _timed_solve(prob, setup, solved.weights, continuing=True)
             records.extend(solved.records)
             iterations += solved.iterations
             continue
-        if found is not None and restarts_allowed() and outcome.status != "stopped":
-            prob.use_radau(found, setup, f"at the last iterate of {spec.name}, which "
+        if found is not None and restarts_allowed() and outcome.status not in _BUDGETS:
+            prob.use_radau(found, f"at the last iterate of {spec.name}, which "
                            f"did not converge ({clipped(outcome.message, 100)}); the run "
                            "started again from p0")
             setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)

@@ -74,16 +74,23 @@ def test_the_reported_likelihood_is_the_ode_s_at_the_estimate():
     assert res.nllh == pytest.approx(_nllh(model, exps[0], res.p, sigma), abs=1e-6)
 
 
+def _from_random_start(k: int):
+    """The default estimate from the ``k``-th point uniform in the bounds (seed
+    0, as benchmarks/petab_boehm.py draws them): ``(model, exps, bounds, result)``."""
+    model, exps, _, (lb, ub) = boehm_problem()
+    rng = np.random.default_rng(0)
+    start = [rng.uniform(lb, ub) for _ in range(k + 1)][k]
+    res = pc.estimate(model, exps, start, p_bounds=(lb, ub), estimate_x0=False,
+                      uncertainty=False)
+    return model, exps, (lb, ub), res
+
+
 def test_a_start_that_ends_on_four_bounds_converges_there():
     """From a random start (uniform in the bounds, seed 0, the third) the fit
     ends with four rates on their bounds, the projected gradient 2e-22 and the
     gaps at 1e-7 of a nearly empty state's scale: it returned the same iterate
     to max_iter (and then tried shooting); now that is the floor it stops at."""
-    model, exps, _, (lb, ub) = boehm_problem()
-    rng = np.random.default_rng(0)
-    start = [rng.uniform(lb, ub) for _ in range(3)][2]
-    res = pc.estimate(model, exps, start, p_bounds=(lb, ub), estimate_x0=False,
-                      uncertainty=False)
+    model, exps, (lb, ub), res = _from_random_start(2)
     assert res.status == "converged" and res.method == "picard-gn", res.message
     assert res.iterations < 100
     at_bound = np.isclose(res.p, lb) | np.isclose(res.p, ub)
@@ -96,11 +103,7 @@ def test_states_that_outgrow_their_start_scale_are_rescaled():
     scaled starts held every step to a few hundredths in p, and the run
     ended at max_iter (then shooting, 190 CPU s in all).  With the scales
     grown as the states do it converges on picard-gn."""
-    model, exps, _, (lb, ub) = boehm_problem()
-    rng = np.random.default_rng(0)
-    start = [rng.uniform(lb, ub) for _ in range(4)][3]
-    res = pc.estimate(model, exps, start, p_bounds=(lb, ub), estimate_x0=False,
-                      uncertainty=False)
+    _, _, _, res = _from_random_start(3)
     assert res.status == "converged" and res.method == "picard-gn", res.message
 
 

@@ -62,19 +62,19 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
-    new_rule = None
+    def constrained() -> ConstrainedGaussNewtonStep:
+        return ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
+                                          radius0=opts.radius0, hessian=opts.hessian)
+
+    rebuilt = None  # the rule rebuilt where the states' scales grow (grown_scales)
     if opts.continuity == "constrained" and use_cg(opts, setup):
         rule = MatrixFreeGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
                                          radius0=opts.radius0)
     elif opts.continuity == "constrained":
-        def new_rule():
-            return ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries,
-                                              rho0=2.0 * opts.lam, radius0=opts.radius0,
-                                              hessian=opts.hessian)
-        rule = new_rule()
+        rule, rebuilt = constrained(), constrained
     else:
         rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
-    outcome = run_picard_iteration(setup, rule, opts, callback, new_rule)
+    outcome = run_picard_iteration(setup, rule, opts, callback, rebuilt)
     note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
     if note:
         outcome.notes.append(note)

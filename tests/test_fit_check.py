@@ -195,3 +195,34 @@ def test_multistart_says_when_another_start_reaches_the_same_objective_elsewhere
     other = np.array([float(v) for v in note.split("at p = [")[1].split("]")[0].split()])
     # the other optimum is the flip of this one
     assert np.allclose(other, [res.p[1], res.p[0], res.p[2] * res.p[1] / res.p[0]], rtol=1e-3)
+
+
+def test_the_two_compartment_flip_flop_twin_is_named():
+    # item 10 of "Hard problems": oral two-compartment PK, two subjects (doses
+    # 100 and 300), log concentration with 10 % noise.  Five of eight starts
+    # reached the twin (ka 0.594 against 1.110, objectives equal to 2e-10), but
+    # it lay 2.3 standard errors away, under the 3 the note asked for
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 5)
+    ka, CL, V1, Q, V2 = (p[i] for i in range(5))
+    rhs = ca.vertcat(-ka * x[0], ka * x[0] - (CL + Q) / V1 * x[1] + Q / V2 * x[2],
+                     Q / V1 * x[1] - Q / V2 * x[2])
+    model = pc.Model(x=x, p=p, rhs=rhs, y=ca.log(x[1] / V1),
+                     p_names=["ka", "CL", "V1", "Q", "V2"])
+    t = np.array([0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16,
+                  18, 20, 22, 24.0])
+    rng = np.random.default_rng(0)
+    exps = []
+    for k, dose in enumerate([100.0, 300.0]):
+        X = pc.simulate(model, [dose, 0, 0], [1.2, 5.0, 30.0, 8.0, 60.0], t, t0=0.0)
+        y = np.log(X[:, 1:2] / 30.0) + 0.1 * rng.standard_normal((t.size, 1))
+        exps.append(pc.Experiment(t=t, y=y, x0=[dose, 0, 0], t0=0.0, name=f"subject{k + 1}"))
+    with pytest.warns(pc.FitWarning, match="the optimum is not unique"):
+        res = pc.estimate(model, exps, [1.0] * 5, estimate_x0=False, multistart=8, seed=0,
+                          p_bounds=([0] * 5, [None] * 5))
+    assert res.success
+    note = next(w for w in res.warnings if w.startswith("the optimum is not unique"))
+    other = np.array([float(v) for v in note.split("at p = [")[1].split("]")[0].split()])
+    assert abs(other[0] - res.p[0]) > res.p_std[0]  # ka of the twin
+    assert other[1] == pytest.approx(res.p[1], rel=1e-3)  # the same clearance

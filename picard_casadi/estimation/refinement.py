@@ -382,26 +382,20 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     while True:
         outcome = solved.outcome
         found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable else None
-        if found is not None and outcome.success:
-            # the same mesh, Radau's nodes, from this solution (not a refinement)
-            prob.use_radau(found, f"at {spec.name}'s solution")
-            setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
-                                   U=outcome.U)
-            solved = _timed_solve(prob, setup, solved.weights, continuing=True)
-            records.extend(solved.records)
-            iterations += solved.iterations
-            continue
-        if found is not None and restarts_allowed() and outcome.status not in _BUDGETS:
-            prob.use_radau(found, f"at the last iterate of {spec.name}, which "
-                           f"did not converge ({clipped(outcome.message, 100)}); the run "
-                           "started again from p0")
-            setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
-            solved = _timed_solve(prob, setup, start_weights(setup, prob.noise)
-                                  if weights_mode == "auto" else w)
-            records.extend(solved.records)
-            iterations += solved.iterations
-            continue
-        if outcome.success:
+        if found is not None and (outcome.success or (restarts_allowed()
+                                                      and outcome.status not in _BUDGETS)):
+            # the same mesh on Radau's nodes (not a refinement): from this
+            # solution, or from p0 where the run did not converge
+            if outcome.success:
+                prob.use_radau(found, f"at {spec.name}'s solution")
+                setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
+                                       U=outcome.U)
+            else:
+                prob.use_radau(found, f"at the last iterate of {spec.name}, which did not "
+                               f"converge ({clipped(outcome.message, 100)}); the run "
+                               "started again from p0")
+                setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
+        elif outcome.success:
             cert, info = _certificate(prob, setup, outcome)
             if cert.passed or not refinable or refinements >= max_refinements:
                 break
@@ -409,6 +403,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             if not _within_limit(prob, setup, boundaries):
                 break
             setup = _refined_setup(prob, setup, boundaries, solved=solved, U=info.U)
+            refinements += 1
         else:
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
@@ -426,7 +421,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 f"did not resolve the model ({clipped(outcome.message, 100)}); the mesh was "
                 "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, boundaries, p0=p0)
-        refinements += 1
+            refinements += 1
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
                               (start_weights(setup, prob.noise) if weights_mode == "auto"
                                else w),

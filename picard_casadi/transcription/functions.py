@@ -290,7 +290,7 @@ class Transcription:
 
     def node_jacobians(self, U: np.ndarray | ca.DM, p: np.ndarray) -> np.ndarray:
         """The vector field's Jacobian ``f_x`` at every node, ``(J, K, nx, nx)``."""
-        return self._fixed_point.node_jacobians(self.nodes_np(U), p)
+        return self._fixed_point.node_derivatives(self.nodes_np(U), np.asarray(p, float))[1]
 
     def interval_sensitivities(self, X, U, p, full: bool = False, trimmed: bool = False
                                ) -> dict[str, np.ndarray]:

@@ -233,13 +233,17 @@ class FixedPointLinearisation:
         """``(t, x, p, u) -> (f, f_x, f_p)`` mapped over all nodes."""
         return self._function("f_derivatives")
 
-    def node_jacobians(self, U: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``f_x`` at every node, ``(J, K, nx, nx)``, for node values ``U`` ``(J, nx, K)``."""
+    def node_derivatives(self, U: np.ndarray, p: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``f``, ``f_x`` and ``f_p`` at every node for node values ``U``
+        ``(J, nx, K)``: ``(J, K, nx)``, ``(J, K, nx, nx)``, ``(J, K, nx, np)``."""
         d = self.disc
-        J, K, nx = d.n_intervals, d.K, d.model.nx
+        J, K, nx, np_ = d.n_intervals, d.K, d.model.nx, d.model.np
         Uflat = np.asarray(U, float).transpose(1, 0, 2).reshape(nx, J * K)
-        _, Fx, _ = self.f_der(self._node_t, Uflat, np.asarray(p, float), self._node_u)
-        return np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)
+        F, Fx, Fp = self.f_der(self._node_t, Uflat, p, self._node_u)
+        return (np.asarray(F).reshape(nx, J, K).transpose(1, 2, 0),
+                np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3),
+                np.asarray(Fp).reshape(nx, J, K, np_).transpose(1, 2, 0, 3))
 
     @property
     def g_der(self) -> Any:
@@ -393,11 +397,7 @@ class FixedPointLinearisation:
         h = d.h
         A = self._A
         rows, end_row, rhs, F1, dF1 = self._constant_factors()
-        Uflat = U.transpose(1, 0, 2).reshape(nx, J * K)
-        F, Fx, Fp = self.f_der(self._node_t, Uflat, p, self._node_u)
-        F = np.asarray(F).reshape(nx, J, K).transpose(1, 2, 0)  # (J, K, nx)
-        Fx = np.asarray(Fx).reshape(nx, J, K, nx).transpose(1, 2, 0, 3)  # (J, K, nx, nx)
-        Fp = np.asarray(Fp).reshape(nx, J, K, np_).transpose(1, 2, 0, 3)  # (J, K, nx, np)
+        F, Fx, Fp = self.node_derivatives(U, p)
 
         # solve (I - dP/dU) S = dP/dz: the x_j columns of dP/dz are the
         # identity at every node (kept in rhs), the p columns h (A kron I) f_p

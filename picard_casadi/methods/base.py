@@ -326,14 +326,13 @@ def grown_scales(setup: Setup, X: np.ndarray) -> np.ndarray | None:
     """New state scales where the interval starts ``X`` have outgrown theirs.
 
     A state's scale comes from the start (its trajectory simulated with
-    ``p0``); a state that is 1e-30 there (a phosphorylated species with the
-    kinase rate at its lower bound) gets a scale of 1e-7, and as it grows to
-    1-100 the trust region on the scaled starts holds every step to a few
-    hundredths in ``p`` (PEtab's Boehm: 200 iterations for 5e-3 of its
-    objective).  Where a state's largest start exceeds
-    :data:`SCALE_GROWTH` times its scale, its scale becomes that largest
-    start (scales only grow, as MINPACK's ``diag``).  Returns the new scales,
-    or None where none has grown so.
+    ``p0``); a state that grows far beyond it moves by many of its scales per
+    step, and the trust region on the scaled starts then holds every step to
+    a few hundredths in ``p`` (docs/design.md, "State scales grow with the
+    states").  Where a state's largest start exceeds :data:`SCALE_GROWTH`
+    times its scale, its scale becomes that largest start (scales only grow,
+    as MINPACK's ``diag``).  Returns the new scales, or None where none has
+    grown so.
     """
     size = np.abs(X).max(axis=0)
     grown = size > SCALE_GROWTH * setup.x_scale

@@ -7,7 +7,7 @@ the integral of the interpolant of those values from ``0`` to any point
 
     int_0^tau  I[f](s) ds  =  sum_l  row(tau)[l] * f(tau_l)
 
-Two schemes:
+Three schemes:
 
 ``"chebyshev"``
     Chebyshev-Lobatto nodes ``tau_k = (1 - cos(pi k / (K-1))) / 2`` and the exact

@@ -87,8 +87,13 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
         result.warnings.append(note)
         warn_user(note, FitWarning)
     if reached and getattr(result, "p_ci", None) is not None:
-        ci = np.asarray(result.p_ci, float)
-        result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
+        result.p_ci = _clipped(result.p_ci, lower, upper)
+
+
+def _clipped(ci: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Intervals ``ci`` (np, 2) clipped to the box ``[lower, upper]``."""
+    ci = np.asarray(ci, float)
+    return np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
 
 
 def clip_intervals_to_bounds(result: EstimationResult, lower: np.ndarray,
@@ -104,7 +109,7 @@ def clip_intervals_to_bounds(result: EstimationResult, lower: np.ndarray,
     past = (ci[:, 0] < lower) | (ci[:, 1] > upper)
     if not past.any():
         return
-    result.p_ci = np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
+    result.p_ci = _clipped(ci, lower, upper)
     names = [result.p_names[i] if result.p_names else f"p{i}" for i in np.flatnonzero(past)]
     note = (f"the 95 % Wald interval of {', '.join(names)} reached past a bound (p_bounds) "
             "and is clipped to it; pc.profile(res) gives intervals that respect the bounds")

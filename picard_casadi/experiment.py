@@ -87,6 +87,19 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
             f"{where}: the model has {nu} input(s) but `u` was not given; pass "
             "a callable u(t) or an array of shape (len(t), nu)"
         )
+    if callable(u) and getattr(u, "vectorized", False):
+        try:
+            out = np.asarray(u(times.copy()), dtype=float)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: the vectorized `u` failed on {times.size} times: "
+                             f"{err}") from None
+        if out.shape != (times.size, nu):
+            raise ValueError(f"{where}: a vectorized `u` must return shape (len(times), nu) "
+                             f"= ({times.size}, {nu}), returned {out.shape}")
+        if not np.all(np.isfinite(out)):
+            i = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
+            raise ValueError(f"{where}: `u` returned non-finite {out[i]} at t = {times[i]}")
+        return out
     if callable(u):
         out = np.empty((times.size, nu))
         for i, s in enumerate(times):
@@ -188,7 +201,10 @@ class Experiment:
     u : callable or array_like, optional
         Inputs.  A callable ``u(t) -> array (nu,)`` of time, or an array of
         shape ``(N, nu)`` of values at the sample times, held between them
-        as ``u_interpolation`` says.  Omit when the model has no inputs.
+        as ``u_interpolation`` says.  Omit when the model has no inputs.  A
+        callable with an attribute ``vectorized = True`` is called once with
+        an array of times and returns shape ``(len(times), nu)`` (as
+        ``scipy.integrate.solve_ivp``'s ``vectorized``).
     x0 : array_like, shape (nx,), optional
         Initial guess of the state at ``t0`` (or its known value when
         estimating with ``estimate_x0=False``).  When omitted, states that are
@@ -546,26 +562,27 @@ class Experiment:
         if kwargs.get("u") is not None and not callable(kwargs["u"]):
             raise ValueError(f"{where}: with a measurement table, give `u` as a callable of "
                              "time (sampled inputs need the wide form, Experiment(t, y, u))")
-        order = np.argsort(t, kind="stable")
-        rows_t: list[float] = []
-        rows_y: list[np.ndarray] = []
-        rows_s: list[np.ndarray] = []
-        for time in np.unique(t):
-            here = [i for i in order if t[i] == time]
-            per = {k: [i for i in here if out[i] == names[k]] for k in range(len(names))}
-            for r in range(max(len(ix) for ix in per.values())):
-                y_row = np.full(len(names), np.nan)
-                s_row = np.full(len(names), np.nan)
-                for k, ix in per.items():
-                    if r < len(ix):
-                        y_row[k] = v[ix[r]]
-                        if s is not None:
-                            s_row[k] = s[ix[r]]
-                rows_t.append(float(time))
-                rows_y.append(y_row)
-                rows_s.append(s_row)
-        return cls(np.array(rows_t), np.array(rows_y),
-                   sigma=None if s is None else np.array(rows_s), **kwargs)
+        # one row per (time, replicate): the r-th measurement of an output at a
+        # time goes to that time's r-th row (in the table's order)
+        column = np.array([names.index(o) for o in out], dtype=int)
+        times_u, group = np.unique(t, return_inverse=True)
+        order = np.lexsort((np.arange(t.size), column, group))
+        key = group[order] * len(names) + column[order]
+        first = np.r_[0, np.flatnonzero(np.diff(key)) + 1]
+        rank = np.empty(t.size, dtype=int)
+        rank[order] = np.arange(t.size) - np.repeat(first, np.diff(np.r_[first, t.size]))
+        per_time = np.zeros(times_u.size, dtype=int)
+        np.maximum.at(per_time, group, rank + 1)
+        start = np.r_[0, np.cumsum(per_time)[:-1]]
+        row = start[group] + rank
+        n_rows = int(per_time.sum())
+        rows_y = np.full((n_rows, len(names)), np.nan)
+        rows_y[row, column] = v
+        rows_s = None
+        if s is not None:
+            rows_s = np.full((n_rows, len(names)), np.nan)
+            rows_s[row, column] = s
+        return cls(np.repeat(times_u, per_time), rows_y, sigma=rows_s, **kwargs)
 
     def with_x0(self, x0: Any) -> Experiment:
         """The same experiment with ``x0`` as its initial state (known, or the

@@ -323,6 +323,15 @@ def estimate(
     ConvergenceError
         When ``raise_on_failure`` and the run did not converge.
     """
+    if isinstance(model, Model) and model.has_delays and _experiments_given(experiments):
+        # outputs measured late, inputs acting late: rounds of ordinary fits
+        rest = {k: v for k, v in locals().items()
+                if k not in ("model", "experiments", "p0", "options")}
+        from .estimation.delays import estimate_with_delays
+
+        return estimate_with_delays(
+            estimate, model, [experiments] if isinstance(experiments, Experiment)
+            else list(experiments), p0, {**rest, **options})
     t_start = time.perf_counter()
     statement = (state_problem(model, [experiments] if isinstance(experiments, Experiment)
                                else list(experiments), p0, p_bounds, parameter_scale,

@@ -10,7 +10,8 @@ from the read-only attributes kept here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import casadi as ca
@@ -47,6 +48,50 @@ def _as_symbol_vector(value: Any, field: str, required: bool) -> ca.SX:
             "casadi.SX.sym, not expressions"
         )
     return value
+
+
+def _delays(spec: Any, names: Sequence[str], field: str, p: ca.SX,
+            p_names: Sequence[str]) -> dict[int, tuple[int, float]]:
+    """Check ``Model(output_delays=...)`` or ``input_delays``: a mapping of an
+    output (input) name to one symbol of ``p`` (an estimated delay) or a
+    number >= 0 (a known one); index -> (parameter index or -1, value)."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"Model: `{field}` must be a dict of name -> delay (a symbol of `p` "
+                        f"or a number), got {type(spec).__name__}")
+    hashes = {p[i].element_hash(): i for i in range(p.numel())}
+    out: dict[int, tuple[int, float]] = {}
+    for name, value in spec.items():
+        if str(name) not in names:
+            raise ValueError(f"Model: `{field}` names {name!r}, which is not one of "
+                             f"{list(names)}")
+        k = list(names).index(str(name))
+        if isinstance(value, str) and value in p_names:
+            out[k] = (list(p_names).index(value), math.nan)
+            continue
+        if isinstance(value, ca.SX):
+            if value.numel() != 1 or not value.is_symbolic() or (
+                    value.element_hash() not in hashes):
+                raise ValueError(f"Model: `{field}[{name!r}]` must be one symbol of `p` (an "
+                                 f"estimated delay) or a number, got {value}")
+            out[k] = (hashes[value.element_hash()], math.nan)
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"Model: `{field}[{name!r}]` must be a symbol of `p`, a parameter "
+                            f"name or a number, got {value!r}") from None
+        if not math.isfinite(number) or number < 0:
+            raise ValueError(f"Model: `{field}[{name!r}]` = {value!r}: a known delay must be "
+                             "a finite number >= 0")
+        out[k] = (-1, number)
+    return out
+
+
+def _delay_names(spec: Mapping[int, tuple[int, float]], names: Sequence[str],
+                 p_names: Sequence[str]) -> dict[str, str | float]:
+    return {names[k]: p_names[i] if i >= 0 else v for k, (i, v) in spec.items()}
 
 
 def _as_expression(value: Any, field: str) -> ca.SX:
@@ -184,6 +229,19 @@ class Model:
         expression is not estimated: its ``x0`` follows the parameters
         (``estimate`` fits the others, and the derivatives of the
         expressions reach every method).
+    output_delays : dict of str to casadi.SX or float, optional
+        Outputs measured late: output name -> its delay ``tau``, one symbol
+        of ``p`` (estimated with the other parameters, ``tau >= 0``) or a
+        number (known).  The output is observed as ``g(t - tau)`` (a
+        sensor's lag: the whole output expression, inputs included); before
+        ``t0 + tau`` it holds its value at ``t0``.
+    input_delays : dict of str to casadi.SX or float, optional
+        Inputs acting late: input name -> its delay, as for outputs.  The
+        model sees ``u(t - tau)``, held at ``u(t0)`` before ``t0 + tau``.
+        An estimated input delay needs an input that is continuous in time
+        (sampled and read linearly, or a smooth callable): the data do not
+        tell the delay of a staircase's jumps through its slope.  How delays
+        are estimated: :mod:`picard_casadi.estimation.delays`.
 
     Raises
     ------
@@ -224,6 +282,8 @@ class Model:
         x_domain: tuple[Any, Any] | None = None,
         x_nominal: Any = None,
         x0: Any = None,
+        output_delays: Mapping[str, Any] | None = None,
+        input_delays: Mapping[str, Any] | None = None,
     ) -> None:
         x = _as_symbol_vector(x, "x", required=True)
         p = _as_symbol_vector(p, "p", required=True)
@@ -293,6 +353,10 @@ class Model:
             self._x_nominal = None
         self._functions: dict[str, ca.Function] = {}
         self._x0 = _initial_state_expressions(x0, nx, self._p, self._x_names)
+        self._output_delays = _delays(output_delays, self._y_names, "output_delays", p,
+                                      self._p_names)
+        self._input_delays = _delays(input_delays, self._u_names, "input_delays", p,
+                                     self._p_names)
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
@@ -330,7 +394,11 @@ class Model:
             x_names=self._x_names, p_names=self._p_names, u_names=self._u_names,
             y_names=self._y_names, x_units=self._x_units, p_units=self._p_units,
             u_units=self._u_units, y_units=self._y_units, t_unit=self._t_unit,
-            x_domain=self._x_domain, x_nominal=self._x_nominal, x0=self._x0)
+            x_domain=self._x_domain, x_nominal=self._x_nominal, x0=self._x0,
+            output_delays=self.output_delays, input_delays=self.input_delays)
+        if "p" in changes or "p_names" in changes:  # delays name parameters of this p
+            args.pop("output_delays")
+            args.pop("input_delays")
         args.update(changes)
         return Model(**args)
 
@@ -366,6 +434,32 @@ class Model:
             new._output_scales = scales
             new._output_states = self.output_state_index
         return new
+
+    @property
+    def output_delays(self) -> dict[str, str | float]:
+        """Delayed outputs: output name -> the delay's parameter name (estimated)
+        or its value (known).  Output ``y_k`` is measured as ``g_k`` at ``t -
+        tau``."""
+        return _delay_names(getattr(self, "_output_delays", {}), self._y_names, self._p_names)
+
+    @property
+    def input_delays(self) -> dict[str, str | float]:
+        """Delayed inputs: input name -> the delay's parameter name or value.
+        The model sees input ``u_i`` as ``u_i(t - tau)``."""
+        return _delay_names(getattr(self, "_input_delays", {}), self._u_names, self._p_names)
+
+    @property
+    def delay_spec(self) -> tuple[dict[int, tuple[int, float]], dict[int, tuple[int, float]]]:
+        """``(outputs, inputs)``: index -> ``(parameter index, value)``; the
+        parameter index is -1 for a known delay (its value), the value NaN for
+        an estimated one."""
+        return (dict(getattr(self, "_output_delays", {})),
+                dict(getattr(self, "_input_delays", {})))
+
+    @property
+    def has_delays(self) -> bool:
+        """Whether an output or an input is delayed."""
+        return bool(getattr(self, "_output_delays", {}) or getattr(self, "_input_delays", {}))
 
     @property
     def x0_expression(self) -> ca.SX:

@@ -273,6 +273,8 @@ class EstimationResult:
     _noise: Any = field(default=None, repr=False, compare=False)
     #: how the problem was restated (log scales, experiment parameters, x0 expressions)
     _statement: Any = field(default=None, repr=False, compare=False)
+    #: the model's delays (estimation/delays.py), where it has them
+    _delays: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,
@@ -612,6 +614,10 @@ class EstimationResult:
 
             res._check_matches(model, list(experiments), where)
             res._predictor = simulation_predictor(model, list(experiments))
+            if model.has_delays:  # outputs measured late, inputs acting late
+                from .estimation.delays import simulated_predictor
+
+                res._predictor = simulated_predictor(model, list(experiments), res.p)
             res._attached = (model, list(experiments))
         return res
 

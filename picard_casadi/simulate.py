@@ -377,8 +377,16 @@ def simulate(
         # kinks there, which no polynomial on a segment across them reproduces
         bp = np.concatenate([bp, u_times])
 
+    late = delays_at(model.delay_spec[1], p, model.nu)
+    if late is not None and model.nu:  # inputs acting late: their jumps and kinks move too
+        moved = [u_times + d for d in np.unique(late[late > 0])] if (
+            u_spec is not None and not callable(u_spec)) else []
+        moved += [bp + d for d in np.unique(late[late > 0])]
+        bp = np.concatenate([bp] + moved)
+
     def u_of_t(times: np.ndarray) -> np.ndarray:
-        return evaluate_inputs(u_spec, times, model.nu, "simulate", u_times, interp)
+        return late_inputs(lambda s: evaluate_inputs(u_spec, s, model.nu, "simulate",
+                                                     u_times, interp), times, late, t0)
 
     u_of_t(np.array([t0]))  # fail early on a missing or wrong-length input
     bp = bp[(bp > t0) & (bp < t[-1])]
@@ -471,7 +479,8 @@ def _check_noise_std(noise_std: Any) -> None:
 def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | Experiment | np.ndarray | None = None, *,
             noise_std: float = 0.05,
-            rng: np.random.Generator | int | None = 0) -> np.ndarray:
+            rng: np.random.Generator | int | None = 0,
+            u_interpolation: Literal["previous", "linear"] = "previous") -> np.ndarray:
     """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
     Parameters
@@ -487,6 +496,9 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
         Standard deviation of both ``n_i`` (one per sample) and ``m_i`` (one
         per output and sample).
     rng : numpy Generator or int seed
+    u_interpolation : {"previous", "linear"}
+        How an array ``u`` goes between its samples (for a delayed input,
+        read between them), as for :func:`simulate`.
 
     Returns
     -------
@@ -497,11 +509,16 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     p = np.asarray(p, float)
     G = np.empty((t.size, model.ny))
-    U = _inputs_at(model, t, u)
+    U = _inputs_at(model, t, u, p, u_interpolation)
     for i, ti in enumerate(t):
         G[i] = model.output_value(ti, X[i], p, U[i])
-    n = rng.normal(0.0, noise_std, size=(t.size, 1))
-    m = rng.normal(0.0, noise_std, size=(t.size, model.ny))
+    return _noisy(G, noise_std, rng)
+
+
+def _noisy(G: np.ndarray, noise_std: float, rng: np.random.Generator) -> np.ndarray:
+    """``(1 + n_i) G + m_i`` (:func:`measure`)."""
+    n = rng.normal(0.0, noise_std, size=(G.shape[0], 1))
+    m = rng.normal(0.0, noise_std, size=G.shape)
     return (1.0 + n) * G + m
 
 
@@ -522,13 +539,81 @@ def _input_spec(u: Any, t: np.ndarray, interpolation: str = "previous"
     return spec, times, interp
 
 
-def _inputs_at(model: Model, t: np.ndarray, u: Any) -> np.ndarray:
+def _inputs_at(model: Model, t: np.ndarray, u: Any, p: Any = None,
+               interpolation: str = "previous", t0: float | None = None,
+               samples: np.ndarray | None = None) -> np.ndarray:
     """Input values ``(N, nu)`` at the times ``t``, ``u`` read as :func:`simulate`
-    reads it."""
+    reads it (an array ``u`` at the times ``samples``, default ``t``), each
+    delayed input at ``t - tau`` (``p`` gives estimated delays)."""
     if model.nu == 0:
         return np.zeros((t.size, 0))
-    spec, times, interp = _input_spec(u, t)
-    return evaluate_inputs(spec, t, model.nu, "simulate", times, interp)
+    spec, times, interp = _input_spec(u, t if samples is None else samples, interpolation)
+    late = None if p is None else delays_at(model.delay_spec[1], p, model.nu)
+    return late_inputs(lambda s: evaluate_inputs(spec, s, model.nu, "simulate", times, interp),
+                       t, late, float(t[0]) if t0 is None else t0)
+
+
+def delays_at(spec: dict[int, tuple[int, float]], p: Any, n: int) -> np.ndarray | None:
+    """The delay of each of ``n`` outputs or inputs (``Model.delay_spec``; an
+    estimated one from ``p``), or None where none is delayed."""
+    if not spec:
+        return None
+    p = np.asarray(p, float).ravel()
+    out = np.zeros(n)
+    for k, (i, v) in spec.items():
+        out[k] = p[i] if i >= 0 else v
+    if np.any(out < 0) or not np.all(np.isfinite(out)):
+        raise ValueError(f"a delay must be finite and >= 0, got {out.tolist()} (from `p`)")
+    return out
+
+
+def late_inputs(inputs: Callable[[np.ndarray], np.ndarray], times: np.ndarray,
+                late: np.ndarray | None, t0: float) -> np.ndarray:
+    """``inputs(times)``, each column ``k`` at ``times - late[k]`` (held at its
+    value at ``t0`` before ``t0 + late[k]``)."""
+    times = np.asarray(times, float)
+    if late is None or not np.any(late > 0):
+        return inputs(times)
+    out = np.empty((times.size, late.size))
+    for d in np.unique(late):
+        cols = np.flatnonzero(late == d)
+        out[:, cols] = inputs(np.maximum(times - d, t0))[:, cols]
+    return out
+
+
+def _late_outputs(model: Model, x0: Any, p: Any, t: np.ndarray, u: Any, late: np.ndarray,
+                  breakpoints: Any, interpolation: str) -> np.ndarray:
+    """Noise-free outputs ``(N, ny)`` at ``t``, each delayed output ``k`` the
+    model's ``g_k`` at ``t - late[k]`` (its value at ``t[0]`` before)."""
+    t0 = float(t[0])
+    at = {d: np.maximum(t - d, t0) for d in np.unique(late)}
+    times = np.unique(np.concatenate(list(at.values())))
+    spec = u
+    if u is not None and not callable(u) and not isinstance(u, Experiment):
+        values = np.asarray(u, float)  # samples at t: read between them as the model does
+        spec = values if values.ndim != 2 else _Sampled(t, values, model.nu, interpolation)
+    X = simulate(model, x0, p, times, spec, breakpoints=breakpoints,
+                 u_interpolation=interpolation)
+    U = _inputs_at(model, times, spec, p, interpolation, t0)
+    G = np.array([model.output_value(s, X[i], p, U[i]) for i, s in enumerate(times)])
+    out = np.empty((t.size, model.ny))
+    for d, when in at.items():
+        cols = np.flatnonzero(late == d)
+        out[:, cols] = G[np.searchsorted(times, when)][:, cols]
+    return out
+
+
+class _Sampled:
+    """Sampled inputs as a vectorized callable (read between samples as given)."""
+
+    vectorized = True
+
+    def __init__(self, t: np.ndarray, values: np.ndarray, nu: int, interpolation: str) -> None:
+        self.t, self.values, self.nu, self.interpolation = t, values, nu, interpolation
+
+    def __call__(self, times: np.ndarray) -> np.ndarray:
+        return evaluate_inputs(self.values, times, self.nu, "simulate", self.t,
+                               self.interpolation)
 
 
 def simulate_experiment(
@@ -584,8 +669,17 @@ def simulate_experiment(
     Experiment
     """
     t = np.asarray(t, float)
-    X = simulate(model, x0, p, t, u, breakpoints=breakpoints, u_interpolation=u_interpolation)
-    Y = measure(model, t, X, p, u, noise_std=noise_std, rng=seed)
+    late = delays_at(model.delay_spec[0], p, model.ny)
+    if late is not None and np.any(late > 0):  # outputs measured late
+        _check_noise_std(noise_std)
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        Y = _noisy(_late_outputs(model, x0, p, t, u, late, breakpoints, u_interpolation),
+                   noise_std, rng)
+    else:
+        X = simulate(model, x0, p, t, u, breakpoints=breakpoints,
+                     u_interpolation=u_interpolation)
+        Y = measure(model, t, X, p, u, noise_std=noise_std, rng=seed,
+                    u_interpolation=u_interpolation)
     if observe is not None:
         keep = np.asarray(observe, bool)
         if keep.shape != Y.shape:

@@ -26,6 +26,7 @@ from book_case import DATA  # noqa: E402
 from tc01_attas_lateral import P0 as P0_TC01, attas_experiment, attas_lateral_model  # noqa: E402
 from tc04_hfb320 import P0 as P0_TC04, X0 as X0_TC04, hfb320_experiment, hfb320_model  # noqa: E402
 from tc34_two_maneuvers import BOOK as BOOK_TC34, maneuver  # noqa: E402
+from tc31_output_delay import BOOK as BOOK_TC31, P0_TC31, attas_delay_model  # noqa: E402
 from tc08_unstable import (P0 as P0_TC08, bounds, unstable_experiment,  # noqa: E402
                            unstable_model)
 
@@ -88,6 +89,14 @@ def test_two_attas_maneuvers_with_state_biases_per_maneuver_reach_the_books_esti
     book = BOOK_TC34["AilRud2"]
     _check_against_book(res, book["det R"], [book[n][0] for n in res.p_names],
                         [book[n][1] for n in res.p_names])
+
+
+@needs_data
+def test_the_yaw_rate_s_delay_is_estimated_as_the_book_does():
+    # TC31: y5 = r(t - tau) + BY5, tau estimated with the 22 others from 0
+    res = pc.estimate(attas_delay_model(), [attas_experiment(DATA)], P0_TC31, estimate_x0=False)
+    _check_against_book(res, BOOK_TC31["det_R"], BOOK_TC31["p"], BOOK_TC31["sd"])
+    assert res.settings["delays"] == {"r": res.p[-1]}
 
 
 @needs_data

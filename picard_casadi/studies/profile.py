@@ -486,6 +486,11 @@ def profile(
     if not result.success:
         raise ValueError(f"profile needs a converged estimate; this one did not converge "
                          f"({result.message})")
+    if result._delays is not None and result._delays.estimated:
+        raise ValueError("profiles of a fit with estimated delays are not available: each of "
+                         "its points would need the delays' rounds (estimation/delays.py); "
+                         "profile the other parameters with the delays known: "
+                         "Model(output_delays={name: value}) at the estimate")
     if result.p_scaled is not None:
         # a restated problem (log scales, experiment parameters): profiled on
         # the estimation scale, with the model the methods solved

@@ -37,8 +37,8 @@ from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, o
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
                                   noise_bound_note,
                                   kinked_inputs, note_staircase_inputs, unfinite_start)
-from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, diagnose_open_gaps,
-                                   diagnose_stuck_step,
+from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
+                                   diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
 from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
@@ -519,6 +519,7 @@ def estimate(
                            noise_formula=prob.formula if prob.formula and not correlated
                            else None)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
+        declare_plateau(result)
     if result.success:
         note_bounds_reached(result, p_lb, p_ub)
         clip_intervals_to_bounds(result, p_lb, p_ub)

@@ -176,3 +176,24 @@ def test_a_fit_all_on_one_side_of_its_data_is_named():
     G = np.column_stack([np.zeros(t.size), np.sin(6 * t)])
     notes = lack_of_fit([Y], [G], ["run"], ["A", "B"], times=[t])
     assert len(notes) == 1 and "output 'A'" in notes[0]
+
+
+def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
+    # Robertson's rates from log10 k = 0 ended, by the shooting fallback, at
+    # log10 k = (-303, -2715, -45877): nothing reacts, every direction flat,
+    # and the result said success.  Here A -> B -> C from log10 k = -40: IPOPT
+    # stops where the gradient vanishes, which is no optimum
+    x, q = ca.SX.sym("x", 2), ca.SX.sym("q", 2)
+    k = 10 ** q
+    model = pc.Model(x=x, p=q, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]),
+                     y=x[1:2], y_names=["B"])
+    t = np.linspace(0, 10, 41)
+    clean = pc.simulate_experiment(model, [1, 0], np.log10([0.5, 0.2]), t, noise_std=0)
+    exp = pc.Experiment(t, clean.y + 0.01 * np.random.default_rng(1).standard_normal(
+        clean.y.shape), x0=[1, 0])
+    res = pc.estimate(model, [exp], [-40.0, -40.0], "ipopt", estimate_x0=False)
+    assert not res.success and res.status == "plateau"
+    assert "plateau" in res.message and "p0 = -40" in res.message
+    assert res.settings["parameter_reach"] < 1e-30
+    good = pc.estimate(model, [exp], [0.0, 0.0], "ipopt", estimate_x0=False)
+    assert good.success and good.settings["parameter_reach"] > 1.0

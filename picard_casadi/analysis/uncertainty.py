@@ -316,6 +316,13 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i] if kind == "x0"
                       else max(abs(float(eta[i])), 1e-300) for kind, _, i in columns])
     reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
+    p_columns = [k for k, (kind, _, _) in enumerate(columns) if kind == "p"]
+    if p_columns:
+        # how far the fit moves, in noise levels, for a parameter moved by its
+        # own size: the most any parameter moves it (estimation/diagnosis.py's
+        # plateau)
+        result.settings["parameter_reach"] = float(
+            np.max(reach[p_columns]) / np.sqrt(s2)) if s2 > 0 else float("inf")
     silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
     F[silent, :] = 0.0
     F[:, silent] = 0.0

@@ -31,8 +31,9 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 
-__all__ = ["check_fit", "fitted_outputs", "diagnose_open_gaps", "diagnose_stuck_step",
-           "note_bounds_reached", "OPEN_GAP", "ON_BOUND"]
+__all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
+           "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
+           "ON_BOUND"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it
@@ -141,6 +142,32 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                             times=[e.t for e in experiments]):
         result.warnings.append(note)
         warn_user(note, FitWarning)
+
+
+#: a converged estimate where no parameter moves the fit by this many noise
+#: levels (moved by its own size, all the others refitted or not) lies on a
+#: plateau: the outputs do not depend on the parameters there (Robertson's
+#: rates from log10 k = 0 reached log10 k = (-303, -2715, -45877), where
+#: nothing reacts, "converged" with every parameter unidentifiable)
+PLATEAU_REACH = 1e-6
+
+
+def declare_plateau(result: EstimationResult) -> None:
+    """A converged estimate on a plateau (:data:`PLATEAU_REACH`, measured by
+    the uncertainty as ``settings["parameter_reach"]``) is no optimum: the
+    result fails with status ``"plateau"``, and the default path's second
+    runs follow."""
+    reach = result.settings.get("parameter_reach")
+    if not result.success or reach is None or not reach < PLATEAU_REACH:
+        return
+    shown = ", ".join(f"{n} = {v:.6g}" for n, v in zip(result.p_names, result.p))
+    result.success = False
+    result.status = "plateau"
+    result.message = (
+        f"the estimate lies on a plateau, not at an optimum: no parameter moves the fit by "
+        f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
+        "parameters there, so every direction is flat. Start elsewhere (multistart=8), "
+        "or bound the parameters away from where the model goes inert")
 
 
 #: a run that ends at max_iter with the scaled gaps still this open never found

@@ -123,6 +123,16 @@ DISTINCT_SE = 1.0
 DISTINCT_RELATIVE = 1e-3
 
 
+def criterion(result: Any) -> float:
+    """What a start minimised, comparable between starts: ``nllh`` where the
+    noise levels were estimated with the parameters (each start's weighted
+    objective is then its own ``1 / sigma^2``-weighted sum, ``sum n_k / 2N``
+    at every likelihood optimum: no comparison), else the weighted objective."""
+    if result.settings.get("weights") == "auto" and np.isfinite(result.nllh):
+        return float(result.nllh)
+    return float(result.weighted_objective)
+
+
 def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None:
     """Warn where another converged start reaches the best's objective at a
     different ``p``: the data cannot tell the two apart, and the one returned is
@@ -136,18 +146,18 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
     # what "apart" means here, in the note
     apart_by = (f"beyond {DISTINCT_SE:g} standard errors of" if std is not None
                 else f"more than {DISTINCT_RELATIVE:g} (relative) from")
-    f_best = best.weighted_objective
+    f_best = criterion(best)
     for k, r in enumerate(results):
         if r is best or not r.success:
             continue
-        same = abs(r.weighted_objective - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
+        same = abs(criterion(r) - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
         apart = np.abs(np.asarray(r.p) - best.p) > scale
         if not (same and np.any(apart)):
             continue
         names = [best.p_names[i] for i in np.flatnonzero(apart)]
         note = (f"{NOT_UNIQUE}: the start from p0 = {np.array2string(starts[k], precision=4)} "
                 f"reached the same objective (relative difference "
-                f"{abs(r.weighted_objective - f_best) / max(abs(f_best), 1e-300):.1g}) at "
+                f"{abs(criterion(r) - f_best) / max(abs(f_best), 1e-300):.1g}) at "
                 f"p = {np.array2string(np.asarray(r.p), precision=4)}, where "
                 f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} {apart_by} "
                 "this estimate: the data do not tell the "
@@ -195,11 +205,12 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
             results = [item.result for item in items]
     ok = [r for r in results if r.success]
     candidates = [k for k, r in enumerate(results) if r.success] or list(range(len(results)))
-    k_best = min(candidates, key=lambda k: results[k].weighted_objective)
+    k_best = min(candidates, key=lambda k: criterion(results[k]))
     best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
     best.starts = [{
         "p0": [float(v) for v in s], "p": [float(v) for v in r.p],
         "objective": r.objective, "weighted_objective": r.weighted_objective,
+        "nllh": r.nllh,
         "success": r.success, "iterations": r.iterations, "message": r.message,
         "wall_time": r.wall_time,
     } for s, r in zip(starts, results)]
@@ -210,8 +221,10 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     spread = (np.max([np.max(np.abs(r.p / best.p - 1)) for r in ok]) if ok else np.nan)
     # a summary, not a warning: a clean multistart fit has no warnings (a user's report)
     best.settings["multistart_summary"] = (
-        f"multistart: {n_ok} of {len(starts)} starts converged; the best (weighted) "
-        f"objective {best.weighted_objective:.6g}; largest relative distance of a converged "
+        f"multistart: {n_ok} of {len(starts)} starts converged; the best "
+        + (f"nllh {best.nllh:.6g}" if criterion(best) != best.weighted_objective
+           else f"(weighted) objective {best.weighted_objective:.6g}")
+        + "; largest relative distance of a converged "
         f"estimate from the best: {spread:.2g}; "
         f"{sum(r.iterations for r in results)} iterations over all starts (the best's: "
         f"{best.iterations})"

@@ -615,7 +615,7 @@ class EstimationResult:
             res._check_matches(model, list(experiments), where)
             res._predictor = simulation_predictor(model, list(experiments))
             if model.has_delays:  # outputs measured late, inputs acting late
-                from .estimation.delays import simulated_predictor
+                from .transcription.delayed import simulated_predictor
 
                 res._predictor = simulated_predictor(model, list(experiments), res.p)
             res._attached = (model, list(experiments))

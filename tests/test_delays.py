@@ -173,3 +173,27 @@ def test_an_estimated_delay_of_a_staircase_input_is_refused():
                         breakpoints=T)
     with pytest.raises(ValueError, match="held between samples"):
         pc.estimate(_model("tau", "input"), [exp], [1.0, 1.0, 0.0], estimate_x0=False)
+
+
+def test_multistart_samples_the_delay_and_keeps_the_likelihood_s_best():
+    # the first round's trust box held every start's delay near p0; the starts
+    # now sample it in its bounds.  Each likelihood fit's weighted objective
+    # is sum n_k / 2N at its own noise levels, so the best start is the one
+    # of lowest nllh (it was an accident of the starts' order)
+    exp = _data("output")
+    res = pc.estimate(_model("tau", "output"), [exp], [1.0, 1.0, 9.0], multistart=4,
+                      p_bounds=([0, 0, 0], [5, 5, 10]), estimate_x0=False)
+    assert len(res.starts) == 4
+    assert np.ptp([s["p0"][2] for s in res.starts]) > 2.0  # not a box around 9
+    done = [s for s in res.starts if s["success"]]
+    assert res.success and res.nllh == pytest.approx(min(s["nllh"] for s in done))
+    assert max(s["nllh"] for s in done) > res.nllh + 1  # the starts found other optima
+
+
+def test_a_delay_of_whole_sample_spacings_keeps_the_mesh():
+    # 1.0 - 0.3 is 0.7000000000000001: the late samples beside the others
+    # made intervals of 3e-17
+    exp = _data("output")
+    res = pc.estimate(_model(0.3, "output"), [exp], [1.0, 1.0, 0.3], estimate_x0=False,
+                      p_bounds=([None, None, 0.3], [None, None, 0.3]))
+    assert res.success and np.min(np.diff(res._disc.boundaries[0])) > 1e-3

@@ -487,10 +487,17 @@ def profile(
         raise ValueError(f"profile needs a converged estimate; this one did not converge "
                          f"({result.message})")
     if result._delays is not None and result._delays.estimated:
-        raise ValueError("profiles of a fit with estimated delays are not available: each of "
-                         "its points would need the delays' rounds (estimation/delays.py); "
-                         "profile the other parameters with the delays known: "
-                         "Model(output_delays={name: value}) at the estimate")
+        bounds = result.settings.get("p_bounds")
+        delays = result._delays.estimated
+        free = (bounds is None or any(float(bounds[0][j]) < float(bounds[1][j])
+                                      for j in delays))
+        if free:
+            names = [result._delays.model.p_names[j] for j in delays]
+            raise ValueError(
+                f"profiles of a fit with estimated delays ({', '.join(names)}) are not "
+                "available: each point would need the delays' rounds "
+                "(estimation/delays.py); fit again with the delays held at their estimates "
+                "(p_bounds with equal bounds there, or --fix NAME=VALUE) and profile that fit")
     if result.p_scaled is not None:
         # a restated problem (log scales, experiment parameters): profiled on
         # the estimation scale, with the model the methods solved

@@ -1,0 +1,260 @@
+"""A model's time delays restated as an ordinary problem centred on given delays.
+
+``Model(output_delays=..., input_delays=...)``: output ``y_k`` observed as
+``g_k(t - tau)``, input ``u_i`` acting as ``u_i(t - tau)``.  A problem
+*centred* on delays ``c`` (:class:`DelayPlan`) is one no transcription needs
+to know about:
+
+- the samples of a delayed output are placed at ``t - c`` (held at ``t0``
+  before ``t0 + c``), and its output is ``g_k - (tau - c) dg_k/dt``
+  (``dg/dt = g_x f + g_u du/dt + g_t``, exact symbolic derivatives; zero
+  where the sample was held at ``t0``);
+- a delayed input is ``u_i(t - c) - (tau - c) du_i/dt(t - c)``;
+- ``c``, the slopes ``du/dt`` and ``t0`` enter as inputs, so the model's
+  functions are built (and compiled) once for every centre.
+
+At ``tau = c`` the centred model is the delayed model exactly, and its
+derivatives in ``tau`` are the exact ones; :mod:`picard_casadi.estimation.delays`
+estimates the delays in rounds of such problems.  A known delay (a number)
+is simply the data shifted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+
+__all__ = ["DelayPlan", "late_predictor", "simulated_predictor"]
+
+
+@dataclass
+class DelayPlan:
+    """Which outputs and inputs are delayed, by which parameter or value.
+
+    Attributes
+    ----------
+    model : Model
+        The user's model (with its delays).
+    outputs, inputs : dict
+        Index -> ``(parameter index, value)`` (``Model.delay_spec``).
+    estimated : list of int
+        The parameters that are delays, each once, in order.
+    slopes : bool
+        Whether the rounds need the inputs' slopes (an estimated input delay,
+        or a delayed output that depends on an input).
+    """
+
+    model: Model
+    outputs: dict[int, tuple[int, float]]
+    inputs: dict[int, tuple[int, float]]
+    estimated: list[int]
+    slopes: bool
+
+    @classmethod
+    def of(cls, model: Model) -> DelayPlan:
+        """The plan of ``model``'s delays."""
+        outputs, inputs = model.delay_spec
+        estimated = sorted({i for i, _ in list(outputs.values()) + list(inputs.values())
+                            if i >= 0})
+        uses_u = any(i >= 0 and model.nu and ca.depends_on(model.y[k], model.u)
+                     for k, (i, _) in outputs.items())
+        slopes = bool(model.nu) and (uses_u or any(i >= 0 for i, _ in inputs.values()))
+        return cls(model, outputs, inputs, estimated, slopes)
+
+    @property
+    def t0_input(self) -> bool:
+        """Whether the rounds need the experiment's ``t0`` (an estimated output delay)."""
+        return any(i >= 0 for i, _ in self.outputs.values())
+
+    def shifts(self, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each output's and each input's delay in a round centred on ``centres``
+        (the estimated delays, in the order of :attr:`estimated`)."""
+        m = self.model
+        out, inp = np.zeros(m.ny), np.zeros(m.nu)
+        for table, target in ((self.outputs, out), (self.inputs, inp)):
+            for k, (i, v) in table.items():
+                target[k] = centres[self.estimated.index(i)] if i >= 0 else v
+        return out, inp
+
+    # ------------------------------------------------------------------ the round's model
+    def round_model(self) -> Model:
+        """The delayed model linearised in the delays about centres given as
+        inputs (the module docstring); the same for every round."""
+        m = self.model
+        u = m.u
+        s = ca.SX.sym("du_dt", m.nu) if self.slopes else ca.SX(0, 1)
+        c = ca.SX.sym("delay_centre", len(self.estimated))
+        t0 = ca.SX.sym("t0") if self.t0_input else ca.SX(0, 1)
+        rhs, y = m.rhs, m.y
+        moved = ca.SX(u) if m.nu else u
+        for i, (j, _) in self.inputs.items():
+            if j >= 0:
+                moved[i] = u[i] - (m.p[j] - c[self.estimated.index(j)]) * s[i]
+        if m.nu:
+            rhs = ca.substitute(rhs, u, moved)
+            y = ca.substitute(y, u, moved)
+        y_new = [y[k] for k in range(m.ny)]
+        for k, (j, _) in self.outputs.items():
+            if j < 0:
+                continue
+            g = m.y[k]
+            rate = ca.jtimes(g, m.x, m.rhs) + ca.jacobian(g, m.t)
+            if m.nu:
+                rate = rate + (ca.jtimes(g, u, s) if self.slopes else 0)
+            late = ca.if_else(m.t > t0, 1.0, 0.0)
+            y_new[k] = y_new[k] - (m.p[j] - c[self.estimated.index(j)]) * rate * late
+        names = list(m.u_names) + ([f"d{n}/dt" for n in m.u_names] if self.slopes else []) \
+            + [f"centre of {m.p_names[j]}" for j in self.estimated] \
+            + (["t0"] if self.t0_input else [])
+        units = list(m.u_units) + ([f"{q}/{m.t_unit}" if q else "" for q in m.u_units]
+                                   if self.slopes else []) \
+            + [m.t_unit] * len(self.estimated) + ([m.t_unit] if self.t0_input else [])
+        return m.replaced(t=m.t, u=ca.vertcat(u, s, c, t0), rhs=rhs, y=ca.vertcat(*y_new),
+                          u_names=names, u_units=units, output_delays=None, input_delays=None)
+
+    # ------------------------------------------------------------------ the round's data
+    def round_experiment(self, exp: Experiment, centres: np.ndarray) -> Experiment:
+        """``exp`` restated for a round centred on ``centres``: delayed outputs'
+        samples at ``t - c`` (held at ``t0``), the inputs shifted, with the
+        round's extra inputs (slopes, centres, ``t0``)."""
+        m = self.model
+        out_shift, in_shift = self.shifts(centres)
+        t, y = exp.t, exp.y
+        sigma = exp.sigma
+        times, names, values, sig = [], [], [], []
+        knots = np.unique(t)
+        for k in range(m.ny):
+            rows = np.flatnonzero(np.isfinite(y[:, k]))
+            times.append(_snapped(np.maximum(t[rows] - out_shift[k], exp.t0), knots)
+                         if out_shift[k] > 0 else t[rows])
+            names += [m.y_names[k]] * rows.size
+            values.append(y[rows, k])
+            sig.append(np.full(rows.size, np.nan) if sigma is None else sigma[rows, k])
+        sampled = m.nu and isinstance(exp.u, np.ndarray)
+        if self.slopes and sampled and exp.u_interpolation == "previous":
+            raise ValueError(
+                f"Experiment {exp.name!r}: a delay is estimated through the inputs "
+                f"{list(m.u_names)}, but they are held between samples "
+                "(u_interpolation='previous'): a staircase's delay shows only in its jumps, "
+                "which its slope (zero) does not carry; read the samples linearly, give a "
+                "smooth callable, or fix the delay")
+        inputs = _RoundInputs(exp, m.nu, in_shift, self.slopes,
+                              np.asarray(centres, float), self.t0_input)
+        late = np.unique(in_shift[in_shift > 0])
+        bp = [exp.breakpoints] + [exp.breakpoints + d for d in late]
+        if self.slopes and sampled:  # the slopes jump at the (delayed) samples
+            bp += [np.unique(exp.t) + d for d in late]
+        return Experiment.from_measurements(
+            np.concatenate(times), names, np.concatenate(values), m.y_names,
+            sigma=None if sigma is None else np.concatenate(sig), u=inputs, x0=exp.x0,
+            name=exp.name, t0=exp.t0, breakpoints=np.concatenate(bp),
+            parameters=exp.parameters, noise_parameters=exp.noise_parameters)
+
+
+def _snapped(times: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    """``times`` with those within round-off of a sample time (``knots``) on it:
+    a delay of whole sample spacings puts the late samples on the others
+    (1 - 0.3 is 0.7000000000000001), not 1e-16 beside them."""
+    if knots.size == 0:
+        return times
+    tol = 1e-9 * max(1.0, float(np.max(np.abs(knots))))
+    i = np.clip(np.searchsorted(knots, times), 1, max(knots.size - 1, 1))
+    lo, hi = knots[i - 1], knots[np.minimum(i, knots.size - 1)]
+    near = np.where(np.abs(times - lo) <= np.abs(times - hi), lo, hi)
+    return np.where(np.abs(times - near) <= tol, near, times)
+
+
+class _RoundInputs:
+    """A round's inputs as a vectorized callable of time (picklable): the
+    user's inputs shifted by their delays (held at ``t0`` before), their
+    slopes (central differences: a linearly read input's slope on each piece,
+    the mean of the two at a sample), the delays' centres and ``t0``."""
+
+    vectorized = True
+
+    def __init__(self, exp: Experiment, nu: int, shift: np.ndarray, slopes: bool,
+                 centres: np.ndarray, t0_input: bool) -> None:
+        self.exp, self.nu, self.shift = exp, nu, shift
+        self.slopes, self.centres, self.t0_input = slopes, centres, t0_input
+        span = max(abs(exp.t_end - exp.t0), abs(exp.t_end), 1e-300)
+        self.h = 1e-7 * span
+
+    def _shifted(self, times: np.ndarray, k: int, offset: float) -> np.ndarray:
+        at = np.maximum(np.maximum(times - self.shift[k], self.exp.t0) + offset, self.exp.t0)
+        return self.exp.inputs(at, self.nu)[:, k], at
+
+    def _slope(self, times: np.ndarray, k: int) -> np.ndarray:
+        exp = self.exp
+        if isinstance(exp.u, np.ndarray):
+            # read linearly: the slope of the piece each time lies on (a time
+            # on a sample belongs to the piece after it; the transcription
+            # looks at its intervals' ends from inside); held before t0
+            knots, first = np.unique(exp.t, return_index=True)
+            values = np.asarray(exp.u, float)[first, k]
+            if knots.size < 2:
+                return np.zeros(times.size)
+            pieces = np.diff(values) / np.diff(knots)
+            at = times - self.shift[k]
+            i = np.clip(np.searchsorted(knots, at, side="right") - 1, 0, knots.size - 2)
+            inside = (at >= max(exp.t0, knots[0])) & (at < knots[-1])
+            return np.where(inside, pieces[i], 0.0)
+        hi, t_hi = self._shifted(times, k, self.h)
+        lo, t_lo = self._shifted(times, k, -self.h)
+        return (hi - lo) / (t_hi - t_lo)
+
+    def __call__(self, times: Any) -> np.ndarray:
+        times = np.atleast_1d(np.asarray(times, float))
+        parts = []
+        if self.nu:
+            parts += [self._shifted(times, k, 0.0)[0] for k in range(self.nu)]
+            if self.slopes:
+                parts += [self._slope(times, k) for k in range(self.nu)]
+        parts += [np.full(times.size, c) for c in self.centres]
+        if self.t0_input:
+            parts.append(np.full(times.size, self.exp.t0))
+        return np.column_stack(parts) if parts else np.zeros((times.size, 0))
+
+
+def late_predictor(plan: DelayPlan, experiments: Sequence[Experiment],
+                   inner: Callable[..., np.ndarray], estimated: np.ndarray
+                   ) -> Callable[..., np.ndarray]:
+    """``predict`` at the user's times from ``inner``, a round's predictor (its
+    problem centred on the delays ``estimated``): a delayed output at ``t -
+    tau`` (held at ``t0`` before)."""
+    m = plan.model
+    out_shift, _ = plan.shifts(np.asarray(estimated, float))
+
+    def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+        exp = experiments[exp_index]
+        times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
+        y = np.empty((times.size, m.ny))
+        for shift in np.unique(out_shift):
+            cols = np.flatnonzero(out_shift == shift)
+            at = np.maximum(times - shift, exp.t0) if shift > 0 else times
+            unique, back = np.unique(at, return_inverse=True)
+            values = np.asarray(inner(r, exp_index, unique, source), float)
+            y[:, cols] = values[back][:, cols]
+        return y
+
+    return predict
+
+
+def simulated_predictor(model: Model, experiments: Sequence[Experiment], p: Any
+                        ) -> Callable[..., np.ndarray]:
+    """``predict`` of a model with delays from a simulation at ``p`` (a result
+    loaded from JSON): a round's problem centred on ``p``'s delays, where it is
+    the delayed model exactly."""
+    from ..transcription.predict import simulation_predictor
+
+    plan = DelayPlan.of(model)
+    centres = np.asarray(p, float)[plan.estimated]
+    inner = simulation_predictor(plan.round_model(),
+                                 [plan.round_experiment(e, centres) for e in experiments])
+    return late_predictor(plan, list(experiments), inner, centres)

@@ -526,9 +526,11 @@ def estimate(
     note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
 
-    def rerun(run_method: str, run_guess: str, max_iter: int | None) -> EstimationResult:
+    def rerun(run_method: str, run_guess: str, max_iter: int | None,
+              warm_start: EstimationResult | None = None) -> EstimationResult:
         """This call again with another method or start (a failure, not raised),
-        stopped after ``max_iter`` iterations unless the user set a limit."""
+        stopped after ``max_iter`` iterations unless the user set a limit, or
+        continued from ``warm_start``."""
         run_options = dict(options if run_method == method
                            else options_of(get_method(run_method), options))
         if max_iter is not None:
@@ -538,6 +540,7 @@ def estimate(
                         lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,
                         refine=refine,
                         codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
+                        warm_start=warm_start,
                         uncertainty=uncertainty, seed=seed, callback=callback,
                         raise_on_failure=False, max_intervals=max_intervals, **run_options)
 

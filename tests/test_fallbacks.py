@@ -36,10 +36,11 @@ class _Reruns:
         self.budgets: list[int | None] = []
         self.outcomes = outcomes
 
-    def __call__(self, method, guess, max_iter):
-        self.calls.append((method, guess))
+    def __call__(self, method, guess, max_iter, warm_start=None):
+        self.calls.append((method, guess) if warm_start is None
+                          else (method, guess, "warm"))
         self.budgets.append(max_iter)
-        return self.outcomes[method]()
+        return self.outcomes[method if warm_start is None else "continued"]()
 
 
 def test_a_failure_falls_back_to_shooting_and_says_why():
@@ -175,3 +176,25 @@ def test_the_returned_wall_time_counts_every_run():
     res = second_runs(_result(gap=1.0), _path(every_state_measured=False), reruns, t_start)
     assert reruns.calls == [("picard-gn", "anchored"), ("shooting", "auto")] and res.success
     assert res.wall_time >= 6.0  # 5 s before, 1 s of shooting
+
+
+def _ipopt_stopped(gap):
+    res = _result(status="Maximum_Iterations_Exceeded", gap=gap, message="IPOPT: budget")
+    res._X = np.zeros((1, 1))
+    return res
+
+
+def test_ipopt_s_joined_up_last_iterate_is_continued_by_picard_gn():
+    reruns = _Reruns(ipopt=lambda: _ipopt_stopped(8e-7),
+                     continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("picard-gn", "simulation", "warm")]
+    assert res.success and "continued from IPOPT's last iterate" in res.warnings[0]
+
+
+def test_ipopt_s_open_last_iterate_is_not_continued():
+    reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14),
+                     shooting=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto")] and res.success
+

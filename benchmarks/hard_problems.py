@@ -16,6 +16,7 @@ data made here with CVODES (NumPy seed 0), from the starts a user would try:
   issue's call), ``robertson_swamped`` with the paper's noise on top (B, at
   most 3.6e-5, lost in 0.05 additive noise), ``robertson_raw`` the rates
   themselves from ones, ``robertson_long`` to t = 1e6 (log-spaced samples);
+- ``sir``: an epidemic's infected counted with Poisson noise, from ones;
 - ``pk``: two-compartment oral pharmacokinetics, two subjects (doses 100 and
   300 mg), the log concentration measured (noise 0.1), from ones, ``p >= 0``;
 - ``vdp``: a Van der Pol relaxation oscillator (``mu = 8``), both states
@@ -205,9 +206,27 @@ def scales(rng: np.random.Generator) -> Problem:
                    ([-20.0] * 4, [10.0] * 4), sigma)
 
 
-PROBLEMS = {"robertson": robertson, "robertson_relative": robertson_relative,
+def sir(rng: np.random.Generator) -> Problem:
+    """An epidemic (population 1e5, 10 infected at first), the infected counted
+    with Poisson noise every 2 days; x0 known; beta, gamma >= 0 from (1, 1)."""
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
+    force = p[0] * x[0] * x[1] / 1e5
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-force, force - p[1] * x[1], p[1] * x[1]),
+                     y=x[1], name="sir", p_names=["beta", "gamma"], x_names=["S", "I", "R"],
+                     y_names=["I"])
+    t = np.arange(0.0, 101.0, 2.0)
+    clean = _outputs(model, [1e5 - 10, 10, 0], [0.5, 0.2], t)
+    counts = rng.poisson(np.maximum(clean, 0.0)).astype(float)
+    exp = pc.Experiment(t, counts, x0=[1e5 - 10, 10, 0], name="sir", t0=0.0)
+    sigma = np.sqrt(np.mean(np.maximum(clean, 1.0), axis=0))
+    return Problem("sir", model, [exp], [0.5, 0.2], [[1.0, 1.0]], ([0.0] * 2, [None] * 2),
+                   sigma)
+
+
+PROBLEMS = {"sir": sir, "robertson": robertson, "robertson_relative": robertson_relative,
             "robertson_unbounded": robertson_unbounded, "robertson_swamped": robertson_swamped,
-            "robertson_raw": robertson_raw, "robertson_long": robertson_long, "pk": pk, "vdp": vdp, "scales": scales}
+            "robertson_raw": robertson_raw, "robertson_long": robertson_long, "pk": pk,
+            "vdp": vdp, "scales": scales}
 
 
 # ---------------------------------------------------------------------- scoring

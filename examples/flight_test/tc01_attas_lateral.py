@@ -39,9 +39,11 @@ P0 = [-3.53744, 0.475534, -4.93279, 0.73334, -4.34076,
       0.02, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02]
 
 
-def attas_lateral_model() -> pc.Model:
-    """The book's linear lateral-directional model with lumped biases."""
-    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 22), ca.SX.sym("u", 3)
+def attas_lateral_model(extra: int = 0, **model_options: object) -> pc.Model:
+    """The book's linear lateral-directional model with lumped biases; ``extra``
+    more parameters after the 22 (a delay, TC31), ``model_options`` to
+    ``pc.Model`` (their names, the delays)."""
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 22 + extra), ca.SX.sym("u", 3)
     roll, yaw = x[0], x[1]
     da, dr, beta = u[0], u[1], u[2]
     L = p[0] * roll + p[1] * yaw + p[2] * da + p[3] * dr + p[4] * beta
@@ -49,10 +51,13 @@ def attas_lateral_model() -> pc.Model:
     Y = p[10] * roll + p[11] * yaw + p[12] * da + p[13] * dr + p[14] * beta
     rhs = ca.vertcat(L + p[15], N + p[16])
     y = ca.vertcat(L + p[17], N + p[18], Y + p[19], roll + p[20], yaw + p[21])
-    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=y, name="attas-TC01", p_names=NAMES,
-                    x_names=["p", "r"], y_names=["pdot", "rdot", "ay", "p", "r"],
+    options = dict(name="attas-TC01", p_names=NAMES)
+    options.update(model_options)
+    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=y, x_names=["p", "r"],
+                    y_names=["pdot", "rdot", "ay", "p", "r"],
                     u_names=["aileron", "rudder", "beta"],
-                    y_units=["rad/s^2", "rad/s^2", "m/s^2", "rad/s", "rad/s"], t_unit="s")
+                    y_units=["rad/s^2", "rad/s^2", "m/s^2", "rad/s", "rad/s"], t_unit="s",
+                    **options)
 
 
 def attas_experiment(data: Path) -> pc.Experiment:

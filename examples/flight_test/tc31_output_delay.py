@@ -23,12 +23,11 @@ and the ratio of the standard errors.  The data are the book's
 
 from __future__ import annotations
 
-import casadi as ca
 import numpy as np
 
 import picard_casadi as pc
 from book_case import run_case
-from tc01_attas_lateral import NAMES, P0, attas_experiment
+from tc01_attas_lateral import NAMES, P0, attas_experiment, attas_lateral_model
 
 #: the book's code (ml_oem2.m, mDefCase31.m) in GNU Octave 7.3 on fAttasAilRud1:
 #: estimate and std. dev. sqrt(diag(inv F)) per parameter (the order of NAMES,
@@ -54,19 +53,8 @@ BOOK = dict(
 
 def attas_delay_model() -> pc.Model:
     """TC01's model with the yaw-rate output delayed by the parameter ``tau_r``."""
-    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 23), ca.SX.sym("u", 3)
-    roll, yaw = x[0], x[1]
-    da, dr, beta = u[0], u[1], u[2]
-    L = p[0] * roll + p[1] * yaw + p[2] * da + p[3] * dr + p[4] * beta
-    N = p[5] * roll + p[6] * yaw + p[7] * da + p[8] * dr + p[9] * beta
-    Y = p[10] * roll + p[11] * yaw + p[12] * da + p[13] * dr + p[14] * beta
-    rhs = ca.vertcat(L + p[15], N + p[16])
-    y = ca.vertcat(L + p[17], N + p[18], Y + p[19], roll + p[20], yaw + p[21])
-    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=y, name="attas-TC31", p_names=NAMES + ["tau_r"],
-                    x_names=["p", "r"], y_names=["pdot", "rdot", "ay", "p", "r"],
-                    u_names=["aileron", "rudder", "beta"],
-                    y_units=["rad/s^2", "rad/s^2", "m/s^2", "rad/s", "rad/s"], t_unit="s",
-                    output_delays={"r": p[22]})
+    return attas_lateral_model(extra=1, name="attas-TC31", p_names=NAMES + ["tau_r"],
+                               output_delays={"r": "tau_r"})
 
 
 #: the book's start (mDefCase31.m): TC01's, and the delay at 0

@@ -143,8 +143,9 @@ class DelayPlan:
                 f"Experiment {exp.name!r}: a delay is estimated through the inputs "
                 f"{list(m.u_names)}, but they are held between samples "
                 "(u_interpolation='previous'): a staircase's delay shows only in its jumps, "
-                "which its slope (zero) does not carry; read the samples linearly, give a "
-                "smooth callable, or fix the delay")
+                "which its slope (zero) does not carry; read the samples linearly "
+                "(u_interpolation='linear'; pc.simulate_experiment holds an array u unless "
+                "told so), give a smooth callable, or fix the delay")
         inputs = _RoundInputs(exp, m.nu, in_shift, self.slopes,
                               np.asarray(centres, float), self.t0_input)
         late = np.unique(in_shift[in_shift > 0])

@@ -143,6 +143,17 @@ def test_armistead_noise_formula_and_species_set_by_conditions():
     assert nominal_nllh(prob) == pytest.approx(-301.91618, abs=1e-3)
 
 
+@pytest.mark.parametrize("name, reference", [
+    ("Crauste_CellSystems2017", 190.96397757),
+    ("Elowitz_Nature2000", -63.20279991),
+    ("Borghans_BiophysChem1997", -83.32371914),
+])
+def test_more_collection_problems_import_with_their_nominal_likelihood(name, reference):
+    # the collection's simulatedData with petab.calculate_llh (README of each)
+    prob = read_petab(DATA / name / f"{name}.yaml")
+    assert nominal_nllh(prob) == pytest.approx(reference, abs=1e-3)
+
+
 # ----------------------------------------------------------------- what it refuses
 
 def _copy(tmp_path: Path, yaml: Path = BOEHM) -> Path:

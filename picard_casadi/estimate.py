@@ -254,8 +254,10 @@ def estimate(
         start).  ``"auto"`` (default): ``"simulation"``, and where that run
         of ``picard-gn`` ends at ``max_iter`` with its continuity gaps still
         open (the trajectory never joined up), a second run from
-        ``"anchored"``, returned if it converges (a note says so; the
-        callback sees both runs).
+        ``"anchored"``, and where the run from the data's states ends
+        (``max_iter`` or ``step_failed``) with its gaps open, one from
+        ``"shooting"``; each returned if it converges (a note says so; the
+        callback sees every run).
     warm_start : EstimationResult, optional
         Start from this result's solution (interval starts, node values,
         ``p``) instead of ``p0`` and the guess; it must come from a run on the
@@ -547,6 +549,7 @@ def estimate(
     result = second_runs(result, DefaultPath(
         method=spec.name, method_chosen=method_chosen, guess=guess,
         warm_start=warm_start is not None, every_state_measured=every_state_measured,
+        some_state_measured=any(i is not None for i in model.output_state_index),
         unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
     for note in result.warnings:
         if "information matrix" in note:

@@ -198,3 +198,18 @@ def test_ipopt_s_open_last_iterate_is_not_continued():
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
     assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto")] and res.success
 
+
+
+def test_open_gaps_from_the_data_s_states_retry_from_a_simulated_start():
+    reruns = _Reruns(**{"picard-gn": lambda: _result(success=True, status="converged")})
+    res = second_runs(_result(status="step_failed", gap=23.0), _path(some_state_measured=True),
+                      reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "shooting")] and res.success
+    assert res.warnings[0].startswith("the first run, from the measured states taken")
+
+
+def test_no_state_from_the_data_no_simulated_restart():
+    reruns = _Reruns(ipopt=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed", gap=23.0), _path(some_state_measured=False),
+                      reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto")] and res.success

@@ -154,6 +154,16 @@ def test_more_collection_problems_import_with_their_nominal_likelihood(name, ref
     assert nominal_nllh(prob) == pytest.approx(reference, abs=1e-3)
 
 
+def test_crauste_from_its_nominal_vector_reaches_its_nllh_with_every_default():
+    # the states taken from 4 to 8 noisy counts each opened gaps the model could
+    # not join (step_failed, then 180 s of other methods); the simulated start
+    # joins them
+    prob = read_petab(DATA / "Crauste_CellSystems2017" / "Crauste_CellSystems2017.yaml")
+    res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
+    assert res.success and res.nllh <= 190.9640 + 1e-3
+    assert res.settings["guess"] == "shooting (after 'simulation')"
+
+
 # ----------------------------------------------------------------- what it refuses
 
 def _copy(tmp_path: Path, yaml: Path = BOEHM) -> Path:

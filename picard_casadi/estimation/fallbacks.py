@@ -184,6 +184,23 @@ def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None
     return rerun("picard-gn", "simulation", None, warm_start=retry)
 
 
+def _another_start(rerun: Rerun, result: EstimationResult, path: DefaultPath, guess: str,
+                   why: tuple[str, str], t_start: float) -> EstimationResult | None:
+    """picard-gn again from ``guess``: the converged second run (its note
+    ``why``: how the first ended, what the new start is), or None with the
+    first result's message extended."""
+    retry = rerun(path.method, guess, None)
+    if retry.success:
+        retry.settings["guess"] = f"{guess} (after 'simulation')"
+        return _returned(retry, result, (
+            f"{why[0]} with the continuity gaps open ({clipped(result.message)}); this "
+            f"result is from a second run with guess='{guess}' ({why[1]})"))
+    result.message += (f"; a second run from guess='{guess}' did not converge either "
+                       f"({clipped(retry.message)})")
+    result.wall_time = time.perf_counter() - t_start  # every run
+    return None
+
+
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 t_start: float) -> EstimationResult:
     """The result the default path returns after ``result`` (see the module doc).
@@ -202,44 +219,30 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
     """
     if result.success or result.status == "stopped" or path.warm_start:
         return result
-    if (path.guess == "auto" and path.method == "picard-gn" and result.status == "max_iter"
-            and not path.every_state_measured
-            and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
+    open_gaps = (path.guess == "auto" and path.method == "picard-gn"
+                 and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE)
+    if open_gaps and result.status == "max_iter" and not path.every_state_measured:
         # the trajectory from the simulated start never joined up: a user's 200 s
         # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
         # both converged from the states propagated from the data
-        retry = rerun(path.method, "anchored", None)
-        if retry.success:
-            retry.settings["guess"] = "anchored (after 'simulation')"
-            return _returned(retry, result, (
-                f"the first run, from the states simulated with p0, ended at max_iter "
-                f"with the continuity gaps open ({clipped(result.message)}); this result "
-                "is from a second run with guess='anchored' (states propagated from the "
-                "data)"))
+        retry = _another_start(rerun, result, path, "anchored", (
+            "the first run, from the states simulated with p0, ended at max_iter",
+            "states propagated from the data"), t_start)
+        if retry is not None:
+            return retry
         result.message = result.message.replace(
-            f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}") + (
-            "; a second run from guess='anchored' did not converge either "
-            f"({clipped(retry.message)})")
-        result.wall_time = time.perf_counter() - t_start  # both runs
-    if (path.guess == "auto" and path.method == "picard-gn" and path.some_state_measured
-            and result.status in ("max_iter", "step_failed")
-            and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE):
+            f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}")
+    if open_gaps and path.some_state_measured and result.status in ("max_iter", "step_failed"):
         # the measured states' start from sparse or noisy data never joined up
         # with the model: PEtab's Crauste from its own optimum, 4 to 8 noisy
         # counts per state, opened gaps of 23 (scaled), and the linearisation
         # along them exploded; from the states simulated with p0 (continuous)
-        # it converged in 0.2 s
-        retry = rerun(path.method, "shooting", None)
-        if retry.success:
-            retry.settings["guess"] = "shooting (after 'simulation')"
-            return _returned(retry, result, (
-                f"the first run, from the measured states taken from the data, ended "
-                f"({result.status}) with the continuity gaps open ({clipped(result.message)}); "
-                "this result is from a second run with guess='shooting' (every state "
-                "simulated with p0)"))
-        result.message += ("; a second run from guess='shooting' did not converge either "
-                           f"({clipped(retry.message)})")
-        result.wall_time = time.perf_counter() - t_start
+        # it converged in 0.3 s
+        retry = _another_start(rerun, result, path, "shooting", (
+            f"the first run, from the measured states taken from the data, ended "
+            f"({result.status})", "every state simulated with p0"), t_start)
+        if retry is not None:
+            return retry
     if path.method_chosen:
         return result
     if path.unstable or (path.method == "picard-gn" and result.status == "step_failed"):

@@ -456,6 +456,27 @@ class Model:
         return (dict(getattr(self, "_output_delays", {})),
                 dict(getattr(self, "_input_delays", {})))
 
+    def delay_values(self, p: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Each output's and each input's delay, ``(ny,)`` and ``(nu,)``, 0 where
+        none; an estimated delay's value from ``p``.
+
+        Raises
+        ------
+        ValueError
+            If a delay is negative or not finite.
+        """
+        p = np.asarray(p, float).ravel()
+        values = []
+        for spec, n in zip(self.delay_spec, (self.ny, self.nu)):
+            out = np.zeros(n)
+            for k, (i, v) in spec.items():
+                out[k] = p[i] if i >= 0 else v
+            if np.any(out < 0) or not np.all(np.isfinite(out)):
+                raise ValueError(f"a delay must be finite and >= 0, got {out.tolist()} "
+                                 "(from `p`)")
+            values.append(out)
+        return values[0], values[1]
+
     @property
     def has_delays(self) -> bool:
         """Whether an output or an input is delayed."""

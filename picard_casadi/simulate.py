@@ -377,16 +377,16 @@ def simulate(
         # kinks there, which no polynomial on a segment across them reproduces
         bp = np.concatenate([bp, u_times])
 
-    late = delays_at(model.delay_spec[1], p, model.nu)
-    if late is not None and model.nu:  # inputs acting late: their jumps and kinks move too
+    late = model.delay_values(p)[1]
+    if np.any(late > 0):  # inputs acting late: their jumps and kinks move too
         moved = [u_times + d for d in np.unique(late[late > 0])] if (
             u_spec is not None and not callable(u_spec)) else []
         moved += [bp + d for d in np.unique(late[late > 0])]
         bp = np.concatenate([bp] + moved)
 
     def u_of_t(times: np.ndarray) -> np.ndarray:
-        return late_inputs(lambda s: evaluate_inputs(u_spec, s, model.nu, "simulate",
-                                                     u_times, interp), times, late, t0)
+        return late_columns(lambda s: evaluate_inputs(u_spec, s, model.nu, "simulate",
+                                                      u_times, interp), times, late, t0)
 
     u_of_t(np.array([t0]))  # fail early on a missing or wrong-length input
     bp = bp[(bp > t0) & (bp < t[-1])]
@@ -548,36 +548,23 @@ def _inputs_at(model: Model, t: np.ndarray, u: Any, p: Any = None,
     if model.nu == 0:
         return np.zeros((t.size, 0))
     spec, times, interp = _input_spec(u, t if samples is None else samples, interpolation)
-    late = None if p is None else delays_at(model.delay_spec[1], p, model.nu)
-    return late_inputs(lambda s: evaluate_inputs(spec, s, model.nu, "simulate", times, interp),
-                       t, late, float(t[0]) if t0 is None else t0)
+    late = np.zeros(model.nu) if p is None else model.delay_values(p)[1]
+    return late_columns(lambda s: evaluate_inputs(spec, s, model.nu, "simulate", times, interp),
+                        t, late, float(t[0]) if t0 is None else t0)
 
 
-def delays_at(spec: dict[int, tuple[int, float]], p: Any, n: int) -> np.ndarray | None:
-    """The delay of each of ``n`` outputs or inputs (``Model.delay_spec``; an
-    estimated one from ``p``), or None where none is delayed."""
-    if not spec:
-        return None
-    p = np.asarray(p, float).ravel()
-    out = np.zeros(n)
-    for k, (i, v) in spec.items():
-        out[k] = p[i] if i >= 0 else v
-    if np.any(out < 0) or not np.all(np.isfinite(out)):
-        raise ValueError(f"a delay must be finite and >= 0, got {out.tolist()} (from `p`)")
-    return out
-
-
-def late_inputs(inputs: Callable[[np.ndarray], np.ndarray], times: np.ndarray,
-                late: np.ndarray | None, t0: float) -> np.ndarray:
-    """``inputs(times)``, each column ``k`` at ``times - late[k]`` (held at its
-    value at ``t0`` before ``t0 + late[k]``)."""
+def late_columns(values: Callable[[np.ndarray], np.ndarray], times: Any,
+                 late: np.ndarray, t0: float) -> np.ndarray:
+    """``values(times)`` (a column per input or output), each column ``k`` at
+    ``times - late[k]`` (held at its value at ``t0`` before ``t0 + late[k]``;
+    an undelayed column at ``times`` as they are)."""
     times = np.asarray(times, float)
-    if late is None or not np.any(late > 0):
-        return inputs(times)
+    if not np.any(late > 0):
+        return values(times)
     out = np.empty((times.size, late.size))
     for d in np.unique(late):
         cols = np.flatnonzero(late == d)
-        out[:, cols] = inputs(np.maximum(times - d, t0))[:, cols]
+        out[:, cols] = values(np.maximum(times - d, t0) if d > 0 else times)[:, cols]
     return out
 
 
@@ -586,8 +573,7 @@ def _late_outputs(model: Model, x0: Any, p: Any, t: np.ndarray, u: Any, late: np
     """Noise-free outputs ``(N, ny)`` at ``t``, each delayed output ``k`` the
     model's ``g_k`` at ``t - late[k]`` (its value at ``t[0]`` before)."""
     t0 = float(t[0])
-    at = {d: np.maximum(t - d, t0) for d in np.unique(late)}
-    times = np.unique(np.concatenate(list(at.values())))
+    times = np.unique(np.concatenate([np.maximum(t - d, t0) for d in np.unique(late)]))
     spec = u
     if u is not None and not callable(u) and not isinstance(u, Experiment):
         values = np.asarray(u, float)  # samples at t: read between them as the model does
@@ -596,11 +582,7 @@ def _late_outputs(model: Model, x0: Any, p: Any, t: np.ndarray, u: Any, late: np
                  u_interpolation=interpolation)
     U = _inputs_at(model, times, spec, p, interpolation, t0)
     G = np.array([model.output_value(s, X[i], p, U[i]) for i, s in enumerate(times)])
-    out = np.empty((t.size, model.ny))
-    for d, when in at.items():
-        cols = np.flatnonzero(late == d)
-        out[:, cols] = G[np.searchsorted(times, when)][:, cols]
-    return out
+    return late_columns(lambda s: G[np.searchsorted(times, s)], t, late, t0)
 
 
 class _Sampled:
@@ -669,8 +651,8 @@ def simulate_experiment(
     Experiment
     """
     t = np.asarray(t, float)
-    late = delays_at(model.delay_spec[0], p, model.ny)
-    if late is not None and np.any(late > 0):  # outputs measured late
+    late = model.delay_values(p)[0]
+    if np.any(late > 0):  # outputs measured late
         _check_noise_std(noise_std)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         Y = _noisy(_late_outputs(model, x0, p, t, u, late, breakpoints, u_interpolation),

@@ -190,6 +190,19 @@ def test_multistart_samples_the_delay_and_keeps_the_likelihood_s_best():
     assert max(s["nllh"] for s in done) > res.nllh + 1  # the starts found other optima
 
 
+def test_a_parameter_table_may_list_the_delay_first(fits):
+    # the rounds read the delay from a result by its name, not by the model's
+    # order (a table's order is its own)
+    where, exp, res, _ = fits
+    table = [pc.Parameter("tau", 0.0, bounds=(0.0, 2.0)), pc.Parameter("b", 1.0),
+             pc.Parameter("a", 1.0)]
+    other = pc.estimate(_model("tau", where), [exp], table, estimate_x0=False)
+    assert other.success, other.message
+    value = dict(zip(other.p_names, other.p))
+    assert abs(value["tau"] - res.p[2]) < 0.1 * res.p_std[2]
+    assert other.settings["delays"] == {("y2" if where == "output" else "u"): value["tau"]}
+
+
 def test_a_delay_of_whole_sample_spacings_keeps_the_mesh():
     # 1.0 - 0.3 is 0.7000000000000001: the late samples beside the others
     # made intervals of 3e-17

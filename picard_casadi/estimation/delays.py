@@ -164,10 +164,10 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
         last_centres = centres.copy()
         if not result.success:
             break
-        tau = np.asarray(result.p, float)[plan.estimated]
+        tau = _delays_of(result, result.p, plan)
         move = np.abs(tau - centres)
         std = (np.full(len(tau), np.nan) if result.p_std is None
-               else np.asarray(result.p_std, float)[plan.estimated])
+               else _delays_of(result, result.p_std, plan))
         # no finer than the discretisation knows the estimate (the certificate's
         # shift to the ODE's optimum, in standard errors): each round's data sit
         # on another mesh, and the delay moves by that much from round to round
@@ -255,17 +255,25 @@ def _next_start(p0: Any, result: Any, model: Model) -> Any:
             for q in p0]
 
 
+def _delays_of(result: Any, values: Any, plan: DelayPlan) -> np.ndarray:
+    """The delays' entries of ``values`` (``result.p`` or ``p_std``), found by
+    name: a parameter table's order is its own, not the model's."""
+    at = {n: i for i, n in enumerate(result.p_names)}
+    values = np.asarray(values, float)
+    return np.array([values[at[plan.model.p_names[j]]] for j in plan.estimated])
+
+
 def _user_result(result: Any, plan: DelayPlan, experiments: list[Experiment],
                  rounds: int, centres: np.ndarray) -> Any:
     """The last round's result in the user's terms: predictions at the user's
     times (a delayed output at ``t - tau``), sample counts of the user's data."""
     m = plan.model
-    delays = {}
-    p = np.asarray(result.p, float)
-    for table, names in ((plan.outputs, m.y_names), (plan.inputs, m.u_names)):
-        for k, (j, v) in table.items():
-            delays[names[k]] = float(p[j]) if j >= 0 else float(v)
-    result.settings["delays"] = delays
+    p = np.zeros(m.np)
+    p[plan.estimated] = _delays_of(result, result.p, plan)
+    late_outputs, late_inputs = m.delay_values(p)
+    result.settings["delays"] = (
+        {m.y_names[k]: float(late_outputs[k]) for k in plan.outputs}
+        | {m.u_names[k]: float(late_inputs[k]) for k in plan.inputs})
     result.settings["delay_rounds"] = rounds
     N = sum(e.n_samples for e in experiments)
     if result.n_samples and N:
@@ -277,15 +285,16 @@ def _user_result(result: Any, plan: DelayPlan, experiments: list[Experiment],
         # centres; a simulation from a round centred on the estimate itself,
         # where it is the delayed model exactly
         fitted = late_predictor(plan, experiments, result._predictor, centres)
-        exact: list[Any] = []
+        exact: dict[bytes, Any] = {}  # by p: a round's problem centred there
 
         def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
             if source != "simulate" or result._statement is not None:
                 # (a restated problem's p is not the model's: its rounds' own)
                 return fitted(r, exp_index, t, source)
-            if not exact:
-                exact.append(simulated_predictor(plan.model, experiments, r.p))
-            return exact[0](r, exp_index, t, source)
+            key = np.asarray(r.p, float).tobytes()
+            if key not in exact:
+                exact[key] = simulated_predictor(plan.model, experiments, r.p)
+            return exact[key](r, exp_index, t, source)
 
         result._predictor = predict
     if plan.estimated:

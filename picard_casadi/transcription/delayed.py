@@ -30,6 +30,7 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
+from ..simulate import late_columns
 
 __all__ = ["DelayPlan", "late_predictor", "simulated_predictor"]
 
@@ -76,12 +77,9 @@ class DelayPlan:
     def shifts(self, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each output's and each input's delay in a round centred on ``centres``
         (the estimated delays, in the order of :attr:`estimated`)."""
-        m = self.model
-        out, inp = np.zeros(m.ny), np.zeros(m.nu)
-        for table, target in ((self.outputs, out), (self.inputs, inp)):
-            for k, (i, v) in table.items():
-                target[k] = centres[self.estimated.index(i)] if i >= 0 else v
-        return out, inp
+        p = np.zeros(self.model.np)
+        p[self.estimated] = centres
+        return self.model.delay_values(p)
 
     # ------------------------------------------------------------------ the round's model
     def round_model(self) -> Model:
@@ -188,6 +186,7 @@ class _RoundInputs:
         self.h = 1e-7 * span
 
     def _shifted(self, times: np.ndarray, k: int, offset: float) -> np.ndarray:
+        """Input ``k`` at ``offset`` from its late time (for a central difference)."""
         at = np.maximum(np.maximum(times - self.shift[k], self.exp.t0) + offset, self.exp.t0)
         return self.exp.inputs(at, self.nu)[:, k], at
 
@@ -214,7 +213,9 @@ class _RoundInputs:
         times = np.atleast_1d(np.asarray(times, float))
         parts = []
         if self.nu:
-            parts += [self._shifted(times, k, 0.0)[0] for k in range(self.nu)]
+            late = late_columns(lambda s: self.exp.inputs(s, self.nu), times, self.shift,
+                                self.exp.t0)
+            parts += [late[:, k] for k in range(self.nu)]
             if self.slopes:
                 parts += [self._slope(times, k) for k in range(self.nu)]
         parts += [np.full(times.size, c) for c in self.centres]
@@ -229,20 +230,16 @@ def late_predictor(plan: DelayPlan, experiments: Sequence[Experiment],
     """``predict`` at the user's times from ``inner``, a round's predictor (its
     problem centred on the delays ``estimated``): a delayed output at ``t -
     tau`` (held at ``t0`` before)."""
-    m = plan.model
     out_shift, _ = plan.shifts(np.asarray(estimated, float))
 
     def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
         exp = experiments[exp_index]
         times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
-        y = np.empty((times.size, m.ny))
-        for shift in np.unique(out_shift):
-            cols = np.flatnonzero(out_shift == shift)
-            at = np.maximum(times - shift, exp.t0) if shift > 0 else times
-            unique, back = np.unique(at, return_inverse=True)
-            values = np.asarray(inner(r, exp_index, unique, source), float)
-            y[:, cols] = values[back][:, cols]
-        return y
+
+        def at(s: np.ndarray) -> np.ndarray:  # each distinct time once, in order
+            unique, back = np.unique(s, return_inverse=True)
+            return np.asarray(inner(r, exp_index, unique, source), float)[back]
+        return late_columns(at, times, out_shift, exp.t0)
 
     return predict
 

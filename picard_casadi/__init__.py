@@ -9,7 +9,7 @@ Public names (see the README and ``docs/api.md``)::
     Model, Experiment, estimate, EstimationResult, IterationRecord, simulate,
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
-    CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
+    StartNotFiniteError, CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
     read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
@@ -22,7 +22,7 @@ importing only from the layers below it (``tests/test_layout.py``)::
 """
 
 from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitWarning,
-                     PicardError, SimulationError)
+                     PicardError, SimulationError, StartNotFiniteError)
 from .studies.compare import compare
 from .estimate import estimate
 from .io.columns import Columns, read_columns
@@ -44,7 +44,7 @@ __all__ = [
     "Model", "Experiment", "estimate", "EstimationResult", "IterationRecord", "simulate",
     "simulate_experiment", "measure", "problem", "problems", "describe_problems",
     "register_problem", "Problem", "PicardError", "SimulationError",
-    "ConvergenceError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
+    "ConvergenceError", "StartNotFiniteError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
     "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem", "__version__",
 ]

@@ -8,7 +8,7 @@ conditions that are not a wrong argument.
 from __future__ import annotations
 
 __all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError",
-           "DiscretisationWarning", "FitWarning"]
+           "StartNotFiniteError", "DiscretisationWarning", "FitWarning"]
 
 
 class PicardError(Exception):
@@ -43,6 +43,15 @@ class ConvergenceError(PicardError, RuntimeError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class StartNotFiniteError(PicardError, ValueError):
+    """The model cannot be evaluated at the start (``p0`` and the states'
+    initial guess): the objective there is not finite.
+
+    A ``ValueError`` (the start is the caller's input); ``multistart`` records
+    a sampled start that raises it as a failed start and goes on.
+    """
 
 
 class CodegenError(PicardError, RuntimeError):

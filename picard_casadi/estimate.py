@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvergenceError, SimulationError
+from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
                                   noise_bound_note,
@@ -433,7 +433,7 @@ def estimate(
     # from a function every method compiles anyway
     _, Ys0, xend0 = setup.tr.trajectory(setup.X0, setup.U0, setup.p0)
     if not (np.all(np.isfinite(Ys0)) and np.all(np.isfinite(xend0))):
-        raise ValueError(
+        raise StartNotFiniteError(
             "the objective is not finite at the starting point: the model cannot be "
             "evaluated at p0 and the initial guess of the states (check p0, the "
             "experiments' x0 and x0_bounds)" + unfinite_start(model, exps, p0))

@@ -285,3 +285,41 @@ def test_some_initial_states_known_the_others_estimated():
         pc.estimate(model, [exp], [0.5, 0.5], estimate_x0=[True, False, True])
     with pytest.raises(TypeError, match=r"`estimate_x0` must be True, False, or one"):
         pc.estimate(model, [exp], [0.5, 0.5], estimate_x0="no")
+
+
+def _sqrt_inflow():
+    """``x' = -k x + sqrt(c - 1)``: not finite for ``c < 1``."""
+    import casadi as ca
+
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x + ca.sqrt(p[1] - 1.0), name="sqrt_inflow", x_names=["x"],
+                     p_names=["k", "c"])
+    t = np.linspace(0.0, 5.0, 21)
+    x_true = pc.simulate(model, [3.0], [1.0, 2.0], t)
+    y = x_true + 0.01 * np.random.default_rng(1).standard_normal(x_true.shape)
+    return model, pc.Experiment(t=t, y=y, x0=[3.0], name="decay")
+
+
+def test_multistart_goes_on_past_starts_where_the_model_is_not_finite():
+    """A sampled start with ``c < 1`` (the Latin hypercube puts one of 6 in
+    ``c`` in [0, 2/3)) cannot be evaluated: it is listed as a failed start
+    with the reason, and the others find the optimum.  The caller's own p0
+    there raises, as a single estimate does (a ValueError naming the fix)."""
+    model, exp = _sqrt_inflow()
+    bounds = ([0.1, 0.0], [5.0, 4.0])
+    res = pc.estimate(model, [exp], [0.5, 3.0], p_bounds=bounds, multistart=6, seed=0,
+                      uncertainty=False)
+    assert res.success
+    np.testing.assert_allclose(res.p, [1.0, 2.0], rtol=0.05)
+    below = [s for s in res.starts if s["p0"][1] < 1.0]
+    assert below, "the strata put a start below c = 1"
+    for s in below:
+        assert not s["success"] and np.isnan(s["nllh"]) and np.all(np.isnan(s["p"]))
+        assert "not finite at the starting point" in s["message"]
+        assert "right-hand side for x is not finite" in s["message"]
+    assert f"({len(below)} not evaluable" in res.settings["multistart_summary"]
+    with pytest.raises(pc.StartNotFiniteError, match="start from another p0"):
+        pc.estimate(model, [exp], [0.5, 0.5], p_bounds=bounds, multistart=3, seed=0)
+    with pytest.raises(ValueError, match="not finite at the starting point"):
+        pc.estimate(model, [exp], [0.5, 0.5], p_bounds=bounds)

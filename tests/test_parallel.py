@@ -322,3 +322,16 @@ def test_a_script_without_the_main_guard_is_told_what_broke_the_pool(tmp_path):
     ours = [line for line in run.stderr.splitlines()
             if line.startswith("RuntimeError: the process pool broke")]
     assert ours and 'if __name__ == "__main__":' in ours[0], run.stderr[-3000:]
+
+
+def test_a_start_where_the_model_is_not_finite_on_a_process_pool():
+    """On a pool as in series: the start listed as failed, the run goes on."""
+    from test_estimate import _sqrt_inflow
+
+    model, exp = _sqrt_inflow()
+    kw = dict(p_bounds=([0.1, 0.0], [5.0, 4.0]), multistart=4, seed=0, uncertainty=False)
+    serial = pc.estimate(model, [exp], [0.5, 3.0], **kw)
+    pooled = pc.estimate(model, [exp], [0.5, 3.0], n_jobs=2, **kw)
+    assert repr(_strip(pooled.starts)) == repr(_strip(serial.starts))  # NaN where one failed
+    assert any("not finite at the starting point" in s["message"] for s in pooled.starts)
+    np.testing.assert_array_equal(pooled.p, serial.p)

@@ -332,3 +332,26 @@ def test_noise_parameters_of_each_condition_become_the_experiments_own(tmp_path)
     by_name = {e.name: e for e in prob.experiments}
     for c in dict.fromkeys(conditions):
         assert by_name[c].noise_parameters == {"noiseParameter1_ob10": f"sd_ob10_{c}"}
+
+
+def test_the_start_of_borghans_calcium_spikes_is_finite():
+    """Constant nodes mapped by ``P`` through a calcium spike left the model's
+    domain (``Z ** n_par`` with ``n_par`` = 4.1 at a negative ``Z``): the
+    default estimate from the collection's nominal vector raised "the
+    objective is not finite at the starting point".  The sweeps start from
+    the simulation's values at the nodes, and every interval settles."""
+    from picard_casadi.estimation.setup import build_setup
+    from picard_casadi.estimation.statement import state_problem
+
+    prob = read_petab(DATA / "Borghans_BiophysChem1997" / "Borghans_BiophysChem1997.yaml")
+    st = state_problem(prob.model, prob.experiments, prob.parameters, None, None, None, None)
+    nx = st.model.nx
+    notes: list[str] = []
+    setup = build_setup(st.model, st.experiments, st.phi0, T=prob.experiments[0].t_end / 64,
+                        n=2, nodes=9, scheme="chebyshev", weights=np.ones(1),
+                        p_bounds=(st.phi_lb, st.phi_ub),
+                        x_bounds=(np.full(nx, -np.inf), np.full(nx, np.inf)),
+                        estimate_x0=st.estimate_x0, codegen=False, notes=notes)
+    _, Ys, xend = setup.tr.trajectory(setup.X0, setup.U0, setup.p0)
+    assert np.all(np.isfinite(Ys)) and np.all(np.isfinite(xend))
+    assert not [n for n in notes if "did not settle" in n], notes

@@ -42,8 +42,17 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
         u0 = e.inputs([e.t0], model.nu)[0]
         with np.errstate(all="ignore"):
             value = np.asarray(model.f(e.t0, x0, p0, u0), float)
-        if np.all(np.isfinite(value)) or e.x0 is not None:
+        if np.all(np.isfinite(value)):
             continue
+        if e.x0 is not None:  # the start as given: the model itself, not a guess
+            bad = [model.x_names[i] for i in np.flatnonzero(~np.isfinite(value))]
+            return (f"; the right-hand side for {', '.join(bad)} is not finite at the start "
+                    f"of experiment {e.name!r} (t = {e.t0:g}), at its initial state: "
+                    "the model cannot be evaluated at "
+                    "these parameter values (an overflow, or 0/0 such as a Hill term whose "
+                    "powers underflow), and a simulation fails there too: start from "
+                    "another p0, or bound the parameters (p_bounds) to where the model "
+                    "is finite")
         measured = {i for i in model.output_state_index if i is not None}
         zero = [model.x_names[i] for i in range(model.nx) if i not in measured]
         first_nan = [model.x_names[i] for k, i in enumerate(model.output_state_index)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.fit_check import NOT_UNIQUE, is_fit_note
-from ..errors import FitWarning
+from ..errors import FitWarning, StartNotFiniteError
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import warn_user
 from .portable import portable, restore
@@ -91,13 +92,35 @@ def multistart_points(p0: np.ndarray, p_bounds: tuple[np.ndarray, np.ndarray], n
     return starts
 
 
-def _start_in_worker(data: Encoded, p0: np.ndarray) -> Any:
+@dataclass
+class _NotEvaluable:
+    """A sampled start where the model cannot be evaluated (its message)."""
+
+    message: str
+    result: None = None
+
+
+def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
+               method: str, kwargs: dict[str, Any], sampled: bool) -> Any:
+    """One start's result; a sampled start where the model cannot be evaluated
+    (0/0 in a Hill term whose powers underflow, a log of a negative state) is
+    a failed start, not the end of the run.  The caller's own ``p0`` raises
+    as in a single estimate: that start is the caller's input."""
+    try:
+        with _starts_quiet():
+            return estimate(model, experiments, p0, method, multistart=None, **kwargs)
+    except StartNotFiniteError as err:
+        if not sampled:
+            raise
+        return _NotEvaluable(str(err))
+
+
+def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool = True) -> Any:
     """One start on an executor: the problem decoded once per worker, the result portable."""
     prob = decoded(data)
-    with _starts_quiet():
-        res = prob["estimate"](prob["model"], prob["experiments"], p0, prob["method"],
-                               multistart=None, **prob["kwargs"])
-    return portable(res)
+    res = _one_start(prob["estimate"], prob["model"], prob["experiments"], p0, prob["method"],
+                     prob["kwargs"], sampled)
+    return res if isinstance(res, _NotEvaluable) else portable(res)
 
 
 @contextlib.contextmanager
@@ -148,7 +171,7 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
                 else f"more than {DISTINCT_RELATIVE:g} (relative) from")
     f_best = criterion(best)
     for k, r in enumerate(results):
-        if r is best or not r.success:
+        if r is best or isinstance(r, _NotEvaluable) or r is None or not r.success:
             continue
         same = abs(criterion(r) - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
         apart = np.abs(np.asarray(r.p) - best.p) > scale
@@ -165,6 +188,20 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
                 "bounds or a known value that exclude one decide between them")
         best.warnings.append(note)
         return  # one such note says it
+
+
+def _start_record(p0: np.ndarray, result: Any, item: Any) -> dict[str, Any]:
+    """One start's line of ``result.starts``."""
+    if result is None or isinstance(result, _NotEvaluable):
+        message = item.message if isinstance(item, _NotEvaluable) else result.message
+        return {"p0": [float(v) for v in p0], "p": [float("nan")] * len(p0),
+                "objective": float("nan"), "weighted_objective": float("nan"),
+                "nllh": float("nan"), "success": False, "iterations": 0,
+                "message": message, "wall_time": 0.0}
+    return {"p0": [float(v) for v in p0], "p": [float(v) for v in result.p],
+            "objective": result.objective, "weighted_objective": result.weighted_objective,
+            "nllh": result.nllh, "success": result.success, "iterations": result.iterations,
+            "message": result.message, "wall_time": result.wall_time}
 
 
 def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
@@ -194,26 +231,26 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     raise_on_failure = kwargs.pop("raise_on_failure", False)
     with executor_for(executor, n_jobs, len(starts)) as ex:
         if ex is None:
-            with _starts_quiet():
-                results = [estimate(model, experiments, s, method, multistart=None, **kwargs)
-                           for s in starts]
+            items = [_one_start(estimate, model, experiments, s, method, kwargs, k > 0)
+                     for k, s in enumerate(starts)]
+            results = items
         else:
             data = encode({"estimate": estimate, "model": model,
                            "experiments": list(experiments),
                            "method": method, "kwargs": kwargs})
-            items = run_tasks(_start_in_worker, [(data, s) for s in starts], ex)
+            items = run_tasks(_start_in_worker, [(data, s, k > 0) for k, s in enumerate(starts)],
+                              ex)
             results = [item.result for item in items]
-    ok = [r for r in results if r.success]
-    candidates = [k for k, r in enumerate(results) if r.success] or list(range(len(results)))
+    # a start the model could not be evaluated at (never the caller's p0) ran
+    # nothing: it is listed as failed, and the others are compared
+    ran = [k for k, r in enumerate(results) if r is not None
+           and not isinstance(r, _NotEvaluable)]
+    ok = [results[k] for k in ran if results[k].success]
+    candidates = [k for k in ran if results[k].success] or ran
     k_best = min(candidates, key=lambda k: criterion(results[k]))
     best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
-    best.starts = [{
-        "p0": [float(v) for v in s], "p": [float(v) for v in r.p],
-        "objective": r.objective, "weighted_objective": r.weighted_objective,
-        "nllh": r.nllh,
-        "success": r.success, "iterations": r.iterations, "message": r.message,
-        "wall_time": r.wall_time,
-    } for s, r in zip(starts, results)]
+    best.starts = [_start_record(s, r, item) for s, r, item in zip(starts, results, items)]
+    not_evaluable = len(starts) - len(ran)
     best.settings["multistart"] = n_starts
     # the call's time, not the best start's (each start's: best.starts)
     best.wall_time = time.perf_counter() - t_start
@@ -221,12 +258,15 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     spread = (np.max([np.max(np.abs(r.p / best.p - 1)) for r in ok]) if ok else np.nan)
     # a summary, not a warning: a clean multistart fit has no warnings (a user's report)
     best.settings["multistart_summary"] = (
-        f"multistart: {n_ok} of {len(starts)} starts converged; the best "
+        f"multistart: {n_ok} of {len(starts)} starts converged"
+        + (f" ({not_evaluable} not evaluable: the model is not finite there)"
+           if not_evaluable else "")
+        + "; the best "
         + (f"nllh {best.nllh:.6g}" if criterion(best) != best.weighted_objective
            else f"(weighted) objective {best.weighted_objective:.6g}")
         + "; largest relative distance of a converged "
         f"estimate from the best: {spread:.2g}; "
-        f"{sum(r.iterations for r in results)} iterations over all starts (the best's: "
+        f"{sum(s['iterations'] for s in best.starts)} iterations over all starts (the best's: "
         f"{best.iterations})"
     )
     if best.success:

@@ -16,9 +16,11 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   start);
 * on every interval the node values are the fixed point ``U = P U`` from the
   interval start (Picard sweeps, Newton steps where the sweeps do not
-  contract); where neither settles, or the fixed point leaves the state box
-  by more than the box's width within one interval, the nodes are held
-  constant.  The sweeps' changes are measured against each state's typical
+  contract), the sweeps starting from the simulation's values at the nodes
+  (moved to the interval's start) where the simulation ran, else from
+  constant nodes; where neither settles, the nodes keep that first
+  iterate; where the fixed point leaves the state box by more than the
+  box's width within one interval, they are held constant.  The sweeps' changes are measured against each state's typical
   magnitude (its starts, the box's half-width and the simulation's values),
   not against its start alone, and a fixed point has settled when the last
   change is also negligible against its own values.  Where every start is
@@ -183,12 +185,27 @@ def measured_state_series(disc: Discretisation, e: int) -> dict[int, tuple[np.nd
     return series
 
 
+def _distinct_times(node_times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The increasing distinct times of ``node_times`` (an interval's last
+    node and the next one's first are one time, within round-off) and where
+    each node's time is among them."""
+    flat = node_times.ravel()
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    gap = np.diff(ordered)
+    new = np.concatenate([[True], gap > 1e-12 * max(1.0, float(np.abs(ordered).max()))])
+    index = np.cumsum(new) - 1
+    where = np.empty(flat.size, dtype=int)
+    where[order] = index
+    return ordered[new], where.reshape(node_times.shape)
+
+
 def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSystem,
                            disc: Discretisation, js: np.ndarray, starts: np.ndarray,
                            p0: np.ndarray, max_sweeps: int, typical: np.ndarray,
-                           whole: WholeMesh | None = None
+                           whole: WholeMesh | None = None, first: np.ndarray | None = None
                            ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Solve ``U = P U`` on the intervals ``js`` from the constant starts ``starts``.
+    """Solve ``U = P U`` on the intervals ``js`` from the starts ``starts``.
 
     Picard sweeps, switching to Newton steps on an interval whose sweeps do
     not contract (or diverge: it restarts constant; a diverging Newton step
@@ -203,16 +220,24 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     all the intervals in Newton mode.  Where the mapped call fails, each
     interval is solved alone (one that fails alone starts constant).
     ``typical`` is ``(nx,)``, or ``(n, nx)``: one row per interval.
+    ``first`` ``(n, nx, K)``, where given, is the first iterate instead of
+    the constant nodes (a simulation's values at the nodes), and what a
+    diverging interval restarts from and an unsettled one keeps: an
+    interval with a fast transient (a calcium spike) whose sweeps do not
+    settle then keeps values the model takes, where constant nodes were
+    mapped by ``P`` off the model's domain (a negative concentration under
+    a non-integer power).
 
     Returns
     -------
     U : ndarray (n, nx, K)
-        The fixed points; constant where not settled.
+        The fixed points; where not settled ``first``, or constant.
     settled : ndarray of bool (n,)
     """
     n, nx = starts.shape
     K = disc.K
-    const = np.repeat(starts[:, :, None], K, axis=2)
+    const = (np.repeat(starts[:, :, None], K, axis=2) if first is None
+             else np.array(first, float))
     U = const.copy()
     scale = np.maximum(np.maximum(np.abs(starts), 1e-3 * typical), 1e-8)[:, :, None]
     if whole is not None and not (n == disc.n_intervals and np.array_equal(js, np.arange(n))):
@@ -247,7 +272,8 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
                         break
                     parts = [_interval_fixed_points(
                         fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], p0, max_sweeps,
-                        typical if np.ndim(typical) == 1 else typical[i]) for i in range(n)]
+                        typical if np.ndim(typical) == 1 else typical[i],
+                        first=None if first is None else first[i:i + 1]) for i in range(n)]
                     return (np.concatenate([u for u, _ in parts]),
                             np.concatenate([ok for _, ok in parts]))
                 sweep = active & ~newton
@@ -301,6 +327,7 @@ class _ExperimentPlan:
     typical: np.ndarray  # each state's typical magnitude
     start: Callable[[int, np.ndarray], np.ndarray]  # (interval, previous end) -> start
     starts: np.ndarray | None  # every start, where known before any fixed point
+    first: np.ndarray | None  # (intervals, nx, K): the simulation's nodes from each start
 
     @property
     def batched(self) -> bool:
@@ -361,7 +388,7 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             x[held] = x0[held]
         return x
 
-    traj = None
+    traj = nodes = None
     # the simulation supplies the unmeasured states: with every state
     # measured it would be overwritten entirely (docs/design.md)
     unmeasured = len(measured) < model.nx or any(
@@ -370,8 +397,11 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         try:
             # a start, not an answer: CVODES at 1e-6 (fa18-roll-beta:
             # 0.5 s against 1.7 s at the default 1e-10)
-            traj = simulate(model, x0, p0, disc.t0[sl], exp, t0=exp.t0,
-                            rtol=GUESS_RTOL, atol=GUESS_ATOL)
+            times, where = _distinct_times(disc.node_times[sl])
+            at_nodes = simulate(model, x0, p0, times, exp, t0=exp.t0,
+                                rtol=GUESS_RTOL, atol=GUESS_ATOL)
+            nodes = at_nodes[where].transpose(0, 2, 1)  # (intervals, nx, K)
+            traj = nodes[:, :, 0]
         except (SimulationError, ValueError):
             notes.append(f"{GUESS_NOTE}the simulation of {exp.name!r} with p0 "
                          "failed; its states are propagated interval by interval")
@@ -393,7 +423,11 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         typical, np.max(np.abs(np.where(np.isfinite(traj), traj, 0.0)), axis=0))
     known = traj is not None or (len(measured) == model.nx and not unmeasured)
     starts = np.array([start(j, x0) for j in range(sl.start, sl.stop)]) if known else None
-    return _ExperimentPlan(sl, x0, typical_e, start, starts)
+    first = None
+    if nodes is not None and starts is not None and np.all(np.isfinite(nodes)):
+        # the simulation's shape through each interval, from that interval's start
+        first = nodes + (starts - nodes[:, :, 0])[:, :, None]
+    return _ExperimentPlan(sl, x0, typical_e, start, starts, first)
 
 
 def initial_guess(
@@ -462,13 +496,18 @@ def initial_guess(
     # state measured): the fixed points of all those intervals at once
     batched = [plan for plan in plans if plan.batched]
     batch: dict[int, tuple[np.ndarray, bool]] = {}
+    first = None
     if batched:
         js = np.concatenate([plan.js for plan in batched])
         starts = np.concatenate([plan.starts for plan in batched])
         rows = np.concatenate([np.broadcast_to(plan.typical, plan.starts.shape)
                                for plan in batched])
+        if any(plan.first is not None for plan in batched):
+            first = np.concatenate([
+                plan.first if plan.first is not None
+                else np.repeat(plan.starts[:, :, None], K, axis=2) for plan in batched])
         Ub, ok = _interval_fixed_points(fns, f_der, system, disc, js, starts, p0, max_sweeps,
-                                        rows, whole)
+                                        rows, whole, first)
         batch = {int(j): (Ub[i], bool(ok[i])) for i, j in enumerate(js)}
     for plan in plans:
         carry = plan.x0.copy()
@@ -492,6 +531,7 @@ def initial_guess(
     if failed_total:
         notes.append(
             f"{GUESS_NOTE}the fixed point with p0 did not settle on {failed_total} of "
-            f"{J} intervals; their nodes start constant"
+            f"{J} intervals; their nodes start "
+            + ("as the simulation's" if batch and first is not None else "constant")
         )
     return X, U, notes

@@ -85,18 +85,6 @@ def _from_random_start(k: int):
     return model, exps, (lb, ub), res
 
 
-def test_a_start_that_ends_on_four_bounds_converges_there():
-    """From a random start (uniform in the bounds, seed 0, the third) the fit
-    ends with four rates on their bounds, the projected gradient 2e-22 and the
-    gaps at 1e-7 of a nearly empty state's scale: it returned the same iterate
-    to max_iter (and then tried shooting); now that is the floor it stops at."""
-    model, exps, (lb, ub), res = _from_random_start(2)
-    assert res.status == "converged" and res.method == "picard-gn", res.message
-    assert res.iterations < 100
-    at_bound = np.isclose(res.p, lb) | np.isclose(res.p, ub)
-    assert np.count_nonzero(at_bound) >= 3
-
-
 def test_states_that_outgrow_their_start_scale_are_rescaled():
     """From the fourth random start the phosphorylated species are ~1e-30
     (scales 1e-7 from the start) and grow to 1-100: the trust region on the

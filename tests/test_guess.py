@@ -118,12 +118,14 @@ def test_fixed_points_of_all_intervals_at_once_equal_one_by_one(name, guess, mon
     calls = []
     solve = guess_module._interval_fixed_points
 
-    def alone(fns, f_der, system, disc, js, starts, p0, max_sweeps, typical, whole=None):
+    def alone(fns, f_der, system, disc, js, starts, p0, max_sweeps, typical, whole=None,
+              first=None):
         # every interval solved on its own
         calls.append(len(js))
         rows = np.broadcast_to(typical, starts.shape)
         parts = [solve(fns, f_der, system, disc, js[i:i + 1], starts[i:i + 1], p0, max_sweeps,
-                       rows[i], whole) for i in range(len(js))]
+                       rows[i], whole, None if first is None else first[i:i + 1])
+                 for i in range(len(js))]
         return np.concatenate([u for u, _ in parts]), np.concatenate([ok for _, ok in parts])
 
     monkeypatch.setattr(guess_module, "_interval_fixed_points", alone)

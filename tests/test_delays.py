@@ -201,6 +201,10 @@ def test_a_parameter_table_may_list_the_delay_first(fits):
     value = dict(zip(other.p_names, other.p))
     assert abs(value["tau"] - res.p[2]) < 0.1 * res.p_std[2]
     assert other.settings["delays"] == {("y2" if where == "output" else "u"): value["tau"]}
+    # the table as a mapping of names to entries, as estimate reads it
+    mapped = pc.estimate(_model("tau", where), [exp], {q.name: q for q in table},
+                         estimate_x0=False)
+    np.testing.assert_array_equal(mapped.p, other.p)
 
 
 def test_a_delay_of_whole_sample_spacings_keeps_the_mesh():

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,8 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     plan = DelayPlan.of(model)
     experiments = list(experiments)
     options = dict(options)
+    if isinstance(p0, Mapping) and p0 and all(isinstance(q, Parameter) for q in p0.values()):
+        p0 = list(p0.values())  # the table's other form (as estimate reads it)
     if options.get("warm_start") is not None:
         raise ValueError("`warm_start` cannot start a model with delays (each round restates "
                          "the data); pass the earlier result's `p` as `p0`")

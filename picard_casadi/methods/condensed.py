@@ -551,7 +551,9 @@ class ConstrainedGaussNewtonStep:
                            min(alpha, 0.5) if reached else alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
-            rejected = True
+            # a trial that raised the merit by more than its predicted gain: the
+            # Gauss-Newton direction itself is wrong here, not just too long
+            rejected = rejected or not (np.isfinite(merit_new) and ratio >= -1.0)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality,

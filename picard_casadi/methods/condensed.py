@@ -512,16 +512,12 @@ class ConstrainedGaussNewtonStep:
             size = float(max(np.abs(full_dX).max(initial=0.0), np.abs(full_dp).max(initial=0.0)))
             reached = size > self.radius  # the step is cut to the trust radius
             if reached and rejected and Hs is None:
-                # after a rejected trial, damped until it fits the radius
-                # (Levenberg-Marquardt's trust region) rather than cut along
-                # the same direction: from PEtab's Elowitz optimum that
-                # direction moved an initial state 0.5 (scaled) for a
-                # predicted gain of 2e-5 and raised the merit by 2.5; cut
-                # shorter and shorter it kept that component, and the radius
-                # stayed near 1e-3 for 200 iterations.  The damped step turns
-                # towards the gradient as the radius shrinks.  (Damped from
-                # the first trial, van der Pol from p0 = 0.5 went to another
-                # stationary point: a first trial keeps Gauss-Newton's direction)
+                # after a trial that raised the merit by more than its predicted
+                # gain (below), damped until it fits the radius (Levenberg-
+                # Marquardt's trust region) rather than cut along the same
+                # direction, which turns the step towards the gradient as the
+                # radius shrinks (docs/design.md: PEtab's Elowitz; why not after
+                # every rejection, nor from the first trial)
                 full_dX, full_dp, size = self._fitted_to_radius(A2, b2, diag, active, boxes,
                                                                 rows, P)
                 mu_solved = self.mu
@@ -563,7 +559,8 @@ class ConstrainedGaussNewtonStep:
                           ) -> tuple[np.ndarray, np.ndarray, float]:
         """The Gauss-Newton step with the damping ``mu`` raised (fourfold) until the
         step's largest scaled change is within the trust radius: ``(dX, dp, size)``
-        (cut to the radius by the caller where 30 raises do not reach it)."""
+        (cut to the radius by the caller where 30 raises do not reach it).  The
+        raised ``mu`` stays (it falls tenfold after each well-predicted step)."""
         for _ in range(30):
             self.mu = max(self.mu, 1e-8) * 4.0
             theta = self._bounded_step(A2, b2, self.mu * diag, active, boxes)

@@ -484,7 +484,6 @@ class ConstrainedGaussNewtonStep:
         full_pred = np.inf
         theta = None
         mu_solved = None
-        rejected = False
         for _ in range(self.max_tries):
             if mu_solved != self.mu:
                 newton = (self.switch.system(H_newton, g_newton, diag, active, self.mu)
@@ -510,17 +509,6 @@ class ConstrainedGaussNewtonStep:
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
             size = float(max(np.abs(full_dX).max(initial=0.0), np.abs(full_dp).max(initial=0.0)))
-            reached = size > self.radius  # the step is cut to the trust radius
-            if reached and rejected and Hs is None:
-                # after a trial that raised the merit by more than its predicted
-                # gain (below), damped until it fits the radius (Levenberg-
-                # Marquardt's trust region) rather than cut along the same
-                # direction, which turns the step towards the gradient as the
-                # radius shrinks (docs/design.md: PEtab's Elowitz; why not after
-                # every rejection, nor from the first trial)
-                full_dX, full_dp, size = self._fitted_to_radius(A2, b2, diag, active, boxes,
-                                                                rows, P)
-                mu_solved = self.mu
             alpha = min(1.0, self.radius / size) if size > 0 else 1.0
             Xn = np.where(s.free_x, Xs + alpha * full_dX, Xs)
             pn = np.where(s.free_p, np.clip(ps + alpha * full_dp, pl, pu), ps)
@@ -543,32 +531,13 @@ class ConstrainedGaussNewtonStep:
                 Xn, pn, predict_nodes(sens["S"], U, dX * xs, dp * psc), merit, predicted,
                 lambda *trial: self._second_order_correction(*trial, E, sens["S"]))
             evals += sweeps
-            if self._judge(ratio, predicted, merit, merit_new, zero,
-                           min(alpha, 0.5) if reached else alpha, step):
+            if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
                                 U=U_new, optimality=optimality)
-            # a trial that raised the merit by more than its predicted gain: the
-            # Gauss-Newton direction itself is wrong here, not just too long
-            rejected = rejected or not (np.isfinite(merit_new) and ratio >= -1.0)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality,
                                   float(np.abs(c).max(initial=0.0)))
-
-    def _fitted_to_radius(self, A2, b2, diag, active, boxes, rows, P
-                          ) -> tuple[np.ndarray, np.ndarray, float]:
-        """The Gauss-Newton step with the damping ``mu`` raised (fourfold) until the
-        step's largest scaled change is within the trust radius: ``(dX, dp, size)``
-        (cut to the radius by the caller where 30 raises do not reach it).  The
-        raised ``mu`` stays (it falls tenfold after each well-predicted step)."""
-        for _ in range(30):
-            self.mu = max(self.mu, 1e-8) * 4.0
-            theta = self._bounded_step(A2, b2, self.mu * diag, active, boxes)
-            dX, dp = rows.starts(theta), P @ theta
-            size = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
-            if size <= self.radius:
-                break
-        return dX, dp, size
 
     def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
                ) -> tuple[np.ndarray, np.ndarray, float, float, int]:

@@ -11,7 +11,8 @@ github.com/Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3) is read by
 nominal vector and from ``n_starts`` (default 5) points uniform in the
 bounds on each parameter's scale (NumPy seed 0 for each problem), as pyPESTO
 samples them.
-Printed per start: status, the reported ``nllh`` (the ODE's own solution's),
+Printed per start: status (``no_start`` where the model cannot be evaluated at
+the start: ``pc.StartNotFiniteError``), the reported ``nllh`` (the ODE's own solution's),
 its distance to the collection's nominal ``nllh`` (the nominal vector's,
 PEtab's definition), and the CPU seconds.  All measured in this one run; no
 reference tool here (AMICI is not installed).
@@ -74,6 +75,10 @@ def main(n_starts: int = 5, names: list[str] | None = None) -> None:
                 try:
                     res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
                     status, method, nllh = res.status, res.method, res.nllh
+                except pc.StartNotFiniteError:
+                    # the model itself is not finite there (a reference tool's
+                    # simulation fails at such a start too): a failed start
+                    status, method, nllh = "no_start", "-", float("nan")
                 except (ValueError, RuntimeError) as err:
                     status, method, nllh = "error", str(err)[:10], float("nan")
             cpu = time.process_time() - t0

@@ -323,3 +323,13 @@ def test_multistart_goes_on_past_starts_where_the_model_is_not_finite():
         pc.estimate(model, [exp], [0.5, 0.5], p_bounds=bounds, multistart=3, seed=0)
     with pytest.raises(ValueError, match="not finite at the starting point"):
         pc.estimate(model, [exp], [0.5, 0.5], p_bounds=bounds)
+
+
+def test_ipopt_s_failure_advises_the_gauss_newton_hessian_only_where_it_was_not_used(vdp):
+    kw = dict(p0=[0.5, 0.5], p_bounds=vdp.p_bounds, method="ipopt", max_iter=1,
+              uncertainty=False, T=0.25)
+    exact = pc.estimate(vdp.model, vdp.experiments, **kw)
+    gauss_newton = pc.estimate(vdp.model, vdp.experiments, hessian="gauss-newton", **kw)
+    assert not exact.success and not gauss_newton.success
+    assert "try hessian='gauss-newton'" in exact.message
+    assert "hessian=" not in gauss_newton.message, gauss_newton.message

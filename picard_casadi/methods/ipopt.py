@@ -724,9 +724,10 @@ def solve_ipopt(setup: Setup, opts: IpoptOptions, callback=None) -> LoopOutcome:
                        "pass ipopt_options={'acceptable_iter': 0} to insist)")
     else:
         status_note = ""
-    message = f"IPOPT: {status}{status_error}{status_note}" + ("" if success else
-                                    " (see IPOPT's documentation of this status; try "
-                                    "hessian='gauss-newton', a larger max_iter or a better start)")
+    advice = ("hessian='gauss-newton', a larger max_iter or a better start"
+              if opts.hessian == "exact" else "a larger max_iter or a better start")
+    message = f"IPOPT: {status}{status_error}{status_note}" + (
+        "" if success else f" (see IPOPT's documentation of this status; try {advice})")
     if nlp.monitor.stalled:
         status, message = "stalled", stalled_message("IPOPT")
     if nlp.monitor.stopped:

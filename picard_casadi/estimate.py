@@ -322,6 +322,10 @@ def estimate(
     ------
     ValueError, TypeError
         On bad input, naming the argument.
+    StartNotFiniteError
+        (a ``ValueError``) Where the model cannot be evaluated at the start
+        (``p0`` and the states' initial guess); with ``multistart`` only for
+        the caller's own ``p0`` (a sampled start is listed as failed).
     ConvergenceError
         When ``raise_on_failure`` and the run did not converge.
     """

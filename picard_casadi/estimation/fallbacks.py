@@ -47,8 +47,8 @@ in docs/design.md.
 from __future__ import annotations
 
 import contextlib
-import math
 import contextvars
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -251,11 +251,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # optimum), the same discretised problem by another method often
         # converges, and at a fraction of shooting's cost
         retry = _with_another_method(rerun, "ipopt", path.guess)
+        why = ("the model is unstable along its trajectory at p = "
+               f"{np.array2string(result.p, precision=4)}, where its step loses all "
+               "precision" if path.unstable else
+               f"its step failed ({clipped(result.message)})")
         if retry.success:
-            why = ("the model is unstable along its trajectory at p = "
-                   f"{np.array2string(result.p, precision=4)}, where its step loses all "
-                   "precision" if path.unstable else
-                   f"its step failed ({clipped(result.message)})")
             return _returned(retry, result, (
                 f"picard-gn stopped: {why}; this result is from method='ipopt' on the same "
                 "collocation (the default method falls back to it there; pass method= to "
@@ -263,7 +263,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         polished = _continued(rerun, retry)
         if polished is not None and polished.success:
             return _returned(polished, result, (
-                f"picard-gn stopped: its step failed ({clipped(result.message)}); "
+                f"picard-gn stopped: {why}; "
                 f"method='ipopt' on the same collocation joined the intervals up but stopped "
                 f"({_not_converged(retry, 'ipopt')}); this result is picard-gn continued "
                 "from IPOPT's last iterate"))

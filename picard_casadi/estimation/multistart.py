@@ -115,7 +115,7 @@ def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: 
         return _NotEvaluable(str(err))
 
 
-def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool = True) -> Any:
+def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool) -> Any:
     """One start on an executor: the problem decoded once per worker, the result portable."""
     prob = decoded(data)
     res = _one_start(prob["estimate"], prob["model"], prob["experiments"], p0, prob["method"],
@@ -171,7 +171,7 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
                 else f"more than {DISTINCT_RELATIVE:g} (relative) from")
     f_best = criterion(best)
     for k, r in enumerate(results):
-        if r is best or isinstance(r, _NotEvaluable) or r is None or not r.success:
+        if r is best or r is None or not r.success:
             continue
         same = abs(criterion(r) - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)
         apart = np.abs(np.asarray(r.p) - best.p) > scale
@@ -191,13 +191,13 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
 
 
 def _start_record(p0: np.ndarray, result: Any, item: Any) -> dict[str, Any]:
-    """One start's line of ``result.starts``."""
-    if result is None or isinstance(result, _NotEvaluable):
-        message = item.message if isinstance(item, _NotEvaluable) else result.message
+    """One start's line of ``result.starts`` (``result`` None: ``item`` is the
+    :class:`_NotEvaluable` start)."""
+    if result is None:
         return {"p0": [float(v) for v in p0], "p": [float("nan")] * len(p0),
                 "objective": float("nan"), "weighted_objective": float("nan"),
                 "nllh": float("nan"), "success": False, "iterations": 0,
-                "message": message, "wall_time": 0.0}
+                "message": item.message, "wall_time": 0.0}
     return {"p0": [float(v) for v in p0], "p": [float(v) for v in result.p],
             "objective": result.objective, "weighted_objective": result.weighted_objective,
             "nllh": result.nllh, "success": result.success, "iterations": result.iterations,
@@ -233,7 +233,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         if ex is None:
             items = [_one_start(estimate, model, experiments, s, method, kwargs, k > 0)
                      for k, s in enumerate(starts)]
-            results = items
+            results = [None if isinstance(item, _NotEvaluable) else item for item in items]
         else:
             data = encode({"estimate": estimate, "model": model,
                            "experiments": list(experiments),
@@ -242,9 +242,8 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
                               ex)
             results = [item.result for item in items]
     # a start the model could not be evaluated at (never the caller's p0) ran
-    # nothing: it is listed as failed, and the others are compared
-    ran = [k for k, r in enumerate(results) if r is not None
-           and not isinstance(r, _NotEvaluable)]
+    # nothing (its result None): it is listed as failed, and the others compared
+    ran = [k for k, r in enumerate(results) if r is not None]
     ok = [results[k] for k in ran if results[k].success]
     candidates = [k for k in ran if results[k].success] or ran
     k_best = min(candidates, key=lambda k: criterion(results[k]))

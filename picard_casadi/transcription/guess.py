@@ -20,10 +20,11 @@ The start matters as much as the step (measurements: ``docs/design.md``):
   (moved to the interval's start) where the simulation ran, else from
   constant nodes; where neither settles, the nodes keep that first
   iterate; where the fixed point leaves the state box by more than the
-  box's width within one interval, they are held constant.  The sweeps' changes are measured against each state's typical
-  magnitude (its starts, the box's half-width and the simulation's values),
-  not against its start alone, and a fixed point has settled when the last
-  change is also negligible against its own values.  Where every start is
+  box's width within one interval, they are held constant.  The sweeps'
+  changes are measured against each state's typical magnitude (its starts,
+  the box's half-width and the simulation's values), not against its start
+  alone, and a fixed point has settled when the last change is also
+  negligible against its own values.  Where every start is
   known before any fixed point (from the simulation, or every state
   measured) the sweeps of all of an experiment's intervals are one mapped
   call, each interval taking the steps it would take on its own.
@@ -208,8 +209,8 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     """Solve ``U = P U`` on the intervals ``js`` from the starts ``starts``.
 
     Picard sweeps, switching to Newton steps on an interval whose sweeps do
-    not contract (or diverge: it restarts constant; a diverging Newton step
-    gives up).  Changes are measured relative to ``max(|x_i|, 1e-3
+    not contract (or diverge: it restarts from the first iterate; a
+    diverging Newton step gives up).  Changes are measured relative to ``max(|x_i|, 1e-3
     typical_i)``: relative to ``|x_i|`` alone, a state that starts at exactly
     zero made every change look like divergence, and such an interval started
     constant.  The sweeps of all the intervals are one mapped call; each
@@ -218,7 +219,7 @@ def _interval_fixed_points(fns: IntervalFunctions, f_der, system: FixedPointSyst
     the mesh and ``whole`` is given, its functions (the transcription's,
     compiled where it is) make the sweeps and one batched Newton step for
     all the intervals in Newton mode.  Where the mapped call fails, each
-    interval is solved alone (one that fails alone starts constant).
+    interval is solved alone (one that fails alone keeps the first iterate).
     ``typical`` is ``(nx,)``, or ``(n, nx)``: one row per interval.
     ``first`` ``(n, nx, K)``, where given, is the first iterate instead of
     the constant nodes (a simulation's values at the nodes), and what a

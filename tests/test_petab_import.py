@@ -194,12 +194,28 @@ def test_preequilibration_is_refused_naming_it(tmp_path):
     assert "measurementData_Boehm_JProteomeRes2014.tsv" in str(err.value)
 
 
-def test_noise_parameters_that_differ_by_measurement_are_refused(tmp_path):
+def test_noise_parameters_that_differ_within_a_condition_make_an_output_each(tmp_path):
     yaml = _copy(tmp_path)
     path = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
-    _edit(path, "\tsd_pSTAT5A_rel\t", "\tsd_pSTAT5B_rel\t", 1)
-    with pytest.raises(NotImplementedError, match="noiseParameters of observable 'pSTAT5A_rel'"):
-        read_petab(yaml)
+    _edit(path, "\tsd_pSTAT5A_rel\t", "\tsd_pSTAT5B_rel\t", 1)  # the first row, t = 0
+    prob = read_petab(yaml)
+    late, first = "pSTAT5A_rel[sd_pSTAT5A_rel]", "pSTAT5A_rel[sd_pSTAT5B_rel]"
+    assert list(prob.model.y_names) == [first, late, "pSTAT5B_rel", "rSTAT5A_rel"]
+    assert prob.observable_ids[late] == prob.observable_ids[first] == "pSTAT5A_rel"
+    # the first row's sigma is pSTAT5B_rel's noise parameter, one shared parameter
+    assert prob.noise[first].sigma == prob.noise["pSTAT5B_rel"].sigma == "sd_pSTAT5B_rel"
+    assert prob.noise[late].sigma == "sd_pSTAT5A_rel"
+    e = prob.experiments[0]
+    k_late, k_first = prob.model.y_names.index(late), prob.model.y_names.index(first)
+    measured_first = e.t[~np.isnan(e.y[:, k_first])]
+    measured_late = e.t[~np.isnan(e.y[:, k_late])]
+    assert measured_first.tolist() == [0.0] and 0.0 not in measured_late
+    assert measured_late.size == 15
+    # one formula, two outputs
+    g = ca.Function("g", [prob.model.x, prob.model.p], [prob.model.y])
+    rng = np.random.default_rng(0)
+    y = np.asarray(g(rng.uniform(1, 2, prob.model.nx), rng.uniform(1, 2, prob.model.np))).ravel()
+    assert y[k_late] == y[k_first]
 
 
 def test_observable_parameters_are_substituted_when_shared(tmp_path):
@@ -218,18 +234,34 @@ def test_observable_parameters_are_substituted_when_shared(tmp_path):
     text = "\n".join(["\t".join(head)] + ["\t".join(r) for r in rows]) + "\n"
     meas.write_text(text)
     prob = read_petab(yaml)
-    assert nominal_nllh(prob) != pytest.approx(138.2220, abs=1e-3)
-    # ... and differing between measurements: refused
-    rows[0][col] = "1.0"
-    meas.write_text("\n".join(["\t".join(head)] + ["\t".join(r) for r in rows]) + "\n")
-    with pytest.raises(NotImplementedError, match="observableParameters"):
-        read_petab(yaml)
+    scaled = nominal_nllh(prob)
+    assert scaled != pytest.approx(138.2220, abs=1e-3)
+    assert list(prob.model.y_names) == ["pSTAT5A_rel", "pSTAT5B_rel", "rSTAT5A_rel"]
+
+    def write() -> None:
+        meas.write_text("\n".join(["\t".join(head)] + ["\t".join(r) for r in rows]) + "\n")
+
     # a number everywhere: the formula with that number
     for r in rows:
         if r[0] == "pSTAT5A_rel":
             r[col] = "1.0"
-    meas.write_text("\n".join(["\t".join(head)] + ["\t".join(r) for r in rows]) + "\n")
+    write()
     assert nominal_nllh(read_petab(yaml)) == pytest.approx(138.2220, abs=1e-3)
+    # differing between measurements (PEtab's time-point-specific parameters):
+    # an output per value, each measurement's term with its own; the first row
+    # scaled and the rest not, and the other way round, add up to both uniform
+    first = next(i for i, r in enumerate(rows) if r[0] == "pSTAT5A_rel")
+    rows[first][col] = "specC17"
+    write()
+    mixed = read_petab(yaml)
+    assert list(mixed.model.y_names) == ["pSTAT5A_rel[specC17]", "pSTAT5A_rel[1]",
+                                         "pSTAT5B_rel", "rSTAT5A_rel"]
+    for r in rows:
+        if r[0] == "pSTAT5A_rel":
+            r[col] = "specC17" if r[col] == "1.0" else "1.0"
+    write()
+    assert nominal_nllh(mixed) + nominal_nllh(read_petab(yaml)) == pytest.approx(
+        scaled + 138.2220, abs=2e-3)
 
 
 def test_objective_priors_are_refused(tmp_path):

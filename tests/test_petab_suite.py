@@ -37,9 +37,6 @@ CASES = sorted(p.name for p in SUITE.iterdir() if p.is_dir())
 
 #: the cases the package cannot state: the error names the construct
 REFUSED = {
-    # time-point specific observable parameters: the package's output is one
-    # expression per observable
-    "0006": "observableParameters",
     "0009": "preequilibration",
     "0010": "preequilibration",
     "0017": "preequilibration",
@@ -97,7 +94,7 @@ def simulate_nominal(prob: PetabProblem) -> tuple[float, pd.DataFrame]:
                 r, c = np.log10(y) - np.log10(g), np.log(y * np.log(10))
             llh -= float(np.sum(0.5 * np.log(2 * np.pi * sigma ** 2)
                                 + 0.5 * (r / sigma) ** 2 + c))
-            rows += [(e.name, name, t, gi) for t, gi in zip(e.t[ok], g)]
+            rows += [(e.name, prob.observable_ids[name], t, gi) for t, gi in zip(e.t[ok], g)]
     sim = pd.DataFrame(rows, columns=["simulationConditionId", "observableId", "time",
                                       "simulation"])
     return llh, sim

@@ -31,8 +31,10 @@ tables; they map onto the package as follows.
   condition measured at one time ``t > 0`` only gets an unmeasured row at
   ``t = 0`` (an experiment has two sample times at least).
 - The observable table: the model's outputs (``observableFormula`` with its
-  ``observableParameter`` placeholders substituted) and one
-  :class:`~picard_casadi.noise.Noise` per observable
+  ``observableParameter`` placeholders substituted: an observable whose
+  measurements give different ones, per condition or per time point, is
+  one output per set, ``obs[values]``) and one
+  :class:`~picard_casadi.noise.Noise` per output
   (``observableTransformation`` lin/log/log10 -> normal/log-normal/
   log10-normal; ``noiseFormula``: a noise parameter, the measurements' own
   numbers, or a formula of noise parameters and the observable).
@@ -46,11 +48,11 @@ tables; they map onto the package as follows.
 What the package cannot state is refused, naming the construct and the
 file: preequilibration, steady-state (``time = inf``) measurements,
 events, delays, algebraic rules, non-constant compartments, objective
-priors, the Laplace distribution, noise or observable parameters that
-differ between measurements of one observable within a condition (numeric
-noise levels are each measurement's own; noise parameters that differ by
-condition are each experiment's own, ``Experiment(noise_parameters=...)``),
-mapping tables, several models.
+priors, the Laplace distribution, mapping tables, several models.
+Noise parameters: numbers in every row are each measurement's own sigma;
+a noise parameter per condition is each experiment's own
+(``Experiment(noise_parameters=...)``); noise parameters that differ
+otherwise make one output per set, as observable parameters do.
 
 Needs ``python-libsbml`` and ``petab`` (``pip install picard_casadi[petab]``);
 they are imported when :func:`read_petab` is called.
@@ -92,7 +94,7 @@ class PetabProblem:
     ----------
     model : Model
         The SBML model with the observables as outputs (``y_names`` the
-        observable ids, those with measurements).
+        observable ids, those with measurements; see ``observable_ids``).
     experiments : list of Experiment
         One per simulation condition with measurements (its id as name),
         ``parameters`` the condition table's values.
@@ -110,6 +112,13 @@ class PetabProblem:
     noise_nominal : dict of str to float
         The nominal values of the noise parameters (the parameter table's
         ``nominalValue``, linear scale), by name.
+    observable_ids : dict of str to str
+        Each output's PEtab observable id: the output's name itself, or, for
+        an observable whose measurements give different
+        ``observableParameters`` (a scaling per condition, an offset per time
+        point), ``"obs[values]"`` for each set of them (and ``"obs[values;
+        noise values]"`` where the noiseParameters differ within a
+        condition too).
     """
 
     model: Model
@@ -119,6 +128,7 @@ class PetabProblem:
     nominal_nllh: float | None = None
     source: str = ""
     noise_nominal: dict[str, float] = field(default_factory=dict)
+    observable_ids: dict[str, str] = field(default_factory=dict)
 
 
 def _require() -> tuple[Any, Any]:
@@ -202,9 +212,7 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
         Without python-libsbml or petab (``pip install picard_casadi[petab]``).
     NotImplementedError
         For a construct the package cannot state (preequilibration, events,
-        delays, algebraic rules, priors, noise or observable parameters
-        that differ between measurements of one observable, ...), naming it
-        and the file.
+        delays, algebraic rules, priors, ...), naming it and the file.
     ValueError
         For inconsistent tables (a name no table defines, a Laplace
         distribution, ...), naming the file and the entry.
@@ -234,7 +242,8 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     builder = _Builder(libsbml, petab_v1, problem, files, fixed)
     model, experiments, parameters, noise, noise_nominal = builder.build(name=path.stem)
     return PetabProblem(model=model, experiments=experiments, parameters=parameters, noise=noise,
-                        nominal_nllh=nominal_nllh, source=str(path), noise_nominal=noise_nominal)
+                        nominal_nllh=nominal_nllh, source=str(path), noise_nominal=noise_nominal,
+                        observable_ids=dict(builder.observable_ids))
 
 
 class _Builder:
@@ -252,6 +261,11 @@ class _Builder:
         self.meas = problem.measurement_df.reset_index(drop=True)
         #: per condition: the noise parameters it sets (placeholder -> name or value)
         self.noise_overrides: dict[str, dict[str, float | str]] = {}
+        #: each output's observable id (an observable whose observableParameters
+        #: differ between its measurements is one output per set of them)
+        self.observable_ids: dict[str, str] = {}
+        #: the output each measurement row is of
+        self.output_of_row: dict[int, str] = {}
         self.cond = problem.condition_df if problem.condition_df is not None else None
 
     # ---------------------------------------------------------------- checks
@@ -284,18 +298,61 @@ class _Builder:
                             f"of {oid!r} is not supported (set it in the observable table)")
 
     # ---------------------------------------------------------------- per observable
-    def _same(self, oid: str, column: str, what: str) -> list[float | str]:
-        """The ``column`` values of every measurement of ``oid``: must agree."""
-        f = self.files["measurements"]
+    def _column(self, rows: Any, column: str) -> list[tuple[float | str, ...]]:
+        """Each row's replacements in ``column`` (empty where the column is absent)."""
+        values = rows[column] if column in rows.columns else [None] * len(rows)
+        return [tuple(_replacements(self.pv, v)) for v in values]
+
+    def _variants(self, oid: str) -> list[tuple[str, tuple[float | str, ...], Any]]:
+        """The outputs observable ``oid`` becomes: (name, observableParameters,
+        measurement rows).  One (named ``oid``) where its measurements agree on
+        their observableParameters; otherwise one per set of them (a scaling
+        per condition, an offset per time point), named ``oid[values]``.  A
+        set is split again by noiseParameters where these differ within a
+        condition (beyond what one noise parameter per condition states)."""
         rows = self.meas[self.meas["observableId"] == oid]
-        lists = [tuple(_replacements(self.pv, v)) for v in (
-            rows[column] if column in rows.columns else [None] * len(rows))]
-        if len(set(lists)) > 1:
-            raise NotImplementedError(
-                f"{f}: the {what} of observable {oid!r} differ between its measurements "
-                f"({sorted(set(lists), key=str)[:3]}...); {what} that differ by measurement or "
-                "condition are not supported")
-        return list(lists[0]) if lists else []
+        groups: dict[tuple, list[int]] = {}
+        for i, key in zip(rows.index, self._column(rows, "observableParameters")):
+            groups.setdefault((key, ()), []).append(i)
+        split: dict[tuple, list[int]] = {}
+        for (key, _), idx in groups.items():
+            part = rows.loc[idx]
+            if not self._noise_splits(oid, part):
+                split[(key, ())] = idx
+                continue
+            for i, noise in zip(idx, self._column(part, "noiseParameters")):
+                split.setdefault((key, noise), []).append(i)
+        if len(split) == 1:
+            (key, _), idx = next(iter(split.items()))
+            return [(oid, key, rows.loc[idx])]
+
+        def label(values: tuple) -> str:
+            return ",".join(v if isinstance(v, str) else f"{v:g}" for v in values)
+
+        names = [f"{oid}[{';'.join(label(v) for v in (k, n) if v)}]" for k, n in split]
+        if len(set(names)) < len(names):  # numbers equal to 6 digits
+            names = [f"{oid}[{k}]" for k in range(1, len(split) + 1)]
+        return [(nm, key, rows.loc[idx]) for nm, ((key, _), idx) in zip(names, split.items())]
+
+    def _noise_splits(self, oid: str, rows: Any) -> bool:
+        """Whether the noiseParameters of ``rows`` (of one output) differ in a
+        way one noise model per output cannot state."""
+        formula = self.obs.loc[oid].get("noiseFormula", "")
+        formula = "" if _empty(formula) else str(formula).strip()
+        per = self._column(rows, "noiseParameters")
+        kinds = set(per)
+        if len(kinds) <= 1:
+            return False
+        if formula != f"noiseParameter1_{oid}":
+            return True  # a formula's parameters: one set per output
+        if all(len(q) == 1 and isinstance(q[0], float) for q in per):
+            return False  # each measurement's own sigma
+        by_condition: dict[str, set] = {}
+        for c, q in zip(rows["simulationConditionId"], per):
+            by_condition.setdefault(str(c), set()).add(q)
+        # one noise parameter per condition: each experiment's own
+        return not (all(len(q) == 1 for q in kinds)
+                    and all(len(v) == 1 for v in by_condition.values()))
 
     def _table_row(self, name: str) -> Any:
         return self.par.loc[name] if name in self.par.index else None
@@ -356,15 +413,20 @@ class _Builder:
         data_sigma: set[str] = set()
         noise_nominal: dict[str, float] = {}
         noise_names: set[str] = set()
+        outputs: list[str] = []
         for oid in observed:
-            y, lookup = self._observable(oid, sb, symbol, species_set)
-            ys.append(y)
-            noise, is_data, nominal = self._noise(oid, lookup, sb)
-            noises[oid] = noise
-            if is_data:
-                data_sigma.add(oid)
-            noise_nominal.update(nominal)
-            noise_names.update(nominal)
+            for out, placeholders, rows in self._variants(oid):
+                y, lookup = self._observable(oid, placeholders, sb, symbol)
+                ys.append(y)
+                noise, is_data, nominal = self._noise(oid, out, rows, lookup, sb)
+                noises[out] = noise
+                if is_data:
+                    data_sigma.add(out)
+                noise_nominal.update(nominal)
+                noise_names.update(nominal)
+                outputs.append(out)
+                self.observable_ids[out] = oid
+                self.output_of_row.update({i: out for i in rows.index})
 
         # the model's parameters: those the model uses
         rhs, y_all = sb.rhs, ca.vertcat(*ys)
@@ -392,7 +454,7 @@ class _Builder:
                                       "and parameters of the model or observables")
         model = Model(x=sb.x, p=ca.vertcat(*[p_syms[n] for n in p_names]), rhs=rhs, t=sb.t,
                       y=y_all, name=name, x_names=sb.x_names, p_names=p_names,
-                      y_names=observed, x0=x0_list)
+                      y_names=outputs, x0=x0_list)
 
         # experiments: one per simulation condition
         set_by_conditions: dict[str, dict[str, float | str]] = {c: {} for c in conditions}
@@ -427,7 +489,7 @@ class _Builder:
                 else:
                     set_by_conditions[c][pname] = v
                     referenced.append(v)
-        experiments = [self._experiment(c, observed, data_sigma, set_by_conditions[c])
+        experiments = [self._experiment(c, outputs, data_sigma, set_by_conditions[c])
                        for c in conditions]
 
         # the parameter table's rows the model and the conditions use
@@ -457,12 +519,12 @@ class _Builder:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
 
-    def _observable(self, oid: str, sb: _Sbml, symbol: Callable[[str], ca.SX],
-                    species_set: set[str]) -> tuple[ca.SX, Callable[[str], ca.SX]]:
-        """The output of observable ``oid`` and the lookup its formulas use."""
+    def _observable(self, oid: str, placeholders: Sequence[float | str], sb: _Sbml,
+                    symbol: Callable[[str], ca.SX]) -> tuple[ca.SX, Callable[[str], ca.SX]]:
+        """The output of observable ``oid`` with its observableParameters
+        ``placeholders``, and the lookup its formulas use."""
         f = self.files["observables"]
         formula = self.obs.loc[oid, "observableFormula"]
-        placeholders = self._same(oid, "observableParameters", "observableParameters")
         values: dict[str, ca.SX] = {}
         for i, v in enumerate(placeholders, start=1):
             if isinstance(v, float):
@@ -499,10 +561,11 @@ class _Builder:
                              f"nor in the parameter table {self.files['parameters']}")
         return symbol(nm)
 
-    def _noise(self, oid: str, lookup: Callable[[str], ca.SX], sb: _Sbml
+    def _noise(self, oid: str, out: str, rows: Any, lookup: Callable[[str], ca.SX], sb: _Sbml
                ) -> tuple[Noise, bool, dict[str, float]]:
-        """The noise of observable ``oid``; whether its sigma is the data's; the
-        nominal values of its noise parameters."""
+        """The noise of output ``out`` (observable ``oid``, measurement rows
+        ``rows``); whether its sigma is the data's; the nominal values of its
+        noise parameters."""
         fo, fp = self.files["observables"], self.files["parameters"]
         row = self.obs.loc[oid]
         where = f"{fo}: observable {oid!r}"
@@ -522,24 +585,22 @@ class _Builder:
             raise ValueError(f"{where}: no noiseFormula")
         formula = str(formula).strip()
         placeholder = f"noiseParameter1_{oid}"
-        rows = self.meas[self.meas["observableId"] == oid]
-        per = [_replacements(self.pv, v) for v in (
-            rows["noiseParameters"] if "noiseParameters" in rows.columns else [None] * len(rows))]
+        per = self._column(rows, "noiseParameters")
 
         # the common case: sigma is the measurements' noise parameter
         if formula == placeholder:
             if per and all(len(q) == 1 and isinstance(q[0], float) for q in per):
                 return Noise(distribution, sigma="data"), True, {}
             conditions = [str(c) for c in rows["simulationConditionId"]]
-            return self._named_sigma(oid, distribution, per, conditions)
+            return self._named_sigma(oid, out, distribution, per, conditions)
         num = _number(formula)
         if num is not None:
             return Noise(distribution, sigma=num), False, {}
         if formula in self.par.index:
-            return self._named_sigma(oid, distribution, [[formula]] * max(len(per), 1))
+            return self._named_sigma(oid, out, distribution, [(formula,)] * max(len(per), 1))
 
         # a formula: placeholders substituted, the observable as `g`
-        given = self._same(oid, "noiseParameters", "noiseParameters")
+        given = per[0] if per else ()  # one set per output (_variants)
         g = ca.SX.sym(f"{oid}_model")
         obs_formula = str(self.obs.loc[oid, "observableFormula"]).strip()
         noise_syms: dict[str, ca.SX] = {}
@@ -601,11 +662,11 @@ class _Builder:
         return (Noise(distribution, sigma=sigma, output=g if depends_on_g else None,
                       parameters=starts, bounds=(lo, hi)), False, dict(starts))
 
-    def _named_sigma(self, oid: str, distribution: str, per: Sequence[Sequence[Any]],
+    def _named_sigma(self, oid: str, out: str, distribution: str, per: Sequence[Sequence[Any]],
                      conditions: Sequence[str] | None = None
                      ) -> tuple[Noise, bool, dict[str, float]]:
         """``noiseFormula = noiseParameter1_<oid>`` mapped to one parameter, or to
-        one per condition (``Experiment(noise_parameters=...)``)."""
+        one per condition (``Experiment(noise_parameters=...)``) for output ``out``."""
         fm, fp = self.files["measurements"], self.files["parameters"]
         kinds = {tuple(q) for q in per}
         if len(kinds) > 1 and conditions is not None and all(len(k) == 1 for k in kinds):
@@ -613,14 +674,13 @@ class _Builder:
             for c, q in zip(conditions, per):
                 by_condition.setdefault(c, set()).add(q[0])
             if all(len(v) == 1 for v in by_condition.values()):
-                return self._sigma_per_condition(oid, distribution, {
+                return self._sigma_per_condition(oid, out, distribution, {
                     c: next(iter(v)) for c, v in by_condition.items()})
-        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
-            raise NotImplementedError(
-                f"{fm}: the noiseParameters of observable {oid!r} differ between its "
-                f"measurements ({sorted(kinds, key=str)[:3]}); noise parameters that differ "
-                "by condition or measurement are not supported (numbers in every row are: "
-                "each measurement's own sigma)")
+        if len(kinds) != 1 or len(next(iter(kinds))) != 1:  # _variants split the rest
+            raise ValueError(
+                f"{fm}: the measurements of observable {oid!r} give noiseParameters "
+                f"{sorted(kinds, key=str)[:3]}, but its noiseFormula "
+                f"noiseParameter1_{oid} takes one")
         nm = next(iter(kinds))[0]
         if isinstance(nm, float):
             return Noise(distribution, sigma=nm), False, {}
@@ -634,13 +694,13 @@ class _Builder:
         lo, hi = max(float(row["lowerBound"]), 0.0), float(row["upperBound"])
         return Noise(distribution, sigma=nm, bounds=(lo, hi)), False, {nm: nominal}
 
-    def _sigma_per_condition(self, oid: str, distribution: str,
+    def _sigma_per_condition(self, oid: str, out: str, distribution: str,
                              values: dict[str, float | str]
                              ) -> tuple[Noise, bool, dict[str, float]]:
         """One noise parameter (or known value) per condition: the observable's
-        placeholder, set by each experiment (``noise_parameters``)."""
+        placeholder (of output ``out``), set by each experiment (``noise_parameters``)."""
         fm, fp = self.files["measurements"], self.files["parameters"]
-        placeholder = f"noiseParameter1_{oid}"
+        placeholder = f"noiseParameter1_{out}"
         nominal: dict[str, float] = {}
         lows, highs = [], []
         for c, v in values.items():
@@ -666,10 +726,11 @@ class _Builder:
         rows = self.meas[self.meas["simulationConditionId"] == cid]
         sigma = None
         if data_sigma:
-            sigma = np.array([float(_replacements(self.pv, v)[0]) if o in data_sigma else np.nan
-                              for o, v in zip(rows["observableId"], rows["noiseParameters"])])
+            sigma = np.array([float(_replacements(self.pv, v)[0])
+                              if self.output_of_row[i] in data_sigma else np.nan
+                              for i, v in zip(rows.index, rows["noiseParameters"])])
         t = rows["time"].astype(float).to_numpy()
-        outputs = rows["observableId"].astype(str).tolist()
+        outputs = [self.output_of_row[i] for i in rows.index]
         values = rows["measurement"].astype(float).to_numpy()
         if np.unique(t).size < 2:
             # an Experiment needs two sample times: PEtab's start, t = 0, unmeasured

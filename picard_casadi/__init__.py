@@ -10,7 +10,8 @@ Public names (see the README and ``docs/api.md``)::
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     StartNotFiniteError, CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
-    read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem
+    read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem,
+    Preequilibration
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``noise``, ``parameters``, ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -28,7 +29,7 @@ from .estimate import estimate
 from .io.columns import Columns, read_columns
 from .io.export import export_c
 from .io.petab import PetabProblem, read_petab
-from .experiment import Experiment
+from .experiment import Experiment, Preequilibration
 from .methods.base import IterationRecord
 from .model import Model
 from .noise import Noise
@@ -46,5 +47,6 @@ __all__ = [
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "StartNotFiniteError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
-    "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem", "__version__",
+    "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem",
+    "Preequilibration", "__version__",
 ]

@@ -350,10 +350,11 @@ def estimate(
         if p_scale is not None:
             raise ValueError("`p_scale` (typical magnitudes) cannot be given with "
                              "parameter scales or experiment parameters: leave it unset")
-        if x0_bounds is not None and statement.shifted.any():
+        if x0_bounds is not None and (statement.shifted.any() or statement.reset):
             lb, ub = (np.array(b, float) for b in as_bounds(x0_bounds, model.nx, "x0_bounds"))
             lb[statement.shifted], ub[statement.shifted] = -np.inf, np.inf
-            x0_bounds = (lb, ub)
+            # a reset state's second copy: the same box
+            x0_bounds = (np.r_[lb, lb[statement.reset]], np.r_[ub, ub[statement.reset]])
         if warm_start is not None and getattr(warm_start, "p_scaled", None) is not None:
             warm_start = dataclasses.replace(warm_start, p=np.asarray(warm_start.p_scaled))
         try:

@@ -8,7 +8,8 @@ which :func:`~picard_casadi.estimate` calls for every experiment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -16,8 +17,8 @@ import numpy as np
 
 from .model import Model
 
-__all__ = ["Experiment", "check_input_interpolation", "evaluate_inputs", "held_input_columns",
-           "HELD_SHARE"]
+__all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "evaluate_inputs",
+           "held_input_columns", "HELD_SHARE"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -161,6 +162,64 @@ def _checked_parameters(parameters: Any, where: str,
     return out
 
 
+@dataclass(frozen=True)
+class Preequilibration:
+    """An experiment that starts from a steady state (PEtab's preequilibration).
+
+    Before its ``t0`` the experiment's system runs, from the model's initial
+    states, with the model parameters set as ``parameters`` says, until it
+    settles; its data are then taken from that steady state on (the
+    parameters as the experiment's own ``parameters`` say), the states in
+    ``reset`` restarting at their initial values.  The steady state is
+    reached by simulation (the model run for ``duration`` before ``t0``, as
+    a part of the experiment whose derivatives every method has), so a
+    conserved quantity (``A <-> B``) keeps the total it starts with.
+
+    Parameters
+    ----------
+    parameters : mapping of str to float or str, optional
+        The model parameters' values while it settles, as
+        ``Experiment(parameters=...)``: a number (a constant), a name (an
+        estimated parameter of that name).  Unlisted parameters are the
+        shared ones (not the experiment's own settings).
+    reset : sequence of str, optional
+        States that restart at their initial value (the model's ``x0``, with
+        the experiment's parameters) at ``t0``; the others continue from the
+        steady state.
+    duration : float, optional
+        How long it runs before ``t0``.  Default: ten times the time the
+        model takes to settle (every state's rate times the elapsed time
+        below 1e-6 of its size) at the start of the estimate, simulated.
+        An estimate says where the steady state had not been reached at its
+        end.
+    """
+
+    parameters: Mapping[str, float | str] = field(default_factory=dict)
+    reset: Sequence[str] = ()
+    duration: float | None = None
+
+    def __post_init__(self) -> None:
+        where = "Preequilibration"
+        object.__setattr__(self, "parameters",
+                           MappingProxyType(_checked_parameters(self.parameters, where)))
+        if isinstance(self.reset, str):
+            object.__setattr__(self, "reset", (self.reset,))
+        object.__setattr__(self, "reset", tuple(str(r) for r in self.reset))
+        if self.duration is not None:
+            try:
+                d = float(self.duration)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: `duration` must be a positive number, got "
+                                 f"{self.duration!r}") from None
+            if not np.isfinite(d) or d <= 0:
+                raise ValueError(f"{where}: `duration` must be positive and finite, got "
+                                 f"{self.duration!r}")
+            object.__setattr__(self, "duration", d)
+
+    def __reduce__(self) -> Any:  # the mapping proxy does not pickle
+        return (Preequilibration, (dict(self.parameters), self.reset, self.duration))
+
+
 def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
     """``sigma`` shaped like ``y``: positive and finite where ``y`` is measured,
     NaN where it is not (a ValueError naming the row and column otherwise)."""
@@ -250,6 +309,10 @@ class Experiment:
         "s")``, a formula's parameter, or ``"sigma_<output>"`` of an output
         whose sigma is estimated) mapped to another parameter's name (a noise
         level of this experiment's own) or to a number (known here).
+    preequilibration : Preequilibration, optional
+        The experiment starts from the steady state its system settles to
+        before ``t0`` (PEtab's preequilibration condition): the parameters
+        while it settles, the states that restart at ``t0``.
 
     Raises
     ------
@@ -263,6 +326,7 @@ class Experiment:
     _sigma: np.ndarray | None = None
     _parameters: Mapping[str, float | str] = MappingProxyType({})
     _noise_parameters: Mapping[str, float | str] = MappingProxyType({})
+    _preequilibration: Preequilibration | None = None
 
     def __init__(
         self,
@@ -278,6 +342,7 @@ class Experiment:
         sigma: Any = None,
         parameters: Mapping[str, float | str] | None = None,
         noise_parameters: Mapping[str, float | str] | None = None,
+        preequilibration: Preequilibration | None = None,
     ) -> None:
         self._name = "experiment" if name is None else str(name)
         where = f"Experiment {self._name!r}"
@@ -391,6 +456,10 @@ class Experiment:
         self._parameters = _checked_parameters(parameters, where)
         self._noise_parameters = _checked_parameters(noise_parameters, where,
                                                      "noise_parameters")
+        if preequilibration is not None and not isinstance(preequilibration, Preequilibration):
+            raise ValueError(f"{where}: `preequilibration` must be a pc.Preequilibration, got "
+                             f"{type(preequilibration).__name__}")
+        self._preequilibration = preequilibration
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -448,6 +517,11 @@ class Experiment:
     def noise_parameters(self) -> dict[str, float | str]:
         """This experiment's values of noise parameters (numbers or names)."""
         return dict(self._noise_parameters)
+
+    @property
+    def preequilibration(self) -> Preequilibration | None:
+        """How the experiment settles before ``t0``, or None (it starts at ``x0``)."""
+        return self._preequilibration
 
     @property
     def t0(self) -> float:
@@ -597,7 +671,8 @@ class Experiment:
                                     name=self._name, t0=self._t0, u_interpolation=hold,
                                     breakpoints=self._breakpoints, sigma=self._sigma,
                                     parameters=self._parameters,
-                                    noise_parameters=self._noise_parameters)
+                                    noise_parameters=self._noise_parameters,
+                                    preequilibration=self._preequilibration)
         args.update(changes)
         return Experiment(**args)
 

@@ -369,6 +369,11 @@ def simulate(
     bp = np.zeros(0) if breakpoints is None else np.asarray(breakpoints, float).ravel()
 
     if isinstance(u, Experiment):
+        if u.preequilibration is not None:
+            raise ValueError(f"simulate: experiment {u.name!r} starts from a steady state "
+                             "(its preequilibration), which simulate does not compute; give "
+                             "x0 at its t0 and the experiment without it (e.replaced("
+                             "preequilibration=None)), or predict with a fit (res.predict)")
         bp = np.concatenate([bp, u.breakpoints])
     check_input_interpolation(u_interpolation, "simulate")
     u_spec, u_times, interp = _input_spec(u, t, u_interpolation)

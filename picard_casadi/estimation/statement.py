@@ -66,6 +66,9 @@ class Statement:
         Which initial states are estimated (the shifted ones are known).
     shifted : ndarray of bool (nx,)
         The states whose initial value is an expression of the parameters.
+    reset : list of int
+        The states restarted after a preequilibration (their second copies
+        follow the model's states in the restated model).
     """
 
     trivial: bool
@@ -77,10 +80,15 @@ class Statement:
     phi_ub: np.ndarray = field(default_factory=lambda: np.zeros(0))
     estimate_x0: Any = True
     shifted: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: the states some experiment resets after preequilibrating (each a second
+    #: state of the restated model, appended)
+    reset: list[int] = field(default_factory=list)
     #: (phi, constant inputs of an experiment) -> the shifted states' x0
     _x0_of: ca.Function | None = None
     #: per experiment: the values of the appended constant inputs
     _constants: list[np.ndarray] = field(default_factory=list)
+    #: the preequilibrated experiments: (index, the time their data start)
+    _settling: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
@@ -102,6 +110,11 @@ class Statement:
         phi = np.asarray(res.p, float).copy()
         theta = self.to_linear(phi)
         inner_x0 = [np.asarray(x, float).copy() for x in res.x0]
+        if self.reset:  # the user's states (at the start of the settling)
+            nx = self.shifted.size
+            res.x0 = [np.asarray(x, float)[:nx] for x in res.x0]
+            if res.x0_std is not None:
+                res.x0_std = [np.asarray(s, float)[:nx] for s in res.x0_std]
         predictor = res._predictor
         if predictor is not None:
             def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
@@ -148,6 +161,17 @@ class Statement:
                         f"the {scale} scale spans {decades:.3g} decades; a likelihood profile "
                         "(pc.profile) shows what the data allow") if decades > 1.0 else ""
             res.warnings = [n for n in res.warnings if n]
+        for e, t0 in self._settling:
+            exp = self.experiments[e]
+            try:
+                settled, _ = _settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
+            except Exception:  # noqa: BLE001  (the fit's own failure says more)
+                settled = np.inf
+            if settled > t0 - exp.t0:
+                res.warnings.append(
+                    f"experiment {exp.name!r}: at the estimate its preequilibration has not "
+                    f"settled by its data's start ({t0 - exp.t0:.3g} time units; it takes "
+                    f"{settled:.3g}): give Preequilibration(duration=...) longer")
         res.settings["parameter_scale"] = self.scales
         res.settings["p_names"] = self.names
         if self.shifted.any():
@@ -225,7 +249,10 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                                         **e.parameters}) for e, label in zip(exps, labels)]
     table = _table(model, p0, p_bounds, parameter_scale)
     user_table = table is not None and parameter_scale is None  # pc.Parameter entries
-    overrides = any(e.parameters for e in exps)
+    pre = [e.preequilibration for e in exps]
+    reset = _check_preequilibration(model, exps)
+    any_pre = any(q is not None for q in pre)
+    overrides = any(e.parameters for e in exps) or any_pre
     given = model.x0_given
     x0_expr = model.x0_expression
     # a number is a known initial value; an expression of p, a shifted state
@@ -246,6 +273,12 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         if bad:
             raise ValueError(f"experiment {e.name!r} sets parameter(s) {bad}, which the model "
                              f"does not have ({', '.join(model.p_names)})")
+        bad = [k for k in (e.preequilibration.parameters if e.preequilibration else {})
+               if k not in model.p_names]
+        if bad:
+            raise ValueError(f"experiment {e.name!r}: its preequilibration sets parameter(s) "
+                             f"{bad}, which the model does not have "
+                             f"({', '.join(model.p_names)})")
 
     # a constant (a number in some experiments) must be given in every one
     for n in model.p_names:
@@ -258,7 +291,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                 "(Experiment(parameters={...})), or map it to a parameter's name there")
     if user_table:
         for e in exps:
-            for k, v in e.parameters.items():
+            settings = list(e.parameters.items()) + list(
+                e.preequilibration.parameters.items() if e.preequilibration else [])
+            for k, v in settings:
                 if (isinstance(v, str) and v not in table and v not in model.p_names
                         and v not in generated):
                     raise ValueError(
@@ -276,7 +311,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
             order.append(name)
 
     values: list[list[str | float]] = []
-    for e in exps:
+    pre_values: list[list[str | float]] = []  # while it settles (as values without)
+    for e, q in zip(exps, pre):
         row: list[str | float] = []
         for j, n in enumerate(model.p_names):
             v = e.parameters.get(n, n)
@@ -284,6 +320,14 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
             if isinstance(v, str):
                 use(v, j)
         values.append(row)
+        settle = list(row)
+        if q is not None:
+            for j, n in enumerate(model.p_names):
+                if n in q.parameters:
+                    settle[j] = q.parameters[n]
+                    if isinstance(settle[j], str):
+                        use(settle[j], j)
+        pre_values.append(settle)
     # model parameters first (model order), then the experiments' own names
     named = [n for n in model.p_names if n in origin] + [n for n in order
                                                          if n not in model.p_names]
@@ -310,27 +354,37 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     new_u: list[ca.SX] = []
     new_u_names: list[str] = []
     columns: list[list[float]] = [[] for _ in exps]
+    pre_columns: list[list[float]] = [[] for _ in exps]
     for j, n in enumerate(model.p_names):
         col = [row[j] for row in values]
-        if all(isinstance(v, str) for v in col) and len(set(col)) == 1:
+        pre_col = [row[j] for row in pre_values]
+        if all(isinstance(v, str) for v in col + pre_col) and len(set(col + pre_col)) == 1:
             p_expr.append(theta[index[col[0]]])
             continue
         c = ca.SX.sym(f"{n}@constant")
         expr = c
         new_u.append(c)
         new_u_names.append(f"{n}@constant")
-        for e, v in enumerate(col):
-            columns[e].append(0.0 if isinstance(v, str) else float(v))
-        for q in dict.fromkeys(v for v in col if isinstance(v, str)):
+        for cols, vs in ((columns, col), (pre_columns, pre_col)):
+            for e, v in enumerate(vs):
+                cols[e].append(0.0 if isinstance(v, str) else float(v))
+        for q in dict.fromkeys(v for v in col + pre_col if isinstance(v, str)):
             s = ca.SX.sym(f"{n}@is_{q}")
             expr = expr + s * theta[index[q]]
             new_u.append(s)
             new_u_names.append(f"{n}@is_{q}")
-            for e, v in enumerate(col):
-                columns[e].append(1.0 if v == q else 0.0)
+            for cols, vs in ((columns, col), (pre_columns, pre_col)):
+                for e, v in enumerate(vs):
+                    cols[e].append(1.0 if v == q else 0.0)
         p_expr.append(expr)
     P = ca.vertcat(*p_expr) if p_expr else ca.SX(0, 1)
     U_new = ca.vertcat(*new_u) if new_u else ca.SX(0, 1)
+    # with preequilibration the constants switch at t0: the initial states
+    # (from the start of the settling) read copies held over the experiment,
+    # and an indicator says whether it is over (1) or not (0)
+    U_start = (ca.vertcat(*[ca.SX.sym(f"{n}@start") for n in new_u_names]) if any_pre and new_u
+               else ca.SX(0, 1))
+    after = ca.SX.sym("preequilibration@over") if any_pre else None
 
     def sub(expr: ca.SX) -> ca.SX:
         return ca.substitute([expr], [model.p], [P])[0]
@@ -341,43 +395,97 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     # each experiment: a number there, not a shifted state (Boehm's
     # STAT5A(0) = 207.6 ratio with ratio fixed)
     free_phi = [phi[i] for i, q in enumerate(rows) if q.estimate]
-    h_all = sub(model.x0_expression)
+    h_main = sub(model.x0_expression)  # a reset state restarts at it
+    h_all = ca.substitute([h_main], [U_new], [U_start])[0] if U_start.numel() else h_main
     start = np.array([on_scale(q.start, q.scale) for q in rows])
     constants = [np.array(c, float) for c in columns]
+    settling = [np.array(c, float) for c in pre_columns]
     known_by_exp = np.full((len(exps), model.nx), np.nan)
+    known_reset = np.full((len(exps), len(reset)), np.nan)
     for i in np.flatnonzero(shifted):
-        if free_phi and ca.depends_on(h_all[int(i)], ca.vertcat(*free_phi)):
+        if free_phi and ca.depends_on(h_main[int(i)], ca.vertcat(*free_phi)):
             continue
-        value = ca.Function("h", [phi, U_new], [h_all[int(i)]])
-        for e, c in enumerate(constants):
-            known_by_exp[e, i] = float(value(start, c))
+        value = ca.Function("h", [phi, U_new], [h_main[int(i)]])
+        for e in range(len(exps)):
+            known_by_exp[e, i] = float(value(start, settling[e]))
+            if int(i) in reset:
+                known_reset[e, reset.index(int(i))] = float(value(start, constants[e]))
         shifted[int(i)] = False
         constant_x0[int(i)] = True
     if shifted.any():
-        h = h_all
         for i in np.flatnonzero(shifted):
-            H[int(i)] = h[int(i)]
-        rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
-        y = ca.substitute([y], [model.x], [model.x + H])[0]
+            H[int(i)] = h_all[int(i)]
     x_domain = model.x_domain
     if shifted.any() and x_domain is not None:
         lo, hi = np.array(x_domain[0], float), np.array(x_domain[1], float)
         lo[shifted], hi[shifted] = -np.inf, np.inf  # x - h: no box of its own
         x_domain = (lo, hi)
-    u_all = ca.vertcat(model.u, U_new) if model.nu else U_new
+    x_new, x_names = model.x, list(model.x_names)
+    if any_pre:
+        # a reset state is two: its value while settling, and after (from its
+        # initial value again); the model sees the one of the phase
+        Z = ca.SX.sym("reset", len(reset))
+        state = model.x + H
+        for k, i in enumerate(reset):
+            z = Z[k] + (h_main[i] if shifted[i] else 0.0)
+            state[i] = (1 - after) * state[i] + after * z
+        f = ca.substitute([rhs], [model.x], [state])[0]
+        y = ca.substitute([y], [model.x], [state])[0]
+        rhs_x = ca.SX(f)
+        for i in reset:
+            rhs_x[i] = (1 - after) * f[i]
+        rhs = ca.vertcat(rhs_x, *[after * f[i] for i in reset])
+        x_new = ca.vertcat(model.x, Z)
+        x_names += [f"{model.x_names[i]}@reset" for i in reset]
+        if x_domain is not None:
+            lo, hi = (np.asarray(b, float) for b in x_domain)
+            lo_z, hi_z = lo[reset].copy(), hi[reset].copy()
+            lo_z[shifted[reset]], hi_z[shifted[reset]] = -np.inf, np.inf
+            x_domain = (np.r_[lo, lo_z], np.r_[hi, hi_z])
+    elif shifted.any():
+        rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
+        y = ca.substitute([y], [model.x], [model.x + H])[0]
+    extra = [U_new, U_start] + ([after] if after is not None else [])
+    U_all = ca.vertcat(*extra)
+    u_all = ca.vertcat(model.u, U_all) if model.nu else U_all
+    extra_names = new_u_names + [f"{n}@start" for n in new_u_names if U_start.numel()] + (
+        ["preequilibration@over"] if any_pre else [])
     scaled_names = [q.name if q.scale == "lin" else f"{q.scale}({q.name})" for q in rows]
+    resized: dict[str, Any] = {}
+    if any_pre and reset:  # the second copies' units and magnitudes: their states'
+        resized["x_units"] = list(model.x_units) + [model.x_units[i] for i in reset]
+        if model.x_nominal is not None:
+            nominal = np.asarray(model.x_nominal, float)
+            resized["x_nominal"] = np.r_[nominal, nominal[reset]]
     new_model = model.replaced(
+        x=x_new, x_names=x_names, **resized,
         p=phi, p_names=scaled_names, rhs=rhs, y=y, u=u_all if u_all.numel() else None,
-        u_names=list(model.u_names) + new_u_names,
-        u_units=list(model.u_units) + [""] * len(new_u_names),
+        u_names=list(model.u_names) + extra_names,
+        u_units=list(model.u_units) + [""] * len(extra_names),
         p_units=[model.p_units[origin[q.name]] if q.scale == "lin" else "" for q in rows],
         x_domain=x_domain, x0=None)
     known = known_by_exp.copy()
     for i in np.flatnonzero(constant_x0):
         if x0_expr[int(i)].is_constant():
             known[:, int(i)] = float(x0_expr[int(i)])
-    new_exps = [_with_constant_inputs(e, model, c, shifted, known[k])
-                for k, (e, c) in enumerate(zip(exps, constants))]
+            if int(i) in reset:
+                known_reset[:, reset.index(int(i))] = float(x0_expr[int(i)])
+    # the constant inputs of each experiment: while it settles, and after
+    phases = []
+    for e in range(len(exps)):
+        head = np.r_[constants[e], settling[e] if U_start.numel() else []]
+        if not any_pre:
+            phases.append((head, head))
+            continue
+        after_t0 = np.r_[head, 1.0]
+        phases.append((np.r_[settling[e], settling[e] if U_start.numel() else [], 0.0]
+                       if pre[e] is not None else after_t0, after_t0))
+    new_exps = [_with_constant_inputs(e, model, phases[k], shifted, known[k], reset,
+                                      known_reset[k])
+                for k, e in enumerate(exps)]
+    if any_pre:
+        new_exps = [_settling_time(new_model, e, q, start) if q is not None else e
+                    for e, q in zip(new_exps, pre)]
 
     lo = np.array([on_scale(q.bounds[0], q.scale) for q in rows])
     hi = np.array([on_scale(q.bounds[1], q.scale) for q in rows])
@@ -385,20 +493,112 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     lo, hi = np.where(fixed, start, lo), np.where(fixed, start, hi)
     est = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,)).copy()
     est[shifted | constant_x0] = False
+    if any_pre:
+        est = np.r_[est, est[reset]]
     return Statement(
         trivial=False, model=new_model, experiments=new_exps, table=rows, phi0=start,
-        phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted,
-        _x0_of=ca.Function("x0_of", [phi, U_new], [H]) if shifted.any() else None,
-        _constants=constants)
+        phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted, reset=reset,
+        _x0_of=ca.Function("x0_of", [phi, U_all], [H]) if shifted.any() else None,
+        _constants=[ph[1] for ph in phases],
+        _settling=[(k, e.t0) for k, (e, q) in enumerate(zip(exps, pre)) if q is not None])
 
 
-def _with_constant_inputs(exp: Experiment, model: Model, constants: np.ndarray,
-                          shifted: np.ndarray, known: np.ndarray) -> Experiment:
-    """``exp`` with ``constants`` appended to its inputs (constant in time), its
-    parameter settings consumed, a shifted state's ``x0`` (the deviation) 0 and
-    the model's known initial values (``known``, NaN elsewhere) in place."""
+def _check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int]:
+    """The states some experiment resets after its preequilibration (sorted
+    indices); a ValueError naming what cannot be preequilibrated."""
+    reset: set[int] = set()
+    for e in exps:
+        q = e.preequilibration
+        if q is None:
+            continue
+        where = f"experiment {e.name!r}"
+        if model.nu:
+            raise ValueError(f"{where}: preequilibration with the model's inputs "
+                             f"({', '.join(model.u_names)}) is not supported: what they are "
+                             "while it settles is not defined; give them as parameters")
+        if ca.depends_on(ca.vertcat(model.rhs), model.t):
+            raise ValueError(f"{where}: preequilibration needs a model whose right-hand side "
+                             "does not depend on time (a steady state)")
+        if model.has_delays:
+            raise ValueError(f"{where}: preequilibration with delays is not supported")
+        unknown = [r for r in q.reset if r not in model.x_names]
+        if unknown:
+            raise ValueError(f"{where}: Preequilibration(reset=...) names {unknown}, which are "
+                             f"not states of the model ({', '.join(model.x_names)})")
+        reset.update(model.x_names.index(r) for r in q.reset)
+    return sorted(reset)
+
+
+#: a state has settled when it stays within this share of its size of where
+#: it ends (Preequilibration's default duration)
+SETTLED = 1e-8
+#: the default duration: this many times the time taken to settle, and at
+#: least this many times the experiment's own span
+SETTLING_MARGIN = 10.0
+#: how long the settling is followed to find where it ends
+SETTLING_HORIZON = 1e8
+
+
+def _settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
+                   ) -> tuple[float, np.ndarray]:
+    """When the restated model settles from its ``x0`` at ``phi`` with the
+    inputs it has before ``t0`` (the time from its start; ``inf`` where it
+    does not within :data:`SETTLING_HORIZON`), and the states along the way
+    (at ``t0 + times``, the last row where it ends)."""
+    from ..simulate import simulate  # a lower layer, imported where used
+
+    u_settle = np.asarray(exp.inputs([exp.t0], model.nu), float)[0]
+    x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
+    times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
+    X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
+    end = X[-1]
+    size = SETTLED * (np.abs(end) + 1e-6 * np.max(np.abs(end)) + 1e-300)
+    rate = np.abs(np.asarray(model.rhs_value(0.0, end, phi, u_settle), float).ravel())
+    if np.any(rate * times[-1] > size * 1e2):  # still moving at the end
+        return np.inf, X
+    away = np.any(np.abs(X - end) > size, axis=1)
+    last = np.flatnonzero(away)
+    return (float(times[last[-1] + 1]) if last.size else float(times[0])), X
+
+
+def _settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray) -> Experiment:
+    """``exp`` (restated, ``t0`` where it stops settling) started earlier by its
+    preequilibration's duration: given, or :data:`SETTLING_MARGIN` times the
+    time the restated model takes to settle at ``phi`` (simulated) and the
+    experiment's span."""
+    t0 = exp.t0
+    duration = pre.duration
+    if duration is None:
+        where = f"experiment {exp.name!r}"
+        try:
+            settled, _ = _settled_after(model, exp, phi, t0)
+        except Exception as err:  # the CVODES failure, said in the user's terms
+            raise ValueError(
+                f"{where}: its preequilibration could not be simulated at the start "
+                f"({err}); give Preequilibration(duration=...) or another start") from None
+        if not np.isfinite(settled):
+            raise ValueError(f"{where}: its preequilibration does not settle within "
+                             f"{SETTLING_HORIZON:g} time units at the start; give "
+                             "Preequilibration(duration=...) or another start")
+        duration = SETTLING_MARGIN * max(settled, exp.t_end - t0)
+    return exp.replaced(t0=t0 - duration, breakpoints=np.r_[exp.breakpoints, t0],
+                        preequilibration=None)
+
+
+def _with_constant_inputs(exp: Experiment, model: Model,
+                          phases: tuple[np.ndarray, np.ndarray], shifted: np.ndarray,
+                          known: np.ndarray, reset: Sequence[int] = (),
+                          known_reset: np.ndarray | None = None) -> Experiment:
+    """``exp`` with constants appended to its inputs (``phases``: before and
+    after its ``t0``, the same where it is not preequilibrated), its parameter
+    settings consumed, a shifted state's ``x0`` (the deviation) 0 and the
+    model's known initial values (``known``, NaN elsewhere) in place; the
+    ``reset`` states' second copies appended (``known_reset``)."""
     changes: dict[str, Any] = {"parameters": None}
-    if constants.size:
+    before, constants = phases
+    if not np.array_equal(before, constants):
+        changes["u"] = _PhasedConstants(before, constants, exp.t0)
+    elif constants.size:
         u = exp.u
         if u is None:
             changes["u"] = np.tile(constants, (exp.t.size, 1))
@@ -406,13 +606,34 @@ def _with_constant_inputs(exp: Experiment, model: Model, constants: np.ndarray,
             changes["u"] = _ConstantInputs(u, model.nu, constants)
         else:
             changes["u"] = np.hstack([np.asarray(u, float), np.tile(constants, (exp.t.size, 1))])
-    if shifted.any() or np.isfinite(known).any():
+    if shifted.any() or np.isfinite(known).any() or len(reset):
         # the deviation x - h starts at 0 (known); the other states as before
         x0 = np.array(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
         x0[shifted] = 0.0
         x0 = np.where(np.isfinite(known), known, x0)
+        if len(reset):
+            z0 = x0[list(reset)].copy()
+            z0[shifted[list(reset)]] = 0.0
+            if known_reset is not None:
+                z0 = np.where(np.isfinite(known_reset), known_reset, z0)
+            x0 = np.r_[x0, z0]
         changes["x0"] = x0
     return exp.replaced(**changes)
+
+
+class _PhasedConstants:
+    """Constant inputs that switch at ``t0`` (picklable, vectorised)."""
+
+    vectorized = True
+
+    def __init__(self, before: np.ndarray, after: np.ndarray, t0: float) -> None:
+        self.before, self.after, self.t0 = before, after, float(t0)
+
+    def __call__(self, t: Any) -> np.ndarray:
+        t = np.asarray(t, float)
+        if t.ndim == 0:
+            return (self.after if t >= self.t0 else self.before).copy()
+        return np.where(t[:, None] >= self.t0, self.after[None, :], self.before[None, :])
 
 
 class _ConstantInputs:

@@ -71,7 +71,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from ..experiment import Experiment
+from ..experiment import Experiment, Preequilibration
 from ..model import Model
 from ..noise import Noise
 from ..parameters import Parameter
@@ -272,10 +272,6 @@ class _Builder:
     def _check(self) -> None:
         f = self.files
         meas = self.meas
-        if "preequilibrationConditionId" in meas.columns and not meas[
-                "preequilibrationConditionId"].map(_empty).all():
-            raise NotImplementedError(f"{f['measurements']}: preequilibration "
-                                      "(preequilibrationConditionId) is not supported")
         times = meas["time"].astype(float)
         if np.isinf(times).any():
             raise NotImplementedError(f"{f['measurements']}: steady-state measurements "
@@ -370,17 +366,27 @@ class _Builder:
         species_ids = {s.getId() for s in sbml_model.getListOfSpecies()}
         table = set(self.par.index)
 
-        # the condition table's targets
-        conditions = [c for c in dict.fromkeys(self.meas["simulationConditionId"])]
+        # the condition table's targets; an experiment per (preequilibration,
+        # simulation) pair of conditions
+        pre_ids = (self.meas["preequilibrationConditionId"].map(
+            lambda v: "" if _empty(v) else str(v).strip())
+            if "preequilibrationConditionId" in self.meas.columns else [""] * len(self.meas))
+        self.meas["_pre"] = list(pre_ids)
+        pairs = list(dict.fromkeys(zip(self.meas["_pre"],
+                                       self.meas["simulationConditionId"].astype(str))))
+        conditions = list(dict.fromkeys([c for pair in pairs for c in pair if c]))
         cond = self.cond
         targets = [c for c in (cond.columns if cond is not None else [])
                    if c not in ("conditionName",)]
         for c in conditions:
             if cond is None or c not in cond.index:
-                raise ValueError(f"{f['measurements']}: simulation condition {c!r} is not in "
+                raise ValueError(f"{f['measurements']}: condition {c!r} is not in "
                                  f"the condition table {f['conditions']}")
-        species_set = {c for c in targets if c in species_ids}
-        param_targets = [c for c in targets if c in sbml_ids]
+        # a parameter a rate rule drives is a state: a condition sets its
+        # initial value, as a species'
+        rate_ruled = {r.getVariable() for r in sbml_model.getListOfRules() if r.isRate()}
+        species_set = {c for c in targets if c in species_ids or c in rate_ruled}
+        param_targets = [c for c in targets if c in sbml_ids and c not in rate_ruled]
         for c in targets:
             if c not in species_ids and c not in sbml_ids:
                 raise ValueError(f"{f['conditions']}: column {c!r} is not a parameter, species "
@@ -458,6 +464,9 @@ class _Builder:
 
         # experiments: one per simulation condition
         set_by_conditions: dict[str, dict[str, float | str]] = {c: {} for c in conditions}
+        #: per condition: the species it leaves empty (NaN: after a
+        #: preequilibration, continued from its steady state)
+        kept: dict[str, set[str]] = {c: set() for c in conditions}
         referenced: list[str] = []
         for c in conditions:
             for col in targets:
@@ -467,6 +476,8 @@ class _Builder:
                 v = cond.loc[c, col]
                 key = col if col in species_set else pname
                 if _empty(v):
+                    if col in species_set:
+                        kept[c].add(col)
                     default = sb.default[key]
                     if not default.is_constant():
                         raise NotImplementedError(
@@ -489,8 +500,17 @@ class _Builder:
                 else:
                     set_by_conditions[c][pname] = v
                     referenced.append(v)
-        experiments = [self._experiment(c, outputs, data_sigma, set_by_conditions[c])
-                       for c in conditions]
+        experiments = []
+        for pre, sim in pairs:
+            settle = None
+            if pre:
+                # a species the simulation condition sets restarts there
+                settle = Preequilibration(
+                    parameters=set_by_conditions[pre],
+                    reset=[c for c in targets if c in species_set and c not in kept[sim]
+                           and c in sb.x_names])
+            experiments.append(self._experiment(pre, sim, outputs, data_sigma,
+                                                set_by_conditions[sim], settle))
 
         # the parameter table's rows the model and the conditions use
         always_set = {n for n in p_names if all(n in set_by_conditions[c] for c in conditions)}
@@ -721,9 +741,11 @@ class _Builder:
         bounds = (min(lows), max(highs)) if lows else (0.0, math.inf)
         return Noise(distribution, sigma=placeholder, bounds=bounds), False, nominal
 
-    def _experiment(self, cid: str, observed: list[str], data_sigma: set[str],
-                    parameters: dict[str, float | str]) -> Experiment:
-        rows = self.meas[self.meas["simulationConditionId"] == cid]
+    def _experiment(self, pre: str, cid: str, observed: list[str], data_sigma: set[str],
+                    parameters: dict[str, float | str],
+                    settle: Preequilibration | None) -> Experiment:
+        rows = self.meas[(self.meas["simulationConditionId"].astype(str) == cid)
+                         & (self.meas["_pre"] == pre)]
         sigma = None
         if data_sigma:
             sigma = np.array([float(_replacements(self.pv, v)[0])
@@ -742,6 +764,7 @@ class _Builder:
             values = np.r_[np.nan, values]
             sigma = None if sigma is None else np.r_[np.nan, sigma]
         return Experiment.from_measurements(
-            t, outputs, values, observed, sigma=sigma, name=str(cid), t0=0.0,
-            parameters=parameters or None,
-            noise_parameters=self.noise_overrides.get(str(cid)) or None)
+            t, outputs, values, observed, sigma=sigma, name=f"{pre}:{cid}" if pre else str(cid),
+            t0=0.0, parameters=parameters or None,
+            noise_parameters=self.noise_overrides.get(str(cid)) or None,
+            preequilibration=settle)

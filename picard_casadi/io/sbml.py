@@ -246,7 +246,8 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
     ``as_parameters``: SBML parameter and (constant) compartment ids that
     become model parameters (a species' initial concentration stays as given
     when its compartment's size is set this way, as PEtab reads it);
-    ``species_set``: species whose initial value a parameter ``<id>_0`` gives.
+    ``species_set``: species (and parameters a rate rule drives) whose
+    initial value a parameter ``<id>_0`` gives.
     """
     m = doc.getModel()
     if m is None:
@@ -297,8 +298,9 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
     # constant parameters and compartment sizes the tables set or estimate
     p = {pid: ca.SX.sym(pid) for pid in [*params, *compartments] if pid in as_parameters}
     for sid in sorted(species_set):
-        if sid not in species:
-            raise ValueError(f"{where}: {sid!r} is not a species of the SBML model")
+        if sid not in species and not (sid in params and sid in rate):
+            raise ValueError(f"{where}: {sid!r} is not a species of the SBML model (nor a "
+                             "parameter a rate rule drives)")
         name = f"{sid}_0"
         while name in params or name in species or name in compartments or name in p:
             name += "_"
@@ -364,7 +366,7 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
         if name == "time":  # a formula's name for time (SBML's is the csymbol)
             if name not in species and name not in params and name not in compartments:
                 return conv.t
-        if name in p and (name in params or name in compartments):
+        if name in p and name not in rate and (name in params or name in compartments):
             return p[name]  # a constant the tables set: the same at t = 0 and later
         if name in assignment:
             return conv(assignment[name].getMath(), context=f"the assignment rule of {name!r}")

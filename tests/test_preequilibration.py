@@ -1,0 +1,172 @@
+"""Experiments that start from a steady state (``pc.Preequilibration``).
+
+Checked against the closed-form solution of ``A <-> B`` (first order both
+ways): settled with one forward rate, the total conserved, then released
+with another, a state restarted.  The estimate is the formula's optimum to
+the package's standard (the collocation certified to a tenth of a standard
+error): the likelihood from the formula is flat there on that scale.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+T = np.array([0.0, 0.5, 1.0, 2.0, 4.0, 7.0, 10.0])
+SIGMA = 0.01
+
+
+def conversion() -> pc.Model:
+    A, B, k1, k2, a0, b0 = (ca.SX.sym(n) for n in ("A", "B", "k1", "k2", "a0", "b0"))
+    return pc.Model(x=ca.vertcat(A, B), p=ca.vertcat(k1, k2, a0, b0),
+                    rhs=ca.vertcat(-k1 * A + k2 * B, k1 * A - k2 * B), y=A, x0=[a0, b0],
+                    x_names=["A", "B"], p_names=["k1", "k2", "a0", "b0"])
+
+
+def released(k1_settle: float, k1: float, k2: float, a0: float, b0_settle: float,
+             b0: float | None, t: np.ndarray) -> np.ndarray:
+    """A(t) after settling from (a0, b0_settle) with k1_settle; B restarted at
+    b0 (None: B continues)."""
+    total = a0 + b0_settle
+    a_ss = total * k2 / (k1_settle + k2)
+    if b0 is not None:
+        total = a_ss + b0
+    lam = k1 + k2
+    return total * k2 / lam + (a_ss - total * k2 / lam) * np.exp(-lam * t)
+
+
+def nllh(a: np.ndarray, y: np.ndarray) -> float:
+    return float(np.sum(0.5 * np.log(2 * np.pi * SIGMA ** 2) + 0.5 * ((y - a) / SIGMA) ** 2))
+
+
+def assert_optimum(f, res) -> None:
+    """``res.p`` at the optimum of ``f`` (the formula's nllh) within a
+    twentieth of a standard error each (the gradient times the standard error
+    is the distance in standard errors), and ``res.nllh`` its value there."""
+    p, se = np.array(res.p, float), np.array(res.p_std, float)
+    assert f(*p) == pytest.approx(res.nllh, abs=1e-2)
+    for k in range(p.size):
+        h = np.zeros(p.size)
+        h[k] = 1e-4 * se[k]
+        slope = (f(*(p + h)) - f(*(p - h))) / (2 * h[k])
+        assert abs(slope * se[k]) < 0.05, (res.p_names[k], slope * se[k])
+
+
+def test_a_steady_state_with_a_rate_of_its_own_and_a_restarted_state():
+    """Two experiments: one settles (k1 estimated apart while it settles, its
+    own parameter), then B restarts at 1; one starts at (a0, 0) directly.
+    a0 (an initial state from a parameter), k2 (log10) and k1_settle
+    estimated."""
+    truth = dict(k1_settle=0.3, k1=0.8, k2=0.6, a0=1.5)
+    rng = np.random.default_rng(1)
+    a_pre = released(truth["k1_settle"], 0.8, truth["k2"], truth["a0"], 0.0, 1.0, T)
+    a_cold = released(0.8, 0.8, truth["k2"], truth["a0"], 0.0, None, T)  # k1_settle = k1: none
+    a_cold = truth["a0"] * (truth["k2"] + 0.8 * np.exp(-1.4 * T)) / 1.4
+    y_pre = a_pre + SIGMA * rng.standard_normal(T.size)
+    y_cold = a_cold + SIGMA * rng.standard_normal(T.size)
+    settle = pc.Preequilibration(parameters={"k1": "k1_settle", "b0": 0.0}, reset=["B"])
+    e_pre = pc.Experiment(T, y_pre, name="settled", t0=0.0,
+                          parameters={"k1": 0.8, "b0": 1.0}, preequilibration=settle)
+    e_cold = pc.Experiment(T, y_cold, name="cold", parameters={"k1": 0.8, "b0": 0.0})
+    table = [pc.Parameter("k2", 1.0, (1e-3, 1e3), "log10"),
+             pc.Parameter("a0", 1.0, (0.0, 10.0)),
+             pc.Parameter("k1_settle", 1.0, (1e-3, 1e3), "log10")]
+    res = pc.estimate(conversion(), [e_pre, e_cold], table, noise=pc.Noise(sigma=SIGMA))
+    assert res.success, res.message
+    assert res.p_names == ["k2", "a0", "k1_settle"]
+    assert [x.size for x in res.x0] == [2, 2]  # the user's states
+
+    def by_formula(k2: float, a0: float, k1_settle: float) -> float:
+        return (nllh(released(k1_settle, 0.8, k2, a0, 0.0, 1.0, T), y_pre)
+                + nllh(a0 * (k2 + 0.8 * np.exp(-(0.8 + k2) * T)) / (0.8 + k2), y_cold))
+
+    assert_optimum(by_formula, res)
+    # within three standard errors of the truth, and predicted as the formula
+    assert np.all(np.abs(res.p - [0.6, 1.5, 0.3]) < 3 * res.p_std)
+    assert res.predict(0, T).ravel() == pytest.approx(
+        released(res.p[2], 0.8, res.p[0], res.p[1], 0.0, 1.0, T), abs=0.1 * SIGMA)
+
+
+def test_a_conserved_total_keeps_what_it_starts_with():
+    """A <-> B has no unique steady state (a line of them): the one reached
+    from the initial states is taken, as a simulation reaches it."""
+    rng = np.random.default_rng(2)
+    a = released(0.3, 0.8, 0.6, 2.0, 1.0, None, T)
+    y = a + SIGMA * rng.standard_normal(T.size)
+    e = pc.Experiment(T, y, t0=0.0)
+    # a0 and b0 constants of the experiment (the model's x0), the same while
+    # it settles: only k2 estimated
+    e = e.replaced(parameters={"k1": 0.8, "a0": 2.0, "b0": 1.0},
+                   preequilibration=pc.Preequilibration({"k1": 0.3}))
+    res = pc.estimate(conversion(), [e], [pc.Parameter("k2", 1.0, (1e-3, 10.0))],
+                      noise=pc.Noise(sigma=SIGMA))
+    assert res.success, res.message
+    assert_optimum(lambda k2: nllh(released(0.3, 0.8, k2, 2.0, 1.0, None, T), y), res)
+    assert not any("has not settled" in w for w in res.warnings)
+
+
+def test_a_given_duration_is_used():
+    """Too short to settle: the answer is that of the truncated settling."""
+    e = pc.Experiment(T, released(0.3, 0.8, 0.6, 1.0, 0.0, None, T),
+                      parameters={"k1": 0.8, "a0": 1.0, "b0": 0.0},
+                      preequilibration=pc.Preequilibration({"k1": 0.3}, duration=0.5))
+    table = [pc.Parameter("k2", 0.6, (0.5, 0.7))]
+    # after 0.5 with rate 0.9: A = 1 - 0.3 (1 - e^-0.45) / 0.9 instead of 2/3
+    a_half = 1.0 - 0.3 * (1.0 - np.exp(-0.45)) / 0.9
+    lam = 1.4
+    a = 0.6 / lam + (a_half - 0.6 / lam) * np.exp(-lam * T)
+    res = pc.estimate(conversion(), [e.replaced(y=a)], table, noise=pc.Noise(sigma=SIGMA))
+    assert res.p[0] == pytest.approx(0.6, abs=1e-4)
+
+
+def test_an_experiment_with_a_preequilibration_pickles():
+    e = pc.Experiment(T, T, parameters={"k1": 0.8},
+                      preequilibration=pc.Preequilibration({"k1": "k1_pre"}, reset="B"))
+    back = pickle.loads(pickle.dumps(e))
+    assert back.preequilibration == e.preequilibration
+    assert back.preequilibration.reset == ("B",)
+
+
+@pytest.mark.parametrize("settle, match", [
+    (pc.Preequilibration({"k9": 1.0}), r"preequilibration sets parameter\(s\) \['k9'\]"),
+    (pc.Preequilibration(reset=["C"]), r"reset=...\) names \['C'\]"),
+])
+def test_a_preequilibration_the_model_cannot_take_names_it(settle, match):
+    e = pc.Experiment(T, T, name="run", parameters={"k1": 0.8}, preequilibration=settle)
+    with pytest.raises(ValueError, match=match):
+        pc.estimate(conversion(), [e], [pc.Parameter("k2", 0.6),
+                                        pc.Parameter("a0", 1.0, estimate=False),
+                                        pc.Parameter("b0", 0.0, estimate=False)])
+
+
+def test_bad_preequilibration_arguments_name_them():
+    with pytest.raises(ValueError, match="duration"):
+        pc.Preequilibration(duration=-1.0)
+    with pytest.raises(ValueError, match="preequilibration"):
+        pc.Experiment(T, T, preequilibration={"k1": 0.3})
+    # a time-dependent model has no steady state; inputs are not defined while settling
+    x, k, t, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("t"), ca.SX.sym("u")
+    timed = pc.Model(x=x, p=k, rhs=-k * x + ca.sin(t), t=t, y=x, x0=[1.0])
+    e = pc.Experiment(T, T, preequilibration=pc.Preequilibration())
+    with pytest.raises(ValueError, match="does not depend on time"):
+        pc.estimate(timed, [e], [pc.Parameter("k", 1.0)])
+    driven = pc.Model(x=x, p=k, u=u, rhs=-k * x + u, y=x, x0=[1.0])
+    e = pc.Experiment(T, T, u=lambda s: [1.0], preequilibration=pc.Preequilibration())
+    with pytest.raises(ValueError, match="inputs"):
+        pc.estimate(driven, [e], [pc.Parameter("k", 1.0)])
+    with pytest.raises(ValueError, match="preequilibration"):
+        pc.simulate(conversion(), [1.0, 0.0], [0.3, 0.6, 1.0, 0.0], T, e)
+
+
+def test_a_settling_too_short_at_the_estimate_is_said():
+    e = pc.Experiment(T, released(0.3, 0.8, 0.6, 1.0, 0.0, None, T),
+                      parameters={"k1": 0.8, "a0": 1.0, "b0": 0.0},
+                      preequilibration=pc.Preequilibration({"k1": 0.3}, duration=0.5))
+    res = pc.estimate(conversion(), [e], [pc.Parameter("k2", 0.6, (0.5, 0.7))],
+                      noise=pc.Noise(sigma=SIGMA))
+    assert any("has not settled" in w and "duration" in w for w in res.warnings)

@@ -173,7 +173,8 @@ class Preequilibration:
     ``reset`` restarting at their initial values.  The steady state is
     reached by simulation (the model run for ``duration`` before ``t0``, as
     a part of the experiment whose derivatives every method has), so a
-    conserved quantity (``A <-> B``) keeps the total it starts with.
+    conserved quantity (``A <-> B``) keeps the total it starts with.  A
+    model of time settles with its time held at ``t0``.
 
     Parameters
     ----------

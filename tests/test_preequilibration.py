@@ -149,12 +149,8 @@ def test_bad_preequilibration_arguments_name_them():
         pc.Preequilibration(duration=-1.0)
     with pytest.raises(ValueError, match="preequilibration"):
         pc.Experiment(T, T, preequilibration={"k1": 0.3})
-    # a time-dependent model has no steady state; inputs are not defined while settling
-    x, k, t, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("t"), ca.SX.sym("u")
-    timed = pc.Model(x=x, p=k, rhs=-k * x + ca.sin(t), t=t, y=x, x0=[1.0])
-    e = pc.Experiment(T, T, preequilibration=pc.Preequilibration())
-    with pytest.raises(ValueError, match="does not depend on time"):
-        pc.estimate(timed, [e], [pc.Parameter("k", 1.0)])
+    # inputs are not defined while settling
+    x, k, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("u")
     driven = pc.Model(x=x, p=k, u=u, rhs=-k * x + u, y=x, x0=[1.0])
     e = pc.Experiment(T, T, u=lambda s: [1.0], preequilibration=pc.Preequilibration())
     with pytest.raises(ValueError, match="inputs"):
@@ -170,3 +166,26 @@ def test_a_settling_too_short_at_the_estimate_is_said():
     res = pc.estimate(conversion(), [e], [pc.Parameter("k2", 0.6, (0.5, 0.7))],
                       noise=pc.Noise(sigma=SIGMA))
     assert any("has not settled" in w and "duration" in w for w in res.warnings)
+
+
+def test_a_model_of_time_settles_with_its_time_held_at_t0():
+    """x' = -k x + c (1 + t): settled with its time held at t0 = 2, x(t0) =
+    3 c / k; then the linear ODE's solution from there."""
+    x, k, c, t = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("c"), ca.SX.sym("t")
+    m = pc.Model(x=x, p=ca.vertcat(k, c), rhs=-k * x + c * (1 + t), t=t, y=x, x0=[0.0],
+                 p_names=["k", "c"])
+    times = 2.0 + T
+
+    def exact(kv: float, cv: float, s: np.ndarray) -> np.ndarray:
+        # particular solution c (1 + t)/k - c/k^2, plus the homogeneous part
+        part = cv * (1 + s) / kv - cv / kv ** 2
+        x0 = 3 * cv / kv
+        return part + (x0 - (cv * 3 / kv - cv / kv ** 2)) * np.exp(-kv * (s - 2.0))
+
+    rng = np.random.default_rng(3)
+    y = exact(1.5, 0.5, times) + SIGMA * rng.standard_normal(times.size)
+    e = pc.Experiment(times, y, t0=2.0, parameters={"c": 0.5},
+                      preequilibration=pc.Preequilibration())
+    res = pc.estimate(m, [e], [pc.Parameter("k", 1.0, (0.1, 10.0))], noise=pc.Noise(sigma=SIGMA))
+    assert res.success, res.message
+    assert_optimum(lambda kv: nllh(exact(kv, 0.5, times), y), res)

@@ -385,6 +385,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     U_start = (ca.vertcat(*[ca.SX.sym(f"{n}@start") for n in new_u_names]) if any_pre and new_u
                else ca.SX(0, 1))
     after = ca.SX.sym("preequilibration@over") if any_pre else None
+    # a model of time settles with its time held at the experiment's t0
+    timed = any_pre and ca.depends_on(model.rhs, model.t)
+    held_t = ca.SX.sym("preequilibration@t0") if timed else None
 
     def sub(expr: ca.SX) -> ca.SX:
         return ca.substitute([expr], [model.p], [P])[0]
@@ -430,6 +433,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
             z = Z[k] + (h_main[i] if shifted[i] else 0.0)
             state[i] = (1 - after) * state[i] + after * z
         f = ca.substitute([rhs], [model.x], [state])[0]
+        if timed:
+            f = ca.substitute([f], [model.t], [after * model.t + (1 - after) * held_t])[0]
         y = ca.substitute([y], [model.x], [state])[0]
         rhs_x = ca.SX(f)
         for i in reset:
@@ -445,11 +450,13 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     elif shifted.any():
         rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
         y = ca.substitute([y], [model.x], [model.x + H])[0]
-    extra = [U_new, U_start] + ([after] if after is not None else [])
+    extra = [U_new, U_start] + ([after] if after is not None else []) + (
+        [held_t] if timed else [])
     U_all = ca.vertcat(*extra)
     u_all = ca.vertcat(model.u, U_all) if model.nu else U_all
     extra_names = new_u_names + [f"{n}@start" for n in new_u_names if U_start.numel()] + (
-        ["preequilibration@over"] if any_pre else [])
+        ["preequilibration@over"] if any_pre else []) + (
+        ["preequilibration@t0"] if timed else [])
     scaled_names = [q.name if q.scale == "lin" else f"{q.scale}({q.name})" for q in rows]
     resized: dict[str, Any] = {}
     if any_pre and reset:  # the second copies' units and magnitudes: their states'
@@ -477,8 +484,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         if not any_pre:
             phases.append((head, head))
             continue
-        after_t0 = np.r_[head, 1.0]
-        phases.append((np.r_[settling[e], settling[e] if U_start.numel() else [], 0.0]
+        clock = [exps[e].t0] if timed else []
+        after_t0 = np.r_[head, 1.0, clock]
+        phases.append((np.r_[settling[e], settling[e] if U_start.numel() else [], 0.0, clock]
                        if pre[e] is not None else after_t0, after_t0))
     new_exps = [_with_constant_inputs(e, model, phases[k], shifted, known[k], reset,
                                       known_reset[k])
@@ -516,9 +524,6 @@ def _check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[in
             raise ValueError(f"{where}: preequilibration with the model's inputs "
                              f"({', '.join(model.u_names)}) is not supported: what they are "
                              "while it settles is not defined; give them as parameters")
-        if ca.depends_on(ca.vertcat(model.rhs), model.t):
-            raise ValueError(f"{where}: preequilibration needs a model whose right-hand side "
-                             "does not depend on time (a steady state)")
         if model.has_delays:
             raise ValueError(f"{where}: preequilibration with delays is not supported")
         unknown = [r for r in q.reset if r not in model.x_names]
@@ -547,7 +552,7 @@ def _settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
     (at ``t0 + times``, the last row where it ends)."""
     from ..simulate import simulate  # a lower layer, imported where used
 
-    u_settle = np.asarray(exp.inputs([exp.t0], model.nu), float)[0]
+    u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
     x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
     times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
     X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)

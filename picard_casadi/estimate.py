@@ -357,6 +357,13 @@ def estimate(
             x0_bounds = (np.r_[lb, lb[statement.reset]], np.r_[ub, ub[statement.reset]])
         if warm_start is not None and getattr(warm_start, "p_scaled", None) is not None:
             warm_start = dataclasses.replace(warm_start, p=np.asarray(warm_start.p_scaled))
+        if statement.priors:
+            if weights is not None:
+                raise ValueError("`weights` cannot be given with parameter priors (a prior is "
+                                 "a term of the likelihood): leave it unset")
+            noise = statement.noise_with_priors(
+                noise, model, [experiments] if isinstance(experiments, Experiment)
+                else list(experiments))
         try:
             inner = estimate(statement.model, statement.experiments, statement.phi0, method,
                              p_bounds=(statement.phi_lb, statement.phi_ub),

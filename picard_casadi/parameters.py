@@ -7,6 +7,8 @@ problem)::
     pc.Parameter("k1", start=0.1, bounds=(1e-5, 1e3), scale="log10")
     pc.Parameter("bias_p[run 2]", start=0.0)        # a parameter of one experiment
     pc.Parameter("V", start=2.0, estimate=False)    # fixed at its start
+    pc.Parameter("KD", 2.0, scale="log10",           # a normal prior on log10(KD)
+                 prior=("parameterScaleNormal", 0.3, 0.2))
 
 Values (start, bounds, results) are on the parameter's own (linear) scale;
 the estimation works on ``scale``: ``"log"`` and ``"log10"`` estimate the
@@ -19,10 +21,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Parameter", "SCALES", "on_scale", "from_scale"]
+__all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale"]
 
 #: the parameter scales (PEtab's parameterScale)
 SCALES = ("lin", "log", "log10")
+#: the priors a parameter can have (PEtab's objectivePriorType): a normal
+#: density on the linear scale, or on the parameter's scale
+PRIORS = ("normal", "parameterScaleNormal")
 
 
 def on_scale(value: float, scale: str) -> float:
@@ -61,13 +66,22 @@ class Parameter:
         The scale of the estimation.
     estimate : bool
         ``False``: fixed at ``start``.
+    prior : (str, float, float), optional
+        A normal prior density, ``(kind, mean, standard deviation)``, PEtab's
+        ``objectivePriorType``: ``"normal"`` on the parameter's linear value,
+        ``"parameterScaleNormal"`` on its value on ``scale``.  The estimate
+        then maximises the posterior: the prior's ``-log`` density,
+        ``0.5 ((v - mean) / sd)^2 + 0.5 log(2 pi sd^2)``, is added to
+        ``nllh`` (a measurement of ``v``, so the standard errors, profiles
+        and certificate include it).  Ignored for a fixed parameter.
 
     Raises
     ------
     ValueError
         Naming the parameter: an unknown scale, a start that is not finite or
         outside the bounds, bounds out of order, a log scale with a negative
-        bound or a start that is not positive.
+        bound or a start that is not positive, a prior of another kind or
+        with a standard deviation that is not positive.
     """
 
     name: str
@@ -75,6 +89,7 @@ class Parameter:
     bounds: tuple[float | None, float | None] = (None, None)
     scale: str = "lin"
     estimate: bool = True
+    prior: tuple[str, float, float] | None = None
 
     def __post_init__(self) -> None:
         where = f"Parameter {self.name!r}"
@@ -106,6 +121,21 @@ class Parameter:
                                  f"positive, got {start:g}")
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "bounds", (lo, hi))
+        if self.prior is not None:
+            try:
+                kind, mean, sd = self.prior
+                mean, sd = float(mean), float(sd)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: `prior` must be (kind, mean, standard deviation), "
+                                 f"got {self.prior!r}") from None
+            if kind not in PRIORS:
+                raise ValueError(f"{where}: prior {kind!r} is not supported; the priors are "
+                                 f"{', '.join(PRIORS)} (normal densities: a measurement of "
+                                 "the parameter)")
+            if not math.isfinite(mean) or not (math.isfinite(sd) and sd > 0):
+                raise ValueError(f"{where}: the prior's mean must be finite and its standard "
+                                 f"deviation positive, got {self.prior!r}")
+            object.__setattr__(self, "prior", (kind, mean, sd))
 
     def to_scale(self, value: float) -> float:
         """``value`` on the estimation scale (:func:`on_scale`)."""

@@ -11,8 +11,10 @@ likelihood computed by hand from the imported noise models, independently of
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import casadi as ca
@@ -264,15 +266,32 @@ def test_observable_parameters_are_substituted_when_shared(tmp_path):
         scaled + 138.2220, abs=2e-3)
 
 
-def test_objective_priors_are_refused(tmp_path):
+def test_normal_priors_are_read_and_others_refused(tmp_path):
     yaml = _copy(tmp_path)
     path = yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv"
     lines = path.read_text().splitlines()
     lines[0] += "\tobjectivePriorType\tobjectivePriorParameters"
-    lines[1] += "\tnormal\t0;1"
+    lines[1] += "\tparameterScaleNormal\t-1.5;0.5"
     lines[2:] = [line + "\t\t" for line in lines[2:]]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(NotImplementedError, match="priors"):
+    prob = read_petab(yaml)
+    table = {q.name: q for q in prob.parameters}
+    assert table["Epo_degradation_BaF3"].prior == ("parameterScaleNormal", -1.5, 0.5)
+    assert table["k_exp_hetero"].prior is None
+    # the posterior at the estimate: the likelihood's (by hand) and the prior's
+    res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
+    assert res.success, res.message
+    at = dict(zip(res.p_names, res.p))
+    phi = math.log10(at["Epo_degradation_BaF3"])
+    prior = 0.5 * ((phi + 1.5) / 0.5) ** 2 + 0.5 * math.log(2 * math.pi * 0.5 ** 2)
+    moved = replace(prob, parameters=[replace(q, start=at.get(q.name, q.start))
+                                      for q in prob.parameters])
+    assert res.nllh == pytest.approx(nominal_nllh(moved) + prior, abs=1e-3)
+    # pulled towards the prior's mean -1.5
+    assert abs(phi + 1.5) < abs(math.log10(table["Epo_degradation_BaF3"].start) + 1.5)
+    lines[1] = lines[1].replace("parameterScaleNormal\t-1.5;0.5", "laplace\t0;1")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(NotImplementedError, match="'laplace'.*normal, parameterScaleNormal"):
         read_petab(yaml)
 
 

@@ -163,3 +163,24 @@ def test_a_preequilibrated_case_is_estimated_at_the_likelihood_s_optimum(case):
         for side in (-0.1, 0.1):
             moved = at | {name: at[name] + side * res.p_std[k]}
             assert -simulate_nominal(prob, moved)[0] > res.nllh - 1e-9
+
+
+def test_a_condition_measured_at_the_start_only(tmp_path):
+    """Case 0001 with its two measurements in two (equal) conditions, one
+    measured at t = 0 only (the initial state, as Schwen's and Lucarelli's):
+    it imports with an unmeasured time after 0, and the likelihood is the
+    case's."""
+    import shutil
+
+    yaml, solution, _ = _case("0001")
+    folder = tmp_path / "0001"
+    shutil.copytree(yaml.parent, folder)
+    (folder / "_conditions.tsv").write_text("conditionId\nc0\nc1\n")
+    (folder / "_measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+        "obs_a\tc0\t0\t0.7\nobs_a\tc1\t10\t0.1\n")
+    prob = read_petab(folder / yaml.name)
+    start = next(e for e in prob.experiments if e.name == "c0")
+    assert start.t.tolist() == [0.0, 10.0] and np.isnan(start.y[1, 0])
+    llh, _ = simulate_nominal(prob)
+    assert llh == pytest.approx(solution["llh"], abs=solution["tol_llh"])

@@ -89,6 +89,28 @@ class Statement:
     _constants: list[np.ndarray] = field(default_factory=list)
     #: the preequilibrated experiments: (index, the time their data start)
     _settling: list[tuple[int, float]] = field(default_factory=list)
+    #: the priors' outputs: (name, standard deviation)
+    priors: list[tuple[str, float]] = field(default_factory=list)
+
+    def noise_with_priors(self, noise: Any, model: Model,
+                          experiments: Sequence[Experiment]) -> Any:
+        """``estimate``'s ``noise`` for the restated model: the user's, one
+        per output (the default where None), and each prior's known
+        standard deviation."""
+        if not self.priors:
+            return noise
+        from .noise_plan import as_noise_list  # a sibling, imported where used
+        from ..noise import Noise
+
+        if isinstance(noise, str) and noise == "correlated":
+            raise ValueError("`noise`='correlated' cannot be used with parameter priors")
+        if noise is None:  # estimate's default: the data's sigma where given, else estimated
+            given = [any(e.sigma is not None and bool(np.any(np.isfinite(e.sigma[:, k])))
+                         for e in experiments) for k in range(model.ny)]
+            noises = [Noise(sigma="data") if g else Noise() for g in given]
+        else:
+            noises = list(as_noise_list(noise, model.y_names))
+        return tuple(noises + [Noise(sigma=sd) for _, sd in self.priors])
 
     @property
     def names(self) -> list[str]:
@@ -459,6 +481,14 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         ["preequilibration@t0"] if timed else [])
     scaled_names = [q.name if q.scale == "lin" else f"{q.scale}({q.name})" for q in rows]
     resized: dict[str, Any] = {}
+    # a prior is a measurement of the parameter (on its own scale or the
+    # estimation's): an output of its own, measured once
+    priors = [(i, q) for i, q in enumerate(rows) if q.prior is not None and q.estimate]
+    if priors:
+        y = ca.vertcat(y, *[phi[i] if q.prior[0] == "parameterScaleNormal" else theta[i]
+                            for i, q in priors])
+        resized["y_names"] = list(model.y_names) + [f"prior({q.name})" for _, q in priors]
+        resized["y_units"] = list(model.y_units) + [""] * len(priors)
     if any_pre and reset:  # the second copies' units and magnitudes: their states'
         resized["x_units"] = list(model.x_units) + [model.x_units[i] for i in reset]
         if model.x_nominal is not None:
@@ -494,6 +524,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if any_pre:
         new_exps = [_settling_time(new_model, e, q, start) if q is not None else e
                     for e, q in zip(new_exps, pre)]
+    if priors:
+        new_exps = [_with_prior_columns(e, [q.prior[1] for _, q in priors] if k == 0 else None,
+                                        len(priors)) for k, e in enumerate(new_exps)]
 
     lo = np.array([on_scale(q.bounds[0], q.scale) for q in rows])
     hi = np.array([on_scale(q.bounds[1], q.scale) for q in rows])
@@ -508,7 +541,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted, reset=reset,
         _x0_of=ca.Function("x0_of", [phi, U_all], [H]) if shifted.any() else None,
         _constants=[ph[1] for ph in phases],
-        _settling=[(k, e.t0) for k, (e, q) in enumerate(zip(exps, pre)) if q is not None])
+        _settling=[(k, e.t0) for k, (e, q) in enumerate(zip(exps, pre)) if q is not None],
+        priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors])
 
 
 def _check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int]:
@@ -623,6 +657,18 @@ def _with_constant_inputs(exp: Experiment, model: Model,
                 z0 = np.where(np.isfinite(known_reset), known_reset, z0)
             x0 = np.r_[x0, z0]
         changes["x0"] = x0
+    return exp.replaced(**changes)
+
+
+def _with_prior_columns(exp: Experiment, means: Sequence[float] | None, n: int) -> Experiment:
+    """``exp`` with ``n`` output columns for the priors: their ``means``
+    measured at its first sample (None: not measured here)."""
+    extra = np.full((exp.t.size, n), np.nan)
+    if means is not None:
+        extra[0] = means
+    changes: dict[str, Any] = {"y": np.hstack([np.asarray(exp.y, float), extra])}
+    if exp.sigma is not None:
+        changes["sigma"] = np.hstack([np.asarray(exp.sigma, float), np.full_like(extra, np.nan)])
     return exp.replaced(**changes)
 
 

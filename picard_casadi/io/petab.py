@@ -29,7 +29,9 @@ tables; they map onto the package as follows.
 - The measurement table: each condition's measurements in long form
   (:meth:`Experiment.from_measurements`), simulated from ``t = 0``; a
   condition measured at one time ``t > 0`` only gets an unmeasured row at
-  ``t = 0`` (an experiment has two sample times at least).
+  ``t = 0``, one measured at ``t = 0`` only an unmeasured row at the
+  problem's first positive measurement time (an experiment has two sample
+  times at least).
 - The observable table: the model's outputs (``observableFormula`` with its
   ``observableParameter`` placeholders substituted: an observable whose
   measurements give different ones, per condition or per time point, is
@@ -48,7 +50,9 @@ tables; they map onto the package as follows.
 What the package cannot state is refused, naming the construct and the
 file: preequilibration, steady-state (``time = inf``) measurements,
 events, delays, algebraic rules, non-constant compartments, objective
-priors, the Laplace distribution, mapping tables, several models.
+priors other than normal ones (``normal``, ``parameterScaleNormal``:
+``Parameter(prior=...)``), the Laplace distribution, mapping tables,
+several models.
 Noise parameters: numbers in every row are each measurement's own sigma;
 a noise parameter per condition is each experiment's own
 (``Experiment(noise_parameters=...)``); noise parameters that differ
@@ -74,7 +78,7 @@ import numpy as np
 from ..experiment import Experiment, Preequilibration
 from ..model import Model
 from ..noise import Noise
-from ..parameters import Parameter
+from ..parameters import PRIORS, Parameter
 from .sbml import _MathConverter, _Sbml, _parse_formula, _translate_sbml
 
 __all__ = ["PetabProblem", "read_petab"]
@@ -281,10 +285,20 @@ class _Builder:
                              f"({times[times < 0].iloc[0]}); PEtab simulates from t = 0")
         for col in self.par.columns:
             low = col.lower()
-            if ("objectiveprior" in low or low == "priortype") and not self.par[col].map(
-                    _empty).all():
+            if (low == "priortype" or ("prior" in low and "objective" not in low
+                                       and "initialization" not in low)) and not self.par[
+                    col].map(_empty).all():
                 raise NotImplementedError(f"{f['parameters']}: priors (column {col!r}) are "
                                           "not supported")
+        if "objectivePriorType" in self.par.columns:
+            for name, row in self.par.iterrows():
+                kind = row["objectivePriorType"]
+                if _empty(kind) or int(row["estimate"]) == 0:
+                    continue
+                if str(kind).strip() not in PRIORS:
+                    raise NotImplementedError(
+                        f"{f['parameters']}: parameter {name!r} has an objectivePriorType "
+                        f"{str(kind).strip()!r}; the supported priors are {', '.join(PRIORS)}")
         for col in ("observableTransformation", "noiseDistribution"):
             if col in meas.columns:
                 for oid, val in zip(meas["observableId"], meas[col]):
@@ -454,6 +468,13 @@ class _Builder:
                    for i in range(x0.numel())]
         everything = ca.vertcat(rhs, y_all, x0)
         p_names = [n for n, sym in p_syms.items() if ca.depends_on(everything, sym)]
+        if "objectivePriorType" in self.par.columns:
+            with_prior = sorted(n for n in noise_names if n in self.par.index
+                                and not _empty(self.par.loc[n, "objectivePriorType"])
+                                and int(self.par.loc[n, "estimate"]) == 1)
+            if with_prior:
+                raise NotImplementedError(f"{f['parameters']}: noise parameters with a prior "
+                                          f"({with_prior}) are not supported")
         clash = sorted(set(p_names) & noise_names)
         if clash:
             raise NotImplementedError(f"{f['parameters']}: {clash} are both noise parameters "
@@ -534,8 +555,18 @@ class _Builder:
         lo, hi = float(row["lowerBound"]), float(row["upperBound"])
         if scale != "lin" and lo <= 0:
             lo = None  # unbounded below on the log scale
+        prior = None
+        kind = row.get("objectivePriorType", "")
+        if not _empty(kind):
+            values = str(row.get("objectivePriorParameters", "")).split(";")
+            try:
+                prior = (str(kind).strip(), *(float(v) for v in values))
+            except ValueError:
+                raise ValueError(f"{where}: objectivePriorParameters {values} are not two "
+                                 "numbers (mean;standard deviation)") from None
         try:
-            return Parameter(name, start, bounds=(lo, hi), scale=scale, estimate=True)
+            return Parameter(name, start, bounds=(lo, hi), scale=scale, estimate=True,
+                             prior=prior)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
 
@@ -755,14 +786,19 @@ class _Builder:
         outputs = [self.output_of_row[i] for i in rows.index]
         values = rows["measurement"].astype(float).to_numpy()
         if np.unique(t).size < 2:
-            # an Experiment needs two sample times: PEtab's start, t = 0, unmeasured
-            if t[0] <= 0.0:
-                raise NotImplementedError(
-                    f"{self.files['measurements']}: condition {cid!r} is measured at t = 0 "
-                    "only; a condition measured at a single time needs it after t = 0")
-            t, outputs = np.r_[0.0, t], [outputs[0], *outputs]
-            values = np.r_[np.nan, values]
-            sigma = None if sigma is None else np.r_[np.nan, sigma]
+            # an Experiment needs two sample times: PEtab's start, t = 0, unmeasured;
+            # measured at t = 0 only (the initial states), an unmeasured time after
+            # it (the problem's first positive measurement time, a time it knows)
+            later = self.meas["time"].astype(float)
+            later = float(later[later > 0].min()) if (later > 0).any() else 1.0
+            extra = 0.0 if t[0] > 0.0 else later
+            t, outputs = np.r_[t, extra], [*outputs, outputs[0]]
+            values = np.r_[values, np.nan]
+            sigma = None if sigma is None else np.r_[sigma, np.nan]
+            order = np.argsort(t, kind="stable")
+            t, values = t[order], values[order]
+            outputs = [outputs[i] for i in order]
+            sigma = None if sigma is None else sigma[order]
         return Experiment.from_measurements(
             t, outputs, values, observed, sigma=sigma, name=f"{pre}:{cid}" if pre else str(cid),
             t0=0.0, parameters=parameters or None,

@@ -153,6 +153,22 @@ def test_default_T_does_not_depend_on_the_time_unit_or_a_zero_p0():
     assert default_T(model, [exp_h], np.array([1.0, 0.4])) <= T_h
 
 
+def test_an_experiment_measured_at_one_time_does_not_set_default_T():
+    """A PEtab condition measured at t = 0 only (Schwen's) is imported with an
+    unmeasured time soon after: its short horizon is no time scale of the
+    data (it made Schwen's first mesh 172,864 intervals)."""
+    x = ca.SX.sym("x", 2)
+    k = ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]))
+    long = pc.simulate_experiment(model, [1.0, 0.0], [1.0, 0.4], np.linspace(0.0, 60.0, 25),
+                                  noise_std=0.01, seed=1)
+    start_only = pc.Experiment([0.0, 0.25], [[1.0, 0.0], [np.nan, np.nan]])
+    p0 = np.array([1.0, 0.4])
+    assert default_T(model, [long, start_only], p0) == default_T(model, [long], p0)
+    # alone, it gets MIN_INTERVALS intervals of its horizon
+    assert default_T(model, [start_only], np.zeros(2)) == pytest.approx(0.25 / 8)
+
+
 def test_result_states_its_sums_of_squares_and_certificate(vdp, tmp_path):
     res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds)
     assert res.objective == pytest.approx(res.ssr / (2 * res.n_samples))

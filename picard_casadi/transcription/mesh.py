@@ -4,8 +4,9 @@ The first mesh is regular (length ``T``, cut at the input breakpoints, see
 :mod:`picard_casadi.transcription.discretisation`).  When the user gives no ``T``,
 :func:`default_T` takes the shorter of two time scales:
 
-* the data's: each experiment gets at least ``MIN_INTERVALS`` intervals and
-  at least one per swing of its most active measured signal (a swing is a
+* the data's: each experiment measured at two times or more gets at least
+  ``MIN_INTERVALS`` intervals and at least one per swing of its most active
+  measured signal (a swing is a
   rise or fall by more than four noise levels and 5 % of the signal's
   range, counted on the raw samples with that hysteresis, so noise does
   not count);
@@ -67,11 +68,20 @@ def _swings(values: np.ndarray) -> int:
 
 
 def data_time_scale(experiments: list[Experiment]) -> float:
-    """The longest ``T`` the data allow: ``horizon / max(MIN_INTERVALS, swings)``, smallest over experiments."""
+    """The longest ``T`` the data allow: ``horizon / max(MIN_INTERVALS, swings)``,
+    smallest over the experiments measured at two times or more (one measured
+    at a single time, such as a PEtab condition measured at ``t = 0`` only,
+    has no time scale of its own); the longest horizon over ``MIN_INTERVALS``
+    where none is."""
     T = np.inf
     for e in experiments:
+        measured = np.any(np.isfinite(e.y), axis=1)
+        if np.unique(e.t[measured]).size < 2:
+            continue
         swings = max((_swings(e.y[:, k]) for k in range(e.y.shape[1])), default=1)
         T = min(T, (e.t_end - e.t0) / max(MIN_INTERVALS, swings))
+    if not np.isfinite(T):
+        T = max(e.t_end - e.t0 for e in experiments) / MIN_INTERVALS
     return float(T)
 
 

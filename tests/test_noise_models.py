@@ -299,3 +299,33 @@ def test_correlated_noise_reaches_the_full_covariance_likelihood():
     with pytest.raises(ValueError, match=r"every output at every sample time; experiment "
                                          r"'experiment', sample 5"):
         pc.estimate(model, [pc.Experiment(t, gap)], [1.5, 0.5], noise="correlated")
+
+
+def test_a_log_normal_output_that_is_zero_where_it_is_not_measured():
+    """B = 1 - exp(-k t) is 0 at t = 0, where only A is measured: its
+    logarithm there is no part of the likelihood (it made the start not
+    finite: Schwen's insulin receptors)."""
+    a, b, k = ca.SX.sym("a"), ca.SX.sym("b"), ca.SX.sym("k")
+    model = pc.Model(x=ca.vertcat(a, b), p=k, rhs=ca.vertcat(-k * a, k * a), y=ca.vertcat(a, b),
+                     x0=[1.0, 0.0], y_names=["A", "B"], p_names=["k"])
+    t = np.linspace(0.0, 3.0, 13)
+    rng = np.random.default_rng(4)
+    y = np.column_stack([np.exp(-0.7 * t) + 0.01 * rng.standard_normal(t.size),
+                         (1 - np.exp(-0.7 * t)) * np.exp(0.05 * rng.standard_normal(t.size))])
+    y[0, 1] = np.nan
+    noise = {"A": pc.Noise(sigma=0.01), "B": pc.Noise("log-normal", sigma=0.05)}
+    res = pc.estimate(model, [pc.Experiment(t, y)], [pc.Parameter("k", 1.0, (0.01, 10.0))],
+                      noise=noise)
+    assert res.success, res.message
+
+    def nllh(kv: float) -> float:
+        ra = (y[:, 0] - np.exp(-kv * t)) / 0.01
+        rb = (np.log(y[1:, 1]) - np.log(1 - np.exp(-kv * t[1:]))) / 0.05
+        return float(0.5 * np.sum(ra ** 2) + 0.5 * np.sum(rb ** 2)
+                     + 0.5 * t.size * np.log(2 * np.pi * 0.01 ** 2)
+                     + 0.5 * (t.size - 1) * np.log(2 * np.pi * 0.05 ** 2) + np.sum(np.log(y[1:, 1])))
+
+    kv, se = float(res.p[0]), float(res.p_std[0])
+    assert nllh(kv) == pytest.approx(res.nllh, abs=1e-2)
+    slope = (nllh(kv + 1e-4 * se) - nllh(kv - 1e-4 * se)) / (2e-4 * se)
+    assert abs(slope * se) < 0.05

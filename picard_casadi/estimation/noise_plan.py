@@ -110,6 +110,11 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
     return (single,) * ny
 
 
+#: the smallest model value a log-normal output takes the logarithm of (a
+#: measured value below it misfits by hundreds of noise levels)
+_LOG_FLOOR = 1e-300
+
+
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]
                 ) -> tuple[Model, list[Experiment], float]:
     """The model and data with each log-normal output on its log scale, and
@@ -124,7 +129,11 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
             outs.append(y[k])
             names.append(model.y_names[k])
         else:
-            outs.append(ca.log(y[k]) if s == "log" else ca.log10(y[k]))
+            # floored: the outputs are evaluated at every sample slot, also
+            # where this one is not measured (a state 0 at t = 0, Schwen's):
+            # log 0 there would make the objective NaN through its zero weight
+            g = ca.fmax(y[k], _LOG_FLOOR)
+            outs.append(ca.log(g) if s == "log" else ca.log10(g))
             names.append(f"{s}({model.y_names[k]})")
     new_model = model.with_outputs(ca.vertcat(*outs), y_names=names, scales=scales)
     new_exps, jacobian = [], 0.0

@@ -87,8 +87,9 @@ class Statement:
     _x0_of: ca.Function | None = None
     #: per experiment: the values of the appended constant inputs
     _constants: list[np.ndarray] = field(default_factory=list)
-    #: the preequilibrated experiments: (index, the time their data start)
-    _settling: list[tuple[int, float]] = field(default_factory=list)
+    #: the preequilibrated experiments: (index, the time their data start,
+    #: how long they settle)
+    _settling: list[tuple[int, float, float]] = field(default_factory=list)
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
 
@@ -183,16 +184,16 @@ class Statement:
                         f"the {scale} scale spans {decades:.3g} decades; a likelihood profile "
                         "(pc.profile) shows what the data allow") if decades > 1.0 else ""
             res.warnings = [n for n in res.warnings if n]
-        for e, t0 in self._settling:
+        for e, t0, duration in self._settling:
             exp = self.experiments[e]
             try:
                 settled, _ = _settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
             except Exception:  # noqa: BLE001  (the fit's own failure says more)
                 settled = np.inf
-            if settled > t0 - exp.t0:
+            if settled > duration:
                 res.warnings.append(
                     f"experiment {exp.name!r}: at the estimate its preequilibration has not "
-                    f"settled by its data's start ({t0 - exp.t0:.3g} time units; it takes "
+                    f"settled by its data's start ({duration:.3g} time units; it takes "
                     f"{settled:.3g}): give Preequilibration(duration=...) longer")
         res.settings["parameter_scale"] = self.scales
         res.settings["p_names"] = self.names
@@ -407,6 +408,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     U_start = (ca.vertcat(*[ca.SX.sym(f"{n}@start") for n in new_u_names]) if any_pre and new_u
                else ca.SX(0, 1))
     after = ca.SX.sym("preequilibration@over") if any_pre else None
+    # the settling runs on a stretched clock (_settling_time): the model's
+    # rates times this input, 1 after t0
+    rate = ca.SX.sym("preequilibration@rate") if any_pre else None
     # a model of time settles with its time held at the experiment's t0
     timed = any_pre and ca.depends_on(model.rhs, model.t)
     held_t = ca.SX.sym("preequilibration@t0") if timed else None
@@ -461,7 +465,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         rhs_x = ca.SX(f)
         for i in reset:
             rhs_x[i] = (1 - after) * f[i]
-        rhs = ca.vertcat(rhs_x, *[after * f[i] for i in reset])
+        rhs = rate * ca.vertcat(rhs_x, *[after * f[i] for i in reset])
         x_new = ca.vertcat(model.x, Z)
         x_names += [f"{model.x_names[i]}@reset" for i in reset]
         if x_domain is not None:
@@ -473,12 +477,13 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         rhs = ca.substitute([rhs], [model.x], [model.x + H])[0]
         y = ca.substitute([y], [model.x], [model.x + H])[0]
     extra = [U_new, U_start] + ([after] if after is not None else []) + (
-        [held_t] if timed else [])
+        [held_t] if timed else []) + ([rate] if rate is not None else [])
     U_all = ca.vertcat(*extra)
     u_all = ca.vertcat(model.u, U_all) if model.nu else U_all
     extra_names = new_u_names + [f"{n}@start" for n in new_u_names if U_start.numel()] + (
         ["preequilibration@over"] if any_pre else []) + (
-        ["preequilibration@t0"] if timed else [])
+        ["preequilibration@t0"] if timed else []) + (
+        ["preequilibration@rate"] if any_pre else [])
     scaled_names = [q.name if q.scale == "lin" else f"{q.scale}({q.name})" for q in rows]
     resized: dict[str, Any] = {}
     # a prior is a measurement of the parameter (on its own scale or the
@@ -515,15 +520,17 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
             phases.append((head, head))
             continue
         clock = [exps[e].t0] if timed else []
-        after_t0 = np.r_[head, 1.0, clock]
-        phases.append((np.r_[settling[e], settling[e] if U_start.numel() else [], 0.0, clock]
-                       if pre[e] is not None else after_t0, after_t0))
+        after_t0 = np.r_[head, 1.0, clock, 1.0]
+        phases.append((np.r_[settling[e], settling[e] if U_start.numel() else [], 0.0, clock,
+                             1.0] if pre[e] is not None else after_t0, after_t0))
     new_exps = [_with_constant_inputs(e, model, phases[k], shifted, known[k], reset,
                                       known_reset[k])
                 for k, e in enumerate(exps)]
+    durations: dict[int, float] = {}
     if any_pre:
-        new_exps = [_settling_time(new_model, e, q, start) if q is not None else e
-                    for e, q in zip(new_exps, pre)]
+        for k, q in enumerate(pre):
+            if q is not None:
+                new_exps[k], durations[k] = _settling_time(new_model, new_exps[k], q, start)
     if priors:
         new_exps = [_with_prior_columns(e, [q.prior[1] for _, q in priors] if k == 0 else None,
                                         len(priors)) for k, e in enumerate(new_exps)]
@@ -541,7 +548,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         phi_lb=lo, phi_ub=hi, estimate_x0=est, shifted=shifted, reset=reset,
         _x0_of=ca.Function("x0_of", [phi, U_all], [H]) if shifted.any() else None,
         _constants=[ph[1] for ph in phases],
-        _settling=[(k, e.t0) for k, (e, q) in enumerate(zip(exps, pre)) if q is not None],
+        _settling=[(k, exps[k].t0, d) for k, d in durations.items()],
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors])
 
 
@@ -587,6 +594,7 @@ def _settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
     from ..simulate import simulate  # a lower layer, imported where used
 
     u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
+    u_settle[-1] = 1.0  # the clock's rate: the model's own time
     x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
     times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
     X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
@@ -600,15 +608,27 @@ def _settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
     return (float(times[last[-1] + 1]) if last.size else float(times[0])), X
 
 
-def _settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray) -> Experiment:
-    """``exp`` (restated, ``t0`` where it stops settling) started earlier by its
-    preequilibration's duration: given, or :data:`SETTLING_MARGIN` times the
-    time the restated model takes to settle at ``phi`` (simulated) and the
-    experiment's span."""
+#: the settling's clock resolves times from its duration times this on
+SETTLING_RESOLUTION = 1e-9
+
+
+def _settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
+                   ) -> tuple[Experiment, float]:
+    """``exp`` (restated, ``t0`` where it stops settling) started earlier, and
+    how long it settles: its preequilibration's duration, or
+    :data:`SETTLING_MARGIN` times the time the restated model takes to
+    settle at ``phi`` (simulated) and the experiment's span.
+
+    The settling is not laid out on the experiment's own clock (a duration
+    of 10^4 spans would need 10^4 times the data's intervals): it runs over
+    the span of the data before ``t0`` on a stretched clock, the model's
+    time ``tau = tau_0 (exp(a (s - s_0)) - 1)``, the rates times ``d tau / d
+    s`` (an input), so equal intervals cover equal ratios of time, from
+    ``tau_0`` (:data:`SETTLING_RESOLUTION` of the duration) to the duration."""
     t0 = exp.t0
     duration = pre.duration
+    where = f"experiment {exp.name!r}"
     if duration is None:
-        where = f"experiment {exp.name!r}"
         try:
             settled, _ = _settled_after(model, exp, phi, t0)
         except Exception as err:  # the CVODES failure, said in the user's terms
@@ -620,8 +640,13 @@ def _settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray) -> 
                              f"{SETTLING_HORIZON:g} time units at the start; give "
                              "Preequilibration(duration=...) or another start")
         duration = SETTLING_MARGIN * max(settled, exp.t_end - t0)
-    return exp.replaced(t0=t0 - duration, breakpoints=np.r_[exp.breakpoints, t0],
-                        preequilibration=None)
+    span = exp.t_end - t0
+    tau0 = SETTLING_RESOLUTION * duration
+    a = float(np.log(duration / tau0 + 1.0)) / span
+    u = exp.u
+    stretched = _PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0))
+    return exp.replaced(t0=t0 - span, u=stretched, breakpoints=np.r_[exp.breakpoints, t0],
+                        preequilibration=None), float(duration)
 
 
 def _with_constant_inputs(exp: Experiment, model: Model,
@@ -673,18 +698,25 @@ def _with_prior_columns(exp: Experiment, means: Sequence[float] | None, n: int) 
 
 
 class _PhasedConstants:
-    """Constant inputs that switch at ``t0`` (picklable, vectorised)."""
+    """Constant inputs that switch at ``t0`` (picklable, vectorised); with a
+    ``clock`` ``(s_0, a, tau_0)`` the last is the settling clock's rate
+    ``a tau_0 exp(a (t - s_0))`` before ``t0`` (:func:`_settling_time`)."""
 
     vectorized = True
 
-    def __init__(self, before: np.ndarray, after: np.ndarray, t0: float) -> None:
-        self.before, self.after, self.t0 = before, after, float(t0)
+    def __init__(self, before: np.ndarray, after: np.ndarray, t0: float,
+                 clock: tuple[float, float, float] | None = None) -> None:
+        self.before, self.after, self.t0, self.clock = before, after, float(t0), clock
 
     def __call__(self, t: Any) -> np.ndarray:
         t = np.asarray(t, float)
-        if t.ndim == 0:
-            return (self.after if t >= self.t0 else self.before).copy()
-        return np.where(t[:, None] >= self.t0, self.after[None, :], self.before[None, :])
+        times = np.atleast_1d(t)
+        out = np.where(times[:, None] >= self.t0, self.after[None, :], self.before[None, :])
+        if self.clock is not None:
+            s0, a, tau0 = self.clock
+            early = times < self.t0
+            out[early, -1] = a * tau0 * np.exp(a * (times[early] - s0))
+        return out[0].copy() if t.ndim == 0 else out
 
 
 class _ConstantInputs:

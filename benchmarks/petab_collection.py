@@ -11,6 +11,11 @@ github.com/Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3) is read by
 nominal vector and from ``n_starts`` (default 5) points uniform in the
 bounds on each parameter's scale (NumPy seed 0 for each problem), as pyPESTO
 samples them.
+Other problems of the collection are read from a checkout of it, named by
+the environment variable ``PETAB_COLLECTION`` (its ``Benchmark-Models``
+folder); their nominal ``nllh`` is computed here (the by-hand simulation of
+``tests/test_petab_suite.py``, plus each normal prior's ``-log`` density:
+PEtab's negative log-posterior), where it is not one of the six below.
 Printed per start: status (``no_start`` where the model cannot be evaluated at
 the start: ``pc.StartNotFiniteError``), the reported ``nllh`` (the ODE's own solution's),
 its distance to the collection's nominal ``nllh`` (the nominal vector's,
@@ -21,6 +26,7 @@ reference tool here (AMICI is not installed).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
@@ -60,12 +66,35 @@ def starts(table: list[pc.Parameter], n: int, rng: np.random.Generator) -> list:
     return out
 
 
+def problem(name: str) -> tuple[pc.PetabProblem, float]:
+    """The problem (vendored, or from ``PETAB_COLLECTION``) and its nominal nllh."""
+    yaml = DATA / name / f"{name}.yaml"
+    if not yaml.exists():
+        folder = os.environ.get("PETAB_COLLECTION")
+        if not folder:
+            sys.exit(f"{name} is not vendored here: set PETAB_COLLECTION to the collection's "
+                     "Benchmark-Models folder")
+        yaml = Path(folder) / name / f"{name}.yaml"
+    prob = pc.read_petab(yaml)
+    if name in NOMINAL:
+        return prob, NOMINAL[name]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_petab_suite import simulate_nominal  # the by-hand simulation
+
+    nominal = -simulate_nominal(prob)[0]
+    for q in prob.parameters:
+        if q.prior is not None and q.estimate:
+            kind, mean, sd = q.prior
+            v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
+            nominal += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
+    return prob, nominal
+
+
 def main(n_starts: int = 5, names: list[str] | None = None) -> None:
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
           f"{'- nominal':>11}{'CPU s':>8}")
     for name in names or list(NOMINAL):
-        nominal = NOMINAL[name]
-        prob = pc.read_petab(DATA / name / f"{name}.yaml")
+        prob, nominal = problem(name)
         # each problem's own draws (seed 0), whichever others run
         rng = np.random.default_rng(0)
         for label, table in starts(prob.parameters, n_starts, rng):

@@ -187,13 +187,19 @@ def test_laplace_noise_is_a_value_error_naming_it(tmp_path):
         read_petab(yaml)
 
 
-def test_preequilibration_is_refused_naming_it(tmp_path):
+def test_a_preequilibration_condition_makes_an_experiment_of_its_own(tmp_path):
+    """One measurement after preequilibrating: an experiment per pair of
+    conditions (``pre:sim``), the other measurements' as before."""
     yaml = _copy(tmp_path)
     path = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
     _edit(path, "pSTAT5A_rel\t\tmodel1_data1", "pSTAT5A_rel\tmodel1_data1\tmodel1_data1", 1)
-    with pytest.raises(NotImplementedError, match="preequilibration") as err:
-        read_petab(yaml)
-    assert "measurementData_Boehm_JProteomeRes2014.tsv" in str(err.value)
+    prob = read_petab(yaml)
+    names = [e.name for e in prob.experiments]
+    assert names == ["model1_data1:model1_data1", "model1_data1"]
+    settled, plain = prob.experiments
+    assert settled.preequilibration is not None and settled.preequilibration.reset == ()
+    assert plain.preequilibration is None
+    assert np.isfinite(settled.y).sum() == 1 and np.isfinite(plain.y).sum() == 47
 
 
 def test_noise_parameters_that_differ_within_a_condition_make_an_output_each(tmp_path):

@@ -44,6 +44,8 @@ from ..experiment import Experiment
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
 from .arguments import as_bounds
+from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
+                               settling_time)
 
 __all__ = ["Statement", "state_problem"]
 
@@ -187,7 +189,7 @@ class Statement:
         for e, t0, duration in self._settling:
             exp = self.experiments[e]
             try:
-                settled, _ = _settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
+                settled, _ = settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
             except Exception:  # noqa: BLE001  (the fit's own failure says more)
                 settled = np.inf
             if settled > duration:
@@ -273,7 +275,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     table = _table(model, p0, p_bounds, parameter_scale)
     user_table = table is not None and parameter_scale is None  # pc.Parameter entries
     pre = [e.preequilibration for e in exps]
-    reset = _check_preequilibration(model, exps)
+    reset = check_preequilibration(model, exps)
     any_pre = any(q is not None for q in pre)
     overrides = any(e.parameters for e in exps) or any_pre
     given = model.x0_given
@@ -408,7 +410,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     U_start = (ca.vertcat(*[ca.SX.sym(f"{n}@start") for n in new_u_names]) if any_pre and new_u
                else ca.SX(0, 1))
     after = ca.SX.sym("preequilibration@over") if any_pre else None
-    # the settling runs on a stretched clock (_settling_time): the model's
+    # the settling runs on a stretched clock (preequilibration.settling_time): the model's
     # rates times this input, 1 after t0
     rate = ca.SX.sym("preequilibration@rate") if any_pre else None
     # a model of time settles with its time held at the experiment's t0
@@ -530,7 +532,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if any_pre:
         for k, q in enumerate(pre):
             if q is not None:
-                new_exps[k], durations[k] = _settling_time(new_model, new_exps[k], q, start)
+                new_exps[k], durations[k] = settling_time(new_model, new_exps[k], q, start)
     if priors:
         new_exps = [_with_prior_columns(e, [q.prior[1] for _, q in priors] if k == 0 else None,
                                         len(priors)) for k, e in enumerate(new_exps)]
@@ -552,103 +554,6 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors])
 
 
-def _check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int]:
-    """The states some experiment resets after its preequilibration (sorted
-    indices); a ValueError naming what cannot be preequilibrated."""
-    reset: set[int] = set()
-    for e in exps:
-        q = e.preequilibration
-        if q is None:
-            continue
-        where = f"experiment {e.name!r}"
-        if model.nu:
-            raise ValueError(f"{where}: preequilibration with the model's inputs "
-                             f"({', '.join(model.u_names)}) is not supported: what they are "
-                             "while it settles is not defined; give them as parameters")
-        if model.has_delays:
-            raise ValueError(f"{where}: preequilibration with delays is not supported")
-        unknown = [r for r in q.reset if r not in model.x_names]
-        if unknown:
-            raise ValueError(f"{where}: Preequilibration(reset=...) names {unknown}, which are "
-                             f"not states of the model ({', '.join(model.x_names)})")
-        reset.update(model.x_names.index(r) for r in q.reset)
-    return sorted(reset)
-
-
-#: a state has settled when it stays within this share of its size of where
-#: it ends (Preequilibration's default duration)
-SETTLED = 1e-8
-#: the default duration: this many times the time taken to settle, and at
-#: least this many times the experiment's own span
-SETTLING_MARGIN = 10.0
-#: how long the settling is followed to find where it ends
-SETTLING_HORIZON = 1e8
-
-
-def _settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
-                   ) -> tuple[float, np.ndarray]:
-    """When the restated model settles from its ``x0`` at ``phi`` with the
-    inputs it has before ``t0`` (the time from its start; ``inf`` where it
-    does not within :data:`SETTLING_HORIZON`), and the states along the way
-    (at ``t0 + times``, the last row where it ends)."""
-    from ..simulate import simulate  # a lower layer, imported where used
-
-    u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
-    u_settle[-1] = 1.0  # the clock's rate: the model's own time
-    x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
-    times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
-    X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
-    end = X[-1]
-    size = SETTLED * (np.abs(end) + 1e-6 * np.max(np.abs(end)) + 1e-300)
-    rate = np.abs(np.asarray(model.rhs_value(0.0, end, phi, u_settle), float).ravel())
-    if np.any(rate * times[-1] > size * 1e2):  # still moving at the end
-        return np.inf, X
-    away = np.any(np.abs(X - end) > size, axis=1)
-    last = np.flatnonzero(away)
-    return (float(times[last[-1] + 1]) if last.size else float(times[0])), X
-
-
-#: the settling's clock resolves times from its duration times this on
-SETTLING_RESOLUTION = 1e-9
-
-
-def _settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
-                   ) -> tuple[Experiment, float]:
-    """``exp`` (restated, ``t0`` where it stops settling) started earlier, and
-    how long it settles: its preequilibration's duration, or
-    :data:`SETTLING_MARGIN` times the time the restated model takes to
-    settle at ``phi`` (simulated) and the experiment's span.
-
-    The settling is not laid out on the experiment's own clock (a duration
-    of 10^4 spans would need 10^4 times the data's intervals): it runs over
-    the span of the data before ``t0`` on a stretched clock, the model's
-    time ``tau = tau_0 (exp(a (s - s_0)) - 1)``, the rates times ``d tau / d
-    s`` (an input), so equal intervals cover equal ratios of time, from
-    ``tau_0`` (:data:`SETTLING_RESOLUTION` of the duration) to the duration."""
-    t0 = exp.t0
-    duration = pre.duration
-    where = f"experiment {exp.name!r}"
-    if duration is None:
-        try:
-            settled, _ = _settled_after(model, exp, phi, t0)
-        except Exception as err:  # the CVODES failure, said in the user's terms
-            raise ValueError(
-                f"{where}: its preequilibration could not be simulated at the start "
-                f"({err}); give Preequilibration(duration=...) or another start") from None
-        if not np.isfinite(settled):
-            raise ValueError(f"{where}: its preequilibration does not settle within "
-                             f"{SETTLING_HORIZON:g} time units at the start; give "
-                             "Preequilibration(duration=...) or another start")
-        duration = SETTLING_MARGIN * max(settled, exp.t_end - t0)
-    span = exp.t_end - t0
-    tau0 = SETTLING_RESOLUTION * duration
-    a = float(np.log(duration / tau0 + 1.0)) / span
-    u = exp.u
-    stretched = _PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0))
-    return exp.replaced(t0=t0 - span, u=stretched, breakpoints=np.r_[exp.breakpoints, t0],
-                        preequilibration=None), float(duration)
-
-
 def _with_constant_inputs(exp: Experiment, model: Model,
                           phases: tuple[np.ndarray, np.ndarray], shifted: np.ndarray,
                           known: np.ndarray, reset: Sequence[int] = (),
@@ -661,7 +566,7 @@ def _with_constant_inputs(exp: Experiment, model: Model,
     changes: dict[str, Any] = {"parameters": None}
     before, constants = phases
     if not np.array_equal(before, constants):
-        changes["u"] = _PhasedConstants(before, constants, exp.t0)
+        changes["u"] = PhasedConstants(before, constants, exp.t0)
     elif constants.size:
         u = exp.u
         if u is None:
@@ -695,28 +600,6 @@ def _with_prior_columns(exp: Experiment, means: Sequence[float] | None, n: int) 
     if exp.sigma is not None:
         changes["sigma"] = np.hstack([np.asarray(exp.sigma, float), np.full_like(extra, np.nan)])
     return exp.replaced(**changes)
-
-
-class _PhasedConstants:
-    """Constant inputs that switch at ``t0`` (picklable, vectorised); with a
-    ``clock`` ``(s_0, a, tau_0)`` the last is the settling clock's rate
-    ``a tau_0 exp(a (t - s_0))`` before ``t0`` (:func:`_settling_time`)."""
-
-    vectorized = True
-
-    def __init__(self, before: np.ndarray, after: np.ndarray, t0: float,
-                 clock: tuple[float, float, float] | None = None) -> None:
-        self.before, self.after, self.t0, self.clock = before, after, float(t0), clock
-
-    def __call__(self, t: Any) -> np.ndarray:
-        t = np.asarray(t, float)
-        times = np.atleast_1d(t)
-        out = np.where(times[:, None] >= self.t0, self.after[None, :], self.before[None, :])
-        if self.clock is not None:
-            s0, a, tau0 = self.clock
-            early = times < self.t0
-            out[early, -1] = a * tau0 * np.exp(a * (times[early] - s0))
-        return out[0].copy() if t.ndim == 0 else out
 
 
 class _ConstantInputs:

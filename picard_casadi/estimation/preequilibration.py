@@ -1,0 +1,141 @@
+"""Experiments that start from a steady state (``pc.Preequilibration``), restated.
+
+:func:`~picard_casadi.estimation.statement.state_problem` makes the settling
+a part of the experiment: it begins before its ``t0``, the settling
+parameters entering as constants that switch at ``t0``
+(:class:`PhasedConstants`), on a stretched clock (:func:`settling_time`);
+this module holds the checks, the clock, how long the settling takes
+(:func:`settled_after`) and the inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+
+__all__ = ["check_preequilibration", "settled_after", "settling_time", "PhasedConstants",
+           "SETTLED", "SETTLING_MARGIN", "SETTLING_HORIZON", "SETTLING_RESOLUTION"]
+
+
+def check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int]:
+    """The states some experiment resets after its preequilibration (sorted
+    indices); a ValueError naming what cannot be preequilibrated."""
+    reset: set[int] = set()
+    for e in exps:
+        q = e.preequilibration
+        if q is None:
+            continue
+        where = f"experiment {e.name!r}"
+        if model.nu:
+            raise ValueError(f"{where}: preequilibration with the model's inputs "
+                             f"({', '.join(model.u_names)}) is not supported: what they are "
+                             "while it settles is not defined; give them as parameters")
+        if model.has_delays:
+            raise ValueError(f"{where}: preequilibration with delays is not supported")
+        unknown = [r for r in q.reset if r not in model.x_names]
+        if unknown:
+            raise ValueError(f"{where}: Preequilibration(reset=...) names {unknown}, which are "
+                             f"not states of the model ({', '.join(model.x_names)})")
+        reset.update(model.x_names.index(r) for r in q.reset)
+    return sorted(reset)
+
+
+#: a state has settled when it stays within this share of its size of where
+#: it ends (Preequilibration's default duration)
+SETTLED = 1e-8
+#: the default duration: this many times the time taken to settle, and at
+#: least this many times the experiment's own span
+SETTLING_MARGIN = 10.0
+#: how long the settling is followed to find where it ends
+SETTLING_HORIZON = 1e8
+
+
+def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
+                   ) -> tuple[float, np.ndarray]:
+    """When the restated model settles from its ``x0`` at ``phi`` with the
+    inputs it has before ``t0`` (the time from its start; ``inf`` where it
+    does not within :data:`SETTLING_HORIZON`), and the states along the way
+    (at ``t0 + times``, the last row where it ends)."""
+    from ..simulate import simulate  # a lower layer, imported where used
+
+    u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
+    u_settle[-1] = 1.0  # the clock's rate: the model's own time
+    x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
+    times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
+    X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
+    end = X[-1]
+    size = SETTLED * (np.abs(end) + 1e-6 * np.max(np.abs(end)) + 1e-300)
+    rate = np.abs(np.asarray(model.rhs_value(0.0, end, phi, u_settle), float).ravel())
+    if np.any(rate * times[-1] > size * 1e2):  # still moving at the end
+        return np.inf, X
+    away = np.any(np.abs(X - end) > size, axis=1)
+    last = np.flatnonzero(away)
+    return (float(times[last[-1] + 1]) if last.size else float(times[0])), X
+
+
+#: the settling's clock resolves times from its duration times this on
+SETTLING_RESOLUTION = 1e-9
+
+
+def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
+                   ) -> tuple[Experiment, float]:
+    """``exp`` (restated, ``t0`` where it stops settling) started earlier, and
+    how long it settles: its preequilibration's duration, or
+    :data:`SETTLING_MARGIN` times the time the restated model takes to
+    settle at ``phi`` (simulated) and the experiment's span.
+
+    The settling is not laid out on the experiment's own clock (a duration
+    of 10^4 spans would need 10^4 times the data's intervals): it runs over
+    the span of the data before ``t0`` on a stretched clock, the model's
+    time ``tau = tau_0 (exp(a (s - s_0)) - 1)``, the rates times ``d tau / d
+    s`` (an input), so equal intervals cover equal ratios of time, from
+    ``tau_0`` (:data:`SETTLING_RESOLUTION` of the duration) to the duration."""
+    t0 = exp.t0
+    duration = pre.duration
+    where = f"experiment {exp.name!r}"
+    if duration is None:
+        try:
+            settled, _ = settled_after(model, exp, phi, t0)
+        except Exception as err:  # the CVODES failure, said in the user's terms
+            raise ValueError(
+                f"{where}: its preequilibration could not be simulated at the start "
+                f"({err}); give Preequilibration(duration=...) or another start") from None
+        if not np.isfinite(settled):
+            raise ValueError(f"{where}: its preequilibration does not settle within "
+                             f"{SETTLING_HORIZON:g} time units at the start; give "
+                             "Preequilibration(duration=...) or another start")
+        duration = SETTLING_MARGIN * max(settled, exp.t_end - t0)
+    span = exp.t_end - t0
+    tau0 = SETTLING_RESOLUTION * duration
+    a = float(np.log(duration / tau0 + 1.0)) / span
+    u = exp.u
+    stretched = PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0))
+    return exp.replaced(t0=t0 - span, u=stretched, breakpoints=np.r_[exp.breakpoints, t0],
+                        preequilibration=None), float(duration)
+
+
+class PhasedConstants:
+    """Constant inputs that switch at ``t0`` (picklable, vectorised); with a
+    ``clock`` ``(s_0, a, tau_0)`` the last is the settling clock's rate
+    ``a tau_0 exp(a (t - s_0))`` before ``t0`` (:func:`settling_time`)."""
+
+    vectorized = True
+
+    def __init__(self, before: np.ndarray, after: np.ndarray, t0: float,
+                 clock: tuple[float, float, float] | None = None) -> None:
+        self.before, self.after, self.t0, self.clock = before, after, float(t0), clock
+
+    def __call__(self, t: Any) -> np.ndarray:
+        t = np.asarray(t, float)
+        times = np.atleast_1d(t)
+        out = np.where(times[:, None] >= self.t0, self.after[None, :], self.before[None, :])
+        if self.clock is not None:
+            s0, a, tau0 = self.clock
+            early = times < self.t0
+            out[early, -1] = a * tau0 * np.exp(a * (times[early] - s0))
+        return out[0].copy() if t.ndim == 0 else out

@@ -189,3 +189,18 @@ def test_a_model_of_time_settles_with_its_time_held_at_t0():
     res = pc.estimate(m, [e], [pc.Parameter("k", 1.0, (0.1, 10.0))], noise=pc.Noise(sigma=SIGMA))
     assert res.success, res.message
     assert_optimum(lambda kv: nllh(exact(kv, 0.5, times), y), res)
+
+
+def test_fast_exchange_settles_although_its_rates_are_round_off_at_the_end():
+    """Rates of 300 and 600 per time unit: at the settled state the rates are
+    round-off (1e-14), which times the horizon (1e8) once read as still
+    moving (Zheng's histone model: 'does not settle within 1e8')."""
+    rng = np.random.default_rng(5)
+    a = released(300.0, 0.8, 600.0, 1.0, 0.0, None, T)
+    y = a + SIGMA * rng.standard_normal(T.size)
+    e = pc.Experiment(T, y, parameters={"k1": 0.8, "a0": 1.0, "b0": 0.0},
+                      preequilibration=pc.Preequilibration({"k1": 300.0}))
+    res = pc.estimate(conversion(), [e], [pc.Parameter("k2", 500.0, (1.0, 1e4), "log10")],
+                      noise=pc.Noise(sigma=SIGMA))
+    assert res.success, res.message
+    assert_optimum(lambda k2: nllh(released(300.0, 0.8, k2, 1.0, 0.0, None, T), y), res)

@@ -70,8 +70,10 @@ def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
     X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
     end = X[-1]
     size = SETTLED * (np.abs(end) + 1e-6 * np.max(np.abs(end)) + 1e-300)
-    rate = np.abs(np.asarray(model.rhs_value(0.0, end, phi, u_settle), float).ravel())
-    if np.any(rate * times[-1] > size * 1e2):  # still moving at the end
+    # still moving over the last decade (not the rates there: their round-off
+    # times the horizon is more than the states' size)
+    decade = int(np.searchsorted(times, times[-1] / 10.0))
+    if np.any(np.abs(X[decade] - end) > size):
         return np.inf, X
     away = np.any(np.abs(X - end) > size, axis=1)
     last = np.flatnonzero(away)

@@ -22,7 +22,11 @@ tables; they map onto the package as follows.
   otherwise (a species' initial concentration stays as the SBML model
   gives it when the condition table sets its compartment's size).
 - The condition table: one :class:`~picard_casadi.experiment.Experiment`
-  per simulation condition that has measurements, its ``parameters`` the
+  per simulation condition that has measurements (per pair of
+  preequilibration and simulation condition, named ``pre:sim``, with a
+  :class:`~picard_casadi.experiment.Preequilibration`: the preequilibration
+  condition's values while it settles, the species the simulation
+  condition sets restarting), its ``parameters`` the
   condition's values (a number: a constant of that condition; a name: that
   parameter).  A species set by the condition table gets its initial value
   from a parameter of its own (``<species>_0``) that each experiment sets.
@@ -48,7 +52,7 @@ tables; they map onto the package as follows.
   :attr:`PetabProblem.noise_nominal`.
 
 What the package cannot state is refused, naming the construct and the
-file: preequilibration, steady-state (``time = inf``) measurements,
+file: steady-state (``time = inf``) measurements,
 events, delays, algebraic rules, non-constant compartments, objective
 priors other than normal ones (``normal``, ``parameterScaleNormal``:
 ``Parameter(prior=...)``), the Laplace distribution, mapping tables,
@@ -197,8 +201,9 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     ImportError
         Without python-libsbml or petab (``pip install picard_casadi[petab]``).
     NotImplementedError
-        For a construct the package cannot state (preequilibration, events,
-        delays, algebraic rules, priors, ...), naming it and the file.
+        For a construct the package cannot state (steady-state measurements,
+        events, delays, algebraic rules, priors that are not normal, ...),
+        naming it and the file.
     ValueError
         For inconsistent tables (a name no table defines, a Laplace
         distribution, ...), naming the file and the entry.

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvergenceError, SimulationError, StartNotFiniteError
+from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
                                   noise_bound_note,
@@ -43,6 +43,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
 from .estimation.fallbacks import ITERATION_LIMITS, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
+from .estimation.noise_plan import floored_measurement
 from .estimation.statement import state_problem
 from .estimation.setup import build_setup, simulated_ssr, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
@@ -503,6 +504,10 @@ def estimate(
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
         check_fit(result, prob.experiments, fitted)
+        floored = floored_measurement(prob.model, prob.experiments, fitted)
+        if floored:  # the logarithm of 0, finite by its floor only
+            result.warnings.append(floored)
+            warn_user(floored, FitWarning)
     elif result.status in ITERATION_LIMITS:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(

@@ -329,3 +329,20 @@ def test_a_log_normal_output_that_is_zero_where_it_is_not_measured():
     assert nllh(kv) == pytest.approx(res.nllh, abs=1e-2)
     slope = (nllh(kv + 1e-4 * se) - nllh(kv - 1e-4 * se)) / (2e-4 * se)
     assert abs(slope * se) < 0.05
+
+
+def test_a_log_normal_output_that_is_zero_where_it_is_measured_says_so():
+    """Where it is measured, a log-normal output of 0 has no likelihood: the
+    fit (which cannot move that value: its logarithm is floored) says so,
+    naming the output, the experiment and the time."""
+    a, b, k = ca.SX.sym("a"), ca.SX.sym("b"), ca.SX.sym("k")
+    model = pc.Model(x=ca.vertcat(a, b), p=k, rhs=ca.vertcat(-k * a, k * a), y=b,
+                     x0=[1.0, 0.0], y_names=["B"], p_names=["k"])
+    t = np.linspace(0.0, 3.0, 13)
+    y = 1 - np.exp(-0.7 * t)
+    y[0] = 0.01  # B(0) = 0 in the model
+    with pytest.warns(pc.FitWarning, match=r"output 'B' is 0 or negative.*'run', t = 0"):
+        res = pc.estimate(model, [pc.Experiment(t, y, name="run")],
+                          [pc.Parameter("k", 1.0, (0.01, 10.0))],
+                          noise=pc.Noise("log-normal", sigma=0.05))
+    assert any("is 0 or negative" in w for w in res.warnings) and res.fit_flagged

@@ -27,6 +27,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
+from ..analysis.fit_check import LACK_OF_FIT
 from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
@@ -113,6 +114,34 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
 #: the smallest model value a log-normal output takes the logarithm of (a
 #: measured value below it misfits by hundreds of noise levels)
 _LOG_FLOOR = 1e-300
+
+
+def floored_measurement(model: Model, experiments: list[Experiment],
+                        fitted: list[np.ndarray]) -> str:
+    """Where a log-normal output's fitted value is at the floor (0 or negative:
+    :data:`_LOG_FLOOR`) at a measured value, in words ('' where nowhere):
+    ``fitted`` the outputs (on the noise's scales) per experiment at its
+    sample times, of ``model`` (:func:`_log_scaled`'s)."""
+    scales = getattr(model, "_output_scales", None)
+    if scales is None:
+        return ""
+    for k, scale in enumerate(scales):
+        if scale == "lin":
+            continue
+        floor = math.log(_LOG_FLOOR) if scale == "log" else math.log10(_LOG_FLOOR)
+        for exp, values in zip(experiments, fitted):
+            hit = np.flatnonzero(np.isfinite(exp.y[:, k])
+                                 & (np.asarray(values, float)[:, k] <= floor + 1e-6))
+            if hit.size:
+                name = model.y_names[k]
+                if name.startswith(f"{scale}(") and name.endswith(")"):
+                    name = name[len(scale) + 1:-1]  # the user's output, not its logarithm
+                return (f"{LACK_OF_FIT}: output {name!r} is 0 or negative at the estimate "
+                        f"where it is measured (experiment {exp.name!r}, t = {exp.t[hit[0]]:g}), and its "
+                        "noise is log-normal: the likelihood of that value is not finite "
+                        "(nllh counts it at the logarithm of 1e-300, and the fit ignores "
+                        "it); the model cannot give the positive value measured there")
+    return ""
 
 
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]

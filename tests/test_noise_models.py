@@ -323,7 +323,8 @@ def test_a_log_normal_output_that_is_zero_where_it_is_not_measured():
         rb = (np.log(y[1:, 1]) - np.log(1 - np.exp(-kv * t[1:]))) / 0.05
         return float(0.5 * np.sum(ra ** 2) + 0.5 * np.sum(rb ** 2)
                      + 0.5 * t.size * np.log(2 * np.pi * 0.01 ** 2)
-                     + 0.5 * (t.size - 1) * np.log(2 * np.pi * 0.05 ** 2) + np.sum(np.log(y[1:, 1])))
+                     + 0.5 * (t.size - 1) * np.log(2 * np.pi * 0.05 ** 2)
+                     + np.sum(np.log(y[1:, 1])))
 
     kv, se = float(res.p[0]), float(res.p_std[0])
     assert nllh(kv) == pytest.approx(res.nllh, abs=1e-2)

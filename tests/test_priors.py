@@ -31,15 +31,16 @@ def data(seed: int = 0) -> np.ndarray:
 def test_a_normal_prior_gives_the_posterior_s_mode_and_curvature():
     y = data()
     m, s = 1.0, 0.05  # a prior as sharp as the data
-    res = pc.estimate(ramp(), [pc.Experiment(T, y)], [pc.Parameter("a", 1.0, prior=("normal", m, s))],
-                      noise=pc.Noise(sigma=SIGMA))
+    res = pc.estimate(ramp(), [pc.Experiment(T, y)],
+                      [pc.Parameter("a", 1.0, prior=("normal", m, s))], noise=pc.Noise(sigma=SIGMA))
     assert res.success, res.message
     info = np.sum(T ** 2) / SIGMA ** 2 + 1 / s ** 2
     mode = (np.sum(T * y) / SIGMA ** 2 + m / s ** 2) / info
     assert res.p[0] == pytest.approx(mode, abs=1e-6)
     assert res.p_std[0] == pytest.approx(1 / math.sqrt(info), rel=1e-4)
     terms = np.r_[(y[1:] - mode * T[1:]) / SIGMA, (mode - m) / s]  # x(0) = 0 is known: y[0] too
-    const = np.r_[np.full(T.size, math.log(2 * math.pi * SIGMA ** 2)), math.log(2 * math.pi * s ** 2)]
+    const = np.r_[np.full(T.size, math.log(2 * math.pi * SIGMA ** 2)),
+                  math.log(2 * math.pi * s ** 2)]
     expected = 0.5 * np.sum(terms ** 2) + 0.5 * ((y[0] - 0.0) / SIGMA) ** 2 + 0.5 * np.sum(const)
     assert res.nllh == pytest.approx(expected, abs=1e-6)
 
@@ -58,8 +59,8 @@ def test_a_prior_on_the_log_scale_is_a_measurement_of_the_logarithm():
     a = float(res.p[0])
     h = 1e-6
     assert abs(posterior(a + h) - posterior(a - h)) / (2 * h) < 1e-3
-    free = pc.estimate(ramp(), [pc.Experiment(T, y)], [pc.Parameter("a", 1.0, (1e-3, 1e3), "log10")],
-                       noise=pc.Noise(sigma=SIGMA))
+    free = pc.estimate(ramp(), [pc.Experiment(T, y)],
+                       [pc.Parameter("a", 1.0, (1e-3, 1e3), "log10")], noise=pc.Noise(sigma=SIGMA))
     assert 1.0 < a < free.p[0]  # between the prior's and the data's
     assert res.p_scaled_std[0] < free.p_scaled_std[0]
 

@@ -136,11 +136,12 @@ def floored_measurement(model: Model, experiments: list[Experiment],
                 name = model.y_names[k]
                 if name.startswith(f"{scale}(") and name.endswith(")"):
                     name = name[len(scale) + 1:-1]  # the user's output, not its logarithm
+                where = f"experiment {exp.name!r}, t = {exp.t[hit[0]]:g}"
                 return (f"{LACK_OF_FIT}: output {name!r} is 0 or negative at the estimate "
-                        f"where it is measured (experiment {exp.name!r}, t = {exp.t[hit[0]]:g}), and its "
-                        "noise is log-normal: the likelihood of that value is not finite "
-                        "(nllh counts it at the logarithm of 1e-300, and the fit ignores "
-                        "it); the model cannot give the positive value measured there")
+                        f"where it is measured ({where}), and its noise is log-normal: the "
+                        "likelihood of that value is not finite (nllh counts it at the "
+                        "logarithm of 1e-300, and the fit ignores it); the model cannot give "
+                        "the positive value measured there")
     return ""
 
 

@@ -160,8 +160,10 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
             names.append(model.y_names[k])
         else:
             # floored: the outputs are evaluated at every sample slot, also
-            # where this one is not measured (a state 0 at t = 0, Schwen's):
-            # log 0 there would make the objective NaN through its zero weight
+            # where this one is not measured (a state 0 at t = 0), and a first
+            # guess may put 0 where it is (Schwen's): log 0 would make the
+            # objective NaN or infinite before the fit moves; a measured value
+            # still at the floor at the estimate is said (floored_measurement)
             g = ca.fmax(y[k], _LOG_FLOOR)
             outs.append(ca.log(g) if s == "log" else ca.log10(g))
             names.append(f"{s}({model.y_names[k]})")

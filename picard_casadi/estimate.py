@@ -504,7 +504,7 @@ def estimate(
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
         check_fit(result, prob.experiments, fitted)
-        floored = floored_measurement(prob.model, prob.experiments, fitted)
+        floored = floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
         if floored:  # the logarithm of 0, finite by its floor only
             result.warnings.append(floored)
             warn_user(floored, FitWarning)

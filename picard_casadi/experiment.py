@@ -181,18 +181,18 @@ class Preequilibration:
     parameters : mapping of str to float or str, optional
         The model parameters' values while it settles, as
         ``Experiment(parameters=...)``: a number (a constant), a name (an
-        estimated parameter of that name).  Unlisted parameters are the
-        shared ones (not the experiment's own settings).
+        estimated parameter of that name).  Unlisted parameters keep the
+        experiment's own values (its ``parameters``, else the shared ones).
     reset : sequence of str, optional
         States that restart at their initial value (the model's ``x0``, with
         the experiment's parameters) at ``t0``; the others continue from the
         steady state.
     duration : float, optional
         How long it runs before ``t0``.  Default: ten times the time the
-        model takes to settle (every state's rate times the elapsed time
-        below 1e-6 of its size) at the start of the estimate, simulated.
-        An estimate says where the steady state had not been reached at its
-        end.
+        model takes to settle (every state within 1e-8 of its size of where
+        it ends) at the start of the estimate, simulated, and at least ten
+        times the experiment's span.  An estimate says where the steady
+        state had not been reached at its end.
     """
 
     parameters: Mapping[str, float | str] = field(default_factory=dict)

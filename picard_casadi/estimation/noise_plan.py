@@ -116,12 +116,27 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
 _LOG_FLOOR = 1e-300
 
 
+def _sigma_given(experiments: Sequence[Experiment], ny: int) -> list[list[bool]]:
+    """Per output, per experiment: whether it gives the output's measurements'
+    own sigma (``Experiment(sigma=...)``)."""
+    return [[exp.sigma is not None and bool(np.any(np.isfinite(exp.sigma[:, k])))
+             for exp in experiments] for k in range(ny)]
+
+
+def default_noise(experiments: Sequence[Experiment], ny: int) -> tuple[Noise, ...]:
+    """``estimate(noise=None)``: each output's sigma the data's where an
+    experiment gives it (``sigma="data"``), estimated otherwise."""
+    return tuple(Noise(sigma="data") if any(given) else Noise()
+                 for given in _sigma_given(experiments, ny))
+
+
 def floored_measurement(model: Model, experiments: list[Experiment],
-                        fitted: list[np.ndarray]) -> str:
+                        fitted: list[np.ndarray], names: Sequence[str]) -> str:
     """Where a log-normal output's fitted value is at the floor (0 or negative:
     :data:`_LOG_FLOOR`) at a measured value, in words ('' where nowhere):
     ``fitted`` the outputs (on the noise's scales) per experiment at its
-    sample times, of ``model`` (:func:`_log_scaled`'s)."""
+    sample times, of ``model`` (:func:`_log_scaled`'s); ``names`` the user's
+    names of the outputs."""
     scales = getattr(model, "_output_scales", None)
     if scales is None:
         return ""
@@ -133,11 +148,8 @@ def floored_measurement(model: Model, experiments: list[Experiment],
             hit = np.flatnonzero(np.isfinite(exp.y[:, k])
                                  & (np.asarray(values, float)[:, k] <= floor + 1e-6))
             if hit.size:
-                name = model.y_names[k]
-                if name.startswith(f"{scale}(") and name.endswith(")"):
-                    name = name[len(scale) + 1:-1]  # the user's output, not its logarithm
                 where = f"experiment {exp.name!r}, t = {exp.t[hit[0]]:g}"
-                return (f"{LACK_OF_FIT}: output {name!r} is 0 or negative at the estimate "
+                return (f"{LACK_OF_FIT}: output {names[k]!r} is 0 or negative at the estimate "
                         f"where it is measured ({where}), and its noise is log-normal: the "
                         "likelihood of that value is not finite (nllh counts it at the "
                         "logarithm of 1e-300, and the fit ignores it); the model cannot give "
@@ -207,13 +219,8 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
     names = model.y_names
     if isinstance(noise, str) and noise == "correlated":
         return _correlated_plan(model, experiments)
-    has_sigma = [[exp.sigma is not None and bool(np.any(np.isfinite(exp.sigma[:, k])))
-                  for exp in experiments] for k in range(model.ny)]
-    if noise is None:
-        noises = tuple(Noise(sigma="data") if any(has_sigma[k]) else Noise()
-                       for k in range(model.ny))
-    else:
-        noises = as_noise_list(noise, names)
+    has_sigma = _sigma_given(experiments, model.ny)
+    noises = default_noise(experiments, model.ny) if noise is None else as_noise_list(noise, names)
     for k, n in enumerate(noises):
         if n.sigma != "data":
             continue

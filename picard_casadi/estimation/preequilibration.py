@@ -55,12 +55,10 @@ SETTLING_MARGIN = 10.0
 SETTLING_HORIZON = 1e8
 
 
-def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
-                   ) -> tuple[float, np.ndarray]:
+def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float) -> float:
     """When the restated model settles from its ``x0`` at ``phi`` with the
     inputs it has before ``t0`` (the time from its start; ``inf`` where it
-    does not within :data:`SETTLING_HORIZON`), and the states along the way
-    (at ``t0 + times``, the last row where it ends)."""
+    does not within :data:`SETTLING_HORIZON`)."""
     from ..simulate import simulate  # a lower layer, imported where used
 
     u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
@@ -74,10 +72,10 @@ def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float
     # times the horizon is more than the states' size)
     decade = int(np.searchsorted(times, times[-1] / 10.0))
     if np.any(np.abs(X[decade] - end) > size):
-        return np.inf, X
+        return np.inf
     away = np.any(np.abs(X - end) > size, axis=1)
     last = np.flatnonzero(away)
-    return (float(times[last[-1] + 1]) if last.size else float(times[0])), X
+    return float(times[last[-1] + 1]) if last.size else float(times[0])
 
 
 #: the settling's clock resolves times from its duration times this on
@@ -102,7 +100,7 @@ def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
     where = f"experiment {exp.name!r}"
     if duration is None:
         try:
-            settled, _ = settled_after(model, exp, phi, t0)
+            settled = settled_after(model, exp, phi, t0)
         except Exception as err:  # the CVODES failure, said in the user's terms
             raise ValueError(
                 f"{where}: its preequilibration could not be simulated at the start "

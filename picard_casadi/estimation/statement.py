@@ -102,18 +102,14 @@ class Statement:
         standard deviation."""
         if not self.priors:
             return noise
-        from .noise_plan import as_noise_list  # a sibling, imported where used
+        from .noise_plan import as_noise_list, default_noise  # a sibling, imported where used
         from ..noise import Noise
 
         if isinstance(noise, str) and noise == "correlated":
             raise ValueError("`noise`='correlated' cannot be used with parameter priors")
-        if noise is None:  # estimate's default: the data's sigma where given, else estimated
-            given = [any(e.sigma is not None and bool(np.any(np.isfinite(e.sigma[:, k])))
-                         for e in experiments) for k in range(model.ny)]
-            noises = [Noise(sigma="data") if g else Noise() for g in given]
-        else:
-            noises = list(as_noise_list(noise, model.y_names))
-        return tuple(noises + [Noise(sigma=sd) for _, sd in self.priors])
+        noises = (default_noise(experiments, model.ny) if noise is None
+                  else as_noise_list(noise, model.y_names))
+        return noises + tuple(Noise(sigma=sd) for _, sd in self.priors)
 
     @property
     def names(self) -> list[str]:
@@ -189,7 +185,7 @@ class Statement:
         for e, t0, duration in self._settling:
             exp = self.experiments[e]
             try:
-                settled, _ = settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
+                settled = settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
             except Exception:  # noqa: BLE001  (the fit's own failure says more)
                 settled = np.inf
             if settled > duration:

@@ -81,7 +81,7 @@ from ..experiment import Experiment, Preequilibration
 from ..model import Model
 from ..noise import Noise
 from ..parameters import PRIORS, Parameter
-from .petab_noise import NoiseTables, _DISTRIBUTION, _empty, _number
+from .petab_noise import NoiseTables, _DISTRIBUTION, _empty, _number, one_per_condition
 from .sbml import _MathConverter, _Sbml, _parse_formula, _translate_sbml
 
 __all__ = ["PetabProblem", "read_petab"]
@@ -121,9 +121,10 @@ class PetabProblem:
         Each output's PEtab observable id: the output's name itself, or, for
         an observable whose measurements give different
         ``observableParameters`` (a scaling per condition, an offset per time
-        point), ``"obs[values]"`` for each set of them (and ``"obs[values;
-        noise values]"`` where the noiseParameters differ within a
-        condition too).
+        point), ``"obs[values]"`` for each set of them (values joined by
+        commas; ``"obs[values;noise values]"``, or ``"obs[noise values]"``
+        without observable parameters, where the noiseParameters differ
+        within a condition too).
     """
 
     model: Model
@@ -344,12 +345,8 @@ class _Builder(NoiseTables):
             return True  # a formula's parameters: one set per output
         if all(len(q) == 1 and isinstance(q[0], float) for q in per):
             return False  # each measurement's own sigma
-        by_condition: dict[str, set] = {}
-        for c, q in zip(rows["simulationConditionId"], per):
-            by_condition.setdefault(str(c), set()).add(q)
         # one noise parameter per condition: each experiment's own
-        return not (all(len(q) == 1 for q in kinds)
-                    and all(len(v) == 1 for v in by_condition.values()))
+        return one_per_condition(rows["simulationConditionId"], per) is None
 
     def _table_row(self, name: str) -> Any:
         return self.par.loc[name] if name in self.par.index else None
@@ -622,10 +619,6 @@ class _Builder(NoiseTables):
             t, outputs = np.r_[t, extra], [*outputs, outputs[0]]
             values = np.r_[values, np.nan]
             sigma = None if sigma is None else np.r_[sigma, np.nan]
-            order = np.argsort(t, kind="stable")
-            t, values = t[order], values[order]
-            outputs = [outputs[i] for i in order]
-            sigma = None if sigma is None else sigma[order]
         return Experiment.from_measurements(
             t, outputs, values, observed, sigma=sigma, name=f"{pre}:{cid}" if pre else str(cid),
             t0=0.0, parameters=parameters or None,

@@ -41,6 +41,22 @@ def _number(v: Any) -> float | None:
         return None
 
 
+def one_per_condition(conditions: Sequence[Any], per: Sequence[Sequence[Any]]
+                      ) -> dict[str, float | str] | None:
+    """Each condition's noise parameter where every row (condition
+    ``conditions[i]``, noiseParameters ``per[i]``) gives one and the rows of a
+    condition agree (``Experiment(noise_parameters=...)`` states that);
+    None otherwise."""
+    if any(len(q) != 1 for q in per):
+        return None
+    by_condition: dict[str, set] = {}
+    for c, q in zip(conditions, per):
+        by_condition.setdefault(str(c), set()).add(q[0])
+    if any(len(v) != 1 for v in by_condition.values()):
+        return None
+    return {c: next(iter(v)) for c, v in by_condition.items()}
+
+
 class NoiseTables:
     """The noise part of the PEtab builder (its tables as attributes: ``obs``,
     ``par``, ``files``, ``sbml``, ``noise_overrides``; ``_column`` and
@@ -162,13 +178,10 @@ class NoiseTables:
         one per condition (``Experiment(noise_parameters=...)``) for output ``out``."""
         fm, fp = self.files["measurements"], self.files["parameters"]
         kinds = {tuple(q) for q in per}
-        if len(kinds) > 1 and conditions is not None and all(len(k) == 1 for k in kinds):
-            by_condition: dict[str, set] = {}
-            for c, q in zip(conditions, per):
-                by_condition.setdefault(c, set()).add(q[0])
-            if all(len(v) == 1 for v in by_condition.values()):
-                return self._sigma_per_condition(oid, out, distribution, {
-                    c: next(iter(v)) for c, v in by_condition.items()})
+        values = (one_per_condition(conditions, per) if len(kinds) > 1 and conditions is not None
+                  else None)
+        if values is not None:
+            return self._sigma_per_condition(oid, out, distribution, values)
         if len(kinds) != 1 or len(next(iter(kinds))) != 1:  # _variants split the rest
             raise ValueError(
                 f"{fm}: the measurements of observable {oid!r} give noiseParameters "

@@ -261,10 +261,13 @@ def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default():
     assert chosen.status == "step_failed"
     assert "own solution at this p is finite" in chosen.message
     assert "method='ipopt'" in chosen.message and "blows up" not in chosen.message
-    # on a finer mesh the same breakdown collapses the trust region instead
+    # on a finer mesh the same breakdown collapses the trust region of the run
+    # from the data; the second run, from the states simulated with p0,
+    # converges to the truth (given the 1000 iterations it needs: 820 in all)
     finer = pc.estimate(model, [exp], p0, "picard-gn", T=0.05, refine=False, uncertainty=False)
-    assert finer.status == "step_failed" and "trust region collapsed" in finer.message
-    assert "own solution at this p is finite" in finer.message
+    assert finer.success and np.allclose(finer.p, truth, rtol=0.05), finer.message
+    assert "(step_failed) with the continuity gaps open (no acceptable step)" in finer.warnings[0]
+    assert "guess='shooting'" in finer.warnings[0]
     res = pc.estimate(model, [exp], p0)
     assert res.success and res.method == "ipopt", res.message
     assert np.allclose(res.p, truth, rtol=0.05), res.p

@@ -57,6 +57,12 @@ class PicardGNOptions(LoopOptions):
 
     Attributes
     ----------
+    max_iter : int
+        Iteration limit of one solve (each weight round and each refined
+        mesh is a solve).  1000: from random starts in the bounds, PEtab's
+        Boehm and Zheng problems converge after 14 to 1290 iterations of
+        about 20 ms, most of them between 100 and 300 (docs/performance.md,
+        "Iteration budget").
     jacobian : {"fixed-point", "picard"}
         Which Jacobian the step uses (see the module doc).
     mu0 : float
@@ -91,7 +97,7 @@ class PicardGNOptions(LoopOptions):
         f"increase max_iter; {WEIGHTS_ADVICE}check the last point with method='ipopt' "
         "(warm_start=this result)")
 
-    max_iter: int = 200
+    max_iter: int = 1000
     sigma: float = 1.0
     sweeps: int | str = "auto"
     continuity: str = "constrained"

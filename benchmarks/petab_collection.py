@@ -19,8 +19,11 @@ PEtab's negative log-posterior), where it is not one of the six below.
 Printed per start: status (``no_start`` where the model cannot be evaluated at
 the start: ``pc.StartNotFiniteError``), the reported ``nllh`` (the ODE's own solution's),
 its distance to the collection's nominal ``nllh`` (the nominal vector's,
-PEtab's definition), and the CPU seconds.  All measured in this one run; no
-reference tool here (AMICI is not installed).
+PEtab's definition), and the CPU seconds; then per problem, over its uniform
+starts: the best converged ``nllh``, how many starts came within 0.1 of it,
+the median CPU seconds per start and all the starts' CPU seconds per start
+that came within 0.1.  All measured in this one run; no reference tool here
+(AMICI is not installed).
 """
 
 from __future__ import annotations
@@ -93,10 +96,12 @@ def problem(name: str) -> tuple[pc.PetabProblem, float]:
 def main(n_starts: int = 5, names: list[str] | None = None) -> None:
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
           f"{'- nominal':>11}{'CPU s':>8}")
+    summaries = []
     for name in names or list(NOMINAL):
         prob, nominal = problem(name)
         # each problem's own draws (seed 0), whichever others run
         rng = np.random.default_rng(0)
+        uniform: list[tuple[float, float]] = []  # (nllh, CPU s) of the uniform starts
         for label, table in starts(prob.parameters, n_starts, rng):
             t0 = time.process_time()
             with warnings.catch_warnings():
@@ -113,6 +118,31 @@ def main(n_starts: int = 5, names: list[str] | None = None) -> None:
             cpu = time.process_time() - t0
             print(f"{name:<28}{label:<12}{status:<12}{method:<11}{nllh:>12.4f}"
                   f"{nllh - nominal:>11.4f}{cpu:>8.1f}", flush=True)
+            if label != "nominal":
+                uniform.append((nllh if status == "converged" else math.nan, cpu))
+        if uniform:
+            summaries.append(summary(name, nominal, uniform))
+    if summaries:
+        print("\nuniform starts: the best converged nllh, starts within 0.1 of it, median CPU s "
+              "per start, all their CPU s per start within 0.1")
+        for line in summaries:
+            print(line)
+
+
+def summary(name: str, nominal: float, runs: list[tuple[float, float]]) -> str:
+    """One problem's line over its uniform starts (``runs``: converged nllh or
+    NaN, CPU s): the best, how many came within 0.1 of it, the median CPU s,
+    and the CPU s of all starts divided by those that came within 0.1 (the
+    issue's "CPU s per start that reached the best")."""
+    nllh = np.array([r[0] for r in runs])
+    cpu = np.array([r[1] for r in runs])
+    if not np.any(np.isfinite(nllh)):
+        return f"{name:<28}no start converged; median CPU s {np.median(cpu):.1f}"
+    best = float(np.nanmin(nllh))
+    reached = int(np.sum(nllh <= best + 0.1))
+    return (f"{name:<28}best {best:.4f} ({best - nominal:+.4f} against the nominal), "
+            f"{reached}/{len(runs)} within 0.1, median {np.median(cpu):.1f} s, "
+            f"{cpu.sum() / reached:.1f} s per start within 0.1")
 
 
 if __name__ == "__main__":

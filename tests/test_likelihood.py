@@ -180,3 +180,33 @@ def test_a_degenerate_likelihood_is_named():
                                              .standard_normal(X.shape))],
                        [0.8, 0.4, 1.0, 0.4], uncertainty=False)
     assert not any("degenerate" in w for w in fine.warnings), fine.warnings
+
+
+def test_an_intermediate_round_moves_the_weights_with_the_steps(monkeypatch):
+    """picard-gn's intermediate weight rounds re-estimate the noise weights
+    after every accepted step; the rounds' fixed point, the likelihood's
+    optimum, is the one the rounds with fixed weights reach."""
+    from picard_casadi.estimation import refinement
+
+    model, exp = _oscillator()
+    calls = []
+    made = refinement._reweighting
+
+    def counted(prob, setup):
+        inner = made(prob, setup)
+
+        def reweight(X, U, p):
+            calls.append(setup.tr.weights.copy())
+            inner(X, U, p)
+        return reweight
+
+    monkeypatch.setattr(refinement, "_reweighting", counted)
+    moving = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    assert moving.success and moving.settings["weight_rounds"] >= 2
+    assert len(calls) >= 2 and not np.allclose(calls[0], calls[-1])
+    monkeypatch.setattr(refinement, "_reweighting", lambda prob, setup: None)
+    fixed = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    assert fixed.success
+    np.testing.assert_allclose(moving.p, fixed.p, rtol=1e-5)
+    np.testing.assert_allclose(moving.weights, fixed.weights, rtol=1e-3)
+    assert moving.nllh == pytest.approx(fixed.nllh, abs=1e-6)

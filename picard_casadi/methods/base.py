@@ -412,6 +412,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         X, p = setup.from_scaled(Xs, ps)
         if info.U is not None:
             U = tr.nodes_arg(info.U)
+        if setup.reweight is not None and info.accepted:
+            setup.reweight(X, tr.nodes_np(U), p)  # the noise weights at the new point
 
         # update of the node values: the paper's relaxed Picard sweeps, or
         # ("auto") the fixed point solved to a tenth of the step (Picard sweeps

@@ -9,6 +9,7 @@ every method (:mod:`picard_casadi.methods`) and every judgement of an answer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,11 @@ class Setup:
     compiled : bool
         Whether functions are code-generated (methods that build their own
         functions, such as IPOPT's NLP, compile them too).
+    reweight : callable or None
+        ``reweight(X, U, p)``, called by the Picard iteration after each
+        accepted step with the new point (unscaled): the likelihood's rounds
+        re-estimate the noise weights there (``tr.set_weights``) while a
+        solve runs (:func:`picard_casadi.estimation.refinement.solve_with_weights`).
     """
 
     disc: Discretisation
@@ -72,6 +78,7 @@ class Setup:
     timings: dict[str, float] = field(default_factory=dict)
     cache: dict[Any, Any] = field(default_factory=dict)
     compiled: bool = False
+    reweight: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -120,7 +120,8 @@ class EstimationResult:
     status : str
         ``"converged"``, ``"max_iter"``, ``"step_failed"``, ``"diverged"``,
         ``"stopped"`` (by the callback), ``"stalled"`` (IPOPT's infeasible
-        iterate stopped moving), ``"not_certified"``, ``"breakdown"`` or the
+        iterate stopped moving, or ``picard-gn``'s objective stopped falling
+        with the continuity gaps open), ``"not_certified"``, ``"breakdown"`` or the
         solver's own status (IPOPT's ``return_status``).
     message : str
     iterations : int

@@ -88,6 +88,16 @@ def test_open_gaps_retry_anchored_then_shooting_and_the_message_says_both():
     assert "method='shooting' from p0 did not converge either (shooting stopped)" in res.message
 
 
+def test_a_run_that_stalled_with_its_gaps_open_retries_as_one_at_max_iter():
+    """picard-gn's "stalled" (no progress over progress_window iterations with
+    the gaps open) is handled as its iteration limit: the other starts first."""
+    reruns = _Reruns(**{"picard-gn": lambda: _result(success=True, status="converged")})
+    first = _result(status="stalled", gap=0.01, message="no progress: the objective fell")
+    res = second_runs(first, _path(every_state_measured=False), reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "anchored")] and res.success
+    assert "ended (stalled)" in res.warnings[0]
+
+
 def test_an_unstable_model_tries_ipopt_before_shooting():
     reruns = _Reruns(ipopt=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed"), _path(unstable=True), reruns,

@@ -1,4 +1,5 @@
-"""The iteration's stops where nothing changes any more: a floor reached, or a step rule that gives up."""
+"""The iteration's stops where nothing changes any more: a floor reached, a
+step rule that gives up, or an objective that stopped falling with the gaps open."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import numpy as np
 
 import picard_casadi as pc
 from picard_casadi.estimation.setup import build_setup
+import pytest
+
 from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LoopOptions, StepInfo,
                                         run_picard_iteration)
 
@@ -41,21 +44,54 @@ class _NeverAccepts:
         return False  # no multiplier update either
 
 
-def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():
-    """Iterations that return the same iterate with its gaps open end as a
-    failure after GIVE_UP_ITERATIONS, saying so (PEtab's Zheng from a random
-    start returned one iterate 1700 times at 0.19 s each)."""
+class _Creeps(_NeverAccepts):
+    """Accepts every step but moves nothing, the objective falling by ``rate``
+    (relative) per iteration: the gaps stay as the start has them."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.phi = rate, 1.0
+
+    def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        before, self.phi = self.phi, self.phi * (1.0 - self.rate)
+        return StepInfo(Xs, ps, before, self.phi, 0.5, 1e-3, True, 1, 1.0)
+
+
+def _open_gaps_setup():
+    """x' = p x from p = 3 against data of p = 1, starts anchored on the data:
+    the continuity gaps are open and stay so while the starts do not move."""
     x, p = ca.SX.sym("x"), ca.SX.sym("p")
     model = pc.Model(x=x, p=p, rhs=p * x, name="growth")
     t = np.linspace(0.0, 1.0, 11)
     exp = pc.Experiment(t=t, y=np.exp(t)[:, None], name="e")
-    # p = 3 against data of p = 1: the data-anchored starts leave the gaps open
-    setup = build_setup(model, [exp], np.array([3.0]), T=0.1, n=2, nodes=5,
-                        scheme="chebyshev", weights=np.ones(1),
-                        p_bounds=(np.array([-10.0]), np.array([10.0])),
-                        x_bounds=(np.array([-np.inf]), np.array([np.inf])),
-                        estimate_x0=np.array([True]), codegen=False, guess="anchored")
-    out = run_picard_iteration(setup, _NeverAccepts(), LoopOptions(max_iter=500, sweeps=1))
+    return build_setup(model, [exp], np.array([3.0]), T=0.1, n=2, nodes=5,
+                       scheme="chebyshev", weights=np.ones(1),
+                       p_bounds=(np.array([-10.0]), np.array([10.0])),
+                       x_bounds=(np.array([-np.inf]), np.array([np.inf])),
+                       estimate_x0=np.array([True]), codegen=False, guess="anchored")
+
+
+@pytest.mark.parametrize("rate,window,status,iterations", [
+    (1e-6, 100, "stalled", 200),     # 1e-4 over 100 iterations: no progress
+    (1e-4, 100, "max_iter", 300),    # 1 % over 100: progress, to the limit
+    (1e-6, 0, "max_iter", 300),      # not checked
+])
+def test_a_run_that_stops_making_progress_with_its_gaps_open_ends_stalled(
+        rate, window, status, iterations):
+    opts = LoopOptions(max_iter=300, sweeps=1, continuity="penalty", progress_window=window)
+    out = run_picard_iteration(_open_gaps_setup(), _Creeps(rate), opts)
+    assert out.status == status and out.iterations == iterations and not out.success
+    if status == "stalled":
+        assert "no progress: the objective fell by 0.0001 (relative) over the last 100" \
+            in out.message
+        assert "guess='anchored'" in out.message
+
+
+def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():
+    """Iterations that return the same iterate with its gaps open end as a
+    failure after GIVE_UP_ITERATIONS, saying so (PEtab's Zheng from a random
+    start returned one iterate 1700 times at 0.19 s each)."""
+    out = run_picard_iteration(_open_gaps_setup(), _NeverAccepts(),
+                               LoopOptions(max_iter=500, sweeps=1))
     assert not out.success and out.status == "step_failed"
     assert out.iterations == GIVE_UP_ITERATIONS
     assert f"no step was accepted in {GIVE_UP_ITERATIONS} iterations" in out.message

@@ -177,7 +177,7 @@ OPEN_GAP = 1e-3
 
 def diagnose_open_gaps(result: EstimationResult, model: Model,
                        experiments: list[Experiment]) -> None:
-    """Where a run hit ``max_iter`` with its gaps open, simulate the model with
+    """Where a run hit ``max_iter`` (or stalled) with its gaps open, simulate the model with
     the last ``p`` and ``x0``: if the solution does not exist over the data
     (a blow-up), say so instead of advising more iterations
     (``docs/reliability.md``, "Numerical breakdowns").

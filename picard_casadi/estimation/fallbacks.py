@@ -59,7 +59,7 @@ import numpy as np
 from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
 from ..result import EstimationResult
 
-__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS",
+__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "UNFINISHED",
            "restarts_allowed", "another_method", "BUDGET_ITERATIONS"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
@@ -90,6 +90,9 @@ def another_method() -> Iterator[None]:
 #: methods, and IPOPT's for "ipopt" and "shooting")
 ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
                     "Maximum_WallTime_Exceeded")
+#: ... and of a picard-gn run ended because its objective stopped falling with
+#: the gaps open (``progress_window``): handled as its iteration limit
+UNFINISHED = ("max_iter", "stalled")
 
 #: ``rerun(method, guess, max_iter, warm_start=None) -> result``: the same call
 #: with another method or start, a failure returned (not raised); ``max_iter``
@@ -221,18 +224,18 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         return result
     open_gaps = (path.guess == "auto" and path.method == "picard-gn"
                  and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE)
-    if open_gaps and result.status == "max_iter" and not path.every_state_measured:
+    if open_gaps and result.status in UNFINISHED and not path.every_state_measured:
         # the trajectory from the simulated start never joined up: a user's 200 s
         # pendulum drifted to w2 = 80, an SIR fit with S starting at 0 stopped;
         # both converged from the states propagated from the data
         retry = _another_start(rerun, result, path, "anchored", (
-            "the first run, from the states simulated with p0, ended at max_iter",
+            f"the first run, from the states simulated with p0, ended ({result.status})",
             "states propagated from the data"), t_start)
         if retry is not None:
             return retry
         result.message = result.message.replace(
             f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}")
-    if open_gaps and path.some_state_measured and result.status in ("max_iter", "step_failed"):
+    if open_gaps and path.some_state_measured and result.status in UNFINISHED + ("step_failed",):
         # the measured states' start from sparse or noisy data never joined up
         # with the model: PEtab's Crauste from its own optimum, 4 to 8 noisy
         # counts per state, opened gaps of 23 (scaled), and the linearisation

@@ -63,6 +63,11 @@ class PicardGNOptions(LoopOptions):
         Boehm and Zheng problems converge after 14 to 1290 iterations of
         about 20 ms, most of them between 100 and 300 (docs/performance.md,
         "Iteration budget").
+    progress_window : int
+        100: a run whose objective falls by less than ``progress_tol`` (1e-3,
+        relative) over 100 iterations while its continuity gaps stay open
+        ends ``"stalled"`` (and the default path tries other starts), from
+        iteration 200 on (:class:`LoopOptions`).
     jacobian : {"fixed-point", "picard"}
         Which Jacobian the step uses (see the module doc).
     mu0 : float
@@ -98,6 +103,7 @@ class PicardGNOptions(LoopOptions):
         "(warm_start=this result)")
 
     max_iter: int = 1000
+    progress_window: int = 100
     sigma: float = 1.0
     sweeps: int | str = "auto"
     continuity: str = "constrained"

@@ -40,7 +40,7 @@ from .estimation.assembly import (applicable_advice, assemble, attach_noise, jud
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
-from .estimation.fallbacks import ITERATION_LIMITS, UNFINISHED, DefaultPath, second_runs
+from .estimation.fallbacks import ITERATION_LIMITS, STALLED, DefaultPath, second_runs
 from .estimation.refinement import FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -508,7 +508,7 @@ def estimate(
         if floored:  # the logarithm of 0, finite by its floor only
             result.warnings.append(floored)
             warn_user(floored, FitWarning)
-    elif result.status in ITERATION_LIMITS + UNFINISHED:
+    elif result.status in ITERATION_LIMITS + STALLED:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(
             result.message, weights_mode, model.ny,

@@ -59,8 +59,8 @@ import numpy as np
 from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
 from ..result import EstimationResult
 
-__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "UNFINISHED",
-           "restarts_allowed", "another_method", "BUDGET_ITERATIONS"]
+__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
+           "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
 #: this many IPOPT iterations (its ``max_iter``), unless the user set one
@@ -90,9 +90,11 @@ def another_method() -> Iterator[None]:
 #: methods, and IPOPT's for "ipopt" and "shooting")
 ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_Exceeded",
                     "Maximum_WallTime_Exceeded")
-#: ... and of a picard-gn run ended because its objective stopped falling with
-#: the gaps open (``progress_window``): handled as its iteration limit
-UNFINISHED = ("max_iter", "stalled")
+#: the status of a picard-gn run ended because its objective stopped falling
+#: with the gaps open (``progress_window``): handled as its iteration limit
+STALLED = ("stalled",)
+#: picard-gn's runs that ended before their answer: the other starts follow
+UNFINISHED = ("max_iter",) + STALLED
 
 #: ``rerun(method, guess, max_iter, warm_start=None) -> result``: the same call
 #: with another method or start, a failure returned (not raised); ``max_iter``

@@ -26,7 +26,7 @@ from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..model import Model
 from ..transcription.discretisation import Discretisation
 from ..transcription.mesh import refined_boundaries, transfer_solution
-from .fallbacks import ITERATION_LIMITS, UNFINISHED, clipped, restarts_allowed
+from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import fitted_outputs
 from .noise_formula import NoiseFormula
@@ -444,7 +444,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements or not restarts_allowed()
-                    or outcome.status in ITERATION_LIMITS + UNFINISHED + ("stopped",)):
+                    or outcome.status in ITERATION_LIMITS + STALLED + ("stopped",)):
                 break
             marked = _unresolved(setup, outcome)
             if marked is None:

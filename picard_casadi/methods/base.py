@@ -539,8 +539,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 f"precision reached); continuity gap {gap:.3g}"
             )
             break
-        stalled = precise_in_row >= FLOOR_ITERATIONS or idle_in_row >= STALLED_ITERATIONS
-        if stalled and fp <= FIXED_POINT_FLOOR_MAX and gap_scaled <= GAP_FLOOR_MAX:
+        no_gain = precise_in_row >= FLOOR_ITERATIONS or idle_in_row >= STALLED_ITERATIONS
+        if no_gain and fp <= FIXED_POINT_FLOOR_MAX and gap_scaled <= GAP_FLOOR_MAX:
             # the gaps (or the fixed point) cannot close further in double
             # precision (a stiff model: Robertson's kinetics stopped at 2.7e-9
             # with gap_tol 1e-9 and spun to max_iter with zero steps); the

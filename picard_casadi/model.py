@@ -180,10 +180,20 @@ def _box(value: Any, n: int, field: str) -> tuple[np.ndarray, np.ndarray] | None
         lb, ub = value
     except (TypeError, ValueError):
         raise ValueError(f"Model: `{field}` must be a pair (lower, upper)") from None
-    lb = np.broadcast_to(np.asarray(-np.inf if lb is None else lb, float), (n,)).copy()
-    ub = np.broadcast_to(np.asarray(np.inf if ub is None else ub, float), (n,)).copy()
-    if np.any(np.isnan(lb)) or np.any(np.isnan(ub)) or np.any(lb >= ub):
-        raise ValueError(f"Model: `{field}` needs lower < upper in every entry")
+    sides = []
+    for side, missing in ((lb, -np.inf), (ub, np.inf)):
+        try:
+            v = np.broadcast_to(np.asarray(missing if side is None else side, float), (n,))
+        except (TypeError, ValueError):
+            raise ValueError(f"Model: `{field}` needs {n} numbers (or None) on each side, "
+                             f"got {side!r}") from None
+        # a None entry (NaN as a float) is unbounded, as in estimate's bounds
+        sides.append(np.where(np.isnan(v), missing, v))
+    lb, ub = sides
+    if np.any(lb >= ub):
+        i = int(np.flatnonzero(lb >= ub)[0])
+        raise ValueError(f"Model: `{field}` needs lower < upper in every entry; entry {i} "
+                         f"has lower {lb[i]} and upper {ub[i]}")
     return lb, ub
 
 

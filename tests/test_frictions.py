@@ -1,5 +1,5 @@
 """What a newcomer tripped on (the issue "Hard problems with every default",
-items 2, 7 and 14), each with a reproduction that failed before its fix."""
+items 2, 7 and 14, and item 1 for the model's own box), each with a reproduction that failed before its fix."""
 
 from __future__ import annotations
 
@@ -197,3 +197,15 @@ def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
     assert res.settings["parameter_reach"] < 1e-30
     good = pc.estimate(model, [exp], [0.0, 0.0], "ipopt", estimate_x0=False)
     assert good.success and good.settings["parameter_reach"] > 1.0
+
+
+def test_a_state_domain_takes_none_per_entry_as_the_bounds_do():
+    # item 1's friction for the model's own box: x_domain=([0, 0], [None, None])
+    # said "needs lower < upper" (a None entry read as NaN); None is unbounded
+    x, k = ca.SX.sym("x", 2), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, x_domain=([0.0, 0.0], [None, None]))
+    lb, ub = model.x_domain
+    assert lb.tolist() == [0.0, 0.0] and ub.tolist() == [np.inf, np.inf]
+    with pytest.raises(ValueError, match=r"`x_domain` needs lower < upper .* entry 1 has "
+                                         r"lower 2.0 and upper 1.0"):
+        pc.Model(x=x, p=k, rhs=-k * x, x_domain=([0.0, 2.0], [None, 1.0]))

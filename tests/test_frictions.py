@@ -1,5 +1,6 @@
 """What a newcomer tripped on (the issue "Hard problems with every default",
-items 2, 7 and 14, and item 1 for the model's own box), each with a reproduction that failed before its fix."""
+items 2, 7 and 14, and item 1 for the model's own box), each with a
+reproduction that failed before its fix."""
 
 from __future__ import annotations
 

@@ -95,3 +95,47 @@ def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():
     assert not out.success and out.status == "step_failed"
     assert out.iterations == GIVE_UP_ITERATIONS
     assert f"no step was accepted in {GIVE_UP_ITERATIONS} iterations" in out.message
+
+
+class _CreepsUntilDamped(_Creeps):
+    """Creeps (``rate``) until its steps are damped, then gains 1 % per
+    iteration: a step rule with the stall's remedy (``damp_long_steps``)."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__(rate)
+        self.damp_long_steps = False
+        self.damped_from: int | None = None
+        self.calls = 0
+
+    def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        self.calls += 1
+        if self.damp_long_steps and self.damped_from is None:
+            self.damped_from = self.calls
+        self.rate = 1e-2 if self.damp_long_steps else self.rate
+        return super().step(Xs, U, ps, V, lam)
+
+
+def test_a_stall_turns_on_the_step_s_remedy_before_it_ends_the_run():
+    """The first stall damps the long steps (and the setup keeps that for the
+    solves that continue it); a run that then progresses goes on, one that
+    stalls again ends ``stalled`` a window later."""
+    setup = _open_gaps_setup()
+    rule = _CreepsUntilDamped(1e-6)
+    out = run_picard_iteration(setup, rule, LoopOptions(max_iter=300, sweeps=1,
+                                                        continuity="penalty",
+                                                        progress_window=100))
+    assert rule.damped_from == 201 and setup.damp_long_steps
+    assert out.status == "max_iter" and out.iterations == 300  # progressed after it
+
+    again = _Creeps(1e-6)
+    again.damp_long_steps = False
+    setup = _open_gaps_setup()
+    out = run_picard_iteration(setup, again, LoopOptions(max_iter=500, sweeps=1,
+                                                         continuity="penalty",
+                                                         progress_window=100))
+    assert again.damp_long_steps and out.status == "stalled" and out.iterations == 300
+
+    continued = _CreepsUntilDamped(1e-6)  # a later solve of a damped setup
+    run_picard_iteration(setup, continued, LoopOptions(max_iter=5, sweeps=1,
+                                                       continuity="penalty"))
+    assert continued.damped_from == 1

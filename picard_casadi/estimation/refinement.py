@@ -357,6 +357,7 @@ def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray],
     new = prob.setup(p, solved.weights, x_scale=setup.x_scale, p_scale=setup.p_scale,
                      boundaries=boundaries, start=(X, U_new))
     new.U0, _, _ = new.tr.settle(X, U_new, p, tol=1e-12)
+    new.damp_long_steps = setup.damp_long_steps  # a continuation of that solve
     return new
 
 

@@ -98,6 +98,11 @@ SOC_RATIO = 0.75
 # correction of five radii.)
 SOC_MAX_SHIFT_RADII = 10.0
 SOC_MAX_SHIFT = 1.0
+# a stalled run's steps (damp_long_steps): a Gauss-Newton step the trust
+# radius would cut to less than this fraction of its length is damped instead
+# (the damping times 10 per solve, at most DAMPING_RAISES times)
+TRUNCATED_FRACTION = 0.1
+DAMPING_RAISES = 12
 # below this scaled gap norm the gaps are round-off: no reason to raise rho
 RHO_GAP_FLOOR = 1e-10
 # predicted gains below this fraction of the merit are at the level of its round-off
@@ -150,6 +155,10 @@ class ConstrainedGaussNewtonStep:
         self.switch = NewtonSwitch(setup, hessian)
         # iterations in a row where no step gained while the gaps were open
         self._stuck = 0
+        #: the loop's remedy for a stalled run (set by run_picard_iteration): a
+        #: step the trust radius would cut to less than TRUNCATED_FRACTION of
+        #: its length is damped (bent towards the gradient) instead of cut
+        self.damp_long_steps = False
         self._last_gap = 0.0  # scaled gap norm of the last linearisation
         self._worst_interval = 0  # where the condensed sensitivities were largest
         self._largest_sensitivity = 0.0  # and their size there (scaled)
@@ -485,19 +494,30 @@ class ConstrainedGaussNewtonStep:
         theta = None
         mu_solved = None
         for _ in range(self.max_tries):
-            if mu_solved != self.mu:
-                newton = (self.switch.system(H_newton, g_newton, diag, active, self.mu)
-                          if Hs is not None else None)
-                if newton is None:
-                    Hs = None  # Gauss-Newton model for this iteration
-                    theta = self._bounded_step(A2, b2, self.mu * diag, active, boxes)
-                else:  # the damping is in the factor
-                    L_t, rhs, self.mu = newton
-                    theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta), active,
-                                               boxes)
-                mu_solved = self.mu
-            full_dX = rows.starts(theta)
-            full_dp = P @ theta
+            # with damp_long_steps (a stalled run's remedy), the damping is
+            # raised while the radius would cut the step to a sliver of itself
+            raises = 0
+            while True:
+                if mu_solved != self.mu:
+                    newton = (self.switch.system(H_newton, g_newton, diag, active, self.mu)
+                              if Hs is not None else None)
+                    if newton is None:
+                        Hs = None  # Gauss-Newton model for this iteration
+                        theta = self._bounded_step(A2, b2, self.mu * diag, active, boxes)
+                    else:  # the damping is in the factor
+                        L_t, rhs, self.mu = newton
+                        theta = self._bounded_step(L_t, rhs, np.zeros(self.n_theta), active,
+                                                   boxes)
+                    mu_solved = self.mu
+                full_dX = rows.starts(theta)
+                full_dp = P @ theta
+                size = float(max(np.abs(full_dX).max(initial=0.0),
+                                 np.abs(full_dp).max(initial=0.0)))
+                if (Hs is not None or not self.damp_long_steps or raises >= DAMPING_RAISES
+                        or not size * TRUNCATED_FRACTION > self.radius):
+                    break
+                self.mu = max(self.mu, 1e-8) * 10.0
+                raises += 1
             full_data, full_gap = self._linear_model(r, Jx, Jp, E, F, c, full_dX, full_dp)
             full_pred_data = data_c - 0.5 * float(np.sum(full_data * full_data)) \
                 - 0.5 * self.switch.quadratic(Hs, full_dX, full_dp)
@@ -508,7 +528,6 @@ class ConstrainedGaussNewtonStep:
                 merit = data + 0.5 * self.rho * gap2
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
-            size = float(max(np.abs(full_dX).max(initial=0.0), np.abs(full_dp).max(initial=0.0)))
             alpha = min(1.0, self.radius / size) if size > 0 else 1.0
             Xn = np.where(s.free_x, Xs + alpha * full_dX, Xs)
             pn = np.where(s.free_p, np.clip(ps + alpha * full_dp, pl, pu), ps)

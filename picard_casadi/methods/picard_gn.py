@@ -64,10 +64,13 @@ class PicardGNOptions(LoopOptions):
         about 20 ms, most of them between 100 and 300 (docs/performance.md,
         "Iteration budget").
     progress_window : int
-        100: a run whose objective falls by less than ``progress_tol`` (1e-3,
-        relative) over 100 iterations while its continuity gaps stay open
-        ends ``"stalled"`` (and the default path tries other starts), from
-        iteration 200 on (:class:`LoopOptions`).
+        100: where the objective falls by less than ``progress_tol`` (1e-3,
+        relative) over 100 iterations while the continuity gaps stay open
+        (from iteration 200 on), the steps that the trust radius would cut to
+        less than a tenth of the Gauss-Newton step are damped instead, and
+        the solves that continue this one start so; a run that stalls again
+        ends ``"stalled"`` (and the default path tries other starts;
+        :class:`LoopOptions`).
     jacobian : {"fixed-point", "picard"}
         Which Jacobian the step uses (see the module doc).
     mu0 : float

@@ -60,6 +60,11 @@ class Setup:
         accepted step with the new point (unscaled): the likelihood's rounds
         re-estimate the noise weights there (``tr.set_weights``) while a
         solve runs (:func:`picard_casadi.estimation.refinement.solve_with_weights`).
+    damp_long_steps : bool
+        A solve on this problem stalled and its step's remedy was turned on
+        (``ConstrainedGaussNewtonStep.damp_long_steps``, see
+        :func:`picard_casadi.methods.base.run_picard_iteration`): the solves
+        that continue it (weight rounds, a refined mesh) start with it.
     """
 
     disc: Discretisation
@@ -79,6 +84,7 @@ class Setup:
     cache: dict[Any, Any] = field(default_factory=dict)
     compiled: bool = False
     reweight: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+    damp_long_steps: bool = False
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

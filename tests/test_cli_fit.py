@@ -670,3 +670,27 @@ def test_sigterm_ends_the_fit_with_one_line_and_no_partial_files(here):
     assert proc.returncode == 143, err
     assert err.strip().endswith("picard-casadi fit: terminated")
     assert not (here / "killed").exists() or not list((here / "killed").glob("*.part"))
+
+
+def test_progress_window_flag_reaches_the_method_and_its_advice_names_it(here, capsys,
+                                                                         monkeypatch):
+    # a stalled run's message advises progress_window=0: the CLI has the flag
+    import importlib
+
+    from picard_casadi.cli.parser_types import in_cli_terms
+
+    module = importlib.import_module("picard_casadi.estimate")
+    seen = {}
+    original = module.estimate
+
+    def recording(*args, **kwargs):
+        seen.update(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "estimate", recording)
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, _, err, saved = _fit(capsys, "--progress-window", "0", "--quiet")
+    assert code in (0, 3) and saved is not None, err
+    assert seen["progress_window"] == 0
+    assert "try --guess shooting, or another p0 (--progress-window 0 iterates on)" in \
+        in_cli_terms("try guess='shooting', or another p0 (progress_window=0 iterates on)")

@@ -198,7 +198,8 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
                                     getattr(args, "per_experiment", None),
                                     getattr(args, "conditions", None), model,
                                     list(experiments), options)
-    for flag, key in (("max_iter", "max_iter"), ("max_intervals", "max_intervals"),
+    for flag, key in (("max_iter", "max_iter"), ("progress_window", "progress_window"),
+                      ("max_intervals", "max_intervals"),
                       ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
         value = getattr(args, flag, None)
         if value is not None:
@@ -254,6 +255,9 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                         "from the data) or shooting (every state simulated with p0)")
     p.add_argument("--max-iter", type=positive_int, default=None,
                    help="iteration limit of the method")
+    p.add_argument("--progress-window", type=nonnegative_int, default=None, metavar="N",
+                   help="picard-gn: iterations over which a run with open gaps must make "
+                        "progress (default 100; 0 iterates on to --max-iter)")
     p.add_argument("--max-intervals", type=positive_int, default=None,
                    help="largest number of Picard intervals accepted (default: 100,000, "
                         "or what fits in 4 GB)")

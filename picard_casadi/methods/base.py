@@ -418,8 +418,14 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     # the iteration a stall turned on the step's damping of long steps (0: at
     # the start, or never)
     damped_at = 0
-    if setup.damp_long_steps and hasattr(rule, "damp_long_steps"):
-        rule.damp_long_steps = True
+
+    def carry_remedy(rule: StepRule) -> None:
+        # a solve that continues a stalled one (or a rule rebuilt after a
+        # rescale) starts with the remedy the stall turned on
+        if setup.damp_long_steps and hasattr(rule, "damp_long_steps"):
+            rule.damp_long_steps = True
+
+    carry_remedy(rule)
     floor = setup.merit_floor()
     it = 0
     for it in range(1, int(opts.max_iter) + 1):
@@ -469,8 +475,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 xs = setup.x_scale
                 Xs = X / xs
                 rule = new_rule()
-                if setup.damp_long_steps:
-                    rule.damp_long_steps = True
+                carry_remedy(rule)
                 rescaled += 1
         hn = disc.has_next
         cgap = np.zeros((J, nx))

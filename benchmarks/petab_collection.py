@@ -82,16 +82,23 @@ def problem(name: str) -> tuple[pc.PetabProblem, float]:
     prob = pc.read_petab(yaml)
     if name in NOMINAL:
         return prob, NOMINAL[name]
+    return prob, negative_log_posterior(prob)
+
+
+def negative_log_posterior(prob: pc.PetabProblem) -> float:
+    """PEtab's negative log-posterior at the starts of ``prob``'s table (and
+    its nominal noise parameters): the by-hand simulation of
+    ``tests/test_petab_suite.py`` plus each normal prior's ``-log`` density."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from test_petab_suite import simulate_nominal  # the by-hand simulation
 
-    nominal = -simulate_nominal(prob)[0]
+    nllh = -simulate_nominal(prob)[0]
     for q in prob.parameters:
         if q.prior is not None and q.estimate:
             kind, mean, sd = q.prior
             v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
-            nominal += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
-    return prob, nominal
+            nllh += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
+    return nllh
 
 
 def main(n_starts: int = 5, names: list[str] | None = None) -> None:

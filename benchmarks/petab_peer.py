@@ -52,14 +52,11 @@ import numpy as np
 import pypesto
 import pypesto.optimize
 import pypesto.petab
-from petab_collection import NOMINAL, problem, starts, summary
+from petab_collection import NOMINAL, negative_log_posterior, problem, starts, summary
 
 import picard_casadi as pc
 from picard_casadi.io.petab import PetabProblem
 from picard_casadi.parameters import from_scale, on_scale
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_petab_suite import simulate_nominal  # noqa: E402  (the by-hand simulation)
 
 MODELS = Path(os.environ.get("AMICI_MODELS", "/tmp/am/models"))
 #: fides' exits that are convergence by its own tests
@@ -111,18 +108,11 @@ def linear(peer: pypesto.Problem, x: np.ndarray) -> dict[str, float]:
 
 
 def rescore(prob: PetabProblem, values: dict[str, float]) -> float:
-    """PEtab's negative log-posterior at ``values`` (linear scale, by id) by the
-    by-hand simulation, plus each normal prior's ``-log`` density, as
-    ``petab_collection.problem`` scores the nominal vector."""
+    """PEtab's negative log-posterior at ``values`` (linear scale, by id), as
+    ``petab_collection`` scores the nominal vector."""
     table = [replace(q, start=values.get(q.name, q.start)) for q in prob.parameters]
     noise = {k: values.get(k, v) for k, v in prob.noise_nominal.items()}
-    nllh = -simulate_nominal(replace(prob, parameters=table, noise_nominal=noise))[0]
-    for q in table:
-        if q.prior is not None and q.estimate:
-            kind, mean, sd = q.prior
-            v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
-            nllh += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
-    return nllh
+    return negative_log_posterior(replace(prob, parameters=table, noise_nominal=noise))
 
 
 def run(name: str, n_starts: int) -> tuple[list[str], str]:

@@ -223,3 +223,55 @@ def test_no_state_from_the_data_no_simulated_restart():
     res = second_runs(_result(status="step_failed", gap=23.0), _path(some_state_measured=False),
                       reruns, time.perf_counter())
     assert reruns.calls == [("ipopt", "auto")] and res.success
+
+
+def _stopped_at_the_limit(objective):
+    """A picard-gn run stopped at max_iter, its last solve's objectives ``objective``."""
+    res = _result()
+    res.history = {"gap_scaled": [1e-7] * len(objective), "objective": list(objective),
+                   "iteration": list(range(1, len(objective) + 1))}
+    res._X = np.zeros((1, 1))
+    return res
+
+
+def test_a_run_stopped_while_still_converging_is_continued_from_its_last_iterate():
+    # PEtab's Bruno from uniform 6: 29.7 -> 7.66 in its last 50 of 1000 iterations
+    falling = np.linspace(30.0, 7.7, 1000)
+    reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
+    assert res.warnings[0].startswith("picard-gn reached its iteration limit while still converging")
+
+
+def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
+    falling = np.linspace(30.0, 7.7, 1000)
+    reruns = _Reruns(continued=lambda: _result(message="iteration limit reached again"),
+                     shooting=lambda: _result(message="shooting stopped"))
+    res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "simulation", "warm"), ("shooting", "auto")]
+    assert not res.success
+    assert "continued from its last iterate, it did not converge either" in res.message
+
+
+@pytest.mark.parametrize("case", [
+    dict(objective=np.full(1000, 7.7)),  # nothing left to gain: not converging
+    dict(objective=7.7 + 1e-6 * np.arange(1000)[::-1]),  # falls by 1.3e-5 per 100 iterations
+    dict(objective=np.linspace(30.0, 7.7, 50)),  # fewer iterations than the window
+    dict(objective=np.linspace(30.0, 7.7, 1000), path=_path(max_iter_given=True)),
+    dict(objective=np.linspace(30.0, 7.7, 1000), path=_path(method_chosen=True)),
+])
+def test_a_run_stopped_at_the_limit_without_progress_is_not_continued(case):
+    reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
+    second_runs(_stopped_at_the_limit(case["objective"]), case.get("path", _path()), reruns,
+                time.perf_counter())
+    assert not any(len(c) == 3 for c in reruns.calls)
+
+
+def test_the_window_must_lie_within_the_last_solve():
+    # a weight round restarted the count 20 iterations before the end: the
+    # objectives of two solves are not compared
+    res = _stopped_at_the_limit(np.linspace(30.0, 7.7, 1000))
+    res.history["iteration"] = list(range(1, 981)) + list(range(1, 21))
+    reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
+    second_runs(res, _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("shooting", "auto")]

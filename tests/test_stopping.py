@@ -139,34 +139,3 @@ def test_a_stall_turns_on_the_step_s_remedy_before_it_ends_the_run():
     run_picard_iteration(setup, continued, LoopOptions(max_iter=5, sweeps=1,
                                                        continuity="penalty"))
     assert continued.damped_from == 1
-
-
-def test_a_trial_solved_as_well_as_its_start_counts_as_solved(monkeypatch):
-    """Where double precision stops the fixed point at a few 1e-9 (PEtab's Zheng
-    from a random start: 6e-9 to 8e-9), a trial just above the absolute 1e-8
-    is solved as well as the point it starts from and is evaluated; one well
-    above its start's residual, or beyond the floor rule's 1e-6, is not."""
-    from picard_casadi.methods.condensed import ConstrainedGaussNewtonStep
-
-    setup = _open_gaps_setup()
-    rule = ConstrainedGaussNewtonStep(setup)
-    calls = []
-
-    def residual_here(X, U, p):
-        calls.append(1)
-        return here[0]
-
-    monkeypatch.setattr(setup.tr, "_fixed_point_residual", residual_here)
-    start = (setup.X0, setup.tr.nodes_np(setup.U0), setup.p0)
-    here = [6e-9]
-    rule._here, rule._here_residual = start, None
-    assert rule._fixed_point_found(5e-9) and not calls  # the absolute test: no evaluation
-    assert rule._fixed_point_found(1.1e-8) and rule._fixed_point_found(5e-8)
-    assert not rule._fixed_point_found(7e-8) and not rule._fixed_point_found(np.nan)
-    assert len(calls) == 1  # once per step
-    here[0] = 2e-7
-    rule._here, rule._here_residual = start, None
-    assert rule._fixed_point_found(1.5e-6) is False  # beyond FIXED_POINT_FLOOR_MAX
-    here[0] = 1e-12  # a well-solved start: the absolute 1e-8 decides
-    rule._here, rule._here_residual = start, None
-    assert not rule._fixed_point_found(1.1e-8)

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..transcription.problem import ZERO_MERIT
 from ..transcription.sensitivity import predict_nodes
-from .base import FIXED_POINT_FLOOR_MAX, GAP_FLOOR_MAX, Setup, StepInfo
+from .base import GAP_FLOOR_MAX, Setup, StepInfo
 from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
                         not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
@@ -88,13 +88,6 @@ TRIAL_FIXED_POINT_TOL = 1e-12
 # ... and a trial whose solve stalls above this is rejected (F/A-18 unweighted:
 # accepting a trial at 3e-2 left the iteration where no step could be evaluated)
 TRIAL_ACCEPT_FIXED_POINT = 1e-8
-# ... or above it, within this factor of the current point's own residual
-# (up to FIXED_POINT_FLOOR_MAX): where double precision on this mesh stops the
-# fixed point at a few 1e-9, trials just above 1e-8 are solved as well as the
-# point they start from (PEtab's Zheng from uniform start 15, seed 0: the
-# current point at 6e-9 to 8e-9, every trial shorter than 1e-4 rejected as
-# unsolved until the trust region collapsed, then 100 s of failing fallbacks)
-TRIAL_FIXED_POINT_FACTOR = 10.0
 # a step whose merit ratio falls below this gets a second-order correction
 SOC_RATIO = 0.75
 # ... unless the correction moves an interval start (scaled, largest shift)
@@ -143,10 +136,6 @@ class ConstrainedGaussNewtonStep:
         self.mu = float(mu0)
         self.radius0 = float(radius0)
         self.radius = float(radius0)
-        # the current point (unscaled X, U, p) and its fixed-point residual
-        # once a trial needed it (_fixed_point_found)
-        self._here: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._here_residual: float | None = None
         self.max_tries = int(max_tries)
         self.rho = float(rho0)
         disc = setup.disc
@@ -298,7 +287,7 @@ class ConstrainedGaussNewtonStep:
         """
         Xp, pp = self.setup.from_scaled(Xs, ps)
         U, res, sweeps = self.setup.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
-        if not self._fixed_point_found(res):
+        if not res <= TRIAL_ACCEPT_FIXED_POINT:
             return np.inf, U, sweeps + 1
         data, c = self._merit_parts(Xp, U, pp)
         merit = data + 0.5 * self.rho * float(np.sum(c * c))
@@ -415,9 +404,6 @@ class ConstrainedGaussNewtonStep:
         xs, psc = s.x_scale, s.p_scale
         X, p = s.from_scaled(Xs, ps)
         U = tr.nodes_np(U)
-        # the point the trials start from (its fixed-point residual, when a
-        # trial needs it: _fixed_point_found)
-        self._here, self._here_residual = (X, U, p), None
         # the second-order terms (Newton steps) need the full set
         lin = self._linearise(X, U, p, full=self.switch.newton)
         if lin is None:
@@ -601,26 +587,11 @@ class ConstrainedGaussNewtonStep:
         not fit.
         """
         U_new, res, sweeps = self.setup.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
-        if not self._fixed_point_found(res):
+        if not res <= TRIAL_ACCEPT_FIXED_POINT:
             return U_new, np.inf, np.zeros(0), sweeps + 1
         data_new, c_new = self._merit_parts(Xp, U_new, pp)
         return (U_new, data_new + 0.5 * self.rho * float(np.sum(c_new * c_new)), c_new,
                 sweeps + 1)
-
-    def _fixed_point_found(self, res: float) -> bool:
-        """Whether a trial's fixed point, solved to the scaled residual ``res``,
-        counts as found: at most :data:`TRIAL_ACCEPT_FIXED_POINT`, or at most
-        :data:`TRIAL_FIXED_POINT_FACTOR` times the current point's own residual
-        (evaluated here, once per step, only for such a trial) up to
-        :data:`~picard_casadi.methods.base.FIXED_POINT_FLOOR_MAX`."""
-        if res <= TRIAL_ACCEPT_FIXED_POINT:
-            return True
-        if not res <= FIXED_POINT_FLOOR_MAX or self._here is None:
-            return False  # NaN too
-        if self._here_residual is None:
-            X, U, p = self._here
-            self._here_residual = float(self.setup.tr._fixed_point_residual(X, U, p))
-        return bool(res <= TRIAL_FIXED_POINT_FACTOR * self._here_residual)
 
     def _judge(self, ratio: float, predicted: float, merit: float, merit_new: float,
                zero: float, alpha: float, step: float) -> bool:

@@ -26,9 +26,7 @@ measure what they name):
    **or picard-gn's step failed** (``step_failed``: stiff kinetics at the
    first mesh's optimum; ``method`` unset): the run is repeated with
    ``"ipopt"`` on the same collocation, which keeps every interval start an
-   unknown, before shooting is tried; from the first run's start, or from
-   ``guess="shooting"`` where the retry of 1 found that the data's states
-   do not join.
+   unknown, before shooting is tried.
 3. **The collocation did not reach a certified answer** (any other failure
    but a stop by the callback, or by a ``max_iter`` the user set; ``method``
    unset): the run is repeated with
@@ -298,9 +296,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             return retry
         result.message = result.message.replace(
             f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}", f"try {SHOOTING_ADVICE}")
-    # the start the other collocation method (IPOPT) begins from: the first
-    # run's, or the simulated one where the data's states were shown not to join
-    ipopt_guess = path.guess
     if open_gaps and path.some_state_measured and result.status in UNFINISHED + ("step_failed",):
         # the measured states' start from sparse or noisy data never joined up
         # with the model: PEtab's Crauste from its own optimum, 4 to 8 noisy
@@ -312,10 +307,6 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             f"({result.status})", "every state simulated with p0"), t_start)
         if retry is not None:
             return retry
-        # PEtab's Crauste from a random start: IPOPT from the data's states (gaps
-        # of 1.05, the objective 5e12) spent 335 s on its 300 iterations, from
-        # the simulated states 91 s
-        ipopt_guess = "shooting"
     if path.method_chosen:
         return result
     if path.unstable or (path.method == "picard-gn" and result.status == "step_failed"):
@@ -323,7 +314,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # fails (an unstable model, or stiff kinetics at the first mesh's
         # optimum), the same discretised problem by another method often
         # converges, and at a fraction of shooting's cost
-        retry = _with_another_method(rerun, "ipopt", ipopt_guess)
+        retry = _with_another_method(rerun, "ipopt", path.guess)
         why = ("the model is unstable along its trajectory at p = "
                f"{np.array2string(result.p, precision=4)}, where its step loses all "
                "precision" if path.unstable else
@@ -340,9 +331,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 f"method='ipopt' on the same collocation joined the intervals up but stopped "
                 f"({_not_converged(retry, 'ipopt')}); this result is picard-gn continued "
                 "from IPOPT's last iterate"))
-        start = ("the same start" if ipopt_guess == path.guess
-                 else f"guess='{ipopt_guess}'")
-        result.message += (f"; method='ipopt' from {start} did not converge either "
+        result.message += ("; method='ipopt' from the same start did not converge either "
                            f"({_not_converged(retry, 'ipopt')})")
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start

@@ -62,7 +62,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE
+from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, LoopOptions
+from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
@@ -105,13 +106,13 @@ UNFINISHED = ("max_iter",) + STALLED
 
 #: iterations at the end of a run stopped by its iteration limit over which
 #: its objective is compared (the stall check's window, ``progress_window``)
-CONVERGING_WINDOW = 100
+CONVERGING_WINDOW = PicardGNOptions.progress_window
 #: relative fall of the objective over :data:`CONVERGING_WINDOW` iterations
 #: above which a run stopped by its iteration limit was still converging (the
 #: stall check's ``progress_tol``): PEtab's Bruno from two of 20 random
 #: starts and Boehm from one stopped at 1000 iterations falling by 1 % to 70 %
 #: per 100 iterations and, given more, converged to the best optimum
-CONVERGING_GAIN = 1e-3
+CONVERGING_GAIN = LoopOptions.progress_tol
 
 #: ``rerun(method, guess, max_iter, warm_start=None) -> result``: the same call
 #: with another method or start, a failure returned (not raised); ``max_iter``
@@ -200,10 +201,17 @@ def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None
     gaps of 8e-7 at log10 k2 = 3.9, and picard-gn from there reached the
     optimum (log10 k2 = 7.48) in 46 iterations, 0.3 s (docs/performance.md)."""
     gaps = retry.history.get("gap_scaled") or [math.inf]
-    if (getattr(retry, "_X", None) is None or not np.all(np.isfinite(retry.p))
-            or not float(gaps[-1]) <= OPEN_GAP_ADVICE):
+    if not float(gaps[-1]) <= OPEN_GAP_ADVICE:
         return None
-    return rerun("picard-gn", "simulation", None, warm_start=retry)
+    return _from_last_iterate(rerun, retry)
+
+
+def _from_last_iterate(rerun: Rerun, result: EstimationResult) -> EstimationResult | None:
+    """picard-gn continued from ``result``'s last iterate (``warm_start``), or
+    None where it has none to continue from (no solution, or ``p`` not finite)."""
+    if getattr(result, "_X", None) is None or not np.all(np.isfinite(result.p)):
+        return None
+    return rerun("picard-gn", "simulation", None, warm_start=result)
 
 
 def still_converging(result: EstimationResult) -> bool:
@@ -211,15 +219,15 @@ def still_converging(result: EstimationResult) -> bool:
     objective fell by more than :data:`CONVERGING_GAIN` (relative) over the
     last :data:`CONVERGING_WINDOW` iterations of its last solve (a count of
     iterations, never a time)."""
-    objective = [float(v) for v in result.history.get("objective") or []]
-    iteration = [int(v) for v in result.history.get("iteration") or []]
+    objective = result.history.get("objective") or []
+    iteration = result.history.get("iteration") or []
     if len(objective) <= CONVERGING_WINDOW or len(iteration) != len(objective):
         return False
     # the window must lie within the last solve (its iterations count up)
-    tail = iteration[-1 - CONVERGING_WINDOW:]
+    tail = [int(v) for v in iteration[-1 - CONVERGING_WINDOW:]]
     if any(b != a + 1 for a, b in zip(tail, tail[1:])):
         return False
-    before, after = objective[-1 - CONVERGING_WINDOW], objective[-1]
+    before, after = float(objective[-1 - CONVERGING_WINDOW]), float(objective[-1])
     return bool(np.isfinite(before) and np.isfinite(after)
                 and before - after > CONVERGING_GAIN * abs(before))
 
@@ -229,9 +237,9 @@ def _continue_converging(rerun: Rerun, result: EstimationResult,
     """picard-gn continued from the last iterate of a run that its iteration
     limit stopped while it still converged (:func:`still_converging`): the
     converged continuation, or None with the first result's message extended."""
-    if getattr(result, "_X", None) is None or not np.all(np.isfinite(result.p)):
+    retry = _from_last_iterate(rerun, result)
+    if retry is None:
         return None
-    retry = rerun("picard-gn", "simulation", None, warm_start=result)
     if retry.success:
         return _returned(retry, result, (
             f"picard-gn reached its iteration limit while still converging "

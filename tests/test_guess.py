@@ -225,3 +225,37 @@ def test_a_state_measured_late_is_not_extrapolated_back_over_the_gap():
     res = pc.estimate(model, [pc.Experiment(t=t, y=Y)], [0.5, 10.0, 0.6, 0.4, 0.5])
     assert res.success, res.message
     assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
+
+
+def test_log_spaced_samples_start_the_intervals_from_their_neighbours():
+    """Robertson's kinetics measured at 40 log-spaced times to t = 1e6: a
+    regression window of T / 2 (7812) spanned ten decades of samples, so the
+    first interval starts were their mean (A = 0.93 at t = 1e-5, where the
+    data say 0.99) and the later ones quadratics carried between sparse
+    samples (A and B down to -0.2 where the data are 0 to 0.01).  Each start
+    now follows its own neighbours and stays within their range."""
+    x, q = ca.SX.sym("x", 3), ca.SX.sym("q", 3)
+    k = 10 ** q
+    rhs = ca.vertcat(-k[0] * x[0] + k[2] * x[1] * x[2],
+                     k[0] * x[0] - k[2] * x[1] * x[2] - k[1] * x[1] ** 2, k[1] * x[1] ** 2)
+    model = pc.Model(x=x, p=q, rhs=rhs)
+    t = np.concatenate([[0.0], np.logspace(-5, 6, 40)])
+    clean = pc.simulate(model, [1.0, 0.0, 0.0], np.log10([0.04, 3e7, 1e4]), t,
+                        rtol=1e-10, atol=1e-14)
+    y = clean * (1.0 + 0.01 * np.random.default_rng(0).standard_normal(clean.shape))
+    setup = build_setup(model, [pc.Experiment(t=t, y=y, x0=[1.0, 0.0, 0.0])],
+                        np.array([1.0, 1.0, 1.0]), T=15625.0, n=2, nodes=9,
+                        scheme="chebyshev", weights=np.ones(3),
+                        p_bounds=(np.full(3, -np.inf), np.full(3, np.inf)),
+                        x_bounds=(np.full(3, -np.inf), np.full(3, np.inf)),
+                        estimate_x0=False, codegen=False)
+    X0, t0 = setup.X0, setup.disc.t0
+    assert np.all(X0 >= 0.0), X0.min(axis=0)
+    early = (t0 > 0) & (t0 < 1e-3)
+    assert early.sum() >= 5
+    np.testing.assert_allclose(X0[early, 0], y[1:early.sum() + 1, 0], rtol=0.02)
+    # each start lies within the range of the samples around it (two either side)
+    for j in np.flatnonzero(t0 > 0):
+        k = int(np.searchsorted(t, t0[j]))
+        near = y[max(k - 2, 0):k + 3]
+        assert np.all(X0[j] <= near.max(axis=0)) and np.all(X0[j] >= near.min(axis=0)), j

@@ -40,7 +40,7 @@ from ..model import Model
 from .quadrature import Quadrature
 
 __all__ = ["Discretisation", "to_map_layout", "from_map_layout", "mesh_breakpoints",
-           "GRADED_SPACING"]
+           "GRADED_SPACING", "graded_sampling"]
 
 _INSIDE = 1e-7  # relative shift of end nodes into the interval for inputs
 
@@ -73,6 +73,17 @@ def node_columns(intervals: np.ndarray, K: int) -> np.ndarray:
 GRADED_SPACING = 100.0
 
 
+def graded_sampling(times: np.ndarray) -> bool:
+    """Whether the distinct sample times ``times`` are graded: at least four, with
+    the 90th percentile of their spacings over :data:`GRADED_SPACING` times the
+    10th (log-spaced times are; uniform or uniformly random ones are not)."""
+    t = np.unique(np.asarray(times, float))
+    if t.size < 4:
+        return False
+    lo, hi = np.percentile(np.diff(t), [10, 90])
+    return bool(hi > GRADED_SPACING * lo)
+
+
 def mesh_breakpoints(exp: Experiment, T: float) -> np.ndarray:
     """The times where ``exp``'s intervals must start: its input breakpoints and,
     where its sampling is graded (:data:`GRADED_SPACING`), every sample closer
@@ -87,12 +98,9 @@ def mesh_breakpoints(exp: Experiment, T: float) -> np.ndarray:
     """
     breakpoints = np.asarray(exp.breakpoints, float)
     t = np.unique(np.asarray(exp.t, float))
-    if t.size < 4:
+    if not graded_sampling(t):
         return breakpoints
     gaps = np.diff(t)
-    lo, hi = np.percentile(gaps, [10, 90])
-    if not hi > GRADED_SPACING * lo:
-        return breakpoints
     near = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf]) < 0.5 * T
     return np.union1d(breakpoints, t[near])
 

@@ -546,14 +546,18 @@ def estimate(
     result.wall_time = time.perf_counter() - t_start
 
     def rerun(run_method: str, run_guess: str, max_iter: int | None,
-              warm_start: EstimationResult | None = None) -> EstimationResult:
+              warm_start: EstimationResult | None = None,
+              ipopt_options: dict[str, Any] | None = None) -> EstimationResult:
         """This call again with another method or start (a failure, not raised),
         stopped after ``max_iter`` iterations unless the user set a limit, or
-        continued from ``warm_start``."""
+        continued from ``warm_start``; ``ipopt_options`` under the user's own."""
         run_options = dict(options if run_method == method
                            else options_of(get_method(run_method), options))
         if max_iter is not None:
             run_options.setdefault("max_iter", max_iter)
+        if ipopt_options:
+            run_options["ipopt_options"] = {**ipopt_options,
+                                            **(run_options.get("ipopt_options") or {})}
         return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
                         x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
                         lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,

@@ -34,12 +34,14 @@ class _Reruns:
     def __init__(self, **outcomes):
         self.calls: list[tuple[str, str]] = []
         self.budgets: list[int | None] = []
+        self.ipopt_options: list[dict | None] = []
         self.outcomes = outcomes
 
-    def __call__(self, method, guess, max_iter, warm_start=None):
+    def __call__(self, method, guess, max_iter, warm_start=None, ipopt_options=None):
         self.calls.append((method, guess) if warm_start is None
                           else (method, guess, "warm"))
         self.budgets.append(max_iter)
+        self.ipopt_options.append(ipopt_options)
         return self.outcomes[method if warm_start is None else "continued"]()
 
 
@@ -136,6 +138,9 @@ def test_a_second_run_stopped_by_its_budget_says_so():
     assert ("method='ipopt' from the same start did not converge either (stopped at its "
             "budget of 300 iterations") in res.message
     assert reruns.budgets == [300, 300]
+    # and IPOPT's Hessian shift bounded in both (MUMPS factorised shifts of up to
+    # 1e18 at 2 s per iteration on a run that failed anyway)
+    assert reruns.ipopt_options == [{"max_hessian_perturbation": 1e10}] * 2
 
 
 def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
@@ -200,6 +205,23 @@ def test_ipopt_s_joined_up_last_iterate_is_continued_by_picard_gn():
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
     assert reruns.calls == [("ipopt", "auto"), ("picard-gn", "simulation", "warm")]
     assert res.success and "continued from IPOPT's last iterate" in res.warnings[0]
+
+
+def test_shooting_s_joined_up_last_iterate_is_continued_by_picard_gn():
+    # Robertson's kinetics to t = 1e6 from log10 k = 1: shooting stopped near the
+    # optimum where CVODES's adjoint failed at a trial point; picard-gn finished
+    reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14),
+                     shooting=lambda: _ipopt_stopped(3e-10),
+                     continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto"),
+                            ("picard-gn", "simulation", "warm")]
+    assert res.success and "continued from shooting's last iterate" in res.warnings[0]
+    # ... but not from an open one: the failure, saying what was tried
+    reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14), shooting=lambda: _ipopt_stopped(0.2))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto")] and not res.success
+    assert "method='shooting' from p0 did not converge either" in res.message
 
 
 def test_ipopt_s_open_last_iterate_is_not_continued():

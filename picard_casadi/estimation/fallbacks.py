@@ -26,14 +26,17 @@ measure what they name):
    **or picard-gn's step failed** (``step_failed``: stiff kinetics at the
    first mesh's optimum; ``method`` unset): the run is repeated with
    ``"ipopt"`` on the same collocation, which keeps every interval start an
-   unknown, before shooting is tried.
+   unknown, before shooting is tried; where IPOPT stops with the intervals
+   joined up, ``picard-gn`` is continued from its last iterate.
 3. **The collocation did not reach a certified answer** (any other failure
    but a stop by the callback, or by a ``max_iter`` the user set; ``method``
    unset): the run is repeated with
    ``"shooting"`` from ``p0``, whose intervals are integrated by CVODES with
    error control, so a state that turns fast late in the data (a fed-batch's
    substrate running out) is resolved where a fixed mesh's polynomials find
-   spurious fixed points.
+   spurious fixed points.  Where it stops with its intervals joined up (a
+   trial point CVODES cannot integrate, or its budget), ``picard-gn`` is
+   continued from its last iterate, as from IPOPT's.
 
 A second run that converges is returned with a first warning saying why;
 one that does not leaves the first result, its message extended with what
@@ -68,11 +71,19 @@ from ..result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
-           "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging"]
+           "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging",
+           "BUDGET_HESSIAN_PERTURBATION"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
 #: this many IPOPT iterations (its ``max_iter``), unless the user set one
 BUDGET_ITERATIONS = 300
+
+#: ... and IPOPT's largest shift of its Hessian there (``max_hessian_perturbation``,
+#: IPOPT's default 1e20; beyond it IPOPT abandons the step): a shift this large
+#: makes the step a sliver of the gradient, and factorising the KKT matrix with
+#: shifts up to 1e18 took IPOPT 2 s per iteration on Robertson's kinetics to
+#: t = 1e6 (MUMPS's pivoting), 166 s for a run that failed anyway
+BUDGET_HESSIAN_PERTURBATION = 1e10
 
 _ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "picard_casadi_another_method", default=False)
@@ -114,10 +125,11 @@ CONVERGING_WINDOW = PicardGNOptions.progress_window
 #: per 100 iterations and, given more, converged to the best optimum
 CONVERGING_GAIN = LoopOptions.progress_tol
 
-#: ``rerun(method, guess, max_iter, warm_start=None) -> result``: the same call
-#: with another method or start, a failure returned (not raised); ``max_iter``
-#: (or None) goes to the method's option of that name unless the user set it;
-#: ``warm_start`` continues a result (its solution and mesh)
+#: ``rerun(method, guess, max_iter, warm_start=None, ipopt_options=None) ->
+#: result``: the same call with another method or start, a failure returned (not
+#: raised); ``max_iter`` (or None) goes to the method's option of that name
+#: unless the user set it; ``warm_start`` continues a result (its solution and
+#: mesh); ``ipopt_options`` are IPOPT's, under the user's own
 Rerun = Callable[..., EstimationResult]
 
 
@@ -186,20 +198,26 @@ def _not_converged(retry: EstimationResult, method: str) -> str:
 
 def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationResult:
     """A second run with another method: one solve (:func:`another_method`) of at
-    most :data:`BUDGET_ITERATIONS` iterations."""
+    most :data:`BUDGET_ITERATIONS` iterations, IPOPT's Hessian shifted by at
+    most :data:`BUDGET_HESSIAN_PERTURBATION` (unless the user set these)."""
     with another_method():
-        return rerun(method, guess, BUDGET_ITERATIONS)
+        return rerun(method, guess, BUDGET_ITERATIONS,
+                     ipopt_options={"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION})
 
 
 def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None:
-    """picard-gn continued from a failed IPOPT run's last iterate where that
-    iterate joined the intervals up (scaled gaps within :data:`OPEN_GAP_ADVICE`):
-    IPOPT often gets there and then stops short of the optimum (its budget, or
-    ``Error_In_Step_Computation`` in the last steps); the Gauss-Newton step
+    """picard-gn continued from a failed IPOPT or shooting run's last iterate
+    where that iterate joined the intervals up (scaled gaps within
+    :data:`OPEN_GAP_ADVICE`): IPOPT often gets there and then stops short of
+    the optimum (its budget, ``Error_In_Step_Computation`` in the last steps,
+    or, shooting, a trial point where CVODES fails); the Gauss-Newton step
     finishes from a continuous trajectory.  Robertson's kinetics to t = 1e6
     from log10 k = 0: picard-gn's step failed, IPOPT stopped at its budget with
     gaps of 8e-7 at log10 k2 = 3.9, and picard-gn from there reached the
-    optimum (log10 k2 = 7.48) in 46 iterations, 0.3 s (docs/performance.md)."""
+    optimum (log10 k2 = 7.48) in 46 iterations, 0.3 s; from log10 k = 1,
+    shooting stopped at log10 k = (-1.396, 7.479, 4.006) where CVODES's adjoint
+    ran out of steps at a trial point, and picard-gn from there converged in
+    0.1 s (docs/performance.md)."""
     gaps = retry.history.get("gap_scaled") or [math.inf]
     if not float(gaps[-1]) <= OPEN_GAP_ADVICE:
         return None
@@ -351,6 +369,13 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             f"({result.status}: {clipped(result.message)}); this result is from "
             "method='shooting' from p0 (CVODES integrates each interval with error "
             "control; the default method falls back to it; pass method= to choose)"))
+    polished = _continued(rerun, retry)
+    if polished is not None and polished.success:
+        return _returned(polished, result, (
+            f"{path.method} on the collocation mesh did not reach a certified answer "
+            f"({result.status}: {clipped(result.message)}); method='shooting' from p0 "
+            f"joined the intervals up but stopped ({_not_converged(retry, 'shooting')}); "
+            "this result is picard-gn continued from shooting's last iterate"))
     result.message += ("; method='shooting' from p0 did not converge either "
                        f"({_not_converged(retry, 'shooting')})")
     result.wall_time = time.perf_counter() - t_start

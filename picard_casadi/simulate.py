@@ -289,6 +289,7 @@ def simulate(
     rtol: float = 1e-10,
     atol: float | None = None,
     max_steps: int = 100000,
+    locate: bool = True,
 ) -> np.ndarray:
     """Simulate the model with CVODES and return the states at the times ``t``.
 
@@ -323,6 +324,12 @@ def simulate(
         lost below a fixed absolute tolerance.
     max_steps : int
         CVODES step limit between output times.
+    locate : bool
+        Where CVODES fails, integrate again segment by segment to name the
+        time and state of the failure in the error (the default).  False
+        raises at once, naming CVODES's reason only: for a caller that
+        discards the message (a failure can take many times the failed
+        simulation to locate).
 
     Returns
     -------
@@ -354,7 +361,7 @@ def simulate(
             u = u_arr[first] if u_arr.ndim >= 1 and u_arr.shape[0] == t.size else u
         return simulate(model, x0, p, times, u, t0=t0, rtol=rtol, atol=atol,
                         max_steps=max_steps, u_interpolation=u_interpolation,
-                        breakpoints=breakpoints)[back]
+                        breakpoints=breakpoints, locate=locate)[back]
     x0 = np.asarray(x0, float).ravel()
     p = np.asarray(p, float).ravel()
     if x0.size != model.nx or not np.all(np.isfinite(x0)):
@@ -415,8 +422,9 @@ def simulate(
             xf = np.asarray(chain(x0, controls, p)).T  # (S, nx) at bounds[1:]
     except RuntimeError as err:
         reraise_if_interrupted(err, printed[0] if printed else "")
-        k, xk, reason, s = locate_cvodes_failure(step, x0, controls, p)
-        if k < 0:  # not reproduced segment by segment: report what the chain said
+        k, xk, reason, s = (locate_cvodes_failure(step, x0, controls, p) if locate
+                            else (-1, x0, "", None))
+        if k < 0:  # not reproduced (or not located) segment by segment: the chain's reason
             raise SimulationError(
                 f"simulation of model {model.name!r} failed: CVODES reported "
                 f"{_cvodes_reason(err, printed)} (the solution blows up or leaves the "

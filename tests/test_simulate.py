@@ -172,3 +172,40 @@ def test_a_single_time_without_t0_is_refused_and_with_t0_is_the_state_there(forc
     X = pc.simulate(forced, [1, 0], [4.0], 2.0, lambda s: [0.0], t0=0.0)
     assert X.shape == (1, 2)
     assert abs(X[0, 0] - np.cos(4.0)) < 1e-7
+
+
+def test_a_failure_not_located_raises_at_once(monkeypatch):
+    # the initial guess discards the message of a failed simulation with p0;
+    # locating it segment by segment took 2.4 of a PEtab start's 5.8 s (Boehm)
+    import importlib
+
+    sim = importlib.import_module("picard_casadi.simulate")
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=k * x ** 2)
+    t = np.linspace(0.0, 2.0, 21)
+    with pytest.raises(pc.SimulationError, match=r"failed at t"):
+        pc.simulate(model, [1.0], [1.0], t)  # located: the time is named
+
+    def not_called(*args, **kwargs):
+        raise AssertionError("the failure was located")
+
+    monkeypatch.setattr(sim, "locate_cvodes_failure", not_called)
+    with pytest.raises(pc.SimulationError, match=r"failed: CVODES reported"):
+        pc.simulate(model, [1.0], [1.0], t, locate=False)
+    with pytest.raises(pc.SimulationError):  # replicated times take the same path
+        pc.simulate(model, [1.0], [1.0], np.repeat(t, 2), locate=False)
+    # the initial guess asks for no location: it falls back to the states
+    # propagated from the data (x[0], unmeasured, blows up at t = 1 with p0)
+    from picard_casadi.estimate import build_setup
+
+    asked = []
+    monkeypatch.setattr(sim, "simulate", lambda *a, **kw: asked.append(kw.get("locate"))
+                        or pc.simulate(*a, **kw))
+    z = ca.SX.sym("z", 2)
+    model = pc.Model(x=z, p=k, rhs=ca.vertcat(k * z[0] ** 2, -z[1]), y=z[1])
+    setup = build_setup(model, [pc.Experiment(t=t, y=np.exp(-t)[:, None], x0=[1.0, 1.0])],
+                        np.array([1.0]), T=0.2, n=2, nodes=5, scheme="chebyshev",
+                        weights=np.ones(1), p_bounds=(np.array([-10.0]), np.array([10.0])),
+                        x_bounds=(np.full(2, -np.inf), np.full(2, np.inf)),
+                        estimate_x0=False, codegen=False)
+    assert asked == [False] and setup.X0.shape == (10, 2)

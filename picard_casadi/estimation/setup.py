@@ -182,7 +182,7 @@ def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence
     for exp, x0 in zip(experiments, x0s):
         try:
             with np.errstate(all="ignore"):
-                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0)
+                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0, locate=False)
                 Y = outputs_along(model, exp.t, X, p, exp)
         except (SimulationError, RuntimeError, ValueError):
             return None

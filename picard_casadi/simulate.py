@@ -181,6 +181,7 @@ def _build_segment_integrator(model: Model, rtol: float, atol: float, max_steps:
     opts = {
         "abstol": atol, "reltol": rtol, "max_num_steps": max_steps, "min_step_size": MIN_STEP,
         "disable_internal_warnings": True, "show_eval_warnings": False,
+        "linear_solver": "csparse",
     }
     if method == "adams":
         opts.update(linear_multistep_method="adams", nonlinear_solver_iteration="functional")

@@ -209,3 +209,35 @@ def test_a_failure_not_located_raises_at_once(monkeypatch):
                         x_bounds=(np.full(2, -np.inf), np.full(2, np.inf)),
                         estimate_x0=False, codegen=False)
     assert asked == [False] and setup.X0.shape == (10, 2)
+
+
+def _boehm_model() -> pc.Model:
+    """PEtab's Boehm_JProteomeRes2014 (STAT5 dimerisation), as its import writes
+    it: eight states, log10 rates ``phi``, a stimulus decaying as exp(-k t)."""
+    x, phi, t = ca.SX.sym("x", 8), ca.SX.sym("phi", 6), ca.SX.sym("t")
+    k = 10 ** phi
+    stim = 1.75e-7 * ca.exp(-k[0] * t) * k[5]
+    r_aa, r_ab, r_bb = stim * x[0] ** 2, stim * x[0] * x[1], stim * x[1] ** 2
+    exp_a, exp_b = 0.45 * k[1] * x[6], 0.45 * k[2] * x[7]
+    imp_a, imp_ab = 1.4 * k[3] * x[2], 1.4 * k[4]
+    rhs = ca.vertcat((2 * 0.45 * k[2] * x[5] - 2 * r_aa - r_ab + exp_a) / 1.4,
+                     (exp_a - r_ab - 2 * r_bb + 2 * exp_b) / 1.4,
+                     (r_ab - imp_a) / 1.4, (r_aa - imp_ab * x[3]) / 1.4,
+                     (r_bb - imp_ab * x[4]) / 1.4, (imp_ab * x[3] - 0.45 * k[2] * x[5]) / 0.45,
+                     (imp_a - exp_a) / 0.45, (imp_ab * x[4] - exp_b) / 0.45)
+    return pc.Model(x=x, p=phi, rhs=rhs, t=t, name="boehm")
+
+
+def test_a_stiff_model_restarted_at_many_output_times():
+    # Boehm from one of PEtab's uniform starts: two states decay at rate 1000
+    # from 1e-20; CVODES's Newton steps solved by CasADi's default QR ran
+    # into NaN and 100,000 steps (CV_TOO_MUCH_WORK) in the segment after t =
+    # 15, whenever output times restarted it there, and the initial guess lost
+    # its simulation; with the sparse LU (csparse) it takes a few steps
+    model = _boehm_model()
+    x0 = [143.8668, 63.7332, 0, 0, 0, 0, 0, 0]
+    p = [1.369616873214543, -2.302132862361297, -4.590264760638053, -4.834723644714709,
+         3.1327023920027237, 4.127555772777217]
+    X = pc.simulate(model, x0, p, np.linspace(0.0, 240.0, 241), rtol=1e-6, atol=1e-8)
+    one = pc.simulate(model, x0, p, [0.0, 240.0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(X[-1], one[-1], rtol=1e-4, atol=1e-6)

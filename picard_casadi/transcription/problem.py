@@ -92,8 +92,14 @@ class Setup:
         return X / self.x_scale, p / self.p_scale
 
     def from_scaled(self, Xs: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Scaled to physical variables."""
-        return Xs * self.x_scale, ps * self.p_scale
+        """Scaled to physical variables; the known initial states (``free_x``
+        False) are the start's own values, not their round trip through the
+        scale (``x / s * s`` is not always ``x``: a known ``x0 = 2`` came back
+        as ``2 - 2.2e-16``)."""
+        X = Xs * self.x_scale
+        if Xs.shape == self.free_x.shape and not self.free_x.all():
+            X = np.where(self.free_x, X, self.X0)
+        return X, ps * self.p_scale
 
     @property
     def scaled_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -224,6 +224,16 @@ def test_shooting_s_joined_up_last_iterate_is_continued_by_picard_gn():
     assert "method='shooting' from p0 did not converge either" in res.message
 
 
+def test_a_plateau_gets_no_second_run():
+    # PEtab's Boehm from four of 20 uniform starts: picard-gn ended on the
+    # plateau at 249.75 in 0.2 s, then shooting from the same p0 spent 11 to
+    # 159 s there; another start is the remedy, which the message names
+    reruns = _Reruns()
+    first = _result(status="plateau", message="the estimate lies on a plateau")
+    assert second_runs(first, _path(), reruns, time.perf_counter()) is first
+    assert reruns.calls == []
+
+
 def test_ipopt_s_open_last_iterate_is_not_continued():
     reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14),
                      shooting=lambda: _result(success=True, status="converged"))

@@ -38,6 +38,10 @@ measure what they name):
    trial point CVODES cannot integrate, or its budget), ``picard-gn`` is
    continued from its last iterate, as from IPOPT's.
 
+A run that ended on a plateau (``status="plateau"``: the outputs do not
+depend on the parameters there) gets no second run: another start is the
+remedy, and the message says so.
+
 A second run that converges is returned with a first warning saying why;
 one that does not leaves the first result, its message extended with what
 was tried.  ``wall_time`` counts every run.
@@ -302,7 +306,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
-    if result.success or result.status == "stopped" or path.warm_start:
+    if result.success or result.status in ("stopped", "plateau") or path.warm_start:
+        # a plateau (the outputs do not depend on the parameters there) is a
+        # property of the start's basin: another start is the remedy, which the
+        # message names; PEtab's Boehm from four of 20 starts spent 11 to 159 s
+        # in shooting from the same p0 there, to no avail (fides stops at once)
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given
             and result.status == "max_iter" and still_converging(result)):

@@ -209,6 +209,38 @@ def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationRes
                      ipopt_options={"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION})
 
 
+@dataclass(frozen=True)
+class _AnotherMethod:
+    """A second run with another method and how its notes name it."""
+
+    method: str
+    stopped: str  # how the first run ended (the notes' first clause)
+    named: str  # the run, where it converged
+    why: str  # ... and why it was tried (in parentheses)
+    failed: str  # the run, where it did not converge
+    last: str  # whose last iterate picard-gn continues
+
+
+def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
+                        run: _AnotherMethod) -> EstimationResult | None:
+    """The converged second run with ``run.method``, or picard-gn continued from
+    its joined-up last iterate (:func:`_continued`), each with a first warning
+    saying why; or None with the first result's message extended."""
+    retry = _with_another_method(rerun, run.method, guess)
+    if retry.success:
+        return _returned(retry, result, (
+            f"{run.stopped}; this result is from {run.named} ({run.why})"))
+    polished = _continued(rerun, retry)
+    if polished is not None and polished.success:
+        return _returned(polished, result, (
+            f"{run.stopped}; {run.named} joined the intervals up but stopped "
+            f"({_not_converged(retry, run.method)}); this result is picard-gn continued "
+            f"from {run.last} last iterate"))
+    result.message += (f"; {run.failed} did not converge either "
+                       f"({_not_converged(retry, run.method)})")
+    return None
+
+
 def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None:
     """picard-gn continued from a failed IPOPT or shooting run's last iterate
     where that iterate joined the intervals up (scaled gaps within
@@ -348,43 +380,25 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # fails (an unstable model, or stiff kinetics at the first mesh's
         # optimum), the same discretised problem by another method often
         # converges, and at a fraction of shooting's cost
-        retry = _with_another_method(rerun, "ipopt", path.guess)
         why = ("the model is unstable along its trajectory at p = "
                f"{np.array2string(result.p, precision=4)}, where its step loses all "
                "precision" if path.unstable else
                f"its step failed ({clipped(result.message)})")
-        if retry.success:
-            return _returned(retry, result, (
-                f"picard-gn stopped: {why}; this result is from method='ipopt' on the same "
-                "collocation (the default method falls back to it there; pass method= to "
-                "choose)"))
-        polished = _continued(rerun, retry)
-        if polished is not None and polished.success:
-            return _returned(polished, result, (
-                f"picard-gn stopped: {why}; "
-                f"method='ipopt' on the same collocation joined the intervals up but stopped "
-                f"({_not_converged(retry, 'ipopt')}); this result is picard-gn continued "
-                "from IPOPT's last iterate"))
-        result.message += ("; method='ipopt' from the same start did not converge either "
-                           f"({_not_converged(retry, 'ipopt')})")
+        retry = _another_method_run(rerun, result, path.guess, _AnotherMethod(
+            "ipopt", f"picard-gn stopped: {why}", "method='ipopt' on the same collocation",
+            "the default method falls back to it there; pass method= to choose",
+            "method='ipopt' from the same start", "IPOPT's"))
+        if retry is not None:
+            return retry
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start
         return result
-    retry = _with_another_method(rerun, "shooting", path.guess)
-    if retry.success:
-        return _returned(retry, result, (
-            f"{path.method} on the collocation mesh did not reach a certified answer "
-            f"({result.status}: {clipped(result.message)}); this result is from "
-            "method='shooting' from p0 (CVODES integrates each interval with error "
-            "control; the default method falls back to it; pass method= to choose)"))
-    polished = _continued(rerun, retry)
-    if polished is not None and polished.success:
-        return _returned(polished, result, (
-            f"{path.method} on the collocation mesh did not reach a certified answer "
-            f"({result.status}: {clipped(result.message)}); method='shooting' from p0 "
-            f"joined the intervals up but stopped ({_not_converged(retry, 'shooting')}); "
-            "this result is picard-gn continued from shooting's last iterate"))
-    result.message += ("; method='shooting' from p0 did not converge either "
-                       f"({_not_converged(retry, 'shooting')})")
+    retry = _another_method_run(rerun, result, path.guess, _AnotherMethod(
+        "shooting", f"{path.method} on the collocation mesh did not reach a certified answer "
+        f"({result.status}: {clipped(result.message)})", "method='shooting' from p0",
+        "CVODES integrates each interval with error control; the default method falls back "
+        "to it; pass method= to choose", "method='shooting' from p0", "shooting's"))
+    if retry is not None:
+        return retry
     result.wall_time = time.perf_counter() - t_start
     return result

@@ -97,6 +97,22 @@ def test_a_fixed_first_parameter_leaves_the_others_free(estimate_x0):
         lo, hi = prof.intervals[i]
         assert lo < truth < hi, prof.intervals
 
+def test_a_parameter_fixed_by_its_bounds_is_returned_as_given():
+    # with a p_scale that is not the value's, the fixed value made a round trip
+    # through the scale and came back off by its last bit (4 of 12 values)
+    import casadi as ca
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=-k[0] * x + k[1])
+    t = np.linspace(0.0, 2.0, 21)
+    exp = pc.Experiment(t, 0.7 * np.exp(-0.7 * t) + 0.3 / 0.7 * (1 - np.exp(-0.7 * t)),
+                        x0=[0.7])
+    for value in np.random.default_rng(0).uniform(0.01, 1.0, 12):
+        res = pc.estimate(model, [exp], [0.5, value], p_bounds=([0.0, value], [5.0, value]),
+                          estimate_x0=False, p_scale=[1.0, 3.0], uncertainty=False)
+        assert res.p[1] == value, (res.p[1], value)
+
+
 def test_partial_and_missing_data_with_inputs(duffing):
     """Only position measured, 30 % of it missing, input and time dependence."""
     t = np.linspace(0.0, 8.0, 81)

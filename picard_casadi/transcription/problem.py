@@ -93,13 +93,17 @@ class Setup:
 
     def from_scaled(self, Xs: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Scaled to physical variables; the known initial states (``free_x``
-        False) are the start's own values, not their round trip through the
-        scale (``x / s * s`` is not always ``x``: a known ``x0 = 2`` came back
-        as ``2 - 2.2e-16``)."""
+        False) are the start's own values and the fixed parameters (equal
+        bounds) their bound, not their round trip through the scale (``x / s
+        * s`` is not always ``x``: a known ``x0 = 2`` came back as ``2 -
+        2.2e-16``, a parameter fixed at a value off by its last bit)."""
         X = Xs * self.x_scale
         if Xs.shape == self.free_x.shape and not self.free_x.all():
             X = np.where(self.free_x, X, self.X0)
-        return X, ps * self.p_scale
+        p = ps * self.p_scale
+        if ps.shape == self.free_p.shape and not self.free_p.all():
+            p = np.where(self.free_p, p, self.p_lb)
+        return X, p
 
     @property
     def scaled_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

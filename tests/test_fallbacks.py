@@ -225,7 +225,7 @@ def test_shooting_s_joined_up_last_iterate_is_continued_by_picard_gn():
 
 
 def test_a_plateau_gets_no_second_run():
-    # PEtab's Boehm from four of 20 uniform starts: picard-gn ended on the
+    # PEtab's Boehm from five of 20 uniform starts: picard-gn ended on the
     # plateau at 249.75 in 0.2 s, then shooting from the same p0 spent 11 to
     # 159 s there; another start is the remedy, which the message names
     reruns = _Reruns()

@@ -341,7 +341,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
     if result.success or result.status in ("stopped", "plateau") or path.warm_start:
         # a plateau (the outputs do not depend on the parameters there) is a
         # property of the start's basin: another start is the remedy, which the
-        # message names; PEtab's Boehm from four of 20 starts spent 11 to 159 s
+        # message names; PEtab's Boehm from five of 20 starts spent 11 to 159 s
         # in shooting from the same p0 there, to no avail (fides stops at once)
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given

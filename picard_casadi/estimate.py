@@ -489,6 +489,14 @@ def estimate(
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
                jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
+        if prob.ran_off and not cert.passed:
+            result._ran_off = True
+            result.message = (
+                f"{spec.name} converged at p = {np.array2string(result.p, precision=6)}, "
+                f"where its estimate is not certified as the ODE's ({cert.message}): "
+                f"{prob.ran_off}. No further refinement and no other method was tried (each "
+                "follows the same valley); bound these parameters (p_bounds), fix them, or add "
+                "data that determine them")
         if cert.passed:
             # the likelihood of the ODE's own solution: CVODES from the estimated
             # x0 (the certificate's linearised carry-forward where that fails)

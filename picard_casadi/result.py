@@ -276,6 +276,9 @@ class EstimationResult:
     _statement: Any = field(default=None, repr=False, compare=False)
     #: the model's delays (estimation/delays.py), where it has them
     _delays: Any = field(default=None, repr=False, compare=False)
+    #: the run converged where its parameters ran along a flat valley the data
+    #: do not bound (estimation/diagnosis.py, ran_off): no other run follows it
+    _ran_off: bool = field(default=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,

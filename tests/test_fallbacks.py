@@ -18,7 +18,7 @@ from picard_casadi.estimation.fallbacks import DefaultPath, clipped, second_runs
 def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached"):
     return SimpleNamespace(success=success, status=status, message=message, warnings=[],
                            history={"gap_scaled": [gap]}, wall_time=1.0, p=np.array([1.0]),
-                           settings={})
+                           settings={}, _ran_off=False)
 
 
 def _path(**kw):
@@ -232,6 +232,37 @@ def test_a_plateau_gets_no_second_run():
     first = _result(status="plateau", message="the estimate lies on a plateau")
     assert second_runs(first, _path(), reruns, time.perf_counter()) is first
     assert reruns.calls == []
+
+
+def test_a_run_that_ran_off_along_a_valley_gets_no_second_run():
+    # Robertson's kinetics with B lost in the noise: picard-gn converged at
+    # log10 k2 = 63, where CVODES cannot integrate the model; IPOPT and
+    # shooting from p0 then spent 175 s along the same valley, both failing
+    reruns = _Reruns()
+    first = _result(status="not_certified", message="picard-gn converged ... ran along")
+    first._ran_off = True
+    assert second_runs(first, _path(), reruns, time.perf_counter()) is first
+    assert reruns.calls == []
+
+
+def test_a_second_run_that_ran_off_along_a_valley_ends_the_second_runs():
+    # the same from log10 k = 0 with other noise: picard-gn's step failed,
+    # guess='shooting' ran to log10 k2 = 25, then IPOPT and shooting followed
+    def ran_off():
+        r = _result(status="not_certified", message="picard-gn converged at p = ...")
+        r._ran_off = True
+        return r
+
+    for first, path, asked in (
+            (_result(status="step_failed", gap=1.0), _path(every_state_measured=False,
+                                                           some_state_measured=True),
+             [("picard-gn", "shooting")]),
+            (_result(status="step_failed"), _path(), [("ipopt", "auto")])):
+        reruns = _Reruns(**{"picard-gn": ran_off, "ipopt": ran_off})
+        out = second_runs(first, path, reruns, time.perf_counter())
+        assert reruns.calls == asked
+        assert out._ran_off and not out.success
+        assert "ran along a valley" in out.warnings[0] and "no other run" in out.warnings[0]
 
 
 def test_ipopt_s_open_last_iterate_is_not_continued():

@@ -43,7 +43,8 @@ from ..transcription.block_jacobian import BlockJacobian
 from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
-           "attach_uncertainty", "correlated_information", "IDENTIFIABILITY_THRESHOLD"]
+           "attach_uncertainty", "correlated_information", "undetermined_parameters",
+           "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
 #: is not determined at all.  An exact non-identifiability (only a product a b
@@ -261,6 +262,58 @@ def formula_information(setup: Setup, info: SolutionSensitivity, formula: Any
                           n=Jt.n + n_eta), columns)
 
 
+def _unit_information(F: np.ndarray, reach: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The information ``F`` (changed in place) scaled to a unit diagonal, and its
+    eigen-decomposition: ``(d, Fs, evals, evecs)`` with ``F = D Fs D``,
+    ``D = diag(d)``.
+
+    ``reach`` is each column's reach (its sensitivity's norm times its scale);
+    a column below :data:`SILENT_COLUMN` of the largest is zeroed first (a
+    sparse factorisation leaves ~1e-18 where the outputs do not depend on it,
+    which the scaling would blow up into a well-determined direction).
+    Raises ``numpy.linalg.LinAlgError`` where the decomposition fails.
+    """
+    silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
+    F[silent, :] = 0.0
+    F[:, silent] = 0.0
+    d = np.sqrt(np.maximum(np.diag(F), 1e-300))
+    Fs = F / d[:, None] / d[None, :]
+    evals, evecs = np.linalg.eigh(Fs)
+    return d, Fs, evals, evecs
+
+
+def undetermined_parameters(setup: Setup, info: SolutionSensitivity) -> np.ndarray:
+    """Which parameters a direction the data do not determine involves.
+
+    The parameters (``(np,)`` booleans) with a component above
+    :data:`INVOLVED` in an eigenvector of the scaled information matrix
+    (parameters and estimated initial states, as :func:`attach_uncertainty`
+    has it) whose relative eigenvalue is below
+    :data:`IDENTIFIABILITY_THRESHOLD`: the ones whose standard errors
+    :func:`attach_uncertainty` reports as inf.  All False where the
+    information is not finite or cannot be decomposed.
+    """
+    np_ = setup.disc.model.np
+    out = np.zeros(np_, dtype=bool)
+    with np.errstate(all="ignore"):
+        F = info.Jt.gram()
+    if F.size == 0 or not np.all(np.isfinite(F)):
+        return out
+    scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i]
+                      for kind, _, i in info.columns])
+    try:
+        _, _, evals, evecs = _unit_information(F, np.sqrt(np.maximum(np.diag(F), 0.0)) * scale)
+    except np.linalg.LinAlgError:
+        return out
+    weak = evals < IDENTIFIABILITY_THRESHOLD * max(float(evals[-1]), 1e-300)
+    involved = np.any(np.abs(evecs[:, weak]) > INVOLVED, axis=1)
+    for k, (kind, _, i) in enumerate(info.columns):
+        if kind == "p" and involved[k]:
+            out[i] = True
+    return out
+
+
 def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
                        noise_covariance: np.ndarray | None = None,
                        noise_formula: Any = None) -> None:
@@ -309,9 +362,6 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             "no uncertainty: the output sensitivities at the estimate are not finite "
             "(the solution is violently unstable there)")
         return
-    # a column the outputs do not depend on is zero up to the round-off of the
-    # sensitivities (a sparse factorisation leaves ~1e-18), which scaling to a
-    # unit diagonal would blow up into a well-determined direction
     eta = noise_formula.theta if noise_formula else np.zeros(0)
     scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i] if kind == "x0"
                       else max(abs(float(eta[i])), 1e-300) for kind, _, i in columns])
@@ -323,13 +373,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         # plateau)
         result.settings["parameter_reach"] = float(
             np.max(reach[p_columns]) / np.sqrt(s2)) if s2 > 0 else float("inf")
-    silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
-    F[silent, :] = 0.0
-    F[:, silent] = 0.0
-    d = np.sqrt(np.maximum(np.diag(F), 1e-300))
-    Fs = F / d[:, None] / d[None, :]
     try:
-        evals, evecs = np.linalg.eigh(Fs)
+        d, Fs, evals, evecs = _unit_information(F, reach)
     except np.linalg.LinAlgError as err:
         result.warnings.append(f"no uncertainty: the information matrix could not be "
                                f"decomposed ({err})")

@@ -15,10 +15,16 @@
   all precision and IPOPT, which keeps them unknown, does not;
 * :func:`note_bounds_reached`: a converged estimate with a free parameter
   on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
-  confidence interval stops at the bound.
+  confidence interval stops at the bound;
+* :func:`ran_off`: a converged run whose undetermined parameters travelled
+  far along a flat valley to where the certificate fails is told so (the
+  data bound them from one side at most), instead of refining the mesh and
+  trying every other method along the same valley.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,7 +39,7 @@ from ..transcription.discretisation import Discretisation
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
-           "ON_BOUND"]
+           "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it
@@ -249,3 +255,44 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
         "method='ipopt' keeps every interval start an unknown and is not affected; or "
         "start from a p0 whose simulation follows the data (multistart)")
     return True
+
+
+
+#: a parameter the data do not determine at a converged estimate that the
+#: certificate rejects, this many of its scales (``p_scale``) from p0, ran
+#: there along a valley: Robertson's kinetics with B lost in the noise took
+#: log10 k2 from 0 to 63 and log10 k3 to 32 (the fit within 4e-5 of its last
+#: value from log10 k2 = 9.4 on), where CVODES fails at once
+RAN_OFF_DISTANCE = 10.0
+
+
+def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np.ndarray,
+            names: Sequence[str]) -> str:
+    """How the parameters the data do not determine ran from ``p0`` to ``p``, or ``''``.
+
+    ``undetermined`` marks the parameters in a direction the information
+    matrix at ``p`` does not determine
+    (:func:`~picard_casadi.analysis.uncertainty.undetermined_parameters`);
+    where one of them lies :data:`RAN_OFF_DISTANCE` of its scales or more
+    from its start, the fit barely changes along that direction and the
+    iterations followed it: the data bound those parameters from one side
+    at most.
+
+    Returns
+    -------
+    str
+        A sentence naming those parameters with their starts and ends, or ``''``.
+    """
+    travel = np.where(undetermined, np.abs(np.asarray(p, float) - np.asarray(p0, float))
+                      / np.asarray(p_scale, float), 0.0)
+    if not travel.max(initial=0.0) >= RAN_OFF_DISTANCE:
+        return ""
+    which = np.flatnonzero(undetermined)
+    listed = names[which[-1]]
+    if which.size > 1:
+        listed = ", ".join(names[i] for i in which[:-1]) + " and " + listed
+    moved = ", ".join(f"{names[i]} {p0[i]:.4g} -> {p[i]:.4g}" for i in which)
+    return (f"the data do not determine {listed} there, and the iterations ran along that "
+            f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
+            "barely changes along it, so the data bound these parameters from one side "
+            "at most")

@@ -192,6 +192,15 @@ def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> Est
     return retry
 
 
+#: the first warning of a second run returned because its parameters ran off
+#: along a valley (estimation/diagnosis.py, ran_off): the other runs would
+#: follow it (Robertson's kinetics with B lost in the noise, from log10 k = 0:
+#: picard-gn's step failed, guess='shooting' ran to log10 k2 = 25, and IPOPT
+#: and shooting then spent 100 s along the same valley)
+_RAN_OFF_NOTE = ("{}; {} ran along a valley the data do not bound (its message says where): "
+                 "this result is that run's, and no other run was tried")
+
+
 def _not_converged(retry: EstimationResult, method: str) -> str:
     """Why another method's second run is not returned, quoted in the first's message."""
     if retry.status == "Maximum_Iterations_Exceeded":
@@ -230,6 +239,8 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
     if retry.success:
         return _returned(retry, result, (
             f"{run.stopped}; this result is from {run.named} ({run.why})"))
+    if retry._ran_off:
+        return _returned(retry, result, _RAN_OFF_NOTE.format(run.stopped, run.named))
     polished = _continued(rerun, retry)
     if polished is not None and polished.success:
         return _returned(polished, result, (
@@ -316,6 +327,9 @@ def _another_start(rerun: Rerun, result: EstimationResult, path: DefaultPath, gu
         return _returned(retry, result, (
             f"{why[0]} with the continuity gaps open ({clipped(result.message)}); this "
             f"result is from a second run with guess='{guess}' ({why[1]})"))
+    if retry._ran_off:
+        return _returned(retry, result, _RAN_OFF_NOTE.format(
+            f"{why[0]} ({clipped(result.message)})", f"a second run with guess='{guess}'"))
     result.message += (f"; a second run from guess='{guess}' did not converge either "
                        f"({clipped(retry.message)})")
     result.wall_time = time.perf_counter() - t_start  # every run
@@ -338,11 +352,15 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
-    if result.success or result.status in ("stopped", "plateau") or path.warm_start:
+    if (result.success or result.status in ("stopped", "plateau") or path.warm_start
+            or result._ran_off):
         # a plateau (the outputs do not depend on the parameters there) is a
         # property of the start's basin: another start is the remedy, which the
         # message names; PEtab's Boehm from five of 20 starts spent 11 to 159 s
         # in shooting from the same p0 there, to no avail (fides stops at once)
+        # (and so is a run that followed a flat valley to where the model cannot
+        # be integrated: Robertson's kinetics with B lost in the noise, 175 s in
+        # IPOPT and shooting along the same valley, both failing)
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given
             and result.status == "max_iter" and still_converging(result)):

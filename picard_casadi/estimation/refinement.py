@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate, certify
+from ..analysis.uncertainty import undetermined_parameters
 from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
@@ -28,7 +29,7 @@ from ..transcription.discretisation import Discretisation
 from ..transcription.mesh import refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
-from .diagnosis import fitted_outputs
+from .diagnosis import fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
@@ -85,6 +86,9 @@ class FitProblem:
     scheme_auto: bool = False
     #: n=None: the Picard order follows the quadrature (default_picard_order)
     n_auto: bool = False
+    #: a converged run whose parameters ran along a flat valley to where its
+    #: estimate is not certified (:func:`~picard_casadi.estimation.diagnosis.ran_off`)
+    ran_off: str = ""
 
     def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
         """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
@@ -434,6 +438,17 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
         elif outcome.success:
             cert, info = _certificate(prob, setup, outcome)
+            if not cert.passed:
+                # where the parameters ran off along a flat valley to get here,
+                # a finer mesh follows them (Robertson's kinetics with B lost in
+                # the noise: at log10 k2 = 63 CVODES failed and the refined
+                # start's fixed point blew up to 1e70; from other data, at
+                # log10 k2 = 24, five refinements failed to certify)
+                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale,
+                                       undetermined_parameters(setup, info),
+                                       prob.model.p_names)
+                if prob.ran_off:
+                    break
             if cert.passed or not refinable or refinements >= max_refinements:
                 break
             boundaries = refined_boundaries(setup.disc, cert.marked())

@@ -16,10 +16,12 @@
 * :func:`note_bounds_reached`: a converged estimate with a free parameter
   on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
   confidence interval stops at the bound;
-* :func:`ran_off`: a converged run whose undetermined parameters travelled
-  far along a flat valley to where the certificate fails is told so (the
-  data bound them from one side at most), instead of refining the mesh and
-  trying every other method along the same valley.
+* :func:`ran_off` (called by
+  :func:`~picard_casadi.estimation.refinement.solve_and_refine` where a
+  certificate fails): a converged run whose undetermined parameters
+  travelled far along a flat valley to where the certificate fails is told
+  so (the data bound them from one side at most), instead of refining the
+  mesh and trying every other method along the same valley.
 """
 
 from __future__ import annotations
@@ -255,7 +257,6 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
         "method='ipopt' keeps every interval start an unknown and is not affected; or "
         "start from a p0 whose simulation follows the data (multistart)")
     return True
-
 
 
 #: a parameter the data do not determine at a converged estimate that the

@@ -40,7 +40,10 @@ measure what they name):
 
 A run that ended on a plateau (``status="plateau"``: the outputs do not
 depend on the parameters there) gets no second run: another start is the
-remedy, and the message says so.
+remedy, and the message says so.  Nor does a run whose parameters ran off
+along a flat valley the data do not bound (``not_certified``, named by
+:func:`~picard_casadi.estimation.diagnosis.ran_off`): every other run
+follows the same valley; a second run that ends so is returned.
 
 A second run that converges is returned with a first warning saying why;
 one that does not leaves the first result, its message extended with what
@@ -357,10 +360,10 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # a plateau (the outputs do not depend on the parameters there) is a
         # property of the start's basin: another start is the remedy, which the
         # message names; PEtab's Boehm from five of 20 starts spent 11 to 159 s
-        # in shooting from the same p0 there, to no avail (fides stops at once)
-        # (and so is a run that followed a flat valley to where the model cannot
-        # be integrated: Robertson's kinetics with B lost in the noise, 175 s in
-        # IPOPT and shooting along the same valley, both failing)
+        # in shooting from the same p0 there, to no avail (fides stops at once).
+        # A run whose parameters ran off along a flat valley gets none either:
+        # the other runs follow the same valley (Robertson's kinetics with B
+        # lost in the noise: 175 s in IPOPT and shooting, both failing)
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given
             and result.status == "max_iter" and still_converging(result)):

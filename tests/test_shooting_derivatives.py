@@ -5,7 +5,10 @@ CasADi 3.7.2 and 3.8.1 returned a wrong constraint Jacobian for this NLP
 where finite differences give -3.94, 0.72, 3.62, 1.79; the second row half
 its size), and shooting then converged on the certificate's test case by
 luck; 3.8.2 agrees with finite differences, which is why the package asks
-for it.  This test fails on a CasADi that gets them wrong.
+for it.  This test fails on a CasADi that gets them wrong.  The functions
+read here are the package's own (``methods.shared_derivatives``: one
+sensitivity integration per iterate serves the gradient, the Jacobian and the
+Gauss-Newton Hessian), so the test checks those as well.
 """
 
 from __future__ import annotations
@@ -45,3 +48,42 @@ def test_the_constraint_jacobian_and_gradient_are_the_derivatives(monkeypatch, T
             / (2 * step) for e in np.eye(w0.size)])
         assert np.allclose(exact, fd, rtol=1e-4, atol=1e-5 * np.abs(fd).max()), (derivative,
                                                                                exact, fd)
+
+
+def test_the_sensitivities_are_integrated_once_per_iterate(monkeypatch):
+    # IPOPT asks for the gradient, the constraint Jacobian and the Hessian at
+    # each iterate; CasADi's own functions integrated the sensitivities for
+    # each of them (an adjoint sweep for the gradient): three times the work
+    from picard_casadi.methods import shared_derivatives
+
+    runs, points = [], set()
+    evaluate = shared_derivatives._OnePointCache.__call__
+
+    def counted(self, x, p):
+        key = self._key
+        out = evaluate(self, x, p)
+        if self._key != key:
+            runs.append(self._key)
+        points.add(self._key)
+        return out
+
+    monkeypatch.setattr(shared_derivatives._OnePointCache, "__call__", counted)
+    vdp = pc.problem("vdp", seed=0)
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds,
+                      T=2.5, refine=0, uncertainty=False)
+    assert res.success, res.message
+    assert len(points) > 5
+    assert len(runs) == len(points), (len(runs), len(points))
+
+
+def test_a_sparse_gradient_is_refused():
+    import casadi as ca
+
+    from picard_casadi.methods.shared_derivatives import nlpsol_derivatives
+
+    x, p = ca.MX.sym("x", 2), ca.MX.sym("p", 0)
+    grad = ca.vertcat(x[0], ca.MX(1, 1))
+    f = ca.Function("f", [x, p], [ca.sumsqr(x), grad, ca.MX(0, 1), ca.MX(0, 2),
+                                  ca.MX.eye(2)])
+    with pytest.raises(ValueError, match="dense"):
+        nlpsol_derivatives(f, 0)

@@ -9,7 +9,10 @@ subject to ``x_end,j = x_{j+1}``, with the same bounds, start and weights.
 Each interval is integrated by CVODES through its sample times to its end
 (:class:`~picard_casadi.transcription.interval_integration.IntervalIntegrator`, shared
 with the discretisation certificate).  The Hessian is the Gauss-Newton one
-(second-order sensitivities of CVODES would be far slower).
+(second-order sensitivities of CVODES would be far slower); it, the
+objective's gradient and the constraints' Jacobian come from one
+forward-sensitivity integration per iterate (:func:`_derivatives`,
+:mod:`~picard_casadi.methods.shared_derivatives`).
 
 A failing integration (too much work, blow-up) inside IPOPT's iterations
 comes back as ``success=False`` with CVODES' flag in the message.
@@ -34,8 +37,8 @@ from .registry import MethodSpec, register
 from .base import (LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
 from .breakdown import describe_interval
-from .ipopt import (StopOnInterrupt, check_ipopt_options, gauss_newton_hessian, ipopt_history,
-                    run_nlp, stalled_message)
+from .ipopt import StopOnInterrupt, check_ipopt_options, ipopt_history, run_nlp, stalled_message
+from .shared_derivatives import nlpsol_derivatives
 
 __all__ = ["ShootingOptions", "solve_shooting", "shooting_sensitivity"]
 
@@ -114,16 +117,18 @@ class ShootingNLP:
         f = 0.5 * ca.sumsqr(r_data)
         g = ca.vec(cont)
         nlp = {"x": w, "p": ca.vertcat(ca.vec(Wt), ca.vec(Y)), "f": f, "g": g}
-        hess = gauss_newton_hessian(r_data, w, nlp["p"])
+        derivatives = nlpsol_derivatives(
+            _derivatives(setup, w, X, Xs, xend, Wt, Y, nxt), g.numel())
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
         self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel() + Y.numel())
         self.monitor = self._stop
         self.solver = ca.nlpsol("shooting", "ipopt", nlp, {
-            "ipopt": ipopt, "print_time": False, "error_on_fail": False, "hess_lag": hess,
-            "iteration_callback": self._stop,
+            "ipopt": ipopt, "print_time": False, "error_on_fail": False,
+            "iteration_callback": self._stop, **derivatives,
         })
+        self._derivatives = derivatives  # the callbacks live as long as the solver
         xl, xu, pl, pu = setup.scaled_bounds
         lbw = np.concatenate([np.where(setup.free_p, pl, setup.p0 / setup.p_scale), xl.ravel()])
         ubw = np.concatenate([np.where(setup.free_p, pu, setup.p0 / setup.p_scale), xu.ravel()])
@@ -173,6 +178,41 @@ class ShootingNLP:
                         f"x = {np.array2string(xk, precision=4)} (t = {a:.6g}) with "
                         f"p = {np.array2string(p, precision=6)}")
         return ""
+
+
+def _derivatives(setup: Setup, w: ca.MX, X: ca.MX, Xs: ca.MX, xend: ca.MX, Wt: ca.MX,
+                 Y: ca.MX, nxt: list[int]) -> ca.Function:
+    """``(w, data) -> (f, grad f, g, jac g, triu(Jr' Jr))`` from one sensitivity run.
+
+    The states at the sample slots and at the intervals' ends are
+    differentiated together (one forward-sensitivity integration per
+    interval); the residuals' and the continuity gaps' Jacobians follow by
+    the chain rule through the output function.  CasADi's own ``nlp_grad_f``
+    (an adjoint sweep), ``nlp_jac_g`` and ``nlp_hess_l`` would integrate the
+    sensitivities three times per iterate (docs/performance.md).
+    """
+    disc = setup.disc
+    m = disc.model
+    J, M, nx = disc.n_intervals, disc.M, m.nx
+    xs = ca.DM(setup.x_scale)
+    p = w[:m.np] * ca.DM(setup.p_scale)
+    sens = ca.jacobian(ca.vertcat(ca.vec(Xs), ca.vec(xend)), w)
+    S, E = ca.MX.sym("S", nx, M * J), ca.MX.sym("E", nx, J)
+    c = setup.tr._data_common
+    r = ca.vec(Wt * (Y - m.g.map(M * J)(c["ts"], S, ca.repmat(p, 1, M * J), c["Ws"])))
+    gap = ca.vec(ca.horzcat(*[(E[:, j] - X[:, j + 1]) / xs for j in nxt])) if nxt \
+        else ca.MX(0, 1)
+    chain = ca.Function("shooting_chain", [S, E, w, Wt, Y],
+                        [r, ca.jacobian(r, S), ca.jacobian(r, w),
+                         gap, ca.jacobian(gap, E), ca.jacobian(gap, w)])
+    r, dr_dS, dr_dw, gap, dg_dE, dg_dw = chain(Xs, xend, w, Wt, Y)
+    n_slots = nx * M * J
+    Jr = ca.mtimes(dr_dS, sens[:n_slots, :]) + dr_dw
+    Jg = ca.mtimes(dg_dE, sens[n_slots:, :]) + dg_dw
+    data = ca.vertcat(ca.vec(Wt), ca.vec(Y))
+    return ca.Function("shooting_derivatives", [w, data],
+                       [0.5 * ca.sumsqr(r), ca.densify(ca.mtimes(Jr.T, r)), gap, Jg,
+                        ca.triu(ca.mtimes(Jr.T, Jr))])
 
 
 def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOutcome:

@@ -288,6 +288,8 @@ def _timed_solve(prob: FitProblem, setup: Setup, w: np.ndarray,
     from ..runtime.codegen import STATS as codegen_stats
 
     timings = prob.timings
+    if prob.scheme_auto and prob.scheme != "radau" and prob.spec.name in COLLOCATION_METHODS:
+        setup.stiff_check = _stiff_check(prob, setup)
     t_solve = time.perf_counter()
     build_before = timings.get("build", 0.0)
     compile_before = codegen_stats.prepare_seconds
@@ -300,6 +302,21 @@ def _timed_solve(prob: FitProblem, setup: Setup, w: np.ndarray,
     timings["build"] = build_before + extra
     timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - t_solve - extra
     return solved
+
+
+def _stiff_check(prob: FitProblem, setup: Setup) -> Callable[[np.ndarray, np.ndarray,
+                                                               np.ndarray], str]:
+    """``setup.stiff_check`` of a run on ``setup``: why the model is stiff on
+    its mesh at a point (:meth:`FitProblem.stiff_on`), or ``""``."""
+
+    def check(X: np.ndarray, U: np.ndarray, p: np.ndarray) -> str:
+        found = prob.stiff_on(setup, U, p)
+        if found is None:
+            return ""
+        return (f"the model is stiff on the mesh (h |Re lambda| = {found.step:.3g} at "
+                f"t = {found.time:.6g})")
+
+    return check
 
 
 def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
@@ -423,12 +440,14 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     while True:
         outcome = solved.outcome
         found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable else None
-        if found is not None and (outcome.success or (restarts_allowed()
-                                                      and outcome.status not in _BUDGETS)):
+        if found is not None and (outcome.success or outcome.status == "stiff" or (
+                restarts_allowed() and outcome.status not in _BUDGETS)):
             # the same mesh on Radau's nodes (not a refinement): from this
-            # solution, or from p0 where the run did not converge
-            if outcome.success:
-                prob.use_radau(found, f"at {spec.name}'s solution")
+            # solution, from the iterate where a run found the model stiff
+            # (setup.stiff_check), or from p0 where the run did not converge
+            if outcome.success or outcome.status == "stiff":
+                prob.use_radau(found, f"at {spec.name}'s solution" if outcome.success
+                               else f"at iteration {solved.iterations} of {spec.name}")
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
                                        U=outcome.U)
             else:
@@ -474,7 +493,8 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, boundaries, p0=p0)
             refinements += 1
-        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
+        carried = outcome.success or outcome.status == "stiff"
+        solved = _timed_solve(prob, setup, solved.weights if carried else
                               (start_weights(setup, prob.noise) if weights_mode == "auto"
                                else w),
                               continuing=outcome.success)

@@ -65,6 +65,13 @@ class Setup:
         (``ConstrainedGaussNewtonStep.damp_long_steps``, see
         :func:`picard_casadi.methods.base.run_picard_iteration`): the solves
         that continue it (weight rounds, a refined mesh) start with it.
+    stiff_check : callable or None
+        ``stiff_check(X, U, p) -> str``: where the model is stiff on this
+        mesh at the point (unscaled), why, else ``""``.  The Picard
+        iteration calls it every :data:`~picard_casadi.methods.base.STIFF_CHECK_ITERATIONS`
+        iterations and ends ``"stiff"`` on a reason, so that a run creeping
+        on a quadrature that is not L-stable moves to Radau's nodes early
+        (``scheme="auto"``; :mod:`picard_casadi.estimation.refinement`).
     """
 
     disc: Discretisation
@@ -85,6 +92,7 @@ class Setup:
     compiled: bool = False
     reweight: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
     damp_long_steps: bool = False
+    stiff_check: Callable[[np.ndarray, np.ndarray, np.ndarray], str] | None = None
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

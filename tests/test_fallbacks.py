@@ -157,6 +157,7 @@ def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
     assert budgets == [300, 300, 300, 300]
 
 
+@pytest.mark.slow  # 60 s on a 2-core machine: a fuzz case reproduced to its end
 def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypatch):
     # FitzHugh-Nagumo with eps = 0.05 sampled once per time unit (its spikes
     # fall between samples): picard-gn's step breaks down, and IPOPT's fallback

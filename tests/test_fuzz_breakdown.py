@@ -259,6 +259,7 @@ SHOOTING_ON_A_BLOW_UP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # 70 s on a 2-core machine: a user's case reproduced to its end
 def test_shooting_where_every_allowed_p_blows_up_ends_in_bounded_time_and_memory():
     # x' = a x^2, a in [0.5, 2], blows up before t = 2 for every allowed a while
     # the data decay over [0, 10].  IPOPT's restoration phase drove the shooting

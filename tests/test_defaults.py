@@ -162,7 +162,8 @@ def test_a_run_creeping_on_a_stiff_mesh_moves_to_radau_early():
     picard-gn crept along the valley on the Chebyshev nodes to its 1000
     iterations (18 of the call's 20 s on benchmarks/hard_problems.py's
     version) before the check at the run's end found the model stiff; the
-    check every STIFF_CHECK_ITERATIONS moves to Radau's nodes from there."""
+    check every STIFF_CHECK_ITERATIONS starts the run again from p0 on
+    Radau's nodes."""
     from picard_casadi.methods.base import STIFF_CHECK_ITERATIONS
 
     model, exp = _swamped_robertson()

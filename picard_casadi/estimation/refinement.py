@@ -443,13 +443,18 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
         if found is not None and (outcome.success or outcome.status == "stiff" or (
                 restarts_allowed() and outcome.status not in _BUDGETS)):
             # the same mesh on Radau's nodes (not a refinement): from this
-            # solution, from the iterate where a run found the model stiff
-            # (setup.stiff_check), or from p0 where the run did not converge
-            if outcome.success or outcome.status == "stiff":
-                prob.use_radau(found, f"at {spec.name}'s solution" if outcome.success
-                               else f"at iteration {solved.iterations} of {spec.name}")
+            # solution, or from p0 where the run did not converge or found
+            # the model stiff on its way (setup.stiff_check: its node values
+            # carry the fast modes the paper's nodes do not damp; Robertson's
+            # kinetics from ones, continued from them, ended step_failed)
+            if outcome.success:
+                prob.use_radau(found, f"at {spec.name}'s solution")
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
                                        U=outcome.U)
+            elif outcome.status == "stiff":
+                prob.use_radau(found, f"at iteration {solved.iterations} of {spec.name}; the "
+                               "run started again from p0")
+                setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
             else:
                 prob.use_radau(found, f"at the last iterate of {spec.name}, which did not "
                                f"converge ({clipped(outcome.message, 100)}); the run "
@@ -493,8 +498,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, boundaries, p0=p0)
             refinements += 1
-        carried = outcome.success or outcome.status == "stiff"
-        solved = _timed_solve(prob, setup, solved.weights if carried else
+        solved = _timed_solve(prob, setup, solved.weights if outcome.success else
                               (start_weights(setup, prob.noise) if weights_mode == "auto"
                                else w),
                               continuing=outcome.success)

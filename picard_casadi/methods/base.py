@@ -595,7 +595,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             break
         if setup.stiff_check is not None and it % STIFF_CHECK_ITERATIONS == 0:
             why = setup.stiff_check(X, tr.nodes_np(U), p)
-            if why:  # the caller moves to an L-stable quadrature from here
+            if why:  # the caller moves to an L-stable quadrature
                 status, message = "stiff", why
                 break
     else:

@@ -105,20 +105,26 @@ class ShootingNLP:
         p = w[:np_] * ps
         X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
         Xs, xend = states(X, p)
+        # the outputs, residuals and continuity gaps written once, of stand-ins
+        # S and E for the states at the sample slots and the end states: the
+        # NLP evaluates them at (Xs, xend), its derivatives differentiate them
+        S, E = ca.MX.sym("S", nx, M * J), ca.MX.sym("E", nx, J)
         c = setup.tr._data_common
-        G = m.g.map(M * J)(c["ts"], Xs, ca.repmat(p, 1, M * J), c["Ws"])
+        G_S = m.g.map(M * J)(c["ts"], S, ca.repmat(p, 1, M * J), c["Ws"])
+        r_S = ca.vec(Wt * (Y - G_S))
+        nxt = [j for j in range(J) if disc.has_next[j]]
+        gap_E = ca.vec(ca.horzcat(*[(E[:, j] - X[:, j + 1]) / xs for j in nxt])) if nxt \
+            else ca.MX(0, 1)
+        G = ca.Function("shooting_outputs", [S, w], [G_S])(Xs, w)
         # the outputs and end states of the shooting model itself: what the
         # result's sum of squares and continuity gap are made of
         self.trajectory = ca.Function("shooting_trajectory", [w], [G, xend])
-        r_data = ca.vec(Wt * (Y - G))
-        nxt = [j for j in range(J) if disc.has_next[j]]
-        cont = ca.horzcat(*[(xend[:, j] - X[:, j + 1]) / xs for j in nxt]) \
-            if nxt else ca.MX(nx, 0)
+        r_data, g = ca.Function("shooting_residuals", [S, E, w, Wt, Y],
+                                [r_S, gap_E])(Xs, xend, w, Wt, Y)
         f = 0.5 * ca.sumsqr(r_data)
-        g = ca.vec(cont)
         nlp = {"x": w, "p": ca.vertcat(ca.vec(Wt), ca.vec(Y)), "f": f, "g": g}
         derivatives = nlpsol_derivatives(
-            _derivatives(setup, w, X, Xs, xend, Wt, Y, nxt), g.numel())
+            _derivatives(w, Xs, xend, Wt, Y, (S, E), (r_S, gap_E)), g.numel())
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
@@ -180,33 +186,28 @@ class ShootingNLP:
         return ""
 
 
-def _derivatives(setup: Setup, w: ca.MX, X: ca.MX, Xs: ca.MX, xend: ca.MX, Wt: ca.MX,
-                 Y: ca.MX, nxt: list[int]) -> ca.Function:
+def _derivatives(w: ca.MX, Xs: ca.MX, xend: ca.MX, Wt: ca.MX, Y: ca.MX,
+                 stand_ins: tuple[ca.MX, ca.MX], residuals: tuple[ca.MX, ca.MX]
+                 ) -> ca.Function:
     """``(w, data) -> (f, grad f, g, jac g, triu(Jr' Jr))`` from one sensitivity run.
 
-    The states at the sample slots and at the intervals' ends are
-    differentiated together (one forward-sensitivity integration per
-    interval); the residuals' and the continuity gaps' Jacobians follow by
-    the chain rule through the output function.  CasADi's own ``nlp_grad_f``
-    (an adjoint sweep), ``nlp_jac_g`` and ``nlp_hess_l`` would integrate the
+    ``residuals`` are the data residuals and the continuity gaps as
+    expressions of ``w`` and of the ``stand_ins`` ``(S, E)`` for ``Xs`` (the
+    states at the sample slots) and ``xend`` (the end states).  ``Xs`` and
+    ``xend`` are differentiated together (one forward-sensitivity integration
+    per interval); the residuals' and the gaps' Jacobians follow by the chain
+    rule through the output function.  CasADi's own ``nlp_grad_f`` (an
+    adjoint sweep), ``nlp_jac_g`` and ``nlp_hess_l`` would integrate the
     sensitivities three times per iterate (docs/performance.md).
     """
-    disc = setup.disc
-    m = disc.model
-    J, M, nx = disc.n_intervals, disc.M, m.nx
-    xs = ca.DM(setup.x_scale)
-    p = w[:m.np] * ca.DM(setup.p_scale)
+    S, E = stand_ins
+    r, gap = residuals
     sens = ca.jacobian(ca.vertcat(ca.vec(Xs), ca.vec(xend)), w)
-    S, E = ca.MX.sym("S", nx, M * J), ca.MX.sym("E", nx, J)
-    c = setup.tr._data_common
-    r = ca.vec(Wt * (Y - m.g.map(M * J)(c["ts"], S, ca.repmat(p, 1, M * J), c["Ws"])))
-    gap = ca.vec(ca.horzcat(*[(E[:, j] - X[:, j + 1]) / xs for j in nxt])) if nxt \
-        else ca.MX(0, 1)
     chain = ca.Function("shooting_chain", [S, E, w, Wt, Y],
                         [r, ca.jacobian(r, S), ca.jacobian(r, w),
                          gap, ca.jacobian(gap, E), ca.jacobian(gap, w)])
     r, dr_dS, dr_dw, gap, dg_dE, dg_dw = chain(Xs, xend, w, Wt, Y)
-    n_slots = nx * M * J
+    n_slots = S.numel()
     Jr = ca.mtimes(dr_dS, sens[:n_slots, :]) + dr_dw
     Jg = ca.mtimes(dg_dE, sens[n_slots:, :]) + dg_dw
     data = ca.vertcat(ca.vec(Wt), ca.vec(Y))

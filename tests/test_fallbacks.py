@@ -339,3 +339,41 @@ def test_the_window_must_lie_within_the_last_solve():
     reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
     second_runs(res, _path(), reruns, time.perf_counter())
     assert reruns.calls == [("shooting", "auto")]
+
+
+def _stalled(gap=7e-4):
+    res = _result(status="stalled", gap=gap, message="no progress: the objective fell")
+    res._X = np.zeros((1, 1))
+    return res
+
+
+def test_a_run_that_stalled_is_continued_from_its_last_iterate_first():
+    # PEtab's Boehm from uniform 5 (seed 0): 778 iterations creeping off a
+    # plateau, stalled; shooting from p0 then failed after 125 s, while a fresh
+    # solve from the last iterate converged in 188 iterations (2.2 s)
+    reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_stalled(), _path(every_state_measured=False), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
+    assert res.warnings[0].startswith("picard-gn stalled (no progress")
+    assert "continues it from its last iterate" in res.warnings[0]
+
+
+def test_a_stalled_continuation_that_fails_goes_on_to_the_other_starts_and_says_so():
+    reruns = _Reruns(continued=lambda: _result(status="stalled", message="no progress again"),
+                     **{"picard-gn": lambda: _result(message="no acceptable step"),
+                        "shooting": lambda: _result(message="shooting stopped")})
+    res = second_runs(_stalled(gap=0.01), _path(every_state_measured=False), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("picard-gn", "simulation", "warm"), ("picard-gn", "anchored"),
+                            ("shooting", "auto")]
+    assert not res.success
+    assert "continued from its last iterate, it did not converge either (no progress" \
+        in res.message
+
+
+def test_a_stalled_run_of_a_method_the_user_named_is_not_continued():
+    reruns = _Reruns()
+    first = _stalled()
+    assert second_runs(first, _path(method_chosen=True), reruns, time.perf_counter()) is first
+    assert reruns.calls == []

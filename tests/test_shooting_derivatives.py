@@ -87,3 +87,28 @@ def test_a_sparse_gradient_is_refused():
                                   ca.MX.eye(2)])
     with pytest.raises(ValueError, match="dense"):
         nlpsol_derivatives(f, 0)
+
+
+def test_no_adjoint_sweep_follows_the_solve(monkeypatch):
+    # CasADi's nlpsol computes the multipliers of the NLP's parameters (here the
+    # weights and the data) after IPOPT returns, by an adjoint sweep through
+    # CVODES, unless told not to: nothing uses them, and on Robertson's kinetics
+    # from log10 k = 1 that sweep failed (CVodeB: CV_TOO_MUCH_WORK) after IPOPT had
+    # converged, turning the solve into Evaluation_Failed (now converged, 74
+    # iterations).  Not computed, they come back NaN
+    built = []
+    init = shooting.ShootingNLP.__init__
+
+    def keep(self, setup, opts):
+        init(self, setup, opts)
+        built.append(self)
+
+    monkeypatch.setattr(shooting.ShootingNLP, "__init__", keep)
+    vdp = pc.problem("vdp", seed=0)
+    pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds, T=2.5,
+                refine=0, max_iter=1, uncertainty=False)
+    nlp = built[0]
+    data = np.concatenate([to_map_layout(nlp.setup.tr._Wt).ravel(order="F"),
+                           to_map_layout(nlp.setup.disc.y).ravel(order="F")])
+    sol = nlp.solver(x0=nlp.start(), p=data, lbx=nlp.lbw, ubx=nlp.ubw, lbg=0, ubg=0)
+    assert np.all(np.isnan(np.array(sol["lam_p"])))

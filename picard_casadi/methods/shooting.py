@@ -130,9 +130,13 @@ class ShootingNLP:
         ipopt.update(opts.ipopt_options or {})
         self._stop = StopOnInterrupt(w.numel(), g.numel(), Wt.numel() + Y.numel())
         self.monitor = self._stop
+        # calc_lam_p: the multipliers of the NLP's parameters (weights, data) are
+        # not used, and computing them ran an adjoint sweep through CVODES after
+        # IPOPT returned, which can fail where IPOPT converged (CVodeB:
+        # CV_TOO_MUCH_WORK on Robertson's kinetics)
         self.solver = ca.nlpsol("shooting", "ipopt", nlp, {
             "ipopt": ipopt, "print_time": False, "error_on_fail": False,
-            "iteration_callback": self._stop, **derivatives,
+            "iteration_callback": self._stop, "calc_lam_p": False, **derivatives,
         })
         self._derivatives = derivatives  # the callbacks live as long as the solver
         xl, xu, pl, pu = setup.scaled_bounds
@@ -241,8 +245,16 @@ def solve_shooting(setup: Setup, opts: ShootingOptions, callback=None) -> LoopOu
     cv = re.findall(r'CVode returned "([A-Z_]+)"', printed)
     flags = ", ".join(sorted(set(cv)))
     message = f"IPOPT: {status}"
-    if "error" in stats:  # an evaluation failed outright: say where
+    where = ""
+    if "error" not in stats and status == "Invalid_Number_Detected" and cv:
+        # IPOPT's start could not be evaluated: CVODES failed there (a NaN
+        # from a failed integration); say where, as for an outright failure
         where = nlp.locate_failure(nlp.start())
+        if where:
+            stats["error"] = "CVODES failed at the start"
+            status = "Evaluation_Failed"
+    if "error" in stats:  # an evaluation failed outright: say where
+        where = where or nlp.locate_failure(nlp.start())
         message = ("shooting stopped: CVODES failed "
                    + (f"at the start: {where}" if where else
                       f"({stats['error']}) at a point IPOPT tried (every interval "

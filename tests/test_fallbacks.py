@@ -139,8 +139,10 @@ def test_a_second_run_stopped_by_its_budget_says_so():
             "budget of 300 iterations") in res.message
     assert reruns.budgets == [300, 300]
     # and IPOPT's Hessian shift bounded in both (MUMPS factorised shifts of up to
-    # 1e18 at 2 s per iteration on a run that failed anyway)
-    assert reruns.ipopt_options == [{"max_hessian_perturbation": 1e10}] * 2
+    # 1e18 at 2 s per iteration on a run that failed anyway); shooting solved to
+    # 1e-6, which picard-gn finishes from (below)
+    assert reruns.ipopt_options == [{"max_hessian_perturbation": 1e10},
+                                    {"max_hessian_perturbation": 1e10, "tol": 1e-6}]
 
 
 def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
@@ -377,3 +379,31 @@ def test_a_stalled_run_of_a_method_the_user_named_is_not_continued():
     first = _stalled()
     assert second_runs(first, _path(method_chosen=True), reruns, time.perf_counter()) is first
     assert reruns.calls == []
+
+
+def _converged_shooting():
+    res = _result(success=True, status="converged", gap=1e-12)
+    res._X = np.zeros((1, 1))
+    return res
+
+
+def test_converged_shooting_is_finished_by_picard_gn_and_kept_where_that_fails():
+    # the shooting second run solves to IPOPT's tol 1e-6 (Robertson's kinetics
+    # to t = 1e6 from log10 k = 0: 24 iterations instead of 97); picard-gn
+    # finishes from its solution, and the certificate judges
+    reruns = _Reruns(ipopt=lambda: _result(status="Restoration_Failed", message="IPOPT: r"),
+                     shooting=_converged_shooting,
+                     continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto"),
+                            ("picard-gn", "simulation", "warm")]
+    assert res.success and "converged" in res.warnings[0]
+    assert "this result is picard-gn continued from its solution" in res.warnings[0]
+    # where picard-gn does not finish (a mesh that does not resolve the model),
+    # shooting's own converged result is returned
+    shot = _converged_shooting()
+    reruns = _Reruns(ipopt=lambda: _result(status="Restoration_Failed", message="IPOPT: r"),
+                     shooting=lambda: shot,
+                     continued=lambda: _result(status="not_certified", message="not certified"))
+    res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
+    assert res is shot and "this result is from method='shooting' from p0" in res.warnings[0]

@@ -236,11 +236,13 @@ def test_max_iter_with_a_solution_that_blows_up_says_so_not_more_iterations():
     lo, hi = float(where.group(1)), float(where.group(2))
     assert lo <= 1.0 / (res.p[0] * res.x0[0][0]) <= hi and hi - lo <= 0.05
     # with the method left unset, shooting from p0 (CVODES stops at the blow-up,
-    # and its intervals restart past it) reaches the truth
+    # and its intervals restart past it) reaches the truth, and picard-gn
+    # finishes from its solution
     default = pc.estimate(model, [exp], p0=[0.5], uncertainty=False)
-    assert default.success and default.method == "shooting", default.message
+    assert default.success, default.message
     assert abs(default.p[0] - 0.05) < 1e-3
     assert "(stalled: no progress" in default.warnings[0]
+    assert "method='shooting' from p0 converged" in default.warnings[0]
 
 
 SHOOTING_ON_A_BLOW_UP = textwrap.dedent("""

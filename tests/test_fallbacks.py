@@ -291,10 +291,11 @@ def test_no_state_from_the_data_no_simulated_restart():
     assert reruns.calls == [("ipopt", "auto")] and res.success
 
 
-def _stopped_at_the_limit(objective):
-    """A picard-gn run stopped at max_iter, its last solve's objectives ``objective``."""
+def _stopped_at_the_limit(objective, gap=1e-2):
+    """A picard-gn run stopped at max_iter, its last solve's objectives ``objective``
+    (its gaps open unless ``gap`` says otherwise)."""
     res = _result()
-    res.history = {"gap_scaled": [1e-7] * len(objective), "objective": list(objective),
+    res.history = {"gap_scaled": [gap] * len(objective), "objective": list(objective),
                    "iteration": list(range(1, len(objective) + 1))}
     res._X = np.zeros((1, 1))
     return res
@@ -407,3 +408,23 @@ def test_converged_shooting_is_finished_by_picard_gn_and_kept_where_that_fails()
                      continued=lambda: _result(status="not_certified", message="not certified"))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
     assert res is shot and "this result is from method='shooting' from p0" in res.warnings[0]
+
+
+def test_a_run_stopped_at_the_limit_with_its_intervals_joined_up_is_continued():
+    # PEtab's Armistead from uniform 0 (seed 0): 1000 iterations of steps of
+    # 0.0025-0.08 with the gaps closed, the objective falling 1.4e-4 per 100
+    # iterations; continued, it converged in 581 iterations (7.7 s), where the
+    # shooting fallback from p0 failed after 125 s
+    creeping = 1.6706 + 2e-6 * np.arange(1000)[::-1]
+    reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_stopped_at_the_limit(creeping, gap=1e-8), _path(), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
+    assert res.warnings[0].startswith(
+        "picard-gn reached its iteration limit with its intervals joined up")
+    # ... and not with them open, nor where the user set the limit
+    for first, path in ((_stopped_at_the_limit(creeping), _path()),
+                        (_stopped_at_the_limit(creeping, gap=1e-8), _path(max_iter_given=True))):
+        reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
+        second_runs(first, path, reruns, time.perf_counter())
+        assert not any(len(c) == 3 for c in reruns.calls)

@@ -9,7 +9,8 @@ measure what they name):
 0. **The run was still converging** (``picard-gn`` stopped at its own
    ``max_iter`` while its objective still fell by more than
    :data:`CONVERGING_GAIN` over its last :data:`CONVERGING_WINDOW`
-   iterations), **or it stalled** (``status="stalled"``: its objective
+   iterations, or with its intervals joined up, :func:`joined_up`: a walk
+   of short steps), **or it stalled** (``status="stalled"``: its objective
    stopped falling with the gaps open): it is continued once from its last
    iterate (``warm_start``: a fresh solve, its trust radius, damping and
    penalty started anew), with another budget of iterations, before any
@@ -36,9 +37,11 @@ measure what they name):
    ``"shooting"`` from ``p0``, whose intervals are integrated by CVODES with
    error control, so a state that turns fast late in the data (a fed-batch's
    substrate running out) is resolved where a fixed mesh's polynomials find
-   spurious fixed points.  Where it stops with its intervals joined up (a
-   trial point CVODES cannot integrate, or its budget), ``picard-gn`` is
-   continued from its last iterate, as from IPOPT's.
+   spurious fixed points.  It solves to :data:`BUDGET_SHOOTING_TOL`, and
+   ``picard-gn`` finishes from its converged solution (shooting's own
+   result is returned where that fails); where it stops with its intervals
+   joined up (a trial point CVODES cannot integrate, or its budget),
+   ``picard-gn`` is continued from its last iterate, as from IPOPT's.
 
 A run that ended on a plateau (``status="plateau"``: the outputs do not
 depend on the parameters there) gets no second run: another start is the
@@ -80,7 +83,7 @@ from ..result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
-           "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging",
+           "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
            "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
@@ -302,6 +305,13 @@ def _from_last_iterate(rerun: Rerun, result: EstimationResult) -> EstimationResu
     return rerun("picard-gn", "simulation", None, warm_start=result)
 
 
+def joined_up(result: EstimationResult) -> bool:
+    """Whether the last iterate of ``result`` has its intervals joined up:
+    scaled continuity gaps within :data:`OPEN_GAP_ADVICE`."""
+    gaps = result.history.get("gap_scaled") or [math.inf]
+    return bool(float(gaps[-1]) <= OPEN_GAP_ADVICE)
+
+
 def still_converging(result: EstimationResult) -> bool:
     """Whether a run stopped by its iteration limit was still converging: its
     objective fell by more than :data:`CONVERGING_GAIN` (relative) over the
@@ -387,9 +397,16 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # lost in the noise: 175 s in IPOPT and shooting, both failing)
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given
-            and result.status == "max_iter" and still_converging(result)):
+            and result.status == "max_iter"
+            and (still_converging(result) or joined_up(result))):
+        # a run with its intervals joined up walked with short steps (PEtab's
+        # Armistead from uniform 0, seed 0: steps of 0.0025-0.08 for 1000
+        # iterations, the gradient still 0.8; continued, it converged in 581
+        # iterations, 7.7 s, where shooting from p0 failed after 125 s)
         continued = _continue_from_last_iterate(
-            rerun, result, t_start, "reached its iteration limit while still converging")
+            rerun, result, t_start, "reached its iteration limit while still converging"
+            if still_converging(result) else
+            "reached its iteration limit with its intervals joined up")
         if continued is not None:
             return continued
     if path.method == "picard-gn" and not path.method_chosen and result.status in STALLED:

@@ -275,7 +275,11 @@ def test_shooting_where_every_allowed_p_blows_up_ends_in_bounded_time_and_memory
     status, iterations, max_rss_kb = first.split()
     assert status == "stalled" and int(iterations) > 30, run.stdout
     assert int(max_rss_kb) < 1_000_000, first
-    assert "did not move in 30 iterations" in message and "not an optimum" in message
+    assert "did not move in 30 iterations" in message
+    # the reason: the model's solution with the last p does not exist over the
+    # data (located by a simulation; CVODES' flags from CasADi's adjoint sweep
+    # after IPOPT returned said so before that sweep was turned off)
+    assert "does not exist over the data" in message and "failed at t in" in message
     assert "blows up" in message and "p_bounds" in message
 
 

@@ -21,8 +21,9 @@ from picard_casadi.methods import shooting
 from picard_casadi.transcription.discretisation import to_map_layout
 
 
-@pytest.mark.parametrize("T", [5.0, 2.5])
-def test_the_constraint_jacobian_and_gradient_are_the_derivatives(monkeypatch, T):
+def _shooting_nlp(monkeypatch, T: float):
+    """The shooting NLP built for Van der Pol's start (one iteration, mesh ``T``)
+    and its data vector (the weights, then the samples)."""
     built = []
     init = shooting.ShootingNLP.__init__
 
@@ -37,6 +38,12 @@ def test_the_constraint_jacobian_and_gradient_are_the_derivatives(monkeypatch, T
     nlp = built[0]
     data = np.concatenate([to_map_layout(nlp.setup.tr._Wt).ravel(order="F"),
                            to_map_layout(nlp.setup.disc.y).ravel(order="F")])
+    return nlp, data
+
+
+@pytest.mark.parametrize("T", [5.0, 2.5])
+def test_the_constraint_jacobian_and_gradient_are_the_derivatives(monkeypatch, T):
+    nlp, data = _shooting_nlp(monkeypatch, T)
     w0 = nlp.start()
     for value, derivative in (("nlp_g", "nlp_jac_g"), ("nlp_f", "nlp_grad_f")):
         fn = nlp.solver.get_function(value)
@@ -96,19 +103,6 @@ def test_no_adjoint_sweep_follows_the_solve(monkeypatch):
     # from log10 k = 1 that sweep failed (CVodeB: CV_TOO_MUCH_WORK) after IPOPT had
     # converged, turning the solve into Evaluation_Failed (now converged, 74
     # iterations).  Not computed, they come back NaN
-    built = []
-    init = shooting.ShootingNLP.__init__
-
-    def keep(self, setup, opts):
-        init(self, setup, opts)
-        built.append(self)
-
-    monkeypatch.setattr(shooting.ShootingNLP, "__init__", keep)
-    vdp = pc.problem("vdp", seed=0)
-    pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds, T=2.5,
-                refine=0, max_iter=1, uncertainty=False)
-    nlp = built[0]
-    data = np.concatenate([to_map_layout(nlp.setup.tr._Wt).ravel(order="F"),
-                           to_map_layout(nlp.setup.disc.y).ravel(order="F")])
+    nlp, data = _shooting_nlp(monkeypatch, 2.5)
     sol = nlp.solver(x0=nlp.start(), p=data, lbx=nlp.lbw, ubx=nlp.ubw, lbg=0, ubg=0)
     assert np.all(np.isnan(np.array(sol["lam_p"])))

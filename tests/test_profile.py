@@ -275,3 +275,24 @@ def test_a_result_loaded_from_json_profiles_from_its_own_initial_states():
         loaded = pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
         again = pc.profile(loaded, parameters=["c2"]).intervals[1]
     assert np.allclose(again, live, rtol=1e-4), (again, live)
+
+
+def test_a_log_scale_profile_walks_through_zero_like_any_other_value():
+    # log10 k near 0 (k near 1): steps relative to the value shrank to 1e-6
+    # there, the walk ran out of its 30 points and the interval came out open
+    # ("practically non-identifiable") where Wald's is [-0.037, 0.023]
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, name="decay", p_names=["k"])
+    e = pc.simulate_experiment(model, x0=[1.0], p=[0.95], t=np.linspace(0, 3, 20),
+                               noise_std=0.05, seed=0)
+    res = pc.estimate(model, [e], p0=[0.5], p_bounds=(0.01, 100), parameter_scale="log10")
+    lo_wald, hi_wald = res.p_scaled - 1.96 * res.p_scaled_std, res.p_scaled + 1.96 * res.p_scaled_std
+    assert lo_wald < 0 < hi_wald
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pc.FitWarning)
+        prof = pc.profile(res)
+    lo, hi = prof.intervals[0]
+    assert np.isfinite(lo) and np.isfinite(hi), prof.summary()
+    # a nearly linear problem: the profile interval is close to Wald's
+    assert abs(lo - lo_wald) < 0.3 * (hi_wald - lo_wald)
+    assert abs(hi - hi_wald) < 0.3 * (hi_wald - lo_wald)

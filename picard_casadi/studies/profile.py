@@ -230,7 +230,7 @@ class _Context:
     scale: float  # s^2 * q: the objective difference at the threshold
     first_step: np.ndarray
     magnitude: np.ndarray  # max(|estimate|, Wald half-width) per parameter (1 if both 0)
-    near_zero: np.ndarray  # below this |value| steps are not relative: 1e-3 |estimate|
+    near_zero: np.ndarray  # below this |value| steps are not relative: 1e-3 |estimate| (inf on log scales)
     max_range: float
     max_steps: int
     base: Any = None  # the re-fitted estimate (a result, or Portable on the way)
@@ -498,9 +498,17 @@ def profile(
                 "available: each point would need the delays' rounds "
                 "(estimation/delays.py); fit again with the delays held at their estimates "
                 "(p_bounds with equal bounds there, or --fix NAME=VALUE) and profile that fit")
+    # on a log scale the value 0 is a parameter of 1, not an edge: no steps
+    # relative to the value there (a rate near 1 walked into 1e-6 steps at
+    # log10 k = 0 and ran out of points, "non-identifiable")
+    on_log_scale = np.zeros(np.size(result.p), dtype=bool)
     if result.p_scaled is not None:
         # a restated problem (log scales, experiment parameters): profiled on
         # the estimation scale, with the model the methods solved
+        scales = list(result.p_scales or [])
+        on_log_scale = np.array([sc in ("log", "log10") for sc in scales], dtype=bool)
+        if on_log_scale.size != np.size(result.p_scaled):
+            on_log_scale = np.zeros(np.size(result.p_scaled), dtype=bool)
         if result._disc is None:
             raise ValueError("this result's parameters were estimated on another scale (or "
                              "restated by experiment parameters): profile the result of this "
@@ -596,7 +604,8 @@ def profile(
                    p_lb=p_lb, p_ub=p_ub, wssr=criterion, scale=s2 * q,
                    likelihood=noise == "likelihood",
                    first_step=first, magnitude=magnitude, max_range=float(max_range),
-                   near_zero=np.where(base.p != 0, 1e-3 * np.abs(base.p), first),
+                   near_zero=np.where(on_log_scale, np.inf,
+                                      np.where(base.p != 0, 1e-3 * np.abs(base.p), first)),
                    max_steps=int(max_steps), base=base)
     tasks = [(i, d) for i in chosen for d in (-1, 1)]
     with executor_for(executor, n_jobs, len(tasks)) as ex:

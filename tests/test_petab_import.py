@@ -202,6 +202,59 @@ def test_laplace_noise_is_a_value_error_naming_it(tmp_path):
         read_petab(yaml)
 
 
+def test_a_misspelt_parameter_id_is_a_value_error_naming_it(tmp_path):
+    # "kl" for "k_exp_homo"'s neighbour: the row was ignored and the model's
+    # own parameter kept its SBML value, silently (PEtab's linter refuses it)
+    yaml = _copy(tmp_path)
+    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv", "\nk_exp_homo\t",
+          "\nk_exp_homx\t", 1)
+    with pytest.raises(ValueError, match=r"parameters_Boehm.*'k_exp_homx'"):
+        read_petab(yaml)
+
+
+def test_a_measurement_that_is_not_a_number_is_a_value_error_naming_its_row(tmp_path):
+    yaml = _copy(tmp_path)
+    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+    lines = table.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split("\t")
+    cells = lines[3].rstrip("\n").split("\t")
+    cells[header.index("measurement")] = "abc"
+    lines[3] = "\t".join(cells) + "\n"
+    table.write_text("".join(lines))
+    with pytest.raises(ValueError, match=r"measurementData_Boehm.*line 4.*'measurement' holds "
+                                         r"'abc', not a number"):
+        read_petab(yaml)
+
+
+def test_a_noise_parameter_without_a_row_is_a_value_error_naming_it(tmp_path):
+    # a noiseFormula naming a parameter the table lacks was reported as "a
+    # model quantity other than the observable"
+    yaml = _copy(tmp_path)
+    _edit(yaml.parent / "observables_Boehm_JProteomeRes2014.tsv",
+          "\tnoiseParameter1_pSTAT5A_rel\t", "\tsd_bb\t", 1)
+    with pytest.raises(ValueError, match=r"parameters_Boehm.*no row for \['sd_bb'\]"):
+        read_petab(yaml)
+
+
+@pytest.mark.parametrize("bounds", ["-1\t100000", "1E-05\t0"])
+def test_log_scale_bounds_that_are_not_positive_are_a_value_error(tmp_path, bounds):
+    yaml = _copy(tmp_path)
+    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
+          "log10\t1E-05\t100000\t0.026982514033029", f"log10\t{bounds}\t0.026982514033029")
+    with pytest.raises(ValueError, match="Epo_degradation_BaF3.*must be positive"):
+        read_petab(yaml)
+
+
+def test_a_log_scale_lower_bound_of_zero_is_no_bound(tmp_path):
+    yaml = _copy(tmp_path)
+    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
+          "log10\t1E-05\t100000\t0.026982514033029", "log10\t0\t100000\t0.026982514033029")
+    prob = read_petab(yaml)
+    par = next(q for q in prob.parameters if q.name == "Epo_degradation_BaF3")
+    assert par.scale == "log10"
+    assert par.bounds[0] == 0.0  # none on the log scale
+
+
 def test_a_preequilibration_condition_makes_an_experiment_of_its_own(tmp_path):
     """One measurement after preequilibrating: an experiment per pair of
     conditions (``pre:sim``), the other measurements' as before."""

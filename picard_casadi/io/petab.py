@@ -264,6 +264,13 @@ class _Builder(NoiseTables):
     def _check(self) -> None:
         f = self.files
         meas = self.meas
+        for col in ("time", "measurement"):
+            for i, v in enumerate(meas[col]):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise ValueError(f"{f['measurements']}: row {i + 1} (line {i + 2}): column "
+                                     f"{col!r} holds {v!r}, not a number") from None
         times = meas["time"].astype(float)
         if np.isinf(times).any():
             raise NotImplementedError(f"{f['measurements']}: steady-state measurements "
@@ -278,6 +285,7 @@ class _Builder(NoiseTables):
                     col].map(_empty).all():
                 raise NotImplementedError(f"{f['parameters']}: priors (column {col!r}) are "
                                           "not supported")
+        self._check_parameter_ids()
         if "objectivePriorType" in self.par.columns:
             for name, row in self.par.iterrows():
                 kind = row["objectivePriorType"]
@@ -294,6 +302,40 @@ class _Builder(NoiseTables):
                         raise NotImplementedError(
                             f"{f['measurements']}: a {col} {val!r} of its own for a measurement "
                             f"of {oid!r} is not supported (set it in the observable table)")
+
+    def _check_parameter_ids(self) -> None:
+        """Every row of the parameter table names something the problem has (a
+        model parameter or compartment, a condition's or measurement's
+        override, an observable's or noise formula's parameter), as PEtab's
+        linter requires: a misspelt id otherwise left the model's own
+        parameter at its SBML value and the row unused, silently."""
+        pr = self.problem
+        try:
+            valid = self.pv.parameters.get_valid_parameters_for_parameter_table(
+                pr.model, pr.condition_df, pr.observable_df, pr.measurement_df,
+                getattr(pr, "mapping_df", None))
+        except Exception:  # the tables' own errors are reported where they are read
+            return
+        try:
+            required = self.pv.parameters.get_required_parameters_for_parameter_table(
+                pr.model, pr.condition_df, pr.observable_df, pr.measurement_df,
+                getattr(pr, "mapping_df", None))
+        except Exception:
+            required = set()
+        missing = sorted(str(n) for n in required if n not in self.par.index)
+        if missing:
+            raise ValueError(
+                f"{self.files['parameters']}: no row for {missing}, named by the observable "
+                f"or measurement tables ({self.files['observables']}, "
+                f"{self.files['measurements']}); add a row for each (parameterId, "
+                "parameterScale, lowerBound, upperBound, nominalValue, estimate)")
+        extraneous = [str(n) for n in self.par.index if n not in valid]
+        if extraneous:
+            raise ValueError(
+                f"{self.files['parameters']}: parameter id(s) {extraneous} are not parameters "
+                "of the SBML model, nor named by the condition, measurement or observable "
+                "tables; correct the id(s) (a misspelt model parameter would keep its SBML "
+                "value) or delete the row(s)")
 
     # ---------------------------------------------------------------- per observable
     def _column(self, rows: Any, column: str) -> list[tuple[float | str, ...]]:
@@ -537,8 +579,12 @@ class _Builder(NoiseTables):
         if scale not in _DISTRIBUTION:
             raise ValueError(f"{where}: parameterScale {scale!r} is not lin, log or log10")
         lo, hi = float(row["lowerBound"]), float(row["upperBound"])
-        if scale != "lin" and lo <= 0:
-            lo = None  # unbounded below on the log scale
+        if scale != "lin" and (lo < 0 or hi <= 0):
+            raise ValueError(f"{where}: the bounds [{lo:g}, {hi:g}] of a {scale}-scaled "
+                             "parameter must be positive (PEtab's bounds are on the linear "
+                             "scale); give positive bounds or parameterScale lin")
+        if scale != "lin" and lo == 0:
+            lo = None  # log(0): unbounded below on the log scale
         prior = None
         kind = row.get("objectivePriorType", "")
         if not _empty(kind):

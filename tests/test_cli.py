@@ -34,6 +34,10 @@ def test_help_for_every_command(tmp_path):
         out = run(args + ["--help"], tmp_path)
         assert out.returncode == 0, out.stderr
         assert "usage: picard-casadi" in out.stdout
+    out = run(["--help"], tmp_path)
+    for status in ("0 done", "1 not converged", "2 bad arguments", "3 converged but flagged",
+                   "130 interrupted", "143"):
+        assert status in " ".join(out.stdout.split()), status
     out = run(["run", "--help"], tmp_path)
     for option in ("--method", "--seed", "--noise-std", "--T", "--n", "--lam", "--out"):
         assert option in out.stdout

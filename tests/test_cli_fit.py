@@ -639,6 +639,20 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err
 
 
+def test_a_petab_problem_s_advice_names_its_parameter_table(here, capsys):
+    # the advice was "equal lower and upper --bounds", a flag --petab refuses
+    case = Path(__file__).parent / "data" / "petab_suite" / "0001" / "_0001.yaml"
+    code, out, err = _main(capsys, "fit", "--petab", str(case), "--codegen", "off", "--quiet",
+                           "--out", "suite", "--overwrite")
+    assert code == 2, err
+    assert "fix parameters (estimate = 0 in the PEtab parameter table)" in err
+    assert "--bounds" not in err
+    # ... and only there: the same message of a model file and CSV names --bounds
+    from picard_casadi.cli.parser_types import in_cli_terms
+
+    assert "--bounds" in in_cli_terms("fix parameters (equal lower and upper p_bounds)")
+
+
 def test_x0_of_one_experiment_overrides_its_data(here, capsys):
     # item 4 of "Hard problems": no per-experiment x0, and --x0 could not
     # override a measured state (a noisy first row taken as exact)
@@ -694,3 +708,14 @@ def test_progress_window_flag_reaches_the_method_and_its_advice_names_it(here, c
     assert seen["progress_window"] == 0
     assert "try --guess shooting, or another p0 (--progress-window 0 iterates on)" in \
         in_cli_terms("try guess='shooting', or another p0 (progress_window=0 iterates on)")
+
+
+def test_a_start_already_tried_is_not_advised(here, capsys):
+    # --max-iter 3 on the pendulum of docs/cli.md: the message advised
+    # "try --guess shooting" and then said the run from it had failed too
+    cli = Path(__file__).parent.parent / "examples" / "cli"
+    code, out, err = _main(capsys, "fit", str(cli / "pendulum.py"), str(cli / "pendulum.csv"),
+                           "--max-iter", "3", "--codegen", "off", "--quiet", "--out", "failed")
+    assert code == 1 and "FAILED (max_iter)" in out
+    assert "a second run from --guess shooting did not converge either" in out
+    assert "try --guess" not in out

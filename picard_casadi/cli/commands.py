@@ -69,7 +69,7 @@ from .petab_input import petab_input
 from .result_files import PROFILE_FILES, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file, parameter_box
-from .parser_types import (bounds_arg, fix_arg, in_cli_terms, job_count,
+from .parser_types import (PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
                            noise_arg, positive_float, positive_int, weights_arg)
 from .progress import Progress
@@ -528,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Parameter estimation for nonlinear ODE models by Picard iteration "
                     "(CasADi).",
         epilog="Exit status: 0 done, 1 not converged or failed, 2 bad arguments or input, "
-               "130 interrupted.  docs/cli.md has a worked example.",
+               "3 converged but flagged (see the warnings), 130 interrupted, 143 "
+               "terminated.  docs/cli.md has a worked example.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
@@ -627,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     command = f"picard-casadi {args.command}"
     if argv is None:
         _terminate_cleanly()
+    petab_terms = PETAB_TERMS.set(bool(getattr(args, "petab", None)))
     try:
         with interruptible(), _one_line_warnings(command):
             status = int(args.func(args))
@@ -656,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
         if is_interrupt(err):
             return _interrupted(command, argv is None)
         raise
+    finally:
+        PETAB_TERMS.reset(petab_terms)
 
 
 @contextlib.contextmanager

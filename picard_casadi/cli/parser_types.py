@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextvars
 import math
 import re
 from typing import Any
@@ -199,9 +200,26 @@ _FLAG_SPELLINGS = (
 )
 
 
+#: whether the command reads a PEtab problem (``--petab``): its bounds and
+#: fixed parameters are the parameter table's, which refuses --bounds and --fix
+PETAB_TERMS: contextvars.ContextVar[bool] = contextvars.ContextVar("petab_terms",
+                                                                  default=False)
+
+_PETAB_SPELLINGS = (
+    (re.compile(r"fix parameters \(equal lower and upper p_bounds\)"),
+     "fix parameters (estimate = 0 in the PEtab parameter table)"),
+    (re.compile(r"\(p_bounds\)"), "(the PEtab parameter table's lowerBound, upperBound)"),
+    (re.compile(r"\bp_bounds\b"), "the PEtab parameter table's lowerBound and upperBound"),
+)
+
+
 def in_cli_terms(message: str) -> str:
     """``message`` with its advice in Python keywords (``codegen=False``,
-    ``max_intervals=N``) spelled as this program's flags."""
+    ``max_intervals=N``) spelled as this program's flags (and, reading a
+    PEtab problem, the bounds as its parameter table's: :data:`PETAB_TERMS`)."""
+    if PETAB_TERMS.get():
+        for pattern, spelling in _PETAB_SPELLINGS:
+            message = pattern.sub(spelling, message)
     for pattern, spelling in _FLAG_SPELLINGS:
         message = pattern.sub(spelling, message)
     return message

@@ -442,6 +442,14 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             f"({result.status})", "every state simulated with p0"), t_start)
         if retry is not None:
             return retry
+        # tried: not advised again (the message then said "try guess='shooting'"
+        # and, a clause later, that the run from it did not converge either)
+        for advice in (f"try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}; or ",
+                       f"try {SHOOTING_ADVICE}; or "):
+            result.message = result.message.replace(
+                "so the states' start may be the trouble: " + advice,
+                "so the states' start may be the trouble (the second runs from other "
+                "starts, at the end of this message, did not converge either); ")
     if path.method_chosen:
         return result
     if path.unstable or (path.method == "picard-gn" and result.status == "step_failed"):

@@ -480,3 +480,14 @@ def test_the_start_of_borghans_calcium_spikes_is_finite():
     _, Ys, xend = setup.tr.trajectory(setup.X0, setup.U0, setup.p0)
     assert np.all(np.isfinite(Ys)) and np.all(np.isfinite(xend))
     assert not [n for n in notes if "did not settle" in n], notes
+
+
+def test_a_petab_problem_as_a_problem_estimates_itself_and_goes_into_compare():
+    prob = pc.Problem.from_petab(BRUNO, nominal_nllh=-46.688)
+    assert prob.name == "Bruno_JExpBot2016" and prob.reference == {"nominal_nllh": -46.688}
+    assert [q.scale for q in prob.p0] == ["log10"] * len(prob.p0)
+    res = prob.estimate()
+    assert res.success, res.message
+    assert res.nllh == pytest.approx(-46.6882, abs=1e-3)
+    rows = pc.compare([prob], ["picard-gn"])
+    assert rows[0]["problem"] == "Bruno_JExpBot2016" and rows[0]["success"]

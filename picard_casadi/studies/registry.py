@@ -39,8 +39,9 @@ class Problem:
     p_true : ndarray or None
         The parameters the data were generated with (None for measured data:
         :meth:`from_data`).
-    p0 : ndarray
-        Default starting point.
+    p0 : ndarray or list of Parameter
+        Default starting point (a parameter table, with its bounds and scales,
+        for a PEtab problem: :meth:`from_petab`).
     p_bounds : (ndarray, ndarray) or None
     options : dict
         Keyword arguments of :func:`~picard_casadi.estimate` for this protocol.
@@ -55,7 +56,7 @@ class Problem:
     model: Model
     experiments: list[Experiment]
     p_true: np.ndarray | None
-    p0: np.ndarray
+    p0: np.ndarray | list[Any]
     p_bounds: tuple[np.ndarray, np.ndarray] | None
     options: dict[str, Any]
     x0_true: list[np.ndarray]
@@ -86,6 +87,45 @@ class Problem:
             for start in res.starts:
                 start["p_true"] = res.p_true
         return res
+
+    @classmethod
+    def from_petab(cls, yaml_path: Any, *, name: str | None = None, fixed: str = "parameters",
+                   nominal_nllh: float | None = None) -> Problem:
+        """A PEtab (v1) problem as a Problem (for :meth:`estimate` and
+        :func:`~picard_casadi.compare`): the SBML model, an experiment per
+        condition, the parameter table as ``p0`` (starts at ``nominalValue``,
+        its bounds and scales) and the noise models as ``options["noise"]``.
+
+        Parameters
+        ----------
+        yaml_path : str or Path
+            The problem's YAML file.
+        name : str, optional
+            The problem's name in tables (default: the YAML file's stem).
+        fixed, nominal_nllh
+            As :func:`~picard_casadi.read_petab`; ``nominal_nllh`` is kept in
+            ``reference["nominal_nllh"]``.
+
+        Returns
+        -------
+        Problem
+            ``prob.estimate()`` fits it with every default.
+
+        Raises
+        ------
+        ImportError, NotImplementedError, ValueError
+            As :func:`~picard_casadi.read_petab`.
+        """
+        from ..io.petab import read_petab
+
+        read = read_petab(yaml_path, fixed=fixed, nominal_nllh=nominal_nllh)
+        label = read.model.name if name is None else str(name)
+        reference = {} if read.nominal_nllh is None else {"nominal_nllh": read.nominal_nllh}
+        return cls(name=label, model=read.model, experiments=list(read.experiments),
+                   p_true=None, p0=list(read.parameters), p_bounds=None,
+                   options={"noise": dict(read.noise)}, x0_true=[],
+                   description=f"{label}: the PEtab problem {read.source}",
+                   reference=reference)
 
     @classmethod
     def from_data(cls, model: Model, experiments: Any, p0: Any, *, name: str | None = None,

@@ -373,6 +373,11 @@ class Experiment:
         if np.unique(t_arr).size < 2 and not later_t0:
             raise ValueError(f"{where}: `t` needs at least 2 distinct sample times (or one "
                              "after an earlier `t0`)")
+        # a table's column labels (a pandas DataFrame's), checked against the
+        # model's output names by check(): its columns are taken in order
+        labels = getattr(y, "columns", None)
+        self._y_columns: tuple[str, ...] | None = (
+            tuple(str(c) for c in labels) if labels is not None else None)
         try:
             y_arr = np.asarray(y, dtype=float)
         except (TypeError, ValueError):
@@ -581,6 +586,16 @@ class Experiment:
                 f"{where}: `y` has {self._y.shape[1]} column(s) but model "
                 f"{model.name!r} has ny = {model.ny} output(s) {list(model.y_names)}"
             )
+        columns = getattr(self, "_y_columns", None)
+        if columns is not None and len(columns) == model.ny:
+            misplaced = [c for k, c in enumerate(columns)
+                         if c in model.y_names and model.y_names[k] != c]
+            if misplaced:
+                raise ValueError(
+                    f"{where}: `y` is a table with columns {list(columns)}, taken in that "
+                    f"order as model {model.name!r}'s outputs {list(model.y_names)}: "
+                    f"{misplaced} would be fitted as other outputs; pass "
+                    f"y=table[{list(model.y_names)}]")
         if self._x0 is not None and self._x0.size != model.nx:
             raise ValueError(
                 f"{where}: `x0` has {self._x0.size} entries but model {model.name!r} "
@@ -675,7 +690,10 @@ class Experiment:
                                     noise_parameters=self._noise_parameters,
                                     preequilibration=self._preequilibration)
         args.update(changes)
-        return Experiment(**args)
+        out = Experiment(**args)
+        if "y" not in changes:  # the same columns: the same labels
+            out._y_columns = getattr(self, "_y_columns", None)
+        return out
 
     def staircase_inputs(self) -> list[int]:
         """Columns of a sampled ``u`` read linearly by default although they look

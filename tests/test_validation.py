@@ -112,6 +112,34 @@ def test_experiment_y_columns_must_match_model_outputs():
         pc.estimate(m, [e], p0=[1, 1])
 
 
+class _Table:
+    """A table with column labels, as a pandas DataFrame has (numpy reads its values)."""
+
+    def __init__(self, values, columns):
+        self.values, self.columns = np.asarray(values, float), list(columns)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values if dtype is None else self.values.astype(dtype)
+
+
+def test_a_table_s_columns_in_another_order_than_the_outputs_are_refused():
+    # Experiment(t, df[["pred", "prey"]]) was fitted column by column as
+    # (prey, pred): negative rates, success=True, no warning (a user's trial)
+    x, p, rhs = _vdp()
+    m = pc.Model(x=x, p=p, rhs=rhs, y_names=["pos", "vel"])
+    t = np.linspace(0, 1, 5)
+    swapped = pc.Experiment(t, _Table(np.ones((5, 2)), ["vel", "pos"]), x0=[1, 0], name="df")
+    with pytest.raises(ValueError, match=r"'df'.*columns \['vel', 'pos'\].*"
+                                         r"y=table\[\['pos', 'vel'\]\]"):
+        pc.estimate(m, [swapped], p0=[1, 1])
+    with pytest.raises(ValueError, match="columns"):  # a copy keeps its labels
+        pc.estimate(m, [swapped.with_x0([1.0, 0.1])], p0=[1, 1])
+    # in the outputs' order, or labels that are not output names: taken as given
+    for labels in (["pos", "vel"], ["a", "b"]):
+        e = pc.Experiment(t, _Table(np.ones((5, 2)), labels), x0=[1, 0])
+        e.check(m)
+
+
 def test_experiment_input_callable_wrong_length_named():
     t = ca.SX.sym("t")
     x = ca.SX.sym("x")

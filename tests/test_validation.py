@@ -112,6 +112,11 @@ def test_experiment_y_columns_must_match_model_outputs():
         pc.estimate(m, [e], p0=[1, 1])
 
 
+def test_a_bound_that_is_not_a_number_is_quoted(vdp_model):
+    with pytest.raises(ValueError, match=r"`p_bounds\[0\]` must be 2 numbers, got \['a', 'b'\]"):
+        pc.estimate(vdp_model, [_good_experiment()], p0=[1, 1], p_bounds=(["a", "b"], [9, 9]))
+
+
 class _Table:
     """A table with column labels, as a pandas DataFrame has (numpy reads its values)."""
 

@@ -78,7 +78,9 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{field}` must be {n} numbers") from None
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ValueError(f"`{field}` must be {n} numbers, got {shown}") from None
     if arr.ndim == 0:
         return np.full(n, float(arr))
     if arr.ndim > 1:

@@ -182,6 +182,8 @@ def test_a_start_outside_the_flags_bounds_is_named(here, capsys):
     (["--fix", "s"], r"argument --fix: expected NAME=VALUE"),
     (["--fix", "s=abc"], r"argument --fix: s=abc: 'abc' is not a number"),
     (["--fix", "s=inf"], r"argument --fix: s=inf: expected a finite number"),
+    (["--fix", "s=1,k=2"], r"argument --fix: s=1,k=2: '1,k=2' is not a number \(one NAME=VALUE "
+                           r"per flag: give the flag again for 'k=2'\)"),
     (["--weights", "1,2"], r"--weights: expected 1 number\(s\), one per output \(x\), got 2"),
     (["--weights", "-1"], r"argument --weights: the weights must be finite numbers >= 0"),
     (["--weights", "heavy"], r"argument --weights: expected auto, none or one number per output"),

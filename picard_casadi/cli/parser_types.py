@@ -64,7 +64,9 @@ def finite(text: str, what: str, allow_inf: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a number") from None
+        again = (f" (one NAME=VALUE per flag: give the flag again for {text.split(',', 1)[1]!r})"
+                 if "," in text and "=" in text.split(",", 1)[1] else "")
+        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a number{again}") from None
     if math.isnan(value) or (math.isinf(value) and not allow_inf):
         raise argparse.ArgumentTypeError(f"{what}: expected a finite number, got {text!r}")
     return value

@@ -214,6 +214,11 @@ def test_bad_flag_values_are_one_line_naming_the_flag(here, capsys, argv, patter
     ("OPTIONS = {'method': 'newton'}", r"OPTIONS: unknown method 'newton'"),
     ("P_BOUNDS = (None, None)\nOPTIONS = {'p_bounds': (None, None)}",
      r"the parameter box is given twice"),
+    # Python names, not flags, and not the command's own (model, p0)
+    ("OPTIONS = {'p_bound': 1, 'experiment': 2}",
+     r"OPTIONS has unknown key\(s\) \['p_bound', 'experiment'\] \('p_bound': did you mean "
+     r"'p_bounds'\?; 'experiment': 'experiments' comes from the command line or P0, not "
+     r"OPTIONS\)"),
 ])
 def test_bad_model_file_hooks_are_named(here, capsys, extra, pattern):
     _write(here, DECAY, DECAY_TRUE, [[0.2]], extra=extra)

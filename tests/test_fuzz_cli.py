@@ -330,7 +330,8 @@ def test_csv_problems_are_named(here, capsys, case, pattern):
     ("p0-text", r"MODEL '.*model.py': P0 must be 2 numbers", None),
     ("x0-length", r"MODEL '.*model.py': X0 has 3 value\(s\), the model has 2 states", None),
     ("options", r"MODEL '.*model.py': OPTIONS must be a dict", None),
-    ("bad-option", r"unknown option\(s\) \['maxiter'\]", None),
+    ("bad-option", r"OPTIONS has unknown key\(s\) \['maxiter'\] \('maxiter': did you mean "
+                   r"'max_iter'\?\)", None),
     ("exit", r"MODEL: importing '.*model.py' failed: SystemExit: 3", r"model.py, line 2"),
 ])
 def test_model_file_problems_are_short(here, capsys, case, pattern, frame):

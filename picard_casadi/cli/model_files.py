@@ -94,6 +94,40 @@ def _check_extras(extras: dict[str, Any], model: Any, path: Path) -> None:
     if "OPTIONS" in extras and not isinstance(extras["OPTIONS"], dict):
         raise CliError(f"{where}: OPTIONS must be a dict of estimate() keyword arguments, "
                        f"got {type(extras['OPTIONS']).__name__}")
+    if "OPTIONS" in extras:
+        _check_option_names(extras["OPTIONS"], where)
+
+
+def _check_option_names(options: dict, where: str) -> None:
+    """CliError for an ``OPTIONS`` key that is neither a keyword of ``estimate``
+    (other than what the command line and the file's hooks give: the model,
+    the data, p0) nor an option of a method, with the nearest valid name."""
+    import difflib
+    import inspect
+    from dataclasses import fields
+
+    from ..estimate import estimate
+    from ..methods import METHODS
+
+    given_by_the_command = {"model", "experiments", "p0"}
+    own = [n for n in inspect.signature(estimate).parameters if n not in given_by_the_command]
+    of_methods = sorted({f.name for spec in METHODS.values() for f in fields(spec.options)})
+    valid = own + [n for n in of_methods if n not in own]
+    unknown = [str(k) for k in options if k not in valid]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, valid + sorted(given_by_the_command), n=1)
+        if close and close[0] in given_by_the_command:
+            hints.append(f"{name!r}: {close[0]!r} comes from the command line or P0, "
+                         "not OPTIONS")
+        elif close:
+            hints.append(f"{name!r}: did you mean {close[0]!r}?")
+    raise CliError(f"{where}: OPTIONS has unknown key(s) {unknown}"
+                   + (f" ({'; '.join(hints)})" if hints else "")
+                   + "; its keys are estimate()'s keyword arguments and the methods' "
+                     "options (docs/api.md)")
 
 
 def parameter_box(model: Any, value: Any, where: str) -> tuple[np.ndarray, np.ndarray, str]:

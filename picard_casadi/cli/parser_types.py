@@ -197,7 +197,7 @@ _FLAG_SPELLINGS = (
     (re.compile(r"pc\.profile(\(res\))?"), "--profile"),
     (re.compile(r"increase max_iter"), "increase --max-iter"),
     (re.compile(r"progress_window=0"), "--progress-window 0"),
-    (re.compile(r"\bp_bounds\b"), "--bounds"),
+    (re.compile(r"(?<!')\bp_bounds\b(?!')"), "--bounds"),  # not a quoted Python name
     (re.compile(r"\b(shorter|smaller) T\b"), lambda m: m.group(1) + " --T"),
 )
 

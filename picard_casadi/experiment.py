@@ -149,8 +149,11 @@ def _checked_parameters(parameters: Any, where: str,
         if isinstance(value, str):
             if not value.strip():
                 raise ValueError(f"{where}: `{field}[{key!r}]` is an empty name")
-            out[str(key)] = value.strip()
-            continue
+            try:  # "2.0" (read from a file) is the number, not a parameter named "2.0"
+                value = float(value)
+            except ValueError:
+                out[str(key)] = value.strip()
+                continue
         try:
             number = float(value)
         except (TypeError, ValueError):

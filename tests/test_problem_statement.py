@@ -224,3 +224,30 @@ def test_one_sample_time_after_an_earlier_start():
     assert res.success and res.p[0] == pytest.approx(0.2, rel=1e-2)
     with pytest.raises(ValueError, match="at least 2 sample times"):
         pc.Experiment([10.0], [[1.0]])
+
+
+def test_per_experiment_that_cannot_take_effect_is_refused():
+    # every experiment set the parameter itself: per_experiment was ignored;
+    # a fixed table entry: it was estimated per experiment anyway
+    exps = [e.replaced(parameters={"bias": b}) for e, b in zip(_data(), (0.5, -0.3))]
+    model = _chain()
+    with pytest.raises(ValueError, match=r"`per_experiment` names \['bias'\], which every "
+                                         r"experiment sets itself"):
+        pc.estimate(model, exps, [0.3, 0.3, 10, 0], per_experiment="bias")
+    table = [pc.Parameter("k1", 0.3), pc.Parameter("k2", 0.3), pc.Parameter("A0", 10.0),
+             pc.Parameter("bias", 0.0, estimate=False)]
+    with pytest.raises(ValueError, match=r"`per_experiment` names \['bias'\], which the "
+                                         r"parameter table `p0` fixes"):
+        pc.estimate(model, _data(), table, per_experiment="bias")
+    # one experiment holding its own value and the others their own parameter: allowed
+    some = [exps[0].replaced(x0=[10.0, 0.0]), _data()[1].replaced(x0=[10.0, 0.0])]
+    res = pc.estimate(model, some, [0.3, 0.3, 10, 0], per_experiment="bias",
+                      estimate_x0=False, p_bounds=([0, 0, 10, -5], [5, 5, 10, 5]))
+    assert res.success and res.p_names == ["k1", "k2", "A0", "bias[run2]"]
+    assert res.p[3] == pytest.approx(-0.3, abs=0.05)
+
+
+def test_a_number_written_as_a_string_is_the_number():
+    # parameters={"dose": "2.0"} (read from a file) became a parameter named "2.0"
+    e = pc.Experiment(T, np.ones((T.size, 2)), parameters={"bias": "2.0", "k1": "k_run"})
+    assert e.parameters == {"bias": 2.0, "k1": "k_run"}

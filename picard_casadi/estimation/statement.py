@@ -266,9 +266,24 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         labels = ([e.name for e in exps] if len({e.name for e in exps}) == len(exps)
                   else [str(i) for i in range(len(exps))])
         generated = {f"{n}[{label}]" for n in names for label in labels}
+        # where every experiment sets the parameter itself, per_experiment had
+        # no effect at all, silently (a user's dose, a number in each condition)
+        everywhere = [n for n in names if exps and all(n in e.parameters for e in exps)]
+        if everywhere:
+            raise ValueError(
+                f"`per_experiment` names {everywhere}, which every experiment sets itself "
+                "(Experiment(parameters={...}): a number or a parameter's name there): "
+                "drop it from per_experiment, or from the experiments' parameters")
         exps = [e.replaced(parameters={**{n: f"{n}[{label}]" for n in names},
                                         **e.parameters}) for e, label in zip(exps, labels)]
     table = _table(model, p0, p_bounds, parameter_scale)
+    if per_experiment is not None and table is not None:
+        fixed = [n for n in names if n in table and not table[n].estimate]
+        if fixed:
+            raise ValueError(
+                f"`per_experiment` names {fixed}, which the parameter table `p0` fixes "
+                "(pc.Parameter(..., estimate=False)): estimate it there, or drop it from "
+                "per_experiment")
     user_table = table is not None and parameter_scale is None  # pc.Parameter entries
     pre = [e.preequilibration for e in exps]
     reset = check_preequilibration(model, exps)

@@ -622,6 +622,15 @@ def test_scale_per_experiment_and_conditions_flags(here, capsys):
     (here / "cond.csv").write_text("experiment,s\ne9,2.0\n")
     code, out, err, _ = _fit(capsys, "--conditions", "cond.csv")
     assert code == 2 and "no experiment 'e9' in the data" in err
+    # a row given twice: the last had won, silently
+    (here / "cond.csv").write_text("experiment,s\ne0,2.0\ne1,2.0\ne1,5.0\n")
+    code, out, err, _ = _fit(capsys, "--conditions", "cond.csv")
+    assert code == 2 and "line 4: experiment 'e1' is given again (first on line 3)" in err
+    # an empty cell beside a number: the advice is the table's, not Python's
+    (here / "cond.csv").write_text("experiment,s\ne0,2.0\ne1,\n")
+    code, out, err, _ = _fit(capsys, "--conditions", "cond.csv")
+    assert code == 2 and "give it in every experiment's row of --conditions" in err, err
+    assert "Experiment(parameters" not in err
     code, out, err, _ = _fit(capsys, "--scale", "k=ln")
     assert code == 2 and "--scale: 'k=ln': the scale must be one of lin, log, log10" in err
 

@@ -198,6 +198,9 @@ _FLAG_SPELLINGS = (
     (re.compile(r"increase max_iter"), "increase --max-iter"),
     (re.compile(r"progress_window=0"), "--progress-window 0"),
     (re.compile(r"(?<!')\bp_bounds\b(?!')"), "--bounds"),  # not a quoted Python name
+    (re.compile(r"set it in every experiment \(Experiment\(parameters=\{\.\.\.\}\)\), or map "
+                r"it to a parameter's name there"),
+     "give it in every experiment's row of --conditions (a number, or a parameter's name)"),
     (re.compile(r"\b(shorter|smaller) T\b"), lambda m: m.group(1) + " --T"),
 )
 

@@ -73,6 +73,7 @@ def read_conditions(path: str | Path, model: Any, experiments: list[Experiment]
                        f"of the model ({', '.join(model.p_names)})")
     by_name = {e.name: e for e in experiments}
     settings: dict[str, dict[str, float | str]] = {}
+    first_line: dict[str, int] = {}
     for line, row in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in row):
             continue
@@ -84,6 +85,10 @@ def read_conditions(path: str | Path, model: Any, experiments: list[Experiment]
         if name not in by_name:
             raise CliError(f"--conditions {path}, line {line}: no experiment {name!r} in the "
                            f"data (experiments: {', '.join(by_name)})")
+        if name in first_line:  # the last row had won, silently
+            raise CliError(f"--conditions {path}, line {line}: experiment {name!r} is given "
+                           f"again (first on line {first_line[name]}); one row per experiment")
+        first_line[name] = line
         values: dict[str, float | str] = {}
         for key, cell in cells.items():
             if not cell:

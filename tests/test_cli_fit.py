@@ -735,3 +735,19 @@ def test_a_start_already_tried_is_not_advised(here, capsys):
     assert code == 1 and "FAILED (max_iter)" in out
     assert "a second run from --guess shooting did not converge either" in out
     assert "try --guess" not in out
+
+
+def test_scale_for_every_parameter_stays_a_word():
+    # --scale log10 became a list, one entry per parameter, and a model with an
+    # estimated delay was refused (a delay is kept linear under the word)
+    import casadi as ca
+
+    from picard_casadi.cli.statement_options import statement_options
+
+    x, k, tau = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("tau")
+    model = pc.Model(x=x, p=ca.vertcat(k, tau), rhs=-k * x, p_names=["k", "tau"])
+    options: dict = {}
+    statement_options(["log10"], None, None, model, [], options)
+    assert options["parameter_scale"] == "log10"
+    statement_options(["log10", "tau=lin"], None, None, model, [], options)
+    assert options["parameter_scale"] == ["log10", "lin"]

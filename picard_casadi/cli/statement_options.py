@@ -25,6 +25,7 @@ def statement_options(scales: list[str] | None, per_experiment: list[str] | None
     if scales:
         current = options.get("parameter_scale", "lin")
         out = ([current] * model.np if isinstance(current, str) else list(current))
+        word = current if isinstance(current, str) else None  # one scale for all, as a word
         for item in scales:
             name, _, scale = item.rpartition("=")
             scale = scale.strip()
@@ -32,13 +33,16 @@ def statement_options(scales: list[str] | None, per_experiment: list[str] | None
                 raise CliError(f"--scale: {item!r}: the scale must be one of "
                                f"{', '.join(SCALES)}")
             if not name:
-                out = [scale] * model.np
+                out, word = [scale] * model.np, scale
             elif name not in model.p_names:
                 raise CliError(f"--scale: the model has no parameter {name!r}; its parameters "
                                f"are {', '.join(model.p_names)}")
             else:
                 out[model.p_names.index(name)] = scale
-        options["parameter_scale"] = out
+                word = None
+        # the word itself where no parameter is named: estimate keeps delays on
+        # the linear scale under parameter_scale="log10" (a list would not)
+        options["parameter_scale"] = word if word is not None else out
     if per_experiment:
         unknown = [n for n in per_experiment if n not in model.p_names]
         if unknown:

@@ -400,6 +400,8 @@ class Experiment:
             )
         if not np.any(np.isfinite(y_arr)):
             raise ValueError(f"{where}: `y` has no finite measurement")
+        #: whether t0 was given (the clock otherwise starts at the first sample)
+        self._t0_given = t0 is not None
         if t0 is None:
             t0_val = float(t_arr[0])
         else:
@@ -696,6 +698,8 @@ class Experiment:
         out = Experiment(**args)
         if "y" not in changes:  # the same columns: the same labels
             out._y_columns = getattr(self, "_y_columns", None)
+        if "t0" not in changes:  # the same start, given or not
+            out._t0_given = getattr(self, "_t0_given", True)
         return out
 
     def staircase_inputs(self) -> list[int]:

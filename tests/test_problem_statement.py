@@ -251,3 +251,16 @@ def test_a_number_written_as_a_string_is_the_number():
     # parameters={"dose": "2.0"} (read from a file) became a parameter named "2.0"
     e = pc.Experiment(T, np.ones((T.size, 2)), parameters={"bias": "2.0", "k1": "k_run"})
     assert e.parameters == {"bias": 2.0, "k1": "k_run"}
+
+
+def test_x0_from_parameters_with_data_from_a_later_time_says_where_its_clock_starts():
+    # A0 meant at t = 0, data from t = 1: fitted as A(1), success and no note
+    model = _chain(a0_from_p=True)
+    late = [pc.Experiment(T[4:], e.y[4:], name=e.name) for e in _data(biases=(0.5,))]
+    res = pc.estimate(model, late, [0.3, 0.3, 8.0, 0.0])
+    assert any("first sample time" in w and "t0=0.0" in w for w in res.warnings), res.warnings
+    # the clock given: the note goes, and A0 is the state at t = 0 (the truth 10)
+    at_zero = [e.replaced(t0=0.0) for e in late]
+    res0 = pc.estimate(model, at_zero, [0.3, 0.3, 8.0, 0.0])
+    assert res0.success and not any("first sample time" in w for w in res0.warnings)
+    assert res0.p[2] == pytest.approx(10.0, abs=5 * res0.p_std[2])

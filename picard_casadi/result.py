@@ -625,6 +625,13 @@ class EstimationResult:
             res._attached = (model, list(experiments))
         return res
 
+    def _restated(self) -> bool:
+        """Whether the methods solved a restated problem (docs/problem_statement.md,
+        or an output on the scale of its log-normal noise), as the settings say."""
+        models = self.settings.get("noise_model") or []
+        return (self.settings.get("p_names") is not None
+                or any("log" in str(m).split(":", 1)[-1] for m in models))
+
     def _check_matches(self, model: Any, experiments: list, where: str) -> None:
         """ValueError where ``model`` or ``experiments`` are not the ones this
         result was fitted with (names and counts, as the result records them)."""
@@ -632,6 +639,13 @@ class EstimationResult:
                                    ("states", self.x_names, list(model.x_names)),
                                    ("outputs", self.y_names, list(model.y_names))):
             if mine and mine != theirs:
+                if self._restated():
+                    raise ValueError(
+                        f"{where} holds a restated problem (experiment parameters, log "
+                        "scales, initial states from parameters or a log-normal noise "
+                        f"model: it was solved with the {what} {mine}, the model given has "
+                        f"{theirs}); from_json cannot attach your model to such a result: "
+                        "refit in this session (pc.estimate) to predict or profile")
                 raise ValueError(f"{where} was fitted with the {what} {mine}; the model given "
                                  f"has {theirs}: pass the model it was fitted with")
         if self.experiment_names and len(experiments) != len(self.experiment_names):

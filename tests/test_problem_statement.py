@@ -264,3 +264,12 @@ def test_x0_from_parameters_with_data_from_a_later_time_says_where_its_clock_sta
     res0 = pc.estimate(model, at_zero, [0.3, 0.3, 8.0, 0.0])
     assert res0.success and not any("first sample time" in w for w in res0.warnings)
     assert res0.p[2] == pytest.approx(10.0, abs=5 * res0.p_std[2])
+
+
+def test_a_restated_result_loaded_with_the_model_says_why_it_cannot_be_attached():
+    # "pass the model it was fitted with", to a user who had passed it
+    model, exps = _chain(), _data()
+    res = pc.estimate(model, exps, [0.3, 0.3, 10, 0], per_experiment="bias")
+    with pytest.raises(ValueError, match=r"restated problem .*bias\[run1\].*refit in this "
+                                         r"session"):
+        pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)

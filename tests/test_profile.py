@@ -293,6 +293,8 @@ def test_a_log_scale_profile_walks_through_zero_like_any_other_value():
         prof = pc.profile(res)
     lo, hi = prof.intervals[0]
     assert np.isfinite(lo) and np.isfinite(hi), prof.summary()
+    # the parameter's own name selects it too (its profile is on the log scale)
+    assert pc.profile(res, parameters="k").intervals[0] == pytest.approx(prof.intervals[0])
     # a nearly linear problem: the profile interval is close to Wald's
     assert abs(lo - lo_wald) < 0.3 * (hi_wald - lo_wald)
     assert abs(hi - hi_wald) < 0.3 * (hi_wald - lo_wald)

@@ -351,13 +351,18 @@ def _walk_in_worker(data: Encoded, i: int, direction: int) -> _Side:
 
 
 # ---------------------------------------------------------------------- profile
-def _index(names: Sequence[str], which: Any) -> int:
+def _index(names: Sequence[str], which: Any, aliases: Sequence[str] = ()) -> int:
+    """The index of parameter ``which`` (a name, or an index) among ``names``;
+    ``aliases`` are the same parameters' other names, in the same order (a
+    log-scale parameter's own name beside ``log10(name)``)."""
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         if not 0 <= which < len(names):
             raise ValueError(f"parameter index {which} is out of range 0..{len(names) - 1}")
         return int(which)
     if isinstance(which, str) and which in names:
         return list(names).index(which)
+    if isinstance(which, str) and len(aliases) == len(names) and which in aliases:
+        return list(aliases).index(which)
     raise ValueError(f"unknown parameter {which!r}; the parameters are {', '.join(names)}")
 
 
@@ -502,6 +507,7 @@ def profile(
     # relative to the value there (a rate near 1 walked into 1e-6 steps at
     # log10 k = 0 and ran out of points, "non-identifiable")
     on_log_scale = np.zeros(np.size(result.p), dtype=bool)
+    user_names: list[str] = []  # the parameters' own names, where profiled on a scale
     if result.p_scaled is not None:
         # a restated problem (log scales, experiment parameters): profiled on
         # the estimation scale, with the model the methods solved
@@ -513,6 +519,7 @@ def profile(
             raise ValueError("this result's parameters were estimated on another scale (or "
                              "restated by experiment parameters): profile the result of this "
                              "session, which carries the restated model")
+        user_names = list(result.p_names)
         std = None if result.p_scaled_std is None else np.asarray(result.p_scaled_std, float)
         half = None if std is None else normal(0.975) * std
         result = replace(result, p=np.asarray(result.p_scaled, float),
@@ -560,7 +567,7 @@ def profile(
     if isinstance(parameters, (str, int, np.integer)):
         parameters = [parameters]  # one name (not its letters) or one index
     chosen = (list(np.flatnonzero(free)) if parameters is None
-              else sorted({_index(names, q) for q in parameters}))
+              else sorted({_index(names, q, user_names) for q in parameters}))
     for i in chosen:
         if not free[i]:
             raise ValueError(f"parameter {names[i]} is fixed (equal bounds): nothing to profile")

@@ -155,21 +155,30 @@ def _initial_state_expressions(x0: Any, nx: int, p: ca.SX, x_names: tuple[str, .
             raise TypeError("Model: `x0` must be CasADi SX expressions (of p), not MX")
         entries = [ca.SX(x0[i]) for i in range(x0.numel())]
     else:
-        try:
-            entries = [ca.SX(np.nan) if v is None else v if isinstance(v, ca.SX)
-                       else ca.SX(float(v)) for v in x0]
-        except (TypeError, ValueError):
-            raise ValueError("Model: `x0` must be SX expressions of p, numbers or NaN/None, "
-                             "one per state") from None
+        entries = []
+        for i, v in enumerate(x0):
+            try:
+                entries.append(ca.SX(np.nan) if v is None else v if isinstance(v, ca.SX)
+                               else ca.SX(float(v)))
+            except (TypeError, ValueError):
+                state = x_names[i] if i < len(x_names) else str(i)
+                raise ValueError(
+                    f"Model: `x0[{i}]` (state {state!r}) is {v!r}: each entry must be an SX "
+                    "expression of p (the symbol itself, not its name), a number or "
+                    "NaN/None") from None
     if len(entries) != nx:
         raise ValueError(f"Model: `x0` must have nx = {nx} entries, got {len(entries)}")
     allowed = {p[i].element_hash() for i in range(p.numel())}
+    p_symbol_names = {p[i].name() for i in range(p.numel())}
     for i, e in enumerate(entries):
         for s in ca.symvar(e):
             if s.element_hash() not in allowed:
+                same_name = (" (another symbol of the same name as one in p: use p's own)"
+                             if s.name() in p_symbol_names else "")
                 raise ValueError(
                     f"Model: `x0` of state {x_names[i]!r} uses symbol {s.name()!r}, which is "
-                    "not one of the parameters p; an initial state may depend on p only")
+                    f"not one of the parameters p{same_name}; an initial state may depend "
+                    "on p only")
     return ca.vertcat(*entries)
 
 

@@ -402,3 +402,12 @@ def test_none_for_single_bounds_means_no_bound():
     assert res.success and res.settings["p_bounds"] == [[0.0, -np.inf], [np.inf, 5.0]]
     with pytest.raises(ValueError, match=r"the lower bound\[1\] is NaN"):
         pc.estimate(model, [exp], [1, 1], p_bounds=([0, np.nan], None))
+
+
+def test_an_x0_entry_that_is_a_name_or_a_namesake_symbol_is_explained():
+    x, k, a0 = ca.SX.sym("x", 2), ca.SX.sym("k"), ca.SX.sym("A0")
+    p = ca.vertcat(k, a0)
+    with pytest.raises(ValueError, match=r"`x0\[0\]` \(state 'A'\) is 'A0'.*not its name"):
+        pc.Model(x=x, p=p, rhs=-k * x, x0=["A0", 0.0], x_names=["A", "B"])
+    with pytest.raises(ValueError, match=r"another symbol of the same name as one in p"):
+        pc.Model(x=x, p=p, rhs=-k * x, x0=[ca.SX.sym("A0"), 0.0], x_names=["A", "B"])

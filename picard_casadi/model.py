@@ -80,6 +80,9 @@ def _delays(spec: Any, names: Sequence[str], field: str, p: ca.SX,
         try:
             number = float(value)
         except (TypeError, ValueError):
+            if isinstance(value, str):  # a name the parameters do not have
+                raise ValueError(f"Model: `{field}[{name!r}]` names {value!r}, which is not a "
+                                 f"parameter ({', '.join(p_names)})") from None
             raise TypeError(f"Model: `{field}[{name!r}]` must be a symbol of `p`, a parameter "
                             f"name or a number, got {value!r}") from None
         if not math.isfinite(number) or number < 0:

@@ -214,3 +214,11 @@ def test_a_delay_of_whole_sample_spacings_keeps_the_mesh():
     res = pc.estimate(_model(0.3, "output"), [exp], [1.0, 1.0, 0.3], estimate_x0=False,
                       p_bounds=([None, None, 0.3], [None, None, 0.3]))
     assert res.success and np.min(np.diff(res._disc.boundaries[0])) > 1e-3
+
+
+def test_a_delay_naming_no_parameter_is_a_value_error_listing_them():
+    x, k, tau, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("tau"), ca.SX.sym("u")
+    with pytest.raises(ValueError, match=r"`input_delays\['u'\]` names 'taux', which is not a "
+                                         r"parameter \(k, tau\)"):
+        pc.Model(x=x, p=ca.vertcat(k, tau), u=u, rhs=-k * x + u, p_names=["k", "tau"],
+                 u_names=["u"], input_delays={"u": "taux"})

@@ -428,3 +428,41 @@ def test_a_run_stopped_at_the_limit_with_its_intervals_joined_up_is_continued():
         reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
         second_runs(first, path, reruns, time.perf_counter())
         assert not any(len(c) == 3 for c in reruns.calls)
+
+
+def test_the_default_path_continues_leg_after_leg_up_to_its_count():
+    # a first solve of LEG_ITERATIONS stopped while still converging is
+    # continued, and so is each continuation that stops so, up to LEGS solves
+    from picard_casadi.estimation import fallbacks
+
+    falling = np.linspace(30.0, 7.7, 200)
+    outcomes = [_stopped_at_the_limit(falling), _result(success=True, status="converged")]
+    reruns = _Reruns(continued=lambda: outcomes.pop(0))
+    res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
+    assert res.success and reruns.calls == [("picard-gn", "simulation", "warm")] * 2
+    assert reruns.budgets == [None, None]  # the continuations: the method's own max_iter
+    # never converging: LEGS solves (the first and LEGS - 1 continuations), then the others
+    reruns = _Reruns(continued=lambda: _stopped_at_the_limit(falling),
+                     shooting=lambda: _result(message="shooting stopped"))
+    res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
+    warm = [c for c in reruns.calls if len(c) == 3]
+    assert len(warm) == fallbacks.LEGS - 1 and reruns.calls[-1] == ("shooting", "auto")
+    assert not res.success
+
+
+def test_legs_reach_the_answer_of_one_solve(monkeypatch):
+    # FitzHugh-Nagumo needs 12 iterations in one solve: in legs of 4 (the
+    # progress judged over 2 iterations) the default path gets the same
+    # estimate, and says it continued
+    import picard_casadi as pc
+    from picard_casadi.estimation import fallbacks
+
+    prob = pc.problem("fitzhugh-nagumo", seed=0)
+    whole = prob.estimate(uncertainty=False)
+    assert whole.success and whole.iterations > 4
+    monkeypatch.setattr(fallbacks, "LEG_ITERATIONS", 4)
+    monkeypatch.setattr(fallbacks, "CONVERGING_WINDOW", 2)
+    legs = prob.estimate(uncertainty=False)
+    assert legs.success, legs.message
+    assert legs.p == pytest.approx(whole.p, rel=1e-6)
+    assert "continues it from its last iterate" in legs.warnings[0], legs.warnings

@@ -374,15 +374,19 @@ class EstimationResult:
                 f"optimum {c['parameter_shift']:.2g} standard errors (thresholds "
                 f"{c['thresholds']['discretisation_error']:g}, "
                 f"{c['thresholds']['parameter_shift']:g})")
-        head = f"  {'parameter':<14}{'estimate':>14}"
+        names = self.p_names or [f"p{i}" for i in range(self.p.size)]
+        # the name column as wide as the longest name (PEtab's
+        # Epo_degradation_BaF3 pushed its row out of line)
+        width = max([14] + [len(n) + 1 for n in names])
+        head = f"  {'parameter':<{width}}{'estimate':>14}"
         if self.p_std is not None:
             head += f"{'std. error':>13}{'95% CI':>28}"
         if self.p_true is not None:
             head += f"{'truth':>12}{'rel. err':>10}"
         lines.append(head)
         fixed = self._fixed()
-        for i, name in enumerate(self.p_names or [f"p{i}" for i in range(self.p.size)]):
-            row = f"  {name:<14}{self.p[i]:>14.6g}"
+        for i, name in enumerate(names):
+            row = f"  {name:<{width}}{self.p[i]:>14.6g}"
             if fixed[i]:
                 row += f"{'fixed':>13}"
             elif self.p_std is not None and self.p_ci is not None:

@@ -349,3 +349,19 @@ def test_ipopt_s_failure_advises_the_gauss_newton_hessian_only_where_it_was_not_
     assert not exact.success and not gauss_newton.success
     assert "try hessian='gauss-newton'" in exact.message
     assert "hessian=" not in gauss_newton.message, gauss_newton.message
+
+
+def test_the_summary_s_name_column_fits_the_longest_name():
+    # PEtab's Epo_degradation_BaF3 pushed its row out of line
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x + p[1], p_names=["a_rather_long_rate_name", "b"])
+    exp = pc.simulate_experiment(model, [1.0], [0.5, 0.2], np.linspace(0, 5, 21),
+                                 noise_std=0.01, seed=0)
+    lines = pc.estimate(model, [exp], [0.3, 0.1]).summary().splitlines()
+    head = next(line for line in lines if line.lstrip().startswith("parameter"))
+    rows = [line for line in lines if line.lstrip().startswith(("a_rather", "b "))]
+    column = head.index("estimate") + len("estimate")  # right-aligned under its header
+    assert len(rows) == 2 and all(row[:column].rstrip()[-1].isdigit() for row in rows), lines
+    assert all(len(row[:column].rstrip()) == column for row in rows), lines

@@ -348,9 +348,11 @@ def _continue_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start:
                                 why: str) -> EstimationResult | None:
     """picard-gn continued from the last iterate of ``result`` (a run that
     its iteration limit stopped while it still converged,
-    :func:`still_converging`, or one that stalled): the converged
-    continuation, its first warning saying ``why`` it ran, or None with the
-    first result's message extended."""
+    :func:`still_converging`, or one that stalled), and that continuation
+    again where it stops so, at most :data:`LEGS` solves in all: the
+    converged continuation (or the one that ran off along a valley), its
+    first warning saying ``why`` it ran, or None with the first result's
+    message extended."""
     retry = _from_last_iterate(rerun, result)
     if retry is None:
         return None

@@ -396,6 +396,17 @@ class EstimationResult:
                 rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")
                 row += f"{tr:>12.6g}{100 * rel:>9.2f}%"
             lines.append(row)
+        scales = list(self.p_scales or [])
+        if self.p_scaled_names and len(scales) == len(self.p_scaled_names) and any(
+                sc != "lin" for sc in scales):
+            # the rows above are on the linear scale; the fit was not
+            on_log = [(n, j) for j, (n, sc) in enumerate(zip(self.p_scaled_names, scales))
+                      if sc != "lin"]
+            std = self.p_scaled_std
+            lines.append("  estimated on their log scales: " + ", ".join(
+                f"{n} = {self.p_scaled[j]:.6g}"
+                + (f" +- {std[j]:.3g}" if std is not None and np.isfinite(std[j]) else "")
+                for n, j in on_log) + " (the intervals above are these, transformed)")
         lines += self._x0_lines()
         if self.settings.get("multistart_summary"):
             lines.append(f"  {self.settings['multistart_summary']}")

@@ -62,6 +62,9 @@ def test_log10_parameters_reach_the_same_optimum_with_both_scales_reported():
     assert log.settings["parameter_scale"] == ["log10", "log", "lin", "lin"]
     back = pc.EstimationResult.from_json(log.to_json())
     assert back.p_scaled == pytest.approx(log.p_scaled) and back.p_scales == log.p_scales
+    # the summary says which parameters the fit moved on a log scale, and where
+    line = next(x for x in log.summary().splitlines() if "estimated on their log scales" in x)
+    assert "log10(k1) = " in line and "log(k2) = " in line and "A0" not in line
 
 
 def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():

@@ -405,15 +405,6 @@ def estimate(
             executor=executor, n_jobs=n_jobs,
         )
 
-    first_leg = None
-    if (not method_chosen and spec.name == "picard-gn" and "max_iter" not in options
-            and warm_start is None):
-        # the default path's first solve is short, and continued where it
-        # still converges (estimation/fallbacks.py, LEG_ITERATIONS)
-        from .estimation.fallbacks import LEG_ITERATIONS
-
-        first_leg = min(opts.max_iter, LEG_ITERATIONS)
-        opts = dataclasses.replace(opts, max_iter=first_leg)
     user_model = model
     if plan is not None:  # each output on the scale where its noise is normal
         model, exps = plan.model, plan.experiments
@@ -436,9 +427,6 @@ def estimate(
         p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
-    # a continuation measures a run-off from where its chain began
-    prob.origin = (getattr(warm_start, "_origin", None) if warm_start is not None else None) \
-        or (np.asarray(setup.p0, float).copy(), np.asarray(setup.p_scale, float).copy())
     found = prob.stiff_on(setup, setup.U0, setup.p0) if start is None else None
     if found is not None:  # stiff at the start: Radau's nodes from the outset
         prob.use_radau(found, "at the start")
@@ -497,11 +485,6 @@ def estimate(
         x0_bounds=[x_lb.tolist(), x_ub.tolist()], **result_noise,
     ))
     result._noise = None if plan is None else plan.noise
-    result._origin = prob.origin
-    if first_leg is not None and result.status == "max_iter":
-        result.message = result.message.replace(
-            f"(max_iter={first_leg})",
-            f"(max_iter={first_leg}, the default path's first solve)", 1)
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),

@@ -279,9 +279,6 @@ class EstimationResult:
     #: the run converged where its parameters ran along a flat valley the data
     #: do not bound (estimation/diagnosis.py, ran_off): no other run follows it
     _ran_off: bool = field(default=False, repr=False, compare=False)
-    #: (p0, p_scale) the default path's continuations measure a run-off from
-    #: (FitProblem.origin): the first solve's
-    _origin: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,

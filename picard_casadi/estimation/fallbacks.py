@@ -11,12 +11,10 @@ measure what they name):
    :data:`CONVERGING_GAIN` over its last :data:`CONVERGING_WINDOW`
    iterations, or with its intervals joined up, :func:`joined_up`: a walk
    of short steps), **or it stalled** (``status="stalled"``: its objective
-   stopped falling with the gaps open): it is continued from its last
+   stopped falling with the gaps open): it is continued once from its last
    iterate (``warm_start``: a fresh solve, its trust radius, damping and
    penalty started anew), with another budget of iterations, before any
-   other start or method (which would begin again from ``p0``).  The first
-   solve is short (:data:`LEG_ITERATIONS`) and its continuations long, at
-   most :data:`LEGS` solves in all.
+   other start or method (which would begin again from ``p0``).
 1. **The trajectory never joined up** (``guess="auto"``; the run from the
    states simulated with ``p0`` ended at ``max_iter`` with the continuity
    gaps open, and some state is not measured): the run is repeated from
@@ -145,18 +143,6 @@ CONVERGING_WINDOW = PicardGNOptions.progress_window
 #: starts and Boehm from one stopped at 1000 iterations falling by 1 % to 70 %
 #: per 100 iterations and, given more, converged to the best optimum
 CONVERGING_GAIN = LoopOptions.progress_tol
-
-#: iterations of the default path's first picard-gn solve: stopped at this
-#: limit while still converging (or with its intervals joined up), it is
-#: continued from its last iterate, a fresh solve (its trust radius, damping
-#: and penalty started anew) with the method's own ``max_iter``, and so on,
-#: at most :data:`LEGS` solves in all.  Short first, then long: a fresh start
-#: after 200 iterations breaks the walk of cut steps a random start begins
-#: (PEtab's Boehm uniform 4: 41.2 -> 9.4 s), while every continuation
-#: re-estimates the noise levels, and doing that every 200 iterations made
-#: Armistead's uniform 0 thrash to a failure (26 s converged -> 126 s failed)
-LEG_ITERATIONS = 200
-LEGS = 3
 
 #: ``rerun(method, guess, max_iter, warm_start=None, ipopt_options=None) ->
 #: result``: the same call with another method or start, a failure returned (not
@@ -348,24 +334,12 @@ def _continue_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start:
                                 why: str) -> EstimationResult | None:
     """picard-gn continued from the last iterate of ``result`` (a run that
     its iteration limit stopped while it still converged,
-    :func:`still_converging`, or one that stalled), and that continuation
-    again where it stops so, at most :data:`LEGS` solves in all: the
-    converged continuation (or the one that ran off along a valley), its
-    first warning saying ``why`` it ran, or None with the first result's
-    message extended."""
+    :func:`still_converging`, or one that stalled): the converged
+    continuation, its first warning saying ``why`` it ran, or None with the
+    first result's message extended."""
     retry = _from_last_iterate(rerun, result)
     if retry is None:
         return None
-    legs = 2
-    while (not retry.success and retry.status == "max_iter" and legs < LEGS
-           and (still_converging(retry) or joined_up(retry))):
-        further = _from_last_iterate(rerun, retry)
-        if further is None:
-            break
-        retry, legs = further, legs + 1
-    if retry._ran_off:  # every other run follows the same valley
-        return _returned(retry, result, _RAN_OFF_NOTE.format(
-            f"picard-gn {why} ({clipped(result.message)})", "its continuation"))
     if retry.success:
         return _returned(retry, result, (
             f"picard-gn {why} ({clipped(result.message)}); this result continues it from "

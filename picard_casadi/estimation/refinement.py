@@ -89,10 +89,6 @@ class FitProblem:
     #: a converged run whose parameters ran along a flat valley to where its
     #: estimate is not certified (:func:`~picard_casadi.estimation.diagnosis.ran_off`)
     ran_off: str = ""
-    #: where the run's parameters are measured from for ran_off: ``(p0,
-    #: p_scale)`` of the first of the default path's continued solves (a
-    #: continuation starts at its predecessor's end, and would measure from there)
-    origin: tuple[np.ndarray, np.ndarray] | None = None
 
     def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
         """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
@@ -472,9 +468,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 # the noise: at log10 k2 = 63 CVODES failed and the refined
                 # start's fixed point blew up to 1e70; from other data, at
                 # log10 k2 = 24, five refinements failed to certify)
-                from_p, scale = prob.origin if prob.origin is not None else (p0,
-                                                                             setup.p_scale)
-                prob.ran_off = ran_off(from_p, outcome.p, scale,
+                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale,
                                        undetermined_parameters(setup, info),
                                        prob.model.p_names)
                 if prob.ran_off:

@@ -276,3 +276,15 @@ def test_a_restated_result_loaded_with_the_model_says_why_it_cannot_be_attached(
     with pytest.raises(ValueError, match=r"restated problem .*bias\[run1\].*refit in this "
                                          r"session"):
         pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
+
+
+def test_a_log_scale_asked_for_a_constant_of_every_experiment_is_not_checked():
+    # parameter_scale listed log10 for a parameter every experiment sets to a
+    # number (never estimated): its bounds [0, 10] failed the log scale's check
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0], parameters={"A0": 10.0}) for e in _data()]
+    res = pc.estimate(model, exps, [0.3, 0.3, 10.0, 0.0], estimate_x0=False,
+                      p_bounds=([1e-3, 1e-3, 0.0, -5], [1e3, 1e3, 20.0, 5]),
+                      parameter_scale=["log10", "log10", "log10", "lin"])
+    assert res.success and res.p_names == ["k1", "k2", "bias"]
+    assert res.p_scales == ["log10", "log10", "lin"]

@@ -217,10 +217,13 @@ def _expression(sym: ca.SX, scale: str) -> ca.SX:
     return sym if scale == "lin" else ca.exp(sym) if scale == "log" else 10.0 ** sym
 
 
-def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any
-           ) -> dict[str, Parameter] | None:
+def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any,
+           constants: frozenset[str] = frozenset()) -> dict[str, Parameter] | None:
     """The parameter table of ``p0`` (Parameters) or of the flat vectors and
-    ``parameter_scale``; None where the flat vectors need no table."""
+    ``parameter_scale``; None where the flat vectors need no table.
+    ``constants``: parameters every experiment sets to a number, never
+    estimated, so on the linear scale whatever ``parameter_scale`` says (a
+    dose of 0 to 10 failed the log scale's positive bounds)."""
     if isinstance(p0, Mapping) or (isinstance(p0, (list, tuple)) and p0
                                    and all(isinstance(q, Parameter) for q in p0)):
         items = list(p0.values()) if isinstance(p0, Mapping) else list(p0)
@@ -246,8 +249,8 @@ def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any
     if p.size != model.np:
         raise ValueError(f"`p0` must have {model.np} entries, got {p.size}")
     lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
-    return {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])), scales[i],
-                         estimate=bool(lb[i] < ub[i]))
+    return {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])),
+                         "lin" if n in constants else scales[i], estimate=bool(lb[i] < ub[i]))
             for i, n in enumerate(model.p_names)}
 
 
@@ -287,7 +290,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                 "drop it from per_experiment, or from the experiments' parameters")
         exps = [e.replaced(parameters={**{n: f"{n}[{label}]" for n in names},
                                         **e.parameters}) for e, label in zip(exps, labels)]
-    table = _table(model, p0, p_bounds, parameter_scale)
+    constants = frozenset(n for n in model.p_names if exps and all(
+        isinstance(e.parameters.get(n), float) for e in exps))
+    table = _table(model, p0, p_bounds, parameter_scale, constants)
     if per_experiment is not None and table is not None:
         fixed = [n for n in names if n in table and not table[n].estimate]
         if fixed:

@@ -482,7 +482,8 @@ def estimate(
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
         options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
-        x0_bounds=[x_lb.tolist(), x_ub.tolist()], **result_noise,
+        x0_bounds=[x_lb.tolist(), x_ub.tolist()], noise_given=noise is not None,
+        **result_noise,
     ))
     result._noise = None if plan is None else plan.noise
     if cert is not None:

@@ -175,6 +175,12 @@ def test_a_degenerate_likelihood_is_named():
     assert any(w.startswith("the likelihood with each output's noise estimated is degenerate")
                and "predators (1 value(s)" in w for w in res.warnings), res.warnings
     assert "criterion: the likelihood, each output's noise estimated" in res.summary()
+    assert any("weights=[1 / sigma_k^2" in w for w in res.warnings)
+    # with noise models, whose fit refuses weights=, the advice is the model's
+    modelled = pc.estimate(model, [pc.Experiment(t=t, y=Y)], [0.8, 0.4, 1.0, 0.4],
+                           noise=[pc.Noise(), pc.Noise()], uncertainty=False)
+    note = next(w for w in modelled.warnings if "is degenerate" in w)
+    assert "pc.Noise(sigma=...)" in note and "weights=" not in note
     # outputs all measured alike: no note
     fine = pc.estimate(model, [pc.Experiment(t=t, y=X + 0.01 * np.random.default_rng(4)
                                              .standard_normal(X.shape))],

@@ -226,7 +226,8 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
         result.settings["noise"] = "estimated" if noise.estimated else "given"
     if weights_mode == "auto":
         note = degenerate_noise_note(result, disc,
-                                     None if groups is None else groups.estimated)
+                                     None if groups is None else groups.estimated,
+                                     noise_models=bool(result.settings.get("noise_given")))
         if note and note not in result.warnings:
             result.warnings.append(note)
 
@@ -253,13 +254,16 @@ FEW_MEASUREMENTS = 2
 
 
 def degenerate_noise_note(result: EstimationResult, disc: Any,
-                          estimated: np.ndarray | None = None) -> str:
+                          estimated: np.ndarray | None = None,
+                          noise_models: bool = False) -> str:
     """A note where the likelihood with estimated noise is degenerate: an output
     fitted (nearly) exactly, or with too few values for a variance, gets a
     weight that lets it decide the estimate (a single measurement of the
     predators beside a measured prey: sigma 1e-6, the estimate 4 standard
     errors off, no word).  ``estimated``: the outputs whose noise was
-    estimated (default every one); only they are judged."""
+    estimated (default every one); only they are judged.  ``noise_models``:
+    the fit had noise models (``noise=``), so the advice is theirs, not
+    ``weights=``, which such a fit refuses."""
     counts = disc.mask.sum(axis=(0, 2))
     rms = disc.output_rms()
     with np.errstate(all="ignore"):
@@ -275,11 +279,14 @@ def degenerate_noise_note(result: EstimationResult, disc: Any,
            if counts[k] <= FEW_MEASUREMENTS or relative[k] < DEGENERATE_NOISE * typical]
     if not odd:
         return ""
+    fix = ("give that output's noise as known (pc.Noise(sigma=...) in noise=)"
+           if noise_models else
+           "give the outputs' noise as known weights (weights=[1 / sigma_k^2, ...]) or use "
+           "weights='none'")
     return ("the likelihood with each output's noise estimated is degenerate here: "
             f"{', '.join(odd)} fitted nearly exactly or measured too few times for a "
             "variance, so its weight 1 / sigma^2 lets it decide the estimate and the "
-            "standard errors are too small; give the outputs' noise as known weights "
-            "(weights=[1 / sigma_k^2, ...]) or use weights='none'")
+            f"standard errors are too small; {fix}")
 
 
 def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray,

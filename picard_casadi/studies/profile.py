@@ -230,7 +230,8 @@ class _Context:
     scale: float  # s^2 * q: the objective difference at the threshold
     first_step: np.ndarray
     magnitude: np.ndarray  # max(|estimate|, Wald half-width) per parameter (1 if both 0)
-    near_zero: np.ndarray  # below this |value| steps are not relative: 1e-3 |estimate| (inf on log scales)
+    # below this |value| steps are not relative: 1e-3 |estimate| (inf on log scales)
+    near_zero: np.ndarray
     max_range: float
     max_steps: int
     base: Any = None  # the re-fitted estimate (a result, or Portable on the way)

@@ -40,7 +40,7 @@ from ..model import Model
 from .quadrature import Quadrature
 
 __all__ = ["Discretisation", "to_map_layout", "from_map_layout", "mesh_breakpoints",
-           "GRADED_SPACING", "graded_sampling"]
+           "GRADED_SPACING", "graded_sampling", "locate_samples"]
 
 _INSIDE = 1e-7  # relative shift of end nodes into the interval for inputs
 
@@ -116,6 +116,29 @@ def interval_boundaries(t0: float, t_end: float, T: float, breakpoints: np.ndarr
     inner = np.concatenate([regular[keep], np.asarray(breakpoints, float)])
     inner = np.unique(inner[(inner > t0) & (inner < t_end)])
     return np.concatenate([[t0], inner, [t_end]])
+
+
+def locate_samples(b: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of the boundaries ``b`` holding each time ``t``, and its
+    local ``tau`` in ``[0, 1]``.
+
+    A time at a boundary (or within round-off of it, relative to the
+    interval's own length) is the start of the interval after it; the last
+    boundary is the end of the last interval.  A tolerance relative to the
+    interval length ``T`` instead put a sample at t = 0 of Robertson's
+    kinetics sampled from 1e-5 to 1e6 (``T`` 15625, ``1e-9 T`` above 1e-5) at
+    the next sample's time: the fit compared the data at 0 with the model at
+    1e-5.
+    """
+    t = np.asarray(t, float)
+    n = b.size - 1
+    j = np.clip(np.searchsorted(b, t, side="right") - 1, 0, n - 1)
+    tau = (t - b[j]) / (b[j + 1] - b[j])
+    up = (tau > 1.0 - 1e-9) & (j < n - 1)  # a round-off below the next start
+    j = np.where(up, j + 1, j)
+    tau = np.where(up, 0.0, tau)
+    tau = np.where(np.abs(tau) < 1e-9, 0.0, tau)
+    return j, np.clip(tau, 0.0, 1.0)
 
 
 def _checked_boundaries(b: np.ndarray, exp: Experiment) -> np.ndarray:
@@ -217,15 +240,7 @@ class Discretisation:
         for e, exp in enumerate(self.experiments):
             rows = np.flatnonzero(np.any(np.isfinite(exp.y), axis=1))
             measured_rows.append(rows)
-            b = self.boundaries[e]
-            nJ = b.size - 1
-            tol = 1e-9 * max(float(self.T), 1e-300)
-            ts = exp.t[rows]
-            j = np.searchsorted(b, ts + tol, side="right") - 1
-            j = np.clip(j, 0, nJ - 1)
-            tau = (ts - b[j]) / (b[j + 1] - b[j])
-            tau = np.where(np.abs(tau) < 1e-9, 0.0, tau)
-            tau = np.clip(tau, 0.0, 1.0)
+            j, tau = locate_samples(self.boundaries[e], exp.t[rows])
             assign.append((j + self.intervals_of[e].start, tau))
         per_interval = np.zeros(J, dtype=int)
         for jj, _ in assign:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.arguments import as_int
-from .discretisation import interval_boundaries, mesh_breakpoints
+from .discretisation import interval_boundaries, locate_samples, mesh_breakpoints
 
 __all__ = ["ProblemSize", "problem_size", "check_problem_size", "dense_fits", "interval_limit",
            "DEFAULT_MAX_INTERVALS", "MEMORY_BUDGET_BYTES"]
@@ -129,7 +129,7 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
         b = interval_boundaries(e.t0, e.t_end, float(T), mesh_breakpoints(e, float(T)))
         J = b.size - 1
         count += J
-        j = np.clip(np.searchsorted(b, e.t + 1e-9 * T, side="right") - 1, 0, J - 1)
+        j, _ = locate_samples(b, e.t)
         M = max(M, int(np.bincount(j, minlength=J).max(initial=1)))
     M = 1 << (M - 1).bit_length()  # padded to a power of two, as Discretisation does
     per = _bytes_per_interval(nodes, model.nx, M, model.ny, model.nu, _nnz_fx(model))

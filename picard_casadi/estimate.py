@@ -432,6 +432,9 @@ def estimate(
         prob.use_radau(found, "at the start")
         setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                            boundaries=setup.disc.boundaries)
+    if start is None and spec.name in ("picard", "picard-gn"):
+        # whose steps need the start's fixed points
+        setup = prob.settled_start(setup, w, x_scale=x_scale, p_scale=p_scale)
     if weights_mode == "auto":
         # a warm start of a likelihood fit starts from its noise levels (its
         # weights); any other from the residuals of the model simulated from

@@ -81,7 +81,9 @@ def test_linearisation_out_of_range_stops_instead_of_repeating(capfd):
     exp = _blowup_experiment(0.5, 1.0, 11)
     res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False)
     assert not res.success and res.status == "step_failed"
-    assert res.iterations <= 5
+    # a few iterations on each mesh (the first is bisected where the fixed
+    # point at p0 did not settle, and each failed mesh is refined once)
+    assert res.iterations <= 5 * (1 + res.settings["refinements"])
     assert "numerically meaningless" in res.message and "increase max_iter" not in res.message
     assert re.search(WHERE, res.message)
 

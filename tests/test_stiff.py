@@ -79,3 +79,55 @@ def test_the_default_moves_to_radau_where_the_solution_is_stiff():
     assert res.success and res.settings["scheme"] == "radau"
     assert any("stiff on the mesh at picard-gn's solution" in w for w in res.warnings)
     assert abs(res.p[1] - 0.5) < 4 * res.p_std[1]
+
+
+def long_robertson() -> tuple[pc.Model, pc.Experiment, np.ndarray]:
+    """Robertson's kinetics (log10 rates) to t = 1e6, samples log-spaced from
+    1e-5 (and t = 0), noise 1 % of each value; the truth."""
+    x, q = ca.SX.sym("x", 3), ca.SX.sym("q", 3)
+    k = 10 ** q
+    rhs = ca.vertcat(-k[0] * x[0] + k[2] * x[1] * x[2],
+                     k[0] * x[0] - k[1] * x[1] ** 2 - k[2] * x[1] * x[2], k[1] * x[1] ** 2)
+    model = pc.Model(x=x, p=q, rhs=rhs, x_names=["A", "B", "C"],
+                     p_names=["log10_k1", "log10_k2", "log10_k3"])
+    truth = np.log10([0.04, 3e7, 1e4])
+    t = np.concatenate([[0.0], np.logspace(-5, 6, 40)])
+    clean = pc.simulate(model, [1.0, 0.0, 0.0], truth, t, t0=0.0)
+    y = clean * (1.0 + 0.01 * np.random.default_rng(0).standard_normal(clean.shape))
+    return model, pc.Experiment(t, y, x0=[1.0, 0.0, 0.0], t0=0.0), truth
+
+
+def test_samples_decades_shorter_than_the_intervals_sit_at_their_own_times():
+    """The sample at t = 0 was placed at the next one's time (1e-5) where
+    that was within 1e-9 of the interval length T of it."""
+    model, exp, _ = long_robertson()
+    disc = Discretisation(model, [exp], 15625.0, 9, "radau")
+    at = disc.t0[:, None] + disc.sample_tau * disc.h[:, None]
+    used = disc.mask[:, 0, :] > 0
+    assert used.sum() == exp.t.size
+    np.testing.assert_allclose(np.sort(at[used]), exp.t, rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(np.sort(disc.sample_times[used]), exp.t, rtol=0, atol=0)
+
+
+def test_a_start_whose_fixed_points_do_not_settle_gets_a_finer_first_mesh():
+    """From log10 k = 0 the fixed points of 12 long intervals (a transient of
+    rate 1 from the data's states) did not settle, so no step of picard-gn
+    could be evaluated and the default path ended with shooting, 0.13
+    standard errors off (its objective had the t = 0 sample at t = 1e-5)."""
+    model, exp, truth = long_robertson()
+    res = pc.estimate(model, [exp], [0.0, 0.0, 0.0], estimate_x0=False)
+    assert res.success and res.method == "picard-gn"
+    assert any("first mesh was bisected" in w for w in res.warnings)
+    assert not any("did not settle on" in w for w in res.warnings)
+    # at the optimum of the ODE's likelihood (CVODES, each output's noise
+    # profiled): its gradient there, in standard errors, is round-off (at the
+    # old default path's answer it was 0.05 to 0.17)
+
+    def nllh(p: np.ndarray) -> float:
+        ssr = np.sum((exp.y - pc.simulate(model, exp.x0, p, exp.t, t0=0.0)) ** 2, axis=0)
+        return float(np.sum(0.5 * exp.t.size * (np.log(2 * np.pi * ssr / exp.t.size) + 1)))
+
+    assert res.nllh == pytest.approx(nllh(res.p), abs=1e-6)
+    step = 1e-5
+    grad = [(nllh(res.p + step * e) - nllh(res.p - step * e)) / (2 * step) for e in np.eye(3)]
+    assert np.all(np.abs(np.array(grad) * res.p_std) < 0.01)

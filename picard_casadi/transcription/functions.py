@@ -399,6 +399,10 @@ class Transcription:
             U, res = trial, trial_res
         return U, res, calls
 
+    def fixed_point_residuals(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Scaled ``max |P U - U|`` of each interval, ``(J,)`` (NaN where not finite)."""
+        return self._interval_residuals(self.picard(X, self.nodes_np(U), p), self.nodes_np(U))
+
     def _fixed_point_residual(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> float:
         """Scaled ``max |P U - U|`` (``inf`` if not finite), from one Picard application."""
         return self._scaled_residual(self.picard(X, U, p), U)

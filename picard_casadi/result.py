@@ -287,8 +287,8 @@ class EstimationResult:
 
         Parameters
         ----------
-        exp_index : int
-            Which experiment.
+        exp_index : int or str
+            Which experiment: its index, or its name.
         t : array_like, optional
             Times; default the experiment's sample times.
         source : {"simulate", "collocation"}
@@ -306,7 +306,22 @@ class EstimationResult:
                 "this result has no model attached (it was loaded from JSON); "
                 "use EstimationResult.from_json(path, model=..., experiments=...)"
             )
-        return self._predictor(self, exp_index, t, source)
+        return self._predictor(self, self._experiment_index(exp_index), t, source)
+
+    def _experiment_index(self, which: Any) -> int:
+        """``predict``'s ``exp_index``: an index, or an experiment's name."""
+        names = list(self.experiment_names or [])
+        if isinstance(which, str):
+            if which not in names:
+                raise ValueError(f"exp_index: no experiment is named {which!r}; the "
+                                 f"experiments are {names}")
+            return names.index(which)
+        if isinstance(which, (bool, np.bool_)) or not isinstance(which, (int, np.integer)):
+            hint = (" (the times go in t=: res.predict(0, t=...))" if np.ndim(which) > 0
+                    else "")
+            raise TypeError(f"exp_index must be an experiment's index (an int) or name, "
+                            f"got {type(which).__name__}{hint}")
+        return int(which)
 
     @property
     def relative_error(self) -> float | None:

@@ -77,6 +77,17 @@ def test_predictions_of_tiny_states_are_the_fitted_curve():
     assert X == pytest.approx(truth, rel=1e-6, abs=0)
 
 
+def test_predict_names_its_experiment_by_index_or_name_and_refuses_times_there():
+    # res.predict(exp.t) raised "The truth value of an array ... is ambiguous"
+    model, exp = _decay()
+    res = pc.estimate(model, [exp], [0.5], p_bounds=([0.0], [5.0]))
+    assert res.predict(exp.name) == pytest.approx(res.predict(0), rel=0, abs=0)
+    with pytest.raises(TypeError, match=r"exp_index .*the times go in t="):
+        res.predict(exp.t)
+    with pytest.raises(ValueError, match="no experiment is named 'other'"):
+        res.predict("other")
+
+
 def test_c_export_is_a_public_name():
     # item 9: export_c worked but was in neither the README, the docs, nor pc.
     assert "export_c" in pc.__all__ and callable(pc.export_c)

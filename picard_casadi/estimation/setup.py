@@ -338,6 +338,13 @@ def build_setup(
         # p0 = 1e-300 as the scale, no step could move it (converged at p0)
         p_scale = np.where(np.abs(p0) > TINY_START, np.abs(p0),
                            np.where(np.isfinite(width) & (width > 0), width, 1.0))
+        scales = getattr(model, "_parameter_scales", None)
+        if scales is not None and len(scales) == model.np:
+            # a parameter on a log scale moves in decades (or e-folds) whatever
+            # its value: |log10 k| = 0.03 as its scale made every step that
+            # moved it 30 times its length to the trust region (PEtab's Bruno,
+            # uniform 19: 1395 iterations, 54 s; 275 and 9 s with 1)
+            p_scale = np.where(np.array([v != "lin" for v in scales]), 1.0, p_scale)
     p_scale = as_vector(p_scale, model.np, "p_scale")
     if np.any(p_scale <= 0) or not np.all(np.isfinite(p_scale)):
         raise ValueError("`p_scale` must be positive and finite")

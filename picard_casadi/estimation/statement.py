@@ -535,6 +535,9 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         u_units=list(model.u_units) + [""] * len(extra_names),
         p_units=[model.p_units[origin[q.name]] if q.scale == "lin" else "" for q in rows],
         x_domain=x_domain, x0=None)
+    # each parameter's scale: a step on a log scale is measured in its own
+    # units (build_setup's default p_scale, docs/design.md)
+    new_model._parameter_scales = tuple(q.scale for q in rows)
     known = known_by_exp.copy()
     for i in np.flatnonzero(constant_x0):
         if x0_expr[int(i)].is_constant():

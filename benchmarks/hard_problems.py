@@ -17,6 +17,8 @@ data made here with CVODES (NumPy seed 0), from the starts a user would try:
   most 3.6e-5, lost in 0.05 additive noise), ``robertson_raw`` the rates
   themselves from ones, ``robertson_long`` to t = 1e6 (log-spaced samples);
 - ``sir``: an epidemic's infected counted with Poisson noise, from ones;
+- ``tank``: a tank drained through an orifice, its inflow a staircase held
+  between the samples, the level measured, from ones;
 - ``pk``: two-compartment oral pharmacokinetics, two subjects (doses 100 and
   300 mg), the log concentration measured (noise 0.1), from ones, ``p >= 0``;
 - ``vdp``: a Van der Pol relaxation oscillator (``mu = 8``), both states
@@ -78,10 +80,14 @@ def _data(model: pc.Model, truth: list[float], t: np.ndarray, x0s: list[list[flo
     return exps, sigma
 
 
-def _outputs(model: pc.Model, x0: list[float], p: Any, t: np.ndarray) -> np.ndarray:
-    """The outputs of CVODES's solution from ``x0`` at time 0."""
-    X = pc.simulate(model, x0, p, t, t0=0.0)
-    return np.array([model.output_value(s, X[i], p) for i, s in enumerate(t)])
+def _outputs(model: pc.Model, x0: list[float], p: Any, t: np.ndarray,
+             exp: pc.Experiment | None = None) -> np.ndarray:
+    """The outputs of CVODES's solution from ``x0`` at time 0 (with ``exp``'s
+    inputs, as it reads them)."""
+    X = pc.simulate(model, x0, p, t, exp, t0=0.0)
+    u = exp.inputs(t, model.nu) if exp is not None else np.zeros((t.size, 0))
+    return np.array([model.output_value(s, X[i], p, u[i]) if model.nu else
+                     model.output_value(s, X[i], p) for i, s in enumerate(t)])
 
 
 def _robertson_model(log10: bool) -> pc.Model:
@@ -223,7 +229,27 @@ def sir(rng: np.random.Generator) -> Problem:
                    sigma)
 
 
-PROBLEMS = {"sir": sir, "robertson": robertson, "robertson_relative": robertson_relative,
+def tank(rng: np.random.Generator) -> Problem:
+    """A tank drained through an orifice, ``A h' = q(t) - k sqrt(h)``, its
+    inflow a staircase (a new level every 20 s, held between the samples:
+    ``u_interpolation="previous"``, as the data state it), the level measured
+    every 2 s; ``A``, ``k >= 0`` from ones."""
+    x, p, u = ca.SX.sym("h"), ca.SX.sym("p", 2), ca.SX.sym("q")
+    model = pc.Model(x=x, p=p, u=u, rhs=(u - p[1] * ca.sqrt(x)) / p[0], name="tank",
+                     p_names=["A", "k"], x_names=["h"], u_names=["q"])
+    t = np.arange(0.0, 201.0, 2.0)
+    levels = rng.uniform(0.3, 1.5, 10)
+    q = levels[np.minimum((t // 20).astype(int), 9)][:, None]
+    truth = [2.0, 0.8]
+    shape = pc.Experiment(t, np.zeros((t.size, 1)), u=q, u_interpolation="previous",
+                          x0=[1.0], name="tank", t0=0.0)
+    clean = _outputs(model, [1.0], truth, t, shape)
+    sigma = 0.01 * np.ptp(clean, axis=0)
+    exp = shape.replaced(y=clean + sigma * rng.standard_normal(clean.shape))
+    return Problem("tank", model, [exp], truth, [[1.0, 1.0]], ([0.0] * 2, [None] * 2), sigma)
+
+
+PROBLEMS = {"sir": sir, "tank": tank, "robertson": robertson, "robertson_relative": robertson_relative,
             "robertson_unbounded": robertson_unbounded, "robertson_swamped": robertson_swamped,
             "robertson_raw": robertson_raw, "robertson_long": robertson_long, "pk": pk,
             "vdp": vdp, "scales": scales}
@@ -237,7 +263,7 @@ def nllh(problem: Problem, p: np.ndarray) -> float:
     ssr, n = np.zeros(m.ny), np.zeros(m.ny)
     try:
         for e in problem.experiments:
-            r = e.y - _outputs(m, list(e.x0), p, e.t)
+            r = e.y - _outputs(m, list(e.x0), p, e.t, e if m.nu else None)
             ok = np.isfinite(r)
             ssr += np.where(ok, r, 0.0).__pow__(2).sum(axis=0)
             n += ok.sum(axis=0)
@@ -257,22 +283,40 @@ def scipy_fit(problem: Problem, start: list[float]) -> tuple[np.ndarray | None, 
     except ImportError:
         return None, "scipy not installed", math.nan
     m = problem.model
-    f = ca.Function("f", [m.x, m.p], [m.rhs])
-    jac = ca.Function("J", [m.x, m.p], [ca.jacobian(m.rhs, m.x)])
-    g = ca.Function("g", [m.x, m.p], [m.y])
+    f = ca.Function("f", [m.x, m.p, m.u], [m.rhs])
+    jac = ca.Function("J", [m.x, m.p, m.u], [ca.jacobian(m.rhs, m.x)])
+    g = ca.Function("g", [m.x, m.p, m.u], [m.y])
     lb = np.array([-np.inf if v is None else v for v in problem.bounds[0]], float)
     ub = np.array([np.inf if v is None else v for v in problem.bounds[1]], float)
+
+    def solution(e: pc.Experiment, p: np.ndarray) -> np.ndarray | None:
+        """The states at ``e.t``, integrated piece by piece between the jumps
+        of a held input (one piece without inputs); None where it fails."""
+        U = e.inputs(e.t, m.nu) if m.nu else np.zeros((e.t.size, 0))
+        cuts = [0] + [k for k in range(1, e.t.size) if np.any(U[k] != U[k - 1])] + [e.t.size]
+        x, states = np.asarray(e.x0, float), []
+        atol = 1e-10 * max(1.0, float(np.max(np.abs(e.x0))))
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            u = U[a]
+            end = e.t[b] if b < e.t.size else e.t[-1]
+            span = (e.t[a], end) if end > e.t[a] else (e.t[a], e.t[a] + 1e-12)
+            sol = solve_ivp(lambda t, z: np.asarray(f(z, p, u)).ravel(), span, x,
+                            method="Radau", t_eval=e.t[a:b], rtol=1e-8, atol=atol,
+                            jac=lambda t, z: np.asarray(jac(z, p, u)), dense_output=True)
+            if sol.status != 0 or sol.y.shape[1] != b - a:
+                return None
+            states.append(sol.y)
+            x = sol.sol(span[1]) if b < e.t.size else x
+        return np.hstack(states)
 
     def residuals(p: np.ndarray) -> np.ndarray:
         out = []
         for e in problem.experiments:
-            sol = solve_ivp(lambda t, x: np.asarray(f(x, p)).ravel(), (0.0, e.t[-1]), e.x0,
-                            method="Radau", t_eval=e.t, rtol=1e-8,
-                            atol=1e-10 * max(1.0, float(np.max(np.abs(e.x0)))),
-                            jac=lambda t, x: np.asarray(jac(x, p)))
-            if sol.status != 0 or sol.y.shape[1] != e.t.size:
+            Y = solution(e, p)
+            if Y is None:
                 return np.full(sum(x.y.size for x in problem.experiments), 1e6)
-            G = np.asarray(g(sol.y, p)).T.reshape(e.t.size, m.ny)
+            U = e.inputs(e.t, m.nu).T if m.nu else np.zeros((0, e.t.size))
+            G = np.asarray(g(Y, p, U)).T.reshape(e.t.size, m.ny)
             r = (e.y - G) / problem.sigma
             out.append(np.where(np.isfinite(r), r, 1e6).ravel())
         return np.concatenate(out)

@@ -86,8 +86,7 @@ def _outputs(model: pc.Model, x0: list[float], p: Any, t: np.ndarray,
     inputs, as it reads them)."""
     X = pc.simulate(model, x0, p, t, exp, t0=0.0)
     u = exp.inputs(t, model.nu) if exp is not None else np.zeros((t.size, 0))
-    return np.array([model.output_value(s, X[i], p, u[i]) if model.nu else
-                     model.output_value(s, X[i], p) for i, s in enumerate(t)])
+    return np.array([model.output_value(s, X[i], p, u[i]) for i, s in enumerate(t)])
 
 
 def _robertson_model(log10: bool) -> pc.Model:

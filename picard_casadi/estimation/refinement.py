@@ -134,7 +134,7 @@ class FitProblem:
         ``kw``: as :meth:`setup`.
         """
         best, unsettled = setup, self._unsettled(setup)
-        before = len(self.notes)
+        before = best_notes = len(self.notes)
         for _ in range(START_BISECTIONS):
             if not unsettled.any():
                 break
@@ -147,7 +147,7 @@ class FitProblem:
             if not left.sum() < unsettled.sum():
                 del self.notes[mark:]  # that mesh is not used
                 break
-            best, unsettled = trial, left
+            best, unsettled, best_notes = trial, left, mark
         if unsettled.any():
             # a trial's fixed point often settles where the guess's did not
             # (from the step's prediction): only a mesh on which every one
@@ -157,14 +157,14 @@ class FitProblem:
             del self.notes[before:]
             return setup
         if best is not setup:
-            # the earlier meshes' guess notes describe meshes no longer used
-            kept = [n for n in self.notes[before:] if not n.startswith(GUESS_NOTE)]
-            final = [n for n in self.notes[before:] if n.startswith(GUESS_NOTE)][-1:]
-            old = [n for n in self.notes[:before] if not (n.startswith(GUESS_NOTE)
-                                                          and "did not settle" in n)]
-            self.notes[:] = old + kept + [
+            # the notes of the meshes in between, and the first mesh's unsettled
+            # fixed points, describe meshes no longer used; the last mesh's stay
+            earlier = [n for n in self.notes[:before] if not (n.startswith(GUESS_NOTE)
+                                                              and "did not settle" in n)]
+            self.notes[:] = earlier + [
                 f"the first mesh was bisected where the fixed point with p0 did not settle "
-                f"({setup.disc.n_intervals} -> {best.disc.n_intervals} intervals)"] + final
+                f"({setup.disc.n_intervals} -> {best.disc.n_intervals} intervals)"
+            ] + self.notes[best_notes:]
         return best
 
     @staticmethod

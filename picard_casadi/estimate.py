@@ -532,7 +532,7 @@ def estimate(
         t_unc = time.perf_counter()
         from .analysis.uncertainty import attach_uncertainty
 
-        if spec.name == "shooting":  # its own model's derivatives, not the mesh's
+        if spec.name in ("shooting", "single-shooting"):  # its own model's, not the mesh's
             from .methods.shooting import shooting_sensitivity
             from .runtime.interrupts import is_interrupt
 

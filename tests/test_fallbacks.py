@@ -42,7 +42,21 @@ class _Reruns:
                           else (method, guess, "warm"))
         self.budgets.append(max_iter)
         self.ipopt_options.append(ipopt_options)
+        if method == "single-shooting" and method not in self.outcomes:
+            return _single_shooting_failed()
         return self.outcomes[method if warm_start is None else "continued"]()
+
+
+#: the first second run after a failed step where the model is not unstable
+SS = ("single-shooting", "auto")
+
+
+def _single_shooting_failed():
+    """single shooting failing at its start (no iterate to continue from)."""
+    res = _result(status="step_failed", message="single shooting stopped: CVODES failed at "
+                  "the start")
+    res.history = {"gap_scaled": []}
+    return res
 
 
 def test_a_failure_falls_back_to_shooting_and_says_why():
@@ -74,7 +88,7 @@ def test_a_user_max_iter_still_lets_a_breakdown_fall_back():
     res = second_runs(_result(status="step_failed", message="no acceptable step: x"),
                       _path(max_iter_given=True), reruns, time.perf_counter())
     # a failed step: IPOPT on the same collocation first, then shooting
-    assert res.success and reruns.calls == [("ipopt", "auto"), ("shooting", "auto")]
+    assert res.success and reruns.calls == [SS, ("ipopt", "auto"), ("shooting", "auto")]
 
 
 def test_open_gaps_retry_anchored_then_shooting_and_the_message_says_both():
@@ -137,11 +151,11 @@ def test_a_second_run_stopped_by_its_budget_says_so():
             "of 300 iterations; method='shooting' runs without one)") in res.message
     assert ("method='ipopt' from the same start did not converge either (stopped at its "
             "budget of 300 iterations") in res.message
-    assert reruns.budgets == [300, 300]
+    assert reruns.budgets == [300, 300, 300]
     # and IPOPT's Hessian shift bounded in both (MUMPS factorised shifts of up to
     # 1e18 at 2 s per iteration on a run that failed anyway); shooting solved to
     # 1e-6, which picard-gn finishes from (below)
-    assert reruns.ipopt_options == [{"max_hessian_perturbation": 1e10},
+    assert reruns.ipopt_options == [None, {"max_hessian_perturbation": 1e10},
                                     {"max_hessian_perturbation": 1e10, "tol": 1e-6}]
 
 
@@ -156,7 +170,7 @@ def test_the_second_runs_budget_does_not_depend_on_the_first_runs_time():
         first.wall_time = seconds
         second_runs(first, _path(), reruns, time.perf_counter())
         budgets += reruns.budgets
-    assert budgets == [300, 300, 300, 300]
+    assert budgets == [300] * 6
 
 
 @pytest.mark.slow  # 60 s on a 2-core machine: a fuzz case reproduced to its end
@@ -206,7 +220,7 @@ def test_ipopt_s_joined_up_last_iterate_is_continued_by_picard_gn():
     reruns = _Reruns(ipopt=lambda: _ipopt_stopped(8e-7),
                      continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto"), ("picard-gn", "simulation", "warm")]
+    assert reruns.calls == [SS, ("ipopt", "auto"), ("picard-gn", "simulation", "warm")]
     assert res.success and "continued from IPOPT's last iterate" in res.warnings[0]
 
 
@@ -217,13 +231,13 @@ def test_shooting_s_joined_up_last_iterate_is_continued_by_picard_gn():
                      shooting=lambda: _ipopt_stopped(3e-10),
                      continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto"),
+    assert reruns.calls == [SS, ("ipopt", "auto"), ("shooting", "auto"),
                             ("picard-gn", "simulation", "warm")]
     assert res.success and "continued from shooting's last iterate" in res.warnings[0]
     # ... but not from an open one: the failure, saying what was tried
     reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14), shooting=lambda: _ipopt_stopped(0.2))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto")] and not res.success
+    assert reruns.calls == [SS, ("ipopt", "auto"), ("shooting", "auto")] and not res.success
     assert "method='shooting' from p0 did not converge either" in res.message
 
 
@@ -260,7 +274,7 @@ def test_a_second_run_that_ran_off_along_a_valley_ends_the_second_runs():
             (_result(status="step_failed", gap=1.0), _path(every_state_measured=False,
                                                            some_state_measured=True),
              [("picard-gn", "shooting")]),
-            (_result(status="step_failed"), _path(), [("ipopt", "auto")])):
+            (_result(status="step_failed"), _path(), [SS, ("ipopt", "auto")])):
         reruns = _Reruns(**{"picard-gn": ran_off, "ipopt": ran_off})
         out = second_runs(first, path, reruns, time.perf_counter())
         assert reruns.calls == asked
@@ -272,7 +286,7 @@ def test_ipopt_s_open_last_iterate_is_not_continued():
     reruns = _Reruns(ipopt=lambda: _ipopt_stopped(0.14),
                      shooting=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto")] and res.success
+    assert reruns.calls == [SS, ("ipopt", "auto"), ("shooting", "auto")] and res.success
 
 
 
@@ -288,7 +302,7 @@ def test_no_state_from_the_data_no_simulated_restart():
     reruns = _Reruns(ipopt=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed", gap=23.0), _path(some_state_measured=False),
                       reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto")] and res.success
+    assert reruns.calls == [SS, ("ipopt", "auto")] and res.success
 
 
 def _stopped_at_the_limit(objective, gap=1e-2):
@@ -396,7 +410,7 @@ def test_converged_shooting_is_finished_by_picard_gn_and_kept_where_that_fails()
                      shooting=_converged_shooting,
                      continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_result(status="step_failed"), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("ipopt", "auto"), ("shooting", "auto"),
+    assert reruns.calls == [SS, ("ipopt", "auto"), ("shooting", "auto"),
                             ("picard-gn", "simulation", "warm")]
     assert res.success and "converged" in res.warnings[0]
     assert "this result is picard-gn continued from its solution" in res.warnings[0]

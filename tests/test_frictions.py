@@ -138,9 +138,11 @@ def test_wald_intervals_stay_inside_the_bounds():
     assert any("Wald interval of ka reached past a bound" in w for w in res.warnings)
 
 
-def test_a_failed_picard_gn_step_is_retried_by_ipopt_before_shooting():
+def test_a_failed_picard_gn_step_is_retried_by_single_shooting_and_ipopt_before_shooting():
     # item 5: where picard-gn's step failed at the first mesh's optimum, the
-    # default path went to shooting (which failed), not to IPOPT on the mesh
+    # default path went to shooting (which failed), not to IPOPT on the mesh;
+    # single shooting (every experiment integrated from its start) comes first,
+    # IPOPT after it where it fails (tests/test_fallbacks.py)
     from picard_casadi.estimation.fallbacks import DefaultPath, second_runs
 
     model, exp = _decay()
@@ -153,11 +155,10 @@ def test_a_failed_picard_gn_step_is_retried_by_ipopt_before_shooting():
         tried.append(method)
         return pc.estimate(model, [exp], [0.5], method)
 
-    res = second_runs(first, DefaultPath(method="picard-gn", method_chosen=False,
-                                         guess="auto", warm_start=False,
-                                         every_state_measured=True, unstable=False),
-                      rerun, 0.0)
-    assert tried == ["ipopt"] and res.success and res.method == "ipopt"
+    path = DefaultPath(method="picard-gn", method_chosen=False, guess="auto", warm_start=False,
+                       every_state_measured=True, unstable=False)
+    res = second_runs(first, path, rerun, 0.0)
+    assert tried == ["single-shooting"] and res.success and res.method == "single-shooting"
     assert res.warnings[0].startswith("picard-gn stopped: its step failed")
 
 

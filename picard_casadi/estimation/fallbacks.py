@@ -24,7 +24,13 @@ measure what they name):
    ``guess="shooting"``, every state simulated with ``p0`` (a continuous
    start: sparse, noisy counts of a state make a start the model cannot
    join).
-2. **The model is unstable along the data** (the condensed step stuck with
+2. **picard-gn's step failed** (``step_failed``; ``method`` unset): the
+   run is repeated with ``"single-shooting"`` from ``p0`` (every experiment
+   integrated from its initial state by CVODES: far from the data, where the
+   collocation's fixed points at the trial steps are not found, CVODES
+   follows any trajectory), first where the model is not unstable along the
+   last iterate, after IPOPT (below) where it is; where it fails, as below.
+   **The model is unstable along the data** (the condensed step stuck with
    a finite solution, :func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step`),
    **or picard-gn's step failed** (``step_failed``: stiff kinetics at the
    first mesh's optimum; ``method`` unset): the run is repeated with
@@ -228,10 +234,13 @@ def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationRes
     """A second run with another method: one solve (:func:`another_method`) of at
     most :data:`BUDGET_ITERATIONS` iterations, IPOPT's Hessian shifted by at
     most :data:`BUDGET_HESSIAN_PERTURBATION`, and shooting's IPOPT tolerance
-    :data:`BUDGET_SHOOTING_TOL` (unless the user set these)."""
-    options = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
+    :data:`BUDGET_SHOOTING_TOL` (unless the user set these; single shooting
+    has no IPOPT)."""
+    options: dict | None = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
     if method == "shooting":
         options["tol"] = BUDGET_SHOOTING_TOL
+    if method == "single-shooting":  # no IPOPT there
+        options = None
     with another_method():
         return rerun(method, guess, BUDGET_ITERATIONS, ipopt_options=options)
 
@@ -452,6 +461,23 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 "starts, at the end of this message, did not converge either); ")
     if path.method_chosen:
         return result
+    single = _AnotherMethod(
+        "single-shooting", f"picard-gn stopped: its step failed ({clipped(result.message)})",
+        "method='single-shooting' from p0",
+        "CVODES integrates every experiment from its initial state with error control; "
+        "the default method falls back to it where its step fails; pass method= to choose",
+        "method='single-shooting' from p0", "single shooting's")
+    single_shooting = path.method == "picard-gn" and result.status == "step_failed"
+    if single_shooting and not path.unstable:
+        # far from the data the collocation's fixed points at the trial steps are
+        # often not found (PEtab's Crauste from random rates: a pathogen growing
+        # by e^130 over one interval; picard-gn failed at its second iteration,
+        # IPOPT's and shooting's fallbacks after 124 s); CVODES follows any
+        # trajectory with its own steps: single shooting converged there in 7 to
+        # 20 s (docs/performance.md, "Single shooting where the step fails")
+        retry = _another_method_run(rerun, result, path.guess, single)
+        if retry is not None:
+            return retry
     if path.unstable or (path.method == "picard-gn" and result.status == "step_failed"):
         # IPOPT on the same collocation before shooting: where picard-gn's step
         # fails (an unstable model, or stiff kinetics at the first mesh's
@@ -465,6 +491,14 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             "ipopt", f"picard-gn stopped: {why}", "method='ipopt' on the same collocation",
             "the default method falls back to it there; pass method= to choose",
             "method='ipopt' from the same start", "IPOPT's"))
+        if retry is not None:
+            return retry
+    if single_shooting and path.unstable:
+        # after IPOPT, which keeps every interval start an unknown, where the
+        # model is unstable along the iterate (single shooting integrates it
+        # from the start); Crauste from uniform starts 3 and 4: IPOPT failed
+        # in 9 and 13 s, shooting at once
+        retry = _another_method_run(rerun, result, path.guess, single)
         if retry is not None:
             return retry
     if path.max_iter_given and result.status in ITERATION_LIMITS:

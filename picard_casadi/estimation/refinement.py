@@ -396,7 +396,7 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     t1 = time.perf_counter()
     fitted = None
     rtol = None
-    if prob.spec.name == "shooting":
+    if prob.spec.name in ("shooting", "single-shooting"):
         # shooting's own model is CVODES at its tolerances: held against tighter ones
         from ..analysis.certificate import integrated_outputs
 

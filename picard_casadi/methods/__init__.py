@@ -25,6 +25,9 @@ Where each piece lives:
   - ``newton_switch``: exact second derivatives, and when they replace
     Gauss-Newton's model;
   - ``pattern_move``: extrapolation along a valley crossed in a zigzag;
+* ``single_shooting``: CVODES single shooting by a bounded Levenberg-Marquardt
+  loop (the field's route, and the default path's fallback where the
+  collocation's step fails far from the data);
 * ``ipopt``, ``shooting``: the IPOPT comparisons on the same discretisation;
   the collocation NLP's parts:
 
@@ -134,14 +137,14 @@ _loaded = False
 
 
 def _load_optional_methods() -> None:
-    """Import the modules that register more methods (IPOPT, shooting)."""
+    """Import the modules that register more methods (IPOPT, shooting, single shooting)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
     import importlib
 
-    for mod in ("ipopt", "shooting"):
+    for mod in ("ipopt", "shooting", "single_shooting"):
         try:
             importlib.import_module(f"{__name__}.{mod}")
         except ModuleNotFoundError as err:

@@ -30,7 +30,7 @@ from ..simulate import (_INPUT_DEGREE, _input_coefficients, _segment_coefficient
                         _segment_integrator)
 from .discretisation import Discretisation, to_map_layout
 
-__all__ = ["IntervalIntegrator", "interval_integrator"]
+__all__ = ["IntervalIntegrator", "interval_integrator", "chained_interval_states"]
 
 _DEGREES = (16, 32, 64)
 _INPUT_ACCURACY = 1e-12
@@ -77,6 +77,75 @@ def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
     """
     keys = np.fromiter(states, float, len(states))
     return states[float(keys[np.argmin(np.abs(keys - tau))])]
+
+
+def _interval_plan(disc: Discretisation
+                   ) -> tuple[list[tuple[float, ...]], list[tuple[int, np.ndarray] | None]]:
+    """Per interval: its output times (normalised, with the end 1) and its
+    inputs' Chebyshev fit (:func:`_interval_inputs`; None: integrated in
+    segments cut at the sample times)."""
+    J, nu = disc.n_intervals, disc.model.nu
+    grids = []
+    inputs: list[tuple[int, np.ndarray] | None] = [None] * J
+    for j in range(J):
+        e = disc.exp_of[j]
+        taus = disc.sample_tau[j][disc.sample_exp[j] == e]
+        grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
+    for e, sl in enumerate(disc.intervals_of):
+        js = np.arange(sl.start, sl.stop)
+        for j, fit in zip(js, _interval_inputs(disc.experiments[e], disc.t0[js], disc.h[js], nu)):
+            inputs[j] = fit
+    return grids, inputs
+
+
+def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_steps: int,
+                            method: str = "bdf") -> ca.Function:
+    """Single shooting on the mesh: each experiment integrated from its initial
+    state, interval after interval, each interval starting where the last ended.
+
+    ``(X0 (nx, E), p) -> (Xs (nx, J M), xend (nx, J), X (nx, J))``: the
+    states at the sample slots, the intervals' end states and their starts,
+    for the experiments' initial states ``X0``.  Each interval is integrated
+    as :class:`IntervalIntegrator` integrates it (its inputs' polynomial or
+    its segments), so the trajectory is that model's with every gap zero; an
+    MX function, differentiated by CVODES' forward sensitivities through the
+    chain.
+    """
+    m = disc.model
+    J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
+    X0 = ca.MX.sym("X0", nx, len(disc.intervals_of))
+    p = ca.MX.sym("p", np_)
+    grids, inputs = _interval_plan(disc)
+    steps: dict[tuple, ca.Function] = {}
+    starts: list[ca.MX] = [ca.MX()] * J
+    states: dict[int, dict[float, ca.MX]] = {}
+    for e, sl in enumerate(disc.intervals_of):
+        x = X0[:, e]
+        for j in range(sl.start, sl.stop):
+            starts[j] = x
+            if inputs[j] is None:
+                states.update(IntervalIntegrator._segment_states(
+                    disc, [j], ca.repmat(x, 1, J), p, rtol, atol, max_steps, method))
+            else:
+                degree, coef = inputs[j]
+                key = (degree, grids[j])
+                if key not in steps:
+                    steps[key] = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j],
+                                                     method)
+                Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
+                columns = ca.horzsplit(steps[key](x, Q, p))
+                states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
+            x = states[j][1.0]
+    slots, ends = [], []
+    for j in range(J):
+        for s_ in range(M):
+            tau = float(disc.sample_tau[j, s_])
+            real = disc.sample_exp[j, s_] == disc.exp_of[j]
+            slots.append(_state_at(states[j], tau) if real and tau > 0 else starts[j])
+        ends.append(states[j][1.0])
+    return ca.Function("chained_interval_states", [X0, p],
+                       [ca.horzcat(*slots), ca.horzcat(*ends), ca.horzcat(*starts)],
+                       ["X0", "p"], ["Xs", "xend", "X"])
 
 
 #: integrators kept for repeated calls on the same mesh (see :func:`interval_integrator`)
@@ -145,18 +214,7 @@ class IntervalIntegrator:
         self.disc = disc
         X = ca.MX.sym("X", nx, J)
         p = ca.MX.sym("p", np_)
-        # per interval: its output times (normalised) and where each sample slot reads
-        grids = []
-        inputs: list[tuple[int, np.ndarray] | None] = [None] * J
-        for j in range(J):
-            e = disc.exp_of[j]
-            taus = disc.sample_tau[j][disc.sample_exp[j] == e]
-            grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
-        for e, sl in enumerate(disc.intervals_of):
-            js = np.arange(sl.start, sl.stop)
-            for j, fit in zip(js, _interval_inputs(disc.experiments[e], disc.t0[js],
-                                                   disc.h[js], nu)):
-                inputs[j] = fit
+        grids, inputs = _interval_plan(disc)
         groups: dict[tuple, list[int]] = {}
         for j in range(J):
             key = ("segments",) if inputs[j] is None else (inputs[j][0], grids[j])

@@ -210,7 +210,7 @@ class IntervalIntegrator:
     def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int,
                  method: str = "bdf") -> None:
         m = disc.model
-        J, M, nx, np_, nu = disc.n_intervals, disc.M, m.nx, m.np, m.nu
+        J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
         self.disc = disc
         X = ca.MX.sym("X", nx, J)
         p = ca.MX.sym("p", np_)

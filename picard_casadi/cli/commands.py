@@ -76,7 +76,7 @@ from .progress import Progress
 
 __all__ = ["main", "read_csv_experiments", "load_model_file"]
 
-METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting")
+METHOD_CHOICES = ("picard", "picard-gn", "ipopt", "shooting", "single-shooting")
 #: estimate's guess= values (guess.GUESSES; not imported here: --help stays light)
 GUESS_CHOICES = ("auto", "simulation", "anchored", "shooting")
 RESULT_FILES = ("result.json", "fit.png", "convergence.png")

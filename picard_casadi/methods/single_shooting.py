@@ -227,6 +227,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
     mu = opts.damping * _largest_column(Jm)
     nu = 2.0
     iteration = 0
+    last_accepted = True
     evaluations = 1
     for iteration in range(opts.max_iter):
         g = Jm.T @ r
@@ -237,15 +238,19 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
         s = _step(Jm, r, mu, model, w)
         predicted = f - 0.5 * float(np.sum((r + Jm @ s) ** 2))
         step = float(np.abs(s).max(initial=0.0))
-        trial = model.evaluate(w + s, False)
+        # after an accepted step the next is likely accepted too: its
+        # sensitivities come with the trial (one integration, not two)
+        trial = model.evaluate(w + s, last_accepted)
         evaluations += 1
         f_new = 0.5 * float(trial[0] @ trial[0]) if trial is not None else np.inf
         ratio = (f - f_new) / predicted if predicted > 0 else -np.inf
         accepted = ratio > 1e-4
-        if accepted:
+        full = trial
+        if accepted and trial[1] is None:
             full = model.evaluate(w + s, True)
             evaluations += 1
             accepted = full is not None
+        last_accepted = accepted
         if accepted:
             w = w + s
             r, Jm = full

@@ -87,3 +87,16 @@ def test_bad_options_are_named():
         pc.estimate(model, exps, [0.2, 0.5], "single-shooting", gtol=-1.0)
     with pytest.raises(TypeError, match="max_iter"):
         pc.estimate(model, exps, [0.2, 0.5], "single-shooting", max_iter="ten")
+
+
+def test_the_callback_sees_every_iteration_and_can_stop_it():
+    model, exps = _decay_with_input()
+    seen = []
+
+    def stop_at_3(rec):
+        seen.append(rec.iteration)
+        return rec.iteration == 2
+
+    res = pc.estimate(model, exps, [0.2, 0.5], "single-shooting", callback=stop_at_3,
+                      p_bounds=([0.01, 0.01], [10.0, 10.0]), uncertainty=False)
+    assert res.status == "stopped" and not res.success and seen == [0, 1, 2]

@@ -265,12 +265,12 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
                                  grad_norm=pg, step_norm=step if accepted else 0.0, gap=0.0,
                                  gap_scaled=0.0, fixed_point=float("nan"), lam=0.0, control=mu,
                                  time=time.perf_counter() - t0,
-                                 p=list(w[:model.np] * setup.p_scale))
+                                 p=[float(v) for v in w[:model.np] * setup.p_scale])
         history.append(record)
         if opts.print_level:
             print(f"{iteration:5d} f {f:.8e} |g| {pg:.2e} step {step:.2e} ratio {ratio:.3f} "
                   f"mu {mu:.2e}{'' if accepted else ' rejected'}", flush=True)
-        if callback is not None and callback(record) is False:
+        if callback is not None and callback(record) is True:  # as every method's
             status, message = "stopped", "stopped by the callback"
             break
         if accepted and (gain <= opts.ftol * max(f, 1e-300) or step <= opts.xtol):

@@ -13,20 +13,25 @@ from picard_casadi.transcription.discretisation import Discretisation
 from picard_casadi.transcription.interval_integration import chained_interval_states
 
 
-def _decay_with_input() -> tuple[pc.Model, list[pc.Experiment]]:
-    """x' = -k x + b u with a staircase input, two experiments of their own x0."""
+def _decay_with_input(hold: str = "previous") -> tuple[pc.Model, list[pc.Experiment]]:
+    """x' = -k x + b u with a staircase input (``hold="previous"``: a step at
+    t = 2, an interval boundary) or a sampled one interpolated linearly (a
+    kink at every sample, inside the intervals: integrated in segments), two
+    experiments of their own x0."""
     x, p, u = ca.SX.sym("x"), ca.SX.sym("p", 2), ca.SX.sym("u")
     model = pc.Model(x=x, p=p, u=u, rhs=-p[0] * x + p[1] * u, y=x, p_names=["k", "b"])
     t = np.linspace(0.0, 4.0, 17)
-    steps = np.where(t < 2.0, 1.0, 0.0)
+    steps = (np.where(t < 2.0, 1.0, 0.0) if hold == "previous"
+             else np.random.default_rng(3).uniform(0.0, 1.0, t.size))
     exps = [pc.simulate_experiment(model, x0=[x0], p=[0.7, 1.5], t=t, u=steps, noise_std=0.01,
-                                   seed=s, name=f"e{s}", u_interpolation="previous")
+                                   seed=s, name=f"e{s}", u_interpolation=hold)
             for s, x0 in ((0, 0.5), (1, 2.0))]
     return model, exps
 
 
-def test_the_chained_intervals_are_the_simulation():
-    model, exps = _decay_with_input()
+@pytest.mark.parametrize("hold", ["previous", "linear"])
+def test_the_chained_intervals_are_the_simulation(hold):
+    model, exps = _decay_with_input(hold)
     disc = Discretisation(model, exps, 0.5, 9, "chebyshev")
     chain = chained_interval_states(disc, 1e-10, 1e-10, 20000)
     Xs, xend, X = (np.asarray(v) for v in chain(np.array([[0.5, 2.0]]), [0.7, 1.5]))

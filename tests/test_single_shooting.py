@@ -105,3 +105,20 @@ def test_the_callback_sees_every_iteration_and_can_stop_it():
     res = pc.estimate(model, exps, [0.2, 0.5], "single-shooting", callback=stop_at_3,
                       p_bounds=([0.01, 0.01], [10.0, 10.0]), uncertainty=False)
     assert res.status == "stopped" and not res.success and seen == [0, 1, 2]
+
+
+def test_a_reweighting_round_starts_where_the_last_ended():
+    # the start was read once per setup: each round of weights="auto" began
+    # again from p0 (Van der Pol: 14, 11 and 11 iterations; now 14, 4, 2)
+    vdp = pc.problem("vdp", seed=0)
+    rounds: list[int] = []
+
+    def count(rec):
+        if rec.iteration == 0:
+            rounds.append(0)
+        rounds[-1] += 1
+
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "single-shooting",
+                      p_bounds=vdp.p_bounds, weights="auto", callback=count, uncertainty=False)
+    assert res.success and len(rounds) >= 2
+    assert all(n < rounds[0] / 2 for n in rounds[1:]), rounds

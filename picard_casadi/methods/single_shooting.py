@@ -136,15 +136,19 @@ class SingleShootingModel:
         self.jacobian = ca.Function("single_shooting_jacobian", [w, Wt, Y],
                                     [r, ca.jacobian(r, w)])
         self.trajectory = ca.Function("single_shooting_trajectory", [w], [G, xend, X])
-        firsts = [sl.start for sl in disc.intervals_of]
-        xl, xu, pl, pu = setup.scaled_bounds
-        free = np.concatenate([setup.free_p, setup.free_x[firsts].ravel()])
-        start = np.concatenate([setup.p0 / setup.p_scale,
-                                (setup.X0[firsts] / setup.x_scale).ravel()])
-        self.lbw = np.where(free, np.concatenate([pl, xl[firsts].ravel()]), start)
-        self.ubw = np.where(free, np.concatenate([pu, xu[firsts].ravel()]), start)
-        self.free = free
-        self.w0 = np.clip(start, self.lbw, self.ubw)
+        self.firsts = [sl.start for sl in disc.intervals_of]
+        self.free = np.concatenate([setup.free_p, setup.free_x[self.firsts].ravel()])
+
+    def start(self) -> np.ndarray:
+        """The setup's start (read at each solve: a re-weighting round starts
+        where the last ended) and the box ``(w0, lbw, ubw)``; fixed entries
+        are pinned at the start."""
+        s, firsts = self.setup, self.firsts
+        xl, xu, pl, pu = s.scaled_bounds
+        w0 = np.concatenate([s.p0 / s.p_scale, (s.X0[firsts] / s.x_scale).ravel()])
+        self.lbw = np.where(self.free, np.concatenate([pl, xl[firsts].ravel()]), w0)
+        self.ubw = np.where(self.free, np.concatenate([pu, xu[firsts].ravel()]), w0)
+        return np.clip(w0, self.lbw, self.ubw)
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """The weights and data in the functions' layout (the weights move between rounds)."""
@@ -211,7 +215,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
         setup.timings["build"] = setup.timings.get("build", 0.0) + time.perf_counter() - t_build
     model = setup.cache[key]
     t0 = time.perf_counter()
-    w = model.w0.copy()
+    w = model.start()
     history: list[IterationRecord] = []
     status, message = "max_iter", (f"single shooting stopped at its iteration limit "
                                    f"(max_iter={opts.max_iter})")

@@ -72,14 +72,16 @@ def test_an_exhausted_refinement_budget_is_a_failure(vdp):
     assert "refine" in res.message and "noise levels" in res.message
 
 
-def test_the_default_method_falls_back_to_shooting_where_the_mesh_is_not_certified(vdp):
+def test_the_default_method_falls_back_to_cvodes_where_the_mesh_is_not_certified(vdp):
     # T = 2.5: with T = 5 shooting from p0 converged only on CasADi <= 3.8.1,
     # whose Jacobian of its constraints was wrong (tests/test_shooting_derivatives.py);
-    # with the right one it stops at IPOPT's iteration limit there
+    # with the right one it stops at IPOPT's iteration limit there.  Single
+    # shooting comes before multiple shooting
     res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=2.5,
                       refine=1)
-    assert res.success and res.method == "shooting" and res.certificate["passed"]
-    assert "not_certified" in res.warnings[0] and "method='shooting'" in res.warnings[0]
+    assert res.success and res.method == "single-shooting" and res.certificate["passed"]
+    assert ("not_certified" in res.warnings[0]
+            and "method='single-shooting'" in res.warnings[0])
     assert np.allclose(res.p, vdp.p_true, rtol=0.02)
 
 

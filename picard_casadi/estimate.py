@@ -41,7 +41,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
 from .estimation.fallbacks import ITERATION_LIMITS, STALLED, DefaultPath, second_runs
-from .estimation.refinement import FitProblem, solve_and_refine
+from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
 from .estimation.statement import state_problem
@@ -532,7 +532,7 @@ def estimate(
         t_unc = time.perf_counter()
         from .analysis.uncertainty import attach_uncertainty
 
-        if spec.name in ("shooting", "single-shooting"):  # its own model's, not the mesh's
+        if spec.name in CVODES_METHODS:  # its own model's derivatives, not the mesh's
             from .methods.shooting import shooting_sensitivity
             from .runtime.interrupts import is_interrupt
 

@@ -239,11 +239,11 @@ def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationRes
     most :data:`BUDGET_HESSIAN_PERTURBATION`, and shooting's IPOPT tolerance
     :data:`BUDGET_SHOOTING_TOL` (unless the user set these; single shooting
     has no IPOPT)."""
-    options: dict | None = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
+    options: dict | None = None  # single shooting: no IPOPT
+    if method != "single-shooting":
+        options = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
     if method == "shooting":
         options["tol"] = BUDGET_SHOOTING_TOL
-    if method == "single-shooting":  # no IPOPT there
-        options = None
     with another_method():
         return rerun(method, guess, BUDGET_ITERATIONS, ipopt_options=options)
 
@@ -258,6 +258,16 @@ class _AnotherMethod:
     why: str  # ... and why it was tried (in parentheses)
     failed: str  # the run, where it did not converge
     last: str  # whose last iterate picard-gn continues
+
+
+def _single_shooting(stopped: str, where: str = "") -> _AnotherMethod:
+    """The single-shooting second run after the first ``stopped`` (``where``: when
+    the default method falls back to it, for its note)."""
+    return _AnotherMethod(
+        "single-shooting", stopped, "method='single-shooting' from p0",
+        "CVODES integrates every experiment from its initial state with error control; "
+        f"the default method falls back to it{' ' + where if where else ''}; "
+        "pass method= to choose", "method='single-shooting' from p0", "single shooting's")
 
 
 def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
@@ -464,14 +474,10 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 "starts, at the end of this message, did not converge either); ")
     if path.method_chosen:
         return result
-    single = _AnotherMethod(
-        "single-shooting", f"picard-gn stopped: its step failed ({clipped(result.message)})",
-        "method='single-shooting' from p0",
-        "CVODES integrates every experiment from its initial state with error control; "
-        "the default method falls back to it where its step fails; pass method= to choose",
-        "method='single-shooting' from p0", "single shooting's")
-    single_shooting = path.method == "picard-gn" and result.status == "step_failed"
-    if single_shooting and not path.unstable:
+    single = _single_shooting(f"picard-gn stopped: its step failed ({clipped(result.message)})",
+                              "where its step fails")
+    step_failed = path.method == "picard-gn" and result.status == "step_failed"
+    if step_failed and not path.unstable:
         # far from the data the collocation's fixed points at the trial steps are
         # often not found (PEtab's Crauste from random rates: a pathogen growing
         # by e^130 over one interval; picard-gn failed at its second iteration,
@@ -496,7 +502,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
             "method='ipopt' from the same start", "IPOPT's"))
         if retry is not None:
             return retry
-    if single_shooting and path.unstable:
+    if step_failed and path.unstable:
         # after IPOPT, which keeps every interval start an unknown, where the
         # model is unstable along the iterate (single shooting integrates it
         # from the start); Crauste from uniform starts 3 and 4: IPOPT failed
@@ -507,18 +513,14 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
     if path.max_iter_given and result.status in ITERATION_LIMITS:
         result.wall_time = time.perf_counter() - t_start
         return result
-    if path.method == "picard-gn" and not single_shooting:
+    if path.method == "picard-gn" and not step_failed:  # (a failed step had it above)
         # single shooting before multiple shooting for the other failures too:
         # PEtab's Elowitz from uniform start 9 stopped at max_iter, continued,
         # and multiple shooting failed after 547 s; single shooting from p0
         # converged in 7 iterations, 5.2 s
-        retry = _another_method_run(rerun, result, path.guess, _AnotherMethod(
-            "single-shooting", f"{path.method} on the collocation mesh did not reach a "
-            f"certified answer ({result.status}: {clipped(result.message)})",
-            "method='single-shooting' from p0",
-            "CVODES integrates every experiment from its initial state with error control; "
-            "the default method falls back to it; pass method= to choose",
-            "method='single-shooting' from p0", "single shooting's"))
+        retry = _another_method_run(rerun, result, path.guess, _single_shooting(
+            f"{path.method} on the collocation mesh did not reach a certified answer "
+            f"({result.status}: {clipped(result.message)})"))
         if retry is not None:
             return retry
     retry = _another_method_run(rerun, result, path.guess, _AnotherMethod(

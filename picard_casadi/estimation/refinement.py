@@ -38,7 +38,7 @@ from .setup import build_setup, initial_weights, residual_weights, start_weights
 from ..transcription.stiffness import STIFF_STEP, Stiffness, stiffness
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
-           "COLLOCATION_METHODS"]
+           "COLLOCATION_METHODS", "CVODES_METHODS"]
 
 #: the likelihood's relaxation (weights="auto", the default for several
 #: outputs): at most this many solves, the noise variances re-estimated
@@ -57,6 +57,10 @@ _BUDGETS = ("stopped", "Maximum_CpuTime_Exceeded", "Maximum_WallTime_Exceeded")
 # Methods whose estimate is of the collocation solution on the mesh (the
 # certificate refines their mesh); shooting integrates with CVODES instead.
 COLLOCATION_METHODS = ("picard", "picard-gn", "ipopt")
+
+#: the methods whose own model is CVODES on the intervals (their standard errors
+#: and certificate come from it, not from the mesh)
+CVODES_METHODS = ("shooting", "single-shooting")
 
 
 @dataclass
@@ -396,7 +400,7 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     t1 = time.perf_counter()
     fitted = None
     rtol = None
-    if prob.spec.name in ("shooting", "single-shooting"):
+    if prob.spec.name in CVODES_METHODS:
         # shooting's own model is CVODES at its tolerances: held against tighter ones
         from ..analysis.certificate import integrated_outputs
 

@@ -190,6 +190,7 @@ def _step(Jm: np.ndarray, r: np.ndarray, mu: float, model: SingleShootingModel,
 
 
 def _largest_column(Jm: np.ndarray) -> float:
+    """The largest diagonal entry of ``J^T J`` (the damping's unit)."""
     return max(float(np.max(np.sum(Jm ** 2, axis=0), initial=0.0)), 1e-300)
 
 
@@ -306,7 +307,6 @@ def _outcome(setup: Setup, model: SingleShootingModel, w: np.ndarray, iterations
     """The outcome at ``w``: the chained trajectory's interval starts and nodes."""
     disc = setup.disc
     p = w[:model.np] * setup.p_scale
-    firsts = [sl.start for sl in disc.intervals_of]
     own = None
     try:
         with captured_native_output():
@@ -317,7 +317,7 @@ def _outcome(setup: Setup, model: SingleShootingModel, w: np.ndarray, iterations
     except RuntimeError as err:
         reraise_if_interrupted(err)
         X = setup.X0.copy()
-        X[firsts] = w[model.np:].reshape(model.E, model.nx) * setup.x_scale
+        X[model.firsts] = w[model.np:].reshape(model.E, model.nx) * setup.x_scale
         success, status = False, "step_failed" if status == "converged" else status
     U, _, _ = setup.tr.settle(X, np.repeat(X[:, :, None], disc.K, axis=2), p, tol=1e-12,
                               max_sweeps=200)

@@ -98,6 +98,21 @@ def _interval_plan(disc: Discretisation
     return grids, inputs
 
 
+def _slots_and_ends(disc: Discretisation, states: dict[int, dict[float, ca.MX]],
+                    starts: list[ca.MX]) -> tuple[ca.MX, ca.MX]:
+    """The states at every sample slot ``(nx, J M)`` and the intervals' end states
+    ``(nx, J)`` from each interval's ``states`` by normalised time; a padding
+    slot (no sample) holds the interval's start."""
+    slots, ends = [], []
+    for j in range(disc.n_intervals):
+        for s in range(disc.M):
+            tau = float(disc.sample_tau[j, s])
+            real = disc.sample_exp[j, s] == disc.exp_of[j]
+            slots.append(_state_at(states[j], tau) if real and tau > 0 else starts[j])
+        ends.append(states[j][1.0])
+    return ca.horzcat(*slots), ca.horzcat(*ends)
+
+
 def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_steps: int,
                             method: str = "bdf") -> ca.Function:
     """Single shooting on the mesh: each experiment integrated from its initial
@@ -112,11 +127,10 @@ def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_
     chain.
     """
     m = disc.model
-    J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
+    J, nx, np_ = disc.n_intervals, m.nx, m.np
     X0 = ca.MX.sym("X0", nx, len(disc.intervals_of))
     p = ca.MX.sym("p", np_)
     grids, inputs = _interval_plan(disc)
-    steps: dict[tuple, ca.Function] = {}
     starts: list[ca.MX] = [ca.MX()] * J
     states: dict[int, dict[float, ca.MX]] = {}
     for e, sl in enumerate(disc.intervals_of):
@@ -125,26 +139,16 @@ def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_
             starts[j] = x
             if inputs[j] is None:
                 states.update(IntervalIntegrator._segment_states(
-                    disc, [j], ca.repmat(x, 1, J), p, rtol, atol, max_steps, method))
+                    disc, [j], x, p, rtol, atol, max_steps, method))
             else:
                 degree, coef = inputs[j]
-                key = (degree, grids[j])
-                if key not in steps:
-                    steps[key] = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j],
-                                                     method)
+                step = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j], method)
                 Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
-                columns = ca.horzsplit(steps[key](x, Q, p))
+                columns = ca.horzsplit(step(x, Q, p))
                 states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
             x = states[j][1.0]
-    slots, ends = [], []
-    for j in range(J):
-        for s_ in range(M):
-            tau = float(disc.sample_tau[j, s_])
-            real = disc.sample_exp[j, s_] == disc.exp_of[j]
-            slots.append(_state_at(states[j], tau) if real and tau > 0 else starts[j])
-        ends.append(states[j][1.0])
-    return ca.Function("chained_interval_states", [X0, p],
-                       [ca.horzcat(*slots), ca.horzcat(*ends), ca.horzcat(*starts)],
+    slots, ends = _slots_and_ends(disc, states, starts)
+    return ca.Function("chained_interval_states", [X0, p], [slots, ends, ca.horzcat(*starts)],
                        ["X0", "p"], ["Xs", "xend", "X"])
 
 
@@ -210,7 +214,7 @@ class IntervalIntegrator:
     def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int,
                  method: str = "bdf") -> None:
         m = disc.model
-        J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
+        J, nx, np_ = disc.n_intervals, m.nx, m.np
         self.disc = disc
         X = ca.MX.sym("X", nx, J)
         p = ca.MX.sym("p", np_)
@@ -222,8 +226,8 @@ class IntervalIntegrator:
         states: dict[int, dict[float, ca.MX]] = {}  # interval -> tau -> state
         for key, js in groups.items():
             if key == ("segments",):
-                states.update(self._segment_states(disc, js, X, p, rtol, atol, max_steps,
-                                                   method))
+                states.update(self._segment_states(disc, js, X[:, js], p, rtol, atol,
+                                                   max_steps, method))
                 continue
             degree, grid = key
             step = _segment_integrator(m, rtol, atol, max_steps, degree, grid, method)
@@ -234,22 +238,16 @@ class IntervalIntegrator:
             G = len(grid)
             for n, j in enumerate(js):
                 states[j] = {tau: columns[n * G + g] for g, tau in enumerate(grid)}
-        slots, ends = [], []
-        for j in range(J):
-            for s in range(M):
-                tau = float(disc.sample_tau[j, s])
-                real = disc.sample_exp[j, s] == disc.exp_of[j]
-                slots.append(_state_at(states[j], tau) if real and tau > 0 else X[:, j])
-            ends.append(states[j][1.0])
-        self.function = ca.Function("interval_states", [X, p],
-                                    [ca.horzcat(*slots), ca.horzcat(*ends)],
+        slots, ends = _slots_and_ends(disc, states, [X[:, j] for j in range(J)])
+        self.function = ca.Function("interval_states", [X, p], [slots, ends],
                                     ["X", "p"], ["Xs", "xend"])
 
     @staticmethod
-    def _segment_states(disc: Discretisation, js: list[int], X: ca.MX, p: ca.MX, rtol: float,
-                        atol: float, max_steps: int, method: str = "bdf"
+    def _segment_states(disc: Discretisation, js: list[int], starts: ca.MX, p: ca.MX,
+                        rtol: float, atol: float, max_steps: int, method: str = "bdf"
                         ) -> dict[int, dict[float, ca.MX]]:
-        """States of intervals ``js`` at their sample times, CVODES restarted at each."""
+        """States of intervals ``js`` (``starts``: theirs, ``nx x len(js)``) at their
+        sample times, CVODES restarted at each."""
         m = disc.model
         nu = m.nu
         bounds = []
@@ -270,7 +268,7 @@ class IntervalIntegrator:
             Q[n, 0, ns:] = b[-1]  # zero-length padding segments
         step = _segment_integrator(m, rtol, atol, max_steps, method=method)
         chain = step.mapaccum("interval", S, [0], [0]).map(len(js))
-        traj = chain(X[:, js], ca.DM(to_map_layout(Q)), p)  # nx x (S len(js))
+        traj = chain(starts, ca.DM(to_map_layout(Q)), p)  # nx x (S len(js))
         out = {}
         for n, (j, b) in enumerate(zip(js, bounds)):
             taus = np.round((b[1:] - disc.t0[j]) / disc.h[j], 13)

@@ -21,7 +21,8 @@ CVODES follows any trajectory with its own steps.  The price: one
 sensitivity integration of every experiment per iteration, and the
 instability of single shooting along a trajectory that diverges (the
 Picard methods keep every interval start an unknown).  The default path
-runs it where ``picard-gn``'s step failed (:mod:`picard_casadi.estimation.fallbacks`).
+runs it where ``picard-gn``'s step failed, and before multiple shooting
+after any other failure (:mod:`picard_casadi.estimation.fallbacks`).
 """
 
 from __future__ import annotations

@@ -559,18 +559,14 @@ def estimate(
 
     def rerun(run_method: str, run_guess: str, max_iter: int | None,
               warm_start: EstimationResult | None = None,
-              ipopt_options: dict[str, Any] | None = None,
-              method_options: dict[str, Any] | None = None) -> EstimationResult:
+              ipopt_options: dict[str, Any] | None = None) -> EstimationResult:
         """This call again with another method or start (a failure, not raised),
         stopped after ``max_iter`` iterations unless the user set a limit, or
-        continued from ``warm_start``; ``ipopt_options`` under the user's own,
-        ``method_options`` (the method's, such as ``rtol``) where the user set none."""
+        continued from ``warm_start``; ``ipopt_options`` under the user's own."""
         run_options = dict(options if run_method == method
                            else options_of(get_method(run_method), options))
         if max_iter is not None:
             run_options.setdefault("max_iter", max_iter)
-        for key, value in (method_options or {}).items():
-            run_options.setdefault(key, value)
         if ipopt_options:
             run_options["ipopt_options"] = {**ipopt_options,
                                             **(run_options.get("ipopt_options") or {})}

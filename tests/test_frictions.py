@@ -151,7 +151,7 @@ def test_a_failed_picard_gn_step_is_retried_by_single_shooting_and_ipopt_before_
     first.message = "step_failed: no step reduces the objective"
     tried = []
 
-    def rerun(method, guess, max_iter, ipopt_options=None, method_options=None):
+    def rerun(method, guess, max_iter, ipopt_options=None):
         tried.append(method)
         return pc.estimate(model, [exp], [0.5], method)
 

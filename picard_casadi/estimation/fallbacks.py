@@ -46,8 +46,7 @@ measure what they name):
    ``"shooting"`` from ``p0``, whose intervals are integrated by CVODES with
    error control, so a state that turns fast late in the data (a fed-batch's
    substrate running out) is resolved where a fixed mesh's polynomials find
-   spurious fixed points.  It solves to :data:`BUDGET_SHOOTING_TOL` (CVODES at
-   :data:`BUDGET_SHOOTING_RTOL`), and
+   spurious fixed points.  It solves to :data:`BUDGET_SHOOTING_TOL`, and
    ``picard-gn`` finishes from its converged solution (shooting's own
    result is returned where that fails); where it stops with its intervals
    joined up (a trial point CVODES cannot integrate, or its budget),
@@ -94,7 +93,7 @@ from ..result import EstimationResult
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
-           "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_SHOOTING_RTOL"]
+           "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
 #: this many IPOPT iterations (its ``max_iter``), unless the user set one
@@ -113,13 +112,6 @@ BUDGET_HESSIAN_PERTURBATION = 1e10
 #: t = 1e6 from log10 k = 0 shooting needs 24 iterations (10.5 s) to 1e-6, 97
 #: (35 s) to 1e-10, for the same nllh to 1e-4
 BUDGET_SHOOTING_TOL = 1e-6
-
-#: ... and CVODES' relative tolerance in it (``rtol``; shooting's own 1e-10,
-#: AMICI's default 1e-8): the same finish and certificate judge its answer,
-#: the certificate against CVODES at 1e-10.  PEtab's Elowitz from uniform 17
-#: (seed 0), 15 shooting iterations from p0 on 64 intervals: 42.5 CPU s at
-#: 1e-10, 21.6 s at 1e-8
-BUDGET_SHOOTING_RTOL = 1e-8
 
 _ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "picard_casadi_another_method", default=False)
@@ -245,18 +237,15 @@ def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationRes
     """A second run with another method: one solve (:func:`another_method`) of at
     most :data:`BUDGET_ITERATIONS` iterations, IPOPT's Hessian shifted by at
     most :data:`BUDGET_HESSIAN_PERTURBATION`, and shooting's IPOPT tolerance
-    :data:`BUDGET_SHOOTING_TOL` and CVODES tolerance :data:`BUDGET_SHOOTING_RTOL`
-    (unless the user set these; single shooting has no IPOPT)."""
+    :data:`BUDGET_SHOOTING_TOL` (unless the user set these; single shooting
+    has no IPOPT)."""
     options: dict | None = None  # single shooting: no IPOPT
-    method_options: dict | None = None
     if method != "single-shooting":
         options = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
     if method == "shooting":
         options["tol"] = BUDGET_SHOOTING_TOL
-        method_options = {"rtol": BUDGET_SHOOTING_RTOL}
     with another_method():
-        return rerun(method, guess, BUDGET_ITERATIONS, ipopt_options=options,
-                     method_options=method_options)
+        return rerun(method, guess, BUDGET_ITERATIONS, ipopt_options=options)
 
 
 @dataclass(frozen=True)

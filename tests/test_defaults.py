@@ -299,14 +299,21 @@ def _cstr_on_its_cold_branch():
     return model, exp, truth
 
 
-def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default():
+def test_a_model_unstable_along_the_data_falls_back_to_ipopt_by_default(monkeypatch):
     # picard-gn stopped at p0 with "the solution nearly blows up" although a
     # simulation at p0 is mild (T <= 429 K): along the data's cold branch the
     # model at p0 is unstable, and the condensed step's sensitivities reach
     # 2.3e17.  Left to the default method, IPOPT on the same collocation converges
+    from picard_casadi.methods.ipopt import IpoptOptions
+    asked = []
+    checked = IpoptOptions.validate
+    monkeypatch.setattr(IpoptOptions, "validate",
+                        lambda self: (asked.append(self.ipopt_options), checked(self))[1])
     model, exp, truth = _cstr_on_its_cold_branch()
     res = pc.estimate(model, [exp], [5e10, 8500.0, 4e4])
     assert res.success and res.method == "ipopt", res.message
+    # its KKT matrix ordered by METIS (fallbacks.BUDGET_PIVOT_ORDER)
+    assert asked and all((o or {}).get("mumps_pivot_order") == 5 for o in asked), asked
     assert np.allclose(res.p, truth, rtol=0.05), res.p
     assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
     assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")

@@ -93,7 +93,7 @@ from ..result import EstimationResult
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
-           "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL"]
+           "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_PIVOT_ORDER"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
 #: this many IPOPT iterations (its ``max_iter``), unless the user set one
@@ -105,6 +105,16 @@ BUDGET_ITERATIONS = 300
 #: shifts up to 1e18 took IPOPT 2 s per iteration on Robertson's kinetics to
 #: t = 1e6 (MUMPS's pivoting), 166 s for a run that failed anyway
 BUDGET_HESSIAN_PERTURBATION = 1e10
+
+#: ... and, in the IPOPT second run on the collocation, MUMPS's fill-reducing
+#: ordering (``mumps_pivot_order``; 5 is METIS, IPOPT's default 7 lets MUMPS
+#: choose): far from the data the KKT matrix spans many decades, and MUMPS's
+#: own choice then fills it in.  PEtab's Crauste from the 11 uniform starts
+#: (seed 0) where the default path reaches IPOPT, 300 iterations at most from
+#: p0: 903 CPU s in all with MUMPS's choice, 246 s with METIS, each converging
+#: from one start (docs/design.md, "The IPOPT second run orders its KKT
+#: matrix by METIS")
+BUDGET_PIVOT_ORDER = 5
 
 #: ... and shooting's IPOPT tolerance there (its own is 1e-10): picard-gn
 #: finishes from the converged shooting solution (its intervals joined up), as
@@ -236,12 +246,15 @@ def _not_converged(retry: EstimationResult, method: str) -> str:
 def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationResult:
     """A second run with another method: one solve (:func:`another_method`) of at
     most :data:`BUDGET_ITERATIONS` iterations, IPOPT's Hessian shifted by at
-    most :data:`BUDGET_HESSIAN_PERTURBATION`, and shooting's IPOPT tolerance
+    most :data:`BUDGET_HESSIAN_PERTURBATION`, IPOPT's KKT matrix on the
+    collocation ordered by :data:`BUDGET_PIVOT_ORDER`, and shooting's IPOPT tolerance
     :data:`BUDGET_SHOOTING_TOL` (unless the user set these; single shooting
     has no IPOPT)."""
     options: dict | None = None  # single shooting: no IPOPT
     if method != "single-shooting":
         options = {"max_hessian_perturbation": BUDGET_HESSIAN_PERTURBATION}
+    if method == "ipopt":
+        options["mumps_pivot_order"] = BUDGET_PIVOT_ORDER
     if method == "shooting":
         options["tol"] = BUDGET_SHOOTING_TOL
     with another_method():

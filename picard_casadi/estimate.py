@@ -54,7 +54,7 @@ from .result import EstimationResult
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
 from .runtime.user_warnings import warn_user
-from .transcription.mesh import default_T, transfer_solution
+from .transcription.mesh import default_T, search_time_scale, transfer_solution
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
 
@@ -186,6 +186,10 @@ def estimate(
     T : float, optional
         Length of the first mesh's intervals; default from the data's and
         the model's time scales (:func:`~picard_casadi.transcription.mesh.default_T`).
+        Left unset, a start where the model is stiff on that mesh is
+        searched by ``picard-gn`` on the data's time scale (a mesh up to
+        eight times coarser) and the search's solution continued on it
+        (:func:`~picard_casadi.transcription.mesh.search_time_scale`).
     n : int, optional
         Order of the Picard composition ``P^n`` in the loss; default 1 with
         Radau collocation (a stiff model's ``P^2`` amplifies the fixed
@@ -385,6 +389,7 @@ def estimate(
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
     n_given, scheme_given = n, scheme  # as the user gave them, for second runs
+    T_given = T
     (exps, p0, p_lb, p_ub, x_lb, x_ub, n, scheme, scheme_auto, nodes, max_refinements,
      mesh_of_warm_start, T, lam,
      seed, uncertainty, raise_on_failure, spec, opts, weights_mode, w, plan) = check_arguments(
@@ -430,8 +435,13 @@ def estimate(
     found = prob.stiff_on(setup, setup.U0, setup.p0) if start is None else None
     if found is not None:  # stiff at the start: Radau's nodes from the outset
         prob.use_radau(found, "at the start")
+        search_T = (search_time_scale(exps, prob.T)
+                    if T_given is None and spec.name == "picard-gn" else None)
+        if search_T is not None:  # the search on the data's time scale
+            prob.polish_T, prob.T = prob.T, search_T
+            prob.user_scales = {"x_scale": x_scale, "p_scale": p_scale}
         setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
-                           boundaries=setup.disc.boundaries)
+                           boundaries=None if search_T is not None else setup.disc.boundaries)
     if start is None and spec.name in ("picard", "picard-gn"):
         # whose steps need the start's fixed points
         setup = prob.settled_start(setup, w, x_scale=x_scale, p_scale=p_scale)

@@ -8,6 +8,8 @@ import pytest
 
 import picard_casadi as pc
 from picard_casadi.transcription.discretisation import Discretisation
+from picard_casadi.transcription.mesh import (data_time_scale, default_T, polish_boundaries,
+                                              search_time_scale)
 from picard_casadi.transcription.stiffness import STIFF_STEP, stiffness
 
 
@@ -49,6 +51,51 @@ def test_the_default_moves_to_radau_where_the_start_is_stiff():
     assert any("stiff on the mesh at the start" in w for w in res.warnings)
     # the truth (0.5, 0.2) within four standard errors
     assert np.all(np.abs(res.p - [0.5, 0.2]) < 4 * res.p_std)
+
+
+def test_a_stiff_start_is_searched_on_the_data_time_scale_and_answered_on_the_first_mesh():
+    """T unset and stiff at the start on its floor (10 / 64; the data's time
+    scale is 10 / 8): the search runs on 8 intervals, its solution continues
+    on the first mesh, and the answer is the one on that mesh from p0."""
+    model, exp = fast_binding()
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], estimate_x0=False)
+    T_first = default_T(model, [exp], np.array([1.0, 1.0]))
+    assert T_first == pytest.approx(10 / 64)
+    assert res.success and res.settings["T"] == pytest.approx(T_first)
+    assert res.settings["initial_intervals"] == 8 and res.settings["intervals"] >= 64
+    assert any("searched on the data's time scale (8 intervals)" in w for w in res.warnings)
+    given = pc.estimate(model, [exp], p0=[1.0, 1.0], estimate_x0=False, T=T_first)
+    assert not any("searched on the data's time scale" in w for w in given.warnings)
+    assert given.settings["initial_intervals"] == 64
+    assert np.all(np.abs(res.p - given.p) < 1e-2 * given.p_std)
+    assert res.nllh == pytest.approx(given.nllh, abs=1e-6)
+
+
+def test_a_search_stopped_by_its_limit_says_where_it_stopped():
+    model, exp = fast_binding()
+    res = pc.estimate(model, [exp], p0=[1.0, 1.0], estimate_x0=False, max_iter=1,
+                      uncertainty=False)
+    assert not res.success and res.status == "max_iter"
+    assert res.settings["T"] == pytest.approx(10 / 8) and res.settings["intervals"] == 8
+    assert any("searched on the data's time scale (8 intervals, T = 1.25) and stopped there "
+               "(max_iter)" in w for w in res.warnings + [res.message])
+
+
+def test_the_search_mesh_is_only_taken_where_it_is_coarser():
+    model, exp = fast_binding()
+    t_data = data_time_scale([exp])
+    assert search_time_scale([exp], t_data / 8) == pytest.approx(t_data)
+    assert search_time_scale([exp], t_data) is None
+
+
+def test_the_polished_mesh_holds_the_first_mesh_and_the_search_mesh_boundaries():
+    model, exp = fast_binding()
+    coarse = Discretisation(model, [exp], 1.25, 9, "radau",
+                            [np.r_[0.0, 0.3, np.arange(1.25, 10.01, 1.25)]])
+    (b,) = polish_boundaries(coarse, 10 / 64)
+    assert b[0] == 0.0 and b[-1] == 10.0 and np.all(np.diff(b) > 0)
+    assert np.all(np.isin(np.round(np.arange(65) * 10 / 64, 12), np.round(b, 12)))
+    assert np.any(np.isclose(b, 0.3)) and b.size == 66
 
 
 def test_a_scheme_given_is_kept():

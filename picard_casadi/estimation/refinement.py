@@ -28,7 +28,7 @@ from ..methods.condensed import TRIAL_ACCEPT_FIXED_POINT
 from ..model import Model
 from ..transcription.discretisation import Discretisation
 from ..transcription.guess import GUESS_NOTE
-from ..transcription.mesh import refined_boundaries, transfer_solution
+from ..transcription.mesh import polish_boundaries, refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import fitted_outputs, ran_off
@@ -98,6 +98,11 @@ class FitProblem:
     #: a converged run whose parameters ran along a flat valley to where its
     #: estimate is not certified (:func:`~picard_casadi.estimation.diagnosis.ran_off`)
     ran_off: str = ""
+    #: a stiff start searched on a coarser mesh: the first mesh's ``T``, on
+    #: which the search's solution continues (:func:`solve_and_refine`)
+    polish_T: float | None = None
+    #: the user's ``x_scale`` and ``p_scale`` (a setup built as estimate's first)
+    user_scales: dict[str, Any] = field(default_factory=dict)
 
     def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
         """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
@@ -416,7 +421,7 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     return cert, info
 
 
-def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray], *,
+def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray] | None, *,
                    solved: Solved | None = None, U: np.ndarray | None = None,
                    p0: np.ndarray | None = None) -> Setup:
     """A setup on the refined mesh ``boundaries``
@@ -493,7 +498,9 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     A converged run is certified; where it fails, the marked intervals are
     bisected and the run continues from its solution on the new mesh.  A run
     that broke down (not an iteration limit) on a mesh that does not resolve
-    the model at its last iterate is refined and restarted from ``p0``.
+    the model at its last iterate is refined and restarted from ``p0``.  A
+    stiff start's search (``prob.polish_T``) continues from its converged
+    solution on the first mesh before it is certified.
     Stops when the certificate holds, the budget ``max_refinements`` is
     spent, or the refined mesh would pass the size limit.
     """
@@ -526,6 +533,42 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                                f"converge ({clipped(outcome.message, 100)}); the run "
                                "started again from p0")
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
+        elif prob.polish_T is not None and not outcome.success:
+            if outcome.status in _BUDGETS + ITERATION_LIMITS + STALLED:
+                # a limit, not a breakdown: the result says where it stopped (a
+                # continuation from it, estimate's second run, is on the first mesh)
+                prob.notes.append(
+                    f"{spec.name} searched on the data's time scale "
+                    f"({setup.disc.n_intervals} intervals, T = {prob.T:.6g}) and stopped "
+                    f"there ({outcome.status}); converged, it would have continued on the "
+                    f"first mesh (T = {prob.polish_T:.6g})")
+                break
+            # the search failed: the first mesh from p0, as without it (Robertson's
+            # kinetics to t = 1e6 from log10 k = 0: the search's step failed;
+            # on the first mesh picard-gn converges)
+            prob.notes.append(
+                f"{spec.name} on the data's time scale ({setup.disc.n_intervals} intervals) "
+                f"did not converge ({clipped(outcome.message, 100)}); the run started again "
+                "from p0 on the first mesh, and the result is that run's")
+            prob.T, prob.polish_T = prob.polish_T, None
+            setup = prob.settled_start(prob.setup(p0, w, **prob.user_scales), w,
+                                       **prob.user_scales)
+            w_start = start_weights(setup, prob.noise) if weights_mode == "auto" else w
+            setup.tr.set_weights(w_start)
+            solved = _timed_solve(prob, setup, w_start)
+            records.extend(solved.records)
+            iterations += solved.iterations
+            continue
+        elif outcome.success and prob.polish_T is not None:
+            # a stiff start's search mesh: its solution continues on the first
+            # mesh (not a refinement; the certificate judges that mesh's answer)
+            boundaries = polish_boundaries(setup.disc, prob.polish_T)
+            coarse, prob.T, prob.polish_T = setup.disc.n_intervals, prob.polish_T, None
+            prob.notes.append(
+                f"{spec.name} searched on the data's time scale ({coarse} intervals) and "
+                f"continued from its solution on the first mesh "
+                f"({sum(b.size - 1 for b in boundaries)} intervals, T = {prob.T:.6g})")
+            setup = _refined_setup(prob, setup, boundaries, solved=solved, U=outcome.U)
         elif outcome.success:
             cert, info = _certificate(prob, setup, outcome)
             if not cert.passed:

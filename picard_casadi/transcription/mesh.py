@@ -16,7 +16,15 @@ The first mesh is regular (length ``T``, cut at the input breakpoints, see
   below an eighth of the data's, so a poor ``p0`` cannot ask for thousands
   of intervals, and ignored where it is zero (``p0 = 0``).
 
-Neither depends on the time unit.  The discretisation certificate
+Neither depends on the time unit.  Where the model is stiff on that first
+mesh at ``p0`` even so (its fastest mode decays within a fraction of an
+interval: ``T`` is at the floor, and Radau's nodes damp the mode whatever
+``T`` is), ``picard-gn`` searches on the data's time scale, whose mesh is
+up to eight times coarser, and then continues from the solution it found on
+the first mesh (:func:`search_time_scale`, :func:`polish_boundaries`), so
+the answer is never on a coarser mesh than the rule above gives.
+
+The discretisation certificate
 (:mod:`picard_casadi.analysis.certificate`) then decides whether the mesh is fine
 enough; :func:`refined_boundaries` bisects the intervals it marks, and
 :func:`transfer_solution` carries a solution onto the new mesh through each
@@ -31,10 +39,10 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
-from .discretisation import Discretisation
+from .discretisation import Discretisation, interval_boundaries, mesh_breakpoints
 
 __all__ = ["default_T", "data_time_scale", "dynamics_time_scale", "refined_boundaries",
-           "transfer_solution", "MIN_INTERVALS"]
+           "transfer_solution", "search_time_scale", "polish_boundaries", "MIN_INTERVALS"]
 
 MIN_INTERVALS = 8
 _SWING_NOISE_LEVELS = 4.0
@@ -110,6 +118,39 @@ def default_T(model: Model, experiments: list[Experiment], p0: np.ndarray) -> fl
     t_data = data_time_scale(experiments)
     t_dyn = dynamics_time_scale(model, experiments, np.asarray(p0, float))
     return float(min(t_data, max(t_dyn, t_data / 8.0)))
+
+
+def search_time_scale(experiments: list[Experiment], T: float) -> float | None:
+    """The interval length of a stiff start's search mesh, or None.
+
+    Called where the model is stiff at ``p0`` on the first mesh of length
+    ``T`` (:func:`default_T`): the data's time scale
+    (:func:`data_time_scale`) where it is longer than ``T``, else None (the
+    first mesh is already the data's).  The search needs the mesh that
+    represents the data, not the start's fast mode, which Radau's nodes damp
+    on any mesh; every iteration on it costs a fraction of one on the first
+    mesh (docs/certificate.md, "The first mesh").
+    """
+    t_data = data_time_scale(experiments)
+    return t_data if t_data > T * (1.0 + 1e-9) else None
+
+
+def polish_boundaries(disc: Discretisation, T: float) -> list[np.ndarray]:
+    """Each experiment's boundaries of ``disc`` with those of the regular mesh
+    of length ``T`` added: a search mesh's solution continues on a mesh no
+    coarser than the first mesh of length ``T`` (nor than ``disc``, which
+    may hold bisections of its own)."""
+    out = []
+    for b, e in zip(disc.boundaries, disc.experiments):
+        f = interval_boundaries(e.t0, e.t_end, float(T), mesh_breakpoints(e, float(T)))
+        merged = np.union1d(b, f)
+        # boundaries closer than round-off of the horizon are one boundary
+        span = float(merged[-1] - merged[0])
+        keep = np.r_[True, np.diff(merged) > 1e-9 * span]
+        merged = merged[keep]
+        merged[-1] = b[-1]
+        out.append(merged)
+    return out
 
 
 def refined_boundaries(disc: Discretisation, marked: np.ndarray) -> list[np.ndarray]:

@@ -421,7 +421,7 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     return cert, info
 
 
-def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray] | None, *,
+def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray], *,
                    solved: Solved | None = None, U: np.ndarray | None = None,
                    p0: np.ndarray | None = None) -> Setup:
     """A setup on the refined mesh ``boundaries``

@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/petab_collection.py [n_starts [problem ...]]
+    python benchmarks/petab_collection.py [n_starts [problem ...]] [--method NAME]
 
 Each problem vendored in ``tests/data/petab`` (Boehm, Bruno, Armistead,
 Crauste, Elowitz, Borghans;
@@ -24,7 +24,8 @@ starts: the best converged ``nllh``, how many starts came within 0.1 of it,
 the median CPU seconds per start and all the starts' CPU seconds per start
 that came within 0.1.  All measured in this one run; the field's reference
 tool (AMICI + pyPESTO + fides) runs from the same starts in
-``benchmarks/petab_peer.py``.
+``benchmarks/petab_peer.py``.  ``--method NAME`` passes ``method=NAME``
+(one method, no second runs) instead of every default.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def negative_log_posterior(prob: pc.PetabProblem) -> float:
     return nllh
 
 
-def main(n_starts: int = 5, names: list[str] | None = None) -> None:
+def main(n_starts: int = 5, names: list[str] | None = None, method: str | None = None) -> None:
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
           f"{'- nominal':>11}{'CPU s':>8}")
     summaries = []
@@ -115,16 +116,17 @@ def main(n_starts: int = 5, names: list[str] | None = None) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
-                    status, method, nllh = res.status, res.method, res.nllh
+                    res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
+                                      **({} if method is None else {"method": method}))
+                    status, used, nllh = res.status, res.method, res.nllh
                 except pc.StartNotFiniteError:
                     # the model itself is not finite there (a reference tool's
                     # simulation fails at such a start too): a failed start
-                    status, method, nllh = "no_start", "-", float("nan")
+                    status, used, nllh = "no_start", "-", float("nan")
                 except (ValueError, RuntimeError) as err:
-                    status, method, nllh = "error", str(err)[:10], float("nan")
+                    status, used, nllh = "error", str(err)[:10], float("nan")
             cpu = time.process_time() - t0
-            print(f"{name:<28}{label:<12}{status:<12}{method:<11}{nllh:>12.4f}"
+            print(f"{name:<28}{label:<12}{status:<12}{used:<11}{nllh:>12.4f}"
                   f"{nllh - nominal:>11.4f}{cpu:>8.1f}", flush=True)
             if label != "nominal":
                 uniform.append((nllh if status == "converged" else math.nan, cpu))
@@ -154,4 +156,10 @@ def summary(name: str, nominal: float, runs: list[tuple[float, float]]) -> str:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, sys.argv[2:] or None)
+    args = sys.argv[1:]
+    chosen = None
+    if "--method" in args:
+        k = args.index("--method")
+        chosen = args[k + 1]
+        del args[k:k + 2]
+    main(int(args[0]) if args else 5, args[1:] or None, chosen)

@@ -168,25 +168,26 @@ def test_crauste_from_its_nominal_vector_reaches_its_nllh_with_every_default():
 
 
 def test_crauste_from_a_random_start_falls_back_to_single_shooting():
-    # uniform start 0 of benchmarks/petab_collection.py (seed 0): rates from
+    # uniform start 2 of benchmarks/petab_collection.py (seed 0): rates from
     # 1e-5 to 300 per day, a trajectory no fixed mesh resolves; picard-gn's
-    # trials found no fixed points and its step failed at iteration 2, and
-    # IPOPT's and shooting's fallbacks failed after 124 s; single shooting
-    # converges to a local optimum (the peer's best from this start: 291.73)
+    # trials find no fixed points and its step fails at iteration 2 (from
+    # the simulated states too); single shooting converges to a local
+    # optimum (294.7418, where fides ends from this start too)
     prob = read_petab(DATA / "Crauste_CellSystems2017" / "Crauste_CellSystems2017.yaml")
     rng = np.random.default_rng(0)
-    table = []
-    for q in prob.parameters:
-        lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
-        assert q.estimate and q.scale == "log10"
-        table.append(replace(
-            q, start=10.0 ** rng.uniform(np.log10(lo), np.log10(q.bounds[1]))))
+    for _ in range(3):  # the third draw
+        table = []
+        for q in prob.parameters:
+            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
+            assert q.estimate and q.scale == "log10"
+            table.append(replace(
+                q, start=10.0 ** rng.uniform(np.log10(lo), np.log10(q.bounds[1]))))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
     assert res.success and res.method == "single-shooting"
     assert "picard-gn stopped: its step failed" in res.warnings[0]
-    assert res.nllh < 320.0
+    assert res.nllh < 300.0
 
 
 @pytest.mark.slow  # 94 s on a 2-core machine: a reproduction of the collection's optimum

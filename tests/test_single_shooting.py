@@ -122,3 +122,102 @@ def test_a_reweighting_round_starts_where_the_last_ended():
                       p_bounds=vdp.p_bounds, weights="auto", callback=count, uncertainty=False)
     assert res.success and len(rounds) >= 2
     assert all(n < rounds[0] / 2 for n in rounds[1:]), rounds
+
+
+def _decay_with_constants() -> tuple[pc.Model, list[pc.Experiment]]:
+    """x' = -k x + b c, y = (x, z) with z' = -k2 z: ``c`` an input constant in each
+    experiment (one CVODES run per experiment), the first state's x0 free."""
+    x, p, u = ca.SX.sym("x", 2), ca.SX.sym("p", 3), ca.SX.sym("c")
+    model = pc.Model(x=x, p=p, u=u, rhs=ca.vertcat(-p[0] * x[0] + p[1] * u, -p[2] * x[1]),
+                     y=x, p_names=["k", "b", "k2"])
+    t = np.linspace(0.0, 4.0, 13)
+    exps = [pc.simulate_experiment(model, x0=[x0, 1.0], p=[0.7, 1.5, 0.3], t=t,
+                                   u=np.full(t.size, c), noise_std=0.01, seed=s, name=f"e{s}")
+            for s, (x0, c) in enumerate(((0.5, 1.0), (2.0, 0.25)))]
+    return model, exps
+
+
+def test_intervals_of_one_constant_input_are_one_run_with_the_chain_s_states():
+    from picard_casadi.transcription import interval_integration as ii
+
+    model, exps = _decay_with_constants()
+    disc = Discretisation(model, exps, 0.5, 9, "chebyshev")
+    pieces = ii._constant_pieces(disc)
+    assert [js for js, _ in pieces] == [list(range(sl.start, sl.stop)) for sl in disc.intervals_of]
+    assert [float(v[0]) for _, v in pieces] == [1.0, 0.25]
+    merged = chained_interval_states(disc, 1e-11, 1e-11, 20000)
+    ii_pieces = ii._constant_pieces
+    try:  # every interval alone: the chain restarted at each
+        ii._constant_pieces = lambda d: [([j], None) for j in range(d.n_intervals)]
+        alone = chained_interval_states(disc, 1e-11, 1e-11, 20000)
+    finally:
+        ii._constant_pieces = ii_pieces
+    X0, p = np.array([[0.5, 2.0], [1.0, 1.0]]), [0.7, 1.5, 0.3]
+    for a, b in zip(merged(X0, p), alone(X0, p)):
+        assert np.allclose(np.asarray(a), np.asarray(b), rtol=1e-8, atol=1e-10)
+
+
+def test_a_held_input_is_not_one_constant_across_its_step():
+    from picard_casadi.transcription import interval_integration as ii
+
+    model, exps = _decay_with_input("previous")  # a step at t = 2
+    disc = Discretisation(model, exps, 0.5, 9, "chebyshev")
+    pieces = ii._constant_pieces(disc)
+    for js, value in pieces:
+        if value is None:
+            continue
+        inside = (disc.t0[js][:, None] + disc.h[js][:, None] * np.linspace(0, 0.999, 50)).ravel()
+        exp = disc.experiments[disc.exp_of[js[0]]]
+        assert np.all(exp.inputs(inside, 1) == value)
+    # the step at t = 2 (a boundary) splits each experiment into two pieces
+    assert len(pieces) == 4 and all(v is not None for _, v in pieces)
+
+
+def test_the_jacobian_from_sensitivity_states_is_the_derivative():
+    from picard_casadi.methods.single_shooting import SingleShootingModel, SingleShootingOptions
+
+    model, exps = _decay_with_constants()
+    captured = {}
+    original = SingleShootingModel.__init__
+
+    def keep(self, setup, opts):
+        original(self, setup, opts)
+        captured["model"] = self
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SingleShootingModel, "__init__", keep)
+        pc.estimate(model, exps, [0.5, 1.0, 0.5], "single-shooting", max_iter=1,
+                    estimate_x0=[True, False])
+    ss = captured["model"]
+    assert ss.x0_columns == (0,)
+    w = ss.start() * 1.01
+    Wt, Y = ss.data()
+    r, Jm = ss.jacobian(w, Wt, Y)
+    # two integrations (with and without the sensitivities) under one tolerance
+    assert np.allclose(r, np.asarray(ss.residuals(w, Wt, Y)).ravel(), rtol=0, atol=1e-7)
+    eps = 1e-6
+    for k in np.flatnonzero(ss.free):
+        dw = np.zeros_like(w)
+        dw[k] = eps
+        fd = (np.asarray(ss.residuals(w + dw, Wt, Y)).ravel()
+              - np.asarray(ss.residuals(w - dw, Wt, Y)).ravel()) / (2 * eps)
+        assert np.allclose(Jm[:, k], fd, rtol=1e-5, atol=1e-7), k
+    # the known initial states have no column of their own
+    assert not np.any(Jm[:, ~ss.free])
+    assert isinstance(SingleShootingOptions(), SingleShootingOptions)
+
+
+def test_steps_below_the_integration_s_accuracy_end_converged_at_the_optimum():
+    from picard_casadi.methods import single_shooting as ss
+
+    model, exps = _decay_with_constants()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pc.FitWarning)
+        ref = pc.estimate(model, exps, [0.5, 1.0, 0.5], "single-shooting")
+        # with CVODES that loose, the objective is noise at the optimum
+        res = pc.estimate(model, exps, ref.p, "single-shooting", rtol=1e-4, atol=1e-8,
+                          ftol=1e-15, gtol=1e-15, xtol=1e-15)
+    assert ref.success
+    assert res.success and "accuracy" in res.message, res.message
+    assert np.all(np.abs(res.p - ref.p) < 0.05 * ref.p_std)
+    assert ss.ACCURACY_GAIN > 1 and ss.ACCURACY_RTOL >= 1

@@ -24,6 +24,7 @@ import threading
 import casadi as ca
 import numpy as np
 
+from ..model import Model
 from ..runtime.interrupts import interruptible, reraise_if_interrupted
 from ..runtime.native_output import captured_native_output
 from ..simulate import (_INPUT_DEGREE, _input_coefficients, _segment_coefficients,
@@ -113,40 +114,108 @@ def _slots_and_ends(disc: Discretisation, states: dict[int, dict[float, ca.MX]],
     return ca.horzcat(*slots), ca.horzcat(*ends)
 
 
+def _constant_inputs(exp, t0: np.ndarray, h: np.ndarray, nu: int) -> list[np.ndarray | None]:
+    """For each interval ``[t0_i, t0_i + h_i]`` of experiment ``exp``: its inputs'
+    value where they are the same at its start, 17 points inside and every
+    sample time of the experiment inside it (an experiment's constants, a
+    held input between its steps; the value at its end is the next
+    interval's, a held input's step there is no change inside), else
+    ``None``."""
+    n = t0.size
+    if nu == 0:
+        return [np.zeros(0)] * n
+    k = np.linspace(0.0, 1.0, 19)[:-1]
+    times = t0[:, None] + h[:, None] * k[None, :]
+    vals = exp.inputs(times.ravel(), nu).reshape(n, k.size, nu)
+    same = np.all(vals == vals[:, :1, :], axis=(1, 2))
+    out: list[np.ndarray | None] = []
+    for i in range(n):
+        if same[i]:
+            inside = exp.t[(exp.t > t0[i]) & (exp.t < t0[i] + h[i])]
+            if inside.size and not np.all(exp.inputs(inside, nu) == vals[i, 0]):
+                same[i] = False
+        out.append(vals[i, 0].copy() if same[i] else None)
+    return out
+
+
+def _constant_pieces(disc: Discretisation) -> list[tuple[list[int], np.ndarray | None]]:
+    """The mesh's intervals grouped into pieces that one CVODES run covers: the
+    longest runs of consecutive intervals of one experiment whose inputs are
+    one constant (their value), and each other interval alone (``None``)."""
+    nu = disc.model.nu
+    pieces: list[tuple[list[int], np.ndarray | None]] = []
+    for e, sl in enumerate(disc.intervals_of):
+        js = np.arange(sl.start, sl.stop)
+        values = _constant_inputs(disc.experiments[e], disc.t0[js], disc.h[js], nu)
+        for j, v in zip(js, values):
+            last = pieces[-1] if pieces else None
+            if (v is not None and last is not None and last[1] is not None
+                    and disc.exp_of[last[0][-1]] == e and np.array_equal(last[1], v)):
+                last[0].append(int(j))
+            else:
+                pieces.append(([int(j)], v))
+    return pieces
+
+
 def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_steps: int,
-                            method: str = "bdf") -> ca.Function:
+                            method: str = "bdf", model: Model | None = None) -> ca.Function:
     """Single shooting on the mesh: each experiment integrated from its initial
     state, interval after interval, each interval starting where the last ended.
 
     ``(X0 (nx, E), p) -> (Xs (nx, J M), xend (nx, J), X (nx, J))``: the
     states at the sample slots, the intervals' end states and their starts,
-    for the experiments' initial states ``X0``.  Each interval is integrated
-    as :class:`IntervalIntegrator` integrates it (its inputs' polynomial or
-    its segments), so the trajectory is that model's with every gap zero; an
-    MX function, differentiated by CVODES' forward sensitivities through the
-    chain.
+    for the experiments' initial states ``X0``.  Consecutive intervals whose
+    inputs are one constant (none, or an experiment's constants) are one
+    CVODES run with outputs at their sample times and ends (a restart per
+    interval costs CVODES its step size and order each time: PEtab's
+    Crauste, 64 intervals, integrated 4 times faster in one run); each other
+    interval is integrated as :class:`IntervalIntegrator` integrates it (its
+    inputs' polynomial or its segments).  So the trajectory is the model's
+    with every gap zero.  An MX function; ``model``: another model on the
+    same mesh with the mesh model's inputs, such as the one with its
+    sensitivities as states
+    (:func:`~picard_casadi.transcription.forward_sensitivity.sensitivity_model`);
+    ``X0`` then holds its states.
     """
-    m = disc.model
+    m = disc.model if model is None else model
     J, nx, np_ = disc.n_intervals, m.nx, m.np
     X0 = ca.MX.sym("X0", nx, len(disc.intervals_of))
     p = ca.MX.sym("p", np_)
     grids, inputs = _interval_plan(disc)
     starts: list[ca.MX] = [ca.MX()] * J
     states: dict[int, dict[float, ca.MX]] = {}
-    for e, sl in enumerate(disc.intervals_of):
-        x = X0[:, e]
-        for j in range(sl.start, sl.stop):
-            starts[j] = x
-            if inputs[j] is None:
-                states.update(IntervalIntegrator._segment_states(
-                    disc, [j], x, p, rtol, atol, max_steps, method))
-            else:
-                degree, coef = inputs[j]
-                step = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j], method)
-                Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
-                columns = ca.horzsplit(step(x, Q, p))
-                states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
-            x = states[j][1.0]
+    x = None
+    for js, value in _constant_pieces(disc):
+        j1 = js[0]
+        if j1 == disc.intervals_of[disc.exp_of[j1]].start:
+            x = X0[:, int(disc.exp_of[j1])]
+        if value is not None:
+            a = float(disc.t0[j1])
+            L = float(disc.t0[js[-1]] + disc.h[js[-1]] - a)
+            # each interval's output times, in the piece's normalised time
+            where = [(disc.t0[j] + np.asarray(grids[j]) * disc.h[j] - a) / L for j in js]
+            grid = np.unique(np.round(np.concatenate(where), 13))
+            grid[-1] = 1.0
+            step = _segment_integrator(m, rtol, atol, max_steps, 0, tuple(grid), method)
+            columns = ca.horzsplit(step(x, ca.DM(np.r_[a, L, value]), p))
+            for j, times in zip(js, where):
+                starts[j] = x
+                states[j] = {tau: columns[int(np.argmin(np.abs(grid - s)))]
+                             for tau, s in zip(grids[j], times)}
+                x = states[j][1.0]
+            continue
+        j = j1
+        starts[j] = x
+        if inputs[j] is None:
+            states.update(IntervalIntegrator._segment_states(
+                disc, [j], x, p, rtol, atol, max_steps, method, model=m))
+        else:
+            degree, coef = inputs[j]
+            step = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j], method)
+            Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
+            columns = ca.horzsplit(step(x, Q, p))
+            states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
+        x = states[j][1.0]
     slots, ends = _slots_and_ends(disc, states, starts)
     return ca.Function("chained_interval_states", [X0, p], [slots, ends, ca.horzcat(*starts)],
                        ["X0", "p"], ["Xs", "xend", "X"])
@@ -159,22 +228,25 @@ _KEPT_LOCK = threading.Lock()
 
 
 def _mesh_signature(disc: Discretisation, rtol: float, atol: float, max_steps: int,
-                    method: str) -> tuple:
+                    method: str, model: Model) -> tuple:
     """What an :class:`IntervalIntegrator` depends on: the model and experiments
     (the objects themselves, compared by identity) and the mesh's arrays."""
     arrays = b"".join(np.ascontiguousarray(a).tobytes() for a in (
         disc.t0, disc.h, disc.sample_tau, disc.sample_exp, disc.exp_of))
-    return (disc.model, tuple(disc.experiments), int(disc.M), arrays, float(rtol),
+    return (model, tuple(disc.experiments), int(disc.M), arrays, float(rtol),
             float(atol), int(max_steps), method)
 
 
 def interval_integrator(disc: Discretisation, rtol: float, atol: float,
-                        max_steps: int, method: str = "bdf") -> "IntervalIntegrator":
+                        max_steps: int, method: str = "bdf",
+                        model: Model | None = None) -> "IntervalIntegrator":
     """An :class:`IntervalIntegrator` for ``disc``, reused where the last few calls
     built one for the same model, experiments, mesh, tolerances and method
     (repeated estimates of one problem, a profile's many fits: building it
-    costs a CasADi graph and the inputs' interpolants, 30 ms on cmg)."""
-    key = _mesh_signature(disc, rtol, atol, max_steps, method)
+    costs a CasADi graph and the inputs' interpolants, 30 ms on cmg).
+    ``model``: as :class:`IntervalIntegrator`'s."""
+    model = disc.model if model is None else model
+    key = _mesh_signature(disc, rtol, atol, max_steps, method, model)
     with _KEPT_LOCK:
         for k, (kept_key, integrator) in enumerate(_KEPT):
             if (kept_key[0] is key[0] and len(kept_key[1]) == len(key[1])
@@ -182,7 +254,7 @@ def interval_integrator(disc: Discretisation, rtol: float, atol: float,
                     and kept_key[2:] == key[2:]):
                 _KEPT.append(_KEPT.pop(k))
                 return integrator
-    integrator = IntervalIntegrator(disc, rtol, atol, max_steps, method)
+    integrator = IntervalIntegrator(disc, rtol, atol, max_steps, method, model)
     with _KEPT_LOCK:
         _KEPT.append((key, integrator))
         del _KEPT[:-_KEEP]
@@ -202,6 +274,10 @@ class IntervalIntegrator:
     method : {"bdf", "adams"}
         CVODES' multistep method (``simulate._build_segment_integrator``):
         BDF for any model, Adams where the model is not stiff on the intervals.
+    model : Model, optional
+        Another model on the same mesh with the mesh model's inputs (its
+        states ``X`` then), such as the one with its sensitivities as states
+        (:func:`~picard_casadi.transcription.forward_sensitivity.sensitivity_model`).
 
     Attributes
     ----------
@@ -212,10 +288,10 @@ class IntervalIntegrator:
     """
 
     def __init__(self, disc: Discretisation, rtol: float, atol: float, max_steps: int,
-                 method: str = "bdf") -> None:
-        m = disc.model
+                 method: str = "bdf", model: Model | None = None) -> None:
+        m = disc.model if model is None else model
         J, nx, np_ = disc.n_intervals, m.nx, m.np
-        self.disc = disc
+        self.disc, self.model = disc, m
         X = ca.MX.sym("X", nx, J)
         p = ca.MX.sym("p", np_)
         grids, inputs = _interval_plan(disc)
@@ -227,7 +303,7 @@ class IntervalIntegrator:
         for key, js in groups.items():
             if key == ("segments",):
                 states.update(self._segment_states(disc, js, X[:, js], p, rtol, atol,
-                                                   max_steps, method))
+                                                   max_steps, method, model=m))
                 continue
             degree, grid = key
             step = _segment_integrator(m, rtol, atol, max_steps, degree, grid, method)
@@ -244,11 +320,12 @@ class IntervalIntegrator:
 
     @staticmethod
     def _segment_states(disc: Discretisation, js: list[int], starts: ca.MX, p: ca.MX,
-                        rtol: float, atol: float, max_steps: int, method: str = "bdf"
-                        ) -> dict[int, dict[float, ca.MX]]:
+                        rtol: float, atol: float, max_steps: int, method: str = "bdf",
+                        model: Model | None = None) -> dict[int, dict[float, ca.MX]]:
         """States of intervals ``js`` (``starts``: theirs, ``nx x len(js)``) at their
-        sample times, CVODES restarted at each."""
-        m = disc.model
+        sample times, CVODES restarted at each (``model``: as
+        :func:`chained_interval_states`')."""
+        m = disc.model if model is None else model
         nu = m.nu
         bounds = []
         for j in js:
@@ -295,5 +372,5 @@ class IntervalIntegrator:
         except RuntimeError as err:
             reraise_if_interrupted(err, printed[0] if printed else "")
             raise
-        Xs = np.asarray(Xs).reshape(d.model.nx, d.n_intervals, d.M).transpose(1, 0, 2)
+        Xs = np.asarray(Xs).reshape(self.model.nx, d.n_intervals, d.M).transpose(1, 0, 2)
         return Xs, np.asarray(xend).T

@@ -456,3 +456,25 @@ def test_any_other_failure_tries_single_shooting_before_multiple_shooting():
     assert reruns.calls == [SS] and res.success
     assert res.warnings[0].startswith("picard-gn on the collocation mesh did not reach")
     assert "method='single-shooting' from p0" in res.warnings[0]
+
+
+def test_a_last_iterate_the_collocation_cannot_evaluate_is_not_continued():
+    # PEtab's Borghans from its nominal vector: single shooting stopped with
+    # its (joined-up) last iterate settled on the mesh to nodes where the
+    # model is not finite; the continuation raised StartNotFiniteError out of
+    # the whole call instead of the failure with what was tried
+    from picard_casadi.errors import StartNotFiniteError
+
+    def not_finite():
+        raise StartNotFiniteError("the objective is not finite at the starting point")
+
+    stopped = _result(status="step_failed", gap=0.0, message="single shooting stopped: no "
+                      "acceptable step")
+    stopped._X = np.zeros((1, 1))
+    reruns = _Reruns(**{"single-shooting": lambda: stopped}, continued=not_finite,
+                     shooting=lambda: _ipopt_stopped(0.2))
+    res = second_runs(_result(status="max_iter", gap=1.0), _path(), reruns, time.perf_counter())
+    assert ("picard-gn", "simulation", "warm") in reruns.calls
+    assert reruns.calls[-1] == ("shooting", "auto")
+    assert not res.success
+    assert "method='single-shooting' from p0 did not converge either" in res.message

@@ -86,6 +86,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import StartNotFiniteError
 from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, LoopOptions
 from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
@@ -334,10 +335,18 @@ def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None
 
 def _from_last_iterate(rerun: Rerun, result: EstimationResult) -> EstimationResult | None:
     """picard-gn continued from ``result``'s last iterate (``warm_start``), or
-    None where it has none to continue from (no solution, or ``p`` not finite)."""
+    None where it has none to continue from (no solution, ``p`` not finite,
+    or a trajectory the collocation cannot evaluate: PEtab's Borghans from
+    its nominal vector, where single shooting's last iterate settled on the
+    mesh to nodes at which the calcium model is not finite, and the
+    continuation raised :class:`~picard_casadi.errors.StartNotFiniteError`
+    out of the whole call after 141 s)."""
     if getattr(result, "_X", None) is None or not np.all(np.isfinite(result.p)):
         return None
-    return rerun("picard-gn", "simulation", None, warm_start=result)
+    try:
+        return rerun("picard-gn", "simulation", None, warm_start=result)
+    except StartNotFiniteError:
+        return None
 
 
 def joined_up(result: EstimationResult) -> bool:

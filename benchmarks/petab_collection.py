@@ -2,7 +2,8 @@
 
 Run::
 
-    python benchmarks/petab_collection.py [n_starts [problem ...]] [--method NAME]
+    python benchmarks/petab_collection.py [n_starts [problem ...]] [--method NAME] [--uniform-only]
+        [--starts A-B]
 
 Each problem vendored in ``tests/data/petab`` (Boehm, Bruno, Armistead,
 Crauste, Elowitz, Borghans;
@@ -25,7 +26,10 @@ the median CPU seconds per start and all the starts' CPU seconds per start
 that came within 0.1.  All measured in this one run; the field's reference
 tool (AMICI + pyPESTO + fides) runs from the same starts in
 ``benchmarks/petab_peer.py``.  ``--method NAME`` passes ``method=NAME``
-(one method, no second runs) instead of every default.
+(one method, no second runs) instead of every default; ``--uniform-only``
+leaves out the nominal start (the summary is over the uniform starts either
+way); ``--starts A-B`` runs only the uniform starts A to B (the same draws:
+one problem's starts split over processes).
 """
 
 from __future__ import annotations
@@ -102,7 +106,8 @@ def negative_log_posterior(prob: pc.PetabProblem) -> float:
     return nllh
 
 
-def main(n_starts: int = 5, names: list[str] | None = None, method: str | None = None) -> None:
+def main(n_starts: int = 5, names: list[str] | None = None, method: str | None = None,
+         uniform_only: bool = False, chosen_starts: range | None = None) -> None:
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
           f"{'- nominal':>11}{'CPU s':>8}")
     summaries = []
@@ -112,6 +117,11 @@ def main(n_starts: int = 5, names: list[str] | None = None, method: str | None =
         rng = np.random.default_rng(0)
         uniform: list[tuple[float, float]] = []  # (nllh, CPU s) of the uniform starts
         for label, table in starts(prob.parameters, n_starts, rng):
+            if uniform_only and label == "nominal":
+                continue
+            if (chosen_starts is not None and label != "nominal"
+                    and int(label.split()[1]) not in chosen_starts):
+                continue
             t0 = time.process_time()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -162,4 +172,13 @@ if __name__ == "__main__":
         k = args.index("--method")
         chosen = args[k + 1]
         del args[k:k + 2]
-    main(int(args[0]) if args else 5, args[1:] or None, chosen)
+    uniform_only = "--uniform-only" in args
+    if uniform_only:
+        args.remove("--uniform-only")
+    chosen_starts = None
+    if "--starts" in args:
+        k = args.index("--starts")
+        first, last = (int(v) for v in args[k + 1].split("-"))
+        chosen_starts = range(first, last + 1)
+        del args[k:k + 2]
+    main(int(args[0]) if args else 5, args[1:] or None, chosen, uniform_only, chosen_starts)

@@ -106,3 +106,67 @@ def test_no_adjoint_sweep_follows_the_solve(monkeypatch):
     nlp, data = _shooting_nlp(monkeypatch, 2.5)
     sol = nlp.solver(x0=nlp.start(), p=data, lbx=nlp.lbw, ubx=nlp.ubw, lbg=0, ubg=0)
     assert np.all(np.isnan(np.array(sol["lam_p"])))
+
+
+def test_the_sensitivity_states_give_casadis_derivatives_on_a_petab_problem():
+    # the derivatives IPOPT is given come from the model's sensitivities
+    # integrated as states and gathered into the Jacobian's sparsity; on a
+    # problem with scaled states, 48 intervals over several
+    # experiments, they must be CasADi's own derivatives of the interval
+    # integrators (both at the package's CVODES tolerances)
+    import warnings
+    from pathlib import Path
+
+    import casadi as ca
+
+    from picard_casadi.transcription.interval_integration import interval_integrator
+
+    name = "Bruno_JExpBot2016"
+    prob = pc.read_petab(Path(__file__).parent / "data" / "petab" / name / f"{name}.yaml")
+    built = []
+    init = shooting.ShootingNLP.__init__
+
+    def keep(self, setup, opts):
+        init(self, setup, opts)
+        built.append((self, opts))
+
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mp.setattr(shooting.ShootingNLP, "__init__", keep)
+        pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise,
+                    method="shooting", max_iter=1, uncertainty=False)
+    nlp, opts = built[0]
+    setup = nlp.setup
+    disc, m = setup.disc, setup.disc.model
+    J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
+    assert np.ptp(setup.x_scale) > 0 and J > 10
+    states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+    xs, ps = ca.DM(setup.x_scale), ca.DM(setup.p_scale)
+    w = ca.MX.sym("w", np_ + J * nx)
+    X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
+    Xs, xend = states(X, w[:np_] * ps)
+    reference = ca.Function("reference", [w], [ca.jacobian(ca.vec(Xs), w),
+                                               ca.jacobian(ca.vec(xend), w)])
+    w0 = nlp.start()
+    data = np.concatenate([to_map_layout(setup.tr._Wt).ravel(order="F"),
+                           to_map_layout(disc.y).ravel(order="F")])
+    a_S, a_E = (np.asarray(ca.densify(v)) for v in reference(w0))
+    # the package's derivatives of the sampled and end states at the same
+    # point: the sensitivity model's interval states, gathered
+    X0 = w0[np_:].reshape(J, nx).T * setup.x_scale[:, None]
+    Z0 = np.vstack([X0, np.tile(shooting.initial_sensitivities(m)[:, None], (1, J))])
+    aug = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps,
+                              model=shooting.sensitivity_model(m)).function
+    Zs, zend = aug(Z0, w0[:np_] * setup.p_scale)
+    b_S, b_E = (np.asarray(ca.densify(ca.evalf(v))) for v in shooting._sensitivity_matrices(
+        ca.vertcat(ca.vec(Zs), ca.vec(zend)), J, M, nx, np_, (xs, ps)))
+    for a, b in ((a_S, b_S), (a_E, b_E)):
+        assert a.shape == b.shape
+        assert np.abs(a - b).max() <= 1e-6 * np.abs(a).max()
+    # and the constraints' Jacobian IPOPT is given is the chain rule through them
+    jac_g = np.asarray(ca.densify(nlp.solver.get_function("nlp_jac_g")(w0, data)[1]))
+    nxt = [j for j in range(J) if disc.has_next[j]]
+    expected = np.vstack([(a_E[j * nx:(j + 1) * nx] - np.eye(np_ + J * nx)[
+        np_ + (j + 1) * nx:np_ + (j + 2) * nx] * setup.x_scale[:, None]) / setup.x_scale[:, None]
+        for j in nxt])
+    assert np.abs(jac_g - expected).max() <= 1e-6 * np.abs(expected).max()

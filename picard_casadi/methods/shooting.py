@@ -11,8 +11,8 @@ Each interval is integrated by CVODES through its sample times to its end
 with the discretisation certificate).  The Hessian is the Gauss-Newton one
 (second-order sensitivities of CVODES would be far slower); it, the
 objective's gradient and the constraints' Jacobian come from one
-forward-sensitivity integration per iterate (:func:`_derivatives`,
-:mod:`~picard_casadi.methods.shared_derivatives`).
+integration per iterate of the model with its sensitivities as states
+(:func:`_derivatives`, :mod:`~picard_casadi.methods.shared_derivatives`).
 
 A failing integration (too much work, blow-up) inside IPOPT's iterations
 comes back as ``success=False`` with CVODES' flag in the message.
@@ -125,8 +125,12 @@ class ShootingNLP:
                                 [r_S, gap_E])(Xs, xend, w, Wt, Y)
         f = 0.5 * ca.sumsqr(r_data)
         nlp = {"x": w, "p": ca.vertcat(ca.vec(Wt), ca.vec(Y)), "f": f, "g": g}
+        aug = sensitivity_model(m)
+        aug_states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps,
+                                         model=aug).function
         derivatives = nlpsol_derivatives(
-            _derivatives(w, Xs, xend, Wt, Y, (S, E), (r_S, gap_E)), g.numel())
+            _derivatives(w, aug_states, initial_sensitivities(m), (xs, ps), (J, M, nx, np_),
+                         Wt, Y, (S, E), (r_S, gap_E)), g.numel())
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
@@ -192,30 +196,73 @@ class ShootingNLP:
         return ""
 
 
-def _derivatives(w: ca.MX, Xs: ca.MX, xend: ca.MX, Wt: ca.MX, Y: ca.MX,
-                 stand_ins: tuple[ca.MX, ca.MX], residuals: tuple[ca.MX, ca.MX]
-                 ) -> ca.Function:
+def _sensitivity_matrices(values: ca.MX, J: int, M: int, nx: int, np_: int,
+                          scales: tuple[ca.DM, ca.DM]) -> tuple[ca.MX, ca.MX]:
+    """The derivatives of the sampled states ``vec(Xs)`` and the end states
+    ``vec(xend)`` in the scaled decision vector ``w = (p / p_scale, vec(X / x_scale))``.
+
+    ``values`` is ``vertcat(vec(Zs), vec(zend))`` of the sensitivity model's
+    interval states (:func:`~picard_casadi.transcription.forward_sensitivity.
+    sensitivity_model`, every state's column): slot ``c`` belongs to interval
+    ``c // M`` and depends on that interval's start and the parameters only,
+    so each matrix is a gather of those nonzeros into its sparsity (an
+    interval's dense block beside the parameters' columns).
+    """
+    xs, ps = (np.asarray(v, float).ravel() for v in scales)
+    nz, naug = np_ + nx, nx * (1 + np_ + nx)
+    i, k = np.meshgrid(np.arange(nx), np.arange(nz), indexing="ij")  # state, column
+    scale = np.concatenate([ps, xs])[k]
+
+    def gather(n_points: int, interval_of: np.ndarray, offset: int) -> ca.MX:
+        point = np.arange(n_points)[:, None, None]
+        rows = np.broadcast_to(point * nx + i, (n_points, nx, nz)).ravel()
+        j = interval_of[:, None, None]
+        cols = np.where(k < np_, k, np_ + j * nx + (k - np_))
+        cols = np.broadcast_to(cols, (n_points, nx, nz)).ravel()
+        index = (offset + point * naug + nx + i + k * nx).ravel()
+        factor = np.broadcast_to(scale, (n_points, nx, nz)).ravel()
+        order = np.lexsort((rows, cols))  # the nonzeros column by column
+        sparsity = ca.Sparsity.triplet(n_points * nx, np_ + J * nx, rows[order].tolist(),
+                                       cols[order].tolist())
+        return ca.MX(sparsity, values[index[order].tolist()] * ca.DM(factor[order]))
+
+    return (gather(M * J, np.arange(M * J) // M, 0),
+            gather(J, np.arange(J), M * J * naug))
+
+
+def _derivatives(w: ca.MX, aug_states: ca.Function, S0: np.ndarray,
+                 scales: tuple[ca.DM, ca.DM], sizes: tuple[int, int, int, int],
+                 Wt: ca.MX, Y: ca.MX, stand_ins: tuple[ca.MX, ca.MX],
+                 residuals: tuple[ca.MX, ca.MX]) -> ca.Function:
     """``(w, data) -> (f, grad f, g, jac g, triu(Jr' Jr))`` from one sensitivity run.
 
     ``residuals`` are the data residuals and the continuity gaps as
-    expressions of ``w`` and of the ``stand_ins`` ``(S, E)`` for ``Xs`` (the
-    states at the sample slots) and ``xend`` (the end states).  ``Xs`` and
-    ``xend`` are differentiated together (one forward-sensitivity integration
-    per interval); the residuals' and the gaps' Jacobians follow by the chain
-    rule through the output function.  CasADi's own ``nlp_grad_f`` (an
-    adjoint sweep), ``nlp_jac_g`` and ``nlp_hess_l`` would integrate the
-    sensitivities three times per iterate (docs/performance.md).
+    expressions of ``w`` and of the ``stand_ins`` ``(S, E)`` for the states at
+    the sample slots and the end states.  Those states and their derivatives
+    in each interval's start and the parameters come from one integration of
+    the model with its sensitivities as states (``aug_states``: the interval
+    integrator of the sensitivity model, started at ``S0``), as AMICI
+    integrates them; the residuals' and the gaps' Jacobians follow by the
+    chain rule through the output function.  CasADi's own ``nlp_grad_f``
+    (an adjoint sweep), ``nlp_jac_g`` and ``nlp_hess_l`` would integrate the
+    sensitivities three times per iterate, and its forward derivative of the
+    interval integrators once per direction set (docs/performance.md).
     """
+    J, M, nx, np_ = sizes
+    xs, ps = scales
     S, E = stand_ins
     r, gap = residuals
-    sens = ca.jacobian(ca.vertcat(ca.vec(Xs), ca.vec(xend)), w)
+    p = w[:np_] * ps
+    X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
+    Zs, zend = aug_states(ca.vertcat(X, ca.repmat(ca.DM(S0), 1, J)), p)
+    sens_S, sens_E = _sensitivity_matrices(ca.vertcat(ca.vec(Zs), ca.vec(zend)), J, M, nx,
+                                           np_, scales)
     chain = ca.Function("shooting_chain", [S, E, w, Wt, Y],
                         [r, ca.jacobian(r, S), ca.jacobian(r, w),
                          gap, ca.jacobian(gap, E), ca.jacobian(gap, w)])
-    r, dr_dS, dr_dw, gap, dg_dE, dg_dw = chain(Xs, xend, w, Wt, Y)
-    n_slots = S.numel()
-    Jr = ca.mtimes(dr_dS, sens[:n_slots, :]) + dr_dw
-    Jg = ca.mtimes(dg_dE, sens[n_slots:, :]) + dg_dw
+    r, dr_dS, dr_dw, gap, dg_dE, dg_dw = chain(Zs[:nx, :], zend[:nx, :], w, Wt, Y)
+    Jr = ca.mtimes(dr_dS, sens_S) + dr_dw
+    Jg = ca.mtimes(dg_dE, sens_E) + dg_dw
     data = ca.vertcat(ca.vec(Wt), ca.vec(Y))
     return ca.Function("shooting_derivatives", [w, data],
                        [0.5 * ca.sumsqr(r), ca.densify(ca.mtimes(Jr.T, r)), gap, Jg,

@@ -93,12 +93,21 @@ from ..result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
+           "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
            "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_PIVOT_ORDER"]
 
 #: a second run with another method (``"ipopt"``, ``"shooting"``) stops after
 #: this many IPOPT iterations (its ``max_iter``), unless the user set one
 BUDGET_ITERATIONS = 300
+
+#: ... and single shooting's second run stops after this many of its own
+#: iterations (its default ``max_iter``): each is one CVODES run with the
+#: sensitivities as states, milliseconds where a multiple-shooting IPOPT
+#: iteration takes a second.  PEtab's Borghans from uniform start 0 (seed 0)
+#: needs 342 (4.9 s); stopped at 300 it went on to multiple shooting, 300
+#: iterations in over 200 s, and failed (docs/petab.md)
+BUDGET_SINGLE_SHOOTING_ITERATIONS = 1000
 
 #: ... and IPOPT's largest shift of its Hessian there (``max_hessian_perturbation``,
 #: IPOPT's default 1e20; beyond it IPOPT abandons the step): a shift this large
@@ -246,7 +255,8 @@ def _not_converged(retry: EstimationResult, method: str) -> str:
 
 def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationResult:
     """A second run with another method: one solve (:func:`another_method`) of at
-    most :data:`BUDGET_ITERATIONS` iterations, IPOPT's Hessian shifted by at
+    most :data:`BUDGET_ITERATIONS` iterations (single shooting
+    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS`), IPOPT's Hessian shifted by at
     most :data:`BUDGET_HESSIAN_PERTURBATION`, IPOPT's KKT matrix on the
     collocation ordered by :data:`BUDGET_PIVOT_ORDER`, and shooting's IPOPT tolerance
     :data:`BUDGET_SHOOTING_TOL` (unless the user set these; single shooting
@@ -258,8 +268,10 @@ def _with_another_method(rerun: Rerun, method: str, guess: str) -> EstimationRes
         options["mumps_pivot_order"] = BUDGET_PIVOT_ORDER
     if method == "shooting":
         options["tol"] = BUDGET_SHOOTING_TOL
+    budget = (BUDGET_SINGLE_SHOOTING_ITERATIONS if method == "single-shooting"
+              else BUDGET_ITERATIONS)
     with another_method():
-        return rerun(method, guess, BUDGET_ITERATIONS, ipopt_options=options)
+        return rerun(method, guess, budget, ipopt_options=options)
 
 
 @dataclass(frozen=True)

@@ -32,54 +32,16 @@ from __future__ import annotations
 import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
 import sys
-import time
-import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import casadi as ca
 import numpy as np
+from _petab_builds import PROBLEMS, built, cpu_ms
 
-import picard_casadi as pc
 from picard_casadi.methods import shooting
 from picard_casadi.runtime.native_output import captured_native_output
 from picard_casadi.transcription.discretisation import to_map_layout
 from picard_casadi.transcription.interval_integration import interval_integrator
-
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "petab"
-PROBLEMS = ["Boehm_JProteomeRes2014", "Bruno_JExpBot2016", "Crauste_CellSystems2017",
-            "Elowitz_Nature2000", "Borghans_BiophysChem1997"]
-REPEATS = 5
-
-
-def cpu_ms(fn) -> float:
-    """CPU milliseconds per call of ``fn`` (one call first, untimed)."""
-    fn()
-    t0 = time.process_time()
-    for _ in range(REPEATS):
-        fn()
-    return 1e3 * (time.process_time() - t0) / REPEATS
-
-
-def the_nlp(name: str) -> tuple[shooting.ShootingNLP, shooting.ShootingOptions]:
-    """The multiple-shooting NLP ``estimate`` builds from the nominal vector."""
-    prob = pc.read_petab(DATA / name / f"{name}.yaml")
-    kept = {}
-    build = shooting.ShootingNLP.__init__
-
-    def keep(self, setup, opts):
-        build(self, setup, opts)
-        kept["nlp"], kept["opts"] = self, opts
-
-    shooting.ShootingNLP.__init__ = keep
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise,
-                        method="shooting", max_iter=1, uncertainty=False)
-    finally:
-        shooting.ShootingNLP.__init__ = build
-    return kept["nlp"], kept["opts"]
 
 
 def derivative_functions(nlp: shooting.ShootingNLP, opts: shooting.ShootingOptions
@@ -111,7 +73,7 @@ def main(names: list[str], tight: bool = False) -> None:
     print(f"{'problem':<26}{'intervals':>10}{'CasADi':>9}{'states':>9}{'ratio':>7}"
           f"{'jac_g diff':>12}{'grad diff':>11}   (CPU ms per call)")
     for name in names:
-        nlp, opts = the_nlp(name)
+        nlp, opts = built(shooting.ShootingNLP, name, "shooting")
         new, old = derivative_functions(nlp, opts)
         w = nlp.start()
         data = np.concatenate([to_map_layout(nlp.setup.tr._Wt).ravel(order="F"),

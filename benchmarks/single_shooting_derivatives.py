@@ -40,52 +40,14 @@ from __future__ import annotations
 import _single_thread  # noqa: F401  (one BLAS thread; before NumPy loads)
 
 import sys
-import time
-import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import casadi as ca
 import numpy as np
+from _petab_builds import PROBLEMS, built, cpu_ms
 
-import picard_casadi as pc
 from picard_casadi.methods import single_shooting
 from picard_casadi.transcription import interval_integration
-
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "petab"
-PROBLEMS = ["Boehm_JProteomeRes2014", "Bruno_JExpBot2016", "Crauste_CellSystems2017",
-            "Elowitz_Nature2000", "Borghans_BiophysChem1997"]
-REPEATS = 5
-
-
-def cpu_ms(fn) -> float:
-    """CPU milliseconds per call of ``fn`` (one call first, untimed)."""
-    fn()
-    t0 = time.process_time()
-    for _ in range(REPEATS):
-        fn()
-    return 1e3 * (time.process_time() - t0) / REPEATS
-
-
-def the_model(name: str) -> single_shooting.SingleShootingModel:
-    """The single-shooting model ``estimate`` builds from the nominal vector."""
-    prob = pc.read_petab(DATA / name / f"{name}.yaml")
-    kept = {}
-    build = single_shooting.SingleShootingModel.__init__
-
-    def keep(self, setup, opts):
-        build(self, setup, opts)
-        kept["model"], kept["opts"] = self, opts
-
-    single_shooting.SingleShootingModel.__init__ = keep
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise,
-                        method="single-shooting", max_iter=1, uncertainty=False)
-    finally:
-        single_shooting.SingleShootingModel.__init__ = build
-    return kept["model"], kept["opts"]
 
 
 def per_interval_residuals(model, opts) -> ca.Function:
@@ -142,7 +104,7 @@ def main(names: list[str], tight: bool = False) -> None:
           f"{'CasADi J':>10}{'states J':>10}{'ratio':>7}{'J diff':>9}"
           f"{'jtimes SE':>11}{'states SE':>11}{'ratio':>7}   (CPU ms per call)")
     for name in names:
-        model, opts = the_model(name)
+        model, opts = built(single_shooting.SingleShootingModel, name, "single-shooting")
         w = model.start()
         Wt, Y = model.data()
         r_old, J_old = per_interval_residuals(model, opts)

@@ -13,17 +13,22 @@ Gauss-Newton Hessian), so the test checks those as well.
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
+import casadi as ca
 import numpy as np
 import pytest
 
 import picard_casadi as pc
 from picard_casadi.methods import shooting
 from picard_casadi.transcription.discretisation import to_map_layout
+from picard_casadi.transcription.interval_integration import interval_integrator
 
 
-def _shooting_nlp(monkeypatch, T: float):
-    """The shooting NLP built for Van der Pol's start (one iteration, mesh ``T``)
-    and its data vector (the weights, then the samples)."""
+def _built_nlp(monkeypatch, model, experiments, p0, **options):
+    """The shooting NLP ``estimate`` builds (one iteration) and its data vector
+    (the weights, then the samples)."""
     built = []
     init = shooting.ShootingNLP.__init__
 
@@ -31,14 +36,22 @@ def _shooting_nlp(monkeypatch, T: float):
         init(self, setup, opts)
         built.append(self)
 
-    monkeypatch.setattr(shooting.ShootingNLP, "__init__", keep)
-    vdp = pc.problem("vdp", seed=0)
-    pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds, T=T,
-                refine=0, max_iter=1, uncertainty=False)
+    with monkeypatch.context() as mp:
+        mp.setattr(shooting.ShootingNLP, "__init__", keep)
+        pc.estimate(model, experiments, p0, "shooting", max_iter=1, uncertainty=False,
+                    **options)
     nlp = built[0]
     data = np.concatenate([to_map_layout(nlp.setup.tr._Wt).ravel(order="F"),
                            to_map_layout(nlp.setup.disc.y).ravel(order="F")])
     return nlp, data
+
+
+def _shooting_nlp(monkeypatch, T: float):
+    """The shooting NLP built for Van der Pol's start (one iteration, mesh ``T``)
+    and its data vector."""
+    vdp = pc.problem("vdp", seed=0)
+    return _built_nlp(monkeypatch, vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds,
+                      T=T, refine=0)
 
 
 @pytest.mark.parametrize("T", [5.0, 2.5])
@@ -84,8 +97,6 @@ def test_the_sensitivities_are_integrated_once_per_iterate(monkeypatch):
 
 
 def test_a_sparse_gradient_is_refused():
-    import casadi as ca
-
     from picard_casadi.methods.shared_derivatives import nlpsol_derivatives
 
     x, p = ca.MX.sym("x", 2), ca.MX.sym("p", 0)
@@ -108,39 +119,24 @@ def test_no_adjoint_sweep_follows_the_solve(monkeypatch):
     assert np.all(np.isnan(np.array(sol["lam_p"])))
 
 
-def test_the_sensitivity_states_give_casadis_derivatives_on_a_petab_problem():
+def test_the_sensitivity_states_give_casadis_derivatives_on_a_petab_problem(monkeypatch):
     # the derivatives IPOPT is given come from the model's sensitivities
     # integrated as states and gathered into the Jacobian's sparsity; on a
-    # problem with scaled states, 48 intervals over several
-    # experiments, they must be CasADi's own derivatives of the interval
-    # integrators (both at the package's CVODES tolerances)
-    import warnings
-    from pathlib import Path
-
-    import casadi as ca
-
-    from picard_casadi.transcription.interval_integration import interval_integrator
-
+    # problem with scaled states, 48 intervals over several experiments, they
+    # must be CasADi's own derivatives of the interval integrators (both at
+    # the package's CVODES tolerances)
     name = "Bruno_JExpBot2016"
     prob = pc.read_petab(Path(__file__).parent / "data" / "petab" / name / f"{name}.yaml")
-    built = []
-    init = shooting.ShootingNLP.__init__
-
-    def keep(self, setup, opts):
-        init(self, setup, opts)
-        built.append((self, opts))
-
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mp.setattr(shooting.ShootingNLP, "__init__", keep)
-        pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise,
-                    method="shooting", max_iter=1, uncertainty=False)
-    nlp, opts = built[0]
+        nlp, data = _built_nlp(monkeypatch, prob.model, prob.experiments, prob.parameters,
+                               noise=prob.noise)
+    rtol, atol, max_steps = nlp._cvodes
     setup = nlp.setup
     disc, m = setup.disc, setup.disc.model
     J, M, nx, np_ = disc.n_intervals, disc.M, m.nx, m.np
     assert np.ptp(setup.x_scale) > 0 and J > 10
-    states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps).function
+    states = interval_integrator(disc, rtol, atol, max_steps).function
     xs, ps = ca.DM(setup.x_scale), ca.DM(setup.p_scale)
     w = ca.MX.sym("w", np_ + J * nx)
     X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
@@ -148,14 +144,12 @@ def test_the_sensitivity_states_give_casadis_derivatives_on_a_petab_problem():
     reference = ca.Function("reference", [w], [ca.jacobian(ca.vec(Xs), w),
                                                ca.jacobian(ca.vec(xend), w)])
     w0 = nlp.start()
-    data = np.concatenate([to_map_layout(setup.tr._Wt).ravel(order="F"),
-                           to_map_layout(disc.y).ravel(order="F")])
     a_S, a_E = (np.asarray(ca.densify(v)) for v in reference(w0))
     # the package's derivatives of the sampled and end states at the same
     # point: the sensitivity model's interval states, gathered
     X0 = w0[np_:].reshape(J, nx).T * setup.x_scale[:, None]
     Z0 = np.vstack([X0, np.tile(shooting.initial_sensitivities(m)[:, None], (1, J))])
-    aug = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps,
+    aug = interval_integrator(disc, rtol, atol, max_steps,
                               model=shooting.sensitivity_model(m)).function
     Zs, zend = aug(Z0, w0[:np_] * setup.p_scale)
     b_S, b_E = (np.asarray(ca.densify(ca.evalf(v))) for v in shooting._sensitivity_matrices(
@@ -166,7 +160,8 @@ def test_the_sensitivity_states_give_casadis_derivatives_on_a_petab_problem():
     # and the constraints' Jacobian IPOPT is given is the chain rule through them
     jac_g = np.asarray(ca.densify(nlp.solver.get_function("nlp_jac_g")(w0, data)[1]))
     nxt = [j for j in range(J) if disc.has_next[j]]
-    expected = np.vstack([(a_E[j * nx:(j + 1) * nx] - np.eye(np_ + J * nx)[
-        np_ + (j + 1) * nx:np_ + (j + 2) * nx] * setup.x_scale[:, None]) / setup.x_scale[:, None]
-        for j in nxt])
+    # the gap (x_end,j - X_j+1) / x_scale in w, whose X_j+1 block is X_j+1 / x_scale
+    eye = np.eye(np_ + J * nx)
+    expected = np.vstack([a_E[j * nx:(j + 1) * nx] / setup.x_scale[:, None]
+                          - eye[np_ + (j + 1) * nx:np_ + (j + 2) * nx] for j in nxt])
     assert np.abs(jac_g - expected).max() <= 1e-6 * np.abs(expected).max()

@@ -129,8 +129,8 @@ class ShootingNLP:
         aug_states = interval_integrator(disc, opts.rtol, opts.atol, opts.max_steps,
                                          model=aug).function
         derivatives = nlpsol_derivatives(
-            _derivatives(w, aug_states, initial_sensitivities(m), (xs, ps), (J, M, nx, np_),
-                         Wt, Y, (S, E), (r_S, gap_E)), g.numel())
+            _derivatives(w, (X, p), aug_states, initial_sensitivities(m), (xs, ps),
+                         (J, M, nx, np_), Wt, Y, (S, E), (r_S, gap_E)), g.numel())
         ipopt = {"max_iter": int(opts.max_iter), "tol": float(opts.tol),
                  "print_level": int(opts.print_level), "sb": "yes"}
         ipopt.update(opts.ipopt_options or {})
@@ -230,15 +230,16 @@ def _sensitivity_matrices(values: ca.MX, J: int, M: int, nx: int, np_: int,
             gather(J, np.arange(J), M * J * naug))
 
 
-def _derivatives(w: ca.MX, aug_states: ca.Function, S0: np.ndarray,
-                 scales: tuple[ca.DM, ca.DM], sizes: tuple[int, int, int, int],
+def _derivatives(w: ca.MX, starts: tuple[ca.MX, ca.MX], aug_states: ca.Function,
+                 S0: np.ndarray, scales: tuple[ca.DM, ca.DM], sizes: tuple[int, int, int, int],
                  Wt: ca.MX, Y: ca.MX, stand_ins: tuple[ca.MX, ca.MX],
                  residuals: tuple[ca.MX, ca.MX]) -> ca.Function:
     """``(w, data) -> (f, grad f, g, jac g, triu(Jr' Jr))`` from one sensitivity run.
 
-    ``residuals`` are the data residuals and the continuity gaps as
-    expressions of ``w`` and of the ``stand_ins`` ``(S, E)`` for the states at
-    the sample slots and the end states.  Those states and their derivatives
+    ``starts`` are the interval starts ``X`` and the parameters ``p`` as
+    expressions of ``w``; ``residuals`` are the data residuals and the
+    continuity gaps as expressions of ``w`` and of the ``stand_ins`` ``(S, E)``
+    for the states at the sample slots and the end states.  Those states and their derivatives
     in each interval's start and the parameters come from one integration of
     the model with its sensitivities as states (``aug_states``: the interval
     integrator of the sensitivity model, started at ``S0``), as AMICI
@@ -249,11 +250,9 @@ def _derivatives(w: ca.MX, aug_states: ca.Function, S0: np.ndarray,
     interval integrators once per direction set (docs/performance.md).
     """
     J, M, nx, np_ = sizes
-    xs, ps = scales
+    X, p = starts
     S, E = stand_ins
     r, gap = residuals
-    p = w[:np_] * ps
-    X = ca.reshape(w[np_:], nx, J) * ca.repmat(xs, 1, J)
     Zs, zend = aug_states(ca.vertcat(X, ca.repmat(ca.DM(S0), 1, J)), p)
     sens_S, sens_E = _sensitivity_matrices(ca.vertcat(ca.vec(Zs), ca.vec(zend)), J, M, nx,
                                            np_, scales)

@@ -66,9 +66,10 @@ was tried.  ``wall_time`` counts every run.
 The other methods' runs are bounded, so that a problem no method solves
 ends in a failure within minutes: they are one solve each (a failure is not
 refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
-:data:`BUDGET_ITERATIONS` IPOPT iterations (a FitzHugh-Nagumo relaxation
-oscillator, sampled far too sparsely for its spikes, ran IPOPT's fallback
-for over ten minutes, restarting on finer meshes).  The budget counts
+:data:`BUDGET_ITERATIONS` IPOPT iterations, single shooting's of
+:data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` of its own (a FitzHugh-Nagumo
+relaxation oscillator, sampled far too sparsely for its spikes, ran IPOPT's
+fallback for over ten minutes, restarting on finer meshes).  The budget counts
 iterations, not seconds, so that the same call returns the same result on a
 fast machine and on a slow or busy one.  The choices and what they cost are
 in docs/design.md.

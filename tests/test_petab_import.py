@@ -514,3 +514,70 @@ def test_a_petab_problem_as_a_problem_estimates_itself_and_goes_into_compare():
     assert res.nllh == pytest.approx(-46.6882, abs=1e-3)
     rows = pc.compare([prob], ["picard-gn"])
     assert rows[0]["problem"] == "Bruno_JExpBot2016" and rows[0]["success"]
+
+
+@pytest.mark.parametrize("formula, naive", [
+    ("V * Z^n / (K^n + Z^n)", lambda V, Z, K, n: V * Z ** n / (K ** n + Z ** n)),
+    ("c - K^n * (c - V) / (K^n + Z^n)", lambda V, Z, K, n: 0.3 - K ** n * (0.3 - V) / (K ** n + Z ** n)),
+    ("(V * Z^n) / ((Z^n + K^n) * (V^2 + 1))",
+     lambda V, Z, K, n: V * Z ** n / ((Z ** n + K ** n) * (V ** 2 + 1))),
+])
+def test_hill_fractions_stay_finite_where_their_powers_underflow(formula, naive):
+    """``Z^n / (K^n + Z^n)`` is 0/0 in floating point where both powers
+    underflow or overflow (Elowitz's ``n_Hill`` = 261, Borghans' ``n_par``
+    above 1000), although the fraction is 0, 1/2 or 1 there.  Imported, it is
+    the same function with the same derivatives where the formula as
+    written is finite, and finite with finite derivatives everywhere else."""
+    import libsbml
+
+    from picard_casadi.io.sbml import _MathConverter, _parse_formula
+
+    sym = {s: ca.SX.sym(s) for s in ("V", "Z", "K", "n")}
+    consts = {"c": ca.SX(0.3)}
+    conv = _MathConverter(libsbml, lambda s: sym[s] if s in sym else consts[s], {},
+                          ca.SX.sym("t"), "test")
+    expr = conv(_parse_formula(libsbml, formula, "test"))
+    v = ca.vertcat(*sym.values())
+    assert "log" in str(expr)     # the pattern was recognised
+    written = naive(*sym.values())
+    f = ca.Function("f", [v], [expr, ca.jacobian(expr, v)])
+    g = ca.Function("g", [v], [written, ca.jacobian(written, v)])
+    for point in ([0.7, 0.5, 0.8, 3.0], [0.7, 2.0, 0.8, 4.1], [0.7, 0.2, 0.8, -1.5],
+                  [0.7, 0.8, 0.8, 12.0]):
+        (val, jac), (val0, jac0) = f(point), g(point)
+        np.testing.assert_allclose(float(val), float(val0), rtol=1e-12)
+        np.testing.assert_allclose(np.array(jac), np.array(jac0), rtol=1e-10, atol=1e-14)
+    written_fails = []
+    for point, ratio in (([0.7, 0.76, 0.007, 1933.0], 1.0), ([0.7, 0.5, 0.5, 1e5], 0.5),
+                         ([0.7, 0.01, 0.017, 261.0], 0.0), ([0.7, 3.0, 2.0, 900.0], 1.0)):
+        val, jac = f(point)
+        assert np.all(np.isfinite(np.array(jac))), (formula, point)
+        written_fails.append(not np.all(np.isfinite(np.array(g(point)[1]))))
+        V, Z, K, n = point
+        exact = {"V * Z^n / (K^n + Z^n)": V * ratio,
+                 "c - K^n * (c - V) / (K^n + Z^n)": 0.3 - (1 - ratio) * (0.3 - V),
+                 "(V * Z^n) / ((Z^n + K^n) * (V^2 + 1))": V * ratio / (V ** 2 + 1)}[formula]
+        np.testing.assert_allclose(float(val), exact, rtol=1e-12, atol=1e-15)
+    assert written_fails == [False, True, True, True]
+
+
+@pytest.mark.parametrize("name, values", [
+    ("Borghans_BiophysChem1997", {"n_par": 1933.0, "Kd": 0.007}),
+    ("Elowitz_Nature2000", {"n_Hill": 261.0, "KM": 0.017}),
+])
+def test_hill_exponents_drawn_large_still_give_a_model_that_simulates(name, values):
+    """Uniform starts in the collection's bounds draw such exponents (8 of
+    Borghans' 20 and 3 of Elowitz's 20 with seed 0): the model as written
+    could not be evaluated there and the starts ended ``no_start``."""
+    prob = read_petab(DATA / name / f"{name}.yaml")
+    model, e = prob.model, prob.experiments[0]
+    start = {q.name: q.start for q in prob.parameters} | values
+    p = np.array([start[v] if isinstance(v, str) else v
+                  for v in (e.parameters.get(n, n) for n in model.p_names)])
+    x0 = np.asarray(ca.Function("x0", [model.p], [model.x0_expression])(p), float).ravel()
+    J = ca.Function("J", [model.t, model.x, model.p],
+                    [ca.jacobian(model.rhs, ca.vertcat(model.x, model.p))])(e.t0, x0, p)
+    assert np.all(np.isfinite(np.array(J)))
+    X = pc.simulate(model, x0, p, e.t, t0=e.t0)
+    assert np.all(np.isfinite(X))
+

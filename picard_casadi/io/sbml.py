@@ -24,6 +24,30 @@ _AVOGADRO = 6.02214076e23
 
 # --------------------------------------------------------------------------- math
 
+_HILL_TINY = 1e-300   # below it a Hill fraction's base is taken as written
+
+
+def _hill_fraction(a: Any, b: Any, n: Any) -> ca.SX:
+    """``a^n / (a^n + b^n)`` finite, with finite derivatives, for any ``n``.
+
+    For positive ``a`` and ``b`` it is the logistic function of ``z = n
+    (log a - log b)``, evaluated as ``1 / (1 + exp(-z))`` or ``exp(z) / (1 +
+    exp(z))``, whichever does not overflow; elsewhere (a base zero,
+    negative or below ``_HILL_TINY``) the fraction as written.  Each branch
+    sees harmless arguments where it is not taken (``if_else`` evaluates
+    both), so neither its value nor its derivatives can turn the other's
+    into NaN.
+    """
+    a, b, n = ca.SX(a), ca.SX(b), ca.SX(n)
+    positive = ca.logic_and(a > _HILL_TINY, b > _HILL_TINY)
+    z = n * (ca.log(ca.if_else(positive, a, 1.0)) - ca.log(ca.if_else(positive, b, 1.0)))
+    e = ca.exp(ca.if_else(z >= 0, -z, z))          # exp(-|z|), its slope -1 at 0
+    logistic = ca.if_else(z >= 0, 1 / (1 + e), e / (1 + e))
+    a_n = ca.if_else(positive, 1.0, a) ** n
+    b_n = ca.if_else(positive, 1.0, b) ** n
+    return ca.if_else(positive, logistic, a_n / (a_n + b_n))
+
+
 def _unary(libsbml: Any) -> dict[int, Callable[[ca.SX], ca.SX]]:
     inv = lambda f: (lambda a: f(1 / a))  # noqa: E731
     return {
@@ -54,7 +78,10 @@ class _MathConverter:
 
     Walking the AST, not evaluating a string, keeps SBML's meaning of every
     operator (``log`` with a base, ``piecewise``, the ``time`` csymbol,
-    n-ary relations) and names the construct it cannot translate.
+    n-ary relations) and names the construct it cannot translate.  A Hill
+    fraction with an exponent that is not a number, ``a^n / (a^n + b^n)``
+    within a quotient's factors, is evaluated so that it stays finite where
+    the powers underflow or overflow (:func:`_hill_fraction`).
     """
 
     def __init__(self, libsbml: Any, lookup: Callable[[str], ca.SX],
@@ -83,6 +110,66 @@ class _MathConverter:
         return NotImplementedError(
             f"{self.where}: {what} (in {context or 'an expression'}) is not supported by the "
             "PEtab importer")
+
+    def _power(self, node: Any) -> tuple[str, str, Any, Any] | None:
+        """A power whose exponent is not a number: its base's and exponent's
+        text (to compare them) and nodes; otherwise None."""
+        s = self.sbml
+        if node.getType() not in (s.AST_POWER, s.AST_FUNCTION_POWER) \
+                or node.getNumChildren() != 2 or node.getChild(1).isNumber():
+            return None
+        base, expo = node.getChild(0), node.getChild(1)
+        return s.formulaToL3String(base), s.formulaToL3String(expo), base, expo
+
+    def _factors(self, node: Any) -> list[Any]:
+        """The factors of a product (the node itself if it is not one)."""
+        if node.getType() != self.sbml.AST_TIMES:
+            return [node]
+        return [f for i in range(node.getNumChildren()) for f in self._factors(node.getChild(i))]
+
+    def _hill_quotient(self, num: Any, den: Any, conv: Callable[[Any], Any]) -> Any:
+        """``num / den`` with each Hill fraction ``a^n / (a^n + b^n)`` in it
+        (``a^n`` a factor of ``num``, ``a^n + b^n`` one of ``den``, the same
+        exponent ``n`` and not a number) evaluated by :func:`_hill_fraction`;
+        None where there is none.
+
+        As written, the fraction is 0/0 where both powers underflow or
+        overflow (Elowitz's ``KM^n_Hill`` with ``n_Hill`` = 261 and ``KM`` =
+        0.017; Borghans' ``n_par`` above 1000): the model could not be
+        evaluated at such parameters although the fraction is 0, 1/2 or 1
+        there.
+        """
+        nums, dens = self._factors(num), self._factors(den)
+        taken_num: set[int] = set()
+        taken_den: set[int] = set()
+        hills = []
+        for j, d in enumerate(dens):
+            if d.getType() != self.sbml.AST_PLUS or d.getNumChildren() != 2:
+                continue
+            p, q = self._power(d.getChild(0)), self._power(d.getChild(1))
+            if p is None or q is None or p[1] != q[1] or p[0] == q[0]:
+                continue
+            for i, f in enumerate(nums):
+                r = self._power(f)
+                if i in taken_num or r is None or r[1] != p[1] or r[0] not in (p[0], q[0]):
+                    continue
+                top, other = (p, q) if r[0] == p[0] else (q, p)
+                hills.append(_hill_fraction(conv(top[2]), conv(other[2]), conv(top[3])))
+                taken_num.add(i)
+                taken_den.add(j)
+                break
+        if not hills:
+            return None
+        out: Any = 1.0
+        for i, f in enumerate(nums):
+            if i not in taken_num:
+                out = out * conv(f)
+        for h in hills:
+            out = out * h
+        for j, d in enumerate(dens):
+            if j not in taken_den:
+                out = out / conv(d)
+        return out
 
     def _convert(self, node: Any, local: dict[str, ca.SX], context: str) -> Any:
         s = self.sbml
@@ -123,7 +210,8 @@ class _MathConverter:
                 return -conv(kids[0])
             return conv(kids[0]) - conv(kids[1])
         if k == s.AST_DIVIDE:
-            return conv(kids[0]) / conv(kids[1])
+            hill = self._hill_quotient(kids[0], kids[1], conv)
+            return conv(kids[0]) / conv(kids[1]) if hill is None else hill
         if k in (s.AST_POWER, s.AST_FUNCTION_POWER):
             base, expo = conv(kids[0]), conv(kids[1])
             return ca.power(ca.SX(base), ca.SX(expo)) if isinstance(base, float) else base ** expo

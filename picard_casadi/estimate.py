@@ -40,7 +40,8 @@ from .estimation.assembly import (applicable_advice, assemble, attach_noise, jud
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
-from .estimation.fallbacks import ITERATION_LIMITS, STALLED, DefaultPath, second_runs
+from .estimation.fallbacks import (ITERATION_LIMITS, STALLED, DefaultPath, second_runs,
+                                   single_shooting_instead)
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -423,6 +424,28 @@ def estimate(
                     formula=None if plan is None else plan.formula,
                     data=None if plan is None else plan.data,
                     scheme_auto=scheme_auto, n_auto=n_given is None)
+    def rerun(run_method: str, run_guess: str, max_iter: int | None,
+              warm_start: EstimationResult | None = None,
+              ipopt_options: dict[str, Any] | None = None) -> EstimationResult:
+        """This call again with another method or start (a failure, not raised),
+        stopped after ``max_iter`` iterations unless the user set a limit, or
+        continued from ``warm_start``; ``ipopt_options`` under the user's own."""
+        run_options = dict(options if run_method == method
+                           else options_of(get_method(run_method), options))
+        if max_iter is not None:
+            run_options.setdefault("max_iter", max_iter)
+        if ipopt_options:
+            run_options["ipopt_options"] = {**ipopt_options,
+                                            **(run_options.get("ipopt_options") or {})}
+        return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
+                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
+                        lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,
+                        refine=refine,
+                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
+                        warm_start=warm_start,
+                        uncertainty=uncertainty, seed=seed, callback=callback,
+                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
+
     start = None
     if warm_start is not None:
         from .transcription.discretisation import Discretisation
@@ -459,10 +482,20 @@ def estimate(
     # from a function every method compiles anyway
     _, Ys0, xend0 = setup.tr.trajectory(setup.X0, setup.U0, setup.p0)
     if not (np.all(np.isfinite(Ys0)) and np.all(np.isfinite(xend0))):
-        raise StartNotFiniteError(
+        # the collocation's start, its nodes mapped by the Picard map; a
+        # shooting method needs only the model simulated with p0
+        simulates = simulated_ssr(model, exps, [setup.X0[sl.start] for sl in
+                                                setup.disc.intervals_of], setup.p0) is not None
+        not_finite = StartNotFiniteError(
             "the objective is not finite at the starting point: the model cannot be "
             "evaluated at p0 and the initial guess of the states (check p0, the "
             "experiments' x0 and x0_bounds)" + unfinite_start(model, exps, p0))
+        if not simulates:
+            raise not_finite
+        if spec.name not in CVODES_METHODS:
+            if method_chosen or warm_start is not None:
+                raise not_finite
+            return single_shooting_instead(rerun, not_finite, guess, t_start)
     if plan is not None:
         result_noise = {"noise_model": plan.describe(user_model.y_names),
                         "noise_parameters": list(plan.groups.names)}
@@ -566,28 +599,6 @@ def estimate(
         clip_intervals_to_bounds(result, p_lb, p_ub)
     note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
-
-    def rerun(run_method: str, run_guess: str, max_iter: int | None,
-              warm_start: EstimationResult | None = None,
-              ipopt_options: dict[str, Any] | None = None) -> EstimationResult:
-        """This call again with another method or start (a failure, not raised),
-        stopped after ``max_iter`` iterations unless the user set a limit, or
-        continued from ``warm_start``; ``ipopt_options`` under the user's own."""
-        run_options = dict(options if run_method == method
-                           else options_of(get_method(run_method), options))
-        if max_iter is not None:
-            run_options.setdefault("max_iter", max_iter)
-        if ipopt_options:
-            run_options["ipopt_options"] = {**ipopt_options,
-                                            **(run_options.get("ipopt_options") or {})}
-        return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
-                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
-                        lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,
-                        refine=refine,
-                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
-                        warm_start=warm_start,
-                        uncertainty=uncertainty, seed=seed, callback=callback,
-                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
 
     result = second_runs(result, DefaultPath(
         method=spec.name, method_chosen=method_chosen, guess=guess,

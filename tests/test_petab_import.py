@@ -581,3 +581,38 @@ def test_hill_exponents_drawn_large_still_give_a_model_that_simulates(name, valu
     X = pc.simulate(model, x0, p, e.t, t0=e.t0)
     assert np.all(np.isfinite(X))
 
+
+#: PEtab's Borghans, uniform start 16 of benchmarks/petab_collection.py (seed 0)
+BORGHANS_START_16 = {
+    "K2": 52.442663538886904, "K_par": 371.2964943814819, "Ka": 0.012369362418654143,
+    "Kd": 0.3167854139956349, "Kf": 533.7560066360295, "Kp": 16175.761963682453,
+    "Ky": 0.5419275148404554, "Kz": 0.08157361212418003, "Vd": 3752.632382042245,
+    "Vm2": 47.84774135615339, "Vm3": 6.496917824031246, "Vp": 0.11199539644489573,
+    "beta_par": 0.003812999858759151, "epsilon_par": 0.0013903731333794397,
+    "init_A_state": 0.5799701805640948, "init_Y_state": 0.1911102734600748,
+    "init_Z_state": 0.9755329784268204, "n_par": 0.007241321456409266, "v0": 4.137236110426392,
+    "v1": 1.4364098565607073, "offset": 0.07219245358057055, "scale": 977.3402843320686}
+
+
+def test_a_start_the_collocation_cannot_evaluate_runs_single_shooting_where_it_simulates():
+    """From this start the guess's first interval does not settle on the
+    calcium's fast fall (Vd = 3753), the Picard map takes its end below zero,
+    and ``Z ** n_par`` (0.007) is not finite there, while CVODES simulates the
+    model: the default path runs single shooting from p0 instead of raising
+    StartNotFiniteError; a method the user names on the collocation still
+    raises, and single shooting named needs only the simulation."""
+    prob = read_petab(DATA / "Borghans_BiophysChem1997" / "Borghans_BiophysChem1997.yaml")
+    table = [replace(q, start=BORGHANS_START_16[q.name]) for q in prob.parameters]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
+        assert res.method == "single-shooting"
+        assert "collocation's start is not finite" in (res.warnings[0] if res.success
+                                                        else res.message)
+        assert np.isfinite(res.nllh)
+        with pytest.raises(pc.StartNotFiniteError, match="not finite at the starting point"):
+            pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
+                        method="picard-gn")
+        named = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
+                            method="single-shooting", max_iter=3)
+        assert named.method == "single-shooting" and named.iterations <= 3

@@ -92,7 +92,7 @@ from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, Lo
 from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
 
-__all__ = ["Rerun", "DefaultPath", "second_runs", "clipped", "ITERATION_LIMITS", "STALLED",
+__all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped", "ITERATION_LIMITS", "STALLED",
            "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
@@ -425,6 +425,38 @@ def _another_start(rerun: Rerun, result: EstimationResult, path: DefaultPath, gu
                        f"({clipped(retry.message)})")
     result.wall_time = time.perf_counter() - t_start  # every run
     return None
+
+
+def single_shooting_instead(rerun: Rerun, not_finite: StartNotFiniteError, guess: str,
+                            t_start: float) -> EstimationResult:
+    """Single shooting from ``p0`` where the collocation's start is not finite
+    but the model simulated with ``p0`` is (``method`` unset).
+
+    The collocation's start maps the guess's nodes through the Picard map;
+    on an interval whose fixed point did not settle (a fast transient) that
+    can leave the model's domain where CVODES stays in it: PEtab's
+    Borghans from uniform start 16 (seed 0), ``n_par`` = 0.007, where the
+    first interval's end took the calcium below zero and ``Z ** n_par`` was
+    not finite, although its simulation runs.  Single shooting (at most
+    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` iterations) is then the
+    default path's first run; where it cannot start either, ``not_finite``
+    is raised.  Its result, converged or not, is returned, its first warning
+    (or its message) saying why it ran.
+    """
+    try:
+        result = _with_another_method(rerun, "single-shooting", guess)
+    except StartNotFiniteError:
+        raise not_finite from None
+    why = ("the collocation's start is not finite (the guess's nodes mapped by the Picard map "
+           "leave the model's domain) where the model simulated with p0 is; this result is "
+           "from method='single-shooting' from p0 (CVODES integrates every experiment from its "
+           "initial state with error control; pass method= to choose)")
+    if result.success:
+        result.warnings.insert(0, why)
+    else:
+        result.message = f"{why}: {result.message}"
+    result.wall_time = time.perf_counter() - t_start
+    return result
 
 
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,

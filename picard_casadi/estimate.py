@@ -331,7 +331,11 @@ def estimate(
     StartNotFiniteError
         (a ``ValueError``) Where the model cannot be evaluated at the start
         (``p0`` and the states' initial guess); with ``multistart`` only for
-        the caller's own ``p0`` (a sampled start is listed as failed).
+        the caller's own ``p0`` (a sampled start is listed as failed).  Where
+        the model simulated with ``p0`` is finite and only the collocation's
+        start is not, the default path (``method`` unset) runs
+        ``"single-shooting"`` from ``p0`` instead, and the shooting methods
+        start there; a collocation method named raises.
     ConvergenceError
         When ``raise_on_failure`` and the run did not converge.
     """
@@ -494,7 +498,11 @@ def estimate(
             raise not_finite
         if spec.name not in CVODES_METHODS:
             if method_chosen or warm_start is not None:
-                raise not_finite
+                raise StartNotFiniteError(
+                    f"{not_finite}; the model simulated with p0 is finite: the collocation's "
+                    "start leaves the model's domain where an interval's fixed point does not "
+                    "settle (a fast transient): method='single-shooting' starts there, as "
+                    "the default method (method unset) does where this happens")
             return single_shooting_instead(rerun, not_finite, guess, t_start)
     if plan is not None:
         result_noise = {"noise_model": plan.describe(user_model.y_names),

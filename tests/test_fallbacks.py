@@ -42,14 +42,19 @@ class _Reruns:
                           else (method, guess, "warm"))
         self.budgets.append(max_iter)
         self.ipopt_options.append(ipopt_options)
-        if method == "single-shooting" and method not in self.outcomes:
+        key = method if warm_start is None else (
+            "single-shooting warm" if method == "single-shooting" else "continued")
+        if key.startswith("single-shooting") and key not in self.outcomes:
             return _single_shooting_failed()
-        return self.outcomes[method if warm_start is None else "continued"]()
+        return self.outcomes[key]()
 
 
 #: the second run after a failed step where the model is not unstable, and
 #: before multiple shooting after any other failure
 SS = ("single-shooting", "auto")
+#: ... and from the last iterate of a run its iteration limit stopped while it
+#: still converged, before picard-gn is continued from there
+SS_WARM = ("single-shooting", "auto", "warm")
 
 
 def _single_shooting_failed():
@@ -327,8 +332,28 @@ def test_a_run_stopped_while_still_converging_is_continued_from_its_last_iterate
     falling = np.linspace(30.0, 7.7, 1000)
     reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
+    assert reruns.calls == [SS_WARM, ("picard-gn", "simulation", "warm")] and res.success
     assert res.warnings[0].startswith("picard-gn reached its iteration limit while still converging")
+
+
+def test_single_shooting_from_the_last_iterate_comes_before_the_continuation():
+    # PEtab's Bruno from uniform 13 (seed 0): picard-gn stopped at 1105
+    # iterations; single shooting from its last iterate converged to the best
+    # optimum in 1.4 s, picard-gn continued in 36 s
+    falling = np.linspace(30.0, 7.7, 1000)
+    reruns = _Reruns(**{"single-shooting warm": lambda: _result(success=True,
+                                                                 status="converged")},
+                     continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [SS_WARM] and res.success
+    assert reruns.budgets == [1000]
+    assert res.warnings[0].startswith("picard-gn reached its iteration limit while still converging")
+    assert "method='single-shooting' from its last iterate" in res.warnings[0]
+    # a user's max_iter, or a method named: neither runs
+    for path in (_path(max_iter_given=True), _path(method_chosen=True)):
+        reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
+        second_runs(_stopped_at_the_limit(falling), path, reruns, time.perf_counter())
+        assert SS_WARM not in reruns.calls
 
 
 def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
@@ -336,8 +361,10 @@ def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
     reruns = _Reruns(continued=lambda: _result(message="iteration limit reached again"),
                      shooting=lambda: _result(message="shooting stopped"))
     res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
-    assert reruns.calls == [("picard-gn", "simulation", "warm"), SS, ("shooting", "auto")]
+    assert reruns.calls == [SS_WARM, ("picard-gn", "simulation", "warm"), SS,
+                            ("shooting", "auto")]
     assert not res.success
+    assert "single shooting from its last iterate did not converge" in res.message
     assert "continued from its last iterate, it did not converge either" in res.message
 
 
@@ -440,7 +467,7 @@ def test_a_run_stopped_at_the_limit_with_its_intervals_joined_up_is_continued():
     reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_stopped_at_the_limit(creeping, gap=1e-8), _path(), reruns,
                       time.perf_counter())
-    assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
+    assert reruns.calls == [SS_WARM, ("picard-gn", "simulation", "warm")] and res.success
     assert res.warnings[0].startswith(
         "picard-gn reached its iteration limit with its intervals joined up")
     # ... and not with them open, nor where the user set the limit

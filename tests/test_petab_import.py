@@ -610,7 +610,7 @@ def test_a_start_the_collocation_cannot_evaluate_runs_single_shooting_where_it_s
         assert "collocation's start is not finite" in (res.warnings[0] if res.success
                                                         else res.message)
         assert np.isfinite(res.nllh)
-        with pytest.raises(pc.StartNotFiniteError, match="not finite at the starting point"):
+        with pytest.raises(pc.StartNotFiniteError, match="method='single-shooting' starts there"):
             pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
                         method="picard-gn")
         named = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,

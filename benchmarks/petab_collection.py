@@ -20,7 +20,9 @@ PEtab's negative log-posterior), where it is not one of the six below.
 Printed per start: status (``no_start`` where the model cannot be evaluated at
 the start: ``pc.StartNotFiniteError``), the reported ``nllh`` (the ODE's own solution's),
 its distance to the collection's nominal ``nllh`` (the nominal vector's,
-PEtab's definition), and the CPU seconds; then per problem, over its uniform
+PEtab's definition), the CPU seconds, and ``stiff`` where the model was
+stiff on the first mesh at the start (the result's warning: Radau's nodes
+from the outset); then per problem, over its uniform
 starts: the best converged ``nllh``, how many starts came within 0.1 of it,
 the median CPU seconds per start and all the starts' CPU seconds per start
 that came within 0.1.  All measured in this one run; the field's reference
@@ -49,6 +51,8 @@ import picard_casadi as pc
 from picard_casadi.parameters import from_scale, on_scale
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "petab"
+#: how the warning begins that the model is stiff on the first mesh at the start
+STIFF_AT_START = "the model is stiff on the mesh at the start"
 #: PEtab's nllh at each problem's nominal vector (docs/petab.md)
 NOMINAL = {"Boehm_JProteomeRes2014": 138.2220, "Bruno_JExpBot2016": -46.6882,
            "Armistead_CellDeathDis2024": -301.9162, "Crauste_CellSystems2017": 190.9640,
@@ -109,7 +113,7 @@ def negative_log_posterior(prob: pc.PetabProblem) -> float:
 def main(n_starts: int = 5, names: list[str] | None = None, method: str | None = None,
          uniform_only: bool = False, chosen_starts: range | None = None) -> None:
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
-          f"{'- nominal':>11}{'CPU s':>8}")
+          f"{'- nominal':>11}{'CPU s':>8}  stiff at the start")
     summaries = []
     for name in names or list(NOMINAL):
         prob, nominal = problem(name)
@@ -123,12 +127,14 @@ def main(n_starts: int = 5, names: list[str] | None = None, method: str | None =
                     and int(label.split()[1]) not in chosen_starts):
                 continue
             t0 = time.process_time()
+            stiff = False
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
                     res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
                                       **({} if method is None else {"method": method}))
                     status, used, nllh = res.status, res.method, res.nllh
+                    stiff = any(STIFF_AT_START in w for w in res.warnings)
                 except pc.StartNotFiniteError:
                     # the model itself is not finite there (a reference tool's
                     # simulation fails at such a start too): a failed start
@@ -137,7 +143,7 @@ def main(n_starts: int = 5, names: list[str] | None = None, method: str | None =
                     status, used, nllh = "error", str(err)[:10], float("nan")
             cpu = time.process_time() - t0
             print(f"{name:<28}{label:<12}{status:<12}{used:<11}{nllh:>12.4f}"
-                  f"{nllh - nominal:>11.4f}{cpu:>8.1f}", flush=True)
+                  f"{nllh - nominal:>11.4f}{cpu:>8.1f}{'  stiff' if stiff else ''}", flush=True)
             if label != "nominal":
                 uniform.append((nllh if status == "converged" else math.nan, cpu))
         if uniform:

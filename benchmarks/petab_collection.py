@@ -20,9 +20,10 @@ PEtab's negative log-posterior), where it is not one of the six below.
 Printed per start: status (``no_start`` where the model cannot be evaluated at
 the start: ``pc.StartNotFiniteError``), the reported ``nllh`` (the ODE's own solution's),
 its distance to the collection's nominal ``nllh`` (the nominal vector's,
-PEtab's definition), the CPU seconds, and ``stiff`` where the model was
-stiff on the first mesh at the start (the result's warning: Radau's nodes
-from the outset); then per problem, over its uniform
+PEtab's definition), the CPU seconds, and ``stiff`` where the returned
+result warns that the model was stiff on the first mesh at the start
+(Radau's nodes from the outset; a second run from a last iterate does not
+repeat the first run's warning); then per problem, over its uniform
 starts: the best converged ``nllh``, how many starts came within 0.1 of it,
 the median CPU seconds per start and all the starts' CPU seconds per start
 that came within 0.1.  All measured in this one run; the field's reference

@@ -14,7 +14,11 @@ measure what they name):
    stopped falling with the gaps open): it is continued once from its last
    iterate (``warm_start``: a fresh solve, its trust radius, damping and
    penalty started anew), with another budget of iterations, before any
-   other start or method (which would begin again from ``p0``).
+   other start or method (which would begin again from ``p0``).  A run its
+   iteration limit stopped is first followed by ``"single-shooting"`` from
+   its last iterate (its parameters and initial states): Levenberg-Marquardt
+   in the parameters alone takes the steps the collocation's trust region
+   keeps short, and where it converges its result is returned.
 1. **The trajectory never joined up** (``guess="auto"``; the run from the
    states simulated with ``p0`` ended at ``max_iter`` with the continuity
    gaps open, and some state is not measured): the run is repeated from

@@ -96,8 +96,8 @@ from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, Lo
 from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
 
-__all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped", "ITERATION_LIMITS", "STALLED",
-           "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
+__all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
+           "ITERATION_LIMITS", "STALLED", "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
            "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_PIVOT_ORDER"]
@@ -350,18 +350,23 @@ def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None
     return _from_last_iterate(rerun, retry)
 
 
-def _from_last_iterate(rerun: Rerun, result: EstimationResult) -> EstimationResult | None:
-    """picard-gn continued from ``result``'s last iterate (``warm_start``), or
-    None where it has none to continue from (no solution, ``p`` not finite,
-    or a trajectory the collocation cannot evaluate: PEtab's Borghans from
-    its nominal vector, where single shooting's last iterate settled on the
-    mesh to nodes at which the calcium model is not finite, and the
-    continuation raised :class:`~picard_casadi.errors.StartNotFiniteError`
-    out of the whole call after 141 s)."""
+def _from_last_iterate(rerun: Rerun, result: EstimationResult, method: str = "picard-gn",
+                       guess: str = "simulation",
+                       max_iter: int | None = None) -> EstimationResult | None:
+    """picard-gn (or ``method``, a second run of another method stopped after
+    ``max_iter`` iterations) continued from ``result``'s last iterate
+    (``warm_start``), or None where it has none to continue from (no
+    solution, ``p`` not finite, or a trajectory the collocation cannot
+    evaluate: PEtab's Borghans from its nominal vector, where single
+    shooting's last iterate settled on the mesh to nodes at which the calcium
+    model is not finite, and the continuation raised
+    :class:`~picard_casadi.errors.StartNotFiniteError` out of the whole call
+    after 141 s)."""
     if getattr(result, "_X", None) is None or not np.all(np.isfinite(result.p)):
         return None
     try:
-        return rerun("picard-gn", "simulation", None, warm_start=result)
+        with another_method() if method != "picard-gn" else contextlib.nullcontext():
+            return rerun(method, guess, max_iter, warm_start=result)
     except StartNotFiniteError:
         return None
 
@@ -399,13 +404,9 @@ def _shot_from_last_iterate(rerun: Rerun, result: EstimationResult, guess: str,
     warning saying ``why`` picard-gn stopped; else None, the first result's
     message extended (or unchanged where there is no iterate to start from,
     or the model cannot be simulated there)."""
-    if getattr(result, "_X", None) is None or not np.all(np.isfinite(result.p)):
-        return None
-    try:
-        with another_method():
-            retry = rerun("single-shooting", guess, BUDGET_SINGLE_SHOOTING_ITERATIONS,
-                          warm_start=result)
-    except StartNotFiniteError:
+    retry = _from_last_iterate(rerun, result, "single-shooting", guess,
+                               BUDGET_SINGLE_SHOOTING_ITERATIONS)
+    if retry is None:
         return None
     if retry.success:
         return _returned(retry, result, (

@@ -503,7 +503,8 @@ def estimate(
                     "start leaves the model's domain where an interval's fixed point does not "
                     "settle (a fast transient): method='single-shooting' starts there, as "
                     "the default method (method unset) does where this happens")
-            return single_shooting_instead(rerun, not_finite, guess, t_start)
+            return _raised_on_failure(single_shooting_instead(rerun, not_finite, guess, t_start),
+                                      spec.name, raise_on_failure)
     if plan is not None:
         result_noise = {"noise_model": plan.describe(user_model.y_names),
                         "noise_parameters": list(plan.groups.names)}
@@ -616,15 +617,16 @@ def estimate(
     for note in result.warnings:
         if "information matrix" in note:
             warn_user(note)
+    return _raised_on_failure(result, spec.name, raise_on_failure)
+
+
+def _raised_on_failure(result: EstimationResult, method: str,
+                       raise_on_failure: bool) -> EstimationResult:
+    """``result``, or :class:`ConvergenceError` carrying it where it failed and
+    ``raise_on_failure``."""
     if raise_on_failure and not result.success:
-        raise ConvergenceError(f"{spec.name} did not converge: {result.message}", result)
+        raise ConvergenceError(f"{method} did not converge: {result.message}", result)
     return result
-
-
-
-
-
-
 
 
 def correlated_likelihood(result: EstimationResult, prob: FitProblem) -> None:

@@ -616,3 +616,7 @@ def test_a_start_the_collocation_cannot_evaluate_runs_single_shooting_where_it_s
         named = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
                             method="single-shooting", max_iter=3)
         assert named.method == "single-shooting" and named.iterations <= 3
+        # a failure of that single shooting is raised where the caller asks
+        with pytest.raises(pc.ConvergenceError, match="did not converge"):
+            pc.estimate(prob.model, prob.experiments, table, noise=prob.noise, max_iter=1,
+                        raise_on_failure=True)

@@ -655,6 +655,23 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err
 
 
+def test_fit_says_what_is_wrong_with_a_file_that_is_not_a_petab_problem(here, capsys):
+    # each was a traceback (AttributeError from the YAML's content, the YAML
+    # parser's own error) or an errno without the fix (a folder)
+    (here / "notes.yaml").write_text("hello\n")
+    (here / "empty.yaml").write_text("")
+    (here / "broken.yaml").write_text("a: [1, 2\nb: }\n")
+    for name, expected in [("notes.yaml", "is not a PEtab problem's YAML file"),
+                           ("empty.yaml", "is not a PEtab problem's YAML file"),
+                           ("broken.yaml", "is not a readable YAML file")]:
+        code, out, err = _main(capsys, "fit", "--petab", str(here / name), "--out", "x")
+        assert code == 2 and f"--petab: {here / name} {expected}" in err
+        assert "Traceback" not in err
+    code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM.parent), "--out", "x")
+    assert code == 2 and "is a folder; pass the problem's YAML file in it" in err
+    assert "(Boehm_JProteomeRes2014.yaml)" in err
+
+
 def test_a_petab_problem_s_advice_names_its_parameter_table(here, capsys):
     # the advice was "equal lower and upper --bounds", a flag --petab refuses
     case = Path(__file__).parent / "data" / "petab_suite" / "0001" / "_0001.yaml"

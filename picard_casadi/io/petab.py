@@ -169,6 +169,32 @@ def _files(config: Mapping[str, Any], base: Path) -> dict[str, str]:
             "observables": names("observable_files"), "sbml": names("sbml_files")}
 
 
+def _problem_yaml(path: Path, load_yaml: Any) -> Mapping[str, Any]:
+    """The problem's YAML as a mapping, or a ValueError naming ``path`` and
+    the fix: a folder (the YAML files in it named), a file that is not YAML,
+    or YAML that is not a PEtab problem (no mapping with ``problems``)."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.y*ml"))
+        raise ValueError(f"{path} is a folder; pass the problem's YAML file in it"
+                         + (f" ({', '.join(inside)})" if inside else
+                            " (it holds no .yaml file)"))
+    import yaml  # PyYAML, the petab library's own dependency
+
+    try:
+        config = load_yaml(str(path))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path} is not a readable YAML file ({first}); pass a PEtab "
+                         "problem's YAML file (format_version, parameter_file, "
+                         "problems)") from None
+    if not isinstance(config, Mapping) or "problems" not in config:
+        raise ValueError(f"{path} is not a PEtab problem's YAML file: it has no 'problems' "
+                         "entry (a PEtab v1 problem names its parameter_file and, under "
+                         "problems, its sbml_files, condition_files, measurement_files and "
+                         "observable_files)")
+    return config
+
+
 def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
                nominal_nllh: float | None = None) -> PetabProblem:
     """Read a PEtab (v1) problem.
@@ -207,7 +233,9 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
         naming it and the file.
     ValueError
         For inconsistent tables (a name no table defines, a Laplace
-        distribution, ...), naming the file and the entry.
+        distribution, ...), naming the file and the entry; for a path that
+        is not a PEtab problem's YAML file (a folder, a file that is not
+        YAML, YAML without ``problems``), naming the path and the fix.
     """
     if fixed not in ("parameters", "numbers"):
         raise ValueError(f"read_petab: `fixed` must be 'parameters' or 'numbers', got {fixed!r}")
@@ -215,7 +243,7 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     from petab.v1.yaml import load_yaml
 
     path = Path(yaml_path)
-    config = load_yaml(str(path))
+    config = _problem_yaml(path, load_yaml)
     if len(config.get("problems", [])) != 1:
         raise NotImplementedError(f"{path}: a YAML file with {len(config.get('problems', []))} "
                                   "problems; exactly one is supported")

@@ -651,6 +651,7 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert saved["p_scales"][:6] == ["log10"] * 6
     code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", "1")
     assert code == 2 and "--p0: a PEtab problem states these in its tables" in err
+    assert "--p0 in the parameter table's nominalValue" in err  # where to edit it
     code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--petab", str(PETAB_BOEHM))
     assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err
 

@@ -13,6 +13,25 @@ __all__ = ["petab_input", "PETAB_EXCLUSIVE"]
 PETAB_EXCLUSIVE = ("p0", "x0", "bounds", "fix", "weights", "noise", "scale", "per_experiment",
                    "conditions", "input_hold")
 
+#: where a PEtab problem states what each refused flag would set
+_WHERE = {
+    "--p0": "the parameter table's nominalValue",
+    "--x0": "the SBML model's initial values and initial assignments, or the condition table",
+    "--x0-known": "the SBML model's initial values and initial assignments, or the condition "
+                  "table",
+    "--bounds": "the parameter table's lowerBound and upperBound",
+    "--fix": "the parameter table's estimate column (0: fixed at nominalValue)",
+    "--weights": "the observable table's noiseFormula and the measurement table's "
+                 "noiseParameters",
+    "--noise": "the observable table's noiseFormula, noiseDistribution and "
+               "observableTransformation",
+    "--scale": "the parameter table's parameterScale",
+    "--per-experiment": "the condition table (a column naming a parameter per condition)",
+    "--conditions": "the condition table",
+    "--input-hold": "the SBML model (an input is its expression of time, a piecewise for a "
+                    "staircase)",
+}
+
 
 def petab_input(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, Any]]:
     """The PEtab problem of ``--petab``: model, experiments, the parameter table
@@ -28,8 +47,8 @@ def petab_input(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, An
     if getattr(args, "x0_known", False):
         given.append("--x0-known")
     if given:
-        raise CliError(f"{', '.join(given)}: a PEtab problem states these in its tables "
-                       "(parameters, conditions, observables); edit them there")
+        raise CliError(f"{', '.join(given)}: a PEtab problem states these in its tables; "
+                       "edit them there: " + "; ".join(f"{g} in {_WHERE[g]}" for g in given))
     try:
         prob = read_petab(args.petab)
     except ImportError as err:

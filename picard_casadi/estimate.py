@@ -45,7 +45,7 @@ from .estimation.fallbacks import (ITERATION_LIMITS, STALLED, DefaultPath, secon
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
-from .estimation.statement import state_problem
+from .estimation.statement import in_table_terms, state_problem
 from .estimation.setup import build_setup, simulated_ssr, start_weights, x0_mask, x0_setting
 from .experiment import Experiment
 from .methods import get_method
@@ -54,7 +54,7 @@ from .model import Model
 from .result import EstimationResult
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
-from .runtime.user_warnings import warn_user
+from .runtime.user_warnings import SPELLING, warn_user
 from .transcription.mesh import default_T, search_time_scale, transfer_solution
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
@@ -374,6 +374,7 @@ def estimate(
             noise = statement.noise_with_priors(
                 noise, model, [experiments] if isinstance(experiments, Experiment)
                 else list(experiments))
+        spelt = SPELLING.set(in_table_terms) if statement.bounds_in_table else None
         try:
             inner = estimate(statement.model, statement.experiments, statement.phi0, method,
                              p_bounds=(statement.phi_lb, statement.phi_ub),
@@ -389,6 +390,9 @@ def estimate(
             if getattr(err, "result", None) is not None:
                 statement.user_result(err.result)
             raise
+        finally:
+            if spelt is not None:
+                SPELLING.reset(spelt)
         inner.wall_time = time.perf_counter() - t_start
         return statement.user_result(inner)
     method_chosen = method is not None

@@ -79,6 +79,23 @@ def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
     assert res.p == pytest.approx([0.5, 0.2, 10.0, 0.5], abs=0.05)
 
 
+def test_a_bound_reached_is_named_as_the_table_s_not_as_p_bounds():
+    # a parameter table refuses p_bounds, and the note told its user to widen
+    # "(p_bounds)": the bound is the table's entry, in the warning shown and
+    # in the result's
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    table = [pc.Parameter("k1", 0.3, (1e-3, 0.3), "log10"),  # the data's k1 = 0.5
+             pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
+             pc.Parameter("A0", 10.0, estimate=False),
+             pc.Parameter("bias", 0.0, (-5, 5))]
+    with pytest.warns(pc.FitWarning, match=r"log10\(k1\) ended on its upper bound") as shown:
+        res = pc.estimate(model, exps, table, estimate_x0=False)
+    note = next(w for w in res.warnings if "ended on its upper bound" in w)
+    assert "(its Parameter's bounds in the table p0)" in note and "p_bounds" not in note
+    assert all("p_bounds" not in str(w.message) for w in shown)
+
+
 def test_a_bias_per_experiment_and_an_initial_state_from_a_parameter():
     exps = _data()
     model = _chain(a0_from_p=True)

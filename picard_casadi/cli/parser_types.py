@@ -213,7 +213,13 @@ PETAB_TERMS: contextvars.ContextVar[bool] = contextvars.ContextVar("petab_terms"
 _PETAB_SPELLINGS = (
     (re.compile(r"fix parameters \(equal lower and upper p_bounds\)"),
      "fix parameters (estimate = 0 in the PEtab parameter table)"),
+    (re.compile(r"fix parameters \(Parameter\(estimate=False\) in the table p0\)"),
+     "fix parameters (estimate = 0 in the PEtab parameter table)"),
+    (re.compile(r"\(its Parameter's bounds in the table p0\)"),
+     "(the PEtab parameter table's lowerBound, upperBound)"),
     (re.compile(r"\(p_bounds\)"), "(the PEtab parameter table's lowerBound, upperBound)"),
+    (re.compile(r"the Parameter bounds in the table p0"),
+     "the PEtab parameter table's lowerBound and upperBound"),
     (re.compile(r"\bp_bounds\b"), "the PEtab parameter table's lowerBound and upperBound"),
 )
 

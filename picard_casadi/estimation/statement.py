@@ -47,7 +47,7 @@ from .arguments import as_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
                                settling_time)
 
-__all__ = ["Statement", "state_problem"]
+__all__ = ["Statement", "state_problem", "in_table_terms", "parameter_table_given"]
 
 
 @dataclass
@@ -92,6 +92,8 @@ class Statement:
     #: the preequilibrated experiments: (index, the time their data start,
     #: how long they settle)
     _settling: list[tuple[int, float, float]] = field(default_factory=list)
+    #: ``p0`` was a table of pc.Parameter: the bounds the notes name are its entries'
+    bounds_in_table: bool = False
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
 
@@ -193,6 +195,9 @@ class Statement:
                     f"experiment {exp.name!r}: at the estimate its preequilibration has not "
                     f"settled by its data's start ({duration:.3g} time units; it takes "
                     f"{settled:.3g}): give Preequilibration(duration=...) longer")
+        if self.bounds_in_table:
+            res.warnings = [in_table_terms(n) for n in res.warnings]
+            res.message = in_table_terms(res.message)
         res.settings["parameter_scale"] = self.scales
         res.settings["p_names"] = self.names
         if self.shifted.any():
@@ -215,6 +220,31 @@ class Statement:
 
 def _expression(sym: ca.SX, scale: str) -> ca.SX:
     return sym if scale == "lin" else ca.exp(sym) if scale == "log" else 10.0 ** sym
+
+
+def parameter_table_given(p0: Any) -> bool:
+    """Whether ``p0`` is a table of :class:`~picard_casadi.Parameter` (a
+    sequence or a mapping of them)."""
+    items = (list(p0.values()) if isinstance(p0, Mapping)
+             else list(p0) if isinstance(p0, (list, tuple)) else [])
+    return bool(items) and all(isinstance(q, Parameter) for q in items)
+
+
+#: the notes' advice on the bounds, spelt for a parameter table (``p0`` of
+#: pc.Parameter, which refuses ``p_bounds``)
+_TABLE_SPELLINGS = (
+    ("fix parameters (equal lower and upper p_bounds)",
+     "fix parameters (Parameter(estimate=False) in the table p0)"),
+    ("(p_bounds)", "(its Parameter's bounds in the table p0)"),
+    ("p_bounds", "the Parameter bounds in the table p0"),
+)
+
+
+def in_table_terms(text: str) -> str:
+    """``text`` with its advice on ``p_bounds`` spelt as the parameter table's."""
+    for old, new in _TABLE_SPELLINGS:
+        text = text.replace(old, new)
+    return text
 
 
 def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any,
@@ -581,7 +611,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         _x0_of=ca.Function("x0_of", [phi, U_all], [H]) if shifted.any() else None,
         _constants=[ph[1] for ph in phases],
         _settling=[(k, exps[k].t0, d) for k, d in durations.items()],
-        priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors])
+        priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors],
+        bounds_in_table=p_bounds is None and parameter_table_given(p0))
 
 
 def _with_constant_inputs(exp: Experiment, model: Model,

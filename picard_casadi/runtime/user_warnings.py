@@ -4,16 +4,25 @@
 helpers of different depths, so a fixed ``stacklevel`` pointed at one of
 them (every warning was reported from ``picard_casadi/runtime/interrupts.py``).
 :func:`warn_user` counts the package's own frames instead, as Python 3.12's
-``skip_file_prefixes`` does.
+``skip_file_prefixes`` does.  Where the caller stated the problem in other
+terms (a parameter table's bounds for ``p_bounds``), :data:`SPELLING`
+rewrites the advice before it is shown.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import warnings
+from collections.abc import Callable
 
-__all__ = ["warn_user"]
+__all__ = ["warn_user", "SPELLING"]
+
+#: the caller's terms for the package's advice (``p_bounds`` as a parameter
+#: table's bounds), set around a restated problem's solve; None: as written
+SPELLING: contextvars.ContextVar[Callable[[str], str] | None] = contextvars.ContextVar(
+    "picard_casadi_spelling", default=None)
 
 # the package's folder (this file is in its runtime/ wing)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -21,7 +30,11 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn(message, category)`` from the innermost frame outside
-    the package: the user's call (or the test's, or a thread's entry point)."""
+    the package: the user's call (or the test's, or a thread's entry point),
+    in the caller's terms (:data:`SPELLING`)."""
+    spell = SPELLING.get()
+    if spell is not None:
+        message = spell(message)
     frame = sys._getframe(1)  # warn_user's caller: stacklevel 2 of warnings.warn here
     level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):

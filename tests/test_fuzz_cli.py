@@ -203,6 +203,14 @@ def test_interrupt_while_writing_keeps_the_old_set(here, capsys, monkeypatch):
     (["run", "vdp", "--method", "newton"], r"argument --method: invalid choice: 'newton'"),
     (["compare", "vdp", "--seeds", "-1"], r"argument --seeds: expected an integer >= 0"),
     (["compare", "vdp", "--repeats", "0"], r"argument --repeats: expected an integer >= 1"),
+    # a mistyped flag: reported by its command, with the closest of its flags
+    # (was "picard-casadi: error: unrecognized arguments: --petabb", the
+    # top-level help named)
+    (["fit", "--petabb", "problem.yaml"],
+     r"^picard-casadi fit: error: unrecognized arguments: --petabb \(did you mean --petab\?\) "
+     r".*\(see picard-casadi fit --help\)$"),
+    (["run", "vdp", "--seedd", "1"],
+     r"^picard-casadi run: error: unrecognized arguments: --seedd \(did you mean --seed\?\)"),
 ])
 def test_argparse_rejects_with_one_line(here, capsys, argv, pattern):
     import re

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
 import time
@@ -496,10 +497,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with errors on one line (``picard-casadi run: error: ...``) and status 2."""
+    """argparse, with errors on one line (``picard-casadi run: error: ...``) and status 2;
+    an unrecognised flag is reported by the command it was given to, with the
+    closest of that command's flags (``--petabb``: did you mean ``--petab``?)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = self
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    chosen = action.choices.get(getattr(parsed, action.dest, None), self)
+            flags = [o for a in chosen._actions for o in a.option_strings]
+            hints = []
+            for extra in extras:
+                close = (difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1)
+                         if extra.startswith("--") else [])
+                hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+            chosen.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
 
 
 def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> None:

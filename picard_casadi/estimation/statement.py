@@ -47,7 +47,7 @@ from .arguments import as_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
                                settling_time)
 
-__all__ = ["Statement", "state_problem", "in_table_terms", "parameter_table_given"]
+__all__ = ["Statement", "state_problem", "in_table_terms"]
 
 
 @dataclass
@@ -222,7 +222,7 @@ def _expression(sym: ca.SX, scale: str) -> ca.SX:
     return sym if scale == "lin" else ca.exp(sym) if scale == "log" else 10.0 ** sym
 
 
-def parameter_table_given(p0: Any) -> bool:
+def _parameter_table(p0: Any) -> bool:
     """Whether ``p0`` is a table of :class:`~picard_casadi.Parameter` (a
     sequence or a mapping of them)."""
     items = (list(p0.values()) if isinstance(p0, Mapping)
@@ -254,8 +254,7 @@ def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any,
     ``constants``: parameters every experiment sets to a number, never
     estimated, so on the linear scale whatever ``parameter_scale`` says (a
     dose of 0 to 10 failed the log scale's positive bounds)."""
-    if isinstance(p0, Mapping) or (isinstance(p0, (list, tuple)) and p0
-                                   and all(isinstance(q, Parameter) for q in p0)):
+    if isinstance(p0, Mapping) or _parameter_table(p0):
         items = list(p0.values()) if isinstance(p0, Mapping) else list(p0)
         if not all(isinstance(q, Parameter) for q in items):
             raise ValueError("`p0` as a table must hold pc.Parameter entries")
@@ -612,7 +611,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         _constants=[ph[1] for ph in phases],
         _settling=[(k, exps[k].t0, d) for k, d in durations.items()],
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors],
-        bounds_in_table=p_bounds is None and parameter_table_given(p0))
+        bounds_in_table=_parameter_table(p0))
 
 
 def _with_constant_inputs(exp: Experiment, model: Model,

@@ -248,9 +248,10 @@ def test_fujita_from_its_nominal_vector_converges_with_every_default():
         res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
     assert res.success, res.message
     assert res.nllh <= -53.0838 + 1e-3
-    # stiff there: at rtol 1e-10 the simulation is 1.4e-3 off its limit
+    # the reported nllh is the ODE's solution's at rtol 1e-10, which is 6e-5 to
+    # 1.5e-3 off its limit near there (the simulation at 1e-13)
     assert res.nllh == pytest.approx(
-        nominal_nllh(prob, dict(zip(res.p_names, res.p)), rtol=1e-13), abs=1e-3)
+        nominal_nllh(prob, dict(zip(res.p_names, res.p)), rtol=1e-13), abs=3e-3)
 
 
 def test_single_shooting_ends_where_fujita_s_objective_is_noise():

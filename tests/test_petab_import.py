@@ -36,6 +36,7 @@ DATA = Path(__file__).parent / "data" / "petab"
 BOEHM = DATA / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
 BRUNO = DATA / "Bruno_JExpBot2016" / "Bruno_JExpBot2016.yaml"
 ARMISTEAD = DATA / "Armistead_CellDeathDis2024" / "Armistead_CellDeathDis2024.yaml"
+FUJITA = DATA / "Fujita_SciSignal2010" / "Fujita_SciSignal2010.yaml"
 
 
 def nominal_nllh(prob: PetabProblem, values: dict[str, float] | None = None,
@@ -242,7 +243,7 @@ def test_fujita_from_its_nominal_vector_converges_with_every_default():
     # iterate met an objective noisier than CVODES' rtol promises (4.5e-5 at
     # a step of 5e-13); every trial failed and the damping grew to its limit,
     # after which the path ran over 40 CPU minutes. Measured, the noise ends it
-    prob = read_petab(DATA / "Fujita_SciSignal2010" / "Fujita_SciSignal2010.yaml")
+    prob = read_petab(FUJITA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
@@ -260,7 +261,7 @@ def test_single_shooting_ends_where_fujita_s_objective_is_noise():
     # between points 5e-13 apart, where rtol promised 1e-8; every trial failed
     # and the damping grew to its limit (step_failed after 168 iterations).
     # A trial whose step the model puts below the accuracy measures the noise
-    prob = read_petab(DATA / "Fujita_SciSignal2010" / "Fujita_SciSignal2010.yaml")
+    prob = read_petab(FUJITA)
     last = dict(
         EGFR_turnover=0.0016632725556384265, init_AKT=0.000854263669332862,
         init_EGFR=6921309.575349214, init_S6=14437.332698260132,

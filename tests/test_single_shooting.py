@@ -243,5 +243,3 @@ def test_trials_are_judged_against_the_objective_integrated_as_they_are(monkeypa
     assert ref.success
     assert res.success and "accuracy" in res.message, res.message
     assert np.all(np.abs(res.p - ref.p) < 0.05 * ref.p_std)
-
-

@@ -40,8 +40,8 @@ from .estimation.assembly import (applicable_advice, assemble, attach_noise, jud
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
-from .estimation.fallbacks import (ITERATION_LIMITS, STALLED, DefaultPath, second_runs,
-                                   single_shooting_instead)
+from .estimation.fallbacks import (ITERATION_LIMITS, STALLED, DefaultPath, restarts_allowed,
+                                   run_limit, second_runs, single_shooting_instead)
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -431,7 +431,8 @@ def estimate(
                     noise=None if plan is None else plan.groups,
                     formula=None if plan is None else plan.formula,
                     data=None if plan is None else plan.data,
-                    scheme_auto=scheme_auto, n_auto=n_given is None)
+                    scheme_auto=scheme_auto, n_auto=n_given is None,
+                    iteration_budget=None if restarts_allowed() else run_limit(opts))
     def rerun(run_method: str, run_guess: str, max_iter: int | None,
               warm_start: EstimationResult | None = None,
               ipopt_options: dict[str, Any] | None = None) -> EstimationResult:

@@ -107,6 +107,64 @@ def test_ipopts_iteration_limit_is_not_a_breakdown_to_refine(vdp):
     assert not any("started again from p0" in w for w in res.warnings)
 
 
+def test_a_second_runs_budget_holds_over_its_weight_rounds(vdp):
+    # a second run with another method (the default path's fallback) is bounded
+    # by its max_iter in all, weight rounds included (each round a solve of its
+    # own); a first run keeps max_iter per solve
+    from picard_casadi.estimation.fallbacks import another_method
+
+    kw = dict(p_bounds=vdp.p_bounds, T=2.5, uncertainty=False, max_iter=30)
+    first = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "ipopt", **kw)
+    assert first.success, first.message
+    assert first.iterations > 30
+    seen = []
+    with another_method():
+        res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "ipopt",
+                          callback=lambda rec: seen.append(rec.iteration), **kw)
+    assert not res.success and res.status == "Maximum_Iterations_Exceeded"
+    assert res.iterations <= 30
+    assert "budget of 30 iterations in all" in res.message
+    # each solve's records start at IPOPT's iteration 0
+    assert len(seen) - seen.count(0) == res.iterations
+
+
+def test_ipopts_second_run_is_not_refined_and_picard_gn_refines_from_it(vdp):
+    # PEtab's Fujita from uniform start 2: IPOPT's second run converged
+    # uncertified on 384 intervals; on the refined mesh MUMPS's factors grew to
+    # 7 GB and the solve had not returned after 17 minutes.  picard-gn
+    # continues from IPOPT's answer and refines instead
+    from picard_casadi.estimation import fallbacks
+
+    kw = dict(p_bounds=vdp.p_bounds, T=2.5, uncertainty=False)
+    calls = []
+
+    def rerun(method, guess, max_iter, warm_start=None, ipopt_options=None):
+        calls.append(method)
+        options = {} if max_iter is None else {"max_iter": max_iter}
+        if ipopt_options:
+            options["ipopt_options"] = ipopt_options
+        return pc.estimate(vdp.model, vdp.experiments, vdp.p0, method, guess=guess,
+                           warm_start=warm_start, raise_on_failure=False, **kw, **options)
+
+    first = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", **kw)
+    assert first.success  # stands in for a failed first run
+    with fallbacks.another_method():
+        second = rerun("ipopt", "simulation", fallbacks.BUDGET_ITERATIONS)
+    assert second.status == "not_certified" and second.settings["refinements"] == 0
+    assert any("second run converged on its mesh and was not refined" in w
+               for w in second.warnings)
+    calls.clear()
+    res = fallbacks._another_method_run(rerun, first, "simulation", fallbacks._AnotherMethod(
+        "ipopt", "picard-gn stopped", "method='ipopt' on the same collocation", "why",
+        "method='ipopt' from the same start", "IPOPT's"))
+    assert calls == ["ipopt", "picard-gn"]
+    assert res.success and res.method == "picard-gn" and res.certificate["passed"]
+    assert res.settings["refinements"] >= 1
+    assert ("converged on its mesh, where its estimate is not certified as the ODE's; a "
+            "second run is not refined); this result is picard-gn continued from IPOPT's last "
+            "iterate") in res.warnings[0]
+
+
 def test_shooting_reports_its_integration_accuracy(vdp):
     res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "shooting", p_bounds=vdp.p_bounds,
                       T=1.0)

@@ -73,7 +73,11 @@ refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
 :data:`BUDGET_ITERATIONS` IPOPT iterations, single shooting's of
 :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` of its own (a FitzHugh-Nagumo
 relaxation oscillator, sampled far too sparsely for its spikes, ran IPOPT's
-fallback for over ten minutes, restarting on finer meshes).  The budget counts
+fallback for over ten minutes, restarting on finer meshes).  The budget holds
+for the run in all (:func:`run_limit`): the likelihood's weight rounds share
+it (:func:`~picard_casadi.estimation.refinement.budgeted_solve`), and a
+converged answer the certificate does not pass is not refined either;
+``picard-gn`` continues from it (:func:`_continued`) and refines.  The budget counts
 iterations, not seconds, so that the same call returns the same result on a
 fast machine and on a slow or busy one.  The choices and what they cost are
 in docs/design.md.
@@ -87,6 +91,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,7 +102,8 @@ from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
-           "ITERATION_LIMITS", "STALLED", "UNFINISHED", "restarts_allowed", "another_method", "BUDGET_ITERATIONS",
+           "ITERATION_LIMITS", "STALLED", "UNFINISHED", "restarts_allowed", "another_method", "run_limit",
+           "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
            "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_PIVOT_ORDER"]
@@ -143,8 +149,8 @@ _ANOTHER_METHOD: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def restarts_allowed() -> bool:
-    """Whether a failed run may be refined and restarted from ``p0``: not in a
-    second run with another method (one solve, see the module doc)."""
+    """Whether a run may be refined, or a failed one restarted from ``p0``: not
+    in a second run with another method (one solve, see the module doc)."""
     return not _ANOTHER_METHOD.get()
 
 
@@ -156,6 +162,15 @@ def another_method() -> Iterator[None]:
         yield
     finally:
         _ANOTHER_METHOD.reset(token)
+
+
+def run_limit(opts: Any) -> int | None:
+    """The iterations a second run with options ``opts`` may take in all, its
+    weight rounds and mesh refinements included: its ``max_iter`` (IPOPT's own,
+    where ``ipopt_options`` sets one), or None for a method without one."""
+    ipopt = getattr(opts, "ipopt_options", None) or {}
+    limit = ipopt.get("max_iter", getattr(opts, "max_iter", None))
+    return None if limit is None else int(limit)
 
 
 #: statuses of a run stopped by its iteration or time limit (the package's
@@ -255,6 +270,9 @@ def _not_converged(retry: EstimationResult, method: str) -> str:
     if retry.status == "Maximum_Iterations_Exceeded":
         return (f"stopped at its budget of {BUDGET_ITERATIONS} iterations; method='{method}' "
                 "runs without one")
+    if retry.status == "not_certified":
+        return ("converged on its mesh, where its estimate is not certified as the ODE's; a "
+                "second run is not refined")
     return clipped(retry.message)
 
 

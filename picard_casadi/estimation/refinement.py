@@ -103,6 +103,17 @@ class FitProblem:
     polish_T: float | None = None
     #: the user's ``x_scale`` and ``p_scale`` (a setup built as estimate's first)
     user_scales: dict[str, Any] = field(default_factory=dict)
+    #: a second run with another method: the iterations its solves may take in
+    #: all, weight rounds and mesh refinements included (:func:`budgeted_solve`);
+    #: None: each solve has the method's own ``max_iter``
+    iteration_budget: int | None = None
+    #: the iterations the solves have taken so far (counted against the budget)
+    iterations_spent: int = 0
+
+    def budget_spent(self) -> bool:
+        """Whether a budgeted run has no iterations left for another solve."""
+        return (self.iteration_budget is not None
+                and self.iterations_spent >= self.iteration_budget)
 
     def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
         """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
@@ -211,6 +222,58 @@ class Solved:
 _ROUND_TOLERANCES = {"gtol": 1e-3, "ftol": 1e-7, "tol": 1e-5}
 
 
+#: methods whose iterations are IPOPT's: its first record is the start (iteration 0)
+_IPOPT_METHODS = ("ipopt", "shooting")
+
+
+def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
+    """One solve of the method, within what is left of ``prob.iteration_budget``.
+
+    A second run with another method is bounded by its ``max_iter`` in all:
+    each solve of its weight rounds and refined meshes gets the iterations
+    the solves before it left (PEtab's Fujita from uniform start 2: IPOPT's
+    second run converged on 384 intervals, uncertified, and its solve on
+    the refined mesh, with 300 iterations and up to 30 weight rounds of its
+    own, had not returned after 25 minutes).  The limit is passed to each
+    solve as a stop in its callback (a new ``max_iter`` would rebuild
+    IPOPT's NLP), and a solve stopped there is reported as stopped by its
+    iteration limit.
+    """
+    left = (None if prob.iteration_budget is None
+            else prob.iteration_budget - prob.iterations_spent)
+    if left is None:
+        outcome = prob.spec.solve(setup, options, prob.callback)
+        prob.iterations_spent += outcome.iterations
+        return outcome
+    user, start = prob.callback, int(prob.spec.name in _IPOPT_METHODS)
+    seen, limited = 0, False
+
+    def counted(record: IterationRecord) -> bool:
+        nonlocal seen, limited
+        if user is not None and user(record) is True:
+            return True
+        seen += 1
+        limited = seen - start >= left
+        return limited
+
+    outcome = prob.spec.solve(setup, options, counted)
+    prob.iterations_spent += outcome.iterations
+    return _out_of_budget(prob, outcome) if limited and outcome.status == "stopped" else outcome
+
+
+def _out_of_budget(prob: FitProblem, outcome: LoopOutcome, before: str = "convergence"
+                   ) -> LoopOutcome:
+    """``outcome`` as stopped by its iteration limit, the budget of
+    :func:`budgeted_solve` spent before ``before``."""
+    budget = (f"this second run's budget of {prob.iteration_budget} iterations in all, its "
+              "weight rounds and mesh refinements included")
+    if prob.spec.name in _IPOPT_METHODS:
+        return replace(outcome, success=False, status="Maximum_Iterations_Exceeded",
+                       message=f"IPOPT: Maximum_Iterations_Exceeded ({budget}) before {before}")
+    return replace(outcome, success=False, status="max_iter",
+                   message=f"iteration limit reached ({budget}) before {before}")
+
+
 def _loosened(opts: Any) -> Any:
     """A copy of a method's options with the round tolerances, or ``opts`` itself."""
     if getattr(opts, "tolerance_fixed_at_build", False):
@@ -255,17 +318,21 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     auto = prob.weights_mode == "auto" and (prob.noise is None or bool(prob.formula)
                                              or bool(prob.noise.estimated.any()))
     opts = _loosened(prob.opts) if auto else prob.opts
-    outcome = prob.spec.solve(setup, _continuing(opts) if continuing else opts, prob.callback)
+    outcome = budgeted_solve(prob, setup, _continuing(opts) if continuing else opts)
     records, iterations, rounds = list(outcome.history), outcome.iterations, 1
 
     def again(options: Any) -> None:
         nonlocal outcome, iterations, rounds, w
+        if prob.budget_spent():
+            # a second run's budget ends the rounds: the noise levels did not settle
+            outcome = _out_of_budget(prob, outcome, "the noise levels settled")
+            return
         setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
         # an intermediate round of picard-gn moves the weights with the steps
         setup.reweight = (_reweighting(prob, setup)
                           if options is opts and prob.spec.name == "picard-gn" else None)
         try:
-            outcome = prob.spec.solve(setup, _continuing(options), prob.callback)
+            outcome = budgeted_solve(prob, setup, _continuing(options))
         finally:
             if setup.reweight is not None:
                 w = setup.tr.weights  # the weights the round ended with
@@ -535,7 +602,12 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     refinable = spec.name in COLLOCATION_METHODS
     while True:
         outcome = solved.outcome
-        found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable else None
+        # a second run whose budget is spent solves nothing more: its
+        # converged answer is still certified (budgeted_solve)
+        spent = prob.budget_spent()
+        if spent and not outcome.success:
+            break
+        found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable and not spent else None
         if found is not None and (outcome.success or outcome.status == "stiff" or (
                 restarts_allowed() and outcome.status not in _BUDGETS)):
             # the same mesh on Radau's nodes (not a refinement): from this
@@ -582,7 +654,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             records.extend(solved.records)
             iterations += solved.iterations
             continue
-        elif outcome.success and prob.polish_T is not None:
+        elif outcome.success and prob.polish_T is not None and not spent:
             # a stiff start's search mesh: its solution continues on the first
             # mesh (not a refinement; the certificate judges that mesh's answer)
             boundaries = polish_boundaries(setup.disc, prob.polish_T)
@@ -606,6 +678,16 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 if prob.ran_off:
                     break
             if cert.passed or not refinable or refinements >= max_refinements:
+                break
+            if not restarts_allowed():
+                # a second run (IPOPT's) is not refined: picard-gn continues
+                # from its answer and refines (fallbacks._continued).  PEtab's
+                # Fujita from uniform start 2: IPOPT converged on 384 intervals
+                # in 24 iterations, 23 s; its solve on the refined mesh grew
+                # MUMPS's factors to 7 GB and had not returned after 17 minutes
+                prob.notes.append(
+                    f"{spec.name}'s second run converged on its mesh and was not refined "
+                    f"({setup.disc.n_intervals} intervals; {cert.message})")
                 break
             boundaries = refined_boundaries(setup.disc, cert.marked())
             if not _within_limit(prob, setup, boundaries):

@@ -166,7 +166,7 @@ def another_method() -> Iterator[None]:
 
 def run_limit(opts: Any) -> int | None:
     """The iterations a second run with options ``opts`` may take in all, its
-    weight rounds and mesh refinements included: its ``max_iter`` (IPOPT's own,
+    weight rounds included: its ``max_iter`` (IPOPT's own,
     where ``ipopt_options`` sets one), or None for a method without one."""
     ipopt = getattr(opts, "ipopt_options", None) or {}
     limit = ipopt.get("max_iter", getattr(opts, "max_iter", None))

@@ -104,8 +104,8 @@ class FitProblem:
     #: the user's ``x_scale`` and ``p_scale`` (a setup built as estimate's first)
     user_scales: dict[str, Any] = field(default_factory=dict)
     #: a second run with another method: the iterations its solves may take in
-    #: all, weight rounds and mesh refinements included (:func:`budgeted_solve`);
-    #: None: each solve has the method's own ``max_iter``
+    #: all, weight rounds included (:func:`budgeted_solve`); None: each solve
+    #: has the method's own ``max_iter``
     iteration_budget: int | None = None
     #: the iterations the solves have taken so far (counted against the budget)
     iterations_spent: int = 0
@@ -230,21 +230,13 @@ def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
     """One solve of the method, within what is left of ``prob.iteration_budget``.
 
     A second run with another method is bounded by its ``max_iter`` in all:
-    each solve of its weight rounds and refined meshes gets the iterations
-    the solves before it left (PEtab's Fujita from uniform start 2: IPOPT's
-    second run converged on 384 intervals, uncertified, and its solve on
-    the refined mesh, with 300 iterations and up to 30 weight rounds of its
-    own, had not returned after 25 minutes).  The limit is passed to each
-    solve as a stop in its callback (a new ``max_iter`` would rebuild
-    IPOPT's NLP), and a solve stopped there is reported as stopped by its
-    iteration limit.
+    each solve of its weight rounds gets the iterations the solves before
+    it left (a second run solves once per round, up to 30 rounds; PEtab's
+    Fujita from uniform start 2 also refined IPOPT's mesh then, and had not
+    returned after 25 minutes).  The limit is passed to each solve as a stop
+    in its callback (a new ``max_iter`` would rebuild IPOPT's NLP), and a
+    solve stopped there is reported as stopped by its iteration limit.
     """
-    left = (None if prob.iteration_budget is None
-            else prob.iteration_budget - prob.iterations_spent)
-    if left is None:
-        outcome = prob.spec.solve(setup, options, prob.callback)
-        prob.iterations_spent += outcome.iterations
-        return outcome
     user, start = prob.callback, int(prob.spec.name in _IPOPT_METHODS)
     seen, limited = 0, False
 
@@ -253,10 +245,12 @@ def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
         if user is not None and user(record) is True:
             return True
         seen += 1
-        limited = seen - start >= left
+        limited = seen - start >= prob.iteration_budget - spent_before
         return limited
 
-    outcome = prob.spec.solve(setup, options, counted)
+    spent_before = prob.iterations_spent
+    outcome = prob.spec.solve(setup, options,
+                              prob.callback if prob.iteration_budget is None else counted)
     prob.iterations_spent += outcome.iterations
     return _out_of_budget(prob, outcome) if limited and outcome.status == "stopped" else outcome
 
@@ -266,7 +260,7 @@ def _out_of_budget(prob: FitProblem, outcome: LoopOutcome, before: str = "conver
     """``outcome`` as stopped by its iteration limit, the budget of
     :func:`budgeted_solve` spent before ``before``."""
     budget = (f"this second run's budget of {prob.iteration_budget} iterations in all, its "
-              "weight rounds and mesh refinements included")
+              "weight rounds included")
     if prob.spec.name in _IPOPT_METHODS:
         return replace(outcome, success=False, status="Maximum_Iterations_Exceeded",
                        message=f"IPOPT: Maximum_Iterations_Exceeded ({budget}) before {before}")
@@ -654,7 +648,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             records.extend(solved.records)
             iterations += solved.iterations
             continue
-        elif outcome.success and prob.polish_T is not None and not spent:
+        elif outcome.success and prob.polish_T is not None:
             # a stiff start's search mesh: its solution continues on the first
             # mesh (not a refinement; the certificate judges that mesh's answer)
             boundaries = polish_boundaries(setup.disc, prob.polish_T)

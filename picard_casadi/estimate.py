@@ -608,6 +608,11 @@ def estimate(
                            else None)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
         declare_plateau(result)
+    if run.plateau_reach is not None and result.success:
+        # a stiff start's search converged on a plateau and stopped there
+        # (estimation/refinement.py): no certificate, the search's reach
+        result.settings["parameter_reach"] = run.plateau_reach
+        declare_plateau(result)
     if result.success:
         note_bounds_reached(result, p_lb, p_ub)
         clip_intervals_to_bounds(result, p_lb, p_ub)

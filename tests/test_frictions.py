@@ -222,3 +222,37 @@ def test_a_state_domain_takes_none_per_entry_as_the_bounds_do():
     with pytest.raises(ValueError, match=r"`x_domain` needs lower < upper .* entry 1 has "
                                          r"lower 2.0 and upper 1.0"):
         pc.Model(x=x, p=k, rhs=-k * x, x_domain=([0.0, 2.0], [None, 1.0]))
+
+
+def test_a_linear_parameters_reach_is_measured_at_its_size_where_it_grew():
+    """A rate started at 1e-3 (its scale) that converged at 2 moves the fit by
+    its sensitivity times 2, not times 1e-3; on a log scale by one decade."""
+    from types import SimpleNamespace
+
+    from picard_casadi.analysis.uncertainty import parameter_reach
+
+    setup = SimpleNamespace(disc=SimpleNamespace(model=SimpleNamespace()),
+                            p_scale=np.array([1e-3, 1.0]))
+    columns = [("p", -1, 0), ("p", -1, 1), ("x0", 0, 0)]
+    F_diagonal = np.array([4.0, 0.0, 100.0])  # |dr/dp_0| = 2; x0 is no parameter
+    assert parameter_reach(setup, F_diagonal, columns, np.array([2.0, -5.0]), 1.0) == 4.0
+    assert parameter_reach(setup, F_diagonal, columns, np.array([2.0, -5.0]), 4.0) == 2.0
+    setup.disc.model._parameter_scales = ("log10", "lin")
+    assert parameter_reach(setup, F_diagonal, columns, np.array([2.0, -5.0]), 1.0) == 2e-3
+
+
+def test_picard_gn_holds_parameters_the_data_do_not_see_and_ends_on_the_plateau():
+    """A -> B -> C from log10 k = -40 on a mesh whose start leaves gaps: every
+    parameter column of the step is ~1e-38, so a damping relative to the
+    largest column is relative to nothing (steps of 4e37, the trust region
+    collapsed).  Held, the step closes the gaps and the run ends on the plateau."""
+    x, q = ca.SX.sym("x", 3), ca.SX.sym("q", 2)
+    k = 10 ** q
+    bind = 1e4 * (3 * x[1] - x[2])
+    model = pc.Model(x=x, p=q, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - bind - k[1] * x[1],
+                                              bind), y=x[:2], y_names=["A", "B"])
+    exp = pc.simulate_experiment(model, [1.0, 0.4, 0.0], np.log10([0.5, 0.2]),
+                                 np.linspace(0, 10, 41), noise_std=0.005, seed=1)
+    res = pc.estimate(model, [exp], [-40.0, -40.0], "picard-gn", estimate_x0=False, T=1.25,
+                      scheme="radau", refine=0)
+    assert res.status == "plateau" and res.settings["parameter_reach"] < 1e-30

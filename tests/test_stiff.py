@@ -178,3 +178,20 @@ def test_a_start_whose_fixed_points_do_not_settle_gets_a_finer_first_mesh():
     step = 1e-5
     grad = [(nllh(res.p + step * e) - nllh(res.p - step * e)) / (2 * step) for e in np.eye(3)]
     assert np.all(np.abs(np.array(grad) * res.p_std) < 0.01)
+
+
+def test_a_search_that_converges_on_a_plateau_stops_on_the_search_mesh():
+    """The fast binding with its rates as log10 k from -40: nothing but the
+    binding moves, so no parameter moves the fit.  The search (8 intervals)
+    converges there and the run fails as a plateau on that mesh, rather than
+    continuing on the first mesh (64 intervals) and the second runs."""
+    model, exp = fast_binding()
+    q = ca.SX.sym("q", 2)
+    logged = pc.Model(x=model.x, p=q, rhs=ca.substitute(model.rhs, model.p, 10 ** q),
+                      y=model.y, p_names=["log10_k1", "log10_k2"], x_names=model.x_names)
+    res = pc.estimate(logged, [exp], p0=[-40.0, -40.0], estimate_x0=False)
+    assert not res.success and res.status == "plateau"
+    assert res.settings["intervals"] == 8 and res.settings["parameter_reach"] < 1e-2
+    assert any("searched on the data's time scale (8 intervals) and converged where no "
+               "parameter moves the fit" in w for w in res.warnings)
+    assert res.method == "picard-gn"  # no second run follows a plateau

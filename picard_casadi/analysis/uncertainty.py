@@ -44,7 +44,7 @@ from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
-           "IDENTIFIABILITY_THRESHOLD"]
+           "parameter_reach", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
 #: is not determined at all.  An exact non-identifiability (only a product a b
@@ -283,6 +283,41 @@ def _unit_information(F: np.ndarray, reach: np.ndarray
     return d, Fs, evals, evecs
 
 
+def parameter_reach(setup: Setup, F_diagonal: np.ndarray, columns: list[tuple[str, int, int]],
+                    p: np.ndarray, s2: float) -> float | None:
+    """How far the fit moves, in noise levels, for a parameter moved by its own
+    size: the most any parameter moves it (``None`` without parameter columns).
+
+    A parameter's size is its scale (``setup.p_scale``), or its value where
+    that is larger on a linear scale (a rate started at 1e-3 that converged at
+    1 moves by 1, not by 1e-3).  A parameter on a log scale moves by one
+    decade (or e-fold).  :func:`~picard_casadi.estimation.diagnosis.declare_plateau`
+    reads it.
+
+    Parameters
+    ----------
+    setup : Setup
+    F_diagonal : ndarray
+        The information matrix's diagonal (``|d r / d theta_k|^2``).
+    columns : list of (kind, experiment, index)
+        What each entry of ``F_diagonal`` is (:class:`SolutionSensitivity`).
+    p : ndarray
+        The parameters (the model's, on their estimation scale).
+    s2 : float
+        The noise variance the residuals are in units of (1 with the
+        likelihood's weights).
+    """
+    scales = getattr(setup.disc.model, "_parameter_scales", None)
+    logged = (np.array([v != "lin" for v in scales]) if scales is not None
+              and len(scales) == len(p) else np.zeros(len(p), dtype=bool))
+    size = np.where(logged, setup.p_scale, np.maximum(setup.p_scale, np.abs(p)))
+    reach = [np.sqrt(max(float(F_diagonal[k]), 0.0)) * size[i]
+             for k, (kind, _, i) in enumerate(columns) if kind == "p"]
+    if not reach:
+        return None
+    return float(max(reach) / np.sqrt(s2)) if s2 > 0 else float("inf")
+
+
 def undetermined_parameters(setup: Setup, info: SolutionSensitivity) -> np.ndarray:
     """Which parameters a direction the data do not determine involves.
 
@@ -366,13 +401,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i] if kind == "x0"
                       else max(abs(float(eta[i])), 1e-300) for kind, _, i in columns])
     reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
-    p_columns = [k for k, (kind, _, _) in enumerate(columns) if kind == "p"]
-    if p_columns:
-        # how far the fit moves, in noise levels, for a parameter moved by its
-        # own size: the most any parameter moves it (estimation/diagnosis.py's
-        # plateau)
-        result.settings["parameter_reach"] = float(
-            np.max(reach[p_columns]) / np.sqrt(s2)) if s2 > 0 else float("inf")
+    moved = parameter_reach(setup, np.diag(F), columns, np.asarray(result.p, float), s2)
+    if moved is not None:  # estimation/diagnosis.py's plateau
+        result.settings["parameter_reach"] = moved
     try:
         d, Fs, evals, evecs = _unit_information(F, reach)
     except np.linalg.LinAlgError as err:

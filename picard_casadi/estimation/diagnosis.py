@@ -153,11 +153,13 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
 
 
 #: a converged estimate where no parameter moves the fit by this many noise
-#: levels (moved by its own size, all the others refitted or not) lies on a
-#: plateau: the outputs do not depend on the parameters there (Robertson's
-#: rates from log10 k = 0 reached log10 k = (-303, -2715, -45877), where
-#: nothing reacts, "converged" with every parameter unidentifiable)
-PLATEAU_REACH = 1e-6
+#: levels (moved by its own size, all the others held) lies on a plateau: the
+#: outputs do not depend on the parameters there, and no such move changes the
+#: negative log-likelihood by more than 5e-5 (Robertson's rates from log10 k = 0
+#: reached log10 k = (-303, -2715, -45877), where nothing reacts: 1e-30;
+#: PEtab's Fujita from uniform starts 13 and 17 "converged" at 10011.49: 5.6e-4;
+#: the optima of Armistead, Elowitz and Fujita: 104 to 3415)
+PLATEAU_REACH = 1e-2
 
 
 def declare_plateau(result: EstimationResult) -> None:

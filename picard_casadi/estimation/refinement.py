@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate, certify
-from ..analysis.uncertainty import undetermined_parameters
+from ..analysis.uncertainty import (parameter_reach, solution_sensitivity,
+                                     undetermined_parameters)
 from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
@@ -31,7 +32,7 @@ from ..transcription.guess import GUESS_NOTE
 from ..transcription.mesh import polish_boundaries, refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
-from .diagnosis import fitted_outputs, ran_off
+from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
@@ -573,6 +574,29 @@ class RefinedRun:
     records: list
     iterations: int
     refinements: int
+    #: a stiff start's search that converged on a plateau (no certificate:
+    #: its reach, :func:`_searched_plateau`); None otherwise
+    plateau_reach: float | None = None
+
+
+def _searched_plateau(prob: FitProblem, setup: Setup, outcome: LoopOutcome
+                      ) -> tuple[Any, float | None]:
+    """The sensitivities at a stiff start's converged search, and its
+    parameter reach where it lies on a plateau
+    (:data:`~picard_casadi.estimation.diagnosis.PLATEAU_REACH`), else None."""
+    t0 = time.perf_counter()
+    info = solution_sensitivity(setup, outcome.X, outcome.U, outcome.p)
+    prob.timings["sensitivity"] = prob.timings.get("sensitivity", 0.0) + (
+        time.perf_counter() - t0)
+    with np.errstate(all="ignore"):
+        F = info.Jt.gram()
+        m, n = info.Jt.shape
+        s2 = 1.0 if prob.weights_mode == "auto" else (
+            float(info.r @ info.r) / (m - n) if m > n else float("nan"))
+    if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
+        return info, None
+    reach = parameter_reach(setup, np.diag(F), info.columns, outcome.p, s2)
+    return info, (reach if reach is not None and reach < PLATEAU_REACH else None)
 
 
 def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarray,
@@ -592,7 +616,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     weights_mode = prob.weights_mode
     solved = _timed_solve(prob, setup, w)
     records, iterations = list(solved.records), solved.iterations
-    cert, info, refinements = None, None, 0
+    cert, info, refinements, plateau_reach = None, None, 0, None
     refinable = spec.name in COLLOCATION_METHODS
     while True:
         outcome = solved.outcome
@@ -649,6 +673,20 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             iterations += solved.iterations
             continue
         elif outcome.success and prob.polish_T is not None:
+            info, plateau_reach = _searched_plateau(prob, setup, outcome)
+            if plateau_reach is not None:
+                # no parameter moves the fit there: the first mesh would find
+                # the same (PEtab's Fujita from uniform start 13: the search
+                # converged at 10011.49 in 0.6 s; on the first mesh picard-gn's
+                # step failed after 84 s and IPOPT's second run converged there
+                # after 961 s)
+                prob.notes.append(
+                    f"{spec.name} searched on the data's time scale "
+                    f"({setup.disc.n_intervals} intervals) and converged where no parameter "
+                    f"moves the fit by more than {plateau_reach:.1e} noise levels; it did not "
+                    f"continue on the first mesh (T = {prob.polish_T:.6g})")
+                break
+            info = None
             # a stiff start's search mesh: its solution continues on the first
             # mesh (not a refinement; the certificate judges that mesh's answer)
             boundaries = polish_boundaries(setup.disc, prob.polish_T)
@@ -713,4 +751,5 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
         records.extend(solved.records)
         iterations += solved.iterations
         cert, info = None, None
-    return RefinedRun(setup, solved, cert, info, records, iterations, refinements)
+    return RefinedRun(setup, solved, cert, info, records, iterations, refinements,
+                      plateau_reach)

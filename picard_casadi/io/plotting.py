@@ -192,7 +192,7 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
     solve its own segment, with a dotted line where the next one starts.
     """
     h = result.history
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(8.4, 3.8))
     if not h:
         ax.text(0.5, 0.5, "no iteration history", ha="center", va="center")
     else:
@@ -214,11 +214,15 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
                                     marker="o" if piece.size == 1 else None, ms=3,
                                     label=label if k == 0 else None)
                 color = line.get_color()
-        for k in starts:
-            ax.axvline(it[k] - 0.5, color="0.6", ls=":", lw=1)
+        for n, k in enumerate(starts):
+            # a weight round, a refined mesh, a search's continuation or a second run
+            ax.axvline(it[k] - 0.5, color="0.6", ls=":", lw=1,
+                       label="a solve starts (new weights, mesh or method)" if n == 0
+                       else None)
         ax.set_xlabel("iteration (all solves)" if starts.size else "iteration")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        # beside the axes: inside, it hid the late iterations
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     status = "converged" if result.success else f"NOT converged ({result.status})"
     ax.set_title(f"{result.method}: {status}, {result.iterations} iterations", fontsize=10)
     fig.tight_layout()

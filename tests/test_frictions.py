@@ -241,11 +241,12 @@ def test_a_linear_parameters_reach_is_measured_at_its_size_where_it_grew():
     assert parameter_reach(setup, F_diagonal, columns, np.array([2.0, -5.0]), 1.0) == 2e-3
 
 
-def test_picard_gn_holds_parameters_the_data_do_not_see_and_ends_on_the_plateau():
+def test_picard_gns_step_in_parameters_the_data_do_not_see_stays_short():
     """A -> B -> C from log10 k = -40 on a mesh whose start leaves gaps: every
     parameter column of the step is ~1e-38, so a damping relative to the
     largest column is relative to nothing (steps of 4e37, the trust region
-    collapsed).  Held, the step closes the gaps and the run ends on the plateau."""
+    collapsed).  Damped at least as a column moving the residual by 1e-12 of
+    its norm, the step closes the gaps and the run ends on the plateau."""
     x, q = ca.SX.sym("x", 3), ca.SX.sym("q", 2)
     k = 10 ** q
     bind = 1e4 * (3 * x[1] - x[2])

@@ -414,46 +414,33 @@ def still_converging(result: EstimationResult) -> bool:
                 and before - after > CONVERGING_GAIN * abs(before))
 
 
-def _shot_from_last_iterate(rerun: Rerun, result: EstimationResult, guess: str,
-                            t_start: float, why: str) -> EstimationResult | None:
-    """Single shooting from the last iterate of ``result`` (``warm_start``: its
-    parameters and initial states; at most
-    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` iterations): converged, its first
-    warning saying ``why`` picard-gn stopped; else None, the first result's
-    message extended (or unchanged where there is no iterate to start from,
-    or the model cannot be simulated there)."""
-    retry = _from_last_iterate(rerun, result, "single-shooting", guess,
-                               BUDGET_SINGLE_SHOOTING_ITERATIONS)
+def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: float, why: str,
+                           method: str = "picard-gn", guess: str = "simulation"
+                           ) -> EstimationResult | None:
+    """``method`` from the last iterate of ``result`` (``warm_start``: its
+    parameters and initial states): picard-gn continued (a run its iteration
+    limit stopped while it still converged, :func:`still_converging`, or one
+    that stalled), or single shooting (at most
+    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` iterations).  Converged, the
+    result with its first warning saying ``why`` picard-gn stopped; else
+    None, the first result's message extended (or unchanged where there is
+    no iterate to start from, or the model cannot be simulated there)."""
+    shooting = method == "single-shooting"
+    retry = _from_last_iterate(rerun, result, method, guess,
+                               BUDGET_SINGLE_SHOOTING_ITERATIONS if shooting else None)
     if retry is None:
         return None
     if retry.success:
-        return _returned(retry, result, (
-            f"picard-gn {why} ({clipped(result.message)}); this result is from "
-            "method='single-shooting' from its last iterate (warm_start=the stopped result; "
-            "CVODES integrates every experiment from its initial state, and its steps in the "
-            "parameters are not held to the collocation's trust region)"))
-    result.message += ("; single shooting from its last iterate did not converge "
-                       f"({clipped(retry.message)})")
-    result.wall_time = time.perf_counter() - t_start
-    return None
-
-
-def _continue_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: float,
-                                why: str) -> EstimationResult | None:
-    """picard-gn continued from the last iterate of ``result`` (a run that
-    its iteration limit stopped while it still converged,
-    :func:`still_converging`, or one that stalled): the converged
-    continuation, its first warning saying ``why`` it ran, or None with the
-    first result's message extended."""
-    retry = _from_last_iterate(rerun, result)
-    if retry is None:
-        return None
-    if retry.success:
-        return _returned(retry, result, (
-            f"picard-gn {why} ({clipped(result.message)}); this result continues it from "
-            "its last iterate (warm_start=the stopped result)"))
-    result.message += ("; continued from its last iterate, it did not converge either "
-                       f"({clipped(retry.message)})")
+        how = ("is from method='single-shooting' from its last iterate (warm_start=the "
+               "stopped result; CVODES integrates every experiment from its initial state, "
+               "and its steps in the parameters are not held to the collocation's trust "
+               "region)" if shooting else
+               "continues it from its last iterate (warm_start=the stopped result)")
+        return _returned(retry, result, f"picard-gn {why} ({clipped(result.message)}); this "
+                                        f"result {how}")
+    result.message += ("; single shooting from its last iterate did not converge"
+                       if shooting else "; continued from its last iterate, it did not "
+                       "converge either") + f" ({clipped(retry.message)})"
     result.wall_time = time.perf_counter() - t_start
     return None
 
@@ -552,10 +539,11 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # best optimum in 25 iterations, 1.4 s, picard-gn continued in 916,
         # 36 s; Elowitz from uniform 19: 0.7 s, where the continuation
         # failed after 40 s)
-        shot = _shot_from_last_iterate(rerun, result, path.guess, t_start, why)
+        shot = _run_from_last_iterate(rerun, result, t_start, why, "single-shooting",
+                                      path.guess)
         if shot is not None:
             return shot
-        continued = _continue_from_last_iterate(rerun, result, t_start, why)
+        continued = _run_from_last_iterate(rerun, result, t_start, why)
         if continued is not None:
             return continued
     if path.method == "picard-gn" and not path.method_chosen and result.status in STALLED:
@@ -564,7 +552,7 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # Boehm from uniform start 5 (seed 0) crept out of a plateau for 778
         # iterations (steps of 0.03-0.5) and stalled, then shooting from p0
         # failed after 125 s; continued, it converged in 188 iterations, 2.2 s
-        continued = _continue_from_last_iterate(rerun, result, t_start, "stalled")
+        continued = _run_from_last_iterate(rerun, result, t_start, "stalled")
         if continued is not None:
             return continued
     open_gaps = (path.guess == "auto" and path.method == "picard-gn"

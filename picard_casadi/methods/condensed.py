@@ -121,12 +121,12 @@ STUCK_CAUSES = ("the solution nearly blows up there, or the model is strongly un
 #: condensed sensitivities (scaled) beyond which a collapsed trust region is
 #: that breakdown too: growth by e^18 along the intervals
 UNSTABLE_SENSITIVITY = 1e8
-# a column of the condensed step (a parameter or a first state) that moves the
-# linear model's residual by less than this fraction of its norm, moved by its
-# own size, is held for the step: the data do not see it, and its damping,
-# relative to the largest column, would be relative to nothing where every
-# column is that small (the fast binding with log10 k = -40: steps of 4e37,
-# the trust region collapsed where the gaps alone needed closing)
+# the damping of a column of the condensed step (a parameter or a first
+# state) is at least that of one moving the linear model's residual by this
+# fraction of its norm, moved by its own size: relative to the largest column
+# only, it is relative to nothing where every column is that small (the fast
+# binding with log10 k = -40, every column ~1e-38: steps of 4e37, and the
+# trust region collapsed where the gaps alone needed closing)
 SILENT_STEP_COLUMN = 1e-12
 # condensed rows larger than this overflow when squared (LAPACK then fails on
 # inf, e.g. "SVD did not converge"): the step reports the interval instead
@@ -474,8 +474,8 @@ class ConstrainedGaussNewtonStep:
         active = np.ones(self.n_theta, dtype=bool)
         # theta's first columns are the free parameters, in p_cols' order
         active[:self.p_cols.size] = free_p[self.p_cols]
-        active &= ~(col2 <= (SILENT_STEP_COLUMN * bnorm) ** 2)
-        diag = np.maximum(col2, 1e-12 * max(float(np.max(col2, initial=0.0)), 1e-300))
+        diag = np.maximum(col2, max(1e-12 * float(np.max(col2, initial=0.0)),
+                                    (SILENT_STEP_COLUMN * bnorm) ** 2, 1e-300))
         xl, xu, _, _ = s.scaled_bounds
         # stationarity: the gain of the undamped Gauss-Newton step within the
         # boxes, as a cosine (see reach_cosine)

@@ -226,3 +226,21 @@ def test_the_two_compartment_flip_flop_twin_is_named():
     other = np.array([float(v) for v in note.split("at p = [")[1].split("]")[0].split()])
     assert abs(other[0] - res.p[0]) > res.p_std[0]  # ka of the twin
     assert other[1] == pytest.approx(res.p[1], rel=1e-3)  # the same clearance
+
+
+def test_several_parameters_on_their_bounds_are_one_note():
+    """Three decay rates each held by a bound the data would cross: one
+    FitWarning naming them by side, where there were three."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=-p * x, p_names=["k1", "k2", "k3"])
+    exp = pc.simulate_experiment(model, [1.0, 1.0, 1.0], [0.5, 0.2, 1.0],
+                                 np.linspace(0, 4, 41), noise_std=0.005, seed=2)
+    bounds = ([0.6, 0.01, 0.01], [2.0, 0.1, 0.5])
+    with pytest.warns(pc.FitWarning, match=r"k1, k2 and k3 ended on their bounds \(k1 on the "
+                      r"lower 0\.6; k2 on the upper 0\.1; k3 on the upper 0\.5; p_bounds\)"):
+        res = pc.estimate(model, [exp], p0=[1.0, 0.05, 0.2], p_bounds=bounds,
+                          estimate_x0=False)
+    notes = [w for w in res.warnings if "ended on" in w]
+    assert res.success and res.fit_flagged and len(notes) == 1, res.warnings

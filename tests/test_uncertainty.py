@@ -190,3 +190,21 @@ def test_one_undetermined_parameter_is_named_alone_not_as_a_combination():
                                          r"standard error is inf; it is practically"):
         res = pc.estimate(model, [exp], [1.0, 0.5, 1.0])
     assert np.isinf(res.p_std[2]) and np.all(np.isfinite(res.p_std[:2]))
+
+
+def test_several_undetermined_directions_are_one_warning_naming_every_parameter():
+    """Two products the data see, a b and c d, and not their factors: two
+    directions the data do not determine, one warning naming all four (PEtab's
+    Armistead had four such warnings of eight or nine overlapping names)."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * p[1] * x[0], -p[2] * p[3] * x[1]),
+                     p_names=["a", "b", "c", "d"])
+    exp = pc.simulate_experiment(model, [1.0, 2.0], [1.0, 0.5, 2.0, 0.25],
+                                 np.linspace(0, 5, 41), noise_std=0.01, seed=3)
+    res = pc.estimate(model, [exp], p0=[0.8, 0.8, 0.8, 0.8], estimate_x0=False)
+    assert res.success and np.all(np.isinf(res.p_std)), res.p_std
+    named = [w for w in res.warnings if "near-singular" in w]
+    assert len(named) == 1 and "in 2 directions" in named[0], res.warnings
+    assert "do not determine a, b, c, d near this estimate" in named[0]

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["lack_of_fit", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
-           "NOISE_RATIO", "LACK_OF_FIT", "ON_BOUND_NOTE", "NOT_UNIQUE", "is_fit_note"]
+           "NOISE_RATIO", "LACK_OF_FIT", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE",
+           "is_fit_note"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -50,6 +51,8 @@ LACK_OF_FIT = "the fit is systematically off the data"
 #: what the note of a parameter on its bound says after the parameter's name
 #: (:func:`picard_casadi.estimation.diagnosis.note_bounds_reached`)
 ON_BOUND_NOTE = " ended on its "
+#: ... and the note of several parameters on their bounds, after their names
+ON_BOUNDS_NOTE = " ended on their bounds"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -179,4 +182,5 @@ def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a
     :class:`~picard_casadi.FitWarning` (lack of fit, a parameter on its bound,
     an optimum that is not unique)."""
-    return note.startswith((LACK_OF_FIT, NOT_UNIQUE)) or ON_BOUND_NOTE in note
+    return (note.startswith((LACK_OF_FIT, NOT_UNIQUE)) or ON_BOUND_NOTE in note
+            or ON_BOUNDS_NOTE in note)

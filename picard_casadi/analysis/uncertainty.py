@@ -438,7 +438,26 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names
-    for k in np.flatnonzero(weak | faint):
+    directions = np.flatnonzero(weak | faint)
+    if np.count_nonzero(weak) > 1:
+        # one warning for the directions the data do not determine at all (their
+        # quantities' standard errors are inf whichever direction names them):
+        # PEtab's Armistead at its optimum had four, each a warning of eight or
+        # nine overlapping names
+        for k in np.flatnonzero(weak):
+            named |= np.abs(evecs[:, k]) > INVOLVED
+        relative_eigenvalues = evals[weak] / lam_max
+        result.warnings.append(
+            f"the information matrix is near-singular in {np.count_nonzero(weak)} directions "
+            f"(relative eigenvalues {relative_eigenvalues.min():.1e} to "
+            f"{relative_eigenvalues.max():.1e}): the data do not determine "
+            f"{', '.join(names[c] for c in np.flatnonzero(named))} near this estimate, each "
+            "direction a combination of several of them, so their standard errors are inf; "
+            "these parameters are practically unidentifiable here (pc.profile(res) follows "
+            "the likelihood beyond the linearisation: some of them may still have a finite "
+            "interval)")
+        directions = np.flatnonzero(faint)
+    for k in directions:
         involved = np.abs(evecs[:, k]) > INVOLVED
         if faint[k] and not np.any(relative[involved] > WEAK_RELATIVE_ERROR):
             # a small relative eigenvalue, yet every quantity in the direction is

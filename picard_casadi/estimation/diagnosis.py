@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..analysis.fit_check import ON_BOUND_NOTE, lack_of_fit
+from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
 from ..model import Model
@@ -87,16 +87,34 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
             close = max(ON_BOUND * max(abs(b), span[i], 1e-300), se_part)
             if np.isfinite(b) and abs(p[i] - b) <= close:
                 reached.append((i, side, b))
-    for i, side, b in reached:
-        name = result.p_names[i]
-        note = (f"{name}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the bound, not "
-                f"the data, holds it, and the data would move it further; its standard "
-                "error assumes an optimum inside the bounds. If the bound is not a physical "
-                "limit, widen it and fit again")
+    if len(reached) == 1:
+        i, side, b = reached[0]
+        note = (f"{result.p_names[i]}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the "
+                "bound, not the data, holds it, and the data would move it further; its "
+                "standard error assumes an optimum inside the bounds. If the bound is not a "
+                "physical limit, widen it and fit again")
+    elif reached:
+        # one note for all (PEtab's Armistead: five parameters, five notes of
+        # three lines each)
+        groups: dict[tuple[str, float], list[str]] = {}
+        for i, side, b in reached:
+            groups.setdefault((side, float(b)), []).append(result.p_names[i])
+        where = "; ".join(f"{_listed(names)} on the {side} {b:g}"
+                          for (side, b), names in groups.items())
+        note = (f"{_listed([result.p_names[i] for i, _, _ in reached])}{ON_BOUNDS_NOTE} "
+                f"({where}; p_bounds): there the bounds, not the data, hold them, and the data "
+                "would move them further; their standard errors assume an optimum inside the "
+                "bounds. If a bound is not a physical limit, widen it and fit again")
+    if reached:
         result.warnings.append(note)
         warn_user(note, FitWarning)
     if reached and getattr(result, "p_ci", None) is not None:
         result.p_ci = _clipped(result.p_ci, lower, upper)
+
+
+def _listed(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _clipped(ci: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:

@@ -176,7 +176,7 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
 #: negative log-likelihood by more than 5e-5 (Robertson's rates from log10 k = 0
 #: reached log10 k = (-303, -2715, -45877), where nothing reacts: 1e-30;
 #: PEtab's Fujita from uniform starts 13 and 17 "converged" at 10011.49: 5.6e-4;
-#: the optima of Armistead, Elowitz and Fujita: 104 to 3415)
+#: the optima of Boehm, Bruno, Armistead, Elowitz and Fujita: 61 to 3415)
 PLATEAU_REACH = 1e-2
 
 

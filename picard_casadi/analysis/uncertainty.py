@@ -44,7 +44,7 @@ from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
-           "parameter_reach", "IDENTIFIABILITY_THRESHOLD"]
+           "parameter_reach", "noise_variance_factor", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
 #: is not determined at all.  An exact non-identifiability (only a product a b
@@ -283,6 +283,16 @@ def _unit_information(F: np.ndarray, reach: np.ndarray
     return d, Fs, evals, evecs
 
 
+def noise_variance_factor(r: np.ndarray, m: int, n: int, likelihood: bool) -> float:
+    """``s^2``, the noise variance the weighted residuals ``r`` are in units of:
+    1 with the likelihood's weights (``1 / sigma_k^2``: the information is
+    Fisher's), else ``|r|^2 / (m - n)`` for ``m`` measurements and ``n``
+    estimated quantities (NaN where ``m <= n``)."""
+    if likelihood:
+        return 1.0
+    return float(r @ r) / (m - n) if m > n else float("nan")
+
+
 def parameter_reach(setup: Setup, F_diagonal: np.ndarray, columns: list[tuple[str, int, int]],
                     p: np.ndarray, s2: float) -> float | None:
     """How far the fit moves, in noise levels, for a parameter moved by its own
@@ -390,8 +400,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         # 1 / sigma_k^2: F is the Fisher information and its inverse the
         # Cramer-Rao bound (what the output-error method reports); otherwise
         # the weights are relative and the residuals give their scale
-        likelihood = result.settings.get("weights") == "auto"
-        s2 = 1.0 if likelihood else float(r @ r) / (m_meas - nth)
+        s2 = noise_variance_factor(r, m_meas, nth, result.settings.get("weights") == "auto")
     if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
         result.warnings.append(
             "no uncertainty: the output sensitivities at the estimate are not finite "

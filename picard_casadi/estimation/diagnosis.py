@@ -182,9 +182,11 @@ PLATEAU_REACH = 1e-2
 
 def declare_plateau(result: EstimationResult) -> None:
     """A converged estimate on a plateau (:data:`PLATEAU_REACH`, measured by
-    the uncertainty as ``settings["parameter_reach"]``) is no optimum: the
-    result fails with status ``"plateau"``, and the default path's second
-    runs follow."""
+    the uncertainty, or at a stiff start's search, as
+    ``settings["parameter_reach"]``) is no optimum: the result fails with
+    status ``"plateau"``, and the default path runs no second run after it
+    (:func:`~picard_casadi.estimation.fallbacks.second_runs`: another start
+    is the remedy, which the message names)."""
     reach = result.settings.get("parameter_reach")
     if not result.success or reach is None or not reach < PLATEAU_REACH:
         return

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate, certify
-from ..analysis.uncertainty import (parameter_reach, solution_sensitivity,
-                                     undetermined_parameters)
+from ..analysis.uncertainty import (noise_variance_factor, parameter_reach,
+                                     solution_sensitivity, undetermined_parameters)
 from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
@@ -590,9 +590,7 @@ def _searched_plateau(prob: FitProblem, setup: Setup, outcome: LoopOutcome
         time.perf_counter() - t0)
     with np.errstate(all="ignore"):
         F = info.Jt.gram()
-        m, n = info.Jt.shape
-        s2 = 1.0 if prob.weights_mode == "auto" else (
-            float(info.r @ info.r) / (m - n) if m > n else float("nan"))
+        s2 = noise_variance_factor(info.r, *info.Jt.shape, prob.weights_mode == "auto")
     if not (np.all(np.isfinite(F)) and np.isfinite(s2)):
         return info, None
     reach = parameter_reach(setup, np.diag(F), info.columns, outcome.p, s2)
@@ -608,7 +606,8 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     that broke down (not an iteration limit) on a mesh that does not resolve
     the model at its last iterate is refined and restarted from ``p0``.  A
     stiff start's search (``prob.polish_T``) continues from its converged
-    solution on the first mesh before it is certified.
+    solution on the first mesh before it is certified, unless it converged on
+    a plateau (``RefinedRun.plateau_reach``), where it stops.
     Stops when the certificate holds, the budget ``max_refinements`` is
     spent, or the refined mesh would pass the size limit.
     """

@@ -172,12 +172,15 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
 
 #: a converged estimate where no parameter moves the fit by this many noise
 #: levels (moved by its own size, all the others held) lies on a plateau: the
-#: outputs do not depend on the parameters there, and no such move changes the
-#: negative log-likelihood by more than 5e-5 (Robertson's rates from log10 k = 0
-#: reached log10 k = (-303, -2715, -45877), where nothing reacts: 1e-30;
-#: PEtab's Fujita from uniform starts 13 and 17 "converged" at 10011.49: 5.6e-4;
-#: the optima of Boehm, Bruno, Armistead, Elowitz and Fujita: 61 to 3415)
-PLATEAU_REACH = 1e-2
+#: outputs do not depend on the parameters there, no such move changes the
+#: negative log-likelihood by more than 5e-3, and every parameter's 95 % Wald
+#: interval spans more than +-19.6 of its sizes (decades on a log scale).
+#: Robertson's rates from log10 k = 0 reached log10 k = (-303, -2715, -45877),
+#: where nothing reacts: 1e-30; PEtab's Fujita "converged" 10,000 above its
+#: best at 10011.49 (uniform starts 13, 17) and 10011.41 (uniform 5, IPOPT's
+#: second run): 4.8e-6, 5.6e-4 and 0.055; the optima of Boehm, Bruno,
+#: Armistead, Elowitz and Fujita: 61 to 3415 (docs/reliability.md)
+PLATEAU_REACH = 1e-1
 
 
 def declare_plateau(result: EstimationResult) -> None:

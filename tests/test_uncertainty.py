@@ -54,6 +54,33 @@ def test_a_parameter_the_data_hardly_see_is_named():
     assert len(poorly) == 1 and poorly[0].startswith("the data determine k poorly"), res.warnings
 
 
+def test_several_parameters_the_data_hardly_see_are_one_warning_on_their_own_scales():
+    """Two inflows b1 and b2 of 1e-3 under noise of 0.05: both standard errors
+    exceed their estimates.  One warning names both (PEtab's Fujita at a
+    plateau had 13, one per parameter); on a log10 scale it counts decades."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0] + p[2], -p[1] * x[1] + p[3]),
+                     p_names=["a1", "a2", "b1", "b2"])
+    exp = pc.simulate_experiment(model, x0=[1.0, 2.0], p=[0.5, 0.8, 1e-3, 1e-3],
+                                 t=np.linspace(0, 5, 51), noise_std=0.05, seed=1)
+    res = pc.estimate(model, [exp], p0=[0.3, 0.5, 0.01, 0.01], estimate_x0=False)
+    assert res.success and np.all(res.p_std[2:] > np.abs(res.p[2:])), (res.p, res.p_std)
+    poorly = [w for w in res.warnings if "poorly" in w]
+    assert len(poorly) == 1 and poorly[0].startswith("the data determine b1 and b2 poorly ("), \
+        res.warnings
+    assert "b1: standard error" in poorly[0] and "b2: standard error" in poorly[0]
+    table = [pc.Parameter("a1", 0.3, (0.01, 10.0)), pc.Parameter("a2", 0.5, (0.01, 10.0)),
+             pc.Parameter("b1", 0.01, (1e-6, 1.0), scale="log10"),
+             pc.Parameter("b2", 0.01, (1e-6, 1.0), scale="log10")]
+    res = pc.estimate(model, [exp], table, estimate_x0=False)
+    poorly = [w for w in res.warnings if "poorly" in w]
+    assert len(poorly) == 1 and poorly[0].startswith("the data determine b1 and b2 poorly ("), \
+        res.warnings
+    assert poorly[0].count("decades on the log10 scale") == 2, poorly
+
+
 def test_an_identifiable_but_weak_direction_keeps_finite_standard_errors():
     """fa18-roll-rud: the scaled information matrix's smallest relative
     eigenvalue is 5e-9, and the data do determine the parameters (their

@@ -34,6 +34,7 @@ estimate is named too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,8 @@ from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
-           "parameter_reach", "noise_variance_factor", "IDENTIFIABILITY_THRESHOLD"]
+           "parameter_reach", "noise_variance_factor", "note_poorly_determined",
+           "is_poorly_determined_note", "POORLY_DETERMINED_HEAD", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
 #: is not determined at all.  An exact non-identifiability (only a product a b
@@ -359,6 +361,60 @@ def undetermined_parameters(setup: Setup, info: SolutionSensitivity) -> np.ndarr
     return out
 
 
+#: how the warning of :func:`note_poorly_determined` begins
+POORLY_DETERMINED_HEAD = "the data determine "
+
+
+def is_poorly_determined_note(note: str) -> bool:
+    """Whether ``note`` is :func:`note_poorly_determined`'s warning."""
+    return note.startswith(POORLY_DETERMINED_HEAD) and " poorly" in note.split(":")[0]
+
+
+def note_poorly_determined(result: Any) -> None:
+    """One warning naming every parameter the data determine poorly, in the
+    result's current terms (replacing the one written before).
+
+    The parameters are ``settings["poorly_determined"]`` (indices into
+    ``result.p``): outside every near-singular combination, with a standard
+    error above the estimate's size.  On a linear scale the warning gives
+    the standard error against the estimate (the 95 % interval spans zero);
+    where ``result.p_scales`` gives a log scale (a restated problem's result
+    in the user's terms), how many decades the standard error spans on that
+    scale, and a parameter known to within a decade is left out.
+    """
+    result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
+    which = result.settings.get("poorly_determined") or []
+    scales = getattr(result, "p_scales", None)
+    scaled_std = getattr(result, "p_scaled_std", None)
+    # (name, the detail alone, the detail in a list of several)
+    items: list[tuple[str, str, str]] = []
+    for i in which:
+        name = result.p_names[i]
+        scale = "lin" if scales is None or scaled_std is None else scales[i]
+        if scale == "lin":
+            std, value = float(result.p_std[i]), float(result.p[i])
+            items.append((name, f"its standard error {std:.3g} exceeds the estimate "
+                                f"{value:.6g} (the 95 % interval spans zero)",
+                          f"standard error {std:.3g} against the estimate {value:.6g}, its 95 % "
+                          "interval spanning zero"))
+            continue
+        decades = float(scaled_std[i]) / (1.0 if scale == "log10" else math.log(10.0))
+        if decades > 1.0:
+            items.append((name, f"its standard error on the {scale} scale spans "
+                                f"{decades:.3g} decades",
+                          f"standard error spanning {decades:.3g} decades on the {scale} "
+                          "scale"))
+    if len(items) == 1:
+        name, detail, _ = items[0]
+        result.warnings.append(f"{POORLY_DETERMINED_HEAD}{name} poorly: {detail}; a "
+                               "likelihood profile (pc.profile) shows what the data allow")
+    elif items:
+        listed = ", ".join(n for n, _, _ in items[:-1]) + f" and {items[-1][0]}"
+        details = "; ".join(f"{n}: {d}" for n, _, d in items)
+        result.warnings.append(f"{POORLY_DETERMINED_HEAD}{listed} poorly ({details}); "
+                               "likelihood profiles (pc.profile) show what the data allow")
+
+
 def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
                        noise_covariance: np.ndarray | None = None,
                        noise_formula: Any = None) -> None:
@@ -495,14 +551,11 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
                 f"{head}the data determine the combination of {listed} only weakly; their "
                 "standard errors are large and strongly correlated (res.p_corr, and the x0 "
                 "standard errors in res.x0_std)")
-    for k, (kind, _, i) in enumerate(columns):
-        # one parameter the data hardly see is no near-singular combination
-        # (a stiff rate k = 2000 came out 1183 +- 2302 without a word)
-        if kind == "p" and not named[k] and std[k] > abs(float(result.p[i])):
-            result.warnings.append(
-                f"the data determine {names[k]} poorly: its standard error {std[k]:.3g} "
-                f"exceeds the estimate {float(result.p[i]):.6g} (the 95 % interval spans "
-                "zero); a likelihood profile (pc.profile) shows what the data allow")
+    # one parameter the data hardly see is no near-singular combination (a
+    # stiff rate k = 2000 came out 1183 +- 2302 without a word): noted, all
+    # such parameters in one warning, once p_std is known
+    poorly = [int(i) for k, (kind, _, i) in enumerate(columns)
+              if kind == "p" and not named[k] and std[k] > abs(float(result.p[i]))]
 
     p_cov = np.zeros((np_, np_))
     p_std = np.zeros(np_)
@@ -518,6 +571,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     np.fill_diagonal(corr, [1.0 if s > 0 else 0.0 for s in dd])
     result.p_cov = p_cov
     result.p_std = p_std
+    result.settings["poorly_determined"] = poorly
+    note_poorly_determined(result)
     result.p_ci = np.column_stack([result.p - Z95 * p_std, result.p + Z95 * p_std])
     result.p_corr = corr
     x0_std = [np.zeros(model.nx) for _ in setup.disc.experiments]

@@ -40,6 +40,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
+from ..analysis.uncertainty import note_poorly_determined
 from ..experiment import Experiment
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
@@ -171,19 +172,7 @@ class Statement:
                     res.x0_std[e] = std
         # "the data determine log10(k) poorly ... spans zero" judged the log: on
         # that scale the question is how many decades the standard error spans
-        scaled_std = res.p_scaled_std
-        for j, (name, scale) in enumerate(zip(res.p_scaled_names, self.scales)):
-            if scale == "lin" or scaled_std is None:
-                continue
-            head = f"the data determine {name} poorly"
-            decades = scaled_std[j] / (1.0 if scale == "log10" else math.log(10.0))
-            for w, note in enumerate(list(res.warnings)):
-                if note.startswith(head):
-                    res.warnings[w] = (
-                        f"the data determine {self.names[j]} poorly: its standard error on "
-                        f"the {scale} scale spans {decades:.3g} decades; a likelihood profile "
-                        "(pc.profile) shows what the data allow") if decades > 1.0 else ""
-            res.warnings = [n for n in res.warnings if n]
+        note_poorly_determined(res)
         for e, t0, duration in self._settling:
             exp = self.experiments[e]
             try:

@@ -128,6 +128,25 @@ def test_an_unstable_model_tries_ipopt_before_shooting():
     assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")
 
 
+def test_a_second_run_that_ends_on_a_plateau_ends_the_path():
+    # PEtab's Fujita from uniform start 5: IPOPT's second run converged on a
+    # plateau (reach 0.055 noise levels), then picard-gn continued from it for
+    # 105 s, shooting failed, and the call ended step_failed
+    plateau = _result(status="plateau", message="the estimate lies on a plateau")
+    reruns = _Reruns(ipopt=lambda: plateau, shooting=lambda: _result(success=True))
+    res = second_runs(_result(status="step_failed"), _path(unstable=True), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto")] and res is plateau
+    assert res.status == "plateau" and "ended on a plateau" in res.warnings[0]
+    # the same after a first run stopped while converging: single shooting
+    # from its last iterate on a plateau is returned, not continued
+    reruns = _Reruns(**{"single-shooting warm": lambda: plateau})
+    first = _result(status="max_iter")
+    first._X, first.history = np.zeros((1, 1)), {"gap_scaled": [0.0], "objective": [2.0, 1.0]}
+    res = second_runs(first, _path(), reruns, time.perf_counter())
+    assert reruns.calls == [SS_WARM] and res is plateau
+
+
 def test_quoted_messages_keep_their_first_clause_and_ipopts_status():
     assert clipped("iteration limit reached (max_iter=200) before convergence: gradient") == (
         "iteration limit reached (max_iter=200) before convergence")

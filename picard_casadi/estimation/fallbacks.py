@@ -250,10 +250,23 @@ class DefaultPath:
 
 
 def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> EstimationResult:
-    """The converged second run, its first warning saying why it ran."""
+    """The second run returned (converged, or one that ends the path), its first
+    warning saying why it ran."""
     retry.warnings.insert(0, why)
     retry.wall_time += first.wall_time
     return retry
+
+
+def _on_a_plateau(retry: EstimationResult, first: EstimationResult, why: str
+                  ) -> EstimationResult:
+    """A second run that ended on a plateau, returned: the plateau is the start's
+    basin, not the method's (as after a first run, :func:`second_runs`), so no
+    other run follows.  PEtab's Fujita from uniform start 5 (seed 0): IPOPT's
+    second run converged at 10011.41, 10,000 above the best, where no parameter
+    moves the fit by more than 0.055 noise levels; picard-gn continued from
+    there for 105 s and shooting failed, and the call ended ``step_failed``."""
+    return _returned(retry, first, f"{why} ended on a plateau; another start is the remedy, "
+                                   "and no other run was tried")
 
 
 #: the first warning of a second run returned because its parameters ran off
@@ -323,8 +336,11 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
                         run: _AnotherMethod) -> EstimationResult | None:
     """The converged second run with ``run.method``, or picard-gn continued from
     its joined-up last iterate (:func:`_continued`), each with a first warning
-    saying why; or None with the first result's message extended."""
+    saying why; the second run where it ended on a plateau (:func:`_on_a_plateau`);
+    or None with the first result's message extended."""
     retry = _with_another_method(rerun, run.method, guess)
+    if retry.status == "plateau":
+        return _on_a_plateau(retry, result, f"{run.stopped}; {run.named} ({run.why})")
     if retry.success:
         if run.method == "shooting":
             # solved to BUDGET_SHOOTING_TOL: picard-gn finishes on the mesh
@@ -421,15 +437,19 @@ def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: floa
     parameters and initial states): picard-gn continued (a run its iteration
     limit stopped while it still converged, :func:`still_converging`, or one
     that stalled), or single shooting (at most
-    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` iterations).  Converged, the
-    result with its first warning saying ``why`` picard-gn stopped; else
-    None, the first result's message extended (or unchanged where there is
-    no iterate to start from, or the model cannot be simulated there)."""
+    :data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` iterations).  Converged (or on a
+    plateau, :func:`_on_a_plateau`), the result with its first warning saying
+    ``why`` picard-gn stopped; else None, the first result's message extended
+    (or unchanged where there is no iterate to start from, or the model cannot
+    be simulated there)."""
     shooting = method == "single-shooting"
     retry = _from_last_iterate(rerun, result, method, guess,
                                BUDGET_SINGLE_SHOOTING_ITERATIONS if shooting else None)
     if retry is None:
         return None
+    if retry.status == "plateau":
+        return _on_a_plateau(retry, result, f"picard-gn {why} ({clipped(result.message)}); "
+                                            f"method='{method}' from its last iterate")
     if retry.success:
         how = ("is from method='single-shooting' from its last iterate (warm_start=the "
                "stopped result; CVODES integrates every experiment from its initial state, "
@@ -447,10 +467,13 @@ def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: floa
 
 def _another_start(rerun: Rerun, result: EstimationResult, path: DefaultPath, guess: str,
                    why: tuple[str, str], t_start: float) -> EstimationResult | None:
-    """picard-gn again from ``guess``: the converged second run (its note
-    ``why``: how the first ended, what the new start is), or None with the
-    first result's message extended."""
+    """picard-gn again from ``guess``: the converged second run, or one that
+    ended on a plateau (its note ``why``: how the first ended, what the new
+    start is), or None with the first result's message extended."""
     retry = rerun(path.method, guess, None)
+    if retry.status == "plateau":
+        return _on_a_plateau(retry, result, f"{why[0]} ({clipped(result.message)}); a second "
+                                            f"run with guess='{guess}'")
     if retry.success:
         retry.settings["guess"] = f"{guess} (after 'simulation')"
         return _returned(retry, result, (

@@ -3,7 +3,7 @@
 Run::
 
     python benchmarks/petab_collection.py [n_starts [problem ...]] [--method NAME] [--uniform-only]
-        [--starts A-B]
+        [--starts A-B] [--solves FILE]
 
 Each problem vendored in ``tests/data/petab`` (Boehm, Bruno, Armistead,
 Crauste, Elowitz, Borghans;
@@ -32,7 +32,11 @@ tool (AMICI + pyPESTO + fides) runs from the same starts in
 (one method, no second runs) instead of every default; ``--uniform-only``
 leaves out the nominal start (the summary is over the uniform starts either
 way); ``--starts A-B`` runs only the uniform starts A to B (the same draws:
-one problem's starts split over processes).
+one problem's starts split over processes); ``--solves FILE`` writes a
+tab-separated line per solve of every start (problem, start, method,
+intervals, whether it continued a converged solution, iterations, status,
+CPU s, the message's start): which of a start's runs its time went to
+(docs/petab.md).
 """
 
 from __future__ import annotations
@@ -111,8 +115,35 @@ def negative_log_posterior(prob: pc.PetabProblem) -> float:
     return nllh
 
 
+def log_solves(path: str) -> dict[str, str]:
+    """Write a line per solve to ``path`` (see the module doc); returns the
+    dictionary whose ``"start"`` entry the caller keeps as the current
+    problem and start."""
+    from picard_casadi.estimation import refinement
+
+    out = open(path, "w", buffering=1)
+    out.write("problem\tstart\tmethod\tintervals\tcontinuing\titerations\tstatus\t"
+              "CPU s\tmessage\n")
+    current = {"start": "\t"}
+    timed = refinement._timed_solve
+
+    def logged(prob, setup, w, continuing=False):
+        t0 = time.process_time()
+        solved = timed(prob, setup, w, continuing)
+        outcome = solved.outcome
+        out.write(f"{current['start']}\t{prob.spec.name}\t{setup.disc.n_intervals}\t"
+                  f"{continuing}\t{solved.iterations}\t{outcome.status}\t"
+                  f"{time.process_time() - t0:.1f}\t{outcome.message[:120]!r}\n")
+        return solved
+
+    refinement._timed_solve = logged
+    return current
+
+
 def main(n_starts: int = 5, names: list[str] | None = None, method: str | None = None,
-         uniform_only: bool = False, chosen_starts: range | None = None) -> None:
+         uniform_only: bool = False, chosen_starts: range | None = None,
+         solves: str | None = None) -> None:
+    current = log_solves(solves) if solves else {}
     print(f"{'problem':<28}{'start':<12}{'status':<12}{'method':<11}{'nllh':>12}"
           f"{'- nominal':>11}{'CPU s':>8}  stiff at the start")
     summaries = []
@@ -127,6 +158,7 @@ def main(n_starts: int = 5, names: list[str] | None = None, method: str | None =
             if (chosen_starts is not None and label != "nominal"
                     and int(label.split()[1]) not in chosen_starts):
                 continue
+            current["start"] = f"{name}\t{label}"
             t0 = time.process_time()
             stiff = False
             with warnings.catch_warnings():
@@ -188,4 +220,10 @@ if __name__ == "__main__":
         first, last = (int(v) for v in args[k + 1].split("-"))
         chosen_starts = range(first, last + 1)
         del args[k:k + 2]
-    main(int(args[0]) if args else 5, args[1:] or None, chosen, uniform_only, chosen_starts)
+    solves = None
+    if "--solves" in args:
+        k = args.index("--solves")
+        solves = args[k + 1]
+        del args[k:k + 2]
+    main(int(args[0]) if args else 5, args[1:] or None, chosen, uniform_only, chosen_starts,
+         solves)

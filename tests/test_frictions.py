@@ -191,11 +191,8 @@ def test_a_fit_all_on_one_side_of_its_data_is_named():
     assert len(notes) == 1 and "output 'A'" in notes[0]
 
 
-def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
-    # Robertson's rates from log10 k = 0 ended, by the shooting fallback, at
-    # log10 k = (-303, -2715, -45877): nothing reacts, every direction flat,
-    # and the result said success.  Here A -> B -> C from log10 k = -40: IPOPT
-    # stops where the gradient vanishes, which is no optimum
+def _chain_of_two_rates():
+    """A -> B -> C with the rates as log10 k (0.5 and 0.2), B measured."""
     x, q = ca.SX.sym("x", 2), ca.SX.sym("q", 2)
     k = 10 ** q
     model = pc.Model(x=x, p=q, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]),
@@ -204,6 +201,15 @@ def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
     clean = pc.simulate_experiment(model, [1, 0], np.log10([0.5, 0.2]), t, noise_std=0)
     exp = pc.Experiment(t, clean.y + 0.01 * np.random.default_rng(1).standard_normal(
         clean.y.shape), x0=[1, 0])
+    return model, exp
+
+
+def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
+    # Robertson's rates from log10 k = 0 ended, by the shooting fallback, at
+    # log10 k = (-303, -2715, -45877): nothing reacts, every direction flat,
+    # and the result said success.  Here A -> B -> C from log10 k = -40: IPOPT
+    # stops where the gradient vanishes, which is no optimum
+    model, exp = _chain_of_two_rates()
     res = pc.estimate(model, [exp], [-40.0, -40.0], "ipopt", estimate_x0=False)
     assert not res.success and res.status == "plateau"
     assert "plateau" in res.message and "p0 = -40" in res.message
@@ -217,14 +223,7 @@ def test_a_fit_no_parameter_moves_by_more_than_a_tenth_of_a_noise_level_is_a_pla
     # above its best with a reach of 0.055 noise levels: no parameter moved by a
     # decade changed the nllh by more than 1.5e-3.  Here the rates held below
     # 1e-5, where B barely forms within the record: reach 0.02, a plateau
-    x, q = ca.SX.sym("x", 2), ca.SX.sym("q", 2)
-    k = 10 ** q
-    model = pc.Model(x=x, p=q, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]),
-                     y=x[1:2], y_names=["B"])
-    t = np.linspace(0, 10, 41)
-    clean = pc.simulate_experiment(model, [1, 0], np.log10([0.5, 0.2]), t, noise_std=0)
-    exp = pc.Experiment(t, clean.y + 0.01 * np.random.default_rng(1).standard_normal(
-        clean.y.shape), x0=[1, 0])
+    model, exp = _chain_of_two_rates()
     res = pc.estimate(model, [exp], [-10.0, -10.0], estimate_x0=False,
                       p_bounds=([-40.0, -40.0], [-5.0, -5.0]))
     assert 1e-2 < res.settings["parameter_reach"] < 1e-1

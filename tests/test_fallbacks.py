@@ -216,6 +216,9 @@ def test_a_relaxation_oscillator_no_method_fits_ends_within_the_budget(monkeypat
     from picard_casadi.estimation import fallbacks
 
     monkeypatch.setattr(fallbacks, "BUDGET_ITERATIONS", 5)
+    # single shooting, which now runs first after a failed step, converges
+    # here in 1000 iterations or less (0.708, 0.827, 0.048): held to 5 too
+    monkeypatch.setattr(fallbacks, "BUDGET_SINGLE_SHOOTING_ITERATIONS", 5)
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
     rhs = ca.vertcat((x[0] - x[0] ** 3 / 3 - x[1] + 0.5) / p[2], x[0] + p[0] - p[1] * x[1])
     model = pc.Model(x=x, p=p, rhs=rhs, y=x[0])

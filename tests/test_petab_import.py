@@ -227,12 +227,15 @@ def test_elowitz_from_its_nominal_vector_reaches_its_nllh_with_every_default():
     # from its own optimum the steps, cut by the trust radius to 1e-4 of a
     # Gauss-Newton step along weakly determined directions, crept (0.49996 ->
     # 0.49993 in 200 iterations) with the gaps opening, and the run ended
-    # 'stalled'; the stall's remedy damps such steps instead
+    # 'stalled'; the stall's remedy damps such steps instead.  Since single
+    # shooting runs from the last iterate of a run its limit stopped with its
+    # intervals joined up (6cb246f), that is the path: -63.2388 (the noise
+    # levels estimated), 29 CPU s; which method ends it is not the point
     prob = read_petab(DATA / "Elowitz_Nature2000" / "Elowitz_Nature2000.yaml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
-    assert res.success and res.method == "picard-gn"
+    assert res.success, res.message
     assert res.nllh <= -63.2028 + 1e-3
 
 

@@ -169,7 +169,12 @@ def test_coverage_of_95_percent_intervals_on_lotka_volterra():
     coverage = study.coverage["wald"]
     print(f"coverage of the 95 % intervals over 100 seeds: {coverage:.1%} ({hits}/{total})")
     print(study.summary())
-    assert 0.88 <= coverage <= 0.99
+    # 91.25 % until the likelihood became the default (5662a89, found by
+    # bisection): its standard errors are the Cramer-Rao bounds at each
+    # output's maximum-likelihood noise variance SSR_k / N_k, which a small
+    # sample biases low (docs/likelihood.md, "Standard errors"); 87.0 % since.
+    # Standard errors off by a factor of 2 would cover under 70 %
+    assert 0.85 <= coverage <= 0.99
 
 
 def test_shooting_standard_errors_come_from_its_own_integration():

@@ -237,7 +237,9 @@ def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
     Fujita from uniform start 2 also refined IPOPT's mesh then, and had not
     returned after 25 minutes).  The limit is passed to each solve as a stop
     in its callback (a new ``max_iter`` would rebuild IPOPT's NLP), and a
-    solve stopped there is reported as stopped by its iteration limit.
+    solve stopped there is reported as stopped by its iteration limit.  The
+    same callback stops an IPOPT solve whose lowest constraint violation has
+    stopped falling (:data:`BUDGET_PROGRESS_WINDOW`), reported ``"stalled"``.
     """
     user, ipopt = prob.callback, prob.spec.name in _IPOPT_METHODS
     start = int(ipopt)

@@ -264,11 +264,12 @@ def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
                               prob.callback if prob.iteration_budget is None else counted)
     prob.iterations_spent += outcome.iterations
     if outcome.status == "stopped" and not limited and ipopt and _no_progress(best):
+        # "IPOPT: <status> (...)" as IPOPT's own, so the note quoting it (clipped) keeps why
         return replace(outcome, success=False, status="stalled", message=(
-            f"IPOPT stopped: its largest constraint violation did not fall tenfold in "
-            f"{BUDGET_PROGRESS_WINDOW} iterations (the lowest {best[-1]:.2e}, "
-            f"{best[-1 - BUDGET_PROGRESS_WINDOW]:.2e} {BUDGET_PROGRESS_WINDOW} iterations "
-            "before); the result is not an optimum"))
+            f"IPOPT: stalled (its lowest constraint violation did not fall tenfold in "
+            f"{BUDGET_PROGRESS_WINDOW} iterations, from "
+            f"{best[-1 - BUDGET_PROGRESS_WINDOW]:.2e} to {best[-1]:.2e}); the result is not "
+            "an optimum"))
     return _out_of_budget(prob, outcome) if limited and outcome.status == "stopped" else outcome
 
 

@@ -295,15 +295,23 @@ class Discretisation:
         weight but must be finite, and at the interval's start a state may be
         0 where an output takes its log."""
         J, M = self.sample_tau.shape
-        for j in np.flatnonzero(per_interval < M):
+        short = np.flatnonzero(per_interval < M)
+        for j in short:
             used = int(per_interval[j])
             tau = self.sample_tau[j, used - 1] if used else 0.5
             self.sample_tau[j, used:] = tau
             self.sample_times[j, used:] = self.t0[j] + tau * self.h[j]
-            if self.model.nu:
-                exp = self.experiments[int(self.exp_of[j])]
-                u = exp.inputs(np.array([self.sample_times[j, used]]), self.model.nu)[0]
-                self.sample_inputs[j, :, used:] = u[:, None]
+        if not self.model.nu:
+            return
+        # the inputs at those times, one evaluation per experiment
+        for e, exp in enumerate(self.experiments):
+            here = short[self.exp_of[short] == e]
+            if not here.size:
+                continue
+            used = per_interval[here]
+            u = exp.inputs(self.sample_times[here, used], self.model.nu)  # (n, nu)
+            for j, k, row in zip(here, used, u):
+                self.sample_inputs[j, :, k:] = row[:, None]
 
     def _lay_out_data(self) -> None:
         """The experiments' measurements, masks and own weights in the sample slots."""

@@ -368,3 +368,39 @@ def test_a_failed_adams_integration_falls_back_to_bdf(vdp, monkeypatch):
     res = vdp.estimate("picard-gn", refine=False)
     assert methods == ["adams", "bdf"]
     assert res.certificate["passed"] and np.isfinite(res.certificate["discretisation_error"])
+
+
+def test_the_default_method_limits_a_continuation_on_a_refined_mesh(vdp, monkeypatch):
+    """A solve continuing a converged one on a new mesh gets
+    ``CONTINUATION_LIMIT`` iterations on the default path, and says so where it
+    stops there; a chosen method keeps its own ``max_iter``.  (The limit is
+    patched to 2: van der Pol from one interval is refined four times, each
+    continuation converging in a few iterations.)"""
+    from picard_casadi.estimation import refinement
+
+    monkeypatch.setattr(refinement, "CONTINUATION_LIMIT", 2)
+    limits, runs = [], []
+    solve, timed = refinement.budgeted_solve, refinement._timed_solve
+
+    def solve_logged(prob, setup, options):
+        limits.append(getattr(options, "max_iter", None))
+        return solve(prob, setup, options)
+
+    def timed_logged(prob, setup, w, continuing=False):
+        solved = timed(prob, setup, w, continuing)
+        runs.append((continuing, solved.outcome.status, solved.outcome.message))
+        return solved
+
+    monkeypatch.setattr(refinement, "budgeted_solve", solve_logged)
+    monkeypatch.setattr(refinement, "_timed_solve", timed_logged)
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=10.0)
+    assert res.success, res.message
+    stopped = [r for r in runs if r[0] and r[1] == "max_iter"]
+    assert stopped and 2 in limits
+    assert "(the 2 iterations the default method gives a solve that continues a converged " \
+           "one on a new mesh; its max_iter is 1000)" in stopped[0][2]
+    limits.clear()
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", p_bounds=vdp.p_bounds,
+                      T=10.0)
+    assert res.success and res.settings["refinements"] >= 2, res.message
+    assert limits and all(m == 1000 for m in limits)

@@ -133,13 +133,13 @@ def test_a_second_runs_ipopt_that_does_not_gain_feasibility_stops_as_stalled(vdp
     # PEtab's Crauste: 13 IPOPT second runs wandered to their budget of 300
     # iterations (403 of 616 CPU s) with their lowest constraint violation
     # stuck for 100 iterations or more.  A second run stops where it did not
-    # fall tenfold in refinement.BUDGET_PROGRESS_WINDOW iterations (here 5, so
+    # fall tenfold in solve_limits.BUDGET_PROGRESS_WINDOW iterations (here 5, so
     # that van der Pol's IPOPT meets it: the lowest 0.539 after its first
     # iteration, 0.0987 five later); a first run is IPOPT's own
-    from picard_casadi.estimation import refinement
+    from picard_casadi.estimation import solve_limits
     from picard_casadi.estimation.fallbacks import another_method
 
-    monkeypatch.setattr(refinement, "BUDGET_PROGRESS_WINDOW", 5)
+    monkeypatch.setattr(solve_limits, "BUDGET_PROGRESS_WINDOW", 5)
     kw = dict(p_bounds=vdp.p_bounds, T=2.5, uncertainty=False, max_iter=300)
     first = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "ipopt", **kw)
     assert first.success, first.message
@@ -376,11 +376,11 @@ def test_the_default_method_limits_a_continuation_on_a_refined_mesh(vdp, monkeyp
     stops there; a chosen method keeps its own ``max_iter``.  (The limit is
     patched to 2: van der Pol from one interval is refined four times, each
     continuation converging in a few iterations.)"""
-    from picard_casadi.estimation import refinement
+    from picard_casadi.estimation import refinement, solve_limits
 
-    monkeypatch.setattr(refinement, "CONTINUATION_LIMIT", 2)
+    monkeypatch.setattr(solve_limits, "CONTINUATION_LIMIT", 2)
     limits, runs = [], []
-    solve, timed = refinement.budgeted_solve, refinement._timed_solve
+    solve, timed = solve_limits.budgeted_solve, refinement._timed_solve
 
     def solve_logged(prob, setup, options):
         limits.append(getattr(options, "max_iter", None))
@@ -391,7 +391,7 @@ def test_the_default_method_limits_a_continuation_on_a_refined_mesh(vdp, monkeyp
         runs.append((continuing, solved.outcome.status, solved.outcome.message))
         return solved
 
-    monkeypatch.setattr(refinement, "budgeted_solve", solve_logged)
+    monkeypatch.setattr(solve_limits, "budgeted_solve", solve_logged)
     monkeypatch.setattr(refinement, "_timed_solve", timed_logged)
     res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=10.0)
     assert res.success, res.message

@@ -4,6 +4,7 @@
 - ``setup``: from the model, data and options to a ``Setup`` (mesh,
   functions, scales, start, weights);
 - ``refinement``: solve, certify, refine the mesh, solve again;
+  ``solve_limits``: the iteration limits of its solves;
 - ``assembly``: the run as an ``EstimationResult``; ``diagnosis``: what a
   finished result says beyond the optimiser's verdict;
 - ``fallbacks``: the default path's second runs after a failure;

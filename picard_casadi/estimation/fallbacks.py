@@ -75,7 +75,7 @@ refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
 relaxation oscillator, sampled far too sparsely for its spikes, ran IPOPT's
 fallback for over ten minutes, restarting on finer meshes).  The budget holds
 for the run in all (:func:`run_limit`): the likelihood's weight rounds share
-it (:func:`~picard_casadi.estimation.refinement.budgeted_solve`), and a
+it (:func:`~picard_casadi.estimation.solve_limits.budgeted_solve`), and a
 converged answer the certificate does not pass is not refined either;
 ``picard-gn`` continues from it (:func:`_continued`) and refines.  The budget counts
 iterations, not seconds, so that the same call returns the same result on a

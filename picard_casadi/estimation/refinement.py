@@ -26,7 +26,6 @@ from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..methods.condensed import TRIAL_ACCEPT_FIXED_POINT
-from ..methods.ipopt import STALL_VIOLATION
 from ..model import Model
 from ..transcription.discretisation import Discretisation
 from ..transcription.guess import GUESS_NOTE
@@ -37,6 +36,7 @@ from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
+from .solve_limits import budgeted_solve, continued_solve, out_of_budget
 from ..transcription.stiffness import STIFF_STEP, Stiffness, stiffness
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
@@ -228,87 +228,6 @@ class Solved:
 _ROUND_TOLERANCES = {"gtol": 1e-3, "ftol": 1e-7, "tol": 1e-5}
 
 
-#: methods whose iterations are IPOPT's: its first record is the start (iteration 0)
-_IPOPT_METHODS = ("ipopt", "shooting")
-
-
-def budgeted_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
-    """One solve of the method, within what is left of ``prob.iteration_budget``.
-
-    A second run with another method is bounded by its ``max_iter`` in all:
-    each solve of its weight rounds gets the iterations the solves before
-    it left (a second run solves once per round, up to 30 rounds; PEtab's
-    Fujita from uniform start 2 also refined IPOPT's mesh then, and had not
-    returned after 25 minutes).  The limit is passed to each solve as a stop
-    in its callback (a new ``max_iter`` would rebuild IPOPT's NLP), and a
-    solve stopped there is reported as stopped by its iteration limit.  The
-    same callback stops an IPOPT solve whose lowest constraint violation has
-    stopped falling (:data:`BUDGET_PROGRESS_WINDOW`), reported ``"stalled"``.
-    """
-    user, ipopt = prob.callback, prob.spec.name in _IPOPT_METHODS
-    start = int(ipopt)
-    seen, limited = 0, False
-    # IPOPT's best constraint violation after each of its iterations (a second
-    # run's progress test, _no_progress)
-    best: list[float] = []
-
-    def counted(record: IterationRecord) -> bool:
-        nonlocal seen, limited
-        if user is not None and user(record) is True:
-            return True
-        seen += 1
-        limited = seen - start >= prob.iteration_budget - spent_before
-        if ipopt:
-            gap = record.gap if np.isfinite(record.gap) else np.inf
-            best.append(min(gap, best[-1]) if best else gap)
-        return limited or (ipopt and _no_progress(best))
-
-    spent_before = prob.iterations_spent
-    outcome = prob.spec.solve(setup, options,
-                              prob.callback if prob.iteration_budget is None else counted)
-    prob.iterations_spent += outcome.iterations
-    if outcome.status == "stopped" and not limited and ipopt and _no_progress(best):
-        # "IPOPT: <status> (...)" as IPOPT's own, so the note quoting it (clipped) keeps why
-        return replace(outcome, success=False, status="stalled", message=(
-            f"IPOPT: stalled (its lowest constraint violation did not fall tenfold in "
-            f"{BUDGET_PROGRESS_WINDOW} iterations, from "
-            f"{best[-1 - BUDGET_PROGRESS_WINDOW]:.2e} to {best[-1]:.2e}); the result is not "
-            "an optimum"))
-    return _out_of_budget(prob, outcome) if limited and outcome.status == "stopped" else outcome
-
-
-#: a second run's IPOPT (``"ipopt"``, ``"shooting"``) whose lowest constraint
-#: violation has not fallen tenfold in this many iterations, still above
-#: :data:`~picard_casadi.methods.ipopt.STALL_VIOLATION`, is stopped as stalled
-#: (PEtab's Crauste from its 20 uniform starts, seed 0: 13 IPOPT second runs,
-#: none converged, 403 of the problem's 616 CPU s; uniform 1 wandered with its
-#: violation between 0.02 and 5e6 from iteration 80 to its budget, 281, 85 s).
-#: picard-gn's own runs stop on the same window (``progress_window``)
-BUDGET_PROGRESS_WINDOW = 100
-
-
-def _no_progress(best: list[float]) -> bool:
-    """Whether IPOPT's lowest violation ``best`` (after each iteration, the
-    start first) stalled over the last :data:`BUDGET_PROGRESS_WINDOW` iterations."""
-    if len(best) <= BUDGET_PROGRESS_WINDOW:
-        return False
-    now, before = best[-1], best[-1 - BUDGET_PROGRESS_WINDOW]
-    return bool(now > STALL_VIOLATION and now > 0.1 * before)
-
-
-def _out_of_budget(prob: FitProblem, outcome: LoopOutcome, before: str = "convergence"
-                   ) -> LoopOutcome:
-    """``outcome`` as stopped by its iteration limit, the budget of
-    :func:`budgeted_solve` spent before ``before``."""
-    budget = (f"this second run's budget of {prob.iteration_budget} iterations in all, its "
-              "weight rounds included")
-    if prob.spec.name in _IPOPT_METHODS:
-        return replace(outcome, success=False, status="Maximum_Iterations_Exceeded",
-                       message=f"IPOPT: Maximum_Iterations_Exceeded ({budget}) before {before}")
-    return replace(outcome, success=False, status="max_iter",
-                   message=f"iteration limit reached ({budget}) before {before}")
-
-
 def _loosened(opts: Any) -> Any:
     """A copy of a method's options with the round tolerances, or ``opts`` itself."""
     if getattr(opts, "tolerance_fixed_at_build", False):
@@ -318,36 +237,6 @@ def _loosened(opts: Any) -> Any:
     if not changes or all(getattr(opts, k) == v for k, v in changes.items()):
         return opts
     return replace(opts, **changes)
-
-
-#: iterations a solve that continues from a converged solution on a new mesh
-#: may take on the default path (``FitProblem.limit_continuations``), twice
-#: picard-gn's ``progress_window``.  Such a start is next to its answer: the
-#: continuations on record converge in 1 to 151 iterations (PEtab's Boehm,
-#: Bruno, Armistead, Crauste, Fujita; ``benchmarks/petab_collection.py
-#: --solves``).  Where the coarser mesh's answer was not one on the new mesh
-#: (Bruno from uniform starts 6, 10, 13 and 19, seed 0: scaled gaps of 1.8 to
-#: 22 at the carried start), the continuation crept for 523 to 1000
-#: iterations, 22 to 35 CPU s each; stopped at this limit, single shooting from
-#: its last iterate (the default path's answer to a run stopped while it still
-#: converged) reached the best optimum in 10 to 32 iterations
-CONTINUATION_LIMIT = 200
-
-
-def _continued_solve(prob: FitProblem, setup: Setup, options: Any) -> LoopOutcome:
-    """The first solve of a run continuing from a converged solution on a new
-    mesh: :func:`budgeted_solve`, within :data:`CONTINUATION_LIMIT` iterations
-    where ``prob.limit_continuations`` and the method's ``max_iter`` is higher."""
-    limit = CONTINUATION_LIMIT
-    own = getattr(options, "max_iter", None)
-    if not prob.limit_continuations or own is None or own <= limit:
-        return budgeted_solve(prob, setup, options)
-    outcome = budgeted_solve(prob, setup, replace(options, max_iter=limit))
-    if outcome.status != "max_iter":
-        return outcome
-    return replace(outcome, message=outcome.message.replace(
-        f"(max_iter={limit})", f"(the {limit} iterations the default method gives a solve "
-        f"that continues a converged one on a new mesh; its max_iter is {own})"))
 
 
 def _continuing(opts: Any) -> Any:
@@ -383,7 +272,7 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     auto = prob.weights_mode == "auto" and (prob.noise is None or bool(prob.formula)
                                              or bool(prob.noise.estimated.any()))
     opts = _loosened(prob.opts) if auto else prob.opts
-    outcome = (_continued_solve(prob, setup, _continuing(opts)) if continuing
+    outcome = (continued_solve(prob, setup, _continuing(opts)) if continuing
                else budgeted_solve(prob, setup, opts))
     records, iterations, rounds = list(outcome.history), outcome.iterations, 1
 
@@ -391,7 +280,7 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
         nonlocal outcome, iterations, rounds, w
         if prob.budget_spent():
             # a second run's budget ends the rounds: the noise levels did not settle
-            outcome = _out_of_budget(prob, outcome, "the noise levels settled")
+            outcome = out_of_budget(prob, outcome, "the noise levels settled")
             return
         setup.X0, setup.U0, setup.p0 = outcome.X, outcome.U, outcome.p
         # an intermediate round of picard-gn moves the weights with the steps

@@ -145,6 +145,17 @@ def test_a_second_run_that_ends_on_a_plateau_ends_the_path():
     first._X, first.history = np.zeros((1, 1)), {"gap_scaled": [0.0], "objective": [2.0, 1.0]}
     res = second_runs(first, _path(), reruns, time.perf_counter())
     assert reruns.calls == [SS_WARM] and res is plateau
+    # and where picard-gn, continued from IPOPT's joined-up last iterate, ends
+    # on one: no shooting after it
+    stopped = _result(status="Maximum_Iterations_Exceeded", message="IPOPT: stopped")
+    stopped._X, stopped.history = np.zeros((1, 1)), {"gap_scaled": [1e-9]}
+    reruns = _Reruns(ipopt=lambda: stopped, continued=lambda: plateau,
+                     shooting=lambda: _result(success=True))
+    res = second_runs(_result(status="step_failed"), _path(unstable=True), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto"), ("picard-gn", "simulation", "warm")]
+    assert res is plateau and "joined the intervals up" in res.warnings[0]
+    assert "ended on a plateau" in res.warnings[0]
 
 
 def test_quoted_messages_keep_their_first_clause_and_ipopts_status():

@@ -336,8 +336,9 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
                         run: _AnotherMethod) -> EstimationResult | None:
     """The converged second run with ``run.method``, or picard-gn continued from
     its joined-up last iterate (:func:`_continued`), each with a first warning
-    saying why; the second run where it ended on a plateau (:func:`_on_a_plateau`);
-    or None with the first result's message extended."""
+    saying why; the second run, or that continuation, where it ended on a
+    plateau (:func:`_on_a_plateau`); or None with the first result's message
+    extended."""
     retry = _with_another_method(rerun, run.method, guess)
     if retry.status == "plateau":
         return _on_a_plateau(retry, result, f"{run.stopped}; {run.named} ({run.why})")
@@ -355,11 +356,14 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
     if retry._ran_off:
         return _returned(retry, result, _RAN_OFF_NOTE.format(run.stopped, run.named))
     polished = _continued(rerun, retry)
+    joined = (f"{run.stopped}; {run.named} joined the intervals up but stopped "
+              f"({_not_converged(retry, run.method)})")
+    if polished is not None and polished.status == "plateau":
+        return _on_a_plateau(polished, result,
+                             f"{joined}; picard-gn continued from {run.last} last iterate")
     if polished is not None and polished.success:
         return _returned(polished, result, (
-            f"{run.stopped}; {run.named} joined the intervals up but stopped "
-            f"({_not_converged(retry, run.method)}); this result is picard-gn continued "
-            f"from {run.last} last iterate"))
+            f"{joined}; this result is picard-gn continued from {run.last} last iterate"))
     result.message += (f"; {run.failed} did not converge either "
                        f"({_not_converged(retry, run.method)})")
     return None

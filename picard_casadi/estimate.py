@@ -409,8 +409,9 @@ def estimate(
     if multistart is not None and multistart > 1:
         from .estimation.multistart import run_multistart
 
+        # each start as this call: the default path where no method was named
         return run_multistart(
-            estimate, model, exps, p0, method, multistart, seed,
+            estimate, model, exps, p0, method if method_chosen else None, multistart, seed,
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
                  T=T, n=n_given, lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
                  noise=noise, refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,

@@ -247,6 +247,23 @@ def test_multistart_wall_time_is_the_calls(vdp):
     assert "iterations over all starts" in res.settings["multistart_summary"]
 
 
+def test_multistart_with_the_method_unset_takes_the_default_path_from_each_start():
+    """Each start of ``multistart`` with ``method`` unset is the call's own
+    default path: on van der Pol with T = 2.5 and one refinement picard-gn is
+    not certified, and the default path's single shooting converges.  The
+    starts ran with method="picard-gn" named, and every start failed."""
+    vdp = pc.problem("vdp", seed=0)
+    kw = dict(p_bounds=vdp.p_bounds, T=2.5, refine=1, uncertainty=False)
+    single = pc.estimate(vdp.model, vdp.experiments, vdp.p0, **kw)
+    assert single.success and single.method == "single-shooting", single.message
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, multistart=2, seed=0, **kw)
+    assert res.success and res.method == "single-shooting", res.message
+    assert res.starts[0]["success"] and res.starts[0]["nllh"] == pytest.approx(single.nllh)
+    named = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", multistart=2, seed=0,
+                        **kw)
+    assert named.method == "picard-gn" and not named.starts[0]["success"]
+
+
 def test_the_convergence_plot_draws_several_solves_one_after_another():
     # weight rounds restart the iteration count: the plot joined each round's
     # last point back to iteration 1 (a tangle a tester could not read)

@@ -101,7 +101,7 @@ class _NotEvaluable:
 
 
 def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
-               method: str, kwargs: dict[str, Any], sampled: bool) -> Any:
+               method: str | None, kwargs: dict[str, Any], sampled: bool) -> Any:
     """One start's result; a sampled start where the model cannot be evaluated
     (0/0 in a Hill term whose powers underflow, a log of a negative state) is
     a failed start, not the end of the run.  The caller's own ``p0`` raises
@@ -205,7 +205,7 @@ def _start_record(p0: np.ndarray, result: Any, item: Any) -> dict[str, Any]:
 
 
 def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
-                   method: str, n_starts: int, seed: int | None, kwargs: dict[str, Any],
+                   method: str | None, n_starts: int, seed: int | None, kwargs: dict[str, Any],
                    executor: Any = None, n_jobs: int | None = None) -> Any:
     """Run ``estimate`` from ``n_starts`` starts and return the best result.
 
@@ -215,7 +215,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         :func:`~picard_casadi.estimate` (passed in: it is a layer above; a worker receives it
         with the problem).
     model, experiments, p0, method
-        As ``estimate``'s.
+        As ``estimate``'s (``method`` None: each start takes the default path).
     n_starts : int
     seed : int or None
         Seed of the Latin-hypercube starts.

@@ -434,9 +434,9 @@ def estimate(
                     data=None if plan is None else plan.data,
                     scheme_auto=scheme_auto, n_auto=n_given is None,
                     iteration_budget=None if restarts_allowed() else run_limit(opts),
-                    limit_continuations=(spec.name == DEFAULT_METHOD and not method_chosen
-                                         and "max_iter" not in options
-                                         and warm_start is None and restarts_allowed()))
+                    # the default path (a second run names its method)
+                    limit_continuations=(not method_chosen and "max_iter" not in options
+                                         and warm_start is None))
     def rerun(run_method: str, run_guess: str, max_iter: int | None,
               warm_start: EstimationResult | None = None,
               ipopt_options: dict[str, Any] | None = None) -> EstimationResult:

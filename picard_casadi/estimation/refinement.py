@@ -262,7 +262,9 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     first continues from a converged one and uses the options for a
     continuing solve (:func:`_continuing`), and so does the first with
     ``continuing`` (the setup starts from a converged solution carried to a
-    refined mesh).  In ``picard-gn``'s intermediate rounds the weights are
+    refined mesh; on the default path within
+    :data:`~picard_casadi.estimation.solve_limits.CONTINUATION_LIMIT`
+    iterations, :func:`continued_solve`).  In ``picard-gn``'s intermediate rounds the weights are
     re-estimated after every accepted step (:func:`_reweighting`), so one
     round moves the parameters and the noise together; the first solve
     (from the start, whose residuals say little about the noise) and the last

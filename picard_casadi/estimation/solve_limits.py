@@ -105,7 +105,7 @@ def _no_progress(best: list[float]) -> bool:
 
 
 def out_of_budget(prob: LimitedRun, outcome: LoopOutcome, before: str = "convergence"
-                   ) -> LoopOutcome:
+                  ) -> LoopOutcome:
     """``outcome`` as stopped by its iteration limit, the budget of
     :func:`budgeted_solve` spent before ``before``."""
     budget = (f"this second run's budget of {prob.iteration_budget} iterations in all, its "

@@ -279,6 +279,9 @@ class EstimationResult:
     #: the run converged where its parameters ran along a flat valley the data
     #: do not bound (estimation/diagnosis.py, ran_off): no other run follows it
     _ran_off: bool = field(default=False, repr=False, compare=False)
+    #: the run ended in a solve continuing a converged one on a new mesh, stopped
+    #: at the default path's limits (estimation/solve_limits.py, continued_solve)
+    _continuation_stopped: bool = field(default=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,

@@ -404,3 +404,36 @@ def test_the_default_method_limits_a_continuation_on_a_refined_mesh(vdp, monkeyp
                       T=10.0)
     assert res.success and res.settings["refinements"] >= 2, res.message
     assert limits and all(m == 1000 for m in limits)
+
+
+def test_a_continuation_that_creeps_is_followed_by_single_shooting(vdp, monkeypatch):
+    """On the default path a continuation on a new mesh stops after
+    ``CONTINUATION_CREEP_STEPS`` slivers in a row (``creep_steps``), and single
+    shooting from its last iterate gives the answer, saying so; a chosen
+    method is not stopped so.  (Every step counts as a sliver here, and one
+    stops the continuation: van der Pol from one interval is refined.)"""
+    from picard_casadi.estimation import refinement, solve_limits
+    from picard_casadi.methods import base
+
+    monkeypatch.setattr(base, "CREEP_FRACTION", 2.0)
+    monkeypatch.setattr(solve_limits, "CONTINUATION_CREEP_STEPS", 1)
+    runs = []
+    timed = refinement._timed_solve
+
+    def timed_logged(prob, setup, w, continuing=False):
+        solved = timed(prob, setup, w, continuing)
+        runs.append((continuing, solved.outcome.status, solved.outcome.message))
+        return solved
+
+    monkeypatch.setattr(refinement, "_timed_solve", timed_logged)
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, p_bounds=vdp.p_bounds, T=10.0)
+    assert res.success and res.method == "single-shooting", res.message
+    assert "picard-gn stopped in its continuation on a new mesh" in res.warnings[0]
+    stopped = [r for r in runs if r[0] and r[1] == "max_iter"]
+    assert stopped and stopped[0][2].startswith(
+        "iteration limit reached (creep_steps=1, which the default method gives a solve "
+        "that continues a converged one on a new mesh; its max_iter is 1000: the trust "
+        "radius cut each of the last 1 steps")
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", p_bounds=vdp.p_bounds,
+                      T=10.0)
+    assert res.success and res.method == "picard-gn" and res.settings["refinements"] >= 2

@@ -18,7 +18,8 @@ from picard_casadi.estimation.fallbacks import DefaultPath, clipped, second_runs
 def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached"):
     return SimpleNamespace(success=success, status=status, message=message, warnings=[],
                            history={"gap_scaled": [gap]}, wall_time=1.0, p=np.array([1.0]),
-                           settings={}, _ran_off=False)
+                           settings={}, _ran_off=False,
+                           _continuation_stopped=False)
 
 
 def _path(**kw):
@@ -400,6 +401,33 @@ def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
     assert "single shooting from its last iterate did not converge" in res.message
     assert "continued from its last iterate, it did not converge either" in res.message
 
+
+
+def test_a_stopped_continuation_goes_to_single_shooting_and_not_on_creeping():
+    """A continuation on a new mesh the default path stopped (creeping, its
+    gaps open, its objective flat: neither still converging nor joined up)
+    gets single shooting from its last iterate; where that fails, the other
+    failures' remedies follow, not picard-gn continued from there nor the
+    other states' starts (PEtab's Borghans from uniform 10, seed 0: continued,
+    it failed its step on five refined meshes, 38 s)."""
+    stopped = _stopped_at_the_limit([21.29, 21.28, 21.28], gap=0.04)
+    stopped._continuation_stopped = True
+    reruns = _Reruns(**{"single-shooting warm": lambda: _result(success=True,
+                                                                 status="converged")})
+    res = second_runs(stopped, _path(every_state_measured=False), reruns, time.perf_counter())
+    assert reruns.calls == [SS_WARM] and res.success
+    assert res.warnings[0].startswith("picard-gn stopped in its continuation on a new mesh")
+    stopped = _stopped_at_the_limit([21.29, 21.28, 21.28], gap=0.04)
+    stopped._continuation_stopped = True
+    reruns = _Reruns(shooting=lambda: _result(message="shooting stopped"))
+    res = second_runs(stopped, _path(every_state_measured=False), reruns, time.perf_counter())
+    assert reruns.calls == [SS_WARM, SS, ("shooting", "auto")] and not res.success
+    # not stopped by the default path: no single shooting from it (neither
+    # converging nor joined up), the states' other start first
+    first = _stopped_at_the_limit([21.29, 21.28, 21.28], gap=0.04)
+    reruns = _Reruns(**{"picard-gn": lambda: _result(success=True, status="converged")})
+    second_runs(first, _path(every_state_measured=False), reruns, time.perf_counter())
+    assert reruns.calls == [("picard-gn", "anchored")]
 
 @pytest.mark.parametrize("case", [
     dict(objective=np.full(1000, 7.7)),  # nothing left to gain: not converging

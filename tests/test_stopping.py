@@ -139,3 +139,39 @@ def test_a_stall_turns_on_the_step_s_remedy_before_it_ends_the_run():
     run_picard_iteration(setup, continued, LoopOptions(max_iter=5, sweeps=1,
                                                        continuity="penalty"))
     assert continued.damped_from == 1
+
+
+class _Slivers(_Creeps):
+    """Creeps at 1 % per iteration with every step a ``fraction`` of its
+    Gauss-Newton step, except every ``every``-th (if any), which is whole."""
+
+    def __init__(self, fraction: float, every: int = 0) -> None:
+        super().__init__(1e-2)
+        self.fraction, self.every, self.calls = fraction, every, 0
+
+    def step(self, Xs, U, ps, V, lam) -> StepInfo:
+        self.calls += 1
+        info = super().step(Xs, U, ps, V, lam)
+        whole = self.every and self.calls % self.every == 0
+        info.fraction = 1.0 if whole else self.fraction
+        return info
+
+
+@pytest.mark.parametrize("fraction,every,status,iterations", [
+    (1e-3, 0, "max_iter", 20),      # 20 slivers in a row: stopped there
+    (1e-3, 10, "max_iter", 300),    # a whole step every 10th: never 20 in a row
+    (0.5, 0, "max_iter", 300),      # half steps are no slivers
+])
+def test_creep_steps_stops_a_run_of_slivers(fraction, every, status, iterations):
+    """``creep_steps`` ends a run whose accepted steps the trust radius cut to
+    less than 1 % of their Gauss-Newton step that many times in a row (a
+    continuation on a new mesh on the default path: PEtab's Bruno crept so
+    for 171 to 195 steps), though its objective still falls."""
+    opts = LoopOptions(max_iter=300, sweeps=1, continuity="penalty", creep_steps=20)
+    out = run_picard_iteration(_open_gaps_setup(), _Slivers(fraction, every), opts)
+    assert out.status == status and out.iterations == iterations and not out.success
+    if iterations == 20:
+        assert "creep_steps=20: the trust radius cut each of the last 20 steps to less " \
+               "than 1% of its Gauss-Newton step" in out.message
+    with pytest.raises(ValueError, match="creep_steps"):
+        LoopOptions(creep_steps=-1).validate()

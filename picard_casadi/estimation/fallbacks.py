@@ -18,7 +18,12 @@ measure what they name):
    iteration limit stopped is first followed by ``"single-shooting"`` from
    its last iterate (its parameters and initial states): Levenberg-Marquardt
    in the parameters alone takes the steps the collocation's trust region
-   keeps short, and where it converges its result is returned.
+   keeps short, and where it converges its result is returned.  So is a
+   solve continuing a converged one on a new mesh that the default path
+   stopped at its limits (``_continuation_stopped``,
+   :func:`~picard_casadi.estimation.solve_limits.continued_solve`); where
+   single shooting fails there, the remedies for other failures follow
+   (single shooting from ``p0``, then shooting), not the continuation.
 1. **The trajectory never joined up** (``guess="auto"``; the run from the
    states simulated with ``p0`` ended at ``max_iter`` with the continuity
    gaps open, and some state is not measured): the run is repeated from
@@ -552,13 +557,15 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         return result
     if (path.method == "picard-gn" and not path.method_chosen and not path.max_iter_given
             and result.status == "max_iter"
-            and (still_converging(result) or joined_up(result))):
+            and (still_converging(result) or joined_up(result)
+                 or result._continuation_stopped)):
         # a run with its intervals joined up walked with short steps (PEtab's
         # Armistead from uniform 0, seed 0: steps of 0.0025-0.08 for 1000
         # iterations, the gradient still 0.8; continued, it converged in 581
         # iterations, 7.7 s, where shooting from p0 failed after 125 s)
         why = ("reached its iteration limit while still converging" if still_converging(result)
-               else "reached its iteration limit with its intervals joined up")
+               else "reached its iteration limit with its intervals joined up"
+               if joined_up(result) else "stopped in its continuation on a new mesh")
         # single shooting from its last iterate first: Levenberg-Marquardt in
         # the parameters alone takes the steps the collocation's trust region
         # keeps short (PEtab's Bruno from uniform 13, seed 0: picard-gn stopped
@@ -570,9 +577,14 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                                       path.guess)
         if shot is not None:
             return shot
-        continued = _run_from_last_iterate(rerun, result, t_start, why)
-        if continued is not None:
-            return continued
+        if not result._continuation_stopped:
+            # (a continuation the default path stopped creeping would creep
+            # again: PEtab's Borghans from uniform 10, seed 0, continued after
+            # single shooting failed there, failed its step on five refined
+            # meshes, 38 s, before single shooting from p0 converged in 0.2 s)
+            continued = _run_from_last_iterate(rerun, result, t_start, why)
+            if continued is not None:
+                return continued
     if path.method == "picard-gn" and not path.method_chosen and result.status in STALLED:
         # a run that stalled carries its trust radius, damping and penalty to
         # the end; a fresh solve from its last iterate starts them anew: PEtab's
@@ -582,7 +594,10 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         continued = _run_from_last_iterate(rerun, result, t_start, "stalled")
         if continued is not None:
             return continued
+    # (a stopped continuation's trajectory joined up on the coarser mesh: its
+    # states' start is not the trouble)
     open_gaps = (path.guess == "auto" and path.method == "picard-gn"
+                 and not result._continuation_stopped
                  and (result.history.get("gap_scaled") or [0.0])[-1] > OPEN_GAP_ADVICE)
     if open_gaps and result.status in UNFINISHED and not path.every_state_measured:
         # the trajectory from the simulated start never joined up: a user's 200 s

@@ -112,9 +112,12 @@ class FitProblem:
     #: the iterations the solves have taken so far (counted against the budget)
     iterations_spent: int = 0
     #: the default path's first run: a solve continuing from a converged
-    #: solution on a new mesh takes at most :data:`CONTINUATION_LIMIT`
-    #: iterations; False: the method's own ``max_iter``
+    #: solution on a new mesh stops at the limits of
+    #: :func:`~picard_casadi.estimation.solve_limits.continued_solve`; False:
+    #: the method's own ``max_iter``
     limit_continuations: bool = False
+    #: such a solve was stopped there (:func:`continued_solve`)
+    continuation_stopped: bool = False
 
     def budget_spent(self) -> bool:
         """Whether a budgeted run has no iterations left for another solve."""
@@ -262,9 +265,8 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
     first continues from a converged one and uses the options for a
     continuing solve (:func:`_continuing`), and so does the first with
     ``continuing`` (the setup starts from a converged solution carried to a
-    refined mesh; on the default path within
-    :data:`~picard_casadi.estimation.solve_limits.CONTINUATION_LIMIT`
-    iterations, :func:`continued_solve`).  In ``picard-gn``'s intermediate rounds the weights are
+    refined mesh; on the default path within the limits of
+    :func:`continued_solve`).  In ``picard-gn``'s intermediate rounds the weights are
     re-estimated after every accepted step (:func:`_reweighting`), so one
     round moves the parameters and the noise together; the first solve
     (from the start, whose residuals say little about the noise) and the last

@@ -21,8 +21,8 @@ from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup
 from ..methods.ipopt import STALL_VIOLATION
 
-__all__ = ["BUDGET_PROGRESS_WINDOW", "CONTINUATION_LIMIT", "LimitedRun", "budgeted_solve",
-           "continued_solve", "out_of_budget"]
+__all__ = ["BUDGET_PROGRESS_WINDOW", "CONTINUATION_CREEP_STEPS", "CONTINUATION_LIMIT",
+           "LimitedRun", "budgeted_solve", "continued_solve", "out_of_budget"]
 
 
 class LimitedRun(Protocol):
@@ -34,6 +34,7 @@ class LimitedRun(Protocol):
     iteration_budget: int | None
     iterations_spent: int
     limit_continuations: bool
+    continuation_stopped: bool
 
 
 #: methods whose iterations are IPOPT's: its first record is the start (iteration 0)
@@ -126,22 +127,41 @@ def out_of_budget(prob: LimitedRun, outcome: LoopOutcome, before: str = "converg
 #: (Bruno from uniform starts 6, 10, 13 and 19, seed 0: scaled gaps of 1.8 to
 #: 22 at the carried start), the continuation crept for 523 to 1000
 #: iterations, 22 to 35 CPU s each; stopped at this limit, single shooting from
-#: its last iterate (the default path's answer to a run stopped while it still
-#: converged) reached the best optimum in 10 to 32 iterations
+#: its last iterate (the default path's answer to a continuation stopped so)
+#: reached the best optimum in 10 to 32 iterations
 CONTINUATION_LIMIT = 200
+
+#: ... and the accepted steps in a row, each cut by the trust radius to less
+#: than ``CREEP_FRACTION`` (1 %) of its Gauss-Newton step, that stop it
+#: earlier (``LoopOptions.creep_steps``).  Those four Bruno continuations
+#: took 171 to 195 such steps in a row, from their 24th to 48th step on,
+#: each gaining about 0.1 of a merit of 350 (uniform 11's converged after 151
+#: iterations, 90 of them such steps in a row); Boehm's, logged from seven
+#: uniform starts (0, 4, 6, 7, 11, 12, 14; 18 to 66 iterations each), never
+#: took more than two in a row
+CONTINUATION_CREEP_STEPS = 20
 
 
 def continued_solve(prob: LimitedRun, setup: Setup, options: Any) -> LoopOutcome:
     """The first solve of a run continuing from a converged solution on a new
-    mesh: :func:`budgeted_solve`, within :data:`CONTINUATION_LIMIT` iterations
-    where ``prob.limit_continuations`` and the method's ``max_iter`` is higher."""
-    limit = CONTINUATION_LIMIT
+    mesh: :func:`budgeted_solve`; where ``prob.limit_continuations``, within
+    :data:`CONTINUATION_LIMIT` iterations (where the method's ``max_iter`` is
+    higher) and :data:`CONTINUATION_CREEP_STEPS` creeping steps.  A solve
+    stopped so sets ``prob.continuation_stopped``."""
     own = getattr(options, "max_iter", None)
-    if not prob.limit_continuations or own is None or own <= limit:
+    if not prob.limit_continuations or own is None:
         return budgeted_solve(prob, setup, options)
-    outcome = budgeted_solve(prob, setup, replace(options, max_iter=limit))
+    limit = min(own, CONTINUATION_LIMIT)
+    limits = {"max_iter": limit}
+    if getattr(options, "creep_steps", None) == 0:  # picard-gn's, unless set
+        limits["creep_steps"] = CONTINUATION_CREEP_STEPS
+    outcome = budgeted_solve(prob, setup, replace(options, **limits))
     if outcome.status != "max_iter":
         return outcome
+    prob.continuation_stopped = True
+    default = ("the default method gives a solve that continues a converged one on a new "
+               f"mesh; its max_iter is {own}")
     return replace(outcome, message=outcome.message.replace(
-        f"(max_iter={limit})", f"(the {limit} iterations the default method gives a solve "
-        f"that continues a converged one on a new mesh; its max_iter is {own})"))
+        f"(max_iter={limit})", f"(the {limit} iterations {default})").replace(
+        f"(creep_steps={CONTINUATION_CREEP_STEPS}:",
+        f"(creep_steps={CONTINUATION_CREEP_STEPS}, which {default}:"))

@@ -88,6 +88,10 @@ STIFF_CHECK_ITERATIONS = 100
 #: (0.3 s each) with its gaps at 0.008 to 0.011, to max_iter and then the
 #: fallbacks' 435 s in all
 CREEP_GAP = 1e-4
+#: an accepted step the trust radius cut to less than this fraction of its
+#: Gauss-Newton step is a sliver; ``creep_steps`` of them in a row stop a run
+#: (``LoopOptions.creep_steps``)
+CREEP_FRACTION = 0.01
 
 
 @dataclass
@@ -133,6 +137,13 @@ class LoopOptions:
         condensed Gauss-Newton step's) gets it at the first such stall, and
         the run ends ``"stalled"`` if it stalls again a window later.
     progress_tol : float
+    creep_steps : int
+        Stop (status ``"max_iter"``) after this many accepted steps in a row
+        that the trust radius cut to less than :data:`CREEP_FRACTION` of their
+        Gauss-Newton step (``StepInfo.fraction``): a creep along a direction
+        the linearisation does not describe.  0 (the default) never stops so;
+        the default path sets it for a solve that continues a converged one
+        on a new mesh (:mod:`picard_casadi.estimation.solve_limits`).
     gtol : float
         Projected scaled gradient norm, relative to the objective, that counts
         as converged; for Gauss-Newton steps also the step rule's cosine
@@ -158,6 +169,7 @@ class LoopOptions:
     ftol_window: int = 5
     progress_window: int = 0
     progress_tol: float = 1e-3
+    creep_steps: int = 0
     gtol: float = 1e-8
 
     def continuing(self) -> "LoopOptions":
@@ -193,6 +205,7 @@ class LoopOptions:
         require_positive_int("ftol_window", self.ftol_window)
         require_nonnegative_int("progress_window", self.progress_window)
         require_positive("progress_tol", self.progress_tol)
+        require_nonnegative_int("creep_steps", self.creep_steps)
 
 
 def _is_number(value: Any) -> bool:
@@ -264,6 +277,9 @@ class StepInfo:
     U: np.ndarray | None = None  # node values settled at the new point, if the rule did
     precision_reached: bool = False  # no step can reduce the objective at double precision
     optimality: float = np.inf  # scale-free stationarity measure of the inner problem
+    # the fraction of its Gauss-Newton step the trust radius let an accepted step
+    # take (1 where the rule has no such step; LoopOptions.creep_steps)
+    fraction: float = 1.0
 
 
 class StepRule(Protocol):
@@ -420,6 +436,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     rejected_in_row = 0
     precise_in_row = 0  # iterations in a row where no step could gain anything
     idle_in_row = 0  # iterations in a row without an accepted step
+    slivers_in_row = 0  # accepted steps in a row cut to a sliver (creep_steps)
     rescaled = 0
     # the iteration a stall turned on the step's damping of long steps (0: at
     # the start, or never)
@@ -443,6 +460,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         rejected_in_row = 0 if (info.accepted or info.precision_reached) else rejected_in_row + 1
         precise_in_row = precise_in_row + 1 if info.precision_reached else 0
         idle_in_row = 0 if info.accepted else idle_in_row + 1
+        if info.accepted:
+            slivers_in_row = slivers_in_row + 1 if info.fraction < CREEP_FRACTION else 0
         Xs, ps = info.Xs, info.ps
         X, p = setup.from_scaled(Xs, ps)
         if info.U is not None:
@@ -592,6 +611,15 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 f"does not change): gradient norm {info.grad_norm:.3g}, continuity gap "
                 f"{gap:.3g} (scaled {gap_scaled:.3g}), fixed-point residual {fp:.3g}; "
                 "start from a better p0, or try multistart")
+            break
+        if opts.creep_steps and slivers_in_row >= opts.creep_steps:
+            status = "max_iter"
+            message = (
+                f"iteration limit reached (creep_steps={opts.creep_steps}: the trust radius "
+                f"cut each of the last {slivers_in_row} steps to less than "
+                f"{CREEP_FRACTION:.0%} of its Gauss-Newton step) before convergence: "
+                f"gradient norm {info.grad_norm:.3g}, continuity gap {gap:.3g}, fixed-point "
+                f"residual {fp:.3g}; {opts.max_iter_advice}")
             break
         if setup.stiff_check is not None and it % STIFF_CHECK_ITERATIONS == 0:
             why = setup.stiff_check(X, tr.nodes_np(U), p)

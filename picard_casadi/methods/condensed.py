@@ -560,7 +560,7 @@ class ConstrainedGaussNewtonStep:
             evals += sweeps
             if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
-                                U=U_new, optimality=optimality)
+                                U=U_new, optimality=optimality, fraction=alpha)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality,

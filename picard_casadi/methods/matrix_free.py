@@ -368,7 +368,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
             if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
                 self._fallbacks_in_row = 0
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
-                                U=U_new, optimality=optimality)
+                                U=U_new, optimality=optimality, fraction=alpha)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality)

@@ -100,4 +100,4 @@ class PatternMove:
         step = float(max(np.abs(Xn - Xs).max(initial=0.0), np.abs(pn - ps).max(initial=0.0)))
         return StepInfo(Xn, pn, info.phi_before, best_merit, info.grad_norm, step, True,
                         info.evaluations + evals, info.control, U=U_new,
-                        optimality=info.optimality)
+                        optimality=info.optimality, fraction=info.fraction)

@@ -550,7 +550,7 @@ def estimate(
         **result_noise,
     ))
     result._noise = None if plan is None else plan.noise
-    result._continuation_stopped = prob.continuation_stopped and result.status == "max_iter"
+    result._continuation_stopped = outcome.continuation_stopped
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),

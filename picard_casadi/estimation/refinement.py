@@ -116,8 +116,6 @@ class FitProblem:
     #: :func:`~picard_casadi.estimation.solve_limits.continued_solve`; False:
     #: the method's own ``max_iter``
     limit_continuations: bool = False
-    #: such a solve was stopped there (:func:`continued_solve`)
-    continuation_stopped: bool = False
 
     def budget_spent(self) -> bool:
         """Whether a budgeted run has no iterations left for another solve."""

@@ -34,7 +34,6 @@ class LimitedRun(Protocol):
     iteration_budget: int | None
     iterations_spent: int
     limit_continuations: bool
-    continuation_stopped: bool
 
 
 #: methods whose iterations are IPOPT's: its first record is the start (iteration 0)
@@ -147,21 +146,19 @@ def continued_solve(prob: LimitedRun, setup: Setup, options: Any) -> LoopOutcome
     mesh: :func:`budgeted_solve`; where ``prob.limit_continuations``, within
     :data:`CONTINUATION_LIMIT` iterations (where the method's ``max_iter`` is
     higher) and :data:`CONTINUATION_CREEP_STEPS` creeping steps.  A solve
-    stopped so sets ``prob.continuation_stopped``."""
+    stopped so says so (``LoopOutcome.continuation_stopped``)."""
     own = getattr(options, "max_iter", None)
     if not prob.limit_continuations or own is None:
         return budgeted_solve(prob, setup, options)
-    limit = min(own, CONTINUATION_LIMIT)
-    limits = {"max_iter": limit}
+    limits = {"max_iter": CONTINUATION_LIMIT} if own > CONTINUATION_LIMIT else {}
     if getattr(options, "creep_steps", None) == 0:  # picard-gn's, unless set
         limits["creep_steps"] = CONTINUATION_CREEP_STEPS
     outcome = budgeted_solve(prob, setup, replace(options, **limits))
     if outcome.status != "max_iter":
         return outcome
-    prob.continuation_stopped = True
     default = ("the default method gives a solve that continues a converged one on a new "
                f"mesh; its max_iter is {own}")
-    return replace(outcome, message=outcome.message.replace(
-        f"(max_iter={limit})", f"(the {limit} iterations {default})").replace(
-        f"(creep_steps={CONTINUATION_CREEP_STEPS}:",
-        f"(creep_steps={CONTINUATION_CREEP_STEPS}, which {default}:"))
+    return replace(outcome, continuation_stopped=True, message=outcome.message.replace(
+        f"(max_iter={CONTINUATION_LIMIT})", f"(the {CONTINUATION_LIMIT} iterations {default})"
+    ).replace(f"(creep_steps={CONTINUATION_CREEP_STEPS}:",
+              f"(creep_steps={CONTINUATION_CREEP_STEPS}, which {default}:"))

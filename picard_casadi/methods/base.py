@@ -363,6 +363,9 @@ class LoopOutcome:
     #: a method's own outputs ``(J, ny, M)`` and end states ``(J, nx)`` at the
     #: solution, where they are not the collocation's (shooting: CVODES)
     trajectory: tuple[np.ndarray, np.ndarray] | None = None
+    #: a solve continuing a converged one on a new mesh, stopped at the default
+    #: path's limits (:func:`~picard_casadi.estimation.solve_limits.continued_solve`)
+    continuation_stopped: bool = False
 
 
 Callback = Callable[[IterationRecord], Any]

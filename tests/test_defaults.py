@@ -175,6 +175,31 @@ def test_a_run_creeping_on_a_stiff_mesh_moves_to_radau_early():
     assert res.status == "not_certified" and "do not determine" in res.message, res.message
 
 
+def test_a_run_whose_steps_are_slivers_checks_stiffness_by_the_lower_threshold(monkeypatch):
+    """A run whose last CREEP_STIFF_CHECK_STEPS accepted steps were slivers
+    (cut by the trust radius to less than CREEP_FRACTION of their
+    Gauss-Newton step) checks the stiffness then, by CREEPING_STIFF_STEP,
+    and where it exceeds that starts again from p0 on Radau's nodes, saying
+    so.  (PEtab's Bruno from uniform start 4 crept on the Chebyshev nodes
+    while its stiffness rose from 90 to 300, 400 iterations.)  Here every
+    step counts as a sliver and every decaying mode as stiff when creeping,
+    so the move comes at the fifth iteration, where without slivers it came
+    at the hundredth."""
+    from picard_casadi.estimation import refinement
+    from picard_casadi.methods import base
+
+    monkeypatch.setattr(base, "CREEP_FRACTION", 2.0)
+    monkeypatch.setattr(base, "CREEP_STIFF_CHECK_STEPS", 5)
+    monkeypatch.setattr(refinement, "CREEPING_STIFF_STEP", 0.0)
+    model, exp = _swamped_robertson()
+    res = pc.estimate(model, [exp], [0.0, 0.0, 0.0], estimate_x0=False, uncertainty=False)
+    moved = [w for w in res.warnings if "the model is stiff on the mesh at iteration" in w]
+    assert moved and "at iteration 5 of picard-gn" in moved[0], res.warnings
+    assert "above 0, the threshold of a run whose steps the trust radius cuts to slivers" \
+        in moved[0]
+    assert res.settings["scheme"] == "radau"
+
+
 def test_parameters_that_run_off_along_a_valley_are_named_not_chased():
     """Robertson's kinetics with B (at most 3.6e-5) lost in noise of 0.05:
     the data do not bound k2 and k3 from above, picard-gn converges at

@@ -37,7 +37,7 @@ from .noise_formula import NoiseFormula
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 from .solve_limits import budgeted_solve, continued_solve, out_of_budget
-from ..transcription.stiffness import STIFF_STEP, Stiffness, stiffness
+from ..transcription.stiffness import CREEPING_STIFF_STEP, STIFF_STEP, Stiffness, stiffness
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS", "CVODES_METHODS"]
@@ -122,14 +122,16 @@ class FitProblem:
         return (self.iteration_budget is not None
                 and self.iterations_spent >= self.iteration_budget)
 
-    def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray) -> Stiffness | None:
+    def stiff_on(self, setup: Setup, U: np.ndarray, p: np.ndarray,
+                 threshold: float = STIFF_STEP) -> Stiffness | None:
         """With ``scheme="auto"`` on an A-stable quadrature: the stiffness of the
-        node values ``U`` at ``p`` on ``setup``'s mesh where it is stiff
+        node values ``U`` at ``p`` on ``setup``'s mesh where its ``h |Re
+        lambda|`` exceeds ``threshold``
         (:mod:`picard_casadi.transcription.stiffness`), else None."""
         if not self.scheme_auto or self.scheme == "radau":
             return None
         found = stiffness(setup.disc, setup.tr.node_jacobians(U, p))
-        return found if found.stiff else None
+        return found if found.step > threshold else None
 
     def use_radau(self, found: Stiffness, where: str) -> None:
         """Move to Radau collocation (and its Picard order, unless ``n`` was
@@ -137,9 +139,12 @@ class FitProblem:
         self.scheme = "radau"
         if self.n_auto:
             self.n = default_picard_order("radau")
+        above = (f"above {STIFF_STEP:g}" if found.step > STIFF_STEP else
+                 f"above {CREEPING_STIFF_STEP:g}, the threshold of a run whose steps the "
+                 "trust radius cuts to slivers")
         self.notes.append(
             f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
-            f"t = {found.time:.6g}, above {STIFF_STEP:g}, where the Chebyshev collocation "
+            f"t = {found.time:.6g}, {above}, where the Chebyshev collocation "
             "carries a decaying mode on instead of damping it): solved with Radau IIA "
             "collocation (scheme='radau'), which is L-stable")
 
@@ -427,8 +432,8 @@ def _stiff_check(prob: FitProblem, setup: Setup) -> Callable[[np.ndarray, np.nda
     """``setup.stiff_check`` of a run on ``setup``: why the model is stiff on
     its mesh at a point (:meth:`FitProblem.stiff_on`), or ``""``."""
 
-    def check(X: np.ndarray, U: np.ndarray, p: np.ndarray) -> str:
-        found = prob.stiff_on(setup, U, p)
+    def check(X: np.ndarray, U: np.ndarray, p: np.ndarray, creeping: bool = False) -> str:
+        found = prob.stiff_on(setup, U, p, CREEPING_STIFF_STEP if creeping else STIFF_STEP)
         if found is None:
             return ""
         return (f"the model is stiff on the mesh (h |Re lambda| = {found.step:.3g} at "
@@ -586,7 +591,11 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
         spent = prob.budget_spent()
         if spent and not outcome.success:
             break
-        found = prob.stiff_on(setup, outcome.U, outcome.p) if refinable and not spent else None
+        # a run that stopped "stiff" found it so by its own check, perhaps by a
+        # creeping run's lower threshold (methods.base.CREEP_STIFF_CHECK_STEPS)
+        found = (prob.stiff_on(setup, outcome.U, outcome.p,
+                               CREEPING_STIFF_STEP if outcome.status == "stiff" else STIFF_STEP)
+                 if refinable and not spent else None)
         if found is not None and (outcome.success or outcome.status == "stiff" or (
                 restarts_allowed() and outcome.status not in _BUDGETS)):
             # the same mesh on Radau's nodes (not a refinement): from this

@@ -153,12 +153,10 @@ def continued_solve(prob: LimitedRun, setup: Setup, options: Any) -> LoopOutcome
     limits = {"max_iter": CONTINUATION_LIMIT} if own > CONTINUATION_LIMIT else {}
     if getattr(options, "creep_steps", None) == 0:  # picard-gn's, unless set
         limits["creep_steps"] = CONTINUATION_CREEP_STEPS
+    if limits and hasattr(options, "limits_set_by"):  # the loop's stop names them
+        limits["limits_set_by"] = ("the default method gives a solve that continues a "
+                                   f"converged one on a new mesh; its max_iter is {own}")
     outcome = budgeted_solve(prob, setup, replace(options, **limits))
     if outcome.status != "max_iter":
         return outcome
-    default = ("the default method gives a solve that continues a converged one on a new "
-               f"mesh; its max_iter is {own}")
-    return replace(outcome, continuation_stopped=True, message=outcome.message.replace(
-        f"(max_iter={CONTINUATION_LIMIT})", f"(the {CONTINUATION_LIMIT} iterations {default})"
-    ).replace(f"(creep_steps={CONTINUATION_CREEP_STEPS}:",
-              f"(creep_steps={CONTINUATION_CREEP_STEPS}, which {default}:"))
+    return replace(outcome, continuation_stopped=True)

@@ -92,6 +92,10 @@ CREEP_GAP = 1e-4
 #: Gauss-Newton step is a sliver; ``creep_steps`` of them in a row stop a run
 #: (``LoopOptions.creep_steps``)
 CREEP_FRACTION = 0.01
+#: a run whose last this many accepted steps were slivers checks whether the
+#: model is stiff on its mesh by the lower threshold of a creeping run
+#: (:data:`~picard_casadi.transcription.stiffness.CREEPING_STIFF_STEP`)
+CREEP_STIFF_CHECK_STEPS = 20
 
 
 @dataclass
@@ -144,6 +148,10 @@ class LoopOptions:
         the linearisation does not describe.  0 (the default) never stops so;
         the default path sets it for a solve that continues a converged one
         on a new mesh (:mod:`picard_casadi.estimation.solve_limits`).
+    limits_set_by : str
+        Who set ``max_iter`` and ``creep_steps``, where not the user: a stop at
+        either names it (``"the default method gives a solve that continues a
+        converged one on a new mesh"``); empty (the default): the options.
     gtol : float
         Projected scaled gradient norm, relative to the objective, that counts
         as converged; for Gauss-Newton steps also the step rule's cosine
@@ -170,6 +178,7 @@ class LoopOptions:
     progress_window: int = 0
     progress_tol: float = 1e-3
     creep_steps: int = 0
+    limits_set_by: str = ""
     gtol: float = 1e-8
 
     def continuing(self) -> "LoopOptions":
@@ -617,15 +626,20 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             break
         if opts.creep_steps and slivers_in_row >= opts.creep_steps:
             status = "max_iter"
+            set_by = f", which {opts.limits_set_by}" if opts.limits_set_by else ""
             message = (
-                f"iteration limit reached (creep_steps={opts.creep_steps}: the trust radius "
+                f"iteration limit reached (creep_steps={opts.creep_steps}{set_by}: the trust radius "
                 f"cut each of the last {slivers_in_row} steps to less than "
                 f"{CREEP_FRACTION:.0%} of its Gauss-Newton step) before convergence: "
                 f"gradient norm {info.grad_norm:.3g}, continuity gap {gap:.3g}, fixed-point "
                 f"residual {fp:.3g}; {opts.max_iter_advice}")
             break
-        if setup.stiff_check is not None and it % STIFF_CHECK_ITERATIONS == 0:
-            why = setup.stiff_check(X, tr.nodes_np(U), p)
+        # every CREEP_STIFF_CHECK_STEPS-th sliver in a row, once (not again on
+        # the iterations that accept no step after it)
+        creeping = (info.accepted and bool(slivers_in_row)
+                    and slivers_in_row % CREEP_STIFF_CHECK_STEPS == 0)
+        if setup.stiff_check is not None and (it % STIFF_CHECK_ITERATIONS == 0 or creeping):
+            why = setup.stiff_check(X, tr.nodes_np(U), p, creeping=creeping)
             if why:  # the caller moves to an L-stable quadrature
                 status, message = "stiff", why
                 break
@@ -638,8 +652,10 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             # to 147; guess="anchored" converged in 4 s: a user's report)
             advice = ("the continuity gaps are still open, so the states' start may be "
                       f"the trouble: try {ANCHORED_ADVICE} or {SHOOTING_ADVICE}; or " + advice)
+        limit = (f"the {opts.max_iter} iterations {opts.limits_set_by}" if opts.limits_set_by
+                 else f"max_iter={opts.max_iter}")
         message = (
-            f"iteration limit reached (max_iter={opts.max_iter}) before convergence"
+            f"iteration limit reached ({limit}) before convergence"
             + (f": gradient norm {last.grad_norm:.3g}, continuity gap {last.gap:.3g}, "
                f"fixed-point residual {last.fixed_point:.3g}" if last else "")
             + "; " + advice

@@ -66,12 +66,15 @@ class Setup:
         :func:`picard_casadi.methods.base.run_picard_iteration`): the solves
         that continue it (weight rounds, a refined mesh) start with it.
     stiff_check : callable or None
-        ``stiff_check(X, U, p) -> str``: where the model is stiff on this
-        mesh at the point (unscaled), why, else ``""``.  The Picard
-        iteration calls it every :data:`~picard_casadi.methods.base.STIFF_CHECK_ITERATIONS`
-        iterations and ends ``"stiff"`` on a reason, so that a run creeping
-        on a quadrature that is not L-stable moves to Radau's nodes early
-        (``scheme="auto"``; :mod:`picard_casadi.estimation.refinement`).
+        ``stiff_check(X, U, p, creeping=False) -> str``: where the model is
+        stiff on this mesh at the point (unscaled), why, else ``""``.  The
+        Picard iteration calls it every
+        :data:`~picard_casadi.methods.base.STIFF_CHECK_ITERATIONS` iterations,
+        and with ``creeping=True`` (the lower threshold of a creeping run)
+        after every :data:`~picard_casadi.methods.base.CREEP_STIFF_CHECK_STEPS`
+        slivers in a row, and ends ``"stiff"`` on a reason, so that a run
+        creeping on a quadrature that is not L-stable moves to Radau's nodes
+        early (``scheme="auto"``; :mod:`picard_casadi.estimation.refinement`).
     """
 
     disc: Discretisation

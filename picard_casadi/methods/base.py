@@ -628,8 +628,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             status = "max_iter"
             set_by = f", which {opts.limits_set_by}" if opts.limits_set_by else ""
             message = (
-                f"iteration limit reached (creep_steps={opts.creep_steps}{set_by}: the trust radius "
-                f"cut each of the last {slivers_in_row} steps to less than "
+                f"iteration limit reached (creep_steps={opts.creep_steps}{set_by}: the trust "
+                f"radius cut each of the last {slivers_in_row} steps to less than "
                 f"{CREEP_FRACTION:.0%} of its Gauss-Newton step) before convergence: "
                 f"gradient norm {info.grad_norm:.3g}, continuity gap {gap:.3g}, fixed-point "
                 f"residual {fp:.3g}; {opts.max_iter_advice}")

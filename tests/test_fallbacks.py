@@ -402,7 +402,6 @@ def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
     assert "continued from its last iterate, it did not converge either" in res.message
 
 
-
 def test_a_stopped_continuation_goes_to_single_shooting_and_not_on_creeping():
     """A continuation on a new mesh the default path stopped (creeping, its
     gaps open, its objective flat: neither still converging nor joined up)
@@ -428,6 +427,7 @@ def test_a_stopped_continuation_goes_to_single_shooting_and_not_on_creeping():
     reruns = _Reruns(**{"picard-gn": lambda: _result(success=True, status="converged")})
     second_runs(first, _path(every_state_measured=False), reruns, time.perf_counter())
     assert reruns.calls == [("picard-gn", "anchored")]
+
 
 @pytest.mark.parametrize("case", [
     dict(objective=np.full(1000, 7.7)),  # nothing left to gain: not converging

@@ -4,7 +4,9 @@
 second run's budget (``LimitedRun.iteration_budget``) and stops a second run's
 IPOPT that gains no feasibility (:data:`BUDGET_PROGRESS_WINDOW`);
 :func:`continued_solve` gives a solve that continues a converged one on a new
-mesh at most :data:`CONTINUATION_LIMIT` iterations on the default path.  Both
+mesh at most :data:`CONTINUATION_LIMIT` iterations, and at most
+:data:`CONTINUATION_CREEP_STEPS` steps in a row cut to slivers, on the
+default path, and names these limits in the stop's message.  Both
 count iterations, never time: the same call takes the same path on any
 machine.
 """

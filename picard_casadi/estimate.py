@@ -51,6 +51,7 @@ from .experiment import Experiment
 from .methods import get_method
 from .methods.base import IterationRecord
 from .model import Model
+from .parameters import number_mapping, values_by_name
 from .result import EstimationResult
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
@@ -152,8 +153,9 @@ def estimate(
     model : Model
     experiments : Experiment or sequence of Experiment
         They share ``p``; each has its own ``x0`` and inputs.
-    p0 : array_like (np,) or sequence of Parameter
-        Starting parameter values; or a parameter table (``pc.Parameter``:
+    p0 : array_like (np,), dict or sequence of Parameter
+        Starting parameter values (in the order of ``model.p_names``, or a
+        dict ``{name: value}`` over them); or a parameter table (``pc.Parameter``:
         name, start, bounds, scale, whether estimated), which then also
         gives the bounds and scales (and names the parameters that
         experiments introduce, ``Experiment(parameters=...)``).
@@ -339,6 +341,8 @@ def estimate(
     ConvergenceError
         When ``raise_on_failure`` and the run did not converge.
     """
+    if isinstance(model, Model) and number_mapping(p0):
+        p0 = values_by_name(model.p_names, p0)  # {name: start}: the model's order
     if isinstance(model, Model) and model.has_delays and _experiments_given(experiments):
         # outputs measured late, inputs acting late: rounds of ordinary fits
         rest = {k: v for k, v in locals().items()

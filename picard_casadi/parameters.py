@@ -18,10 +18,17 @@ profiles are then on that scale; results report both).
 
 from __future__ import annotations
 
+import difflib
 import math
-from dataclasses import dataclass
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale"]
+import numpy as np
+
+__all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "with_starts",
+           "values_by_name", "number_mapping"]
 
 #: the parameter scales (PEtab's parameterScale)
 SCALES = ("lin", "log", "log10")
@@ -140,3 +147,92 @@ class Parameter:
     def to_scale(self, value: float) -> float:
         """``value`` on the estimation scale (:func:`on_scale`)."""
         return on_scale(value, self.scale)
+
+
+def number_mapping(value: Any) -> bool:
+    """Whether ``value`` is a mapping of names to numbers (a start given by name)."""
+    return (isinstance(value, Mapping) and bool(value)
+            and all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                    for v in value.values()))
+
+
+def _unknown_names(given: Sequence[str], names: Sequence[str], where: str) -> str:
+    """The message for names not in ``names``, with the closest spelling of each."""
+    hints = []
+    for name in given:
+        close = difflib.get_close_matches(str(name), list(names), n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (f"`p0` names {', '.join(hints)}, which {where} does not have; its parameters "
+            f"are {', '.join(names)}")
+
+
+def values_by_name(names: Sequence[str], values: Mapping[str, Any]) -> np.ndarray:
+    """The vector of ``values`` (a mapping name -> number) in the order of
+    ``names``, every name given once.
+
+    Raises
+    ------
+    ValueError
+        Naming the names ``names`` does not have (with the closest spelling)
+        and the names ``values`` leaves out.
+    """
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        raise ValueError(_unknown_names(unknown, names, "the model"))
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"`p0` as a dict must give every parameter of the model a start; "
+                         f"missing: {', '.join(missing)}")
+    return np.array([float(values[n]) for n in names])
+
+
+def with_starts(table: Sequence[Parameter], values: Any) -> list[Parameter]:
+    """``table`` with its starts (and fixed values) replaced by ``values``.
+
+    Parameters
+    ----------
+    table : sequence of Parameter
+    values : mapping or array_like
+        Either a mapping ``{name: value}`` (any of the table's names), or one
+        value per entry in the table's order, as a fit of the table reports
+        them (``res.p`` in the order of ``res.p_names``); values on the
+        linear scale.
+
+    Returns
+    -------
+    list of Parameter
+        The entries with the new starts; their bounds, scales, priors and
+        whether they are estimated are the table's.
+
+    Raises
+    ------
+    ValueError
+        Naming the problem: an unknown name (with the closest spelling), a
+        vector of another length than the table, a start outside an entry's
+        bounds or not positive on a log scale.
+    """
+    entries = list(table)
+    names = [q.name for q in entries]
+    if isinstance(values, Mapping):
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            raise ValueError(_unknown_names(unknown, names, "the parameter table"))
+        if not number_mapping(values):
+            raise ValueError("`p0` as a dict must map parameter names to numbers "
+                             "(or give a table of pc.Parameter)")
+        new = {str(k): float(v) for k, v in values.items()}
+    else:
+        try:
+            arr = np.asarray(values, float)
+        except (TypeError, ValueError):
+            raise ValueError("`p0` must be numbers, a dict {name: value} or a table of "
+                             "pc.Parameter") from None
+        arr = arr.ravel()
+        if arr.size != len(entries):
+            raise ValueError(
+                f"`p0` has {arr.size} value(s), but the problem's parameter table has "
+                f"{len(entries)} entries ({', '.join(names)}): give one value per entry in "
+                "this order (a fit's res.p, in the order of res.p_names), a dict "
+                "{name: value} for some of them, or a table of pc.Parameter")
+        new = dict(zip(names, (float(v) for v in arr)))
+    return [replace(q, start=new[q.name]) if q.name in new else q for q in entries]

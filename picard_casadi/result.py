@@ -218,7 +218,11 @@ class EstimationResult:
     warnings : list of str
         Things the user should know (near-singular information, fallbacks).
     starts : list of dict
-        For ``multistart``: per start, its ``p0``, estimate, objective, success.
+        For ``multistart``: per start, its ``p0`` and estimate ``p`` (as
+        ``p``: in the order of ``p_names``, on the parameters' own scale;
+        with a parameter table also ``p0_scaled`` and ``p_scaled``, on each
+        parameter's ``scale``), ``objective``, ``weighted_objective``,
+        ``nllh``, ``success``, ``iterations``, ``message``, ``wall_time``.
     """
 
     p: np.ndarray
@@ -400,12 +404,20 @@ class EstimationResult:
             head += f"{'truth':>12}{'rel. err':>10}"
         lines.append(head)
         fixed = self._fixed()
+        row_scales = list(self.p_scales or [])
         for i, name in enumerate(names):
             row = f"  {name:<{width}}{self.p[i]:>14.6g}"
             if fixed[i]:
                 row += f"{'fixed':>13}"
             elif self.p_std is not None and self.p_ci is not None:
-                row += f"{self.p_std[i]:>13.3g}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
+                # a log-scale parameter known to worse than its own size: its
+                # linear error (the delta method's) says nothing (Boehm's
+                # k_exp_hetero on its bound, 1e-05 +- 0.00075 beside a CI over
+                # ten decades); its error on the log scale is below
+                vague = (i < len(row_scales) and row_scales[i] != "lin"
+                         and not abs(self.p_std[i]) < abs(self.p[i]))
+                std = f"{'(log: below)':>13}" if vague else f"{self.p_std[i]:>13.3g}"
+                row += f"{std}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
             if self.p_true is not None:
                 tr = self.p_true[i]
                 rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")

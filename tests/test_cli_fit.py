@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -191,6 +192,7 @@ def test_a_start_outside_the_flags_bounds_is_named(here, capsys):
     (["--x0", "x=1", "--x0", "x=2"], r"--x0: state 'x' is given twice"),
     (["--x0", "x=1", "--x0", "1"], r"--x0: give NAME=VALUE \(repeatable\) or one list"),
     (["--multistart", "0"], r"argument --multistart: expected an integer >= 1"),
+    (["--seed", "3"], r"unrecognized arguments: --seed \(did you mean --multistart-seed\?\) 3"),
     (["--jobs", "0"], r"argument --jobs: expected an integer >= 1, or -1 for one per core"),
     (["--noise", "x=laplace"], r"argument --noise: expected \[OUTPUT=\]DIST\[:SIGMA\] with DIST "
                                r"one of normal, log-normal, log10-normal"),
@@ -322,6 +324,17 @@ def test_multistart_on_two_processes(here, capsys):
     assert "multistart: 3 of 3 starts converged" in out
 
 
+def test_multistart_seed_chooses_the_samples(here, capsys):
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra="P_BOUNDS = ([0.1, 0.1], [5, 5])")
+    runs = {}
+    for seed in ("0", "0", "7"):
+        code, _, err, saved = _fit(capsys, "--multistart", "2", "--multistart-seed", seed,
+                                   "--quiet")
+        assert code == 0, err
+        runs.setdefault(seed, []).append(saved["starts"][1]["p0"])
+    assert runs["0"][0] == runs["0"][1] and runs["7"][0] != runs["0"][0]
+
+
 @pytest.mark.parametrize("method", ["ipopt", "shooting"])
 def test_ipopt_and_shooting_print_progress(tmp_path, method):
     """In a subprocess: the lines come from inside IPOPT, whose native output is captured."""
@@ -404,6 +417,32 @@ def test_fit_png_has_every_experiment_and_residuals(here, capsys, figures):
     assert drawn["legend_inside"]
     assert "converged" in drawn["title"] and "FAILED" not in drawn["title"]
     assert drawn["colour"] == "#000000"
+
+
+def test_fit_png_draws_the_outputs_each_experiment_measures():
+    # PEtab's Bruno measures one of five outputs per condition: 24 of its 30
+    # panels had no data
+    model = _build(SPRING)
+    t = np.linspace(0, 4, 20)
+    Y = pc.simulate(model, [1.0, 0.0], SPRING_TRUE, t)
+    both = np.column_stack([Y[:, 0], Y[:, 0] ** 2])
+    first = both.copy()
+    first[:, 1] = np.nan
+    second = both.copy()
+    second[:, 0] = np.nan
+    two = pc.Model(x=model.x, p=model.p, rhs=model.rhs,
+                   y=ca.vertcat(model.x[0], model.x[0] ** 2), p_names=model.p_names)
+    exps = [pc.Experiment(t, y, x0=[1.0, 0.0], name=n)
+            for n, y in (("a", first), ("b", second), ("c", both))]
+    res = pc.estimate(two, exps, SPRING_TRUE, codegen=False, uncertainty=False,
+                      estimate_x0=False)
+    from picard_casadi.io.plotting import plot_fit
+
+    fig = plot_fit(res, two, exps, residuals=False)
+    assert sorted(ax.get_gid() for ax in fig.axes) == ["fit:0:0", "fit:1:1", "fit:2:0",
+                                                       "fit:2:1"]
+    # each panel names its output where the experiments measure different ones
+    assert {ax.get_gid(): ax.get_ylabel() for ax in fig.axes}["fit:1:1"] == "y1"
 
 
 def test_fit_png_of_two_outputs(tmp_path):

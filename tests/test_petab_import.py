@@ -313,8 +313,36 @@ def test_a_misspelt_parameter_id_is_a_value_error_naming_it(tmp_path):
     yaml = _copy(tmp_path)
     _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv", "\nk_exp_homo\t",
           "\nk_exp_homx\t", 1)
-    with pytest.raises(ValueError, match=r"parameters_Boehm.*'k_exp_homx'"):
+    with pytest.raises(ValueError, match=r"parameters_Boehm.*'k_exp_homx' \(did you mean "
+                                         r"'k_exp_homo'\?\)"):
         read_petab(yaml)
+
+
+def test_bounds_out_of_order_name_the_file_and_the_parameter_once(tmp_path):
+    yaml = _copy(tmp_path)
+    table = yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv"
+    lines = table.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split("\t")
+    row = next(i for i, line in enumerate(lines) if line.startswith("k_phos\t"))
+    cells = lines[row].rstrip("\n").split("\t")
+    cells[header.index("lowerBound")] = "1e9"
+    lines[row] = "\t".join(cells) + "\n"
+    table.write_text("".join(lines))
+    with pytest.raises(ValueError, match=r"parameters_Boehm.*: parameter 'k_phos': `bounds` "
+                                         r"must be lower <= upper") as raised:
+        read_petab(yaml)
+    assert "Parameter 'k_phos'" not in str(raised.value)
+
+
+def test_a_missing_yaml_file_is_named_with_what_to_pass(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nope.yaml: no such file; pass a PEtab "
+                                                r"problem's YAML file"):
+        read_petab(tmp_path / "nope.yaml")
+
+
+def test_the_sbml_time_unit_labels_the_model_s_time():
+    # Boehm's SBML redefines Level 2's time as 60 seconds; the plots said [s]
+    assert read_petab(BOEHM).model.t_unit == "min"
 
 
 def test_a_measurement_that_is_not_a_number_is_a_value_error_naming_its_row(tmp_path):

@@ -9,6 +9,7 @@ state shifted by its initial value), which the package solved before.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import casadi as ca
@@ -65,6 +66,12 @@ def test_log10_parameters_reach_the_same_optimum_with_both_scales_reported():
     # the summary says which parameters the fit moved on a log scale, and where
     line = next(x for x in log.summary().splitlines() if "estimated on their log scales" in x)
     assert "log10(k1) = " in line and "log(k2) = " in line and "A0" not in line
+    # a linear standard error beyond the value itself is not shown: the log one is
+    assert "(log: below)" not in next(x for x in log.summary().splitlines()
+                                      if x.strip().startswith("k1 "))
+    vague = dataclasses.replace(log, p_std=np.r_[2.0 * log.p[0], log.p_std[1:]])
+    assert "(log: below)" in next(x for x in vague.summary().splitlines()
+                                  if x.strip().startswith("k1 "))
 
 
 def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
@@ -77,6 +84,66 @@ def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
     res = pc.estimate(model, exps, table, estimate_x0=False)
     assert res.success and res.p[2] == 10.0
     assert res.p == pytest.approx([0.5, 0.2, 10.0, 0.5], abs=0.05)
+
+
+def test_numbers_for_a_problem_s_table_keep_its_bounds_and_scales():
+    # a new user restarted a PEtab problem from a fit's res.p: "p0 must have 17
+    # entries, got 13" (the model's parameters, not the table's), and a vector
+    # of the model's length dropped the table's log scales silently
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    table = [pc.Parameter("k1", 0.3, (1e-3, 1e3), "log10"),
+             pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
+             pc.Parameter("A0", 10.0, estimate=False),
+             pc.Parameter("bias", 0.0, (-5, 5))]
+    prob = pc.Problem(name="chain", model=model, experiments=exps, p_true=None, p0=table,
+                      p_bounds=None, options={"estimate_x0": False}, x0_true=[])
+    first = prob.estimate()
+    again = prob.estimate(p0=first.p)
+    assert again.success and again.settings["parameter_scale"] == ["log10", "log10", "lin",
+                                                                    "lin"]
+    assert again.p == pytest.approx(first.p, rel=1e-6) and again.iterations < first.iterations
+    moved = pc.parameters.with_starts(table, {"k2": 0.1})
+    assert [q.start for q in moved] == [0.3, 0.1, 10.0, 0.0] and moved[1].scale == "log10"
+    assert prob.estimate(p0={"k2": 0.1}).p == pytest.approx(first.p, rel=1e-5)
+    with pytest.raises(ValueError, match=r"has 2 value\(s\).*4 entries \(k1, k2, A0, bias\)"):
+        prob.estimate(p0=[0.3, 0.3])
+    with pytest.raises(ValueError, match=r"'kk1' \(did you mean 'k1'\?\).*k1, k2, A0, bias"):
+        prob.estimate(p0={"kk1": 0.3})
+    with pytest.raises(ValueError, match=r"Parameter 'k1': `start` -1 is outside its bounds"):
+        prob.estimate(p0={"k1": -1.0})
+
+
+def test_a_dict_start_names_each_parameter_of_the_model():
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    kw = dict(p_bounds=([1e-3, 1e-3, 10.0, -5.0], [1e3, 1e3, 10.0, 5.0]), estimate_x0=False)
+    flat = pc.estimate(model, exps, [0.3, 0.3, 10.0, 0.0], **kw)
+    named = pc.estimate(model, exps, {"bias": 0.0, "A0": 10.0, "k2": 0.3, "k1": 0.3}, **kw)
+    assert named.p == pytest.approx(flat.p, rel=1e-12)
+    with pytest.raises(ValueError, match=r"missing: A0, bias"):
+        pc.estimate(model, exps, {"k1": 0.3, "k2": 0.3}, **kw)
+    with pytest.raises(ValueError, match=r"'kk2' \(did you mean 'k2'\?\), which the model"):
+        pc.estimate(model, exps, {"k1": 0.3, "kk2": 0.3, "A0": 10.0, "bias": 0.0}, **kw)
+
+
+def test_multistart_starts_are_on_the_scale_of_the_estimate():
+    # a new user's result.json held each start's p0 and p in log10 beside a
+    # linear p
+    model = _chain()
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    table = [pc.Parameter("k1", 0.3, (1e-2, 1e1), "log10"),
+             pc.Parameter("k2", 0.3, (1e-2, 1e1), "log10"),
+             pc.Parameter("A0", 10.0, estimate=False),
+             pc.Parameter("bias", 0.0, (-5, 5))]
+    res = pc.estimate(model, exps, table, estimate_x0=False, multistart=3, seed=2)
+    assert len(res.starts) == 3 and res.starts[0]["p0"] == pytest.approx([0.3, 0.3, 10.0, 0.0])
+    for start in res.starts:
+        assert all(1e-2 <= v <= 1e1 for v in start["p0"][:2])
+        assert start["p0_scaled"][:2] == pytest.approx(np.log10(start["p0"][:2]))
+        if start["success"]:
+            assert start["p"] == pytest.approx(res.p, rel=1e-4)
+            assert start["p_scaled"][0] == pytest.approx(math.log10(start["p"][0]))
 
 
 def test_a_bound_reached_is_named_as_the_table_s_not_as_p_bounds():

@@ -201,7 +201,8 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
                                     list(experiments), options)
     for flag, key in (("max_iter", "max_iter"), ("progress_window", "progress_window"),
                       ("max_intervals", "max_intervals"),
-                      ("multistart", "multistart"), ("jobs", "n_jobs"), ("guess", "guess")):
+                      ("multistart", "multistart"), ("multistart_seed", "seed"),
+                      ("jobs", "n_jobs"), ("guess", "guess")):
         value = getattr(args, flag, None)
         if value is not None:
             options[key] = value
@@ -266,6 +267,9 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                    help="run from N starts (the start and N-1 Latin-hypercube samples of "
                         "the bounds, log-uniform where a range spans two decades) and "
                         "keep the best")
+    p.add_argument("--multistart-seed", type=nonnegative_int, default=None, metavar="S",
+                   help="seed of --multistart's Latin-hypercube starts (default 0: the same "
+                        "starts on every run)")
     p.add_argument("--jobs", type=job_count, default=None, metavar="K",
                    help="processes for --multistart and --profile (-1: one per core; "
                         "default: one after another in this process)")
@@ -514,8 +518,11 @@ class _Parser(argparse.ArgumentParser):
             flags = [o for a in chosen._actions for o in a.option_strings]
             hints = []
             for extra in extras:
-                close = (difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1)
-                         if extra.startswith("--") else [])
+                flag = extra.split("=", 1)[0]
+                # a flag's last word first (--seed: --multistart-seed), then spelling
+                close = ([f for f in flags if f.endswith("-" + flag.lstrip("-"))]
+                         or difflib.get_close_matches(flag, flags, n=1)
+                         if flag.startswith("--") else [])
                 hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
             chosen.error(f"unrecognized arguments: {' '.join(hints)}")
         return parsed

@@ -153,6 +153,10 @@ class Statement:
         res.p_scaled_std = None if res.p_std is None else np.asarray(res.p_std, float).copy()
         res.p = theta
         res.p_names = self.names
+        for start in res.starts:  # multistart's starts, on the scales res.p is on
+            for key in ("p0", "p"):
+                start[f"{key}_scaled"] = [float(v) for v in start[key]]
+                start[key] = [float(v) for v in self.to_linear(start[key])]
         if res.p_std is not None:
             res.p_std = np.abs(slope) * np.asarray(res.p_std, float)
         if res.p_cov is not None:
@@ -246,7 +250,8 @@ def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any,
     if isinstance(p0, Mapping) or _parameter_table(p0):
         items = list(p0.values()) if isinstance(p0, Mapping) else list(p0)
         if not all(isinstance(q, Parameter) for q in items):
-            raise ValueError("`p0` as a table must hold pc.Parameter entries")
+            raise ValueError("`p0` as a table must hold pc.Parameter entries (or, as a "
+                             "dict, map each of the model's parameters to a number)")
         if p_bounds is not None or parameter_scale is not None:
             raise ValueError("`p0` is a parameter table (pc.Parameter): give the bounds and "
                              "scales there, not as `p_bounds` or `parameter_scale`")
@@ -334,7 +339,13 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if table is None:  # flat vectors, experiment parameters or x0 expressions
         p = np.asarray(p0, float).ravel()
         if p.size != model.np:
-            raise ValueError(f"`p0` must have {model.np} entries, got {p.size}")
+            raise ValueError(
+                f"`p0` must have {model.np} entries (the model's parameters: "
+                f"{', '.join(model.p_names)}), got {p.size}"
+                + ("; where experiments map parameters to names of their own, give a "
+                   "parameter table (a list of pc.Parameter, such as a PEtab problem's "
+                   "read_petab(...).parameters; Problem.estimate(p0=res.p) restarts one "
+                   "from a fit's estimate)" if overrides else ""))
         lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
         table = {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])))
                  for i, n in enumerate(model.p_names)}

@@ -68,6 +68,7 @@ they are imported when :func:`read_petab` is called.
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -173,6 +174,8 @@ def _problem_yaml(path: Path, load_yaml: Any) -> Mapping[str, Any]:
     """The problem's YAML as a mapping, or a ValueError naming ``path`` and
     the fix: a folder (the YAML files in it named), a file that is not YAML,
     or YAML that is not a PEtab problem (no mapping with ``problems``)."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file; pass a PEtab problem's YAML file")
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.y*ml"))
         raise ValueError(f"{path} is a folder; pass the problem's YAML file in it"
@@ -359,11 +362,16 @@ class _Builder(NoiseTables):
                 "parameterScale, lowerBound, upperBound, nominalValue, estimate)")
         extraneous = [str(n) for n in self.par.index if n not in valid]
         if extraneous:
+            unused = sorted(str(n) for n in valid if n not in self.par.index)
+            hints = []
+            for n in extraneous:
+                close = difflib.get_close_matches(n, unused, n=1)
+                hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise ValueError(
-                f"{self.files['parameters']}: parameter id(s) {extraneous} are not parameters "
-                "of the SBML model, nor named by the condition, measurement or observable "
-                "tables; correct the id(s) (a misspelt model parameter would keep its SBML "
-                "value) or delete the row(s)")
+                f"{self.files['parameters']}: parameter id(s) {', '.join(hints)} are not "
+                "parameters of the SBML model, nor named by the condition, measurement or "
+                "observable tables; correct the id(s) (a misspelt model parameter would keep "
+                "its SBML value) or delete the row(s)")
 
     # ---------------------------------------------------------------- per observable
     def _column(self, rows: Any, column: str) -> list[tuple[float | str, ...]]:
@@ -535,7 +543,7 @@ class _Builder(NoiseTables):
                                       "and parameters of the model or observables")
         model = Model(x=sb.x, p=ca.vertcat(*[p_syms[n] for n in p_names]), rhs=rhs, t=sb.t,
                       y=y_all, name=name, x_names=sb.x_names, p_names=p_names,
-                      y_names=outputs, x0=x0_list)
+                      y_names=outputs, x0=x0_list, t_unit=sb.t_unit)
 
         # experiments: one per simulation condition
         set_by_conditions: dict[str, dict[str, float | str]] = {c: {} for c in conditions}
@@ -626,7 +634,9 @@ class _Builder(NoiseTables):
             return Parameter(name, start, bounds=(lo, hi), scale=scale, estimate=True,
                              prior=prior)
         except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
+            # Parameter's own message names the parameter: the file adds where
+            text = str(exc).removeprefix(f"Parameter {name!r}: ")
+            raise ValueError(f"{where}: {text}") from None
 
     def _observable(self, oid: str, placeholders: Sequence[float | str], sb: _Sbml,
                     symbol: Callable[[str], ca.SX]) -> tuple[ca.SX, Callable[[str], ca.SX]]:

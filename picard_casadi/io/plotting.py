@@ -52,9 +52,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
 
     One column per experiment (at most ``columns`` side by side, spread evenly
-    over the rows of panels they need), and for each
-    output a panel of data and fit with, below it, a panel of the residuals
-    ``data - fit`` at the sample times.  The lines are CVODES simulations
+    over the rows of panels they need), and for each output it measures
+    (every output, where it measures none) a panel of data and fit with,
+    below it, a panel of the residuals ``data - fit`` at the sample times.  The lines are CVODES simulations
     from the estimated ``x0`` with the estimated ``p``.  The title gives the
     verdict: a result with ``success`` False is titled ``FAILED: <message>``
     in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"`` or
@@ -85,14 +85,22 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         chosen = [int(experiment)]
     else:
         chosen = [int(e) for e in experiment]
-    ny = model.ny
+    # each experiment's panels: the outputs it measures (all, where it measures
+    # none), top down; PEtab's Bruno measures one of five outputs per condition,
+    # and 24 of its 30 panels had no data
+    measured = {e: [k for k in range(model.ny) if np.any(np.isfinite(experiments[e].y[:, k]))]
+                or list(range(model.ny)) for e in chosen}
+    every = all(len(ks) == model.ny for ks in measured.values())
     # as few bands as ``columns`` allows, the experiments spread evenly over them
     bands = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
     cols = max(1, int(np.ceil(len(chosen) / bands)))
+    # each band as many panels high as its experiments need
+    tall = [max(len(measured[e]) for e in chosen[b * cols:(b + 1) * cols]) for b in range(bands)]
+    first_row = np.concatenate([[0], np.cumsum(tall)[:-1]])
     per_output = 2 if residuals else 1
-    ratios = ([2.2, 1.0] if residuals else [2.2]) * ny * bands
-    fit_h, res_h = (1.9, 0.85) if ny <= 3 else (1.5, 0.7)
-    height = bands * ny * (fit_h + (res_h if residuals else 0.0)) + 1.4
+    ratios = ([2.2, 1.0] if residuals else [2.2]) * int(sum(tall))
+    fit_h, res_h = (1.9, 0.85) if max(tall) <= 3 else (1.5, 0.7)
+    height = sum(tall) * (fit_h + (res_h if residuals else 0.0)) + 1.4
     fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
     grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -109,8 +117,10 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             failed_sim.append(exp.name)
         at_samples = np.searchsorted(t_all, exp.t)
         fit_ax = None
-        for k in range(ny):
-            row = (band * ny + k) * per_output
+        last = len(measured[e]) - 1
+        for i, k in enumerate(measured[e]):
+            row = int(first_row[band] + i) * per_output
+            labelled = col == 0 or not every  # each panel names its output where they differ
             fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
             fit_ax.set_gid(f"fit:{e}:{k}")
             colour = colours[k % len(colours)]
@@ -118,11 +128,11 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                         label="data")
             if Y_all is not None:
                 fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
-            if k == 0:
+            if i == 0:
                 fit_ax.set_title(exp.name, fontsize=9)
-            if col == 0:
+            if labelled:
                 fit_ax.set_ylabel(_label(model.y_names[k], model.y_units[k]), fontsize=8)
-            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and k == ny - 1)
+            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and i == last)
             fit_ax.grid(alpha=0.3)
             if Y_all is None:
                 fit_ax.text(0.5, 0.5, "simulation failed", transform=fit_ax.transAxes,
@@ -135,19 +145,19 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                     r = exp.y[:, k] - Y_all[at_samples, k]
                     res_ax.plot(exp.t, r, "o", ms=2.2, color=colour, alpha=0.8,
                                 label="residual (data - fit)")
-                if col == 0:
+                if labelled:
                     sigma = (f"\n\u03c3 {result.noise_sigma[k]:.3g}"
                              if result.noise_sigma is not None
                              and k < np.size(result.noise_sigma) else "")
                     res_ax.set_ylabel(_label("residual", model.y_units[k]) + sigma, fontsize=8)
-                res_ax.tick_params(labelsize=7, labelbottom=k == ny - 1)
+                res_ax.tick_params(labelsize=7, labelbottom=i == last)
                 res_ax.grid(alpha=0.3)
                 bottom = res_ax
             else:
                 bottom = fit_ax
-            if k == ny - 1:
+            if i == last:
                 bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
-    dot = colours[0] if ny == 1 else "0.45"  # several outputs: each its own colour
+    dot = colours[0] if model.ny == 1 else "0.45"  # several outputs: each its own colour
     handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
     labels = ["data", "fit: simulated from the estimate"]

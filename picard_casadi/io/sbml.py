@@ -325,6 +325,27 @@ class _Sbml:
     value: Callable[[str], ca.SX]  # any SBML id as an expression of (x, p, t)
     default: dict[str, ca.SX]     # SBML's own value of each p (a parameter's, a species' x0)
     convert: _MathConverter
+    t_unit: str = ""              # the model's time unit, where SBML states one
+
+
+#: a time unit of this many seconds, by its usual symbol
+_TIME_UNITS = {1.0: "s", 60.0: "min", 3600.0: "h", 86400.0: "d"}
+
+
+def time_unit(libsbml: Any, m: Any) -> str:
+    """The SBML model ``m``'s time unit: Level 3's ``timeUnits``, or Level
+    2's redefined ``time``; a whole number of seconds, minutes, hours or
+    days by its symbol, another unit by its id, and ``""`` where the model
+    states none (PEtab's time has no unit of its own)."""
+    uid = m.getTimeUnits() if m.isSetTimeUnits() else "time"
+    ud = m.getUnitDefinition(uid)
+    if ud is not None and ud.getNumUnits() == 1:
+        u = ud.getUnit(0)
+        if u.getKind() == libsbml.UNIT_KIND_SECOND and u.getExponent() == 1:
+            return _TIME_UNITS.get(u.getMultiplier() * 10.0 ** u.getScale(), uid)
+    if m.isSetTimeUnits():
+        return {"second": "s", "dimensionless": ""}.get(uid, uid)
+    return ""
 
 
 def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
@@ -520,6 +541,7 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
     # SBML's own values of what the tables set (for a condition that leaves it empty)
     default = {name: sbml_initial(name) for name in p}
     return _Sbml(t=t, x=x, x_names=state_ids, rhs=ca.vertcat(*rhs), x0=x0, p=p,
-                 value=lambda n: resolve(n, False), default=default, convert=conv_dyn)
+                 value=lambda n: resolve(n, False), default=default, convert=conv_dyn,
+                 t_unit=time_unit(libsbml, m))
 
 

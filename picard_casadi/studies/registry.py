@@ -23,8 +23,15 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
+from ..parameters import Parameter, with_starts
 
 __all__ = ["Problem", "problem", "problems", "register_problem", "describe_problems"]
+
+
+def _table(p0: Any) -> bool:
+    """Whether ``p0`` is a parameter table (a list or tuple of Parameter)."""
+    return (isinstance(p0, (list, tuple)) and bool(p0)
+            and all(isinstance(q, Parameter) for q in p0))
 
 
 @dataclass
@@ -66,7 +73,13 @@ class Problem:
     def estimate(self, method: str | None = None, **overrides: Any) -> Any:
         """Run :func:`~picard_casadi.estimate` with this problem's settings.
 
-        Keyword arguments override ``p0``, ``p_bounds`` and ``options``.  The
+        Keyword arguments override ``p0``, ``p_bounds`` and ``options``.
+        Where the problem's ``p0`` is a parameter table (:meth:`from_petab`),
+        a ``p0`` of numbers gives its entries new starts and keeps their
+        bounds and scales: one value per entry in the table's order (a fit's
+        ``res.p``, whose ``res.p_names`` are the table's), or a dict
+        ``{name: value}`` for some of them
+        (:func:`~picard_casadi.parameters.with_starts`).  The
         result's ``p_true`` is filled in when known.  With ``warm_start`` and
         no ``T`` of the caller's, the protocol's ``T`` is not applied: the run
         starts on the warm start's final mesh, as :func:`~picard_casadi.estimate`
@@ -81,6 +94,9 @@ class Problem:
             kwargs.pop("T", None)
         kwargs.update(overrides)
         p0 = kwargs.pop("p0", self.p0)
+        if "p0" in overrides and _table(self.p0) and not _table(p0):
+            # numbers for the problem's own table: its bounds and scales stay
+            p0 = with_starts(self.p0, p0)
         res = estimate(self.model, self.experiments, p0, method, **kwargs)
         if self.p_true is not None:
             res.p_true = np.asarray(self.p_true, float).copy()

@@ -23,6 +23,7 @@ certificate, the final mesh, the uncertainty and the timings.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -110,6 +111,12 @@ DEFAULT_METHOD = "picard-gn"
 
 
 # ---------------------------------------------------------------------- estimate
+#: set while ``estimate`` runs a second run of its own (``rerun``): the
+#: result's warnings are shown once, by the call the user made (PEtab's
+#: Elowitz showed each near-singular information matrix twice)
+_SECOND_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("second_run", default=False)
+
+
 @interruptible_call  # Ctrl-C in any phase ends as KeyboardInterrupt (interrupts.py)
 @with_solver_threads
 def estimate(
@@ -454,14 +461,18 @@ def estimate(
         if ipopt_options:
             run_options["ipopt_options"] = {**ipopt_options,
                                             **(run_options.get("ipopt_options") or {})}
-        return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
-                        x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
-                        lam=lam, nodes=nodes, scheme=scheme_given, weights=weights, noise=noise,
-                        refine=refine,
-                        codegen=codegen, x_scale=x_scale, p_scale=p_scale, guess=run_guess,
-                        warm_start=warm_start,
-                        uncertainty=uncertainty, seed=seed, callback=callback,
-                        raise_on_failure=False, max_intervals=max_intervals, **run_options)
+        token = _SECOND_RUN.set(True)
+        try:
+            return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
+                            x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
+                            lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
+                            noise=noise, refine=refine, codegen=codegen, x_scale=x_scale,
+                            p_scale=p_scale, guess=run_guess, warm_start=warm_start,
+                            uncertainty=uncertainty, seed=seed, callback=callback,
+                            raise_on_failure=False, max_intervals=max_intervals,
+                            **run_options)
+        finally:
+            _SECOND_RUN.reset(token)
 
     start = None
     if warm_start is not None:
@@ -633,9 +644,10 @@ def estimate(
         warm_start=warm_start is not None, every_state_measured=every_state_measured,
         some_state_measured=any(i is not None for i in model.output_state_index),
         unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
-    for note in result.warnings:
-        if "information matrix" in note:
-            warn_user(note)
+    if not _SECOND_RUN.get():
+        for note in result.warnings:
+            if "information matrix" in note:
+                warn_user(note)
     return _raised_on_failure(result, spec.name, raise_on_failure)
 
 

@@ -9,6 +9,9 @@ mesh (warm-started from the estimate, simulated the same way).
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -430,3 +433,29 @@ def test_a_state_that_turns_fast_late_is_fitted_from_its_simulated_start():
     assert np.all(np.abs(direct.p - shooting.p) < 0.5 * shooting.p_std), (direct.p, shooting.p)
     truth = np.array([0.5, 0.2, 0.5])
     assert np.all(np.abs(res.p - truth) < 3 * res.p_std), (res.p, res.p_std)
+
+
+def test_a_second_run_s_warnings_are_shown_once(monkeypatch):
+    # PEtab's Elowitz showed each near-singular information matrix twice: the
+    # second run's estimate and the call around it both showed its result's
+    estimate_module = sys.modules["picard_casadi.estimate"]
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 3)
+    # only the product a b is seen: the information matrix is singular
+    model = pc.Model(x=x, p=p, rhs=-p[2] * x, y=p[0] * p[1] * x, p_names=["a", "b", "k"])
+    t = np.linspace(0.0, 3.0, 16)
+    exp = pc.Experiment(t, 2.0 * np.exp(-0.7 * t) + 0.01 * np.sin(7 * t), x0=[1.0])
+
+    calls = []
+
+    def second_run_always(result, path, rerun, t_start):  # one second run, whatever the first
+        calls.append(path.method)
+        return rerun("single-shooting", "auto", None) if len(calls) == 1 else result
+
+    monkeypatch.setattr(estimate_module, "second_runs", second_run_always)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        res = pc.estimate(model, exp, [1.0, 1.0, 1.0], estimate_x0=False, codegen=False)
+    assert res.method == "single-shooting"
+    notes = [str(w.message) for w in shown if "information matrix" in str(w.message)]
+    assert len(notes) == 1 and notes[0] in res.warnings

@@ -12,6 +12,7 @@ likelihood computed by hand from the imported noise models, independently of
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import sys
 import warnings
@@ -220,6 +221,15 @@ def test_crauste_from_a_random_start_falls_back_to_single_shooting():
     assert res.success and res.method == "single-shooting"
     assert "picard-gn stopped: its step failed" in res.warnings[0]
     assert res.nllh < 300.0
+    # picard-gn alone says why its step failed: no trial's fixed point was
+    # found, not "the linear model does not describe the problem"
+    alone = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise,
+                        method="picard-gn", max_iter=20, uncertainty=False)
+    assert alone.status == "step_failed"
+    assert re.match(r"no acceptable step: the solution on the intervals \(the fixed point of "
+                    r"the Picard map\) was not found at any of the \d+ trial points since the "
+                    r"last step.*too long for the dynamics there -- shorten them \(T, n\)",
+                    alone.message)
 
 
 @pytest.mark.slow  # 94 s on a 2-core machine: a reproduction of the collection's optimum

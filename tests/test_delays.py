@@ -222,3 +222,72 @@ def test_a_delay_naming_no_parameter_is_a_value_error_listing_them():
                                          r"parameter \(k, tau\)"):
         pc.Model(x=x, p=ca.vertcat(k, tau), u=u, rhs=-k * x + u, p_names=["k", "tau"],
                  u_names=["u"], input_delays={"u": "taux"})
+
+
+def _biased(seed: int = 5) -> tuple[pc.Model, list[pc.Experiment]]:
+    """``_model``'s late input, ``y1`` with a bias of its own per run."""
+    x, u = ca.SX.sym("x"), ca.SX.sym("u")
+    p = ca.SX.sym("p", 4)
+    a, b, tau, bias = p[0], p[1], p[2], p[3]
+    model = pc.Model(x=x, p=p, u=u, rhs=-a * x + b * u, y=ca.vertcat(x + bias, x + 0.5 * u),
+                     y_names=["y1", "y2"], p_names=["a", "b", "tau", "bias"], u_names=["u"],
+                     input_delays={"u": tau})
+    rng = np.random.default_rng(seed)
+    exps = []
+    for name, bias_true, phase in (("run1", 0.3, 0.0), ("run2", -0.2, 1.0)):
+        signal = (lambda t, ph=phase: _signal(t + ph))(T)[:, None]
+        clean = pc.simulate_experiment(model, [0.0], [0.8, 1.5, TAU, bias_true], T, signal,
+                                       noise_std=0.0, u_interpolation="linear")
+        y = clean.y + rng.normal(0.0, [0.02, 0.01], clean.y.shape)
+        exps.append(pc.Experiment(T, y, u=signal, x0=[0.0], name=name,
+                                  u_interpolation="linear"))
+    return model, exps
+
+
+def test_a_bias_per_experiment_beside_an_estimated_delay():
+    # a user's bias per maneuver with an estimated input delay: the second
+    # round was given the first's restated estimate as the model's p0 ("p0
+    # must have 7 entries, got 8"), and a profile of the fit read the model's
+    # bounds against the restated parameters
+    model, exps = _biased()
+    bounds = ([None, None, 0.0, -2.0], [None, None, 2.0, 2.0])
+    res = pc.estimate(model, exps, [1.0, 1.0, 0.0, 0.0], p_bounds=bounds,
+                      per_experiment="bias", estimate_x0=False)
+    assert res.success, res.message
+    value = dict(zip(res.p_names, res.p))
+    std = dict(zip(res.p_names, res.p_std))
+    assert list(res.p_names) == ["a", "b", "tau", "bias[run1]", "bias[run2]"]
+    for name, truth in (("tau", TAU), ("bias[run1]", 0.3), ("bias[run2]", -0.2)):
+        assert abs(value[name] - truth) < 4 * std[name], name
+    # the delay held at its estimate: the profile of a bias runs, and the
+    # summary shows the delay fixed
+    held = pc.estimate(model, exps, [*res.p[:3], 0.0],
+                       p_bounds=([None, None, value["tau"], -2.0],
+                                 [None, None, value["tau"], 2.0]),
+                       per_experiment="bias", estimate_x0=False)
+    assert held.success and held.settings["p_bounds"][0][2] == held.settings["p_bounds"][1][2]
+    assert next(r for r in held.summary().splitlines() if r.strip().startswith("tau ")
+                ).split()[2] == "fixed"
+    prof = pc.profile(held, parameters=["bias[run1]"])
+    lo, hi = prof.intervals[prof.names.index("bias[run1]")]
+    assert lo < dict(zip(held.p_names, held.p))["bias[run1]"] < hi
+
+
+def test_a_delay_fixed_in_a_table_can_be_profiled():
+    model, exps = _biased()
+    # (a table's order is its own: the delay was looked up at the model's index)
+    table = [pc.Parameter("tau", TAU, estimate=False), pc.Parameter("bias", 0.0, (-2, 2)),
+             pc.Parameter("a", 1.0), pc.Parameter("b", 1.0)]
+    res = pc.estimate(model, exps, table, per_experiment="bias", estimate_x0=False)
+    assert res.success, res.message
+    prof = pc.profile(res, parameters=["a"])
+    lo, hi = prof.intervals[prof.names.index("a")]
+    assert lo < res.p[list(res.p_names).index("a")] < hi
+
+
+def test_a_delayed_model_s_experiment_of_the_wrong_width_is_named():
+    model, exps = _biased()
+    narrow = pc.Experiment(T, exps[0].y[:, :1], u=exps[0].u, x0=[0.0], name="run1",
+                           u_interpolation="linear")
+    with pytest.raises(ValueError, match=r"Experiment 'run1': `y` has 1 column\(s\) but model"):
+        pc.estimate(model, [narrow], [1.0, 1.0, 0.0, 0.0], estimate_x0=False)

@@ -32,6 +32,7 @@ from ..parameters import Parameter
 from ..runtime.user_warnings import warn_user
 from ..transcription.delayed import DelayPlan, late_predictor, simulated_predictor
 from .arguments import as_bounds
+from .statement import flat_table
 
 __all__ = ["estimate_with_delays", "MAX_ROUNDS"]
 
@@ -114,9 +115,20 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     docstring).  ``options`` are ``estimate``'s other arguments."""
     plan = DelayPlan.of(model)
     experiments = list(experiments)
+    for e in experiments:  # before a round restates them (a y of the wrong width)
+        e.check(model)
     options = dict(options)
     if isinstance(p0, Mapping) and p0 and all(isinstance(q, Parameter) for q in p0.values()):
         p0 = list(p0.values())  # the table's other form (as estimate reads it)
+    restated = (options.get("per_experiment") is not None
+                or any(e.parameters for e in experiments))
+    if restated and not _is_table(p0) and (options.get("multistart") or 1) <= 1:
+        # the rounds' estimates are the restated problem's (a parameter per
+        # experiment), no flat vector of the model's: a table carries them
+        # from round to round (a user's bias per maneuver: "p0 must have 7
+        # entries, got 8" in the second round)
+        p0 = flat_table(model, experiments, p0, options.pop("p_bounds", None),
+                        options.pop("parameter_scale", None))
     if options.get("warm_start") is not None:
         raise ValueError("`warm_start` cannot start a model with delays (each round restates "
                          "the data); pass the earlier result's `p` as `p0`")
@@ -198,6 +210,17 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
                                   np.where(free, lo, centres), np.where(free, hi, centres))
     if user_bounds is not None:
         result.settings["p_bounds"] = [np.asarray(b, float).tolist() for b in user_bounds]
+    elif result.settings.get("p_bounds") is not None:
+        # a table's (restated) bounds, in the result's order: the delays' are
+        # the user's, not the last round's trust box
+        lower, upper = (list(b) for b in result.settings["p_bounds"])
+        for k, j in enumerate(plan.estimated):
+            name = model.p_names[j]
+            if name in result.p_names and len(lower) == len(result.p_names):
+                i = list(result.p_names).index(name)
+                lower[i], upper[i] = ((float(lo[k]), float(hi[k])) if free[k]
+                                      else (float(centres[k]), float(centres[k])))
+        result.settings["p_bounds"] = [lower, upper]
     result.wall_time = wall
     return _user_result(result, plan, experiments, rounds, last_centres)
 
@@ -253,8 +276,16 @@ def _next_start(p0: Any, result: Any, model: Model) -> Any:
     if not _is_table(p0):
         return np.asarray(result.p, float).copy()
     value = dict(zip(result.p_names, np.asarray(result.p, float)))
-    return [dataclasses.replace(q, start=float(value[q.name])) if q.name in value else q
-            for q in p0]
+    table = [dataclasses.replace(q, start=float(value[q.name])) if q.name in value else q
+             for q in p0]
+    # a parameter per experiment (per_experiment's "b[run 1]"): its own entry,
+    # the shared one's bounds and scale, so that the next round starts there
+    shared = {q.name: q for q in p0}
+    for name, v in value.items():
+        base = name.split("[", 1)[0]
+        if name not in shared and name.endswith("]") and base in shared:
+            table.append(dataclasses.replace(shared[base], name=name, start=float(v)))
+    return table
 
 
 def _delays_of(result: Any, values: Any, plan: DelayPlan) -> np.ndarray:

@@ -494,16 +494,20 @@ def profile(
                          f"({result.message})")
     if result._delays is not None and result._delays.estimated:
         bounds = result.settings.get("p_bounds")
-        delays = result._delays.estimated
-        free = (bounds is None or any(float(bounds[0][j]) < float(bounds[1][j])
-                                      for j in delays))
-        if free:
-            names = [result._delays.model.p_names[j] for j in delays]
+        names = [result._delays.model.p_names[j] for j in result._delays.estimated]
+        at = {n: i for i, n in enumerate(result.p_names)}  # a table's order is its own
+
+        def held(name: str) -> bool:  # a delay fixed (equal bounds, estimate=False)
+            return (bounds is not None and name in at and len(bounds[0]) == len(at)
+                    and not float(bounds[0][at[name]]) < float(bounds[1][at[name]]))
+
+        if not all(held(n) for n in names):
             raise ValueError(
                 f"profiles of a fit with estimated delays ({', '.join(names)}) are not "
                 "available: each point would need the delays' rounds "
                 "(estimation/delays.py); fit again with the delays held at their estimates "
-                "(p_bounds with equal bounds there, or --fix NAME=VALUE) and profile that fit")
+                "(p_bounds with equal bounds there, Parameter(estimate=False) in a table, or "
+                "--fix NAME=VALUE) and profile that fit")
     # on a log scale the value 0 is a parameter of 1, not an edge: no steps
     # relative to the value there (a rate near 1 walked into 1e-6 steps at
     # log10 k = 0 and ran out of points, "non-identifiable")

@@ -500,7 +500,7 @@ class EstimationResult:
         names = self.y_names or [f"y{k}" for k in range(self.noise_sigma.size)]
         sigmas = ", ".join(f"{n} {s:.4g}" for n, s in zip(names, self.noise_sigma))
         models = self.settings.get("noise_model")
-        auto = ("the likelihood, each output's noise estimated (weights='auto')"
+        auto = ("the likelihood, each output's noise estimated (as weights='auto' does)"
                 if not models or how == "estimated" and all(m.endswith(": normal, sigma estimated")
                                                             for m in models)
                 else "the likelihood of the noise models: " + "; ".join(models))

@@ -82,6 +82,11 @@ def test_only_systematic_residuals_far_above_the_noise_are_flagged():
     [note] = lack_of_fit([np.c_[y, 100 * y]], [np.c_[off, 100 * y]], ["e"], ["y", "big"],
                          unweighted=True)
     assert "output 'y'" in note and "weights='auto'" in note
+    assert "runs test z = " in note
+    # every residual above the data: one run, no z to quote (a user read
+    # "runs test z = 0.0" as no evidence)
+    [note] = lack_of_fit([y[:, None]], [good - 0.5], *args)
+    assert "every residual of one sign" in note and "runs test" not in note
 
 
 def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_fit():

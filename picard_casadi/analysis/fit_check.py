@@ -170,11 +170,15 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                              f"levels off (t = {where}{more}): gross outliers pull a "
                              "least-squares fit (if they are faulty, drop them: NaN in "
                              "y); or " + causes)
+                # every residual of one sign has a single run: no z to quote
+                # (a user read "z = 0.0" as no evidence)
+                runs = ("every residual of one sign" if one_sign else
+                        f"in long runs of one sign (runs test z = {z:.1f})")
                 notes.append(
                     f"{LACK_OF_FIT} of output {output!r} in "
                     f"experiment {name!r}: residuals {math.sqrt(ratio):.1f} times the noise "
-                    f"level estimated from the data, in long runs of one sign (runs test z = "
-                    f"{z:.1f}); {these} or a model that cannot describe these data")
+                    f"level estimated from the data, {runs}; {these} or a model that cannot "
+                    "describe these data")
     return notes
 
 

@@ -230,6 +230,7 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
                        label="a solve starts (new weights, mesh or method)" if n == 0
                        else None)
         ax.set_xlabel("iteration (all solves)" if starts.size else "iteration")
+        ax.set_ylabel("value (log scale; the legend names each)")
         ax.grid(alpha=0.3, which="both")
         # beside the axes: inside, it hid the late iterations
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))

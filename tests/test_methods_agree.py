@@ -134,7 +134,7 @@ def test_shooting_reports_its_own_gap_and_sum_of_squares():
     assert res.ssr == pytest.approx(float(np.sum((exp.y[:, 0] - simulated) ** 2)), rel=1e-6)
 
 
-def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeypatch):
+def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeypatch, tmp_path):
     # options not nested per problem, or for a problem or method not in the study,
     # were ignored (the study ran on the defaults); an option one method does not
     # take failed at the first row that met it, after the rows before had run
@@ -159,6 +159,20 @@ def test_compare_refuses_options_it_cannot_apply_before_running_anything(monkeyp
                                 options={"tr_solver": "cg"})
     with pytest.raises(TypeError, match=r"problem 'mine' with method 'shooting'.*tr_solver"):
         compare([mine], ["picard-gn", "shooting"])
+    # as the command line does: a bad seed, an empty list, an output folder
+    # that cannot be made (a negative seed stopped the study after its first
+    # rows, a folder under a file after all of them)
+    with pytest.raises(ValueError, match=r"`seeds` must be integers >= 0 \(noise seeds\), "
+                                         r"got \[-1, 0.5\]"):
+        compare(["vdp"], ["ipopt"], seeds=[0, -1, 0.5])
+    for kw, what in ((dict(methods=[]), "methods"), (dict(seeds=[]), "seeds")):
+        with pytest.raises(ValueError, match=f"`{what}` is empty: give at least one"):
+            compare(["vdp"], **{"methods": ["ipopt"], **kw})
+    with pytest.raises(ValueError, match="`problem_names` is empty"):
+        compare([], ["ipopt"])
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"`out` .*afile.* is a file, so the folder"):
+        compare(["vdp"], ["ipopt"], out=tmp_path / "afile" / "sub")
     assert ran == []
     # one name where a sequence belongs is that one name (it read "v", "i", ...)
     compare("vdp", "ipopt", seeds=3)
@@ -175,3 +189,20 @@ def test_the_comparison_figure_does_not_magnify_equal_misfits():
     fig = plot_comparison(rows)
     low, high = fig.axes[1].get_ylim()
     assert high / low >= 9.0
+
+
+def test_the_table_says_why_a_run_failed():
+    # a failed run's row read like the others, its reason only in the CSV
+    # (a user's study: picard at its iteration limit looked the best)
+    from picard_casadi.studies.compare import COLUMNS, format_markdown
+
+    base = dict.fromkeys(COLUMNS, 0.0) | dict(problem="vdp", seed=0, estimate=[1.0],
+                                              fit_warnings="", build_cached=float("nan"))
+    rows = [base | dict(method="picard-gn", success=True, certified=True, message="converged"),
+            base | dict(method="picard", success=False, certified=False,
+                        message="iteration limit reached (max_iter=5000); the gaps ...")]
+    md = format_markdown(rows)
+    assert "| 0.00 | - |" in md  # one run: no cached build to show
+    assert md.rstrip().endswith("- vdp seed 0 picard: iteration limit reached (max_iter=5000)")
+    assert "not an optimum's" in md
+    assert "Not converged" not in format_markdown(rows[:1])

@@ -34,6 +34,7 @@ import numpy as np
 from ..analysis.fit_check import is_fit_note
 from ..runtime.codegen import cache_at
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
+from ..runtime.output_files import check_output_folder
 from .registry import _entry as make_problem_entry
 from .registry import problem as make_problem
 
@@ -42,6 +43,8 @@ __all__ = ["compare", "format_markdown", "COLUMNS"]
 COLUMNS = ("problem", "seed", "method", "success", "certified", "rel_error", "misfit", "gap",
            "iterations", "build_first", "build_cached", "solve_time", "estimate", "message",
            "fit_warnings")
+#: the files ``out`` receives
+OUTPUT_FILES = ("table.csv", "table.md", "comparison.png")
 
 
 def _median(values: list[float]) -> float:
@@ -116,6 +119,20 @@ def compare(
         methods = [methods]
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         seeds = [int(seeds)]
+    # what the command line refuses before any run, refused here too (a
+    # negative seed stopped the study after its first rows, a folder under a
+    # file after all of them, an empty list returned nothing)
+    for what, entries in (("problem_names", problem_names), ("methods", methods),
+                          ("seeds", seeds)):
+        if len(list(entries)) == 0:
+            raise ValueError(f"`{what}` is empty: give at least one")
+    seeds = list(seeds)
+    bad = [s for s in seeds if isinstance(s, bool)
+           or not isinstance(s, (int, np.integer)) or s < 0]
+    if bad:
+        raise ValueError(f"`seeds` must be integers >= 0 (noise seeds), got {bad}")
+    if out is not None:
+        check_output_folder(out, OUTPUT_FILES, overwrite=True, option="`out`")
     for m in methods:
         get_method(m)  # unknown names: ValueError listing the valid ones
     if int(repeats) != repeats or repeats < 1:
@@ -222,7 +239,8 @@ def _print_row(row: dict[str, Any]) -> None:
           f"{'' if row['certified'] or not row['success'] else '(not certified) '}"
           f"{err} it {row['iterations']:5d} "
           f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s"
-          + (" (fit flagged: FitWarning)" if row.get("fit_warnings") else ""), flush=True)
+          + (" (fit flagged: FitWarning)" if row.get("fit_warnings") else "")
+          + ("" if row["success"] else f": {_first_clause(row['message'], 100)}"), flush=True)
 
 
 def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: int,
@@ -330,11 +348,29 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
         est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
         seed = "-" if r["seed"] is None else r["seed"]
         err = f"{r['rel_error']:.2%}" if _known(r["rel_error"]) else "-"
+        cached = f"{r['build_cached']:.2f}" if _known(r["build_cached"]) else "-"
         lines.append(
             f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
             f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | "
             f"{r['gap']:.1e} | {r['iterations']} | "
-            f"{r['build_first']:.2f} | {r['build_cached']:.2f} | {r['solve_time']:.3f} | {est} | "
+            f"{r['build_first']:.2f} | {cached} | {r['solve_time']:.3f} | {est} | "
             f"{'yes' if r.get('fit_warnings') else 'no'} |"
         )
+    failed = [r for r in rows if not r["success"]]
+    if failed:
+        # why each failed (the CSV's message column): a failed run's misfit and
+        # error are those of where it stopped, not of an optimum
+        lines.append("")
+        lines.append("Not converged (their misfit and error are where they stopped, "
+                     "not an optimum's):")
+        lines.append("")
+        for r in failed:
+            seed = "" if r["seed"] is None else f" seed {r['seed']}"
+            lines.append(f"- {r['problem']}{seed} {r['method']}: {_first_clause(r['message'])}")
     return "\n".join(lines) + "\n"
+
+
+def _first_clause(message: str, limit: int = 160) -> str:
+    """A message's first clause (up to its first ';'), at most ``limit`` characters."""
+    head = str(message).split(";", 1)[0].strip()
+    return head if len(head) <= limit else head[:limit - 3] + "..."

@@ -281,6 +281,20 @@ def test_exported_c_example_compiles_and_matches_python(tmp_path):
     assert np.max(np.abs(pu_c - pu_py)) <= 1e-12 * max(1, np.max(np.abs(pu_py)))
 
 
+def test_export_c_refuses_a_bad_interval_length_and_folder(tmp_path):
+    # T = -1 wrote an example that integrated backwards; a folder under a file
+    # raised NotADirectoryError from pathlib
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, name="decay")
+    for T in (-1.0, 0.0, float("nan"), "long"):
+        with pytest.raises(ValueError, match=r"`T` must be a positive number"):
+            export_c(model, tmp_path / "out", T=T)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"`directory` .*afile.* cannot be created"):
+        export_c(model, tmp_path / "afile" / "sub")
+    assert not (tmp_path / "out").exists()
+
+
 @needs_cc
 def test_several_sources_compile_side_by_side_into_one_library(tmp_path):
     """IPOPT's NLP comes as one C file per function: compiled to objects in

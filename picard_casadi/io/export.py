@@ -25,6 +25,7 @@ the calling convention (``<fun>_work`` gives the work-array sizes).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def export_c(model: Model, directory: str | Path, *, nodes: int = 9,
     nodes, scheme, n : int, str, int
         Quadrature and Picard order of the exported interval functions.
     T : float
-        Interval length used by the example program.
+        Interval length used by the example program (positive).
     prefix : str, optional
         C name prefix (default: the model's name).
     example_point : dict, optional
@@ -127,9 +128,26 @@ def export_c(model: Model, directory: str | Path, *, nodes: int = 9,
     -------
     Path
         The folder.
+
+    Raises
+    ------
+    ValueError
+        A ``T`` that is not a positive number, a folder that cannot be created.
     """
+    try:
+        T = float(T)
+    except (TypeError, ValueError):
+        raise ValueError(f"`T` must be a positive number (the example's interval length), "
+                         f"got {T!r}") from None
+    if not (math.isfinite(T) and T > 0):
+        raise ValueError(f"`T` must be a positive number (the example's interval length), "
+                         f"got {T!r}")
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"`directory` {str(directory)!r} cannot be created "
+                         f"({err.strerror or err}); give another folder") from None
     funcs = exported_functions(model, nodes=nodes, scheme=scheme, n=n, prefix=prefix)
     base = _c_identifier(prefix or model.name)
     gen = ca.CodeGenerator(f"{base}.c", {"with_header": True})

@@ -260,7 +260,7 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
 
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    panels = [("solve_time", "solve time [s] (median)", 1.0)]
+    panels = [("solve_time", "solve time [s] (wall clock; median of the repeats)", 1.0)]
     if any(known(r.get("rel_error")) for r in rows):
         panels.append(("rel_error", "relative error to truth [%]", 100.0))
     if any(not known(r.get("rel_error")) for r in rows):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import os
 import statistics
 import tempfile
 import time
@@ -42,7 +43,7 @@ __all__ = ["compare", "format_markdown", "COLUMNS"]
 
 COLUMNS = ("problem", "seed", "method", "success", "certified", "rel_error", "misfit", "gap",
            "iterations", "build_first", "build_cached", "solve_time", "estimate", "message",
-           "fit_warnings")
+           "fit_warnings", "cpu_time")
 #: the files ``out`` receives
 OUTPUT_FILES = ("table.csv", "table.md", "comparison.png")
 
@@ -230,6 +231,13 @@ def _known(value: Any) -> bool:
     return value is not None and np.isfinite(value)
 
 
+def _processor_time() -> float:
+    """This process's processor time and its finished children's (the C
+    compiler), user and system, in seconds."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _print_row(row: dict[str, Any]) -> None:
     seed = "-" if row["seed"] is None else row["seed"]
     err = (f"err {row['rel_error']:.3%}" if _known(row["rel_error"]) else
@@ -238,7 +246,8 @@ def _print_row(row: dict[str, Any]) -> None:
           f"{'ok ' if row['success'] else 'FAIL'} "
           f"{'' if row['certified'] or not row['success'] else '(not certified) '}"
           f"{err} it {row['iterations']:5d} "
-          f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s"
+          f"solve {row['solve_time']:.2f}s build {row['build_first']:.2f}s "
+          f"cpu {row.get('cpu_time', float('nan')):.2f}s"
           + (" (fit flagged: FitWarning)" if row.get("fit_warnings") else "")
           + ("" if row["success"] else f": {_first_clause(row['message'], 100)}"), flush=True)
 
@@ -258,11 +267,13 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
     mkw.setdefault("refine", False)
     mkw.update(codegen=codegen, uncertainty=False)  # the study's, over the problem's options
     runs = []
+    cpu: list[float] = []
     with cache_at(cache):
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _processor_time()
             res = prob.estimate(method, **mkw)
             runs.append((res, time.perf_counter() - t0))
+            cpu.append(_processor_time() - c0)
     res = runs[-1][0]
     builds = [r.timings.get("build", 0.0) for r, _ in runs]
     return {
@@ -277,6 +288,10 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
         "build_first": builds[0],
         "build_cached": _median(builds[1:]) if len(builds) > 1 else float("nan"),
         "solve_time": _median([r.timings.get("solve", np.nan) for r, _ in runs]),
+        # the whole call's processor time, the build and its C compiler
+        # included (the wall clock of a shared machine counts the other
+        # processes' turns too)
+        "cpu_time": _median(cpu),
         "estimate": [float(v) for v in res.p],
         "message": res.message,
         # a converged fit can still be flagged (a poor local minimum, a parameter
@@ -341,9 +356,9 @@ def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_markdown(rows: list[dict[str, Any]]) -> str:
     """The study's table in Markdown."""
     head = ("| problem | seed | method | ok | certified | rel. error | misfit | gap | "
-            "iterations | build (cold) [s] | build (cached) [s] | solve [s] | estimate | "
-            "fit flagged |")
-    lines = [head, "|" + "---|" * 14]
+            "iterations | build (cold) [s] | build (cached) [s] | solve [s] | CPU [s] | "
+            "estimate | fit flagged |")
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
         seed = "-" if r["seed"] is None else r["seed"]
@@ -353,7 +368,8 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
             f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | "
             f"{r['gap']:.1e} | {r['iterations']} | "
-            f"{r['build_first']:.2f} | {cached} | {r['solve_time']:.3f} | {est} | "
+            f"{r['build_first']:.2f} | {cached} | {r['solve_time']:.3f} | "
+            f"{r.get('cpu_time', float('nan')):.3f} | {est} | "
             f"{'yes' if r.get('fit_warnings') else 'no'} |"
         )
     failed = [r for r in rows if not r["success"]]

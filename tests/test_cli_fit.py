@@ -688,11 +688,38 @@ def test_fit_reads_a_petab_problem(here, capsys):
     assert "deprecated" not in err  # the petab library's pandas warnings are not the user's
     assert saved["p_names"][:2] == ["Epo_degradation_BaF3", "k_exp_hetero"]
     assert saved["p_scales"][:6] == ["log10"] * 6
-    code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", "1")
-    assert code == 2 and "--p0: a PEtab problem states these in its tables" in err
-    assert "--p0 in the parameter table's nominalValue" in err  # where to edit it
+    code, out, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--bounds", "k_phos=1:2")
+    assert code == 2 and "--bounds: a PEtab problem states these in its tables" in err
+    assert "--bounds in the parameter table's lowerBound and upperBound" in err  # where to edit
     code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--petab", str(PETAB_BOEHM))
     assert code == 2 and "give either MODEL.py DATA.csv or --petab" in err
+
+
+def test_p0_gives_a_petab_problem_new_starts(here, capsys, monkeypatch):
+    # a user could try another start only by editing the parameter table
+    estimate_module = sys.modules["picard_casadi.estimate"]
+    seen = []
+
+    def estimate(model, exps, p0, *args, **kwargs):  # the start it was given, no fit
+        seen.append(p0)
+        raise ValueError("stopped here")
+
+    monkeypatch.setattr(estimate_module, "estimate", estimate)
+    code, _, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", "k_phos=20000")
+    assert code == 2 and "stopped here" in err
+    table = {q.name: q for q in seen[0]}
+    assert table["k_phos"].start == 20000.0 and table["k_phos"].scale == "log10"
+    assert table["k_phos"].bounds == pc.read_petab(PETAB_BOEHM).parameters[5].bounds
+    values = ",".join(["0.5"] * 6 + ["0.693", "0.107"])
+    _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", values)
+    assert [q.start for q in seen[1]][:6] == [0.5] * 6
+    for bad, pattern in (("1,2", r"--p0: 2 value\(s\), but the parameter table has 8 entries"),
+                         ("k_phoss=3", r"--p0: names 'k_phoss' \(did you mean 'k_phos'\?\)"),
+                         ("k_phos=-3", r"--p0: Parameter 'k_phos': `start` -3 is outside its"),
+                         ("k_phos=x", r"--p0: 'k_phos=x': give one number per entry")):
+        code, _, err = _main(capsys, "fit", "--petab", str(PETAB_BOEHM), "--p0", bad)
+        assert code == 2 and re.search(pattern, _one_error_line(err)), err
+    assert len(seen) == 2
 
 
 def test_fit_says_what_is_wrong_with_a_file_that_is_not_a_petab_problem(here, capsys):

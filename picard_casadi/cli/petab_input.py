@@ -10,12 +10,11 @@ from .errors import CliError
 __all__ = ["petab_input", "PETAB_EXCLUSIVE"]
 
 #: flags that a PEtab problem's tables already say (the tables are the statement)
-PETAB_EXCLUSIVE = ("p0", "x0", "bounds", "fix", "weights", "noise", "scale", "per_experiment",
+PETAB_EXCLUSIVE = ("x0", "bounds", "fix", "weights", "noise", "scale", "per_experiment",
                    "conditions", "input_hold")
 
 #: where a PEtab problem states what each refused flag would set
 _WHERE = {
-    "--p0": "the parameter table's nominalValue",
     "--x0": "the SBML model's initial values and initial assignments, or the condition table",
     "--x0-known": "the SBML model's initial values and initial assignments, or the condition "
                   "table",
@@ -55,4 +54,36 @@ def petab_input(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, An
         raise CliError(str(err)) from None
     except (ValueError, NotImplementedError, OSError) as err:
         raise CliError(f"--petab: {err}") from None
-    return prob.model, prob.experiments, prob.parameters, {"noise": prob.noise}
+    table = list(prob.parameters)
+    if getattr(args, "p0", None):
+        table = _restarted(table, args.p0)
+    return prob.model, prob.experiments, table, {"noise": prob.noise}
+
+
+def _restarted(table: list, text: str) -> list:
+    """The table with the starts of ``--p0``: one number per entry in the
+    table's order (a fit's ``p`` in ``result.json``), or ``NAME=VALUE`` pairs
+    for some entries; values on the linear scale, bounds and scales kept."""
+    from ..parameters import with_starts
+
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        if items and all("=" in item for item in items):
+            values: Any = {}
+            for item in items:
+                name, value = item.split("=", 1)
+                values[name.strip()] = float(value)
+        else:
+            values = [float(item) for item in items]
+    except ValueError:
+        raise CliError(f"--p0: {text!r}: give one number per entry of the parameter table "
+                       "(comma separated, in its order) or NAME=VALUE pairs") from None
+    if isinstance(values, list) and len(values) != len(table):
+        raise CliError(f"--p0: {len(values)} value(s), but the parameter table has "
+                       f"{len(table)} entries ({', '.join(q.name for q in table)}): give one "
+                       "per entry in this order (a fit's p in result.json), or NAME=VALUE "
+                       "pairs for some of them")
+    try:
+        return with_starts(table, values)
+    except ValueError as err:
+        raise CliError(f"--p0: {str(err).replace('`p0` ', '')}") from None

@@ -30,6 +30,14 @@ def _chain(a0_from_p: bool = False):
                     p_names=["k1", "k2", "A0", "bias"], x0=[p[2], 0.0] if a0_from_p else None)
 
 
+def _chain_table():
+    """``_chain``'s parameters: both rates on log10 scales, ``A0`` fixed at 10."""
+    return [pc.Parameter("k1", 0.3, (1e-3, 1e3), "log10"),
+            pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
+            pc.Parameter("A0", 10.0, estimate=False),
+            pc.Parameter("bias", 0.0, (-5, 5))]
+
+
 def _data(biases=(0.5, -0.3), A0=10.0, seed=0):
     model = _chain()
     rng = np.random.default_rng(seed)
@@ -77,10 +85,7 @@ def test_log10_parameters_reach_the_same_optimum_with_both_scales_reported():
 def test_a_parameter_table_gives_starts_bounds_scales_and_fixed_values():
     model = _chain()
     exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
-    table = [pc.Parameter("k1", 0.3, (1e-3, 1e3), "log10"),
-             pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
-             pc.Parameter("A0", 10.0, estimate=False),
-             pc.Parameter("bias", 0.0, (-5, 5))]
+    table = _chain_table()
     res = pc.estimate(model, exps, table, estimate_x0=False)
     assert res.success and res.p[2] == 10.0
     assert res.p == pytest.approx([0.5, 0.2, 10.0, 0.5], abs=0.05)
@@ -92,10 +97,7 @@ def test_numbers_for_a_problem_s_table_keep_its_bounds_and_scales():
     # of the model's length dropped the table's log scales silently
     model = _chain()
     exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
-    table = [pc.Parameter("k1", 0.3, (1e-3, 1e3), "log10"),
-             pc.Parameter("k2", 0.3, (1e-3, 1e3), "log10"),
-             pc.Parameter("A0", 10.0, estimate=False),
-             pc.Parameter("bias", 0.0, (-5, 5))]
+    table = _chain_table()
     prob = pc.Problem(name="chain", model=model, experiments=exps, p_true=None, p0=table,
                       p_bounds=None, options={"estimate_x0": False}, x0_true=[])
     first = prob.estimate()

@@ -135,13 +135,13 @@ def export_c(model: Model, directory: str | Path, *, nodes: int = 9,
         A ``T`` that is not a positive number, a folder that cannot be created.
     """
     try:
-        T = float(T)
+        positive = math.isfinite(float(T)) and float(T) > 0
     except (TypeError, ValueError):
-        raise ValueError(f"`T` must be a positive number (the example's interval length), "
-                         f"got {T!r}") from None
-    if not (math.isfinite(T) and T > 0):
+        positive = False
+    if not positive:
         raise ValueError(f"`T` must be a positive number (the example's interval length), "
                          f"got {T!r}")
+    T = float(T)
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)

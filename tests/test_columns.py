@@ -36,6 +36,28 @@ def test_channels_by_header_name_with_angles_in_radians(tmp_path):
     assert kept.units["alpha"] == "DEG"
 
 
+def test_degrees_converted_twice_or_not_at_all_are_named(tmp_path):
+    # a header's DEG converted alpha, and scale={"al": pi/180} again: 0.27 deg
+    # for 15.7, silently; a conversion asked where the header has no DEG did nothing
+    f = tmp_path / "run.asc"
+    f.write_text(HEADED)
+    with pytest.raises(ValueError, match=r"`scale`\['al'\] converts degrees to radians, but "
+                                         r"its header unit 'DEG' already had it converted"):
+        pc.read_columns(f, {"al": "ALPHA"}, scale={"al": math.pi / 180})
+    kept = pc.read_columns(f, {"al": "ALPHA"}, scale={"al": math.pi / 180},
+                           degrees_to_radians={"al": False})  # the fix it names
+    np.testing.assert_allclose(kept["al"], np.radians([1, 2, 3, 4]), rtol=1e-15)
+    np.testing.assert_allclose(pc.read_columns(f, {"al": "ALPHA"}, scale={"al": -1.0})["al"],
+                               -np.radians([1, 2, 3, 4]), rtol=1e-15)  # another factor: fine
+    with pytest.raises(ValueError, match=r"`degrees_to_radians`\['V'\]: the header of .* gives "
+                                         r"its column the unit 'M/S', not degrees"):
+        pc.read_columns(f, {"V": "VTAS"}, degrees_to_radians={"V": True})
+    plain = tmp_path / "plain.txt"
+    plain.write_text("0.0 1.0\n0.5 2.0\n")
+    with pytest.raises(ValueError, match=r"unit '\(none\)', not degrees.*scale=\{'p': "):
+        pc.read_columns(plain, {"p": 2}, degrees_to_radians={"p": True})
+
+
 def test_numbered_channels_without_header_and_factors(tmp_path):
     f = tmp_path / "plain.txt"
     f.write_text("0.0 1.0D+00 5\n0.5 2.0d+00 6\n1.0 3.0E+00 7\n")

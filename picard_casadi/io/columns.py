@@ -104,7 +104,9 @@ def read_columns(path: str | Path, columns: Mapping[str, int | str], *,
     ValueError
         Naming the file, the line or the channel: no rows of numbers, rows of
         different lengths, a column number beyond the file's, a header name
-        that is not there, a non-finite factor.
+        that is not there, a non-finite factor, a channel converted from
+        degrees twice (the header's ``DEG`` and a ``scale`` of ``pi/180``), a
+        conversion asked for a channel the header does not give in degrees.
     """
     path = Path(path)
     if not isinstance(columns, Mapping) or not columns:
@@ -170,15 +172,28 @@ def read_columns(path: str | Path, columns: Mapping[str, int | str], *,
             index = int(col) - 1
         v = data[:, index].copy()
         unit = units[index]
+        asked = isinstance(degrees_to_radians, Mapping) and bool(degrees_to_radians.get(name))
         convert = (degrees_to_radians.get(name, False) if isinstance(degrees_to_radians, Mapping)
                    else bool(degrees_to_radians))
-        if convert and _DEGREES.match(unit):
+        converted = convert and bool(_DEGREES.match(unit))
+        if asked and not converted:
+            raise ValueError(
+                f"`degrees_to_radians`[{name!r}]: the header of {path} gives its column the "
+                f"unit {unit or '(none)'!r}, not degrees, so nothing would be converted; give "
+                f"the factor instead, scale={{{name!r}: math.pi / 180}}")
+        if converted:
             v *= math.pi / 180.0
             unit = re.sub(r"(?i)^deg(rees?)?", "rad", unit)
         if name in factors:
             factor = float(factors.pop(name))
             if not math.isfinite(factor):
                 raise ValueError(f"`scale`[{name!r}] must be a finite number, got {factor}")
+            if converted and math.isclose(abs(factor), math.pi / 180.0, rel_tol=1e-6):
+                # the header's DEG already converted it: twice gave 0.27 deg for 15.7
+                raise ValueError(
+                    f"`scale`[{name!r}] converts degrees to radians, but its header unit "
+                    f"{units[index]!r} already had it converted (degrees_to_radians): drop "
+                    f"it from `scale`, or pass degrees_to_radians={{{name!r}: False}}")
             v *= factor
         values[name] = v
         out_units[name] = unit

@@ -696,3 +696,11 @@ class EstimationResult:
         if self.experiment_names and len(experiments) != len(self.experiment_names):
             raise ValueError(f"{where} was fitted to {len(self.experiment_names)} "
                              f"experiment(s); {len(experiments)} were given")
+        measured = sum(int(np.count_nonzero(np.isfinite(np.asarray(e.y, float))))
+                       for e in experiments)
+        if self.n_measurements and measured != self.n_measurements:
+            # other data: a profile re-fitted them beside the file's standard
+            # errors (a user passed the first 300 of 601 samples)
+            raise ValueError(f"{where} was fitted to {self.n_measurements} measured values; "
+                             f"the experiments given hold {measured}: pass the data it was "
+                             "fitted to (or fit these data)")

@@ -153,3 +153,19 @@ def test_another_models_result_is_refused_where_it_is_attached(result, tmp_path)
         pc.EstimationResult.from_json(path, model=lv.model, experiments=lv.experiments)
     with pytest.raises(ValueError, match=r"`warm_start` is a result of another model"):
         pc.estimate(lv.model, lv.experiments, p0=[1, 1, 1, 1], warm_start=result)
+
+
+def test_other_data_are_refused_where_the_result_is_attached(result, tmp_path):
+    # a user attached the first 300 of 601 samples: the profile re-fitted them
+    # beside the file's standard errors, silently
+    path = tmp_path / "r.json"
+    result.to_json(path)
+    prob = pc.problem("vdp", seed=0)
+    exp = prob.experiments[0]
+    half = pc.Experiment(exp.t[: exp.t.size // 2], exp.y[: exp.t.size // 2], x0=exp.x0,
+                         name=exp.name)
+    with pytest.raises(ValueError, match=rf"fitted to {result.n_measurements} measured values; "
+                                         rf"the experiments given hold \d+: pass the data"):
+        pc.EstimationResult.from_json(path, model=prob.model, experiments=[half])
+    back = pc.EstimationResult.from_json(path, model=prob.model, experiments=prob.experiments)
+    assert back.predict(0).shape == exp.y.shape

@@ -313,8 +313,8 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
                  ) -> plt.Figure:
     """Profile likelihoods (:class:`~picard_casadi.studies.profile.Profile`), one panel each.
 
-    Each panel: the profile statistic ``(PL(c) - WSSR) / s^2`` at the
-    computed points, the threshold, the profile interval (vertical lines,
+    Each panel: the profile statistic at the computed points (``2 (nllh(c) -
+    nllh)`` for a likelihood profile, else ``(PL(c) - WSSR) / s^2``), the threshold, the profile interval (vertical lines,
     an arrow where it is open), the Wald parabola ``((c - estimate) /
     std)^2`` and the Wald interval (``p_ci``, a bar on the axis).
 
@@ -354,11 +354,12 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
                     label="Wald (quadratic)")
         if prof.wald is not None and np.all(np.isfinite(prof.wald[i])):
             ax.plot(prof.wald[i], [0.02 * top] * 2, "|-", color="0.35", lw=2.5, ms=10,
-                    label="Wald 95 % (p_ci)")
+                    label=f"Wald {pct} (p_ci)")
         ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
         ax.set_ylim(-0.04 * top, top)
         ax.set_xlabel(prof.names[i])
-        ax.set_ylabel("(PL - WSSR) / s$^2$")
+        ax.set_ylabel("2 (nllh(c) - nllh)" if getattr(prof, "noise", "") == "likelihood"
+                      else "(PL - WSSR) / s$^2$")
         ax.set_title(f"{prof.names[i]}: [{lo:.4g}, {hi:.4g}] ({pct})", fontsize=9)
         ax.grid(alpha=0.3)
     axes.ravel()[0].legend(fontsize=7, loc="upper center")

@@ -443,7 +443,9 @@ def profile(
     result : EstimationResult
         A converged estimate, from this session (or with ``model`` and
         ``experiments`` given).  Its method and settings are used for every
-        profile point, its weights held fixed.
+        profile point: with ``noise="likelihood"`` (the default for a fit of
+        the likelihood) each point re-estimates the noise levels, otherwise
+        the fit's weights are held fixed.
     parameters : sequence of str or int, optional
         Which parameters (default: every free one).
     confidence : float

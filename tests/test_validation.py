@@ -85,6 +85,16 @@ def test_experiment_non_finite_times_named():
         pc.Experiment([0, 1, np.nan, 3], np.ones((4, 1)))
 
 
+def test_experiment_missing_inputs_named_with_their_times():
+    # "`u` must be finite" named neither the column nor the gap (t = 10.0-10.9)
+    u = np.zeros((6, 2))
+    u[2:4, 1] = np.nan
+    with pytest.raises(ValueError, match=r"Experiment 'gap': `u` must be finite; column\(s\) "
+                                         r"\[1\] \(from 0\) are not at 2 time\(s\): t = 1, 1.5 "
+                                         r"\(an input cannot be missing"):
+        pc.Experiment(np.arange(6) * 0.5, np.ones((6, 1)), u=u, name="gap")
+
+
 def test_experiment_y_shape_named():
     with pytest.raises(ValueError, match=r"`y` must have shape \(len\(t\), ny\)"):
         pc.Experiment([0, 1, 2], np.ones((4, 1)), name="e")

@@ -65,5 +65,6 @@ class DiscretisationWarning(UserWarning):
 
 class FitWarning(UserWarning):
     """A converged estimate whose residuals are systematic and far above the data's
-    noise: likely a local minimum, or a model that cannot describe the data
+    noise: a local minimum, or a model that cannot describe the data (unmodelled
+    dynamics, correlated noise: usual in real records)
     (:mod:`picard_casadi.analysis.fit_check`)."""

@@ -98,7 +98,7 @@ def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_
     with pytest.warns(pc.FitWarning, match="systematically off the data of output 'x0'"):
         res = pc.estimate(model, [exp], **kw)
     assert res.success and res.ssr > 10
-    assert any("likely a local minimum" in w for w in res.warnings)
+    assert any("this is a local minimum (try multistart=8" in w for w in res.warnings)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         best = pc.estimate(model, [exp], multistart=8, seed=0, **kw)

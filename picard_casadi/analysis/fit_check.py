@@ -130,7 +130,10 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
         One note per flagged (experiment, output), empty for a fit that
         looks like the noise.
     """
-    causes = "this is likely a local minimum (try multistart=8 or another p0)"
+    # neither cause is the likelier in general: synthetic data fitted from a
+    # poor start are a local minimum, a real record is model error (each of the
+    # flight-test textbook's own optima is flagged so)
+    causes = "this is a local minimum (try multistart=8 or another p0)"
     if unweighted and len(output_names) > 1:
         causes += (", the unweighted loss neglecting an output whose values are small "
                    "next to the others' (weights='auto' weighs each by its noise)")
@@ -178,7 +181,9 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     f"{LACK_OF_FIT} of output {output!r} in "
                     f"experiment {name!r}: residuals {math.sqrt(ratio):.1f} times the noise "
                     f"level estimated from the data, {runs}; {these} or a model that cannot "
-                    "describe these data")
+                    "describe these data exactly (unmodelled dynamics or correlated noise, "
+                    "usual in real records: then the standard errors are too small, "
+                    "docs/uncertainty.md)")
     return notes
 
 

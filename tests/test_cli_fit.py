@@ -420,8 +420,8 @@ def test_fit_png_has_every_experiment_and_residuals(here, capsys, figures):
 
 
 def test_fit_png_draws_the_outputs_each_experiment_measures():
-    # PEtab's Bruno measures one of five outputs per condition: 24 of its 30
-    # panels had no data
+    # PEtab's Bruno measures one to three of its five outputs per condition:
+    # 19 of its 30 panels had no data
     model = _build(SPRING)
     t = np.linspace(0, 4, 20)
     Y = pc.simulate(model, [1.0, 0.0], SPRING_TRUE, t)

@@ -86,8 +86,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     else:
         chosen = [int(e) for e in experiment]
     # each experiment's panels: the outputs it measures (all, where it measures
-    # none), top down; PEtab's Bruno measures one of five outputs per condition,
-    # and 24 of its 30 panels had no data
+    # none), top down; PEtab's Bruno measures one to three of its five outputs
+    # per condition, and 19 of its 30 panels had no data
     measured = {e: [k for k in range(model.ny) if np.any(np.isfinite(experiments[e].y[:, k]))]
                 or list(range(model.ny)) for e in chosen}
     every = all(len(ks) == model.ny for ks in measured.values())

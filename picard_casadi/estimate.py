@@ -560,6 +560,9 @@ def estimate(
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
+        # what codegen="auto" did: False where it ran on CasADi's virtual
+        # machine (no compiler, or no usable cache), which only a warning said
+        compiled=bool(setup.compiled),
         options=asdict(opts), p_bounds=[p_lb.tolist(), p_ub.tolist()],
         x0_bounds=[x_lb.tolist(), x_ub.tolist()], noise_given=noise is not None,
         **result_noise,

@@ -212,8 +212,9 @@ def test_second_identical_run_compiles_nothing():
     prob = pc.problem("vdp", seed=0)
     prob.estimate("picard-gn", codegen=True, uncertainty=False)
     before = codegen.STATS.snapshot()
-    prob.estimate("picard-gn", codegen=True, uncertainty=False)
+    res = prob.estimate("picard-gn", codegen=True, uncertainty=False)
     after = codegen.STATS.snapshot()
+    assert res.settings["compiled"] is True
     assert after["compiled"] == before["compiled"]
     assert after["cache_hits"] > before["cache_hits"]
 
@@ -253,6 +254,8 @@ def test_auto_without_a_compiler_falls_back_and_says_so(monkeypatch):
         res = pc.problem("vdp").estimate("picard-gn", codegen="auto", uncertainty=False)
     assert res.success
     assert any("virtual machine" in w for w in res.warnings)
+    # the settings say it too ("codegen": "auto" was all they said)
+    assert res.settings["codegen"] == "auto" and res.settings["compiled"] is False
 
 
 @needs_cc

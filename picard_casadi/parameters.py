@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "with_starts",
-           "values_by_name", "number_mapping"]
+           "values_by_name", "number_mapping", "is_table"]
 
 #: the parameter scales (PEtab's parameterScale)
 SCALES = ("lin", "log", "log10")
@@ -147,6 +147,13 @@ class Parameter:
     def to_scale(self, value: float) -> float:
         """``value`` on the estimation scale (:func:`on_scale`)."""
         return on_scale(value, self.scale)
+
+
+def is_table(value: Any) -> bool:
+    """Whether ``value`` is a parameter table: a non-empty list or tuple of
+    :class:`Parameter`."""
+    return (isinstance(value, (list, tuple)) and bool(value)
+            and all(isinstance(q, Parameter) for q in value))
 
 
 def number_mapping(value: Any) -> bool:

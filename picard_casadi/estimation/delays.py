@@ -28,7 +28,7 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
-from ..parameters import Parameter
+from ..parameters import Parameter, is_table
 from ..runtime.user_warnings import warn_user
 from ..transcription.delayed import DelayPlan, late_predictor, simulated_predictor
 from .arguments import as_bounds
@@ -54,7 +54,7 @@ def _delay_box(plan: DelayPlan, experiments: Sequence[Experiment], p0: Any,
     m = plan.model
     names = [m.p_names[j] for j in plan.estimated]
     longest = max(e.t_end - e.t0 for e in experiments)
-    if _is_table(p0):
+    if is_table(p0):
         table = {q.name: q for q in p0}
         start, lb, ub, free = [], [], [], []
         for n in names:
@@ -97,11 +97,6 @@ def _delay_box(plan: DelayPlan, experiments: Sequence[Experiment], p0: Any,
     return start, lo, hi, [bool(f) for f in free]
 
 
-def _is_table(p0: Any) -> bool:
-    return isinstance(p0, (list, tuple)) and bool(p0) and all(
-        isinstance(q, Parameter) for q in p0)
-
-
 def _spacing(experiments: Sequence[Experiment]) -> float:
     steps = np.concatenate([np.diff(np.unique(e.t)) for e in experiments])
     steps = steps[steps > 0]
@@ -122,7 +117,7 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
         p0 = list(p0.values())  # the table's other form (as estimate reads it)
     restated = (options.get("per_experiment") is not None
                 or any(e.parameters for e in experiments))
-    if restated and not _is_table(p0) and (options.get("multistart") or 1) <= 1:
+    if restated and not is_table(p0) and (options.get("multistart") or 1) <= 1:
         # the rounds' estimates are the restated problem's (a parameter per
         # experiment), no flat vector of the model's: a table carries them
         # from round to round (a user's bias per maneuver: "p0 must have 7
@@ -232,7 +227,7 @@ def _multistart(estimate: Callable[..., Any], model: Model, plan: DelayPlan,
     their bounds too, and each start runs its own rounds."""
     from .multistart import run_multistart
 
-    if _is_table(p0):
+    if is_table(p0):
         raise ValueError("`multistart` with a parameter table and delays is not available; "
                          "pass `p0` and `p_bounds` as arrays")
     p = np.asarray(p0, float).ravel()
@@ -252,7 +247,7 @@ def _round_start(plan: DelayPlan, p_now: Any, p_bounds: Any, centres: np.ndarray
     """This round's ``p0`` (the delays at their centres) and bounds (the delays
     in their trust box)."""
     m = plan.model
-    if _is_table(p_now):
+    if is_table(p_now):
         at = {m.p_names[j]: k for k, j in enumerate(plan.estimated)}
         table = []
         for q in p_now:
@@ -273,7 +268,7 @@ def _round_start(plan: DelayPlan, p_now: Any, p_bounds: Any, centres: np.ndarray
 
 def _next_start(p0: Any, result: Any, model: Model) -> Any:
     """The next round's start: the last estimate (a table's starts moved)."""
-    if not _is_table(p0):
+    if not is_table(p0):
         return np.asarray(result.p, float).copy()
     value = dict(zip(result.p_names, np.asarray(result.p, float)))
     table = [dataclasses.replace(q, start=float(value[q.name])) if q.name in value else q

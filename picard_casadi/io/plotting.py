@@ -54,8 +54,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     One column per experiment (at most ``columns`` side by side, spread evenly
     over the rows of panels they need), and for each output it measures
     (every output, where it measures none) a panel of data and fit with,
-    below it, a panel of the residuals ``data - fit`` at the sample times.  The lines are CVODES simulations
-    from the estimated ``x0`` with the estimated ``p``.  The title gives the
+    below it, a panel of the residuals ``data - fit`` at the sample times.
+    The lines are CVODES simulations from the estimated ``x0`` with the
+    estimated ``p``.  The title gives the
     verdict: a result with ``success`` False is titled ``FAILED: <message>``
     in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"`` or
     ``"residual:<e>:<k>"`` (experiment index, output index), for scripts
@@ -118,9 +119,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         at_samples = np.searchsorted(t_all, exp.t)
         fit_ax = None
         last = len(measured[e]) - 1
+        labelled = col == 0 or not every  # each panel names its output where they differ
         for i, k in enumerate(measured[e]):
             row = int(first_row[band] + i) * per_output
-            labelled = col == 0 or not every  # each panel names its output where they differ
             fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
             fit_ax.set_gid(f"fit:{e}:{k}")
             colour = colours[k % len(colours)]
@@ -314,9 +315,10 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
     """Profile likelihoods (:class:`~picard_casadi.studies.profile.Profile`), one panel each.
 
     Each panel: the profile statistic at the computed points (``2 (nllh(c) -
-    nllh)`` for a likelihood profile, else ``(PL(c) - WSSR) / s^2``), the threshold, the profile interval (vertical lines,
-    an arrow where it is open), the Wald parabola ``((c - estimate) /
-    std)^2`` and the Wald interval (``p_ci``, a bar on the axis).
+    nllh)`` for a likelihood profile, else ``(PL(c) - WSSR) / s^2``), the
+    threshold, the profile interval (vertical lines, an arrow where it is
+    open), the Wald parabola ``((c - estimate) / std)^2`` and the Wald
+    interval (``p_ci``, a bar on the axis).
 
     Parameters
     ----------

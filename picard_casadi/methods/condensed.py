@@ -665,9 +665,9 @@ class ConstrainedGaussNewtonStep:
                                 "no acceptable step: the solution on the intervals (the "
                                 "fixed point of the Picard map) was not found at any of the "
                                 f"{self._unsettled_trials} trial points since the last step, "
-                                "however close "
-                                "to the iterate (the last one's fixed-point residual "
-                                f"{self._unsettled_residual:.2g} of the states' scales): the "
+                                "however close to the iterate (the last one's fixed-point "
+                                f"residual {self._unsettled_residual:.2g} of the states' "
+                                "scales): the "
                                 "intervals are too long for the dynamics there -- shorten "
                                 "them (T, n), start from a better p0, or use "
                                 "method='single-shooting'"))

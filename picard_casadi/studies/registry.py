@@ -23,15 +23,9 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
-from ..parameters import Parameter, with_starts
+from ..parameters import is_table, with_starts
 
 __all__ = ["Problem", "problem", "problems", "register_problem", "describe_problems"]
-
-
-def _table(p0: Any) -> bool:
-    """Whether ``p0`` is a parameter table (a list or tuple of Parameter)."""
-    return (isinstance(p0, (list, tuple)) and bool(p0)
-            and all(isinstance(q, Parameter) for q in p0))
 
 
 @dataclass
@@ -94,7 +88,7 @@ class Problem:
             kwargs.pop("T", None)
         kwargs.update(overrides)
         p0 = kwargs.pop("p0", self.p0)
-        if "p0" in overrides and _table(self.p0) and not _table(p0):
+        if "p0" in overrides and is_table(self.p0) and not is_table(p0):
             # numbers for the problem's own table: its bounds and scales stay
             p0 = with_starts(self.p0, p0)
         res = estimate(self.model, self.experiments, p0, method, **kwargs)

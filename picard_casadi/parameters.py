@@ -18,7 +18,6 @@ profiles are then on that scale; results report both).
 
 from __future__ import annotations
 
-import difflib
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+from .spelling import with_closest
 
 __all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "with_starts",
            "values_by_name", "number_mapping", "is_table"]
@@ -165,10 +166,7 @@ def number_mapping(value: Any) -> bool:
 
 def _unknown_names(given: Sequence[str], names: Sequence[str], where: str) -> str:
     """The message for names not in ``names``, with the closest spelling of each."""
-    hints = []
-    for name in given:
-        close = difflib.get_close_matches(str(name), list(names), n=1)
-        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    hints = [with_closest(name, names) for name in given]
     return (f"`p0` names {', '.join(hints)}, which {where} does not have; its parameters "
             f"are {', '.join(names)}")
 

@@ -170,7 +170,8 @@ def test_a_start_outside_the_flags_bounds_is_named(here, capsys):
 
 
 @pytest.mark.parametrize("argv,pattern", [
-    (["--bounds", "kk=0:1"], r"--bounds: unknown parameter 'kk'; the model's parameters are k, s"),
+    (["--bounds", "kk=0:1"],
+     r"--bounds: unknown parameter 'kk' \(did you mean 'k'\?\); the model's parameters are k, s"),
     (["--fix", "q=1"], r"--fix: unknown parameter 'q'; the model's parameters are k, s"),
     (["--bounds", "k=3:1"], r"argument --bounds: k=3:1: the lower bound 3 exceeds the upper bound 1"),
     (["--bounds", "k=0"], r"argument --bounds: expected NAME=LO:HI"),

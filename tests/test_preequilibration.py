@@ -133,7 +133,7 @@ def test_an_experiment_with_a_preequilibration_pickles():
 
 
 @pytest.mark.parametrize("settle, match", [
-    (pc.Preequilibration({"k9": 1.0}), r"preequilibration sets parameter\(s\) \['k9'\]"),
+    (pc.Preequilibration({"k9": 1.0}), r"preequilibration sets parameter\(s\) 'k9'"),
     (pc.Preequilibration(reset=["C"]), r"reset=...\) names \['C'\]"),
 ])
 def test_a_preequilibration_the_model_cannot_take_names_it(settle, match):

@@ -209,8 +209,12 @@ def test_bad_statements_name_what_and_where():
                                          r"be positive"):
         pc.estimate(model, exps, [0.3, 0.3, 10, 0], p_bounds=([-1, 0, 0, -5], [5, 5, 20, 5]),
                     parameter_scale=["log10", "lin", "lin", "lin"])
-    with pytest.raises(ValueError, match=r"experiment 'run1' sets parameter\(s\) \['dose'\]"):
+    with pytest.raises(ValueError, match=r"experiment 'run1' sets parameter\(s\) 'dose', "):
         pc.estimate(model, [exps[0].replaced(parameters={"dose": 2.0})], [0.3, 0.3, 10, 0])
+    with pytest.raises(ValueError, match=r"sets parameter\(s\) 'bais' \(did you mean 'bias'\?\)"):
+        pc.estimate(model, [exps[0].replaced(parameters={"bais": 2.0})], [0.3, 0.3, 10, 0])
+    with pytest.raises(ValueError, match=r"`noise` names output\(s\) 'y_1' \(did you mean 'y1'\?\)"):
+        pc.estimate(model, exps, [0.3, 0.3, 10, 0], noise={"y_1": pc.Noise()})
     with pytest.raises(ValueError, match=r"\['run2'\] do not set 'bias', which experiment\(s\) "
                                          r"\['run1'\] set to a number"):
         pc.estimate(model, [exps[0].replaced(parameters={"bias": 0.5}), exps[1]],

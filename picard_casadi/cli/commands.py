@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import os
 import sys
 import time
@@ -62,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.output_files import check_output_folder, safe_name
+from ..spelling import closest, with_closest
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
@@ -116,7 +116,8 @@ def _options_from_file(extras: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _parameter_index(model: Any, name: str, flag: str) -> int:
     if name not in model.p_names:
-        raise CliError(f"{flag}: unknown parameter {name!r}; the model's parameters are "
+        raise CliError(f"{flag}: unknown parameter {with_closest(name, model.p_names)}; "
+                       "the model's parameters are "
                        f"{', '.join(model.p_names)}")
     return list(model.p_names).index(name)
 
@@ -520,10 +521,9 @@ class _Parser(argparse.ArgumentParser):
             for extra in extras:
                 flag = extra.split("=", 1)[0]
                 # a flag's last word first (--seed: --multistart-seed), then spelling
-                close = ([f for f in flags if f.endswith("-" + flag.lstrip("-"))]
-                         or difflib.get_close_matches(flag, flags, n=1)
-                         if flag.startswith("--") else [])
-                hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+                near = (next((f for f in flags if f.endswith("-" + flag.lstrip("-"))), None)
+                        or closest(flag, flags) if flag.startswith("--") else None)
+                hints.append(f"{extra} (did you mean {near}?)" if near else extra)
             chosen.error(f"unrecognized arguments: {' '.join(hints)}")
         return parsed
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..estimation.arguments import as_bounds
+from ..spelling import closest
 from .errors import CliError
 
 
@@ -102,7 +103,6 @@ def _check_option_names(options: dict, where: str) -> None:
     """CliError for an ``OPTIONS`` key that is neither a keyword of ``estimate``
     (other than what the command line and the file's hooks give: the model,
     the data, p0) nor an option of a method, with the nearest valid name."""
-    import difflib
     import inspect
     from dataclasses import fields
 
@@ -118,12 +118,12 @@ def _check_option_names(options: dict, where: str) -> None:
         return
     hints = []
     for name in unknown:
-        close = difflib.get_close_matches(name, valid + sorted(given_by_the_command), n=1)
-        if close and close[0] in given_by_the_command:
-            hints.append(f"{name!r}: {close[0]!r} comes from the command line or P0, "
+        near = closest(name, valid + sorted(given_by_the_command))
+        if near in given_by_the_command:
+            hints.append(f"{name!r}: {near!r} comes from the command line or P0, "
                          "not OPTIONS")
-        elif close:
-            hints.append(f"{name!r}: did you mean {close[0]!r}?")
+        elif near:
+            hints.append(f"{name!r}: did you mean {near!r}?")
     raise CliError(f"{where}: OPTIONS has unknown key(s) {unknown}"
                    + (f" ({'; '.join(hints)})" if hints else "")
                    + "; its keys are estimate()'s keyword arguments and the methods' "

@@ -32,6 +32,7 @@ from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
 from ..noise import Noise
+from ..spelling import with_closest
 from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
@@ -99,7 +100,8 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
     if isinstance(noise, Mapping) and not set(noise) <= {"distribution", "sigma", "bounds"}:
         unknown = [k for k in noise if k not in y_names]
         if unknown:
-            raise ValueError(f"`noise` names output(s) {unknown} that the model does not have; "
+            named = ", ".join(with_closest(k, y_names) for k in unknown)
+            raise ValueError(f"`noise` names output(s) {named} that the model does not have; "
                              f"its outputs are {list(y_names)}")
         return tuple(one(noise[n], f"[{n!r}]") if n in noise else Noise() for n in y_names)
     if isinstance(noise, (list, tuple)):

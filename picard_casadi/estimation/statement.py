@@ -44,6 +44,7 @@ from ..analysis.uncertainty import note_poorly_determined
 from ..experiment import Experiment
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
+from ..spelling import with_closest
 from .arguments import as_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
                                settling_time)
@@ -365,13 +366,15 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     for e in exps:
         bad = [k for k in e.parameters if k not in model.p_names]
         if bad:
-            raise ValueError(f"experiment {e.name!r} sets parameter(s) {bad}, which the model "
+            named = ", ".join(with_closest(k, model.p_names) for k in bad)
+            raise ValueError(f"experiment {e.name!r} sets parameter(s) {named}, which the model "
                              f"does not have ({', '.join(model.p_names)})")
         bad = [k for k in (e.preequilibration.parameters if e.preequilibration else {})
                if k not in model.p_names]
         if bad:
+            named = ", ".join(with_closest(k, model.p_names) for k in bad)
             raise ValueError(f"experiment {e.name!r}: its preequilibration sets parameter(s) "
-                             f"{bad}, which the model does not have "
+                             f"{named}, which the model does not have "
                              f"({', '.join(model.p_names)})")
 
     # a constant (a number in some experiments) must be given in every one

@@ -68,7 +68,6 @@ they are imported when :func:`read_petab` is called.
 
 from __future__ import annotations
 
-import difflib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +81,7 @@ from ..experiment import Experiment, Preequilibration
 from ..model import Model
 from ..noise import Noise
 from ..parameters import PRIORS, Parameter
+from ..spelling import with_closest
 from .petab_noise import NoiseTables, _DISTRIBUTION, _empty, _number, one_per_condition
 from .sbml import _MathConverter, _Sbml, _parse_formula, _translate_sbml
 
@@ -363,10 +363,7 @@ class _Builder(NoiseTables):
         extraneous = [str(n) for n in self.par.index if n not in valid]
         if extraneous:
             unused = sorted(str(n) for n in valid if n not in self.par.index)
-            hints = []
-            for n in extraneous:
-                close = difflib.get_close_matches(n, unused, n=1)
-                hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            hints = [with_closest(n, unused) for n in extraneous]
             raise ValueError(
                 f"{self.files['parameters']}: parameter id(s) {', '.join(hints)} are not "
                 "parameters of the SBML model, nor named by the condition, measurement or "
@@ -465,8 +462,9 @@ class _Builder(NoiseTables):
         param_targets = [c for c in targets if c in sbml_ids and c not in rate_ruled]
         for c in targets:
             if c not in species_ids and c not in sbml_ids:
-                raise ValueError(f"{f['conditions']}: column {c!r} is not a parameter, species "
-                                 "or compartment of the SBML model")
+                raise ValueError(f"{f['conditions']}: column "
+                                 f"{with_closest(c, [*species_ids, *sbml_ids])} is not a "
+                                 "parameter, species or compartment of the SBML model")
 
         # the SBML model
         as_parameters = (table & sbml_ids) | set(param_targets)

@@ -17,6 +17,8 @@ from typing import Any
 
 import casadi as ca
 
+from ..spelling import with_closest
+
 __all__ = ["_MathConverter", "_parse_formula", "_names_in", "_Sbml", "_translate_sbml"]
 
 _AVOGADRO = 6.02214076e23
@@ -391,8 +393,8 @@ def _translate_sbml(libsbml: Any, doc: Any, where: str, as_parameters: set[str],
                                       "supported")
     for pid in as_parameters:
         if pid not in params and pid not in compartments:
-            raise ValueError(f"{where}: {pid!r} is not a parameter or compartment of the "
-                             "SBML model")
+            raise ValueError(f"{where}: {with_closest(pid, [*params, *compartments])} is not "
+                             "a parameter or compartment of the SBML model")
         if pid in assignment or pid in rate:
             raise ValueError(f"{where}: parameter {pid!r} is set by an SBML rule, so the PEtab "
                              "tables cannot set or estimate it")

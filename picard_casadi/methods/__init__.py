@@ -44,7 +44,6 @@ May import: ``analysis``, ``transcription``, ``simulate``, ``runtime``,
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -55,6 +54,7 @@ from .matrix_free import MatrixFreeGaussNewtonStep, use_cg
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
 from .registry import METHODS, MethodSpec, register
+from ..spelling import closest
 
 __all__ = ["METHODS", "MethodSpec", "get_method", "method_options"]
 
@@ -117,9 +117,9 @@ def method_options(spec: MethodSpec, given: dict[str, Any], caller: str = "",
     if unknown:
         hints = []
         for name in unknown:
-            close = difflib.get_close_matches(name, [*caller_names, *valid], n=1)
-            if close:
-                hints.append(f"{name!r}: did you mean {close[0]!r}?")
+            near = closest(name, [*caller_names, *valid])
+            if near:
+                hints.append(f"{name!r}: did you mean {near!r}?")
         hint = f" ({'; '.join(hints)})" if hints else ""
         if caller:
             raise TypeError(

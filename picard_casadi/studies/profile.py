@@ -71,6 +71,7 @@ from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import warn_user
+from ..spelling import with_closest
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
 
@@ -364,7 +365,8 @@ def _index(names: Sequence[str], which: Any, aliases: Sequence[str] = ()) -> int
         return list(names).index(which)
     if isinstance(which, str) and len(aliases) == len(names) and which in aliases:
         return list(aliases).index(which)
-    raise ValueError(f"unknown parameter {which!r}; the parameters are {', '.join(names)}")
+    raise ValueError(f"unknown parameter {with_closest(which, names)}; the parameters are "
+                     f"{', '.join(names)}")
 
 
 def _codegen(value: Any) -> bool | str:

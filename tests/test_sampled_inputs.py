@@ -200,3 +200,44 @@ def test_an_uncertified_fit_with_jumping_callable_inputs_names_the_jump_times():
     assert jumping_inputs(model, [fast]) == []
     assert jumping_inputs(model, [pc.Experiment(t=t, y=y, u=dose, t0=0.0,
                                                  breakpoints=jumps)]) == []
+
+
+def test_a_callable_s_step_certified_by_refinement_names_the_breakpoints_that_save_it():
+    """A step given as a callable without breakpoints (a user's CSTR coolant):
+    certified after the mesh was refined around it, and the note says that
+    the step's time as a breakpoint gives the same fit on fewer intervals."""
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p"), ca.SX.sym("u")
+    model = pc.Model(x=x, p=p, u=u, rhs=-p * x + u, y=x)
+
+    def step(tt):
+        return np.where(np.asarray(tt, float) < 2.37, 0.0, 1.0)
+
+    t = np.linspace(0.0, 10.0, 41)
+    X = pc.simulate(model, [1.0], [0.7], t, u=step, breakpoints=[2.37])
+    y = X[:, 0] + 0.01 * np.random.default_rng(1).standard_normal(t.size)
+    res = pc.estimate(model, [pc.Experiment(t, y, u=step, x0=[1.0])], [0.3])
+    assert res.success and res.settings["refinements"] > 0
+    note = [w for w in res.warnings if "jump inside the mesh's intervals" in w]
+    assert len(note) == 1 and "(t ~ 2.37" in note[0] and "breakpoints=" in note[0], res.warnings
+    at_step = pc.estimate(model, [pc.Experiment(t, y, u=step, x0=[1.0], breakpoints=[2.37])],
+                          [0.3])
+    assert at_step.success and not any("jump inside" in w for w in at_step.warnings)
+    assert at_step.settings["intervals"] < res.settings["intervals"]
+    assert abs(at_step.p[0] - res.p[0]) < 0.5 * res.p_std[0]  # each certified within 0.1
+
+
+def test_a_replicate_at_a_sampled_input_s_kink_refines_without_a_repeated_boundary():
+    """Two measurements at one time, where a sampled input (read linearly)
+    kinks: the mesh's refinement split there twice and stopped with
+    "boundaries must increase" (a user's CSTR lab duplicates at a coolant
+    step)."""
+    from picard_casadi.transcription.discretisation import Discretisation
+    from picard_casadi.transcription.mesh import refined_boundaries
+
+    model = _forced_oscillator()
+    t = np.array([0.0, 1.0, 2.0, 2.0, 3.0, 4.0])
+    u = np.array([[0.0], [0.0], [1.0], [1.0], [1.0], [0.0]])
+    exp = pc.Experiment(t, np.zeros((6, 1)), u=u, x0=[0.0, 0.0])
+    disc = Discretisation(model, [exp], 4.0, 5, "chebyshev")
+    b = refined_boundaries(disc, np.ones(disc.n_intervals, bool))[0]
+    assert np.all(np.diff(b) > 0) and {1.0, 2.0, 3.0} <= set(b.tolist()), b

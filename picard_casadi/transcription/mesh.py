@@ -174,7 +174,7 @@ def refined_boundaries(disc: Discretisation, marked: np.ndarray) -> list[np.ndar
     for e, sl in enumerate(disc.intervals_of):
         b = disc.boundaries[e]
         exp = disc.experiments[e]
-        kinks = exp.t[1:-1] if exp.kinks_between_breakpoints() else np.zeros(0)
+        kinks = np.unique(exp.t[1:-1]) if exp.kinks_between_breakpoints() else np.zeros(0)
         new: list[float] = []
         for k in range(b.size - 1):
             if not marked[sl.start + k]:

@@ -656,6 +656,11 @@ class Experiment:
             raise ValueError(f"{where}: `times`, `outputs`, `values` (and `sigma`) must have "
                              f"one entry per measurement, got {t.size}, {len(out)}, {v.size}"
                              + ("" if s is None else f", {s.size}"))
+        not_finite = np.flatnonzero(~np.isfinite(t))
+        if not_finite.size:  # named by its row here, before the rows are sorted by time
+            raise ValueError(f"{where}: `times` must be finite; measurement "
+                             f"{int(not_finite[0])} ({out[not_finite[0]]!r}) is at t = "
+                             f"{t[not_finite[0]]}")
         unknown = [(i, o) for i, o in enumerate(out) if o not in names]
         if unknown:
             i, o = unknown[0]

@@ -174,6 +174,9 @@ def test_a_bias_per_experiment_and_an_initial_state_from_a_parameter():
     assert res.settings["x0_from_parameters"] == ["A"]
     assert [x0[0] for x0 in res.x0] == pytest.approx([res.p[2]] * 2)
     assert [x0[1] for x0 in res.x0] == [0.0, 0.0]
+    # x0 = (A0, 0): A0's standard error and a known state's 0, in each experiment
+    assert [s[0] for s in res.x0_std] == pytest.approx([res.p_std[2]] * 2, rel=1e-9)
+    assert [s[1] for s in res.x0_std] == [0.0, 0.0]
     # the same problem by hand: the two biases as parameters chosen by an
     # input, and A shifted by its initial value A0
     xh, ph = ca.SX.sym("x", 2), ca.SX.sym("p", 5)  # k1, k2, A0, b1, b2
@@ -399,3 +402,25 @@ def test_a_log_scale_parameter_moves_in_its_own_units_whatever_its_value():
     assert statement.phi0[:2] == pytest.approx([0.03, -4.0])
     # log scales: 1 (a decade, an e-fold); the linear bias keeps |p0|
     assert setup.p_scale[[0, 1, 3]] == pytest.approx([1.0, 1.0, 0.04])
+
+
+def test_an_input_of_the_wrong_width_is_counted_against_the_user_s_model():
+    """With a constant set by the experiment (carried as an extra input), a
+    callable of the wrong width was told the restated model's count: "must
+    return 2 value(s) (the model's nu)" of a model with one input."""
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p", 2), ca.SX.sym("u")
+    model = pc.Model(x=x, p=p, u=u, rhs=-p[0] * x + p[1] * u, y=x, p_names=["k", "gain"])
+    exp = pc.Experiment(T, np.ones((T.size, 1)), u=lambda s: [1.0, 2.0], x0=[1.0],
+                        parameters={"gain": 2.0})
+    with pytest.raises(ValueError, match=r"`u` must return 1 value\(s\) \(the model's nu\), "
+                                         r"returned 2"):
+        pc.estimate(model, [exp], [0.3, 1.0])
+    with pytest.raises(ValueError, match=r"got 1; the entries of gain, which every experiment "
+                                         r"sets to a number, are not used"):
+        pc.estimate(model, [exp.replaced(u=lambda s: [1.0])], [0.3])
+
+
+def test_a_measurement_at_a_time_that_is_not_finite_is_named_by_its_row():
+    with pytest.raises(ValueError, match=r"measurement 3 \('B'\) is at t = nan"):
+        pc.Experiment.from_measurements([0.0, 1.0, 2.0, np.nan, 4.0], ["A", "A", "B", "B", "A"],
+                                        np.ones(5), ["A", "B"], name="lab")

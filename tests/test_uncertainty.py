@@ -1,5 +1,7 @@
 """Uncertainty of the estimates, identifiability warnings and multistart."""
 
+import warnings
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -151,6 +153,18 @@ def test_multistart_samples_wide_ranges_in_the_logarithm():
     assert sorted(np.floor(np.log10(-pts[:, 1]) / 0.3).astype(int)) == list(range(10))
     assert sorted(np.floor(pts[:, 2]).astype(int)) == list(range(10))
     assert sorted(np.floor((pts[:, 3] - 1.0) / 4.9).astype(int)) == list(range(10))
+
+
+def test_multistart_samples_a_wide_linear_range_beside_a_log_one_without_overflow():
+    # exp() of the linear entries' samples (up to 2e4) overflowed, unused, and
+    # warned "overflow encountered in exp" on every multistart
+    from picard_casadi.estimation.multistart import multistart_points
+
+    lb, ub = np.array([0.01, 1000.0]), np.array([100.0, 20000.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pts = np.array(multistart_points(np.array([10.0, 1000.0]), (lb, ub), 5, 0))
+    assert np.all(np.isfinite(pts)) and np.all(pts >= lb) and np.all(pts <= ub)
 
 
 @pytest.mark.slow

@@ -85,7 +85,7 @@ def multistart_points(p0: np.ndarray, p_bounds: tuple[np.ndarray, np.ndarray], n
             a = np.where(logs, np.log(np.abs(np.where(sign > 0, lo, hi))), lo)
             b = np.where(logs, np.log(np.abs(np.where(sign > 0, hi, lo))), hi)
         samples = latin_hypercube(a, b, n_starts - 1, rng)
-        samples = np.where(logs, sign * np.exp(samples), samples)
+        samples = np.where(logs, sign * np.exp(np.where(logs, samples, 0.0)), samples)
         # round-off of exp(log(bound)) must not leave the box
         samples = np.clip(samples, lo, hi)
         starts += [np.where(free, s, p0) for s in samples]

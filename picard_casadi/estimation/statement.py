@@ -130,6 +130,17 @@ class Statement:
         phi = np.asarray(phi, float)
         return np.array([from_scale(v, s) for v, s in zip(phi, self.scales)])
 
+    def _x0_std(self, phi: np.ndarray, e: int, cov_phi: np.ndarray | None) -> np.ndarray:
+        """Standard errors of experiment ``e``'s initial states ``h(phi)`` from
+        the covariance of ``phi`` (NaN without one)."""
+        f = self._x0_of
+        nx = f.size1_out(0)
+        if cov_phi is None or cov_phi.shape != (phi.size, phi.size):
+            return np.full(nx, np.nan)
+        jac = f.factory("x0_jac", f.name_in(), [f"jac:{f.name_out(0)}:{f.name_in(0)}"])
+        J = np.asarray(jac(phi, self._constants[e]), float).reshape(nx, phi.size)
+        return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, cov_phi, J), 0.0))
+
     def user_result(self, res: Any) -> Any:
         """``res`` (of the restated problem) in the user's terms, in place."""
         phi = np.asarray(res.p, float).copy()
@@ -158,6 +169,7 @@ class Statement:
             for key in ("p0", "p"):
                 start[f"{key}_scaled"] = [float(v) for v in start[key]]
                 start[key] = [float(v) for v in self.to_linear(start[key])]
+        cov_phi = None if res.p_cov is None else np.asarray(res.p_cov, float).copy()
         if res.p_std is not None:
             res.p_std = np.abs(slope) * np.asarray(res.p_std, float)
         if res.p_cov is not None:
@@ -173,7 +185,10 @@ class Statement:
                 res.x0[e] = x0
                 if res.x0_std is not None and e < len(res.x0_std):
                     std = np.asarray(res.x0_std[e], float).copy()
-                    std[self.shifted] = np.nan  # follows the parameters
+                    # x0 = h(phi), the deviation known: the delta method (a
+                    # number where h holds no estimated parameter: 0, as a
+                    # known x0's; NaN before, beside 0 for the known states)
+                    std[self.shifted] = self._x0_std(phi, e, cov_phi)[self.shifted]
                     res.x0_std[e] = std
         # "the data determine log10(k) poorly ... spans zero" judged the log: on
         # that scale the question is how many decades the standard error spans
@@ -305,6 +320,11 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         ``x0`` expression with symbols the model does not have.
     """
     exps = list(experiments)
+    for e in exps:
+        # against the user's model, before constants join the inputs (a
+        # callable of the wrong width was told "must return 3 value(s) (the
+        # model's nu)" of a model with 2 inputs and a constant)
+        e.check(model)
     generated: set[str] = set()  # the names per_experiment makes (their table entry optional)
     if per_experiment is not None:
         names = [per_experiment] if isinstance(per_experiment, str) else list(per_experiment)
@@ -356,6 +376,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
             raise ValueError(
                 f"`p0` must have {model.np} entries (the model's parameters: "
                 f"{', '.join(model.p_names)}), got {p.size}"
+                + (f"; the entries of {', '.join(sorted(constants))}, which every experiment "
+                   "sets to a number, are not used (any value)" if constants else "")
                 + ("; where experiments map parameters to names of their own, give a "
                    "parameter table (a list of pc.Parameter, such as a PEtab problem's "
                    "read_petab(...).parameters; Problem.estimate(p0=res.p) restarts one "

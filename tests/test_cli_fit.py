@@ -675,6 +675,33 @@ def test_scale_per_experiment_and_conditions_flags(here, capsys):
     assert code == 2 and "--scale: 'k=ln': the scale must be one of lin, log, log10" in err
 
 
+def test_bounds_and_fix_reach_the_experiments_own_parameters(here, capsys):
+    """A name the condition table makes (or --per-experiment's s[e1]) can be
+    bounded or fixed like a model parameter; it was "unknown parameter"."""
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [1.5]])
+    (here / "cond.csv").write_text("experiment,s\ne0,2.0\ne1,s_e1\n")
+    code, out, err, saved = _fit(capsys, "--conditions", "cond.csv", "--scale", "k=log10",
+                                 "--bounds", "s_e1=1.8:2.2")
+    assert code == 0, err
+    assert saved["p_names"] == ["k", "s_e1"] and saved["p_scaled_names"][0] == "log10(k)"
+    assert 1.8 <= saved["p"][1] <= 2.2
+    assert "s_e1 starts at 2, the middle of its --bounds (s's start 0.5 is outside" in out
+    code, out, err, saved = _fit(capsys, "--conditions", "cond.csv", "--fix", "s_e1=2.0",
+                                 "--quiet")
+    assert code == 0, err
+    assert saved["p_names"] == ["k", "s_e1"] and saved["p"][1] == 2.0
+    assert saved["settings"]["p_bounds"][0][1] == saved["settings"]["p_bounds"][1][1] == 2.0
+    code, out, err, saved = _fit(capsys, "--per-experiment", "s", "--fix", "s[e0]=2.0",
+                                 "--quiet")
+    assert code == 0, err
+    assert saved["p_names"] == ["k", "s[e0]", "s[e1]"] and saved["p"][1] == 2.0
+    assert saved["settings"]["p_bounds"][0][1] == saved["settings"]["p_bounds"][1][1]
+    code, out, err, _ = _fit(capsys, "--conditions", "cond.csv", "--bounds", "s_e2=0:3")
+    assert code == 2 and "unknown parameter 's_e2' (did you mean 's_e1'?)" in err, err
+    code, out, err, _ = _fit(capsys, "--conditions", "cond.csv", "--bounds", "s_e1=3:")
+    assert code == 2 and "the start s_e1 = 0.5 (that of s) is outside [3, inf]" in err, err
+
+
 PETAB_BOEHM = (Path(__file__).parent / "data" / "petab" / "Boehm_JProteomeRes2014"
                / "Boehm_JProteomeRes2014.yaml")
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -179,10 +180,18 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
     options.pop("method", None)
     if method is not None and method not in METHOD_CHOICES:
         raise CliError(f"OPTIONS: unknown method {method!r}; valid: {', '.join(METHOD_CHOICES)}")
+    # --bounds and --fix of an experiment's own parameter (a name in --conditions,
+    # NAME[experiment] of --per-experiment): set after the experiments are known
+    own = {flag: [item for item in getattr(args, flag, None) or []
+                  if item[0] not in model.p_names]
+           for flag in ("bounds", "fix")} if p0_origin != "--petab" else {}
     if p0_origin == "--petab":  # a parameter table: its own starts, bounds and scales
         p_bounds = None
     else:
-        p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, args)
+        model_args = argparse.Namespace(**{
+            **vars(args), **{flag: [item for item in getattr(args, flag, None) or []
+                                    if item[0] in model.p_names] for flag in own}})
+        p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, model_args)
     notes: list[str] = []
     if extras is not None:
         known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
@@ -210,7 +219,74 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
     codegen = getattr(args, "codegen", None)
     if codegen is not None:
         options["codegen"] = {"auto": "auto", "on": True, "off": False}[codegen]
+    if any(own.values()):
+        p0, p_bounds = _own_parameters(model, list(experiments), p0, p_bounds, own, options,
+                                       notes)
     return _Fit(model, list(experiments), p0, p_bounds, method, options, notes)
+
+
+def _own_parameters(model: Any, experiments: list, p0: np.ndarray,
+                    p_bounds: tuple[np.ndarray, np.ndarray], own: dict[str, list],
+                    options: dict[str, Any], notes: list[str]) -> tuple[list, None]:
+    """The parameter table of the flat start and box with entries for the
+    experiments' own parameters that ``--bounds`` or ``--fix`` name (each
+    otherwise as the model parameter it stands for; a start moved into its
+    bounds is said in ``notes``)."""
+    from dataclasses import replace as replaced
+
+    from ..estimation.statement import flat_table
+    from ..parameters import Parameter
+
+    stands_for: dict[str, str] = {}  # own name -> the model parameter it is
+    for e in experiments:
+        for k, v in e.parameters.items():
+            if isinstance(v, str) and v not in model.p_names:
+                stands_for.setdefault(v, k)
+    for n in options.get("per_experiment") or []:
+        for e in experiments:
+            stands_for.setdefault(f"{n}[{e.name}]", n)
+    table = {q.name: q for q in flat_table(model, experiments, p0, p_bounds,
+                                            options.pop("parameter_scale", None))}
+    for e in experiments:  # a table names every parameter the conditions make
+        for v in e.parameters.values():
+            if isinstance(v, str) and v not in table:
+                table[v] = replaced(table[stands_for[v]], name=v)
+    seen: dict[str, str] = {}
+    for flag, items in own.items():
+        for item in items:
+            name = item[0]
+            if name not in stands_for:
+                raise CliError(
+                    f"--{flag}: unknown parameter {with_closest(name, [*model.p_names, *stands_for])}"
+                    f"; the model's parameters are {', '.join(model.p_names)}"
+                    + (f", the experiments' own {', '.join(stands_for)}" if stands_for else ""))
+            if name in seen:
+                raise CliError(f"--{flag}: parameter {name!r} is also given by --{seen[name]}; "
+                               "give it once")
+            seen[name] = flag
+            base = table.get(name) or replaced(table[stands_for[name]], name=name)
+            if flag == "fix":
+                table[name] = Parameter(name, item[1], estimate=False)
+                continue
+            lo, hi = item[1], item[2]
+            start = base.start
+            if not lo <= start <= hi and math.isfinite(lo) and math.isfinite(hi):
+                # no flag gives this parameter a start of its own: the middle
+                # of its bounds on its scale, said in a note
+                start = (math.sqrt(lo * hi) if base.scale != "lin" and lo > 0
+                         else 0.5 * (lo + hi))
+                notes.append(f"{name} starts at {start:g}, the middle of its --bounds "
+                             f"({stands_for[name]}'s start {base.start:g} is outside them)")
+            elif not lo <= start <= hi:
+                raise CliError(
+                    f"--bounds: the start {name} = {start:g} (that of {stands_for[name]}) "
+                    f"is outside [{lo:g}, {hi:g}]; give finite bounds (it then starts in "
+                    f"their middle), or the start of {stands_for[name]} inside them")
+            try:
+                table[name] = Parameter(name, start, (lo, hi), base.scale, estimate=lo < hi)
+            except ValueError as err:
+                raise CliError(f"--bounds: {err}") from None
+    return list(table.values()), None
 
 
 # ---------------------------------------------------------------------- commands

@@ -249,3 +249,19 @@ def test_several_parameters_on_their_bounds_are_one_note():
                           estimate_x0=False)
     notes = [w for w in res.warnings if "ended on" in w]
     assert res.success and res.fit_flagged and len(notes) == 1, res.warnings
+
+
+def test_a_fit_off_its_data_names_an_experiment_on_a_much_shorter_time_span():
+    """One run's times in minutes among runs in seconds (a user's CSTR) was
+    flagged only as a local minimum or model error, in every run."""
+    from picard_casadi.estimation.diagnosis import time_unit_notes
+
+    def run(name, t_end):
+        t = np.linspace(0.0, t_end, 7)
+        return pc.Experiment(t, np.zeros((7, 1)), name=name)
+
+    note = time_unit_notes([run("s1", 3600.0), run("min", 60.0), run("s2", 3000.0)])
+    assert len(note) == 1 and note[0].startswith(
+        "experiment(s) ['min'] span 60 time units, 60 times less than ['s1', 's2'] "
+        "(3600, 3000): if their times are in another unit"), note
+    assert time_unit_notes([run("a", 3600.0), run("b", 600.0)]) == []

@@ -163,11 +163,37 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     (:mod:`picard_casadi.analysis.fit_check`).  ``fitted``: the outputs the run fitted,
     per experiment at its sample times (:func:`fitted_outputs`)."""
     unweighted = result.settings.get("weights", "none") == "none"
-    for note in lack_of_fit([e.y for e in experiments], fitted,
-                            [e.name for e in experiments], result.y_names, unweighted,
-                            times=[e.t for e in experiments]):
+    notes = lack_of_fit([e.y for e in experiments], fitted,
+                        [e.name for e in experiments], result.y_names, unweighted,
+                        times=[e.t for e in experiments])
+    if notes:
+        notes += time_unit_notes(experiments)
+    for note in notes:
         result.warnings.append(note)
         warn_user(note, FitWarning)
+
+
+#: experiments whose time spans differ by this factor or more, in a fit with
+#: lack of fit, are named: one run's times in minutes among runs in seconds
+#: (a user's CSTR: 60 against 3600) was flagged only as "a local minimum or
+#: a model that cannot describe these data", in every run
+SPAN_RATIO = 30.0
+
+
+def time_unit_notes(experiments: list[Experiment]) -> list[str]:
+    """A note naming the experiments whose time spans are
+    :data:`SPAN_RATIO` times shorter than the longest's, or none."""
+    spans = {e.name: float(e.t_end - e.t0) for e in experiments}
+    longest = max(spans.values(), default=0.0)
+    short = [n for n, v in spans.items() if 0.0 < v and v * SPAN_RATIO <= longest]
+    if not short or not longest > 0.0:
+        return []
+    long_ = [n for n, v in spans.items() if v * SPAN_RATIO > longest]
+    return [f"experiment(s) {short} span {', '.join(f'{spans[n]:g}' for n in short)} time "
+            f"units, {longest / max(spans[n] for n in short):.0f} times less than "
+            f"{long_} ({', '.join(f'{spans[n]:g}' for n in long_)}): if their times are in "
+            "another unit (minutes beside seconds, say), convert them; the model has one "
+            "time unit"]
 
 
 #: a converged estimate where no parameter moves the fit by this many noise

@@ -1,14 +1,21 @@
-"""Exceptions of the package.
+"""Exceptions of the package, and the closest spelling its messages offer.
 
 Bad user input raises the built-in :class:`ValueError` or :class:`TypeError`
 with a message naming the argument and the fix.  The classes here are for
-conditions that are not a wrong argument.
+conditions that are not a wrong argument.  A message naming an unknown
+parameter, output, option or flag offers the nearest known name through
+:func:`closest` and :func:`with_closest`, so the hint reads the same
+everywhere.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError",
-           "StartNotFiniteError", "DiscretisationWarning", "FitWarning"]
+           "StartNotFiniteError", "DiscretisationWarning", "FitWarning", "closest",
+           "with_closest"]
 
 
 class PicardError(Exception):
@@ -68,3 +75,17 @@ class FitWarning(UserWarning):
     noise: a local minimum, or a model that cannot describe the data (unmodelled
     dynamics, correlated noise: usual in real records)
     (:mod:`picard_casadi.analysis.fit_check`)."""
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest in spelling to ``name``, or None where none is
+    close (``difflib.get_close_matches`` with its default cutoff, 0.6)."""
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return match[0] if match else None
+
+
+def with_closest(name: str, known: Iterable[str]) -> str:
+    """``name`` quoted, followed by ``(did you mean 'x'?)`` where a known
+    name is close: ``'kb1' (did you mean 'k_b1'?)``."""
+    near = closest(name, known)
+    return f"{str(name)!r}" + (f" (did you mean {near!r}?)" if near else "")

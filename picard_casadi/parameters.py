@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .spelling import with_closest
+from .errors import with_closest
 
 __all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "with_starts",
            "values_by_name", "number_mapping", "is_table"]

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import time
@@ -62,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.output_files import check_output_folder, safe_name
-from ..spelling import closest, with_closest
+from ..errors import closest
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
@@ -70,7 +69,8 @@ from .initial_states import initial_states, vector_arg
 from .petab_input import petab_input
 from .result_files import PROFILE_FILES, write_results
 from .statement_options import statement_options
-from .model_files import load_model_file, parameter_box
+from .model_files import load_model_file
+from .parameter_flags import flagged_parameters, own_parameters
 from .parser_types import (PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
                            noise_arg, positive_float, positive_int, weights_arg)
@@ -115,48 +115,6 @@ def _options_from_file(extras: dict[str, Any], where: str) -> dict[str, Any]:
     return options
 
 
-def _parameter_index(model: Any, name: str, flag: str) -> int:
-    if name not in model.p_names:
-        raise CliError(f"{flag}: unknown parameter {with_closest(name, model.p_names)}; "
-                       "the model's parameters are "
-                       f"{', '.join(model.p_names)}")
-    return list(model.p_names).index(name)
-
-
-def _parameters(model: Any, p0: np.ndarray, p0_origin: str, box: Any, box_origin: str,
-                args: argparse.Namespace) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """The start and the box after ``--bounds`` and ``--fix`` (flags win over the file).
-
-    ``--bounds NAME=LO:HI`` replaces that parameter's bounds; ``--fix
-    NAME=VALUE`` sets both bounds and the start to the value.
-    """
-    lb, ub, _ = parameter_box(model, box, box_origin)
-    origin = [box_origin or "unbounded"] * model.np
-    p0 = np.asarray(p0, float).copy()
-    seen: dict[str, str] = {}
-    for name, lo, hi in getattr(args, "bounds", None) or []:
-        i = _parameter_index(model, name, "--bounds")
-        if name in seen:
-            raise CliError(f"--bounds: parameter {name!r} is given twice")
-        seen[name] = "--bounds"
-        lb[i], ub[i], origin[i] = lo, hi, "--bounds"
-    for name, value in getattr(args, "fix", None) or []:
-        i = _parameter_index(model, name, "--fix")
-        if name in seen:
-            raise CliError(f"--fix: parameter {name!r} is also given by {seen[name]}; "
-                           "give it once")
-        seen[name] = "--fix"
-        lb[i] = ub[i] = p0[i] = value
-        origin[i] = "--fix"
-    for i in range(model.np):
-        if not lb[i] <= p0[i] <= ub[i]:
-            raise CliError(
-                f"{p0_origin}: the start {model.p_names[i]} = {p0[i]:g} is outside its bounds "
-                f"[{lb[i]:g}, {ub[i]:g}] ({origin[i]}); give a start inside them "
-                f"(--p0) or wider bounds (--bounds {model.p_names[i]}=LO:HI)")
-    return p0, (lb, ub)
-
-
 @dataclass
 class _Fit:
     """Everything one estimation needs, assembled from the flags and the inputs."""
@@ -191,7 +149,7 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
         model_args = argparse.Namespace(**{
             **vars(args), **{flag: [item for item in getattr(args, flag, None) or []
                                     if item[0] in model.p_names] for flag in own}})
-        p0, p_bounds = _parameters(model, p0, p0_origin, box, box_origin, model_args)
+        p0, p_bounds = flagged_parameters(model, p0, p0_origin, box, box_origin, model_args)
     notes: list[str] = []
     if extras is not None:
         known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
@@ -220,73 +178,9 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
     if codegen is not None:
         options["codegen"] = {"auto": "auto", "on": True, "off": False}[codegen]
     if any(own.values()):
-        p0, p_bounds = _own_parameters(model, list(experiments), p0, p_bounds, own, options,
-                                       notes)
+        p0, p_bounds = own_parameters(model, list(experiments), p0, p_bounds, own, options,
+                                      notes)
     return _Fit(model, list(experiments), p0, p_bounds, method, options, notes)
-
-
-def _own_parameters(model: Any, experiments: list, p0: np.ndarray,
-                    p_bounds: tuple[np.ndarray, np.ndarray], own: dict[str, list],
-                    options: dict[str, Any], notes: list[str]) -> tuple[list, None]:
-    """The parameter table of the flat start and box with entries for the
-    experiments' own parameters that ``--bounds`` or ``--fix`` name (each
-    otherwise as the model parameter it stands for; a start moved into its
-    bounds is said in ``notes``)."""
-    from dataclasses import replace as replaced
-
-    from ..estimation.statement import flat_table
-    from ..parameters import Parameter
-
-    stands_for: dict[str, str] = {}  # own name -> the model parameter it is
-    for e in experiments:
-        for k, v in e.parameters.items():
-            if isinstance(v, str) and v not in model.p_names:
-                stands_for.setdefault(v, k)
-    for n in options.get("per_experiment") or []:
-        for e in experiments:
-            stands_for.setdefault(f"{n}[{e.name}]", n)
-    table = {q.name: q for q in flat_table(model, experiments, p0, p_bounds,
-                                            options.pop("parameter_scale", None))}
-    for e in experiments:  # a table names every parameter the conditions make
-        for v in e.parameters.values():
-            if isinstance(v, str) and v not in table:
-                table[v] = replaced(table[stands_for[v]], name=v)
-    seen: dict[str, str] = {}
-    for flag, items in own.items():
-        for item in items:
-            name = item[0]
-            if name not in stands_for:
-                raise CliError(
-                    f"--{flag}: unknown parameter {with_closest(name, [*model.p_names, *stands_for])}"
-                    f"; the model's parameters are {', '.join(model.p_names)}"
-                    + (f", the experiments' own {', '.join(stands_for)}" if stands_for else ""))
-            if name in seen:
-                raise CliError(f"--{flag}: parameter {name!r} is also given by --{seen[name]}; "
-                               "give it once")
-            seen[name] = flag
-            base = table.get(name) or replaced(table[stands_for[name]], name=name)
-            if flag == "fix":
-                table[name] = Parameter(name, item[1], estimate=False)
-                continue
-            lo, hi = item[1], item[2]
-            start = base.start
-            if not lo <= start <= hi and math.isfinite(lo) and math.isfinite(hi):
-                # no flag gives this parameter a start of its own: the middle
-                # of its bounds on its scale, said in a note
-                start = (math.sqrt(lo * hi) if base.scale != "lin" and lo > 0
-                         else 0.5 * (lo + hi))
-                notes.append(f"{name} starts at {start:g}, the middle of its --bounds "
-                             f"({stands_for[name]}'s start {base.start:g} is outside them)")
-            elif not lo <= start <= hi:
-                raise CliError(
-                    f"--bounds: the start {name} = {start:g} (that of {stands_for[name]}) "
-                    f"is outside [{lo:g}, {hi:g}]; give finite bounds (it then starts in "
-                    f"their middle), or the start of {stands_for[name]} inside them")
-            try:
-                table[name] = Parameter(name, start, (lo, hi), base.scale, estimate=lo < hi)
-            except ValueError as err:
-                raise CliError(f"--bounds: {err}") from None
-    return list(table.values()), None
 
 
 # ---------------------------------------------------------------------- commands
@@ -792,6 +686,8 @@ def _terminate_cleanly() -> None:
     import signal
     import threading
 
+    from ..runtime.interrupts import record_interrupt
+
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -800,6 +696,10 @@ def _terminate_cleanly() -> None:
         # hanging) ends the process at once, as without this handler
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _Terminated.seen = True
+        # native code clears the exception below (IPOPT returned a failure,
+        # and the fit went on to write its files): recorded as an interrupt,
+        # it is raised again when the solve returns
+        record_interrupt()
         raise _Terminated()
 
     signal.signal(signal.SIGTERM, handler)

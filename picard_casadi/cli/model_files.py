@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..estimation.arguments import as_bounds
-from ..spelling import closest
+from ..errors import closest
 from .errors import CliError
 
 

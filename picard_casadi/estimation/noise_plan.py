@@ -32,7 +32,7 @@ from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
 from ..noise import Noise
-from ..spelling import with_closest
+from ..errors import with_closest
 from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 

@@ -44,7 +44,7 @@ from ..analysis.uncertainty import note_poorly_determined
 from ..experiment import Experiment
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
-from ..spelling import with_closest
+from ..errors import with_closest
 from .arguments import as_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
                                settling_time)

@@ -81,7 +81,7 @@ from ..experiment import Experiment, Preequilibration
 from ..model import Model
 from ..noise import Noise
 from ..parameters import PRIORS, Parameter
-from ..spelling import with_closest
+from ..errors import with_closest
 from .petab_noise import NoiseTables, _DISTRIBUTION, _empty, _number, one_per_condition
 from .sbml import _MathConverter, _Sbml, _parse_formula, _translate_sbml
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import casadi as ca
 
-from ..spelling import with_closest
+from ..errors import with_closest
 
 __all__ = ["_MathConverter", "_parse_formula", "_names_in", "_Sbml", "_translate_sbml"]
 

@@ -54,7 +54,7 @@ from .matrix_free import MatrixFreeGaussNewtonStep, use_cg
 from .picard import PicardOptions, ProjectedGradientStep
 from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
 from .registry import METHODS, MethodSpec, register
-from ..spelling import closest
+from ..errors import closest
 
 __all__ = ["METHODS", "MethodSpec", "get_method", "method_options"]
 

@@ -49,7 +49,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 __all__ = ["interruptible", "reraise_if_interrupted", "is_interrupt", "deferred_interrupt",
-           "interruptible_call", "interrupt_checked", "interrupted", "repeated_interrupts"]
+           "interruptible_call", "interrupt_checked", "interrupted", "record_interrupt",
+           "repeated_interrupts"]
 
 _LOCK = threading.Lock()
 _state: dict[str, Any] = {"depth": 0, "flag": False, "previous": None, "installed": False,
@@ -192,6 +193,17 @@ def is_interrupt(err: BaseException | None, printed: str = "") -> bool:
         return True
     cause = err.__cause__ or err.__context__
     return isinstance(cause, KeyboardInterrupt)
+
+
+def record_interrupt() -> None:
+    """Record an interrupt that arrived by another signal (the command line's
+    SIGTERM, whose handler raises its own exception): CasADi clears that
+    exception as it clears a Ctrl-C's (IPOPT then returns
+    ``Invalid_Number_Detected``, and a killed fit wrote its files and exited
+    1), so the enclosing :class:`interruptible` block ends in
+    :class:`KeyboardInterrupt`, and inside :func:`repeated_interrupts` the
+    interrupt is sent again until the solve stops."""
+    _record()
 
 
 def interrupted() -> bool:

@@ -66,12 +66,11 @@ from typing import Any
 import numpy as np
 
 from ..analysis.quantiles import chi2_1, f_1, normal
-from ..errors import FitWarning
+from ..errors import FitWarning, with_closest
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import warn_user
-from ..spelling import with_closest
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
 

@@ -180,7 +180,7 @@ def test_bad_noise_input_names_what_and_where():
     with pytest.raises(ValueError, match="not both"):
         pc.estimate(model, [pc.Experiment(t, Y)], [0.3, 0.3], noise=pc.Noise(),
                     weights="auto")
-    with pytest.raises(ValueError, match=r"output\(s\) \['C'\]"):
+    with pytest.raises(ValueError, match=r"output\(s\) 'C'"):
         pc.estimate(model, [pc.Experiment(t, Y)], [0.3, 0.3], noise={"C": pc.Noise()})
     with pytest.raises(ValueError, match="experiment 'plain' has no `sigma`"):
         pc.estimate(model, [pc.Experiment(t, Y, name="plain")], [0.3, 0.3],

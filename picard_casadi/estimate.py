@@ -47,7 +47,8 @@ from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
 from .estimation.statement import in_table_terms, state_problem
-from .estimation.setup import build_setup, simulated_ssr, start_weights, x0_mask, x0_setting
+from .estimation.setup import (build_setup, simulated_ssr, start_weights, state_sizes, x0_mask,
+                               x0_setting)
 from .experiment import Experiment
 from .methods import get_method
 from .methods.base import IterationRecord
@@ -596,7 +597,8 @@ def estimate(
         if cert.passed:
             # the likelihood of the ODE's own solution: CVODES from the estimated
             # x0 (the certificate's linearised carry-forward where that fails)
-            simulated = simulated_ssr(prob.model, prob.experiments, result.x0, result.p)
+            simulated = simulated_ssr(prob.model, prob.experiments, result.x0, result.p,
+                                      setup.disc, state_sizes(outcome.U))
             if simulated is not None:
                 attach_noise(result, setup, weights_mode, simulated[0], prob.noise)
             elif not prob.formula:

@@ -171,7 +171,8 @@ def test_a_start_whose_fixed_points_do_not_settle_gets_a_finer_first_mesh():
     # old default path's answer it was 0.05 to 0.17)
 
     def nllh(p: np.ndarray) -> float:
-        ssr = np.sum((exp.y - pc.simulate(model, exp.x0, p, exp.t, t0=0.0)) ** 2, axis=0)
+        ssr = np.sum((exp.y - pc.simulate(model, exp.x0, p, exp.t, t0=0.0, rtol=1e-12,
+                                          atol=1e-18)) ** 2, axis=0)
         return float(np.sum(0.5 * exp.t.size * (np.log(2 * np.pi * ssr / exp.t.size) + 1)))
 
     assert res.nllh == pytest.approx(nllh(res.p), abs=1e-6)

@@ -28,6 +28,8 @@ from ..experiment import Experiment
 from ..methods.base import Setup
 from ..errors import SimulationError
 from ..model import Model
+from ..runtime.interrupts import reraise_if_interrupted
+from ..runtime.native_output import captured_native_output
 from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 from ..transcription.functions import Transcription
@@ -35,7 +37,7 @@ from ..transcription.interval_functions import IntervalFunctions, build_interval
 from ..transcription.guess import initial_guess, measured_state_series
 from ..transcription.predict import outputs_along
 
-__all__ = ["build_setup", "initial_weights", "start_weights", "weights_from_variance",
+__all__ = ["state_sizes", "build_setup", "initial_weights", "start_weights", "weights_from_variance",
            "residual_weights", "variance_weights", "with_known_weights", "simulated_ssr",
            "as_vector", "interval_functions", "estimated_quantities", "x0_mask", "x0_setting"]
 
@@ -168,18 +170,32 @@ def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray
     """
     disc = setup.disc
     x0s = [setup.X0[sl.start] for sl in disc.intervals_of]
-    simulated = simulated_ssr(disc.model, disc.experiments, x0s, setup.p0)
+    simulated = simulated_ssr(disc.model, disc.experiments, x0s, setup.p0, disc,
+                              state_sizes(setup.U0))
     if simulated is None:
         return with_known_weights(initial_weights(disc), groups)
     return variance_weights(*simulated, disc, groups)
 
 
 def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence[np.ndarray],
-                  p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                  p: np.ndarray, disc: Discretisation | None = None,
+                  x_scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Each output's sum of squared residuals (each value weighted by its own
     ``1 / sigma_i^2``) and number of values, of the model simulated by CVODES
     from each experiment's ``x0s[e]`` with ``p``; None where a simulation
-    fails or a residual is not finite."""
+    fails or a residual is not finite.
+
+    ``disc``: a mesh of ``model`` and ``experiments``, whose intervals the
+    simulation then follows (:func:`mesh_simulated_ssr`, ``x_scale`` the
+    states' typical sizes, :func:`state_sizes` of a solution or a guess).
+    """
+    if disc is not None and disc.model is model and not model.has_delays:
+        from ..transcription.interval_integration import SHORTEST_OUTPUT, _interval_plan
+
+        # a sample within SHORTEST_OUTPUT of its interval's start would be read
+        # as that start (interval_integration.SHORTEST_OUTPUT): simulated alone
+        if min(g[0] for g in _interval_plan(disc)[0]) >= SHORTEST_OUTPUT:
+            return mesh_simulated_ssr(disc, x0s, p, x_scale)
     ssr, counts = np.zeros(model.ny), np.zeros(model.ny)
     for exp, x0 in zip(experiments, x0s):
         try:
@@ -196,6 +212,64 @@ def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence
         ssr += r2.sum(axis=0)
         counts += measured.sum(axis=0)
     return ssr, counts
+
+
+def state_sizes(U: np.ndarray) -> np.ndarray:
+    """Each state's root mean square over the node values ``U`` ``(J, nx, K)``
+    (1 for a state that is 0 throughout or not finite)."""
+    with np.errstate(all="ignore"):
+        rms = np.sqrt(np.mean(np.asarray(U, float) ** 2, axis=(0, 2)))
+    return np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
+
+
+#: CVODES' tolerance and step limit in :func:`mesh_simulated_ssr`: those of
+#: :func:`simulate`
+MESH_SIMULATION_RTOL = 1e-10
+SIMULATION_STEPS = 100000
+
+
+def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.ndarray,
+                       x_scale: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`simulated_ssr` by one CVODES run per stretch of the mesh where the
+    inputs are one constant, and per interval elsewhere (its inputs' fit,
+    :func:`~picard_casadi.transcription.interval_integration.chained_interval_states`),
+    each experiment chained from ``x0s[e]``: the same simulation as
+    :func:`simulate`, which restarts CVODES at every sample (with callable
+    inputs: the paper's CMG, 301 samples per experiment, 0.15 s each, 70 % of
+    a fit's time in the likelihood's two simulations).  Its absolute
+    tolerance is :data:`~picard_casadi.simulate.DEFAULT_ATOL` times the
+    smallest of the states' typical sizes ``x_scale`` (where below 1;
+    :func:`simulate`'s rule, the largest ``|x0|``, without them): Robertson's
+    B, of size 2e-5 beside A and C of 1, was 2.4e-5 off a tight integration
+    with 1e-10 (by :func:`simulate`, restarting at each sample), the
+    likelihood 2e-3 off; with the rule it is within 1e-6 of the tight
+    integration's (``tests/test_stiff.py``)."""
+    from ..analysis.certificate import _model_outputs
+    from ..simulate import DEFAULT_ATOL, _state_size
+    from ..transcription.interval_integration import chained_interval_states
+
+    model = disc.model
+    X0 = np.column_stack([np.asarray(x, float) for x in x0s])
+    if not np.all(np.isfinite(X0)):
+        return None
+    sizes = ([float(np.min(x_scale))] if x_scale is not None else
+             [_state_size(model, X0[:, e]) for e in range(X0.shape[1])])
+    atol = DEFAULT_ATOL * min(1.0, *sizes)
+    try:
+        with np.errstate(all="ignore"), captured_native_output():
+            chain = chained_interval_states(disc, MESH_SIMULATION_RTOL, atol, SIMULATION_STEPS)
+            Xs = np.asarray(chain(X0, np.asarray(p, float))[0])
+        Xs = Xs.reshape(model.nx, disc.n_intervals, disc.M).transpose(1, 0, 2)
+        with np.errstate(all="ignore"):
+            Ys = _model_outputs(model, disc, Xs, np.asarray(p, float))
+    except RuntimeError as err:
+        reraise_if_interrupted(err)
+        return None
+    ssr = disc.weighted_ssr_per_output(Ys)
+    if not np.all(np.isfinite(ssr)):
+        return None
+    return ssr, disc.mask.sum(axis=(0, 2)).astype(float)
 
 
 def with_known_weights(w: np.ndarray, groups: NoiseGroups | None) -> np.ndarray:

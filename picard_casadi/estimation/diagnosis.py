@@ -186,7 +186,7 @@ def time_unit_notes(experiments: list[Experiment]) -> list[str]:
     spans = {e.name: float(e.t_end - e.t0) for e in experiments}
     longest = max(spans.values(), default=0.0)
     short = [n for n, v in spans.items() if 0.0 < v and v * SPAN_RATIO <= longest]
-    if not short or not longest > 0.0:
+    if not short:
         return []
     long_ = [n for n, v in spans.items() if v * SPAN_RATIO > longest]
     return [f"experiment(s) {short} span {', '.join(f'{spans[n]:g}' for n in short)} time "

@@ -168,7 +168,7 @@ def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray
     shared (:class:`~picard_casadi.analysis.likelihood.NoiseGroups`); without,
     every output's is estimated.
     """
-    from ..transcription.interval_integration import _constant_pieces
+    from ..transcription.interval_integration import inputs_vary
 
     disc = setup.disc
     x0s = [setup.X0[sl.start] for sl in disc.intervals_of]
@@ -176,9 +176,8 @@ def start_weights(setup: Setup, groups: NoiseGroups | None = None) -> np.ndarray
     # sample costs: a cmg fit's 0.7 s of 2.1); else as before, as the weights
     # steer the path (on the mesh, PEtab's Boehm from uniform start 0 ended at
     # 149.5878 instead of 138.2220, its start weights 1e-8 apart)
-    varying = any(value is None for _, value in _constant_pieces(disc))
     simulated = simulated_ssr(disc.model, disc.experiments, x0s, setup.p0,
-                              disc if varying else None, state_sizes(setup.U0))
+                              disc if inputs_vary(disc) else None, state_sizes(setup.U0))
     if simulated is None:
         return with_known_weights(initial_weights(disc), groups)
     return variance_weights(*simulated, disc, groups)
@@ -192,16 +191,17 @@ def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence
     from each experiment's ``x0s[e]`` with ``p``; None where a simulation
     fails or a residual is not finite.
 
-    ``disc``: a mesh of ``model`` and ``experiments``, whose intervals the
-    simulation then follows (:func:`mesh_simulated_ssr`, ``x_scale`` the
-    states' typical sizes, :func:`state_sizes` of a solution or a guess).
+    ``disc`` and ``x_scale``: a mesh of ``model`` and ``experiments``, whose
+    intervals the simulation then follows, and the states' typical sizes
+    (:func:`state_sizes` of a solution or a guess; :func:`mesh_simulated_ssr`).
     """
-    if disc is not None and disc.model is model and not model.has_delays:
-        from ..transcription.interval_integration import SHORTEST_OUTPUT, _interval_plan
+    if (disc is not None and x_scale is not None and disc.model is model
+            and not model.has_delays):
+        from ..transcription.interval_integration import SHORTEST_OUTPUT, output_grids
 
         # a sample within SHORTEST_OUTPUT of its interval's start would be read
         # as that start (interval_integration.SHORTEST_OUTPUT): simulated alone
-        if min(g[0] for g in _interval_plan(disc)[0]) >= SHORTEST_OUTPUT:
+        if min(g[0] for g in output_grids(disc)) >= SHORTEST_OUTPUT:
             return mesh_simulated_ssr(disc, x0s, p, x_scale)
     ssr, counts = np.zeros(model.ny), np.zeros(model.ny)
     for exp, x0 in zip(experiments, x0s):
@@ -236,8 +236,7 @@ SIMULATION_STEPS = 100000
 
 
 def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.ndarray,
-                       x_scale: np.ndarray | None = None
-                       ) -> tuple[np.ndarray, np.ndarray] | None:
+                       x_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`simulated_ssr` by one CVODES run per stretch of the mesh where the
     inputs are one constant, and per interval elsewhere (its inputs' fit,
     :func:`~picard_casadi.transcription.interval_integration.chained_interval_states`),
@@ -247,22 +246,20 @@ def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.nd
     a fit's time in the likelihood's two simulations).  Its absolute
     tolerance is :data:`~picard_casadi.simulate.DEFAULT_ATOL` times the
     smallest of the states' typical sizes ``x_scale`` (where below 1;
-    :func:`simulate`'s rule, the largest ``|x0|``, without them): Robertson's
+    :func:`simulate`'s rule is the largest ``|x0|``): Robertson's
     B, of size 2e-5 beside A and C of 1, was 2.4e-5 off a tight integration
     with 1e-10 (by :func:`simulate`, restarting at each sample), the
     likelihood 2e-3 off; with the rule it is within 1e-6 of the tight
     integration's (``tests/test_stiff.py``)."""
     from ..analysis.certificate import _model_outputs
-    from ..simulate import DEFAULT_ATOL, _state_size
+    from ..simulate import DEFAULT_ATOL
     from ..transcription.interval_integration import chained_interval_states
 
     model = disc.model
     X0 = np.column_stack([np.asarray(x, float) for x in x0s])
     if not np.all(np.isfinite(X0)):
         return None
-    sizes = ([float(np.min(x_scale))] if x_scale is not None else
-             [_state_size(model, X0[:, e]) for e in range(X0.shape[1])])
-    atol = DEFAULT_ATOL * min(1.0, *sizes)
+    atol = DEFAULT_ATOL * min(1.0, float(np.min(x_scale)))
     try:
         with np.errstate(all="ignore"), captured_native_output():
             chain = chained_interval_states(disc, MESH_SIMULATION_RTOL, atol, SIMULATION_STEPS)

@@ -130,16 +130,19 @@ class Statement:
         phi = np.asarray(phi, float)
         return np.array([from_scale(v, s) for v, s in zip(phi, self.scales)])
 
-    def _x0_std(self, phi: np.ndarray, e: int, cov_phi: np.ndarray | None) -> np.ndarray:
-        """Standard errors of experiment ``e``'s initial states ``h(phi)`` from
+    def _x0_std(self, phi: np.ndarray, cov_phi: np.ndarray | None) -> list[np.ndarray]:
+        """Standard errors of each experiment's initial states ``h(phi)`` from
         the covariance of ``phi`` (NaN without one)."""
         f = self._x0_of
         nx = f.size1_out(0)
         if cov_phi is None or cov_phi.shape != (phi.size, phi.size):
-            return np.full(nx, np.nan)
+            return [np.full(nx, np.nan) for _ in self._constants]
         jac = f.factory("x0_jac", f.name_in(), [f"jac:{f.name_out(0)}:{f.name_in(0)}"])
-        J = np.asarray(jac(phi, self._constants[e]), float).reshape(nx, phi.size)
-        return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, cov_phi, J), 0.0))
+        out = []
+        for constants in self._constants:
+            J = np.asarray(jac(phi, constants), float).reshape(nx, phi.size)
+            out.append(np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, cov_phi, J), 0.0)))
+        return out
 
     def user_result(self, res: Any) -> Any:
         """``res`` (of the restated problem) in the user's terms, in place."""
@@ -178,6 +181,7 @@ class Statement:
             ci = np.asarray(res.p_ci, float)
             res.p_ci = np.column_stack([self.to_linear(ci[:, 0]), self.to_linear(ci[:, 1])])
         if self.shifted.any() and self._x0_of is not None:
+            x0_std = self._x0_std(phi, cov_phi) if res.x0_std is not None else None
             for e in range(len(res.x0)):
                 h = np.asarray(self._x0_of(phi, self._constants[e]), float).ravel()
                 x0 = np.asarray(res.x0[e], float).copy()
@@ -188,7 +192,7 @@ class Statement:
                     # x0 = h(phi), the deviation known: the delta method (a
                     # number where h holds no estimated parameter: 0, as a
                     # known x0's; NaN before, beside 0 for the known states)
-                    std[self.shifted] = self._x0_std(phi, e, cov_phi)[self.shifted]
+                    std[self.shifted] = x0_std[e][self.shifted]
                     res.x0_std[e] = std
         # "the data determine log10(k) poorly ... spans zero" judged the log: on
         # that scale the question is how many decades the standard error spans

@@ -80,18 +80,30 @@ def _state_at(states: dict[float, ca.MX], tau: float) -> ca.MX:
     return states[float(keys[np.argmin(np.abs(keys - tau))])]
 
 
+def output_grids(disc: Discretisation) -> list[tuple[float, ...]]:
+    """Per interval: its output times, normalised, its samples inside and its
+    end 1."""
+    grids = []
+    for j in range(disc.n_intervals):
+        taus = disc.sample_tau[j][disc.sample_exp[j] == disc.exp_of[j]]
+        grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
+    return grids
+
+
+def inputs_vary(disc: Discretisation) -> bool:
+    """Whether some interval's inputs are not one constant (the intervals
+    :func:`chained_interval_states` integrates one by one)."""
+    return any(value is None for _, value in _constant_pieces(disc))
+
+
 def _interval_plan(disc: Discretisation
                    ) -> tuple[list[tuple[float, ...]], list[tuple[int, np.ndarray] | None]]:
-    """Per interval: its output times (normalised, with the end 1) and its
-    inputs' Chebyshev fit (:func:`_interval_inputs`; None: integrated in
-    segments cut at the sample times)."""
+    """Per interval: its output times (:func:`output_grids`) and its inputs'
+    Chebyshev fit (:func:`_interval_inputs`; None: integrated in segments cut
+    at the sample times)."""
     J, nu = disc.n_intervals, disc.model.nu
-    grids = []
+    grids = output_grids(disc)
     inputs: list[tuple[int, np.ndarray] | None] = [None] * J
-    for j in range(J):
-        e = disc.exp_of[j]
-        taus = disc.sample_tau[j][disc.sample_exp[j] == e]
-        grids.append(tuple(np.unique(np.concatenate([np.round(taus[taus > 0], 13), [1.0]]))))
     for e, sl in enumerate(disc.intervals_of):
         js = np.arange(sl.start, sl.stop)
         for j, fit in zip(js, _interval_inputs(disc.experiments[e], disc.t0[js], disc.h[js], nu)):
@@ -177,13 +189,13 @@ def _short_pieces(disc: Discretisation, grids: list[tuple[float, ...]]
             out.append((js, value))
             continue
         current: list[int] = []
+        end = 0.0  # the latest time the current piece may reach
         for j in js:
-            if current:
-                a = float(disc.t0[current[0]])
-                first = float(grids[current[0]][0] * disc.h[current[0]])
-                if float(disc.t0[j] + disc.h[j]) - a > first / SHORTEST_OUTPUT:
-                    out.append((current, value))
-                    current = []
+            if current and float(disc.t0[j] + disc.h[j]) > end:
+                out.append((current, value))
+                current = []
+            if not current:  # the longest piece its first output allows
+                end = float(disc.t0[j] + grids[j][0] * disc.h[j] / SHORTEST_OUTPUT)
             current.append(j)
         out.append((current, value))
     return out

@@ -446,6 +446,56 @@ def test_fit_png_draws_the_outputs_each_experiment_measures():
     assert {ax.get_gid(): ax.get_ylabel() for ax in fig.axes}["fit:1:1"] == "y1"
 
 
+def test_fit_png_draws_the_inputs_that_drove_each_experiment():
+    # flight tests and the CMG are read against their inputs: each experiment's
+    # column ends in a panel of them, as the estimation read them
+    x, u, a = ca.SX.sym("x"), ca.SX.sym("u", 2), ca.SX.sym("a")
+    model = pc.Model(x=x, p=a, u=u, rhs=-a * x + u[0] - u[1], y=x, u_names=["de", "dr"],
+                     u_units=["rad", "rad"])
+    t = np.linspace(0.0, 4.0, 21)
+    held = np.column_stack([np.where(t < 2.0, 1.0, -1.0), np.zeros_like(t)])
+    def sine(s):
+        return np.array([np.sin(s), 0.5 * np.cos(s)])
+
+    exps = [pc.Experiment(t, pc.simulate(model, [0.0], [0.7], t, u=u, **kw), x0=[0.0], u=u,
+                          name=name, **kw)
+            for name, u, kw in (("step", held, {"u_interpolation": "previous",
+                                                "breakpoints": [2.0]}),
+                                ("sine", sine, {}))]
+    res = pc.estimate(model, exps, [1.0], codegen=False, uncertainty=False,
+                      estimate_x0=False)
+    from picard_casadi.io.plotting import plot_fit
+
+    fig = plot_fit(res, model, exps)
+    panels = {ax.get_gid(): ax for ax in fig.axes}
+    assert sorted(panels) == ["fit:0:0", "fit:1:0", "input:0:0", "input:1:0",
+                              "residual:0:0", "residual:1:0"]
+    step, sine = panels["input:0:0"], panels["input:1:0"]
+    # the held elevator as held, the rudder (zero throughout) left out and named
+    (line,) = step.get_lines()
+    ts, vs = line.get_data()
+    np.testing.assert_array_equal(vs, np.where(ts < 2.0, 1.0, -1.0))
+    assert line.get_label() == "de [rad]"
+    assert [text.get_text() for text in step.texts] == ["0 throughout: dr"]
+    # a callable as it returns, both inputs in one panel (one unit, a like size)
+    assert [ln.get_label() for ln in sine.get_lines()] == ["de [rad]", "dr [rad]"]
+    ts, vs = sine.get_lines()[1].get_data()
+    np.testing.assert_allclose(vs, 0.5 * np.cos(ts))
+    assert step.get_xlabel() == "time [s]"  # the time axis under the inputs, not above them
+    assert panels["residual:0:0"].get_xlabel() == ""
+    # inputs of other units or sizes each get a panel (the HFB-320's elevator
+    # beside its thrust drew as a flat line)
+    thrust = pc.Model(x=x, p=a, u=u, rhs=-a * x + u[0] - 1e-4 * u[1], y=x,
+                      u_names=["de", "thrust"], u_units=["rad", "N"])
+    loud = [exps[0].replaced(u=np.column_stack([held[:, 0], np.full(t.size, 1.1e4)]))]
+    fig = plot_fit(res, thrust, loud)
+    assert sorted(ax.get_gid() for ax in fig.axes if ax.get_gid().startswith("input")) == [
+        "input:0:0", "input:0:1"]
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_gid().startswith("input")] == [
+        "thrust [N]", "de [rad]"]
+    assert len(plot_fit(res, model, exps, inputs=False).axes) == 4
+
+
 def test_fit_png_of_two_outputs(tmp_path):
     model = _build(SPRING)
     t = np.linspace(0, 4, 20)

@@ -48,7 +48,7 @@ def _short(message: str, limit: int = 90) -> str:
 def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Experiment],
              experiment: int | Sequence[int] | None = None, path: str | Path | None = None,
              title: str | None = None, dense: int = 400, residuals: bool = True,
-             columns: int = 4) -> plt.Figure:
+             columns: int = 4, inputs: bool = True) -> plt.Figure:
     """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
 
     One column per experiment (at most ``columns`` side by side, spread evenly
@@ -56,11 +56,15 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     (every output, where it measures none) a panel of data and fit with,
     below it, a panel of the residuals ``data - fit`` at the sample times.
     The lines are CVODES simulations from the estimated ``x0`` with the
-    estimated ``p``.  The title gives the
+    estimated ``p``.  A model with inputs gets, at the foot of each
+    experiment's column, panels of the inputs that drove the fit, as the
+    estimation reads them (samples held or interpolated as the experiment
+    says, a callable as it returns): inputs of one unit and a like size
+    share a panel; inputs that stay zero are left out.  The title gives the
     verdict: a result with ``success`` False is titled ``FAILED: <message>``
-    in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"`` or
-    ``"residual:<e>:<k>"`` (experiment index, output index), for scripts
-    and tests.
+    in red.  Each panel's ``gid`` is ``"fit:<e>:<k>"``,
+    ``"residual:<e>:<k>"`` (experiment index, output index) or
+    ``"input:<e>:<g>"`` (its ``g``-th panel of inputs), for scripts and tests.
 
     Parameters
     ----------
@@ -79,6 +83,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         Draw the residual panels.
     columns : int
         Most experiments side by side (5 experiments: 3 and 2).
+    inputs : bool
+        Draw the input panels (a model with inputs only).
     """
     if experiment is None:
         chosen = list(range(len(experiments)))
@@ -97,11 +103,22 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     cols = max(1, int(np.ceil(len(chosen) / bands)))
     # each band as many panels high as its experiments need
     tall = [max(len(measured[e]) for e in chosen[b * cols:(b + 1) * cols]) for b in range(bands)]
-    first_row = np.concatenate([[0], np.cumsum(tall)[:-1]])
     per_output = 2 if residuals else 1
-    ratios = ([2.2, 1.0] if residuals else [2.2]) * int(sum(tall))
+    # the inputs' panels close each band, below its tallest column: inputs of
+    # one unit and a like size share a panel (_input_groups)
+    with_inputs = bool(inputs) and model.nu > 0
+    groups = {e: _input_groups(model, experiments[e], dense) if with_inputs else None
+              for e in chosen}
+    input_rows = [max((max(len(groups[e][2]), 1) for e in chosen[b * cols:(b + 1) * cols]), default=0)
+                  if with_inputs else 0 for b in range(bands)]
+    band_rows = [h * per_output + k for h, k in zip(tall, input_rows)]
+    first_row = np.concatenate([[0], np.cumsum(band_rows)[:-1]]).astype(int)
+    ratios: list[float] = []
+    for h, k in zip(tall, input_rows):
+        ratios += ([2.2, 1.0] if residuals else [2.2]) * h + [1.0] * k
     fit_h, res_h = (1.9, 0.85) if max(tall) <= 3 else (1.5, 0.7)
-    height = sum(tall) * (fit_h + (res_h if residuals else 0.0)) + 1.4
+    height = (sum(tall) * (fit_h + (res_h if residuals else 0.0)) + 0.95 * sum(input_rows)
+              + 1.4)
     fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
     grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -121,7 +138,7 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         last = len(measured[e]) - 1
         labelled = col == 0 or not every  # each panel names its output where they differ
         for i, k in enumerate(measured[e]):
-            row = int(first_row[band] + i) * per_output
+            row = int(first_row[band]) + i * per_output
             fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
             fit_ax.set_gid(f"fit:{e}:{k}")
             colour = colours[k % len(colours)]
@@ -133,7 +150,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                 fit_ax.set_title(exp.name, fontsize=9)
             if labelled:
                 fit_ax.set_ylabel(_label(model.y_names[k], model.y_units[k]), fontsize=8)
-            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and i == last)
+            fit_ax.tick_params(labelsize=7, labelbottom=not residuals and i == last
+                               and not with_inputs)
             fit_ax.grid(alpha=0.3)
             if Y_all is None:
                 fit_ax.text(0.5, 0.5, "simulation failed", transform=fit_ax.transAxes,
@@ -151,13 +169,20 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                              if result.noise_sigma is not None
                              and k < np.size(result.noise_sigma) else "")
                     res_ax.set_ylabel(_label("residual", model.y_units[k]) + sigma, fontsize=8)
-                res_ax.tick_params(labelsize=7, labelbottom=i == last)
+                res_ax.tick_params(labelsize=7, labelbottom=i == last and not with_inputs)
                 res_ax.grid(alpha=0.3)
                 bottom = res_ax
             else:
                 bottom = fit_ax
-            if i == last:
+            if i == last and not with_inputs:
                 bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
+        if with_inputs:
+            t_in, values, sets = groups[e]
+            below = int(first_row[band]) + tall[band] * per_output
+            for g, shown in enumerate(sets or [[]]):
+                ax = fig.add_subplot(grid[below + g, col], sharex=fit_ax)
+                _input_panel(ax, model, e, g, t_in, values, shown, labelled=col == 0,
+                             colours=colours, last=g == max(len(sets), 1) - 1)
     dot = colours[0] if model.ny == 1 else "0.45"  # several outputs: each its own colour
     handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
@@ -193,6 +218,67 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     if path is not None:
         fig.savefig(path, dpi=130)
     return fig
+
+
+#: inputs whose largest sizes differ more than this share no panel (the
+#: HFB-320's elevator, 0.1 rad, drew as a flat line beside its thrust, 1e4 N)
+INPUT_SIZE_RATIO = 20.0
+
+
+def _input_groups(model: Model, exp: Experiment, dense: int = 400
+                  ) -> tuple[np.ndarray, np.ndarray | None, list[list[int]]]:
+    """Experiment ``exp``'s inputs on a dense grid over its span, as the
+    estimation reads them, and which share a panel: of one unit and sizes
+    within :data:`INPUT_SIZE_RATIO` of each other, largest first.  Inputs
+    that stay zero are in no panel; ``values`` is None where they cannot be
+    evaluated (a callable's own error, which the fit reported)."""
+    t = np.union1d(np.linspace(exp.t0, exp.t_end, dense), exp.t)
+    try:
+        values = exp.inputs(t, model.nu)
+    except Exception:  # noqa: BLE001
+        return t, None, [[]]
+    size = np.max(np.abs(values), axis=0)
+    sets: list[list[int]] = []
+    for j in sorted(np.flatnonzero(size > 0), key=lambda j: -size[j]):
+        for shown in sets:
+            if (model.u_units[shown[0]] == model.u_units[j]
+                    and size[shown[0]] <= INPUT_SIZE_RATIO * size[j]):
+                shown.append(int(j))
+                break
+        else:
+            sets.append([int(j)])
+    return t, values, sets
+
+
+def _input_panel(ax: plt.Axes, model: Model, e: int, g: int, t: np.ndarray,
+                 values: np.ndarray | None, shown: list[int], labelled: bool,
+                 colours: list[str], last: bool) -> None:
+    """A panel of experiment ``e``'s inputs ``shown`` (its ``g``-th): on the
+    dense grid, so a held input shows as its steps."""
+    ax.set_gid(f"input:{e}:{g}")
+    if values is None:
+        ax.text(0.5, 0.5, "inputs not evaluated", transform=ax.transAxes, ha="center",
+                va="center", color="C3", fontsize=8)
+    for j in shown:
+        ax.plot(t, values[:, j], lw=1.2, color=colours[(j + 3) % len(colours)],
+                label=_label(model.u_names[j], model.u_units[j]))
+    if values is not None and last and model.nu > 1:
+        silent = [name for j, name in enumerate(model.u_names)
+                  if not np.any(values[:, j] != 0.0)]
+        if silent:  # named, so a missing line is not taken for a lost one
+            text = ("every input 0" if len(silent) == model.nu else
+                    "0 throughout: " + (", ".join(silent) if len(silent) <= 4
+                                        else f"{len(silent)} inputs"))
+            ax.text(0.01, 0.04, text, transform=ax.transAxes, fontsize=6, color="0.35")
+    if len(shown) > 1:
+        ax.legend(fontsize=6, loc="upper right", frameon=False, ncol=min(len(shown), 4))
+    if labelled or len(shown) == 1:
+        ax.set_ylabel(_label(model.u_names[shown[0]], model.u_units[shown[0]])
+                      if len(shown) == 1 else "inputs", fontsize=8)
+    ax.tick_params(labelsize=7, labelbottom=last)
+    ax.grid(alpha=0.3)
+    if last:
+        ax.set_xlabel(_label("time", model.t_unit), fontsize=8)
 
 
 def plot_convergence(result: EstimationResult, path: str | Path | None = None) -> plt.Figure:

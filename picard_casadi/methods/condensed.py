@@ -90,6 +90,12 @@ TRIAL_FIXED_POINT_TOL = 1e-12
 TRIAL_ACCEPT_FIXED_POINT = 1e-8
 # a step whose merit ratio falls below this gets a second-order correction
 SOC_RATIO = 0.75
+# ... and another from the corrected point, while the ratio stays below it and
+# each correction lowers the merit, up to this many in all: one correction
+# leaves the trial's gaps some 60 times smaller, and with the large rho that
+# gap-closing steps far from the solution raise (2.7e7 on PEtab's Armistead)
+# what it leaves can still outweigh a data gain the model predicted to 2 %
+SOC_ROUNDS = 3
 # ... unless the correction moves an interval start (scaled, largest shift)
 # by more than SOC_MAX_SHIFT_RADII trust-region radii or by SOC_MAX_SHIFT of
 # the state's scale: not a second-order correction, and settling its node
@@ -271,8 +277,8 @@ class ConstrainedGaussNewtonStep:
 
         Returns
         -------
-        (Xs, U, merit, evaluations) or None when the corrected point cannot be
-        evaluated, or its shift is not small (``SOC_MAX_SHIFT_RADII``,
+        (Xs, U, merit, gaps, evaluations) or None when the corrected point
+        cannot be evaluated, or its shift is not small (``SOC_MAX_SHIFT_RADII``,
         ``SOC_MAX_SHIFT``).
         """
         s = self.setup
@@ -284,26 +290,34 @@ class ConstrainedGaussNewtonStep:
         Xc = np.where(s.free_x, np.clip(Xn + d, xl, xu), Xn)
         d = Xc - Xn
         U_c = predict_nodes(S_nodes, U_new, d * s.x_scale, np.zeros_like(pn))
-        merit_c, U_c, evals = self._settled_merit(Xc, pn, U_c)
+        merit_c, U_c, c_c, evals = self._settled_point(Xc, pn, U_c)
         if not np.isfinite(merit_c):
             return None
-        return Xc, U_c, merit_c, evals
+        return Xc, U_c, merit_c, c_c, evals
 
-    def _settled_merit(self, Xs, ps, U_start) -> tuple[float, np.ndarray, int]:
-        """Merit at a scaled point with its node values settled from ``U_start``.
+    def _settled_point(self, Xs, ps, U_start
+                       ) -> tuple[float, np.ndarray, np.ndarray, int]:
+        """Merit and scaled gaps at a scaled point with its node values settled
+        from ``U_start``.
 
         Returns
         -------
-        (merit, U, evaluations); the merit is ``inf`` where the fixed point
-        is not found (``|P U - U| > TRIAL_ACCEPT_FIXED_POINT``) or not finite.
+        (merit, U, gaps, evaluations); the merit is ``inf`` (and the gaps
+        empty) where the fixed point is not found (``|P U - U| >
+        TRIAL_ACCEPT_FIXED_POINT``), ``inf`` where it is not finite.
         """
         Xp, pp = self.setup.from_scaled(Xs, ps)
         U, res, sweeps = self.setup.tr.settle(Xp, U_start, pp, tol=TRIAL_FIXED_POINT_TOL)
         if not res <= TRIAL_ACCEPT_FIXED_POINT:
-            return np.inf, U, sweeps + 1
+            return np.inf, U, np.zeros(0), sweeps + 1
         data, c = self._merit_parts(Xp, U, pp)
         merit = data + 0.5 * self.rho * float(np.sum(c * c))
-        return (merit if np.isfinite(merit) else np.inf), U, sweeps + 1
+        return (merit if np.isfinite(merit) else np.inf), U, c, sweeps + 1
+
+    def _settled_merit(self, Xs, ps, U_start) -> tuple[float, np.ndarray, int]:
+        """``(merit, U, evaluations)`` of :meth:`_settled_point`."""
+        merit, U, _, evals = self._settled_point(Xs, ps, U_start)
+        return merit, U, evals
 
     def _raise_rho(self, pred_data: float, pred_gap: float, gap2: float) -> None:
         """Raise ``rho`` so a step that closes gaps is predicted to lower the merit.
@@ -575,20 +589,26 @@ class ConstrainedGaussNewtonStep:
     def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
                ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
         """Evaluate the trial ``(Xn, pn)`` (scaled) from the node values ``U_start``,
-        with the second-order correction ``correct(Xn, pn, U, gaps)`` where its
-        merit ratio is below ``SOC_RATIO``.  Returns ``(Xn, U, merit, ratio,
-        evaluations)`` of the better point."""
+        with second-order corrections ``correct(Xn, pn, U, gaps)`` while its
+        merit ratio is below ``SOC_RATIO`` (at most ``SOC_ROUNDS``, each from
+        the point the last one gave, while each lowers the merit).  Returns
+        ``(Xn, U, merit, ratio, evaluations)`` of the best point."""
         Xp, pp = self.setup.from_scaled(Xn, pn)
         U_new, merit_new, c_new, evals = self._trial(Xp, U_start, pp)
         ratio = (merit - merit_new) / predicted
-        if np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new):
+        for _ in range(SOC_ROUNDS):
+            if not (np.isfinite(merit_new) and ratio < SOC_RATIO and np.any(c_new)):
+                break
             # the gaps' curvature spoilt the step (Maratos effect): close the
             # new gaps along the old linearisation and keep the better point
             corrected = correct(Xn, pn, U_new, c_new)
-            evals += corrected[3] if corrected is not None else 0
-            if corrected is not None and corrected[2] < merit_new:
-                Xn, U_new, merit_new = corrected[0], corrected[1], corrected[2]
-                ratio = (merit - merit_new) / predicted
+            if corrected is None:
+                break
+            evals += corrected[4]
+            if not corrected[2] < merit_new:
+                break
+            Xn, U_new, merit_new, c_new = corrected[:4]
+            ratio = (merit - merit_new) / predicted
         return Xn, U_new, merit_new, ratio, evals
 
     def _trial(self, Xp, U_start, pp) -> tuple[np.ndarray, float, np.ndarray, int]:

@@ -395,10 +395,10 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
         if not np.array_equal(Xc, X_try):
             return None  # a bound cuts the correction: its node moves do not apply
         U_c = U_new + ops.last_nodes
-        merit_c, U_c, evals = self._settled_merit(Xc, pn, U_c)
+        merit_c, U_c, c_c, evals = self._settled_point(Xc, pn, U_c)
         if not np.isfinite(merit_c):
             return None
-        return Xc, U_c, merit_c, evals
+        return Xc, U_c, merit_c, c_c, evals
 
 
 def _reach(b: np.ndarray, reach: np.ndarray, bnorm: float) -> float:

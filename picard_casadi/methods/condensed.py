@@ -41,7 +41,9 @@ Safeguards here (why each, with its measurements: ``docs/design.md``):
 
 * second-order correction: a trial whose merit ratio is below 0.75 is also
   evaluated with its new gaps closed along the current linearisation
-  (``d_{j+1} = E_j d_j + c_j``), and the better point is kept;
+  (``d_{j+1} = E_j d_j + c_j``), again from that point while the ratio
+  stays low and each correction gains (``SOC_ROUNDS``), and the best point
+  is kept;
 * ``rho`` is not raised at a continuous point (dividing by a round-off
   predicted gap reduction sends it to overflow), and a trial whose fixed
   point is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.

@@ -266,6 +266,9 @@ def locate_cvodes_failure(step: ca.Function, x0: np.ndarray, controls: np.ndarra
 
 #: CVODES's absolute tolerance for states of size 1 and above
 DEFAULT_ATOL = 1e-10
+#: CVODES's relative tolerance and step limit by default
+DEFAULT_RTOL = 1e-10
+DEFAULT_MAX_STEPS = 100000
 
 
 def _state_size(model: Model, x0: np.ndarray) -> float:
@@ -287,9 +290,9 @@ def simulate(
     t0: float | None = None,
     breakpoints: Any = None,
     u_interpolation: Literal["previous", "linear"] = "previous",
-    rtol: float = 1e-10,
+    rtol: float = DEFAULT_RTOL,
     atol: float | None = None,
-    max_steps: int = 100000,
+    max_steps: int = DEFAULT_MAX_STEPS,
     locate: bool = True,
 ) -> np.ndarray:
     """Simulate the model with CVODES and return the states at the times ``t``.

@@ -50,10 +50,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import casadi as ca
 import numpy as np
 
 from ..transcription.interval_integration import interval_integrator
+from ..transcription.predict import sample_outputs
 from ..transcription.problem import Setup
 from .uncertainty import SolutionSensitivity
 
@@ -157,16 +157,6 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
             sigma = np.sqrt(disc.weighted_ssr_per_output(info.sens["G"]) / dof)
     floor = NOISE_FLOOR * np.maximum(disc.output_rms(), 1e-300)
     return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
-
-
-def _model_outputs(model: Any, disc: Any, Xs: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``g`` at every sample slot for states ``(J, nx, M)``: ``(J, ny, M)``."""
-    J, M = disc.n_intervals, disc.M
-    g = model.g.map(J * M)
-    G = g(disc.sample_times.reshape(1, J * M), Xs.transpose(1, 0, 2).reshape(model.nx, J * M),
-          ca.repmat(ca.DM(p), 1, J * M),
-          disc.sample_inputs.transpose(1, 0, 2).reshape(model.nu, J * M))
-    return np.asarray(G).reshape(model.ny, J, M).transpose(1, 0, 2)
 
 
 def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
@@ -386,7 +376,7 @@ def integrated_outputs(setup: Setup, X: np.ndarray, p: np.ndarray, rtol: float,
         atol = rtol * 1e-2 * float(np.min(setup.x_scale))
     with np.errstate(all="ignore"):
         Xs, xend = interval_integrator(disc, rtol, atol, max_steps, method)(X, p)
-        return _model_outputs(disc.model, disc, Xs, p), xend
+        return sample_outputs(disc, Xs, p), xend
 
 
 def resolution_check(setup: Setup, X: np.ndarray, U: np.ndarray, p: np.ndarray,

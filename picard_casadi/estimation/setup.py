@@ -35,7 +35,7 @@ from ..transcription.discretisation import Discretisation
 from ..transcription.functions import Transcription
 from ..transcription.interval_functions import IntervalFunctions, build_interval_functions
 from ..transcription.guess import initial_guess, measured_state_series
-from ..transcription.predict import outputs_along
+from ..transcription.predict import outputs_along, sample_outputs
 
 __all__ = ["state_sizes", "build_setup", "initial_weights", "start_weights", "weights_from_variance",
            "residual_weights", "variance_weights", "with_known_weights", "simulated_ssr",
@@ -229,12 +229,6 @@ def state_sizes(U: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
 
 
-#: CVODES' tolerance and step limit in :func:`mesh_simulated_ssr`: those of
-#: :func:`simulate`
-MESH_SIMULATION_RTOL = 1e-10
-SIMULATION_STEPS = 100000
-
-
 def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.ndarray,
                        x_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`simulated_ssr` by one CVODES run per stretch of the mesh where the
@@ -251,8 +245,7 @@ def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.nd
     with 1e-10 (by :func:`simulate`, restarting at each sample), the
     likelihood 2e-3 off; with the rule it is within 1e-6 of the tight
     integration's (``tests/test_stiff.py``)."""
-    from ..analysis.certificate import _model_outputs
-    from ..simulate import DEFAULT_ATOL
+    from ..simulate import DEFAULT_ATOL, DEFAULT_MAX_STEPS, DEFAULT_RTOL
     from ..transcription.interval_integration import chained_interval_states
 
     model = disc.model
@@ -262,11 +255,11 @@ def mesh_simulated_ssr(disc: Discretisation, x0s: Sequence[np.ndarray], p: np.nd
     atol = DEFAULT_ATOL * min(1.0, float(np.min(x_scale)))
     try:
         with np.errstate(all="ignore"), captured_native_output():
-            chain = chained_interval_states(disc, MESH_SIMULATION_RTOL, atol, SIMULATION_STEPS)
+            chain = chained_interval_states(disc, DEFAULT_RTOL, atol, DEFAULT_MAX_STEPS)
             Xs = np.asarray(chain(X0, np.asarray(p, float))[0])
         Xs = Xs.reshape(model.nx, disc.n_intervals, disc.M).transpose(1, 0, 2)
         with np.errstate(all="ignore"):
-            Ys = _model_outputs(model, disc, Xs, np.asarray(p, float))
+            Ys = sample_outputs(disc, Xs, np.asarray(p, float))
     except RuntimeError as err:
         reraise_if_interrupted(err)
         return None

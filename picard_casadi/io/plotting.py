@@ -107,9 +107,12 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     # the inputs' panels close each band, below its tallest column: inputs of
     # one unit and a like size share a panel (_input_groups)
     with_inputs = bool(inputs) and model.nu > 0
-    groups = {e: _input_groups(model, experiments[e], dense) if with_inputs else None
+    # each experiment's dense time grid (with its samples): the fit's line and the inputs
+    t_dense = {e: np.union1d(np.linspace(experiments[e].t0, experiments[e].t_end, dense),
+                             experiments[e].t) for e in chosen}
+    groups = {e: _input_groups(model, experiments[e], t_dense[e]) if with_inputs else None
               for e in chosen}
-    input_rows = [max((max(len(groups[e][2]), 1) for e in chosen[b * cols:(b + 1) * cols]), default=0)
+    input_rows = [max(len(groups[e][1]) for e in chosen[b * cols:(b + 1) * cols])
                   if with_inputs else 0 for b in range(bands)]
     band_rows = [h * per_output + k for h, k in zip(tall, input_rows)]
     first_row = np.concatenate([[0], np.cumsum(band_rows)[:-1]]).astype(int)
@@ -126,8 +129,7 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     for n, e in enumerate(chosen):
         exp = experiments[e]
         band, col = divmod(n, cols)
-        t_fine = np.linspace(exp.t0, exp.t_end, dense)
-        t_all = np.union1d(t_fine, exp.t)
+        t_all = t_dense[e]
         try:
             Y_all = result.predict(e, t_all)
         except Exception:  # a simulation can fail far from the optimum
@@ -177,12 +179,13 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             if i == last and not with_inputs:
                 bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
         if with_inputs:
-            t_in, values, sets = groups[e]
+            values, sets = groups[e]
             below = int(first_row[band]) + tall[band] * per_output
-            for g, shown in enumerate(sets or [[]]):
+            for g, shown in enumerate(sets):
                 ax = fig.add_subplot(grid[below + g, col], sharex=fit_ax)
-                _input_panel(ax, model, e, g, t_in, values, shown, labelled=col == 0,
-                             colours=colours, last=g == max(len(sets), 1) - 1)
+                _input_panel(ax, model, e, g, t_all, values, shown, labelled=col == 0,
+                             colours=colours, silent=None if g < len(sets) - 1 else [
+                                 j for j in range(model.nu) if not any(j in c for c in sets)])
     dot = colours[0] if model.ny == 1 else "0.45"  # several outputs: each its own colour
     handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
@@ -225,18 +228,17 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
 INPUT_SIZE_RATIO = 20.0
 
 
-def _input_groups(model: Model, exp: Experiment, dense: int = 400
-                  ) -> tuple[np.ndarray, np.ndarray | None, list[list[int]]]:
-    """Experiment ``exp``'s inputs on a dense grid over its span, as the
-    estimation reads them, and which share a panel: of one unit and sizes
-    within :data:`INPUT_SIZE_RATIO` of each other, largest first.  Inputs
-    that stay zero are in no panel; ``values`` is None where they cannot be
-    evaluated (a callable's own error, which the fit reported)."""
-    t = np.union1d(np.linspace(exp.t0, exp.t_end, dense), exp.t)
+def _input_groups(model: Model, exp: Experiment, t: np.ndarray
+                  ) -> tuple[np.ndarray | None, list[list[int]]]:
+    """Experiment ``exp``'s inputs at the times ``t``, as the estimation reads
+    them, and the panels they share: of one unit and sizes within
+    :data:`INPUT_SIZE_RATIO` of each other, largest first; at least one panel.
+    Inputs that stay zero are in none; the values are None where they cannot
+    be evaluated (a callable's own error, which the fit reported)."""
     try:
         values = exp.inputs(t, model.nu)
     except Exception:  # noqa: BLE001
-        return t, None, [[]]
+        return None, [[]]
     size = np.max(np.abs(values), axis=0)
     sets: list[list[int]] = []
     for j in sorted(np.flatnonzero(size > 0), key=lambda j: -size[j]):
@@ -247,14 +249,17 @@ def _input_groups(model: Model, exp: Experiment, dense: int = 400
                 break
         else:
             sets.append([int(j)])
-    return t, values, sets
+    return values, sets or [[]]
 
 
 def _input_panel(ax: plt.Axes, model: Model, e: int, g: int, t: np.ndarray,
                  values: np.ndarray | None, shown: list[int], labelled: bool,
-                 colours: list[str], last: bool) -> None:
+                 colours: list[str], silent: list[int] | None) -> None:
     """A panel of experiment ``e``'s inputs ``shown`` (its ``g``-th): on the
-    dense grid, so a held input shows as its steps."""
+    dense grid, so a held input shows as its steps.  ``silent``: in the
+    experiment's last panel (the one with the time axis), the inputs that
+    stay zero, named there; None in the others."""
+    last = silent is not None
     ax.set_gid(f"input:{e}:{g}")
     if values is None:
         ax.text(0.5, 0.5, "inputs not evaluated", transform=ax.transAxes, ha="center",
@@ -262,14 +267,13 @@ def _input_panel(ax: plt.Axes, model: Model, e: int, g: int, t: np.ndarray,
     for j in shown:
         ax.plot(t, values[:, j], lw=1.2, color=colours[(j + 3) % len(colours)],
                 label=_label(model.u_names[j], model.u_units[j]))
-    if values is not None and last and model.nu > 1:
-        silent = [name for j, name in enumerate(model.u_names)
-                  if not np.any(values[:, j] != 0.0)]
-        if silent:  # named, so a missing line is not taken for a lost one
-            text = ("every input 0" if len(silent) == model.nu else
-                    "0 throughout: " + (", ".join(silent) if len(silent) <= 4
-                                        else f"{len(silent)} inputs"))
-            ax.text(0.01, 0.04, text, transform=ax.transAxes, fontsize=6, color="0.35")
+    if values is not None and silent and model.nu > 1:
+        # named, so a missing line is not taken for a lost one
+        names = [model.u_names[j] for j in silent]
+        text = ("every input 0" if len(names) == model.nu else
+                "0 throughout: " + (", ".join(names) if len(names) <= 4
+                                    else f"{len(names)} inputs"))
+        ax.text(0.01, 0.04, text, transform=ax.transAxes, fontsize=6, color="0.35")
     if len(shown) > 1:
         ax.legend(fontsize=6, loc="upper right", frameon=False, ncol=min(len(shown), 4))
     if labelled or len(shown) == 1:

@@ -14,7 +14,7 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from .discretisation import Discretisation
 
-__all__ = ["outputs_along", "simulation_predictor", "collocation_states"]
+__all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
@@ -24,6 +24,18 @@ def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
     U = exp.inputs(t, model.nu)
     G = model.g.map(t.size)(t[None, :], X.T, ca.repmat(ca.DM(p), 1, t.size), U.T)
     return np.asarray(G).T
+
+
+def sample_outputs(disc: Discretisation, Xs: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``g`` at every sample slot of ``disc`` for states ``Xs`` ``(J, nx, M)``:
+    ``(J, ny, M)``."""
+    model = disc.model
+    J, M = disc.n_intervals, disc.M
+    g = model.g.map(J * M)
+    G = g(disc.sample_times.reshape(1, J * M), Xs.transpose(1, 0, 2).reshape(model.nx, J * M),
+          ca.repmat(ca.DM(p), 1, J * M),
+          disc.sample_inputs.transpose(1, 0, 2).reshape(model.nu, J * M))
+    return np.asarray(G).reshape(model.ny, J, M).transpose(1, 0, 2)
 
 
 def collocation_states(disc: Discretisation, X: np.ndarray, U: np.ndarray,

@@ -97,6 +97,28 @@ def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():
     assert f"no step was accepted in {GIVE_UP_ITERATIONS} iterations" in out.message
 
 
+@pytest.mark.parametrize("growth,status,iterations", [
+    (1.02, "max_iter", 300),   # the noise levels fall with every step: progress
+    (1.0, "stalled", 200),     # nothing moves: a stall, as without re-weighting
+])
+def test_a_round_that_re_weights_is_judged_by_its_likelihood(growth, status, iterations):
+    """Where the noise weights are re-estimated after every accepted step
+    (the likelihood's intermediate round), each re-weighting sets the merit
+    back to the same value (the cmg multistart's sixth start: 3.5 throughout
+    300 iterations while its noise levels fell), so the progress window
+    compares the merits as likelihoods, each less its weights' level."""
+    setup = _open_gaps_setup()
+
+    def reweight(X, U, p):
+        setup.tr.set_weights(setup.tr.weights * growth)  # every sigma down by sqrt(growth)
+
+    setup.reweight = reweight
+    out = run_picard_iteration(setup, _Creeps(1e-6), LoopOptions(
+        max_iter=300, sweeps=1, continuity="penalty", progress_window=100))
+    assert out.status == status and out.iterations == iterations
+    assert out.history[-1].objective > 0.999  # the merit all but still
+
+
 class _CreepsUntilDamped(_Creeps):
     """Creeps (``rate``) until its steps are damped, then gains 1 % per
     iteration: a step rule with the stall's remedy (``damp_long_steps``)."""

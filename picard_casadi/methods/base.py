@@ -380,8 +380,10 @@ class LoopOutcome:
 Callback = Callable[[IterationRecord], Any]
 
 
-def _relative_change(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+def _relative_change(a: float, b: float, shift: float = 0.0) -> float:
+    """``|a - b - shift|`` relative to the larger of ``|a|, |b|`` (``shift``:
+    the weights' level between them, where the weights moved)."""
+    return abs(a - b - shift) / max(abs(a), abs(b), 1e-300)
 
 
 def grown_scales(setup: Setup, X: np.ndarray) -> np.ndarray | None:
@@ -441,6 +443,11 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     enforce_gap = opts.continuity != "penalty"
     history: list[IterationRecord] = []
     phis: list[float] = []
+    # where the weights move with the steps (setup.reweight), the objectives
+    # compare as likelihoods: less the weights' level (Setup.weight_level)
+    # under which each was measured, per iteration and per entry of phis
+    levels: list[float] = []
+    phi_levels: list[float] = []
     gap_at_update = np.inf
     evaluations = 0
     t_start = time.perf_counter()
@@ -464,6 +471,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     floor = setup.merit_floor()
     it = 0
     for it in range(1, int(opts.max_iter) + 1):
+        level = setup.weight_level() if setup.reweight is not None else 0.0
         info = rule.step(Xs, U, ps, V, lam)
         evaluations += info.evaluations
         if info.failed:
@@ -528,6 +536,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         )
         history.append(rec)
         phis.append(info.phi_after)
+        levels.append(level)
+        phi_levels.append(level)
         if callback is not None and callback(rec) is True:
             status, message = "stopped", "stopped by the callback"
             break
@@ -536,7 +546,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         if (window and it >= 2 * window and it >= damped_at + window
                 and gap_scaled > CREEP_GAP):
             before = history[-1 - window].objective
-            gain = (before - rec.objective) / max(abs(before), floor)
+            gain = ((before - levels[-1 - window]) - (rec.objective - level)) / max(
+                abs(before), floor)
             if gain < opts.progress_tol and not getattr(rule, "damp_long_steps", True):
                 # the remedy first: steps the trust radius would cut to a
                 # sliver of the Gauss-Newton step (a direction dominated by
@@ -568,6 +579,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 lam = new_lam
             gap_at_update = gap_scaled
             phis.clear()
+            phi_levels.clear()
             rule.reset()
             continue
 
@@ -582,7 +594,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         stationary = info.grad_norm <= opts.gtol * scale or info.optimality <= opts.gtol
         w = int(opts.ftol_window)
         flat = len(phis) > w and all(
-            _relative_change(phis[-1], phis[-1 - k]) <= opts.ftol for k in range(1, w + 1)
+            _relative_change(phis[-1], phis[-1 - k], phi_levels[-1] - phi_levels[-1 - k])
+            <= opts.ftol for k in range(1, w + 1)
         )
         if continuous and fixed and (stationary or flat):
             success, status = True, "converged"

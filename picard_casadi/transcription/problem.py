@@ -132,6 +132,15 @@ class Setup:
         ps = np.where(self.free_p, np.clip(ps, pl, pu), ps_fixed)
         return Xs, ps
 
+    def weight_level(self) -> float:
+        """``sum log Wt_i / N`` over the weighted values (``Wt_i``: a value's
+        residual weight, ``N``: the sample times): the negative log-likelihood
+        over ``N`` is the data merit less this, up to a constant, so that
+        merits under different noise weights compare as likelihoods."""
+        Wt = self.tr._Wt
+        positive = Wt[Wt > 0]
+        return float(np.sum(np.log(positive))) / self.disc.n_samples_total
+
     def merit_floor(self) -> float:
         """The merit of a zero residual (``ZERO_MERIT`` of the data's own)."""
         Wt = self.tr._Wt

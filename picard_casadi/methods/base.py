@@ -445,9 +445,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
     phis: list[float] = []
     # where the weights move with the steps (setup.reweight), the objectives
     # compare as likelihoods: less the weights' level (Setup.weight_level)
-    # under which each was measured, per iteration and per entry of phis
+    # under which each iteration measured them (phis are the last of these)
     levels: list[float] = []
-    phi_levels: list[float] = []
     gap_at_update = np.inf
     evaluations = 0
     t_start = time.perf_counter()
@@ -537,7 +536,6 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         history.append(rec)
         phis.append(info.phi_after)
         levels.append(level)
-        phi_levels.append(level)
         if callback is not None and callback(rec) is True:
             status, message = "stopped", "stopped by the callback"
             break
@@ -579,7 +577,6 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
                 lam = new_lam
             gap_at_update = gap_scaled
             phis.clear()
-            phi_levels.clear()
             rule.reset()
             continue
 
@@ -594,7 +591,7 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         stationary = info.grad_norm <= opts.gtol * scale or info.optimality <= opts.gtol
         w = int(opts.ftol_window)
         flat = len(phis) > w and all(
-            _relative_change(phis[-1], phis[-1 - k], phi_levels[-1] - phi_levels[-1 - k])
+            _relative_change(phis[-1], phis[-1 - k], level - levels[-1 - k])
             <= opts.ftol for k in range(1, w + 1)
         )
         if continuous and fixed and (stationary or flat):

@@ -232,6 +232,37 @@ def test_crauste_from_a_random_start_falls_back_to_single_shooting():
                     alone.message)
 
 
+def _uniform_start(prob: PetabProblem, draw: int) -> list[pc.Parameter]:
+    """The ``draw``-th uniform start of benchmarks/petab_collection.py (seed 0):
+    each estimated parameter uniform in its bounds on its scale."""
+    rng = np.random.default_rng(0)
+    for _ in range(draw + 1):
+        table = []
+        for q in prob.parameters:
+            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
+            a, b = on_scale(lo, q.scale), on_scale(q.bounds[1], q.scale)
+            if not q.estimate or not (math.isfinite(a) and math.isfinite(b)):
+                table.append(q)
+                continue
+            table.append(replace(q, start=from_scale(float(rng.uniform(a, b)), q.scale)))
+    return table
+
+
+def test_armistead_s_curved_valley_is_walked_by_steps_fitted_to_the_radius():
+    # uniform start 3 (seed 0): the trust radius cut every Gauss-Newton step to
+    # 0.1-3 % of its length, at gain ratios of 0.4-0.6 that neither grow nor
+    # shrink the radius, for the first solve's 1000 iterations (19 s); single
+    # shooting from there finished.  Steps damped to fit the radius
+    # (condensed.FITTED_STEP_RATIO) converge within picard-gn's own solves
+    prob = read_petab(DATA / "Armistead_CellDeathDis2024" / "Armistead_CellDeathDis2024.yaml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pc.FitWarning)
+        res = pc.estimate(prob.model, prob.experiments, _uniform_start(prob, 3),
+                          noise=prob.noise, uncertainty=False)
+    assert res.success and res.method == "picard-gn", (res.method, res.warnings)
+    assert res.iterations < 500 and res.nllh < -301.8, (res.iterations, res.nllh)
+
+
 @pytest.mark.slow  # 94 s on a 2-core machine: a reproduction of the collection's optimum
 def test_elowitz_from_its_nominal_vector_reaches_its_nllh_with_every_default():
     # from its own optimum the steps, cut by the trust radius to 1e-4 of a

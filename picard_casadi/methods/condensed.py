@@ -139,6 +139,29 @@ SILENT_STEP_COLUMN = 1e-12
 # condensed rows larger than this overflow when squared (LAPACK then fails on
 # inf, e.g. "SVD did not converge"): the step reports the interval instead
 OVERFLOW = 1e150
+# the fitted step: after an accepted step the trust radius cut, whose gain
+# ratio was below FITTED_STEP_RATIO (the Gauss-Newton direction leaves a
+# curved valley within a sliver of its length, and neither grows the radius),
+# a trial the radius would cut is the step damped until it fits the radius
+# instead (More's Levenberg-Marquardt step), and so is the next while a
+# fitted step gains at least that ratio; one below it hands back to the cut
+# step (docs/performance.md, "The step fitted to the radius")
+FITTED_STEP_RATIO = 0.75
+# ... only where the scaled continuity gaps are within FITTED_STEP_GAP (a start
+# whose states outgrow their scales, gaps of 191, went to a merit dominated by
+# its gap penalty and stalled), and where closing them alone (the step of
+# infinite damping) moves the interval starts by less than
+# FITTED_STEP_CLOSURE radii (PEtab's Crauste from its nominal vector, closures
+# of 70 to 1000 radii: 1000 iterations where the cut steps take 157)
+FITTED_STEP_GAP = 0.1
+FITTED_STEP_CLOSURE = 30.0
+# its length within [FITTED_STEP_FILL, 1] of the radius: the damping raised
+# tenfold until the step fits, then at most FITTED_STEP_BISECTIONS bisections
+# of its logarithm, the damping (relative to the diagonal of A^T A) at most
+# FITTED_STEP_MAX_DAMPING, whose step (the closure, nearly) is cut to the radius
+FITTED_STEP_FILL = 0.5
+FITTED_STEP_BISECTIONS = 4
+FITTED_STEP_MAX_DAMPING = 1e10
 
 
 class ConstrainedGaussNewtonStep:
@@ -185,6 +208,10 @@ class ConstrainedGaussNewtonStep:
         self._scaled_weights: tuple[np.ndarray, int, np.ndarray] | None = None  # see _row_scale
         # the boxes of this step, its entries that may move, a theta in the boxes
         self._feasible: tuple[tuple, np.ndarray, np.ndarray] | None = None
+        # whether the next trial the radius would cut is fitted to it instead
+        # (FITTED_STEP_RATIO), and the damping of the last fitted step
+        self._fit_next = False
+        self._fit_mu = 0.0
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -557,6 +584,16 @@ class ConstrainedGaussNewtonStep:
                 merit = data + 0.5 * self.rho * gap2
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
+            # the fraction of the Gauss-Newton step the radius lets through
+            # (what the loop counts as a creep, also where the step is fitted)
+            fraction = min(1.0, self.radius / size) if size > 0 else 1.0
+            fitted = (Hs is None and fraction < 1.0 and self._fit_next
+                      and float(np.abs(c).max(initial=0.0)) <= FITTED_STEP_GAP
+                      and float(np.abs(rows.s).max(initial=0.0))
+                      < FITTED_STEP_CLOSURE * self.radius)
+            if fitted:
+                full_dX, full_dp, size = self._fitted_step(A2, b2, diag, active, boxes,
+                                                           rows, P)
             alpha = min(1.0, self.radius / size) if size > 0 else 1.0
             Xn = np.where(s.free_x, Xs + alpha * full_dX, Xs)
             pn = np.where(s.free_p, np.clip(ps + alpha * full_dp, pl, pu), ps)
@@ -579,14 +616,57 @@ class ConstrainedGaussNewtonStep:
                 Xn, pn, predict_nodes(sens["S"], U, dX * xs, dp * psc), merit, predicted,
                 lambda *trial: self._second_order_correction(*trial, E, sens["S"]))
             evals += sweeps
-            if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step):
+            if self._judge(ratio, predicted, merit, merit_new, zero, alpha, step,
+                           fitted=fitted):
                 self._trials_since_step = 0
                 return StepInfo(Xn, pn, merit, merit_new, gnorm, step, True, evals, self.mu,
-                                U=U_new, optimality=optimality, fraction=alpha)
+                                U=U_new, optimality=optimality, fraction=fraction)
             if self.radius <= 1e-10:
                 break
         return self._without_step(Xs, ps, merit, gnorm, evals, full_pred, zero, optimality,
                                   float(np.abs(c).max(initial=0.0)))
+
+    def _fitted_step(self, A2, b2, diag, active, boxes, rows, P
+                     ) -> tuple[np.ndarray, np.ndarray, float]:
+        """The damped step that fits the trust radius: ``(dX, dp, size)``.
+
+        More's Levenberg-Marquardt step: the damping ``mu diag`` whose step's
+        largest scaled move lies within ``[FITTED_STEP_FILL, 1]`` of the
+        radius, searched from a tenth of the last fitted step's damping
+        (raised tenfold until the step fits, then its logarithm bisected).
+        Where even :data:`FITTED_STEP_MAX_DAMPING` leaves the step longer, that
+        step (the caller cuts it).  ``self.mu``, the regularisation of the
+        Gauss-Newton step, is left alone.
+        """
+        radius = self.radius
+
+        def solve(mu: float) -> tuple[np.ndarray, np.ndarray, float]:
+            theta = self._bounded_step(A2, b2, mu * diag, active, boxes)
+            dX, dp = rows.starts(theta), P @ theta
+            return dX, dp, float(max(np.abs(dX).max(initial=0.0),
+                                     np.abs(dp).max(initial=0.0)))
+
+        floor = max(self.mu, 1e-12)  # its Gauss-Newton step is longer than the radius
+        mu = min(max(10.0 * floor, 0.1 * self._fit_mu), FITTED_STEP_MAX_DAMPING)
+        best = solve(mu)
+        lo = max(floor, 1e-3 * mu)
+        while best[2] > radius:
+            if mu >= FITTED_STEP_MAX_DAMPING:
+                self._fit_mu = mu
+                return best
+            lo, mu = mu, min(10.0 * mu, FITTED_STEP_MAX_DAMPING)
+            best = solve(mu)
+        for _ in range(FITTED_STEP_BISECTIONS):
+            if best[2] >= FITTED_STEP_FILL * radius:
+                break
+            mid = float(np.sqrt(lo * mu))
+            trial = solve(mid)
+            if trial[2] <= radius:
+                mu, best = mid, trial
+            else:
+                lo = mid
+        self._fit_mu = mu
+        return best
 
     def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
                ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
@@ -634,9 +714,11 @@ class ConstrainedGaussNewtonStep:
                 sweeps + 1)
 
     def _judge(self, ratio: float, predicted: float, merit: float, merit_new: float,
-               zero: float, alpha: float, step: float) -> bool:
+               zero: float, alpha: float, step: float, fitted: bool = False) -> bool:
         """Accept or reject a trial on its merit ratio, and move the trust region
-        and the damping accordingly.  Returns whether it is accepted."""
+        and the damping accordingly; choose whether the next trial the radius
+        would cut is fitted to it (``fitted``: this one was, :meth:`_fitted_step`).
+        Returns whether it is accepted."""
         # a gain within a few round-offs of the merit says nothing about the
         # model: such a step is kept if it does not raise the merit, and the
         # radius is left alone (shrinking it on noise cost fa18-roll-rud ten
@@ -645,7 +727,12 @@ class ConstrainedGaussNewtonStep:
         if in_noise and np.isfinite(merit_new) and merit_new <= merit:
             ratio = max(ratio, 1e-3)
         if np.isfinite(merit_new) and ratio > 1e-4:
-            if ratio > 0.75 and alpha < 1.0:
+            # a fitted step that the model describes keeps the steps fitted; a
+            # cut step it describes only half hands over to them
+            self._fit_next = (ratio >= FITTED_STEP_RATIO if fitted
+                              else alpha < 1.0 and ratio < FITTED_STEP_RATIO)
+            # (a fitted step lies at the radius, within FITTED_STEP_FILL)
+            if ratio > 0.75 and (alpha < 1.0 or fitted):
                 self.radius = min(2.0 * self.radius, 1e6)
             elif ratio < 0.25 and not in_noise:
                 self.radius = max(0.25 * min(self.radius, step), 1e-12)
@@ -655,6 +742,7 @@ class ConstrainedGaussNewtonStep:
             self.mu = max(self.mu / 10.0, 1e-12) if ratio > 0.75 else self.mu
             return True
         # rejected: shrink the trust region; regularise a little more
+        self._fit_next = False
         self.radius = max(0.25 * min(self.radius, step), 1e-12)
         self.mu = min(self.mu * 2.0, 1e6)
         return False

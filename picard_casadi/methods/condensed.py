@@ -21,7 +21,10 @@ otherwise outweigh the gap it closes (as in SQP).  Globalisation is a trust
 region on the whole scaled step (parameter part and gap closure alike): the
 step is shortened to the radius, which grows after steps the model predicts
 well and shrinks after poor ones; Levenberg-Marquardt damping ``mu`` only
-regularises the small condensed system.
+regularises the small condensed system.  Where a step so cut gained only
+part of what the model predicted (a curved valley the Gauss-Newton direction
+leaves at once), the next is damped until it fits the radius instead
+(More's step, :data:`FITTED_STEP_RATIO`), while that one's model holds.
 
 This module holds the step itself: the linearisation, the trust-region
 loop and its acceptance test, the second-order correction and the merit's

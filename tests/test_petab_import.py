@@ -200,6 +200,22 @@ def test_crauste_from_its_nominal_vector_reaches_its_nllh_with_every_default():
     assert res.settings["guess"] == "shooting (after 'simulation')"
 
 
+def _uniform_start(prob: PetabProblem, draw: int) -> list[pc.Parameter]:
+    """The ``draw``-th uniform start of benchmarks/petab_collection.py (seed 0):
+    each estimated parameter uniform in its bounds on its scale."""
+    rng = np.random.default_rng(0)
+    for _ in range(draw + 1):
+        table = []
+        for q in prob.parameters:
+            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
+            a, b = on_scale(lo, q.scale), on_scale(q.bounds[1], q.scale)
+            if not q.estimate or not (math.isfinite(a) and math.isfinite(b)):
+                table.append(q)
+                continue
+            table.append(replace(q, start=from_scale(float(rng.uniform(a, b)), q.scale)))
+    return table
+
+
 def test_crauste_from_a_random_start_falls_back_to_single_shooting():
     # uniform start 2 of benchmarks/petab_collection.py (seed 0): rates from
     # 1e-5 to 300 per day, a trajectory no fixed mesh resolves; picard-gn's
@@ -207,14 +223,7 @@ def test_crauste_from_a_random_start_falls_back_to_single_shooting():
     # the simulated states too); single shooting converges to a local
     # optimum (294.7418, where fides ends from this start too)
     prob = read_petab(DATA / "Crauste_CellSystems2017" / "Crauste_CellSystems2017.yaml")
-    rng = np.random.default_rng(0)
-    for _ in range(3):  # the third draw
-        table = []
-        for q in prob.parameters:
-            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
-            assert q.estimate and q.scale == "log10"
-            table.append(replace(
-                q, start=10.0 ** rng.uniform(np.log10(lo), np.log10(q.bounds[1]))))
+    table = _uniform_start(prob, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
@@ -230,22 +239,6 @@ def test_crauste_from_a_random_start_falls_back_to_single_shooting():
                     r"the Picard map\) was not found at any of the \d+ trial points since the "
                     r"last step.*too long for the dynamics there -- shorten them \(T, n\)",
                     alone.message)
-
-
-def _uniform_start(prob: PetabProblem, draw: int) -> list[pc.Parameter]:
-    """The ``draw``-th uniform start of benchmarks/petab_collection.py (seed 0):
-    each estimated parameter uniform in its bounds on its scale."""
-    rng = np.random.default_rng(0)
-    for _ in range(draw + 1):
-        table = []
-        for q in prob.parameters:
-            lo = q.bounds[0] if q.bounds[0] > 0 or q.scale == "lin" else 1e-5
-            a, b = on_scale(lo, q.scale), on_scale(q.bounds[1], q.scale)
-            if not q.estimate or not (math.isfinite(a) and math.isfinite(b)):
-                table.append(q)
-                continue
-            table.append(replace(q, start=from_scale(float(rng.uniform(a, b)), q.scale)))
-    return table
 
 
 def test_armistead_s_curved_valley_is_walked_by_steps_fitted_to_the_radius():

@@ -160,11 +160,7 @@ def test_a_noise_formulas_nllh_is_the_likelihood_at_the_estimate():
     # where the full-tolerance solve had moved on, 3e-4 below the likelihood
     # at the estimate
     prob = read_petab(ARMISTEAD)
-    rng = np.random.default_rng(0)
-    table = []
-    for q in prob.parameters:
-        a, b = on_scale(q.bounds[0], q.scale), on_scale(q.bounds[1], q.scale)
-        table.append(replace(q, start=from_scale(float(rng.uniform(a, b)), q.scale)))
+    table = _uniform_start(prob, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, table, noise=prob.noise)
@@ -247,7 +243,7 @@ def test_armistead_s_curved_valley_is_walked_by_steps_fitted_to_the_radius():
     # shrink the radius, for the first solve's 1000 iterations (19 s); single
     # shooting from there finished.  Steps damped to fit the radius
     # (condensed.FITTED_STEP_RATIO) converge within picard-gn's own solves
-    prob = read_petab(DATA / "Armistead_CellDeathDis2024" / "Armistead_CellDeathDis2024.yaml")
+    prob = read_petab(ARMISTEAD)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)
         res = pc.estimate(prob.model, prob.experiments, _uniform_start(prob, 3),

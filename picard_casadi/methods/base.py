@@ -144,7 +144,8 @@ class LoopOptions:
     creep_steps : int
         Stop (status ``"max_iter"``) after this many accepted steps in a row
         that the trust radius cut to less than :data:`CREEP_FRACTION` of their
-        Gauss-Newton step (``StepInfo.fraction``): a creep along a direction
+        Gauss-Newton step, or would have where they were damped to fit it
+        (``StepInfo.fraction``): a creep along a direction
         the linearisation does not describe.  0 (the default) never stops so;
         the default path sets it for a solve that continues a converged one
         on a new mesh (:mod:`picard_casadi.estimation.solve_limits`).
@@ -287,7 +288,8 @@ class StepInfo:
     precision_reached: bool = False  # no step can reduce the objective at double precision
     optimality: float = np.inf  # scale-free stationarity measure of the inner problem
     # the fraction of its Gauss-Newton step the trust radius let an accepted step
-    # take (1 where the rule has no such step; LoopOptions.creep_steps)
+    # take, or would have let it take where the step was damped to fit the
+    # radius instead (1 where the rule has no such step; LoopOptions.creep_steps)
     fraction: float = 1.0
 
 

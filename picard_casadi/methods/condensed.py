@@ -38,7 +38,9 @@ loop and its acceptance test, the second-order correction and the merit's
 * :mod:`~picard_casadi.methods.newton_switch`: the exact-Hessian (Newton)
   model and when it replaces Gauss-Newton's (``hessian=``);
 * :mod:`~picard_casadi.methods.pattern_move`: the extrapolation along a
-  valley the steps cross in a zigzag.
+  valley the steps cross in a zigzag;
+* :mod:`~picard_casadi.methods.fitted_step`: the damping of the step that
+  fits the radius.
 
 Safeguards here (why each, with its measurements: ``docs/design.md``):
 
@@ -66,6 +68,7 @@ from .base import GAP_FLOOR_MAX, Setup, StepInfo
 from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
                         not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
+from .fitted_step import fitted_step
 from .least_squares import (bounded_least_squares, compress_rows, least_violation, reach_cosine,
                             triangular_factor)
 from .newton_switch import NewtonSwitch
@@ -158,13 +161,6 @@ FITTED_STEP_RATIO = 0.75
 # of 70 to 1000 radii: 1000 iterations where the cut steps take 157)
 FITTED_STEP_GAP = 0.1
 FITTED_STEP_CLOSURE = 30.0
-# its length within [FITTED_STEP_FILL, 1] of the radius: the damping raised
-# tenfold until the step fits, then at most FITTED_STEP_BISECTIONS bisections
-# of its logarithm, the damping (relative to the diagonal of A^T A) at most
-# FITTED_STEP_MAX_DAMPING, whose step (the closure, nearly) is cut to the radius
-FITTED_STEP_FILL = 0.5
-FITTED_STEP_BISECTIONS = 4
-FITTED_STEP_MAX_DAMPING = 1e10
 
 
 class ConstrainedGaussNewtonStep:
@@ -631,17 +627,9 @@ class ConstrainedGaussNewtonStep:
 
     def _fitted_step(self, A2, b2, diag, active, boxes, rows, P
                      ) -> tuple[np.ndarray, np.ndarray, float]:
-        """The damped step that fits the trust radius: ``(dX, dp, size)``.
-
-        More's Levenberg-Marquardt step: the damping ``mu diag`` whose step's
-        largest scaled move lies within ``[FITTED_STEP_FILL, 1]`` of the
-        radius, searched from a tenth of the last fitted step's damping
-        (raised tenfold until the step fits, then its logarithm bisected).
-        Where even :data:`FITTED_STEP_MAX_DAMPING` leaves the step longer, that
-        step (the caller cuts it).  ``self.mu``, the regularisation of the
-        Gauss-Newton step, is left alone.
-        """
-        radius = self.radius
+        """The damped step that fits the trust radius, ``(dX, dp, size)``
+        (:func:`~picard_casadi.methods.fitted_step.fitted_step`); ``self.mu``,
+        the regularisation of the Gauss-Newton step, is left alone."""
 
         def solve(mu: float) -> tuple[np.ndarray, np.ndarray, float]:
             theta = self._bounded_step(A2, b2, mu * diag, active, boxes)
@@ -649,26 +637,7 @@ class ConstrainedGaussNewtonStep:
             return dX, dp, float(max(np.abs(dX).max(initial=0.0),
                                      np.abs(dp).max(initial=0.0)))
 
-        floor = max(self.mu, 1e-12)  # its Gauss-Newton step is longer than the radius
-        mu = min(max(10.0 * floor, 0.1 * self._fit_mu), FITTED_STEP_MAX_DAMPING)
-        best = solve(mu)
-        lo = max(floor, 1e-3 * mu)
-        while best[2] > radius:
-            if mu >= FITTED_STEP_MAX_DAMPING:
-                self._fit_mu = mu
-                return best
-            lo, mu = mu, min(10.0 * mu, FITTED_STEP_MAX_DAMPING)
-            best = solve(mu)
-        for _ in range(FITTED_STEP_BISECTIONS):
-            if best[2] >= FITTED_STEP_FILL * radius:
-                break
-            mid = float(np.sqrt(lo * mu))
-            trial = solve(mid)
-            if trial[2] <= radius:
-                mu, best = mid, trial
-            else:
-                lo = mid
-        self._fit_mu = mu
+        best, self._fit_mu = fitted_step(solve, self.radius, max(self.mu, 1e-12), self._fit_mu)
         return best
 
     def _tried(self, Xn, pn, U_start, merit: float, predicted: float, correct
@@ -734,7 +703,7 @@ class ConstrainedGaussNewtonStep:
             # cut step it describes only half hands over to them
             self._fit_next = (ratio >= FITTED_STEP_RATIO if fitted
                               else alpha < 1.0 and ratio < FITTED_STEP_RATIO)
-            # (a fitted step lies at the radius, within FITTED_STEP_FILL)
+            # (a fitted step lies at the radius, within fitted_step.FITTED_STEP_FILL)
             if ratio > 0.75 and (alpha < 1.0 or fitted):
                 self.radius = min(2.0 * self.radius, 1e6)
             elif ratio < 0.25 and not in_noise:

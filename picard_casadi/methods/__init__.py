@@ -52,7 +52,7 @@ from .base import LoopOptions, LoopOutcome, Setup, run_picard_iteration
 from .condensed import ConstrainedGaussNewtonStep
 from .matrix_free import MatrixFreeGaussNewtonStep, use_cg
 from .picard import PicardOptions, ProjectedGradientStep
-from .picard_gn import LevenbergMarquardtStep, PicardGNOptions
+from .picard_gn import CONTINUING_PENALTY, LevenbergMarquardtStep, PicardGNOptions
 from .registry import METHODS, MethodSpec, register
 from ..errors import closest
 
@@ -65,19 +65,27 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
+    # a solve that continues a converged one starts with its penalty (Setup.penalty)
+    rho0 = max(2.0 * opts.lam, min(setup.penalty, CONTINUING_PENALTY))
+    rules: list[ConstrainedGaussNewtonStep] = []
+
     def constrained() -> ConstrainedGaussNewtonStep:
-        return ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
-                                          radius0=opts.radius0, hessian=opts.hessian)
+        rules.append(ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=rho0,
+                                                radius0=opts.radius0, hessian=opts.hessian))
+        return rules[-1]
 
     rebuilt = None  # the rule rebuilt where the states' scales grow (grown_scales)
     if opts.continuity == "constrained" and use_cg(opts, setup):
-        rule = MatrixFreeGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=2.0 * opts.lam,
+        rule = MatrixFreeGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=rho0,
                                          radius0=opts.radius0)
+        rules.append(rule)
     elif opts.continuity == "constrained":
         rule, rebuilt = constrained(), constrained
     else:
         rule = LevenbergMarquardtStep(setup, opts.mu0, opts.max_tries, opts.jacobian, opts.radius0)
     outcome = run_picard_iteration(setup, rule, opts, callback, rebuilt)
+    if rules and outcome.success:
+        setup.penalty = rules[-1].rho
     note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
     if note:
         outcome.notes.append(note)

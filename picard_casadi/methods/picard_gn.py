@@ -49,6 +49,14 @@ PRECISION = 1e-14  # predicted relative reduction below this is round-off
 SETTLED_COSINE = 1e-4  # inner problem solved: max cosine(residual, Jacobian column)
 # initial damping of a solve that continues from a converged solution
 CONTINUING_MU0 = 1e-9
+# ... and its continuity penalty: the one the converged solve ended with
+# (Setup.penalty), at most CONTINUING_PENALTY.  Started from 2 lam = 20, each
+# round of PEtab's Boehm reopened the closed gaps and raised rho back to 1e7
+# over 20 to 30 iterations; carried in full (1e7 to 1e10), the gaps that
+# settling the nodes leaves (~1e-8 of the states' scales) outweighed the
+# steps' gains, and a round crept 100 iterations (docs/performance.md,
+# "The continuity penalty of a continuing solve")
+CONTINUING_PENALTY = 1e3
 
 
 @dataclass

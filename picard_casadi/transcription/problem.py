@@ -75,6 +75,14 @@ class Setup:
         slivers in a row, and ends ``"stiff"`` on a reason, so that a run
         creeping on a quadrature that is not L-stable moves to Radau's nodes
         early (``scheme="auto"``; :mod:`picard_casadi.estimation.refinement`).
+    penalty : float
+        The continuity penalty (the merit's ``rho``) with which the last
+        solve of ``picard-gn``'s constrained step on this problem converged,
+        0 before one did: the solves that continue it (weight rounds, a
+        refined mesh) start with it, up to
+        :data:`~picard_casadi.methods.picard_gn.CONTINUING_PENALTY`, so that
+        they do not reopen the closed continuity gaps and raise the penalty
+        again step by step.
     """
 
     disc: Discretisation
@@ -96,6 +104,7 @@ class Setup:
     reweight: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
     damp_long_steps: bool = False
     stiff_check: Callable[[np.ndarray, np.ndarray, np.ndarray], str] | None = None
+    penalty: float = 0.0
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

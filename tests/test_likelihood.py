@@ -216,3 +216,39 @@ def test_an_intermediate_round_moves_the_weights_with_the_steps(monkeypatch):
     np.testing.assert_allclose(moving.p, fixed.p, rtol=1e-5)
     np.testing.assert_allclose(moving.weights, fixed.weights, rtol=1e-3)
     assert moving.nllh == pytest.approx(fixed.nllh, abs=1e-6)
+
+
+def test_a_round_after_a_converged_solve_starts_with_its_penalty(monkeypatch):
+    """Each weight round continues a converged solve: it starts with the
+    continuity penalty that solve ended with (at most CONTINUING_PENALTY),
+    not the first solve's 2 lam, which let the rounds reopen the closed gaps
+    (PEtab's Boehm: 20 to 30 iterations a round); the optimum is the one
+    the rounds reach from 2 lam."""
+    from picard_casadi.methods import condensed, picard_gn
+
+    model, exp = _oscillator()
+    starts, ends = [], []
+    made = condensed.ConstrainedGaussNewtonStep.__init__
+
+    def recorded(self, setup, *args, **kwargs):
+        made(self, setup, *args, **kwargs)
+        starts.append(self.rho)
+        ends.append(self)
+
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "__init__", recorded)
+    carried = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    assert carried.success and carried.settings["weight_rounds"] >= 2
+    lam = picard_gn.PicardGNOptions().lam
+    assert starts[0] == 2 * lam
+    # each round starts where the solve before it ended, capped
+    for before, start in zip(ends[:-1], starts[1:]):
+        assert start == max(2 * lam, min(before.rho, picard_gn.CONTINUING_PENALTY))
+    assert max(starts[1:]) > 2 * lam
+    monkeypatch.setattr(picard_gn, "CONTINUING_PENALTY", 0.0)
+    monkeypatch.setattr("picard_casadi.methods.CONTINUING_PENALTY", 0.0)
+    starts.clear()
+    ends.clear()
+    fresh = pc.estimate(model, [exp], [1.5, 0.5, 0.3], uncertainty=False)
+    assert fresh.success and set(starts) == {2 * lam}
+    np.testing.assert_allclose(carried.p, fresh.p, rtol=1e-5)
+    assert carried.nllh == pytest.approx(fresh.nllh, abs=1e-6)

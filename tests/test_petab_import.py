@@ -219,6 +219,7 @@ def test_crauste_from_a_random_start_falls_back_to_single_shooting():
     # the simulated states too); single shooting converges to a local
     # optimum (294.7418, where fides ends from this start too)
     prob = read_petab(DATA / "Crauste_CellSystems2017" / "Crauste_CellSystems2017.yaml")
+    assert all(q.estimate and q.scale == "log10" for q in prob.parameters)
     table = _uniform_start(prob, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.FitWarning)

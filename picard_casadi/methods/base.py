@@ -32,7 +32,7 @@ from ..transcription.problem import Setup
 
 __all__ = [
     "Setup", "LoopOptions", "StepInfo", "StepRule", "IterationRecord",
-    "LoopOutcome", "run_picard_iteration",
+    "LoopOutcome", "run_picard_iteration", "step_size",
 ]
 
 CONTINUITY_MODES = ("constrained", "multiplier", "penalty")
@@ -291,6 +291,12 @@ class StepInfo:
     # take, or would have let it take where the step was damped to fit the
     # radius instead (1 where the rule has no such step; LoopOptions.creep_steps)
     fraction: float = 1.0
+
+
+def step_size(dX: np.ndarray, dp: np.ndarray) -> float:
+    """The trust region's measure of a step in the scaled unknowns: its
+    largest move of an interval start ``dX`` or a parameter ``dp``."""
+    return float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
 
 
 class StepRule(Protocol):

@@ -64,7 +64,7 @@ import numpy as np
 
 from ..transcription.problem import ZERO_MERIT
 from ..transcription.sensitivity import predict_nodes
-from .base import GAP_FLOOR_MAX, Setup, StepInfo
+from .base import GAP_FLOOR_MAX, Setup, StepInfo, step_size
 from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
                         not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
@@ -566,8 +566,7 @@ class ConstrainedGaussNewtonStep:
                     mu_solved = self.mu
                 full_dX = rows.starts(theta)
                 full_dp = P @ theta
-                size = float(max(np.abs(full_dX).max(initial=0.0),
-                                 np.abs(full_dp).max(initial=0.0)))
+                size = step_size(full_dX, full_dp)
                 if (Hs is not None or not self.damp_long_steps or raises >= DAMPING_RAISES
                         or not size * TRUNCATED_FRACTION > self.radius):
                     break
@@ -610,7 +609,7 @@ class ConstrainedGaussNewtonStep:
                 if self.radius <= 1e-10:
                     break
                 continue
-            step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
+            step = step_size(dX, dp)
             Xn, U_new, merit_new, ratio, sweeps = self._tried(
                 Xn, pn, predict_nodes(sens["S"], U, dX * xs, dp * psc), merit, predicted,
                 lambda *trial: self._second_order_correction(*trial, E, sens["S"]))
@@ -634,8 +633,7 @@ class ConstrainedGaussNewtonStep:
         def solve(mu: float) -> tuple[np.ndarray, np.ndarray, float]:
             theta = self._bounded_step(A2, b2, mu * diag, active, boxes)
             dX, dp = rows.starts(theta), P @ theta
-            return dX, dp, float(max(np.abs(dX).max(initial=0.0),
-                                     np.abs(dp).max(initial=0.0)))
+            return dX, dp, step_size(dX, dp)
 
         best, self._fit_mu = fitted_step(solve, self.radius, max(self.mu, 1e-12), self._fit_mu)
         return best

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..transcription.interval_linearisation import sparse_pays
 from ..transcription.interval_products import IntervalProducts
-from .base import Setup, StepInfo
+from .base import Setup, StepInfo, step_size
 from .condensed import PRECISION, STATIONARITY_DAMPING, ConstrainedGaussNewtonStep
 from .least_squares import compress_rows, triangular_factor
 
@@ -331,8 +331,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 merit = data + 0.5 * self.rho * gap2
                 return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
-            size = float(max(np.abs(full_dX).max(initial=0.0),
-                             np.abs(full_dp).max(initial=0.0)))
+            size = step_size(full_dX, full_dp)
             alpha = min(1.0, self.radius / size) if size > 0 else 1.0
             xl, xu, _, _ = s.scaled_bounds
             X_try = np.where(s.free_x, Xs + alpha * full_dX, Xs)
@@ -360,7 +359,7 @@ class MatrixFreeGaussNewtonStep(ConstrainedGaussNewtonStep):
                 if self.radius <= 1e-10:
                     break
                 continue
-            step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
+            step = step_size(dX, dp)
             Xn, U_new, merit_new, ratio, sweeps = self._tried(
                 Xn, pn, U + dU, merit, predicted,
                 lambda *trial: self._closed_gaps(ops, *trial))

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..transcription.blocksolve import NormalEquations, jacobian_times
 from .base import (WEIGHTS_ADVICE, LoopOptions, Setup, StepInfo, require_one_of, require_positive,
-                   require_positive_int)
+                   require_positive_int, step_size)
 from .breakdown import guarded_step, not_finite_message
 from .newton_switch import HESSIANS
 
@@ -239,7 +239,7 @@ class LevenbergMarquardtStep:
         for _ in range(self.max_tries):
             dX, dp = ne.solve(self.mu, free_x, free_p, damp_x, damp_p)
             for _ in range(60):  # raise the damping until the step fits the radius
-                if max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)) <= self.radius:
+                if step_size(dX, dp) <= self.radius:
                     break
                 self.mu = max(self.mu, 1e-8) * 4.0
                 dX, dp = ne.solve(self.mu, free_x, free_p, damp_x, damp_p)
@@ -252,7 +252,7 @@ class LevenbergMarquardtStep:
                 return StepInfo(Xs, ps, phi, phi, gnorm, 0.0, False, evals, self.mu,
                                 precision_reached=True, optimality=optimality)
             Xp, pp = s.from_scaled(Xn, pn)
-            step = float(max(np.abs(dX).max(initial=0.0), np.abs(dp).max(initial=0.0)))
+            step = step_size(dX, dp)
             U_new = None
             if self.fixed_point:
                 # the reduced objective: U re-settled on the fixed point of the trial z

@@ -197,3 +197,56 @@ def test_creep_steps_stops_a_run_of_slivers(fraction, every, status, iterations)
                "than 1% of its Gauss-Newton step" in out.message
     with pytest.raises(ValueError, match="creep_steps"):
         LoopOptions(creep_steps=-1).validate()
+
+
+def test_an_iterate_where_no_trial_is_finite_is_a_failed_step_not_convergence(monkeypatch):
+    """Every trial point not finite, however short the step (an iterate at the
+    edge of the model's domain: PEtab's Elowitz from uniform 15, a protein's
+    node at zero under a Hill exponent of 0.82): the run says so and fails,
+    instead of "converged: no step reduces the objective further" on a gain
+    that only the damping raised by the rejections had shrunk."""
+    from picard_casadi.methods import condensed
+
+    prob = pc.problem("vdp", seed=0)
+    solved = prob.estimate("picard-gn", uncertainty=False, refine=False)
+    assert solved.success
+
+    def not_finite(self, Xp, U_start, pp):
+        self._trials_since_step += 1
+        self._unsettled_trials += 1
+        self._unsettled_residual = np.inf
+        return U_start, np.inf, np.zeros(0), 1
+
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "_trial", not_finite)
+    res = prob.estimate("picard-gn", p0=solved.p * 1.001, uncertainty=False, refine=False)
+    assert not res.success and res.status == "step_failed", res.message
+    assert "the model is not finite at any of the" in res.message
+    np.testing.assert_array_equal(res.p, solved.p * 1.001)
+
+
+def test_no_finite_trial_is_not_taken_for_the_evaluations_round_off(monkeypatch):
+    """The rule above comes before the precision test: with every trial not
+    finite, a predicted gain shrunk to nothing (by the damping the rejections
+    raised) is no sign of an optimum.  Trials that were finite but did not
+    settle (a stiff model's floor) still end in that test, as before."""
+    from picard_casadi.methods import condensed
+
+    steps = []
+    made = condensed.ConstrainedGaussNewtonStep.__init__
+
+    def recorded(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        steps.append(self)
+
+    monkeypatch.setattr(condensed.ConstrainedGaussNewtonStep, "__init__", recorded)
+    assert pc.problem("vdp", seed=0).estimate("picard-gn", uncertainty=False,
+                                             refine=False).success
+    rule = steps[-1]
+    Xs, ps = np.zeros((3, 2)), np.zeros(2)
+    for residual, failed in ((np.inf, True), (1e-3, False)):
+        rule.radius, rule._trials_since_step, rule._unsettled_trials = 1e-11, 4, 4
+        rule._unsettled_residual = residual
+        info = rule._without_step(Xs, ps, merit=1.0, gnorm=1.0, evals=4, full_pred=0.0,
+                                  zero=0.0, optimality=0.5, gap=0.0)
+        assert info.failed is failed and info.precision_reached is not failed
+        assert ("not finite" in info.message) is failed

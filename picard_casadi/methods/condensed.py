@@ -723,6 +723,24 @@ class ConstrainedGaussNewtonStep:
         scaled continuity gap)."""
         exact = merit <= EXACT_FIT * zero / ZERO_MERIT  # zero: ZERO_MERIT of the data's merit
         at_floor = gap <= GAP_FLOOR_MAX and full_pred <= FLOOR_GAIN * max(merit, zero)
+        if (self.radius <= 1e-10 and 0 < self._trials_since_step == self._unsettled_trials
+                and not np.isfinite(self._unsettled_residual)):
+            # no trial could be evaluated at all, however short its step: not a
+            # gain below the evaluations' accuracy (the precision test below,
+            # its prediction shrunk by the damping the rejections raised),
+            # but an iterate at the edge of the model's domain (PEtab's
+            # Elowitz from uniform 15, seed 0: a protein's node at zero under
+            # a Hill exponent of 0.82, every trial down to 1e-10 not finite,
+            # ended "converged" at nllh 30.62 with the ODE's gradient 120 per
+            # decade of a parameter)
+            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
+                            failed=True, optimality=optimality, message=(
+                                "no acceptable step: the model is not finite at any of the "
+                                f"{self._unsettled_trials} trial points since the last step, "
+                                "however close to the iterate (a state at the edge of the "
+                                "model's domain: a negative amount under a fractional power "
+                                "or a logarithm, say) -- start from another p0, or use "
+                                "method='single-shooting' (CVODES shortens its steps there)"))
         if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, zero)
                                      or exact or at_floor):
             # what is left to gain is below the accuracy of the evaluations

@@ -64,7 +64,7 @@ import numpy as np
 
 from ..transcription.problem import ZERO_MERIT
 from ..transcription.sensitivity import predict_nodes
-from .base import GAP_FLOOR_MAX, Setup, StepInfo, step_size
+from .base import GAP_FLOOR_MAX, NO_GAIN_COSINE, Setup, StepInfo, step_size
 from .breakdown import (describe_interval, failed_step, first_nonfinite_interval, guarded_step,
                         not_finite_message)
 from .condensing import condense, gap_closing_shift, linearised_residuals, parameter_columns
@@ -741,12 +741,15 @@ class ConstrainedGaussNewtonStep:
                                 "model's domain: a negative amount under a fractional power "
                                 "or a logarithm, say) -- start from another p0, or use "
                                 "method='single-shooting' (CVODES shortens its steps there)"))
-        if self.radius <= 1e-10 and (full_pred <= COLLAPSE_PRECISION * max(merit, zero)
-                                     or exact or at_floor):
-            # what is left to gain is below the accuracy of the evaluations
+        if self.radius <= 1e-10 and (exact or optimality <= NO_GAIN_COSINE and (
+                full_pred <= COLLAPSE_PRECISION * max(merit, zero) or at_floor)):
+            # what is left to gain is below the accuracy of the evaluations (an
+            # exact fit's residual is round-off, its cosine with the Jacobian
+            # meaningless; elsewhere the undamped model must agree: the
+            # damping the rejections raised shrinks full_pred at any iterate)
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                            precision_reached=True, optimality=optimality)
+                            precision_reached=True, optimality=0.0 if exact else optimality)
         if self.radius <= 1e-10 and self._largest_sensitivity > UNSTABLE_SENSITIVITY:
             # the same breakdown as _check_stuck's, met through the trust region
             # (a CSTR on T = 0.05: sensitivities of 7e12)

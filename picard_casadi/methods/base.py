@@ -84,7 +84,8 @@ GIVE_UP_ITERATIONS = 50
 #: trial's fixed point settled at 1.0-1.2e-8, just above the trials' 1e-8, at
 #: cosine 0.999, and the run was reported converged at nllh 277.26 with the
 #: ODE's gradient 42 per decade of a parameter).  A stiff model's floor,
-#: where the gain left is round-off, has 4e-4 (1.4e-7 of the merit).
+#: where the gain left is round-off (1.4e-7 of the merit, condensed.FLOOR_GAIN's
+#: case), is a cosine of about 5e-4.
 NO_GAIN_COSINE = 1e-2
 #: a run calls its setup's ``stiff_check`` every this many iterations (a
 #: fixed count: the same path on any machine).  Robertson's kinetics with B

@@ -721,10 +721,14 @@ class ConstrainedGaussNewtonStep:
                       zero: float, optimality: float, gap: float = np.inf) -> StepInfo:
         """The iteration's outcome when no trial was accepted (``gap``: the largest
         scaled continuity gap)."""
+        if self.radius > 1e-10:  # the trust region has room to shrink further
+            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
+                            optimality=optimality)
         exact = merit <= EXACT_FIT * zero / ZERO_MERIT  # zero: ZERO_MERIT of the data's merit
         at_floor = gap <= GAP_FLOOR_MAX and full_pred <= FLOOR_GAIN * max(merit, zero)
-        if (self.radius <= 1e-10 and 0 < self._trials_since_step == self._unsettled_trials
-                and not np.isfinite(self._unsettled_residual)):
+        # no trial since the last step was settled (its fixed point not found)
+        none_settled = 0 < self._trials_since_step == self._unsettled_trials
+        if none_settled and not np.isfinite(self._unsettled_residual):
             # no trial could be evaluated at all, however short its step: not a
             # gain below the evaluations' accuracy (the precision test below,
             # its prediction shrunk by the damping the rejections raised),
@@ -741,8 +745,8 @@ class ConstrainedGaussNewtonStep:
                                 "model's domain: a negative amount under a fractional power "
                                 "or a logarithm, say) -- start from another p0, or use "
                                 "method='single-shooting' (CVODES shortens its steps there)"))
-        if self.radius <= 1e-10 and (exact or optimality <= NO_GAIN_COSINE and (
-                full_pred <= COLLAPSE_PRECISION * max(merit, zero) or at_floor)):
+        if exact or optimality <= NO_GAIN_COSINE and (
+                full_pred <= COLLAPSE_PRECISION * max(merit, zero) or at_floor):
             # what is left to gain is below the accuracy of the evaluations (an
             # exact fit's residual is round-off, its cosine with the Jacobian
             # meaningless; elsewhere the undamped model must agree: the
@@ -750,14 +754,14 @@ class ConstrainedGaussNewtonStep:
             self.radius = self.radius0
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             precision_reached=True, optimality=0.0 if exact else optimality)
-        if self.radius <= 1e-10 and self._largest_sensitivity > UNSTABLE_SENSITIVITY:
+        if self._largest_sensitivity > UNSTABLE_SENSITIVITY:
             # the same breakdown as _check_stuck's, met through the trust region
             # (a CSTR on T = 0.05: sensitivities of 7e12)
             return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
                             failed=True, optimality=optimality, message=(
                                 "no acceptable step: the trust region collapsed ("
                                 + self._unstable_detail(Xs, ps)))
-        if self.radius <= 1e-10 and 0 < self._trials_since_step == self._unsettled_trials:
+        if none_settled:
             # not the model: no trial could be evaluated, however short its
             # step (PEtab's Crauste from random rates: residuals of 11 to 47
             # state scales on every trial down to 1e-10 from the iterate)
@@ -772,16 +776,13 @@ class ConstrainedGaussNewtonStep:
                                 "intervals are too long for the dynamics there -- shorten "
                                 "them (T, n), start from a better p0, or use "
                                 "method='single-shooting'"))
-        if self.radius <= 1e-10:
-            xl, xu, _, _ = self.setup.scaled_bounds
-            advice = ("a state bound may block every descent direction -- widen "
-                      "x0_bounds, or start from a better p0" if np.any(np.isfinite(xl))
-                      or np.any(np.isfinite(xu)) else "start from a better p0, or try "
-                      "multistart")
-            return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                            failed=True, optimality=optimality, message=(
-                                "no acceptable step: the trust region collapsed (the "
-                                "linear model does not describe the problem near this "
-                                f"point; {advice})"))
+        xl, xu, _, _ = self.setup.scaled_bounds
+        advice = ("a state bound may block every descent direction -- widen "
+                  "x0_bounds, or start from a better p0" if np.any(np.isfinite(xl))
+                  or np.any(np.isfinite(xu)) else "start from a better p0, or try "
+                  "multistart")
         return StepInfo(Xs, ps, merit, merit, gnorm, 0.0, False, evals, self.mu,
-                        optimality=optimality)
+                        failed=True, optimality=optimality, message=(
+                            "no acceptable step: the trust region collapsed (the "
+                            "linear model does not describe the problem near this "
+                            f"point; {advice})"))

@@ -153,7 +153,8 @@ class EstimationResult:
         ``passed``, ``discretisation_error``, ``parameter_shift`` (estimated
         distance to the ODE's optimum in standard errors), ``p_shift``,
         ``p_shift_se``, ``noise_level``, ``ssr_model``, ``weighted_ssr_model``,
-        ``ssr_fitted``, ``worst``,
+        ``ssr_fitted``, ``worst``, ``stopped_short`` (distance from the
+        method's answer to the optimum of what it fitted, in standard errors),
         ``thresholds``, ``message``.
     nllh : float
         Negative log-likelihood of Gaussian noise with its constants, as
@@ -392,7 +393,10 @@ class EstimationResult:
                 f"error {c['discretisation_error']:.2g} noise levels, shift to the ODE's "
                 f"optimum {c['parameter_shift']:.2g} standard errors (thresholds "
                 f"{c['thresholds']['discretisation_error']:g}, "
-                f"{c['thresholds']['parameter_shift']:g})")
+                f"{c['thresholds']['parameter_shift']:g})"
+                + (f"; {c['stopped_short']:.2g} standard errors short of the method's own "
+                   f"optimum (threshold {c['thresholds']['stopped_short']:g})"
+                   if "stopped_short" in c.get("thresholds", {}) else ""))
         names = self.p_names or [f"p{i}" for i in range(self.p.size)]
         # the name column as wide as the longest name (PEtab's
         # Epo_degradation_BaF3 pushed its row out of line)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.certificate import Certificate
+from ..analysis.certificate import STOPPED_SHORT_THRESHOLD, Certificate
 from ..analysis.likelihood import NoiseGroups, noise_fit
 from ..errors import DiscretisationWarning
 from ..experiment import Experiment
@@ -137,6 +137,18 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
         result.ssr, result.weighted_ssr = cert.ssr_model, cert.weighted_ssr_model
         result.objective = 0.5 * result.ssr / N
         result.weighted_objective = 0.5 * result.weighted_ssr / N
+        return
+    if cert.stopped_short > STOPPED_SHORT_THRESHOLD:
+        # whatever the method and the mesh: its convergence test passed where
+        # its own objective still falls (PEtab's Borghans from uniform 19, seed
+        # 0, before ae9bacc: picard-gn "converged" at nllh 277.2579, 8.6
+        # standard errors from its own optimum; from p0, single shooting
+        # reached -52.4638)
+        result.success = False
+        result.status = "not_certified"
+        result.message = (
+            f"{method} met its convergence test, but its answer is not certified: "
+            f"{cert.message}; try another p0, or another method (method=...)")
         return
     if method not in COLLOCATION_METHODS:
         note = (f"shooting: its integration is not accurate enough for this data "

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..analysis.certificate import STOPPED_SHORT_THRESHOLD
 from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -217,7 +218,12 @@ def declare_plateau(result: EstimationResult) -> None:
     (:func:`~picard_casadi.estimation.fallbacks.second_runs`: another start
     is the remedy, which the message names)."""
     reach = result.settings.get("parameter_reach")
-    if not result.success or reach is None or not reach < PLATEAU_REACH:
+    # (a plateau's tiny Jacobian makes the Gauss-Newton step from it long, and
+    # its predicted gain large: the plateau is the diagnosis, not the stop
+    # short of an optimum that the certificate reports)
+    stopped_short = (result.status == "not_certified" and bool(result.certificate)
+                     and result.certificate.get("stopped_short", 0.0) > STOPPED_SHORT_THRESHOLD)
+    if not (result.success or stopped_short) or reach is None or not reach < PLATEAU_REACH:
         return
     shown = ", ".join(f"{n} = {v:.6g}" for n, v in zip(result.p_names, result.p))
     result.success = False

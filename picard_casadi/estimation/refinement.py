@@ -685,7 +685,10 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                                        prob.model.p_names)
                 if prob.ran_off:
                     break
-            if cert.passed or not refinable or refinements >= max_refinements:
+            if (cert.passed or not refinable or refinements >= max_refinements
+                    or cert.discretisation_passed):
+                # (a mesh that resolves the model is not refined where the method
+                # stopped short of its own optimum: judge() says so)
                 break
             if not restarts_allowed():
                 # a second run (IPOPT's) is not refined: picard-gn continues

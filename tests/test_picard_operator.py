@@ -144,3 +144,25 @@ def test_fixed_point_jacobian_matches_differences_of_the_settled_residuals(duffi
         fd = (tr.residuals(X + E, settled(X + E, p), p, V, lam)
               - tr.residuals(X - E, settled(X - E, p), p, V, lam)) / (2 * eps)
         assert np.max(np.abs(fd[j] - Jx[j, :, i])) <= 1e-6 * max(1.0, np.max(np.abs(fd[j])))
+
+
+def test_a_settle_stops_at_the_round_off_of_a_stiff_mesh():
+    """PEtab's Boehm on 48 intervals of Radau's 6 nodes: Newton reaches the
+    fixed point to ~1e-11 (scaled) in two steps, where the Picard map's own
+    round-off lies; a settle asked for 1e-12 then stops at the first step
+    that does not lower the residual tenfold, with no halvings (it went on
+    for 20 Picard applications, each further step halved to 1/64 in vain:
+    38 % of a Boehm start's solves were settles, docs/performance.md)."""
+    from picard_casadi.estimation.setup import build_setup
+    from picard_casadi.models.boehm import boehm_problem
+    from picard_casadi.transcription.functions import ROUND_OFF_ZONE
+
+    model, exps, p0, (lb, ub) = boehm_problem()
+    setup = build_setup(model, list(exps), np.asarray(p0), T=5.0, n=1, nodes=6,
+                        scheme="radau", weights=np.ones(model.ny), p_bounds=(lb, ub),
+                        x_bounds=(np.full(model.nx, -np.inf), np.full(model.nx, np.inf)),
+                        estimate_x0=False)
+    U = setup.U0 * (1 + 1e-3 * np.random.default_rng(0).standard_normal(setup.U0.shape))
+    _, res, evaluations = setup.tr.settle(setup.X0, U, np.asarray(p0), tol=1e-12)
+    assert res < ROUND_OFF_ZONE
+    assert evaluations <= 10

@@ -25,6 +25,15 @@ from .sensitivity import FixedPointLinearisation, PointDerivatives
 __all__ = ["Transcription"]
 
 
+#: a settle's scaled fixed-point residuals below this are near the round-off
+#: of the Picard map's own evaluation on stiff meshes: there a Newton step that
+#: does not lower the residual tenfold (Newton converges quadratically; round-off
+#: does not) ends the settle, and a step is not halved where its full length
+#: did not help (a shorter step cannot beat round-off either)
+ROUND_OFF_ZONE = 1e-10
+#: ... the reduction a Newton step must reach there to go on
+ROUND_OFF_REDUCTION = 0.1
+
 # A backend maps {name: (function of one call, map count)} to callable functions.
 Backend = Callable[[Mapping[str, tuple[ca.Function, int]]], Mapping[str, ca.Function]]
 
@@ -391,12 +400,16 @@ class Transcription:
                 trial = U + alpha * (step - U)
                 trial_res = self._fixed_point_residual(X, trial, p)
                 calls += 1
-                if trial_res < res or alpha <= 1.0 / 64 or calls >= max_calls:
+                if (trial_res < res or alpha <= 1.0 / 64 or calls >= max_calls
+                        or res < ROUND_OFF_ZONE):
                     break
                 alpha *= 0.5
             if not trial_res < res:
                 break  # no progress from here
+            stalled = res < ROUND_OFF_ZONE and trial_res > ROUND_OFF_REDUCTION * res
             U, res = trial, trial_res
+            if stalled:
+                break  # round-off (ROUND_OFF_ZONE)
         return U, res, calls
 
     def fixed_point_residuals(self, X: np.ndarray, U: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -458,6 +471,9 @@ class Transcription:
                 res_new = residual(PU_new, U_new)
                 if not res_new < res:
                     break  # no progress from here
+                if res < ROUND_OFF_ZONE and res_new > ROUND_OFF_REDUCTION * res:
+                    U, PU, res = U_new, PU_new, res_new
+                    break  # round-off (ROUND_OFF_ZONE)
             U, PU, res = U_new, PU_new, res_new
         return U, res, calls
 
@@ -499,6 +515,7 @@ class Transcription:
             better = self._interval_residuals(PU_trial, trial) < res_j[idx]
             U_new[idx[better]], PU_new[idx[better]] = trial[better], PU_trial[better]
             todo[idx[better]] = False
+            todo &= ~(res_j < ROUND_OFF_ZONE)  # not halved there (ROUND_OFF_ZONE)
             alpha *= 0.5
         return U_new, PU_new, calls
 

@@ -63,7 +63,7 @@ import numpy as np
 from ..transcription.interval_integration import interval_integrator
 from ..transcription.predict import sample_outputs
 from ..transcription.problem import Setup
-from .uncertainty import WEAK_DIRECTION, SolutionSensitivity
+from .uncertainty import IDENTIFIABILITY_THRESHOLD, SolutionSensitivity
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
            "stiffness_bound", "remaining_shift", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD",
@@ -371,7 +371,8 @@ def remaining_shift(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSe
     The Gauss-Newton step ``d`` from the solution, ``J = d r / d theta`` as
     the uncertainty has it (``info``), the fitted residuals' gradient ``g =
     J^T r``, over the directions the data determine (the unit-diagonal
-    ``J^T J``'s eigenvalues above ``WEAK_DIRECTION`` of the largest), kept in
+    ``J^T J``'s eigenvalues above ``IDENTIFIABILITY_THRESHOLD`` of the largest,
+    the directions whose standard errors the uncertainty reports finite), kept in
     the box: a column that the box allows less than ``BLOCKED_FRACTION`` of
     its step is held at its bound and the others are solved again; the step
     scaled back into the box, and the steepest descent along the columns not
@@ -420,7 +421,7 @@ def remaining_shift(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSe
         d = np.zeros(n)
         if free.any():
             w, V = np.linalg.eigh(Hs[np.ix_(free, free)])
-            keep = w > WEAK_DIRECTION * max(float(w.max(initial=0.0)), 1e-300)
+            keep = w > IDENTIFIABILITY_THRESHOLD * max(float(w.max(initial=0.0)), 1e-300)
             d[free] = -(V[:, keep] @ ((V[:, keep].T @ gs[free]) / w[keep]))
         return d
 

@@ -302,6 +302,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
                 )[mask[j].T]
 
     grad = np.zeros(nth)
+    g_fit = np.zeros(nth)  # the gradient of what the method fitted (stopped_short)
     own = np.zeros(J)
     for ex, sl in enumerate(disc.intervals_of):
         cols = Jt.columns[ex]  # the experiment's rows touch these columns only
@@ -310,15 +311,12 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         L = np.zeros((nx, cols.size))
         for j in range(sl.stop - 1, sl.start - 1, -1):
             g_j = Jt.rows_transposed(j, rows_of(j, e[j].T))
+            g_fit += Jt.rows_transposed(j, rows_of(j, (disc.y[j] - G_fit[j]).T))
             g_j[cols] += L.T @ d[j]
             grad += g_j
             own[j] = in_standard_errors(g_j, cols, V_cols)
             L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
     shift = in_standard_errors(grad)
-    g_fit = np.zeros(nth)  # the gradient of what the method fitted
-    for j in range(J):
-        if info.rows[j].stop > info.rows[j].start:
-            g_fit += Jt.rows_transposed(j, rows_of(j, (disc.y[j] - G_fit[j]).T))
     stopped_short = remaining_shift(setup, X, p, info, g_fit, s)
     Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
     p_shift = np.zeros(model.np)

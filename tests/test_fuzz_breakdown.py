@@ -88,6 +88,22 @@ def test_linearisation_out_of_range_stops_instead_of_repeating(capfd):
     assert re.search(WHERE, res.message)
 
 
+def test_a_breakdown_that_recurs_on_the_refined_mesh_is_not_restarted_again():
+    """A run that broke down on a mesh that does not resolve the model is
+    refined and started again from p0 once; where that run breaks down too,
+    its failure is the result (each failure was refined and restarted, five
+    times here; PEtab's Borghans and Elowitz took chains of up to five
+    restarts of 2 to 56 CPU s each, none converging)."""
+    model = _blowup_model()
+    exp = _blowup_experiment(0.5, 1.0, 11)
+    res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False)
+    assert not res.success and res.status == "step_failed"
+    restarted = [w for w in res.warnings if "the run started again from p0" in w]
+    assert len(restarted) == 1 and res.settings["refinements"] == 1
+    assert any("failed again on the refined mesh" in w and "not restarted once more" in w
+               for w in res.warnings)
+
+
 def test_multiplier_continuity_blowup(blowup):
     model, exp = blowup
     res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False,

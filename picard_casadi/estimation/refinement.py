@@ -577,7 +577,8 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     A converged run is certified; where it fails, the marked intervals are
     bisected and the run continues from its solution on the new mesh.  A run
     that broke down (not an iteration limit) on a mesh that does not resolve
-    the model at its last iterate is refined and restarted from ``p0``.  A
+    the model at its last iterate is refined and restarted from ``p0``, once:
+    a restart that breaks down too is the result.  A
     stiff start's search (``prob.polish_T``) continues from its converged
     solution on the first mesh before it is certified, unless it converged on
     a plateau (``RefinedRun.plateau_reach``), where it stops.
@@ -590,7 +591,10 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
     records, iterations = list(solved.records), solved.iterations
     cert, info, refinements, plateau_reach = None, None, 0, None
     refinable = spec.name in COLLOCATION_METHODS
+    # whether the last solve started again from p0 after a breakdown (below)
+    restarted = False
     while True:
+        restarting = False
         outcome = solved.outcome
         # a second run whose budget is spent solves nothing more: its
         # converged answer is still certified (budgeted_solve)
@@ -711,6 +715,16 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             if (not refinable or refinements >= max_refinements or not restarts_allowed()
                     or outcome.status in ITERATION_LIMITS + STALLED + ("stopped",)):
                 break
+            if restarted:
+                # that restart broke down too: the finer mesh did not help.
+                # Restarting again has not on record: PEtab's Borghans and
+                # Elowitz (uniform starts, seed 0) took chains of up to five,
+                # each refining one or two intervals, 2 to 56 CPU s each, none
+                # converging; the default path's second runs follow instead
+                prob.notes.append(
+                    f"{spec.name} failed again on the refined mesh ({setup.disc.n_intervals} "
+                    "intervals) and was not restarted once more")
+                break
             marked = _unresolved(setup, outcome)
             if marked is None:
                 break
@@ -723,6 +737,8 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                 "refined and the run started again from p0, and the result is that run's")
             setup = _refined_setup(prob, setup, boundaries, p0=p0)
             refinements += 1
+            restarting = True
+        restarted = restarting
         solved = _timed_solve(prob, setup, solved.weights if outcome.success else
                               (start_weights(setup, prob.noise) if weights_mode == "auto"
                                else w),

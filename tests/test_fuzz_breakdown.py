@@ -92,8 +92,8 @@ def test_a_breakdown_that_recurs_on_the_refined_mesh_is_not_restarted_again():
     """A run that broke down on a mesh that does not resolve the model is
     refined and started again from p0 once; where that run breaks down too,
     its failure is the result (each failure was refined and restarted, five
-    times here; PEtab's Borghans and Elowitz took chains of up to five
-    restarts of 2 to 56 CPU s each, none converging)."""
+    times here; PEtab's Borghans took chains of up to five restarts, none
+    converging after the first)."""
     model = _blowup_model()
     exp = _blowup_experiment(0.5, 1.0, 11)
     res = pc.estimate(model, [exp], [50.0], "picard-gn", codegen=False)

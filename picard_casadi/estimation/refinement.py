@@ -716,11 +716,12 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                     or outcome.status in ITERATION_LIMITS + STALLED + ("stopped",)):
                 break
             if restarted:
-                # that restart broke down too: the finer mesh did not help.
-                # Restarting again has not on record: PEtab's Borghans and
-                # Elowitz (uniform starts, seed 0) took chains of up to five,
-                # each refining one or two intervals, 2 to 56 CPU s each, none
-                # converging; the default path's second runs follow instead
+                # that restart broke down too: the finer mesh did not help,
+                # and restarting again has not on record (PEtab's Borghans,
+                # uniform starts of seed 0: chains of up to five restarts,
+                # each refining one to 34 intervals; the ten after a first
+                # one took 0.1 to 43 CPU s, 105 s in all, none converging);
+                # the default path's second runs follow instead
                 prob.notes.append(
                     f"{spec.name} failed again on the refined mesh ({setup.disc.n_intervals} "
                     "intervals) and was not restarted once more")

@@ -66,7 +66,7 @@ from ..transcription.problem import Setup
 from .uncertainty import IDENTIFIABILITY_THRESHOLD, SolutionSensitivity
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
-           "stiffness_bound", "remaining_shift", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD",
+           "stiffness_bound", "remaining_shift", "short_of_optimum", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD",
            "SHIFT_THRESHOLD", "STOPPED_SHORT_THRESHOLD",
            "NOISE_FLOOR", "MARK_FRACTION"]
 
@@ -339,14 +339,14 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     ssr_model = float(np.sum(residual ** 2))
     weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * own_w * residual ** 2))
     ssr_fitted = float(np.sum(np.where(mask, disc.y - G_fit, 0.0) ** 2))
-    passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD
-                  and stopped_short <= STOPPED_SHORT_THRESHOLD)
+    short = short_of_optimum(stopped_short)
+    passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD and not short)
     message = (
         f"discretisation error {defect:.2g} noise levels (largest at {worst}), estimated "
         f"shift to the ODE's optimum {shift:.2g} standard errors; thresholds "
         f"{DEFECT_THRESHOLD:g} and {SHIFT_THRESHOLD:g}"
     )
-    if not stopped_short <= STOPPED_SHORT_THRESHOLD:
+    if short:
         message = (
             f"the method stopped short of its own optimum: the Gauss-Newton step from its "
             f"answer still moves it by {stopped_short:.3g} standard errors in the directions "
@@ -360,6 +360,14 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
                        worst=worst, indicator=indicator,
                        thresholds=thresholds, message=message,
                        stopped_short=stopped_short)
+
+
+def short_of_optimum(stopped_short: float) -> bool:
+    """Whether a certificate's ``stopped_short`` fails it (above
+    :data:`STOPPED_SHORT_THRESHOLD`): the one test of :func:`certify`, of the
+    estimate's verdict and of its plateau diagnosis.  NaN, a certificate whose
+    accurate integration failed (it says so instead), is not."""
+    return bool(stopped_short > STOPPED_SHORT_THRESHOLD)
 
 
 def remaining_shift(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.certificate import STOPPED_SHORT_THRESHOLD, Certificate
+from ..analysis.certificate import Certificate, short_of_optimum
 from ..analysis.likelihood import NoiseGroups, noise_fit
 from ..errors import DiscretisationWarning
 from ..experiment import Experiment
@@ -138,7 +138,7 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
         result.objective = 0.5 * result.ssr / N
         result.weighted_objective = 0.5 * result.weighted_ssr / N
         return
-    if cert.stopped_short > STOPPED_SHORT_THRESHOLD:
+    if short_of_optimum(cert.stopped_short):
         # whatever the method and the mesh: its convergence test passed where
         # its own objective still falls (PEtab's Borghans from uniform 19, seed
         # 0, before ae9bacc: picard-gn "converged" at nllh 277.2579, 8.6

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..analysis.certificate import STOPPED_SHORT_THRESHOLD
+from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -222,7 +222,7 @@ def declare_plateau(result: EstimationResult) -> None:
     # its predicted gain large: the plateau is the diagnosis, not the stop
     # short of an optimum that the certificate reports)
     stopped_short = (result.status == "not_certified" and bool(result.certificate)
-                     and result.certificate.get("stopped_short", 0.0) > STOPPED_SHORT_THRESHOLD)
+                     and short_of_optimum(result.certificate.get("stopped_short", 0.0)))
     if not (result.success or stopped_short) or reach is None or not reach < PLATEAU_REACH:
         return
     shown = ", ".join(f"{n} = {v:.6g}" for n, v in zip(result.p_names, result.p))

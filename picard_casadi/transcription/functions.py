@@ -34,6 +34,12 @@ ROUND_OFF_ZONE = 1e-10
 #: ... the reduction a Newton step must reach there to go on
 ROUND_OFF_REDUCTION = 0.1
 
+
+def _at_round_off(res: float, res_new: float) -> bool:
+    """Whether a settle's Newton step from the residual ``res`` to ``res_new``
+    ends it at round-off (:data:`ROUND_OFF_ZONE`)."""
+    return res < ROUND_OFF_ZONE and res_new > ROUND_OFF_REDUCTION * res
+
 # A backend maps {name: (function of one call, map count)} to callable functions.
 Backend = Callable[[Mapping[str, tuple[ca.Function, int]]], Mapping[str, ca.Function]]
 
@@ -406,7 +412,7 @@ class Transcription:
                 alpha *= 0.5
             if not trial_res < res:
                 break  # no progress from here
-            stalled = res < ROUND_OFF_ZONE and trial_res > ROUND_OFF_REDUCTION * res
+            stalled = _at_round_off(res, trial_res)
             U, res = trial, trial_res
             if stalled:
                 break  # round-off (ROUND_OFF_ZONE)
@@ -471,7 +477,7 @@ class Transcription:
                 res_new = residual(PU_new, U_new)
                 if not res_new < res:
                     break  # no progress from here
-                if res < ROUND_OFF_ZONE and res_new > ROUND_OFF_REDUCTION * res:
+                if _at_round_off(res, res_new):
                     U, PU, res = U_new, PU_new, res_new
                     break  # round-off (ROUND_OFF_ZONE)
             U, PU, res = U_new, PU_new, res_new

@@ -40,10 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.interrupts import interruptible, reraise_if_interrupted
+from ..runtime.native_output import captured_native_output
 from ..transcription.block_jacobian import BlockJacobian
+from ..transcription.forward_sensitivity import (chained_output_sensitivities,
+                                                 initial_sensitivities)
 from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
+           "integrated_residuals",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
            "parameter_reach", "noise_variance_factor", "note_poorly_determined",
            "is_poorly_determined_note", "POORLY_DETERMINED_HEAD", "IDENTIFIABILITY_THRESHOLD"]
@@ -169,6 +174,78 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     Jt = BlockJacobian(blocks=blocks, columns=block_cols, exp_of=np.asarray(disc.exp_of, int),
                        n=len(columns))
     return np.concatenate(rows_r), Jt, columns, rows, sens
+
+
+def integrated_residuals(setup: Setup, x0: np.ndarray, p: np.ndarray, like: BlockJacobian,
+                         rtol: float, atol: float, max_steps: int, method: str = "bdf"
+                         ) -> tuple[np.ndarray, np.ndarray, BlockJacobian]:
+    """The model's own outputs, weighted residuals and ``d r / d theta`` (``like``'s rows and columns).
+
+    Each experiment integrated by CVODES from its initial state ``x0[e]``
+    through the mesh's intervals, with the forward sensitivities of its
+    states in the free parameters and its free initial states
+    (:func:`~picard_casadi.transcription.forward_sensitivity.chained_output_sensitivities`):
+    what single shooting would fit, to hold the collocation solution
+    (:func:`chain_sensitivities`, ``like``) against.
+
+    Parameters
+    ----------
+    setup : Setup
+    x0 : ndarray (E, nx)
+        Each experiment's initial states.
+    p : ndarray (np,)
+    like : BlockJacobian
+        The collocation's, whose rows and columns the result has.
+    rtol, atol, max_steps, method
+        CVODES' settings.
+
+    Returns
+    -------
+    G : ndarray (J, ny, M)
+        The outputs at the samples, as ``disc.y``.
+    r : ndarray
+        The weighted residuals, in :func:`chain_sensitivities`' rows.
+    J : BlockJacobian
+
+    Raises
+    ------
+    RuntimeError
+        Where CVODES fails.
+    ValueError
+        For a model with delays (no sensitivity ODE).
+    """
+    disc = setup.disc
+    m = disc.model
+    nx, np_, ny, M, J = m.nx, m.np, m.ny, disc.M, disc.n_intervals
+    owns = [[i for i in range(nx) if setup.free_x[sl.start, i]] for sl in disc.intervals_of]
+    x0_columns = tuple(sorted({i for own in owns for i in own}))
+    c = setup.tr._data_common
+    outputs = chained_output_sensitivities(disc, c["ts"], c["Ws"], rtol, atol, max_steps,
+                                           x0_columns, method)
+    S0 = initial_sensitivities(m, x0_columns)
+    Z0 = np.column_stack([np.r_[np.asarray(x, float), S0] for x in x0])
+    printed: list[str] = []
+    try:
+        with interruptible(), captured_native_output() as printed:
+            G, dG = (np.asarray(v) for v in outputs(Z0, np.asarray(p, float)))
+    except RuntimeError as err:
+        reraise_if_interrupted(err, printed[0] if printed else "")
+        raise
+    nc = np_ + len(x0_columns)
+    G = G.reshape(ny, J, M).transpose(1, 0, 2)  # (J, ny, M) as disc.y
+    dG = dG.reshape(ny, J * M, nc).transpose(1, 0, 2).reshape(J, M, ny, nc)
+    p_free = [i for i in range(np_) if setup.free_p[i]]
+    rows: list[np.ndarray] = []
+    blocks: list[np.ndarray] = []
+    for e, sl in enumerate(disc.intervals_of):
+        cols = p_free + [np_ + x0_columns.index(i) for i in owns[e]]
+        for j in range(sl.start, sl.stop):
+            mask = disc.mask[j].T > 0  # (M, ny), as chain_sensitivities' rows
+            sw_j = _root_weights(setup, j)
+            rows.append((sw_j * (disc.y[j] - G[j]).T)[mask])
+            blocks.append((-sw_j[:, :, None] * dG[j][:, :, cols])[mask])
+    return (G, np.concatenate(rows),
+            BlockJacobian(blocks=blocks, columns=like.columns, exp_of=like.exp_of, n=like.n))
 
 
 def _root_weights(setup: Setup, j: int) -> np.ndarray:

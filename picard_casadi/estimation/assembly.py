@@ -138,12 +138,14 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
         result.objective = 0.5 * result.ssr / N
         result.weighted_objective = 0.5 * result.weighted_ssr / N
         return
-    if short_of_optimum(cert.stopped_short):
+    if short_of_optimum(cert.stopped_short) or cert.model_failed:
         # whatever the method and the mesh: its convergence test passed where
         # its own objective still falls (PEtab's Borghans from uniform 19, seed
         # 0, before ae9bacc: picard-gn "converged" at nllh 277.2579, 8.6
         # standard errors from its own optimum; from p0, single shooting
-        # reached -52.4638)
+        # reached -52.4638), or where the model's own solution is not the
+        # fitted one (a fed-batch's substrate fitted through the pole of its
+        # rate, tests/test_defaults.py)
         result.success = False
         result.status = "not_certified"
         result.message = (

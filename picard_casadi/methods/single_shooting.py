@@ -47,8 +47,8 @@ import numpy as np
 from ..runtime.interrupts import interruptible, reraise_if_interrupted
 from ..runtime.native_output import captured_native_output
 from ..transcription.discretisation import to_map_layout
-from ..transcription.forward_sensitivity import (initial_sensitivities, output_sensitivities,
-                                                 sensitivity_model)
+from ..transcription.forward_sensitivity import (chained_output_sensitivities,
+                                                 initial_sensitivities)
 from ..transcription.interval_integration import chained_interval_states
 from .base import (IterationRecord, LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
@@ -171,13 +171,11 @@ class SingleShootingModel:
         # the sensitivities: the states' and those of every initial state some
         # experiment estimates, through the same chain of CVODES runs
         self.x0_columns = tuple(int(i) for i in np.flatnonzero(setup.free_x[self.firsts].any(0)))
-        aug = sensitivity_model(m, self.x0_columns)
-        z_chain = chained_interval_states(disc, opts.rtol, opts.atol, opts.max_steps, model=aug)
-        Z0 = ca.MX.sym("Z0", aug.nx, E)
-        Zs = z_chain(Z0, p)[0]
-        Gz, dG = output_sensitivities(m, self.x0_columns).map(M * J)(
-            c["ts"], Zs, ca.repmat(p, 1, M * J), c["Ws"])
-        self.sensitivities = ca.Function("single_shooting_sensitivities", [w, Z0], [Gz, dG])
+        outputs = chained_output_sensitivities(disc, c["ts"], c["Ws"], opts.rtol, opts.atol,
+                                               opts.max_steps, self.x0_columns)
+        Z0 = ca.MX.sym("Z0", outputs.size1_in(0), E)
+        self.sensitivities = ca.Function("single_shooting_sensitivities", [w, Z0],
+                                         outputs(Z0, p))
         self.S0 = initial_sensitivities(m, self.x0_columns)
         self.slot_experiment = np.repeat(disc.exp_of, M)
 

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any
 
 import casadi as ca
 import numpy as np
 
 from ..model import Model
+from .discretisation import Discretisation
+from .interval_integration import chained_interval_states
 
-__all__ = ["sensitivity_model", "initial_sensitivities", "output_sensitivities"]
+__all__ = ["sensitivity_model", "initial_sensitivities", "output_sensitivities",
+           "chained_output_sensitivities"]
 
 _MODELS: weakref.WeakKeyDictionary[Model, dict[tuple[int, ...], Model]] = \
     weakref.WeakKeyDictionary()
@@ -92,3 +96,30 @@ def output_sensitivities(model: Model, x0_columns: tuple[int, ...] | None = None
     dy = ca.mtimes(g_x, S) + ca.horzcat(g_p, ca.SX(model.ny, len(columns)))
     return ca.Function("output_sensitivities", [model.t, z, model.p, model.u], [y, dy],
                        ["t", "z", "p", "u"], ["y", "dy"])
+
+
+def chained_output_sensitivities(disc: Discretisation, ts: Any, Ws: Any, rtol: float,
+                                 atol: float, max_steps: int, x0_columns: tuple[int, ...],
+                                 method: str = "bdf") -> ca.Function:
+    """Single shooting on the mesh with the outputs' sensitivities.
+
+    ``(Z0 (nz, E), p) -> (G (ny, M J), dG (ny, M J nc))``: every experiment
+    integrated from its initial state ``Z0`` (the states, then
+    :func:`initial_sensitivities`) through its intervals by CVODES
+    (:func:`~picard_casadi.transcription.interval_integration.chained_interval_states`
+    with :func:`sensitivity_model`), and the outputs at every sample slot
+    (slot ``c`` in interval ``c // M``) with their derivatives in ``(p,
+    x0[x0_columns])``, ``nc = np + len(x0_columns)`` columns per slot.
+    ``ts``, ``Ws``: the slots' times and inputs (the transcription's
+    ``_data_common``).  An MX function.
+    """
+    m = disc.model
+    aug = sensitivity_model(m, x0_columns)
+    chain = chained_interval_states(disc, rtol, atol, max_steps, method, model=aug)
+    Z0 = ca.MX.sym("Z0", aug.nx, len(disc.intervals_of))
+    p = ca.MX.sym("p", m.np)
+    slots = disc.M * disc.n_intervals
+    G, dG = output_sensitivities(m, x0_columns).map(slots)(
+        ts, chain(Z0, p)[0], ca.repmat(p, 1, slots), Ws)
+    return ca.Function("chained_output_sensitivities", [Z0, p], [G, dG],
+                       ["Z0", "p"], ["G", "dG"])

@@ -119,3 +119,47 @@ def test_exact_hessian_needs_the_constrained_step():
         pc.problem("vdp").estimate("picard-gn", hessian="exact", continuity="multiplier")
     with pytest.raises(ValueError, match="hessian must be one of"):
         pc.problem("vdp").estimate("picard-gn", hessian="newton")
+
+
+def test_a_solve_continuing_one_that_converged_with_newton_steps_starts_with_them(monkeypatch):
+    """hessian="auto": once Gauss-Newton stalled and the solve converged with
+    Newton steps, the solves that continue it (the weight rounds, the refined
+    mesh's) start with them (``Setup.newton``) instead of stalling again;
+    the fit's first solve starts with Gauss-Newton.  (The stall is made to
+    come after three steps here.)"""
+    import dataclasses
+
+    from picard_casadi import methods
+    from picard_casadi.methods import newton_switch
+
+    monkeypatch.setattr(newton_switch, "STALL_GAIN", 1.0)
+    monkeypatch.setattr(newton_switch, "STALL_STEPS", 3)
+    events = []
+    init = newton_switch.NewtonSwitch.__init__
+
+    def recorded_init(self, setup, hessian):
+        init(self, setup, hessian)
+        events.append(("starts", id(setup), self.newton))
+
+    monkeypatch.setattr(newton_switch.NewtonSwitch, "__init__", recorded_init)
+    spec = methods.get_method("picard-gn")
+
+    def recorded_solve(setup, opts, callback=None):
+        outcome = spec.solve(setup, opts, callback)
+        events.append(("ends", id(setup), outcome.success and setup.newton))
+        return outcome
+
+    monkeypatch.setitem(methods.METHODS, "picard-gn", dataclasses.replace(spec, solve=recorded_solve))
+    res = pc.problem("vdp", seed=0).estimate("picard-gn", T=4.0)
+    assert res.success, res.message
+    assert res.settings["refinements"] >= 1 and res.settings["weight_rounds"] >= 2
+    assert events[0] == ("starts", events[0][1], False)  # the fit's first solve
+    setups = {e[1] for e in events}
+    assert len(setups) >= 2  # a refined mesh's setup
+    newton_seen = False
+    for kind, _, newton in events:
+        if kind == "starts":
+            assert newton == newton_seen  # as the last solve ended
+        else:
+            newton_seen = newton_seen or newton
+    assert newton_seen

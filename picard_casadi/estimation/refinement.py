@@ -508,6 +508,7 @@ def _refined_setup(prob: FitProblem, setup: Setup, boundaries: list[np.ndarray],
     new.U0, _, _ = new.tr.settle(X, U_new, p, tol=1e-12)
     new.damp_long_steps = setup.damp_long_steps  # a continuation of that solve
     new.penalty = setup.penalty
+    new.newton = setup.newton
     return new
 
 

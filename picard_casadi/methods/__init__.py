@@ -65,14 +65,18 @@ def _solve_picard(setup: Setup, opts: PicardOptions, callback=None) -> LoopOutco
 
 
 def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> LoopOutcome:
-    # a solve that continues a converged one starts with its penalty (Setup.penalty)
+    # a solve that continues a converged one starts with its penalty and its
+    # step's model (Setup.penalty, Setup.newton)
     rho0 = max(2.0 * opts.lam, min(setup.penalty, CONTINUING_PENALTY))
     rules: list[ConstrainedGaussNewtonStep] = []
 
     def constrained() -> ConstrainedGaussNewtonStep:
-        rules.append(ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=rho0,
-                                                radius0=opts.radius0, hessian=opts.hessian))
-        return rules[-1]
+        rule = ConstrainedGaussNewtonStep(setup, opts.mu0, opts.max_tries, rho0=rho0,
+                                          radius0=opts.radius0, hessian=opts.hessian)
+        if rules and rules[-1].switch.newton:
+            rule.switch.newton = True  # rebuilt within the solve: the model it had
+        rules.append(rule)
+        return rule
 
     rebuilt = None  # the rule rebuilt where the states' scales grow (grown_scales)
     if opts.continuity == "constrained" and use_cg(opts, setup):
@@ -86,6 +90,8 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
     outcome = run_picard_iteration(setup, rule, opts, callback, rebuilt)
     if rules and outcome.success:
         setup.penalty = rules[-1].rho
+        if isinstance(rules[-1], ConstrainedGaussNewtonStep):
+            setup.newton = rules[-1].switch.newton
     note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
     if note:
         outcome.notes.append(note)

@@ -11,7 +11,9 @@ where it is not convex even with a damping of ``NEWTON_MAX_DAMPING``
 
 ``hessian="exact"`` takes Newton steps from the start; ``"auto"`` switches
 when Gauss-Newton stalls (``STALL_STEPS`` accepted steps in a row, each
-gaining less than ``STALL_GAIN`` of the merit); ``"gauss-newton"`` never.
+gaining less than ``STALL_GAIN`` of the merit), and a solve that continues
+one that converged so (another weight round, a refined mesh:
+``Setup.newton``) starts with Newton steps; ``"gauss-newton"`` never.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ class NewtonSwitch:
         require_one_of("hessian", hessian, HESSIANS)
         self.setup = setup
         self.hessian = hessian
-        self.newton = hessian == "exact"
+        # "auto" in a solve that continues one that converged with Newton's
+        # model (Setup.newton) starts with it
+        self.newton = hessian == "exact" or (hessian == "auto" and setup.newton
+                                             and self._dense_fits())
         self._slow_steps = 0  # accepted steps in a row that gained less than STALL_GAIN
         self._second_order: FixedPointHessian | None = None  # built on the first Newton step
 
@@ -144,10 +149,15 @@ class NewtonSwitch:
         """
         if self.hessian != "auto" or self.newton:
             return
-        d = self.setup.disc
-        if not dense_fits(d.n_intervals, d.K, d.model.nx):
+        if not self._dense_fits():
             return  # the second-order terms' dense matrices would not fit: Gauss-Newton
         gain = (info.phi_before - info.phi_after) / max(abs(info.phi_before), 1e-300)
         self._slow_steps = self._slow_steps + 1 if gain < STALL_GAIN else 0
         if self._slow_steps >= STALL_STEPS:
             self.newton = True
+
+    def _dense_fits(self) -> bool:
+        """Whether the second-order terms' dense ``(K nx)^2`` matrices per
+        interval fit in memory on this mesh."""
+        d = self.setup.disc
+        return dense_fits(d.n_intervals, d.K, d.model.nx)

@@ -83,6 +83,12 @@ class Setup:
         :data:`~picard_casadi.methods.picard_gn.CONTINUING_PENALTY`, so that
         they do not reopen the closed continuity gaps and raise the penalty
         again step by step.
+    newton : bool
+        The last solve of ``picard-gn``'s constrained step on this problem
+        converged with Newton's model (``hessian="auto"`` switched to it when
+        Gauss-Newton stalled, :mod:`picard_casadi.methods.newton_switch`):
+        the solves that continue it (weight rounds, a refined mesh) start
+        with it rather than stall again before they switch.
     """
 
     disc: Discretisation
@@ -105,6 +111,7 @@ class Setup:
     damp_long_steps: bool = False
     stiff_check: Callable[[np.ndarray, np.ndarray, np.ndarray], str] | None = None
     penalty: float = 0.0
+    newton: bool = False
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -66,7 +66,7 @@ from ..transcription.problem import Setup
 from .uncertainty import IDENTIFIABILITY_THRESHOLD, SolutionSensitivity, integrated_residuals
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
-           "stiffness_bound", "remaining_shift", "model_check", "short_of_optimum",
+           "stiffness_bound", "remaining_shift", "model_check", "model_departs", "short_of_optimum",
            "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
            "STOPPED_SHORT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
 
@@ -98,6 +98,12 @@ ADAMS_MAX_STEPS = 5000
 #: the two agree to MODEL_AGREEMENT
 MODEL_RTOL = RTOL
 MODEL_AGREEMENT = 0.1
+#: a departure of the model's own solution fails the certificate where it is
+#: above DEFECT_THRESHOLD and this many times the discretisation error the
+#: interval measures carried to first order: it says that carrying missed
+#: something, not that a defect just under the threshold came out just above
+#: it (docs/certificate.md, measured over the test suite)
+MODEL_MARGIN = 2.0
 #: the most states of the sensitivity ODE (the model's states times one plus
 #: the parameters and estimated initial states) :func:`model_check` solves;
 #: beyond it the model's own solution is not checked, and the certificate says so
@@ -181,7 +187,7 @@ class Certificate:
         """The model's own solution from the estimated initial states is not
         the fitted one, or its objective still falls (:func:`model_check`):
         the mesh resolves each interval, the answer is not the ODE's."""
-        return bool(self.model_error > DEFECT_THRESHOLD
+        return bool(model_departs(self.model_error, self.discretisation_error)
                     or short_of_optimum(self.model_short))
 
     @property
@@ -385,8 +391,8 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         # each interval agrees with the model: does the whole trajectory, and
         # do the derivatives? (a collocation method's)
         model_error, model_where, model_short, why_not = model_check(
-            setup, X, p, info, s, G_fit, sample_sigma, method)
-        if model_error > DEFECT_THRESHOLD:
+            setup, X, p, info, s, G_fit, sample_sigma, defect, method)
+        if model_departs(model_error, defect):
             passed = False
             message = (
                 f"the model's own solution from the estimated initial states (CVODES through "
@@ -415,7 +421,7 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
 
 
 def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity,
-                s: float, G_fit: np.ndarray, sample_sigma: np.ndarray,
+                s: float, G_fit: np.ndarray, sample_sigma: np.ndarray, defect: float = 0.0,
                 method: str = "bdf") -> tuple[float, str, float, str]:
     """The model's own solution from the estimated initial states, held
     against the fitted one: its departure, and how far its objective falls.
@@ -434,7 +440,8 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
 
     * ``model_error``: the largest departure of its outputs from the fitted
       ones, in noise levels (the certificate's ``discretisation_error``
-      without the first-order carrying);
+      without the first-order carrying); it fails the certificate above
+      ``max(DEFECT_THRESHOLD, MODEL_MARGIN * defect)``;
     * ``model_short``: the Gauss-Newton step of its own objective, kept in
       the box (:func:`_best_step`), integrated again: the measured decrease
       ``f(theta) - f(theta + d)`` as ``sqrt(2 decrease) / s``, in
@@ -453,6 +460,8 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
         The fitted outputs.
     sample_sigma : ndarray (J, ny, M)
         Each value's noise level.
+    defect : float
+        The certificate's ``discretisation_error``.
     method : {"bdf", "adams"}
         CVODES' method first tried (BDF after it where it fails).
 
@@ -503,7 +512,7 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
     j_w, k_w, s_w = np.unravel_index(int(np.argmax(off)), off.shape)
     where = (f"experiment {disc.experiments[disc.exp_of[j_w]].name!r}, t = "
              f"{disc.sample_times[j_w, s_w]:.6g}, output {m.y_names[k_w]!r}")
-    if error > DEFECT_THRESHOLD:
+    if model_departs(error, defect):
         tighter = integrate(x0, p, MODEL_RTOL * 1e-2)
         again = np.nan if tighter is None else float(np.max(departure(tighter[0]), initial=0.0))
         if not abs(again - error) <= MODEL_AGREEMENT * error:
@@ -528,6 +537,14 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
         return error, where, 0.0, ""  # the step leaves where CVODES integrates: no descent seen
     decrease = 0.5 * float(r @ r) - 0.5 * float(there[1] @ there[1])
     return error, where, float(np.sqrt(2.0 * max(decrease, 0.0))) / s, ""
+
+
+def model_departs(model_error: float, defect: float) -> bool:
+    """Whether the model's own solution from ``x0`` departs from the fitted
+    one (``model_error``, :func:`model_check`) by more than the certificate
+    allows: above :data:`DEFECT_THRESHOLD` and :data:`MODEL_MARGIN` times
+    the interval measures' ``defect``.  NaN (not measured) does not."""
+    return bool(model_error > max(DEFECT_THRESHOLD, MODEL_MARGIN * defect))
 
 
 def short_of_optimum(stopped_short: float) -> bool:

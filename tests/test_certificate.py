@@ -595,3 +595,16 @@ def test_a_fit_through_the_pole_of_the_rate_is_not_a_success():
         assert np.all(np.abs(res.p - shooting.p) < 0.5 * shooting.p_std), (res.p, shooting.p)
     else:
         assert res.status == "not_certified" and "the model's own" in res.message, res.message
+
+
+def test_certify_names_an_answer_short_of_its_own_optimum(vdp, monkeypatch):
+    """certify's own message for ``stopped_short`` above its threshold (the
+    distance made up here), whatever else it measured."""
+    from picard_casadi.analysis import certificate
+
+    monkeypatch.setattr(certificate, "remaining_shift",
+                        lambda *args: 2.0 * certificate.STOPPED_SHORT_THRESHOLD)
+    res = vdp.estimate("picard-gn", refine=False, uncertainty=False)
+    assert not res.success and res.status == "not_certified"
+    assert "the method stopped short of its own optimum" in res.message, res.message
+    assert np.isnan(res.certificate["model_error"])  # not measured: already failed

@@ -386,6 +386,12 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         f"shift to the ODE's optimum {shift:.2g} standard errors; thresholds "
         f"{DEFECT_THRESHOLD:g} and {SHIFT_THRESHOLD:g}"
     )
+    if short:
+        message = (
+            f"the method stopped short of its own optimum: the Gauss-Newton step from its "
+            f"answer still moves it by {stopped_short:.3g} standard errors in the directions "
+            f"the data determine (threshold {STOPPED_SHORT_THRESHOLD:g}), so its convergence "
+            f"test was met where the objective still falls; {message}")
     model_error, model_short = np.nan, np.nan
     if passed and fitted is None:
         # each interval agrees with the model: does the whole trajectory, and
@@ -482,6 +488,7 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
         return np.nan, "", np.nan, (
             f"the model's own solution was not checked (with its sensitivities, an ODE of "
             f"{states} states, more than {MODEL_MAX_STATES})")
+
     def integrate(x0_: np.ndarray, p_: np.ndarray, rtol: float = MODEL_RTOL
                   ) -> tuple[Any, ...] | None:
         atol = rtol * 1e-2 * float(np.min(setup.x_scale))

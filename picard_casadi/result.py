@@ -396,7 +396,12 @@ class EstimationResult:
                 f"{c['thresholds']['parameter_shift']:g})"
                 + (f"; {c['stopped_short']:.2g} standard errors short of the method's own "
                    f"optimum (threshold {c['thresholds']['stopped_short']:g})"
-                   if "stopped_short" in c.get("thresholds", {}) else ""))
+                   if "stopped_short" in c.get("thresholds", {}) else "")
+                + (f"; the model's own solution from x0 {c['model_error']:.2g} noise levels "
+                   f"off the fit, its objective falling {c['model_short']:.2g} standard "
+                   f"errors along its own Gauss-Newton step"
+                   if np.isfinite(c.get("model_error", np.nan))
+                   and np.isfinite(c.get("model_short", np.nan)) else ""))
         names = self.p_names or [f"p{i}" for i in range(self.p.size)]
         # the name column as wide as the longest name (PEtab's
         # Epo_degradation_BaF3 pushed its row out of line)

@@ -32,11 +32,22 @@ every interval from the estimated interval start with the estimated ``p``
   fitted residuals kept in the bounds, in standard errors): a method whose
   convergence test passed where its objective still falls.
 
+* Once those pass, for a collocation method's answer, the model's own
+  solution from the estimated initial states (:func:`model_check`, CVODES
+  through each whole experiment with its sensitivities): ``model_error``,
+  its departure from the fitted outputs in noise levels, and
+  ``model_short``, how far its own objective falls along its own
+  Gauss-Newton step, in standard errors.  They catch a fitted trajectory
+  that every interval agrees with but no solution from ``x0`` follows.
+
 The certificate holds when ``discretisation_error <= DEFECT_THRESHOLD`` and
 ``parameter_shift <= SHIFT_THRESHOLD`` (both 0.1), and ``stopped_short <=
 STOPPED_SHORT_THRESHOLD`` (5: a safety net for gross false stops, between the
 largest value a legitimate answer of the test suite showed and a false stop's;
-docs/certificate.md).  Why 0.1: a shift of 0.1
+docs/certificate.md), and, where measured, ``model_error`` is at most
+``max(DEFECT_THRESHOLD, MODEL_MARGIN * discretisation_error)``
+(:func:`model_departs`) and ``model_short`` at most
+``STOPPED_SHORT_THRESHOLD``.  Why 0.1: a shift of 0.1
 standard errors leaves the coverage of a 95 % confidence interval at
 94.9 % (``P(|Z + 0.1| < 1.96)``) and raises the ODE's sum of squares at the
 estimate above its optimum by ``0.01 s^2``, a relative ``0.01 / (m - n)``:
@@ -117,7 +128,8 @@ class Certificate:
     Attributes
     ----------
     passed : bool
-        The three measures below their thresholds.
+        The three measures below their thresholds, and the model's own
+        solution from ``x0`` within its own (:attr:`model_failed`).
     discretisation_error : float
         Largest ``|fitted output - model output|`` over the samples, in noise
         levels (model: accurate integration from the estimated ``x0``, ``p``).

@@ -101,7 +101,8 @@ def test_grown_scales_follow_the_largest_start_and_only_grow():
     from picard_casadi.methods.base import SCALE_GROWTH, grown_scales
 
     setup = SimpleNamespace(x_scale=np.array([1.0, 1e-7, 2.0]))
-    X = np.array([[0.5, 1e-6, -1.0], [0.9, -5e-6, 1.5]])
-    assert grown_scales(setup, X) is None  # 5e-6 is not SCALE_GROWTH x 1e-7
+    X = np.array([[0.5, 0.3 * SCALE_GROWTH * 1e-7, -1.0],
+                  [0.9, -0.5 * SCALE_GROWTH * 1e-7, 1.5]])
+    assert grown_scales(setup, X) is None  # not SCALE_GROWTH x 1e-7
     X[0, 1] = SCALE_GROWTH * 1e-7 * 3
-    np.testing.assert_allclose(grown_scales(setup, X), [1.0, 3e-5, 2.0])
+    np.testing.assert_allclose(grown_scales(setup, X), [1.0, SCALE_GROWTH * 3e-7, 2.0])

@@ -57,8 +57,8 @@ WEIGHTS_ADVICE = ("on a badly scaled loss use weights='auto', or start this loss
 GAP_FLOOR_MAX = 1e-6
 #: a state's largest interval start above this many times its scale gives it
 #: a new scale (:func:`grown_scales`), at most MAX_RESCALES times in a run (a
-#: bound for a run whose states blow up: each rescale grows a scale tenfold,
-#: and PEtab's Bruno from its random starts took up to 18 in a solve)
+#: bound for a run whose states blow up: each rescale grows a scale tenfold or
+#: more, and PEtab's Bruno from its random starts took up to 18 in a solve)
 SCALE_GROWTH = 10.0
 MAX_RESCALES = 30
 #: iterations in a row without an accepted step (rejected, or nothing to

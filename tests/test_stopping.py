@@ -10,7 +10,8 @@ import picard_casadi as pc
 from picard_casadi.estimation.setup import build_setup
 import pytest
 
-from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LoopOptions, StepInfo,
+from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LIKELIHOOD_GAIN,
+                                        LIKELIHOOD_WINDOW, LoopOptions, StepInfo,
                                         run_picard_iteration)
 
 
@@ -84,6 +85,34 @@ def test_a_run_that_stops_making_progress_with_its_gaps_open_ends_stalled(
         assert "no progress: the objective fell by 0.0001 (relative) over the last 100" \
             in out.message
         assert "guess='anchored'" in out.message
+
+
+@pytest.mark.parametrize("likelihood,rate,status", [
+    (True, 1e-6, "converged"),   # 5.5e-4 in nllh units over the window
+    (True, 1e-5, "max_iter"),    # 5.5e-3: still falling
+    (False, 1e-6, "max_iter"),   # a merit in the user's units: not judged so
+])
+def test_a_solve_whose_likelihood_no_longer_falls_has_converged(likelihood, rate, status):
+    """Where the merit is a likelihood's (weights="auto"), a walk that lowers
+    the nllh by less than LIKELIHOOD_GAIN over LIKELIHOOD_WINDOW iterations
+    ends as converged (PEtab's Elowitz from uniform start 9: 958 iterations
+    of Newton steps lowering the nllh by 7.5e-4 in all); the merit times the
+    number of samples is the nllh, here 11 samples."""
+    setup = _open_gaps_setup()
+    setup.likelihood = likelihood
+    n = setup.disc.n_samples_total
+    assert n == 11
+    fall = LIKELIHOOD_WINDOW * rate * n  # the window's fall, merit ~1
+    assert (fall < LIKELIHOOD_GAIN) == (rate == 1e-6)
+    out = run_picard_iteration(setup, _Creeps(rate), LoopOptions(
+        max_iter=120, sweeps=1, continuity="penalty"))
+    assert out.status == status and out.success == (status == "converged"), out.message
+    if status == "converged":
+        assert out.iterations == LIKELIHOOD_WINDOW + 1
+        assert "the negative log-likelihood fell by less than 0.001 over the last 50" \
+            in out.message
+    else:
+        assert out.iterations == 120
 
 
 def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():

@@ -10,9 +10,8 @@ import picard_casadi as pc
 from picard_casadi.estimation.setup import build_setup
 import pytest
 
-from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LIKELIHOOD_GAIN,
-                                        LIKELIHOOD_WINDOW, LoopOptions, StepInfo,
-                                        run_picard_iteration)
+from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LIKELIHOOD_WINDOW, LoopOptions,
+                                        StepInfo, run_picard_iteration)
 
 
 def test_a_fixed_point_at_its_floor_ends_the_run_as_converged():
@@ -87,14 +86,16 @@ def test_a_run_that_stops_making_progress_with_its_gaps_open_ends_stalled(
         assert "guess='anchored'" in out.message
 
 
-@pytest.mark.parametrize("likelihood,rate,status", [
-    (True, 1e-6, "converged"),   # 5.5e-4 in nllh units over the window
-    (True, 1e-5, "max_iter"),    # 5.5e-3: still falling
-    (False, 1e-6, "max_iter"),   # a merit in the user's units: not judged so
+@pytest.mark.parametrize("likelihood,rate,nllh_tol,status", [
+    (True, 1e-6, 1e-3, "converged"),   # 5.5e-4 in nllh units over the window
+    (True, 1e-5, 1e-3, "max_iter"),    # 5.5e-3: still falling
+    (True, 1e-6, 0.0, "max_iter"),     # the rule off
+    (False, 1e-6, 1e-3, "max_iter"),   # a merit in the user's units: not judged so
 ])
-def test_a_solve_whose_likelihood_no_longer_falls_has_converged(likelihood, rate, status):
+def test_a_solve_whose_likelihood_no_longer_falls_has_converged(likelihood, rate, nllh_tol,
+                                                                status):
     """Where the merit is a likelihood's (weights="auto"), a walk that lowers
-    the nllh by less than LIKELIHOOD_GAIN over LIKELIHOOD_WINDOW iterations
+    the nllh by less than nllh_tol over LIKELIHOOD_WINDOW iterations
     ends as converged (PEtab's Elowitz from uniform start 9: 958 iterations
     of Newton steps lowering the nllh by 7.5e-4 in all); the merit times the
     number of samples is the nllh, here 11 samples."""
@@ -103,14 +104,14 @@ def test_a_solve_whose_likelihood_no_longer_falls_has_converged(likelihood, rate
     n = setup.disc.n_samples_total
     assert n == 11
     fall = LIKELIHOOD_WINDOW * rate * n  # the window's fall, merit ~1
-    assert (fall < LIKELIHOOD_GAIN) == (rate == 1e-6)
+    assert (fall < 1e-3) == (rate == 1e-6)
     out = run_picard_iteration(setup, _Creeps(rate), LoopOptions(
-        max_iter=120, sweeps=1, continuity="penalty"))
+        max_iter=120, sweeps=1, continuity="penalty", nllh_tol=nllh_tol))
     assert out.status == status and out.success == (status == "converged"), out.message
     if status == "converged":
         assert out.iterations == LIKELIHOOD_WINDOW + 1
-        assert "the negative log-likelihood fell by less than 0.001 over the last 50" \
-            in out.message
+        assert ("the negative log-likelihood fell by less than nllh_tol=0.001 over the "
+                "last 50 iterations") in out.message
     else:
         assert out.iterations == 120
 

@@ -62,13 +62,8 @@ GAP_FLOOR_MAX = 1e-6
 SCALE_GROWTH = 10.0
 MAX_RESCALES = 30
 #: where the merit is a likelihood's (``Setup.likelihood``), a solve whose
-#: negative log-likelihood fell by less than LIKELIHOOD_GAIN over the last
-#: LIKELIHOOD_WINDOW iterations has converged for its data: such a walk moves
-#: the estimate by about sqrt(2 x 1e-3) = 0.045 standard errors per window,
-#: and the certificate judges where it stopped.  PEtab's Elowitz from
-#: uniform start 9 (seed 0): a weight round of 958 iterations (23 CPU s) of
-#: Newton steps lowered the nllh by 7.5e-4 in all (docs/petab.md)
-LIKELIHOOD_GAIN = 1e-3
+#: negative log-likelihood fell by less than ``LoopOptions.nllh_tol`` over the
+#: last LIKELIHOOD_WINDOW iterations has converged for its data
 LIKELIHOOD_WINDOW = 50
 #: iterations in a row without an accepted step (rejected, or nothing to
 #: gain) that end the run the same way: PEtab's Boehm from a random start
@@ -182,6 +177,16 @@ class LoopOptions:
         (the largest cosine with a single scaled column for
         ``continuity="multiplier"``; the cosine with the Jacobian's range,
         within the boxes, for the constrained step).
+    nllh_tol : float
+        Where the merit is a likelihood's (``weights="auto"``): a fall of the
+        negative log-likelihood by less than this over the last
+        :data:`LIKELIHOOD_WINDOW` iterations counts as converged, with the
+        gaps closed and the fixed point found; 0 never stops so.  The
+        default 1e-3 is a walk that moves the estimate by about
+        ``sqrt(2e-3)`` = 0.045 standard errors per window; the certificate
+        judges where it stopped.  PEtab's Elowitz from uniform start 9 (seed
+        0): a weight round of 958 iterations (23 CPU s) of Newton steps
+        lowered the nllh by 7.5e-4 in all (docs/design.md).
     """
 
     # what the iteration-limit message advises (a class constant, not an option)
@@ -203,6 +208,7 @@ class LoopOptions:
     creep_steps: int = 0
     limits_set_by: str = ""
     gtol: float = 1e-8
+    nllh_tol: float = 1e-3
 
     def continuing(self) -> "LoopOptions":
         """The options of a solve that continues from a converged solution.
@@ -229,7 +235,7 @@ class LoopOptions:
         if not self.lam_max >= 1.0:  # NaN too
             raise ValueError(f"lam_max must be a number >= 1 (a multiple of lam), "
                              f"got {self.lam_max!r}")
-        for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol"):
+        for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol", "nllh_tol"):
             val = getattr(self, name)
             require_number(name, val)
             if not (np.isfinite(val) and val >= 0):
@@ -628,13 +634,13 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
         # the likelihood's fall over the window, each merit less its weights' level
         likelihood_flat = setup.likelihood and len(phis) > lw and (
             (phis[-1 - lw] - levels[-1 - lw]) - (phis[-1] - level)
-        ) * disc.n_samples_total < LIKELIHOOD_GAIN
+        ) * disc.n_samples_total < opts.nllh_tol
         if continuous and fixed and (stationary or flat or likelihood_flat):
             success, status = True, "converged"
             why = "projected gradient norm" if stationary else (
                 f"relative objective change < {opts.ftol:g} over {w} iterations" if flat else
-                f"the negative log-likelihood fell by less than {LIKELIHOOD_GAIN:g} over the "
-                f"last {lw} iterations")
+                f"the negative log-likelihood fell by less than nllh_tol={opts.nllh_tol:g} "
+                f"over the last {lw} iterations")
             message = (
                 f"converged: {why}; continuity gap {gap:.3g}, fixed-point "
                 f"residual {fp:.3g} (scaled)"

@@ -182,11 +182,13 @@ class LoopOptions:
         negative log-likelihood by less than this over the last
         :data:`LIKELIHOOD_WINDOW` iterations counts as converged, with the
         gaps closed and the fixed point found; 0 never stops so.  The
-        default 1e-3 is a walk that moves the estimate by about
-        ``sqrt(2e-3)`` = 0.045 standard errors per window; the certificate
-        judges where it stopped.  PEtab's Elowitz from uniform start 9 (seed
-        0): a weight round of 958 iterations (23 CPU s) of Newton steps
-        lowered the nllh by 7.5e-4 in all (docs/design.md).
+        default 1e-4 is a walk that moves the estimate by about
+        ``sqrt(2e-4)`` = 0.014 standard errors per window, 2e-6 per
+        iteration (fides' default stop in pyPESTO, a change below ``1e-8 +
+        1e-8 |f|`` in one iteration, is 2.7e-6 at ``f`` = 267); the
+        certificate judges where it stopped.  PEtab's Elowitz from uniform
+        start 9 (seed 0): a weight round of 958 iterations (23 CPU s) of
+        Newton steps lowered the nllh by 7.5e-4 in all (docs/design.md).
     """
 
     # what the iteration-limit message advises (a class constant, not an option)
@@ -208,7 +210,7 @@ class LoopOptions:
     creep_steps: int = 0
     limits_set_by: str = ""
     gtol: float = 1e-8
-    nllh_tol: float = 1e-3
+    nllh_tol: float = 1e-4
 
     def continuing(self) -> "LoopOptions":
         """The options of a solve that continues from a converged solution.
@@ -631,10 +633,11 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             <= opts.ftol for k in range(1, w + 1)
         )
         lw = LIKELIHOOD_WINDOW
-        # the likelihood's fall over the window, each merit less its weights' level
-        likelihood_flat = setup.likelihood and len(phis) > lw and (
-            (phis[-1 - lw] - levels[-1 - lw]) - (phis[-1] - level)
-        ) * disc.n_samples_total < opts.nllh_tol
+        # the likelihood's fall over the window, each merit less its weights'
+        # level (a rise is no walk: the penalty or the weights moved)
+        likelihood_flat = (opts.nllh_tol > 0 and setup.likelihood and len(phis) > lw
+                           and 0.0 <= ((phis[-1 - lw] - levels[-1 - lw]) - (phis[-1] - level))
+                           * disc.n_samples_total < opts.nllh_tol)
         if continuous and fixed and (stationary or flat or likelihood_flat):
             success, status = True, "converged"
             why = "projected gradient norm" if stationary else (

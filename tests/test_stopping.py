@@ -10,8 +10,8 @@ import picard_casadi as pc
 from picard_casadi.estimation.setup import build_setup
 import pytest
 
-from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LIKELIHOOD_WINDOW, LoopOptions,
-                                        StepInfo, run_picard_iteration)
+from picard_casadi.methods.base import (GIVE_UP_ITERATIONS, LoopOptions, StepInfo,
+                                        run_picard_iteration)
 
 
 def test_a_fixed_point_at_its_floor_ends_the_run_as_converged():
@@ -84,38 +84,6 @@ def test_a_run_that_stops_making_progress_with_its_gaps_open_ends_stalled(
         assert "no progress: the objective fell by 0.0001 (relative) over the last 100" \
             in out.message
         assert "guess='anchored'" in out.message
-
-
-@pytest.mark.parametrize("likelihood,rate,nllh_tol,status", [
-    (True, 1e-7, None, "converged"),   # 5.5e-5 in nllh units over the window
-    (True, 1e-6, None, "max_iter"),    # 5.5e-4: still falling
-    (True, 1e-7, 0.0, "max_iter"),     # the rule off
-    (False, 1e-7, None, "max_iter"),   # a merit in the user's units: not judged so
-    (True, -1e-7, None, "max_iter"),   # rising: the penalty or the weights moved
-])
-def test_a_solve_whose_likelihood_no_longer_falls_has_converged(likelihood, rate, nllh_tol,
-                                                                status):
-    """Where the merit is a likelihood's (weights="auto"), a walk that lowers
-    the nllh by less than nllh_tol over LIKELIHOOD_WINDOW iterations
-    ends as converged (PEtab's Elowitz from uniform start 9: 958 iterations
-    of Newton steps lowering the nllh by 7.5e-4 in all); the merit times the
-    number of samples is the nllh, here 11 samples."""
-    setup = _open_gaps_setup()
-    setup.likelihood = likelihood
-    n = setup.disc.n_samples_total
-    assert n == 11
-    fall = LIKELIHOOD_WINDOW * rate * n  # the window's fall, merit ~1
-    assert (0 <= fall < LoopOptions().nllh_tol) == (rate == 1e-7)
-    options = {} if nllh_tol is None else {"nllh_tol": nllh_tol}
-    out = run_picard_iteration(setup, _Creeps(rate), LoopOptions(
-        max_iter=120, sweeps=1, continuity="penalty", **options))
-    assert out.status == status and out.success == (status == "converged"), out.message
-    if status == "converged":
-        assert out.iterations == LIKELIHOOD_WINDOW + 1
-        assert ("the negative log-likelihood fell by less than nllh_tol=0.0001 over the "
-                "last 50 iterations") in out.message
-    else:
-        assert out.iterations == 120
 
 
 def test_a_run_without_an_accepted_step_gives_up_instead_of_spinning():

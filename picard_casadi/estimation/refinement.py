@@ -207,13 +207,11 @@ class FitProblem:
 
     def setup(self, p0: np.ndarray, weights: np.ndarray, **kw: Any) -> Setup:
         """A setup of this problem (``kw``: scales, mesh, start)."""
-        setup = build_setup(
+        return build_setup(
             self.model, self.experiments, p0, T=self.T, n=self.n, nodes=self.nodes,
             scheme=self.scheme, weights=weights, p_bounds=self.p_bounds,
             x_bounds=self.x_bounds, estimate_x0=self.estimate_x0, codegen=self.codegen,
             timings=self.timings, notes=self.notes, guess=self.guess, **kw)
-        setup.likelihood = self.weights_mode == "auto"
-        return setup
 
 
 @dataclass

@@ -61,10 +61,6 @@ GAP_FLOOR_MAX = 1e-6
 #: more, and PEtab's Bruno from its random starts took up to 18 in a solve)
 SCALE_GROWTH = 10.0
 MAX_RESCALES = 30
-#: where the merit is a likelihood's (``Setup.likelihood``), a solve whose
-#: negative log-likelihood fell by less than ``LoopOptions.nllh_tol`` over the
-#: last LIKELIHOOD_WINDOW iterations has converged for its data
-LIKELIHOOD_WINDOW = 50
 #: iterations in a row without an accepted step (rejected, or nothing to
 #: gain) that end the run the same way: PEtab's Boehm from a random start
 #: reached four of its six bounds with a gradient of 2e-22, the gaps at 1e-7
@@ -177,18 +173,6 @@ class LoopOptions:
         (the largest cosine with a single scaled column for
         ``continuity="multiplier"``; the cosine with the Jacobian's range,
         within the boxes, for the constrained step).
-    nllh_tol : float
-        Where the merit is a likelihood's (``weights="auto"``): a fall of the
-        negative log-likelihood by less than this over the last
-        :data:`LIKELIHOOD_WINDOW` iterations counts as converged, with the
-        gaps closed and the fixed point found; 0 never stops so.  The
-        default 1e-4 is a walk that moves the estimate by about
-        ``sqrt(2e-4)`` = 0.014 standard errors per window, 2e-6 per
-        iteration (fides' default stop in pyPESTO, a change below ``1e-8 +
-        1e-8 |f|`` in one iteration, is 2.7e-6 at ``f`` = 267); the
-        certificate judges where it stopped.  PEtab's Elowitz from uniform
-        start 9 (seed 0): a weight round of 958 iterations (23 CPU s) of
-        Newton steps lowered the nllh by 7.5e-4 in all (docs/design.md).
     """
 
     # what the iteration-limit message advises (a class constant, not an option)
@@ -210,7 +194,6 @@ class LoopOptions:
     creep_steps: int = 0
     limits_set_by: str = ""
     gtol: float = 1e-8
-    nllh_tol: float = 1e-4
 
     def continuing(self) -> "LoopOptions":
         """The options of a solve that continues from a converged solution.
@@ -237,7 +220,7 @@ class LoopOptions:
         if not self.lam_max >= 1.0:  # NaN too
             raise ValueError(f"lam_max must be a number >= 1 (a multiple of lam), "
                              f"got {self.lam_max!r}")
-        for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol", "nllh_tol"):
+        for name in ("gap_tol", "fixed_point_tol", "ftol", "gtol"):
             val = getattr(self, name)
             require_number(name, val)
             if not (np.isfinite(val) and val >= 0):
@@ -632,18 +615,10 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             _relative_change(phis[-1], phis[-1 - k], level - levels[-1 - k])
             <= opts.ftol for k in range(1, w + 1)
         )
-        lw = LIKELIHOOD_WINDOW
-        # the likelihood's fall over the window, each merit less its weights'
-        # level (a rise is no walk: the penalty or the weights moved)
-        likelihood_flat = (opts.nllh_tol > 0 and setup.likelihood and len(phis) > lw
-                           and 0.0 <= ((phis[-1 - lw] - levels[-1 - lw]) - (phis[-1] - level))
-                           * disc.n_samples_total < opts.nllh_tol)
-        if continuous and fixed and (stationary or flat or likelihood_flat):
+        if continuous and fixed and (stationary or flat):
             success, status = True, "converged"
             why = "projected gradient norm" if stationary else (
-                f"relative objective change < {opts.ftol:g} over {w} iterations" if flat else
-                f"the negative log-likelihood fell by less than nllh_tol={opts.nllh_tol:g} "
-                f"over the last {lw} iterations")
+                f"relative objective change < {opts.ftol:g} over {w} iterations")
             message = (
                 f"converged: {why}; continuity gap {gap:.3g}, fixed-point "
                 f"residual {fp:.3g} (scaled)"

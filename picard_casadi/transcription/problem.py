@@ -89,12 +89,6 @@ class Setup:
         Gauss-Newton stalled, :mod:`picard_casadi.methods.newton_switch`):
         the solves that continue it (weight rounds, a refined mesh) start
         with it rather than stall again before they switch.
-    likelihood : bool
-        The merit's data part times the number of sample times is the
-        negative log-likelihood at the current noise levels, up to a
-        constant (``weights="auto"``: each output weighted by ``1 /
-        sigma_k^2``); the loop's stop on a likelihood that no longer falls
-        (:data:`picard_casadi.methods.base.LIKELIHOOD_GAIN`) needs its units.
     """
 
     disc: Discretisation
@@ -118,7 +112,6 @@ class Setup:
     stiff_check: Callable[[np.ndarray, np.ndarray, np.ndarray], str] | None = None
     penalty: float = 0.0
     newton: bool = False
-    likelihood: bool = False
 
     # --------------------------------------------------------------- scaling
     def to_scaled(self, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

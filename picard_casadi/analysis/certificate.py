@@ -657,8 +657,9 @@ def _best_step(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
 
     def consider(ds: np.ndarray) -> None:
         nonlocal gain, best
-        if decrease(ds) > gain:
-            gain, best = decrease(ds), ds
+        value = decrease(ds)
+        if value > gain:
+            gain, best = value, ds
 
     for _ in range(n):
         d = solve(free)

@@ -141,7 +141,7 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
     p_free = [i for i in range(np_) if setup.free_p[i]]
     n_p = len(columns)
     # each experiment's rows touch the free parameters and its own initial states
-    owns = [[i for i in range(nx) if setup.free_x[sl.start, i]] for sl in disc.intervals_of]
+    owns = _estimated_initial_states(setup)
     block_cols: list[np.ndarray] = []
     for e, own in enumerate(owns):
         block_cols.append(np.concatenate([np.arange(n_p), len(columns) + np.arange(len(own))]
@@ -162,11 +162,8 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
             dG = sens["dG"][j]  # (M, ny, nx + np)
             dy = (np.einsum("moa,az->moz", dG[..., :nx], S)
                   + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
-            mask = disc.mask[j].T > 0  # (M, ny)
-            res = (disc.y[j] - sens["G"][j]).T  # (M, ny)
-            sw_j = _root_weights(setup, j)  # (M, ny)
-            rows_r[j] = (sw_j * res)[mask]
-            blocks[j] = (-sw_j[:, :, None] * dy)[mask]
+            rows_r[j] = _measured_rows(setup, j, (disc.y[j] - sens["G"][j]).T)
+            blocks[j] = -_measured_rows(setup, j, dy)
             dend = sens["dend"][j]
             S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
     bounds = np.cumsum([0] + [r.size for r in rows_r])
@@ -216,8 +213,8 @@ def integrated_residuals(setup: Setup, x0: np.ndarray, p: np.ndarray, like: Bloc
     """
     disc = setup.disc
     m = disc.model
-    nx, np_, ny, M, J = m.nx, m.np, m.ny, disc.M, disc.n_intervals
-    owns = [[i for i in range(nx) if setup.free_x[sl.start, i]] for sl in disc.intervals_of]
+    np_, ny, M, J = m.np, m.ny, disc.M, disc.n_intervals
+    owns = _estimated_initial_states(setup)
     x0_columns = tuple(sorted({i for own in owns for i in own}))
     c = setup.tr._data_common
     outputs = chained_output_sensitivities(disc, c["ts"], c["Ws"], rtol, atol, max_steps,
@@ -240,12 +237,28 @@ def integrated_residuals(setup: Setup, x0: np.ndarray, p: np.ndarray, like: Bloc
     for e, sl in enumerate(disc.intervals_of):
         cols = p_free + [np_ + x0_columns.index(i) for i in owns[e]]
         for j in range(sl.start, sl.stop):
-            mask = disc.mask[j].T > 0  # (M, ny), as chain_sensitivities' rows
-            sw_j = _root_weights(setup, j)
-            rows.append((sw_j * (disc.y[j] - G[j]).T)[mask])
-            blocks.append((-sw_j[:, :, None] * dG[j][:, :, cols])[mask])
+            rows.append(_measured_rows(setup, j, (disc.y[j] - G[j]).T))
+            blocks.append(-_measured_rows(setup, j, dG[j][:, :, cols]))
     return (G, np.concatenate(rows),
             BlockJacobian(blocks=blocks, columns=like.columns, exp_of=like.exp_of, n=like.n))
+
+
+def _estimated_initial_states(setup: Setup) -> list[list[int]]:
+    """Per experiment, the states whose initial values are estimated: after
+    the free parameters, the columns of its rows (:func:`chain_sensitivities`)."""
+    nx = setup.disc.model.nx
+    return [[i for i in range(nx) if setup.free_x[sl.start, i]]
+            for sl in setup.disc.intervals_of]
+
+
+def _measured_rows(setup: Setup, j: int, values: np.ndarray) -> np.ndarray:
+    """Interval ``j``'s ``values`` (``(M, ny)`` or ``(M, ny, n)``) at its
+    measured samples, each times the square root of its weight: the rows of
+    :func:`chain_sensitivities`, in their order."""
+    sw_j = _root_weights(setup, j)  # (M, ny)
+    if values.ndim == 3:
+        sw_j = sw_j[:, :, None]
+    return (sw_j * values)[setup.disc.mask[j].T > 0]
 
 
 def _root_weights(setup: Setup, j: int) -> np.ndarray:

@@ -90,8 +90,7 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
     outcome = run_picard_iteration(setup, rule, opts, callback, rebuilt)
     if rules and outcome.success:
         setup.penalty = rules[-1].rho
-        if isinstance(rules[-1], ConstrainedGaussNewtonStep):
-            setup.newton = rules[-1].switch.newton
+        setup.newton = rules[-1].switch.newton  # the matrix-free step's: never
     note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
     if note:
         outcome.notes.append(note)

@@ -74,7 +74,8 @@ import numpy as np
 from ..transcription.interval_integration import interval_integrator
 from ..transcription.predict import sample_outputs
 from ..transcription.problem import Setup
-from .uncertainty import IDENTIFIABILITY_THRESHOLD, SolutionSensitivity, integrated_residuals
+from .uncertainty import (IDENTIFIABILITY_THRESHOLD, SolutionSensitivity, integrated_residuals,
+                          measured_rows)
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
            "stiffness_bound", "remaining_shift", "model_check", "model_departs", "short_of_optimum",
@@ -320,7 +321,6 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
              f"{disc.sample_times[j_w, s_w]:.6g}, output {model.y_names[k_w]!r}")
 
     # the shift of the least-squares estimate, and each interval's part of it
-    sw = np.sqrt(setup.tr.weights[None, :, None] * own_w)  # (J, ny, M)
     Jt = info.Jt
     nth = Jt.shape[1]
     m_meas = Jt.shape[0]
@@ -348,11 +348,6 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         proj = Vk @ g if cols is None else V_cols @ g[cols]
         return float(np.linalg.norm(proj / sv[keep])) / s
 
-    def rows_of(j: int, values: np.ndarray) -> np.ndarray:
-        """``values (M, ny, ...)`` of interval ``j`` at its measured entries, weighted."""
-        return (sw[j].T.reshape(sw[j].T.shape + (1,) * (values.ndim - 2)) * values
-                )[mask[j].T]
-
     grad = np.zeros(nth)
     g_fit = np.zeros(nth)  # the gradient of what the method fitted (stopped_short)
     own = np.zeros(J)
@@ -362,12 +357,12 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
         # adjoint of the propagation, after the experiment's end (on its columns)
         L = np.zeros((nx, cols.size))
         for j in range(sl.stop - 1, sl.start - 1, -1):
-            g_j = Jt.rows_transposed(j, rows_of(j, e[j].T))
-            g_fit += Jt.rows_transposed(j, rows_of(j, (disc.y[j] - G_fit[j]).T))
+            g_j = Jt.rows_transposed(j, measured_rows(setup, j, e[j].T))
+            g_fit += Jt.rows_transposed(j, measured_rows(setup, j, (disc.y[j] - G_fit[j]).T))
             g_j[cols] += L.T @ d[j]
             grad += g_j
             own[j] = in_standard_errors(g_j, cols, V_cols)
-            L = rows_of(j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
+            L = measured_rows(setup, j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
     shift = in_standard_errors(grad)
     stopped_short = remaining_shift(setup, X, p, info, g_fit, s)
     Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)

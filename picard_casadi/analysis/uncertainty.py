@@ -48,7 +48,7 @@ from ..transcription.forward_sensitivity import (chained_output_sensitivities,
 from ..transcription.problem import Setup
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
-           "integrated_residuals",
+           "integrated_residuals", "measured_rows",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
            "parameter_reach", "noise_variance_factor", "note_poorly_determined",
            "is_poorly_determined_note", "POORLY_DETERMINED_HEAD", "IDENTIFIABILITY_THRESHOLD"]
@@ -162,8 +162,8 @@ def chain_sensitivities(setup: Setup, sens: dict[str, np.ndarray]):
             dG = sens["dG"][j]  # (M, ny, nx + np)
             dy = (np.einsum("moa,az->moz", dG[..., :nx], S)
                   + np.einsum("mok,kz->moz", dG[..., nx:], Ep))
-            rows_r[j] = _measured_rows(setup, j, (disc.y[j] - sens["G"][j]).T)
-            blocks[j] = -_measured_rows(setup, j, dy)
+            rows_r[j] = measured_rows(setup, j, (disc.y[j] - sens["G"][j]).T)
+            blocks[j] = -measured_rows(setup, j, dy)
             dend = sens["dend"][j]
             S = dend[:, :nx] @ S + dend[:, nx:] @ Ep
     bounds = np.cumsum([0] + [r.size for r in rows_r])
@@ -237,8 +237,8 @@ def integrated_residuals(setup: Setup, x0: np.ndarray, p: np.ndarray, like: Bloc
     for e, sl in enumerate(disc.intervals_of):
         cols = p_free + [np_ + x0_columns.index(i) for i in owns[e]]
         for j in range(sl.start, sl.stop):
-            rows.append(_measured_rows(setup, j, (disc.y[j] - G[j]).T))
-            blocks.append(-_measured_rows(setup, j, dG[j][:, :, cols]))
+            rows.append(measured_rows(setup, j, (disc.y[j] - G[j]).T))
+            blocks.append(-measured_rows(setup, j, dG[j][:, :, cols]))
     return (G, np.concatenate(rows),
             BlockJacobian(blocks=blocks, columns=like.columns, exp_of=like.exp_of, n=like.n))
 
@@ -251,10 +251,25 @@ def _estimated_initial_states(setup: Setup) -> list[list[int]]:
             for sl in setup.disc.intervals_of]
 
 
-def _measured_rows(setup: Setup, j: int, values: np.ndarray) -> np.ndarray:
+def measured_rows(setup: Setup, j: int, values: np.ndarray) -> np.ndarray:
     """Interval ``j``'s ``values`` (``(M, ny)`` or ``(M, ny, n)``) at its
     measured samples, each times the square root of its weight: the rows of
-    :func:`chain_sensitivities`, in their order."""
+    :func:`chain_sensitivities`, in their order (the certificate's adjoint
+    sweep takes its residuals and derivatives the same way).
+
+    Parameters
+    ----------
+    setup : Setup
+        The run's problem (its weights and discretisation).
+    j : int
+        The interval.
+    values : ndarray (M, ny) or (M, ny, n)
+
+    Returns
+    -------
+    ndarray (rows,) or (rows, n)
+        One row per measured sample and output, sample-major.
+    """
     sw_j = _root_weights(setup, j)  # (M, ny)
     if values.ndim == 3:
         sw_j = sw_j[:, :, None]

@@ -92,6 +92,8 @@ def test_bad_options_are_named():
         pc.estimate(model, exps, [0.2, 0.5], "single-shooting", gtol=-1.0)
     with pytest.raises(TypeError, match="max_iter"):
         pc.estimate(model, exps, [0.2, 0.5], "single-shooting", max_iter="ten")
+    with pytest.raises(ValueError, match="sensitivity_rtol"):
+        pc.estimate(model, exps, [0.2, 0.5], "single-shooting", sensitivity_rtol=0.0)
 
 
 def test_the_callback_sees_every_iteration_and_can_stop_it():
@@ -205,6 +207,60 @@ def test_the_jacobian_from_sensitivity_states_is_the_derivative():
     # the known initial states have no column of their own
     assert not np.any(Jm[:, ~ss.free])
     assert isinstance(SingleShootingOptions(), SingleShootingOptions)
+
+
+def test_the_search_s_jacobian_is_integrated_at_its_own_tolerance_and_the_answer_s_at_rtol():
+    from picard_casadi.methods import single_shooting as ss
+
+    model, exps = _decay_with_constants()
+    built = []
+    original = ss.chained_output_sensitivities
+
+    def record(disc, ts, Ws, rtol, atol, *rest):
+        built.append((rtol, atol))
+        return original(disc, ts, Ws, rtol, atol, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ss, "chained_output_sensitivities", record)
+        searched = pc.estimate(model, exps, [0.3, 1.0, 0.6], "single-shooting",
+                               estimate_x0=[True, False], uncertainty=False,
+                               sensitivity_rtol=1e-8)
+    # the search at 1e-8 (atol scaled with it); the stop judged with the Jacobian at rtol
+    assert built[:2] == [(1e-8, 1e-8), (1e-10, 1e-10)]
+    assert all(tolerances == (1e-10, 1e-10) for tolerances in built[2:])
+    built.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ss, "chained_output_sensitivities", record)
+        exact = pc.estimate(model, exps, [0.3, 1.0, 0.6], "single-shooting",
+                            estimate_x0=[True, False], uncertainty=False)
+    assert set(built) == {(1e-10, 1e-10)}  # the default: every Jacobian at rtol
+    assert searched.success and exact.success
+    assert np.allclose(searched.p, exact.p, rtol=1e-6) and abs(searched.nllh - exact.nllh) < 1e-6
+
+
+def test_the_search_s_residuals_are_integrated_at_rtol_without_the_sensitivities():
+    from picard_casadi.methods.single_shooting import SingleShootingModel
+
+    model, exps = _decay_with_constants()
+    captured = {}
+    original = SingleShootingModel.__init__
+
+    def keep(self, setup, opts):
+        original(self, setup, opts)
+        captured["model"] = self
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SingleShootingModel, "__init__", keep)
+        pc.estimate(model, exps, [0.5, 1.0, 0.5], "single-shooting", max_iter=1,
+                    estimate_x0=[True, False], sensitivity_rtol=1e-8)
+    m = captured["model"]
+    assert not m.search_is_exact
+    w = m.start() * 1.01
+    Wt, Y = m.data()
+    r, J_search = m.jacobian(w, Wt, Y, exact=False)
+    assert np.array_equal(r, np.asarray(m.residuals(w, Wt, Y)).ravel())
+    _, J_exact = m.jacobian(w, Wt, Y, exact=True)
+    assert np.allclose(J_search, J_exact, rtol=1e-5, atol=1e-7)
 
 
 def test_steps_below_the_integration_s_accuracy_end_converged_at_the_optimum():

@@ -94,7 +94,22 @@ class SingleShootingOptions:
     xtol : float
         ... or where the step is shorter than ``xtol`` (scaled, inf-norm).
     rtol, atol : float
-        CVODES tolerances.
+        CVODES tolerances of the residuals: every objective the loop
+        compares, and the trajectory returned.
+    sensitivity_rtol : float or None
+        CVODES' ``rtol`` of the integration with the sensitivities while the
+        loop searches (``atol`` scaled with it), which then gives the
+        Jacobian only: the residuals, and so every objective the loop
+        compares, are integrated at ``rtol`` without the sensitivities.
+        Where the loop would stop, a trial whose predicted gain is below the
+        objective's accuracy fails, or the damping reaches its limit, the
+        Jacobian comes from ``rtol`` from then on.  ``None`` (the default):
+        ``rtol`` throughout.  An option to try, not the default: PEtab's
+        Elowitz from uniform start 17 (seed 0) at 1e-8 took 11-13 CPU s
+        to the same optimum as 109 s at ``rtol`` (the sensitivities' steps
+        grow fast with the tolerance), but from the last iterate of
+        Fujita's ``picard-gn`` run it walked elsewhere and ended
+        ``step_failed`` (docs/performance.md).
     max_steps : int
         CVODES step limit between outputs.
     damping : float
@@ -117,6 +132,7 @@ class SingleShootingOptions:
     xtol: float = 1e-10
     rtol: float = 1e-10
     atol: float = 1e-10
+    sensitivity_rtol: float | None = None
     max_steps: int = 20000
     damping: float = 1e-3
     print_level: int = 0
@@ -132,6 +148,15 @@ class SingleShootingOptions:
             require_positive(name, getattr(self, name))
         require_positive_int("max_steps", self.max_steps)
         require_nonnegative_int("print_level", self.print_level)
+        if self.sensitivity_rtol is not None:
+            require_positive("sensitivity_rtol", self.sensitivity_rtol)
+
+    def sensitivity_tolerances(self) -> tuple[float, float]:
+        """CVODES' ``(rtol, atol)`` of the integration with the sensitivities."""
+        if self.sensitivity_rtol is None:
+            return float(self.rtol), float(self.atol)
+        factor = float(self.sensitivity_rtol) / float(self.rtol)
+        return float(self.sensitivity_rtol), float(self.atol) * factor
 
 
 class SingleShootingModel:
@@ -169,21 +194,42 @@ class SingleShootingModel:
         self.firsts = [sl.start for sl in disc.intervals_of]
         self.free = np.concatenate([setup.free_p, setup.free_x[self.firsts].ravel()])
         # the sensitivities: the states' and those of every initial state some
-        # experiment estimates, through the same chain of CVODES runs
+        # experiment estimates, through the same chain of CVODES runs; built
+        # per tolerance when first needed (the search's, then the answer's)
         self.x0_columns = tuple(int(i) for i in np.flatnonzero(setup.free_x[self.firsts].any(0)))
-        outputs = chained_output_sensitivities(disc, c["ts"], c["Ws"], opts.rtol, opts.atol,
-                                               opts.max_steps, self.x0_columns)
-        Z0 = ca.MX.sym("Z0", outputs.size1_in(0), E)
-        self.sensitivities = ca.Function("single_shooting_sensitivities", [w, Z0],
-                                         outputs(Z0, p))
+        self._opts, self._w, self._p = opts, w, p
+        self._sensitivities: dict[tuple[float, float], ca.Function] = {}
+        self.exact_tolerances = (float(opts.rtol), float(opts.atol))
+        #: whether the search's Jacobian is integrated at the answer's tolerance already
+        self.search_is_exact = opts.sensitivity_tolerances() == self.exact_tolerances
         self.S0 = initial_sensitivities(m, self.x0_columns)
         self.slot_experiment = np.repeat(disc.exp_of, M)
 
-    def jacobian(self, w: np.ndarray, Wt: np.ndarray, Y: np.ndarray
+    def sensitivities(self, exact: bool) -> ca.Function:
+        """``(w, Z0) -> (G, dG)``: the outputs and their sensitivities at every
+        sample slot, integrated at the answer's tolerance (``exact``) or the
+        search's (:meth:`SingleShootingOptions.sensitivity_tolerances`)."""
+        opts = self._opts
+        tolerances = self.exact_tolerances if exact else opts.sensitivity_tolerances()
+        if tolerances not in self._sensitivities:
+            disc = self.setup.disc
+            c = self.setup.tr._data_common
+            outputs = chained_output_sensitivities(disc, c["ts"], c["Ws"], *tolerances,
+                                                   opts.max_steps, self.x0_columns)
+            Z0 = ca.MX.sym("Z0", outputs.size1_in(0), self.E)
+            self._sensitivities[tolerances] = ca.Function(
+                "single_shooting_sensitivities", [self._w, Z0], outputs(Z0, self._p))
+        return self._sensitivities[tolerances]
+
+    def jacobian(self, w: np.ndarray, Wt: np.ndarray, Y: np.ndarray, exact: bool = True
                  ) -> tuple[np.ndarray, np.ndarray]:
         """``(r, dr/dw)`` at ``w``: the outputs and their sensitivities at every
         sample slot (one integration of the sensitivity model), then the chain
-        rule through the weights and the scaling.
+        rule through the weights and the scaling; the residuals from an
+        integration of the states alone at ``rtol`` where the sensitivities
+        are integrated at the search's tolerance (not ``exact``,
+        :attr:`SingleShootingOptions.sensitivity_rtol`), so that every
+        objective the loop compares is integrated alike.
 
         Parameters
         ----------
@@ -191,6 +237,8 @@ class SingleShootingModel:
             ``(p / p_scale, X0 / x_scale)``.
         Wt, Y : ndarray
             The weights and data in the functions' layout (:meth:`data`).
+        exact : bool
+            The sensitivities at the answer's tolerance, or the search's.
 
         Returns
         -------
@@ -206,10 +254,13 @@ class SingleShootingModel:
         s, nx, np_, E = self.setup, self.nx, self.np, self.E
         X0 = w[np_:].reshape(E, nx) * s.x_scale
         Z0 = np.column_stack([np.r_[X0[e], self.S0] for e in range(E)])
-        G, dG = (np.asarray(v) for v in self.sensitivities(w, Z0))
+        separate = not (exact or self.search_is_exact)
+        r = np.asarray(self.residuals(w, Wt, Y)).ravel() if separate else None
+        G, dG = (np.asarray(v) for v in self.sensitivities(exact)(w, Z0))
         ny, slots = G.shape
         nc = np_ + len(self.x0_columns)
-        r = (Wt * (Y - G)).ravel(order="F")
+        if r is None:
+            r = (Wt * (Y - G)).ravel(order="F")
         dG = dG.reshape(ny, slots, nc).transpose(1, 0, 2) * (-Wt.T)[:, :, None]  # (slot, ny, nc)
         Jm = np.zeros((slots, ny, np_ + E * nx))
         Jm[:, :, :np_] = dG[:, :, :np_] * s.p_scale
@@ -236,15 +287,16 @@ class SingleShootingModel:
         """The weights and data in the functions' layout (the weights move between rounds)."""
         return to_map_layout(self.setup.tr._Wt), to_map_layout(self.setup.disc.y)
 
-    def evaluate(self, w: np.ndarray, with_jacobian: bool
+    def evaluate(self, w: np.ndarray, with_jacobian: bool, exact: bool = True
                  ) -> tuple[np.ndarray, np.ndarray | None] | None:
-        """``(r, dr/dw)`` at ``w`` (``None`` for the Jacobian unless asked), or
-        None where CVODES fails or a residual is not finite."""
+        """``(r, dr/dw)`` at ``w`` (``None`` for the Jacobian unless asked; its
+        sensitivities at the answer's tolerance where ``exact``, else the
+        search's), or None where CVODES fails or a residual is not finite."""
         Wt, Y = self.data()
         try:
             with interruptible(), captured_native_output() as printed:
                 if with_jacobian:
-                    r, Jm = self.jacobian(w, Wt, Y)
+                    r, Jm = self.jacobian(w, Wt, Y, exact)
                 else:
                     r, Jm = self.residuals(w, Wt, Y), None
         except RuntimeError as err:
@@ -311,7 +363,13 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
     status, message = "max_iter", (f"single shooting stopped at its iteration limit "
                                    f"(max_iter={opts.max_iter})")
     success = False
-    evaluated = model.evaluate(w, True)
+    # the Jacobian from the search's sensitivities until the loop would stop
+    # or its trials keep failing, then from the answer's (exact)
+    exact = model.search_is_exact
+    evaluated = model.evaluate(w, True, exact)
+    if evaluated is None and not exact:
+        exact = True
+        evaluated = model.evaluate(w, True, exact)
     if evaluated is None:
         return _outcome(setup, model, w, 0, False, "step_failed",
                         "single shooting stopped: CVODES failed at the start (the solution "
@@ -326,9 +384,29 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
     last_accepted = True
     evaluations = 1
     f_plain = None  # the objective at w integrated without sensitivities, once needed
+
+    def made_exact() -> bool:
+        """The Jacobian at w from the answer's sensitivities, where it was the
+        search's (True: the loop goes on with it instead of stopping)."""
+        nonlocal exact, r, Jm, f, f_plain, accuracy, evaluations
+        if exact:
+            return False
+        exact = True
+        again = model.evaluate(w, True, True)
+        evaluations += 1
+        if again is not None:
+            # the residuals now come with the sensitivities, as the trials'
+            r, Jm = again
+            f, f_plain = 0.5 * float(r @ r), None
+            accuracy = _objective_accuracy(model, r, opts.rtol)
+        return True
+
     for iteration in range(opts.max_iter):
         g = Jm.T @ r
         pg = _projected_gradient(model, w, g)
+        if pg <= opts.gtol * max(f, 1e-300) and made_exact():
+            g = Jm.T @ r
+            pg = _projected_gradient(model, w, g)
         if pg <= opts.gtol * max(f, 1e-300):
             status, message, success = "converged", "single shooting converged (gradient)", True
             break
@@ -337,7 +415,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
         step = float(np.abs(s).max(initial=0.0))
         # after an accepted step the next is likely accepted too: its
         # sensitivities come with the trial (one integration, not two)
-        trial = model.evaluate(w + s, last_accepted)
+        trial = model.evaluate(w + s, last_accepted, exact)
         evaluations += 1
         f_new = 0.5 * float(trial[0] @ trial[0]) if trial is not None else np.inf
         ratio = (f - f_new) / predicted if predicted > 0 else -np.inf
@@ -350,7 +428,9 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             # (PEtab's Fujita from its nominal vector: by 1.3e-5 at 7.92,
             # 150 times the accuracy rtol promises, so every short step
             # failed and the damping grew to its limit)
-            if f_plain is None:
+            if f_plain is None and not (exact or model.search_is_exact):
+                f_plain = f  # f is integrated without the sensitivities already
+            elif f_plain is None:
                 plain = model.evaluate(w, False)
                 evaluations += 1
                 f_plain = 0.5 * float(plain[0] @ plain[0]) if plain is not None else f
@@ -358,15 +438,17 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             base = f_plain
             ratio = (base - f_new) / predicted
             accepted = ratio > 1e-4
-            if not accepted and predicted <= accuracy:
+            if not accepted and predicted <= accuracy and not made_exact():
                 # a step whose effect the model puts below the accuracy: what
                 # the trial's objective differs by is the integration's noise
                 # (Fujita from picard-gn's last iterate: 4.5e-5 at a step of
-                # 5e-13 in the scaled parameters)
+                # 5e-13 in the scaled parameters); in the search, where the
+                # Jacobian's own error may be the cause, the Jacobian comes
+                # from rtol first
                 accuracy = max(accuracy, abs(f_plain - f_new) - predicted)
         full = trial
         if accepted and trial[1] is None:
-            full = model.evaluate(w + s, True)
+            full = model.evaluate(w + s, True, exact)
             evaluations += 1
             accepted = full is not None
         last_accepted = accepted
@@ -400,13 +482,17 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             # Crauste from uniform start 3 stopped after one step, 24 above
             # the optimum its next steps reached); else the damping drops
             if _gauss_newton_gain(Jm, r, model, w) <= 10.0 * opts.ftol * max(f, 1e-300):
-                status, success = "converged", True
-                message = ("single shooting converged ("
-                           + ("objective" if gain <= opts.ftol * max(f, 1e-300) else "step") + ")")
-                break
-            mu *= 1e-3
+                if not made_exact():
+                    status, success = "converged", True
+                    message = ("single shooting converged ("
+                               + ("objective" if gain <= opts.ftol * max(f, 1e-300) else "step")
+                               + ")")
+                    break
+            else:
+                mu *= 1e-3
         if (not accepted and predicted <= accuracy
-                and _gauss_newton_gain(Jm, r, model, w) <= ACCURACY_GAIN * accuracy):
+                and _gauss_newton_gain(Jm, r, model, w) <= ACCURACY_GAIN * accuracy
+                and not made_exact()):
             # no trial can be judged any more: the steps' predicted gains are
             # below what CVODES' tolerance lets the objective tell apart, and
             # what the Gauss-Newton model predicts beyond the iterate is
@@ -416,6 +502,11 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             status, success = "converged", True
             message = "single shooting converged (the objective within the integration's accuracy)"
             break
+        if mu > MAX_DAMPING and made_exact():
+            # the search's sensitivities no longer point downhill on the
+            # objective integrated at rtol: on with the answer's, the damping
+            # started anew
+            mu, nu = opts.damping * _largest_column(Jm), 2.0
         if mu > MAX_DAMPING:
             status = "step_failed"
             message = ("single shooting stopped: no acceptable step (the damping grew to "

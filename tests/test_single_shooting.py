@@ -175,8 +175,10 @@ def test_a_held_input_is_not_one_constant_across_its_step():
     assert len(pieces) == 4 and all(v is not None for _, v in pieces)
 
 
-def test_the_jacobian_from_sensitivity_states_is_the_derivative():
-    from picard_casadi.methods.single_shooting import SingleShootingModel, SingleShootingOptions
+def _single_shooting_model(**options):
+    """The :class:`SingleShootingModel` one iteration of ``_decay_with_constants``
+    built (the first state's x0 free)."""
+    from picard_casadi.methods.single_shooting import SingleShootingModel
 
     model, exps = _decay_with_constants()
     captured = {}
@@ -189,8 +191,14 @@ def test_the_jacobian_from_sensitivity_states_is_the_derivative():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(SingleShootingModel, "__init__", keep)
         pc.estimate(model, exps, [0.5, 1.0, 0.5], "single-shooting", max_iter=1,
-                    estimate_x0=[True, False])
-    ss = captured["model"]
+                    estimate_x0=[True, False], **options)
+    return captured["model"]
+
+
+def test_the_jacobian_from_sensitivity_states_is_the_derivative():
+    from picard_casadi.methods.single_shooting import SingleShootingOptions
+
+    ss = _single_shooting_model()
     assert ss.x0_columns == (0,)
     w = ss.start() * 1.01
     Wt, Y = ss.data()
@@ -239,21 +247,7 @@ def test_the_search_s_jacobian_is_integrated_at_its_own_tolerance_and_the_answer
 
 
 def test_the_search_s_residuals_are_integrated_at_rtol_without_the_sensitivities():
-    from picard_casadi.methods.single_shooting import SingleShootingModel
-
-    model, exps = _decay_with_constants()
-    captured = {}
-    original = SingleShootingModel.__init__
-
-    def keep(self, setup, opts):
-        original(self, setup, opts)
-        captured["model"] = self
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SingleShootingModel, "__init__", keep)
-        pc.estimate(model, exps, [0.5, 1.0, 0.5], "single-shooting", max_iter=1,
-                    estimate_x0=[True, False], sensitivity_rtol=1e-8)
-    m = captured["model"]
+    m = _single_shooting_model(sensitivity_rtol=1e-8)
     assert not m.search_is_exact
     w = m.start() * 1.01
     Wt, Y = m.data()

@@ -95,8 +95,8 @@ def budgeted_solve(prob: LimitedRun, setup: Setup, options: Any) -> LoopOutcome:
 #: violation between 0.02 and 5e6 from iteration 80 to its budget, 281, 85 s).
 #: The converging second runs on record go at most 20 iterations without such
 #: a fall (the test suite's 23 budgeted IPOPT and shooting solves, logged);
-#: Crauste's 12 that did not converge spent 272 CPU s with a window of 100,
-#: about 150 s with this one (docs/design.md)
+#: Crauste's 13 that did not converge spent 272 CPU s with a window of 100,
+#: 167 s with this one, every start ending as before (docs/design.md)
 BUDGET_PROGRESS_WINDOW = 50
 
 

@@ -351,7 +351,7 @@ def _projected_gradient(model: SingleShootingModel, w: np.ndarray, g: np.ndarray
 def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=None
                           ) -> LoopOutcome:
     """Build (once per setup) the single-shooting residuals and minimise them."""
-    key = ("single-shooting", opts.rtol, opts.atol, opts.max_steps)
+    key = ("single-shooting", opts.rtol, opts.atol, opts.sensitivity_rtol, opts.max_steps)
     t_build = time.perf_counter()
     if key not in setup.cache:
         setup.cache[key] = SingleShootingModel(setup, opts)

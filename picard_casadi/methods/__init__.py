@@ -90,7 +90,8 @@ def _solve_picard_gn(setup: Setup, opts: PicardGNOptions, callback=None) -> Loop
     outcome = run_picard_iteration(setup, rule, opts, callback, rebuilt)
     if rules and outcome.success:
         setup.penalty = rules[-1].rho
-        setup.newton = rules[-1].switch.newton  # the matrix-free step's: never
+        # every rule is a ConstrainedGaussNewtonStep (the matrix-free one subclasses it)
+        setup.newton = rules[-1].switch.newton
     note = rule.fallback_note() if isinstance(rule, MatrixFreeGaussNewtonStep) else ""
     if note:
         outcome.notes.append(note)

@@ -428,7 +428,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             # (PEtab's Fujita from its nominal vector: by 1.3e-5 at 7.92,
             # 150 times the accuracy rtol promises, so every short step
             # failed and the damping grew to its limit)
-            if f_plain is None and not (exact or model.search_is_exact):
+            if f_plain is None and not exact:
                 f_plain = f  # f is integrated without the sensitivities already
             elif f_plain is None:
                 plain = model.evaluate(w, False)

@@ -68,8 +68,10 @@ class Parameter:
         Starting value (linear scale).
     bounds : (float, float)
         Lower and upper bound (linear scale; ``None`` or ``inf`` for none).
-        On a log scale both must be positive or ``None`` (a missing lower
-        bound is unbounded on the log scale).
+        On a log scale the upper bound must be positive (or ``None``) and
+        the lower bound positive, ``None`` or 0: the last two mean none (the
+        log is unbounded below), stored as 0, so a parameter's own
+        ``bounds`` make it again (``dataclasses.replace``).
     scale : {"lin", "log", "log10"}
         The scale of the estimation.
     estimate : bool
@@ -88,7 +90,8 @@ class Parameter:
     ValueError
         Naming the parameter: an unknown scale, a start that is not finite or
         outside the bounds, bounds out of order, a log scale with a negative
-        bound or a start that is not positive, a prior of another kind or
+        lower bound, an upper bound that is not positive or a start that is
+        not positive, a prior of another kind or
         with a standard deviation that is not positive.
     """
 
@@ -119,11 +122,12 @@ class Parameter:
         if not lo <= start <= hi:
             raise ValueError(f"{where}: `start` {start:g} is outside its bounds [{lo:g}, {hi:g}]")
         if self.scale != "lin":
-            if lo == -math.inf:
+            if lo == -math.inf or lo == 0.0:
                 lo = 0.0  # no lower bound: unbounded on the log scale
-            elif lo <= 0 or hi <= 0:
+            if lo < 0 or hi <= 0:
                 raise ValueError(f"{where}: on the {self.scale} scale the bounds must be "
-                                 f"positive (or None), got [{lo:g}, {hi:g}]")
+                                 f"positive (or None), got [{lo:g}, {hi:g}]; give a positive "
+                                 "bound, or None (or 0) for no lower bound")
             if not start > 0:
                 raise ValueError(f"{where}: on the {self.scale} scale the start must be "
                                  f"positive, got {start:g}")

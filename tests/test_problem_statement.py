@@ -205,6 +205,20 @@ def test_experiment_constants_and_a_parameter_mapped_by_name():
     assert res.p[3] == pytest.approx(0.2, abs=0.05)
 
 
+def test_a_log_scale_parameter_is_made_again_from_its_own_bounds():
+    """A missing lower bound on a log scale is stored as 0; 0 is then taken as
+    none again, so a parameter's own fields remake it (PEtab's recipe of
+    ``replace(q, estimate=False)``); a negative bound is refused."""
+    q = pc.Parameter("k", 1.0, scale="log10")
+    assert q.bounds == (0.0, np.inf)
+    assert dataclasses.replace(q, estimate=False).bounds == q.bounds
+    assert pc.Parameter("k", 1.0, bounds=(0, np.inf), scale="log10") == q
+    with pytest.raises(ValueError, match=r"Parameter 'k': on the log10 scale the bounds must "
+                                         r"be positive \(or None\), got \[-1, 10\]; give a "
+                                         r"positive bound, or None \(or 0\)"):
+        pc.Parameter("k", 1.0, bounds=(-1, 10), scale="log10")
+
+
 def test_bad_statements_name_what_and_where():
     exps = _data()
     model = _chain()

@@ -544,6 +544,22 @@ def test_compare_on_a_model_file_and_csv(here, capsys):
     assert np.allclose(p_gn, p_ip, rtol=1e-5)
 
 
+def test_compare_states_the_problem_as_fit_does(here, capsys):
+    """``compare --model`` takes fit's statement flags: a log-scale parameter,
+    one estimated per experiment, and the noise model (it refused them)."""
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err = _main(capsys, "compare", "--model", "model.py", "--data", "data.csv",
+                           "--methods", "picard-gn", "ipopt", "--codegen", "off",
+                           "--out", "cmp", "--p0", "0.8,1.5", "--scale", "k=log10",
+                           "--per-experiment", "s", "--noise", "normal")
+    assert code == 0, err
+    rows = (here / "cmp" / "table.csv").read_text().splitlines()
+    estimates = [np.array(r.split(",")[12].split(), float) for r in rows[1:]]
+    assert [len(e) for e in estimates] == [3, 3]  # k, s[e0], s[e1]
+    assert np.allclose(estimates[0], estimates[1], rtol=1e-5)
+    assert estimates[0] == pytest.approx([1.0, 2.0, 2.0], rel=0.05)
+
+
 def test_compare_takes_the_mesh_its_not_certified_advice_names(here, capsys, monkeypatch):
     # "(not certified)" advised a shorter T, which compare did not accept
     # ("unrecognized arguments: --T"); it applies to every problem of the study
@@ -568,6 +584,7 @@ def test_compare_takes_the_mesh_its_not_certified_advice_names(here, capsys, mon
     ([], r"give problem NAMES .* or your own model and data with --model M.py --data D.csv"),
     (["vdp", "--p0", "1,2"], r"--p0 applies to --model M.py --data D.csv only"),
     (["vdp", "--x0-known"], r"--x0-known applies to --model"),
+    (["vdp", "--per-experiment", "s"], r"--per-experiment applies to --model"),
     (["--model", "model.py", "--data", "data.csv", "--fix", "zz=1"],
      r"--fix: unknown parameter 'zz'"),
 ])
@@ -591,6 +608,25 @@ def test_compare_accepts_a_problem_object(tmp_path):
     assert rows[0]["success"] and np.allclose(rows[0]["estimate"], DECAY_TRUE, rtol=1e-4)
     with pytest.raises(ValueError, match="two problems are named 'mine'"):
         pc.compare([prob, prob], ["picard-gn"])
+
+
+def test_a_problem_of_ones_own_takes_a_parameter_table(tmp_path):
+    """``Problem.from_data`` with a parameter table (scales and bounds), as
+    ``estimate`` takes it; numbers that are not a start get an error naming
+    ``p0``."""
+    model = _build(DECAY)
+    t = np.linspace(0, 4, 20)
+    exp = pc.Experiment(t, pc.simulate(model, [0.2], DECAY_TRUE, t), name="only")
+    table = [pc.Parameter("k", 0.8, bounds=(0.01, 10), scale="log10"),
+             pc.Parameter("s", 1.5, bounds=(0, 10))]
+    prob = pc.Problem.from_data(model, [exp], table, name="mine", options={"codegen": False})
+    rows = pc.compare([prob], ["picard-gn"], codegen=False, out=tmp_path / "cmp")
+    assert rows[0]["success"] and np.allclose(rows[0]["estimate"], DECAY_TRUE, rtol=1e-4)
+    with pytest.raises(ValueError, match="`p_bounds` with a parameter table"):
+        pc.Problem.from_data(model, [exp], table, p_bounds=([0, 0], [1, 1]))
+    with pytest.raises(ValueError, match="`p0` must be numbers, one per model parameter, or a "
+                                         "parameter table"):
+        pc.Problem.from_data(model, [exp], ["k", "s"])
 
 
 FORCED_DUFFING = '''

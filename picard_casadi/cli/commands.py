@@ -184,6 +184,27 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
 
 
 # ---------------------------------------------------------------------- commands
+def _statement_args(p: argparse.ArgumentParser) -> None:
+    """``--scale``, ``--per-experiment``, ``--conditions``, ``--noise`` (fit, and
+    compare with --model): how the problem is stated."""
+    p.add_argument("--scale", action="append", default=None, metavar="[NAME=]SCALE",
+                   help="the scale a parameter is estimated on (every parameter without "
+                        "NAME=): lin, log or log10; repeatable")
+    p.add_argument("--per-experiment", action="append", default=None, metavar="NAME",
+                   help="estimate parameter NAME separately in each experiment "
+                        "(NAME[experiment]); repeatable")
+    p.add_argument("--conditions", default=None, metavar="C.csv",
+                   help="a condition table: a column 'experiment' and one per parameter an "
+                        "experiment sets (a number: a constant there; a name: a parameter "
+                        "of its own)")
+    p.add_argument("--noise", action="append", type=noise_arg, default=None,
+                   metavar="[OUTPUT=]DIST[:SIGMA]",
+                   help="an output's noise model (all outputs without OUTPUT=): DIST normal, "
+                        "log-normal or log10-normal; SIGMA a number (known), data (the "
+                        "CSV's sigma_<output> column) or a name (a noise parameter shared by "
+                        "the outputs naming it); without SIGMA estimated.  Repeatable")
+
+
 def _common_estimate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default=None, choices=METHOD_CHOICES,
                    help="estimation method (default: picard-gn, or OPTIONS['method'] of "
@@ -207,22 +228,7 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
                    help="output weights: auto (the likelihood, each output's noise variance "
                         "estimated; the default for several outputs), none (the paper's "
                         "unweighted loss) or one inverse noise variance per output")
-    p.add_argument("--scale", action="append", default=None, metavar="[NAME=]SCALE",
-                   help="the scale a parameter is estimated on (every parameter without "
-                        "NAME=): lin, log or log10; repeatable")
-    p.add_argument("--per-experiment", action="append", default=None, metavar="NAME",
-                   help="estimate parameter NAME separately in each experiment "
-                        "(NAME[experiment]); repeatable")
-    p.add_argument("--conditions", default=None, metavar="C.csv",
-                   help="a condition table: a column 'experiment' and one per parameter an "
-                        "experiment sets (a number: a constant there; a name: a parameter "
-                        "of its own)")
-    p.add_argument("--noise", action="append", type=noise_arg, default=None,
-                   metavar="[OUTPUT=]DIST[:SIGMA]",
-                   help="an output's noise model (all outputs without OUTPUT=): DIST normal, "
-                        "log-normal or log10-normal; SIGMA a number (known), data (the "
-                        "CSV's sigma_<output> column) or a name (a noise parameter shared by "
-                        "the outputs naming it); without SIGMA estimated.  Repeatable")
+    _statement_args(p)
     p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
                    help="the states' start: auto (default), simulation, anchored (propagated "
                         "from the data) or shooting (every state simulated with p0)")
@@ -428,9 +434,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not args.names:
             raise CliError("give problem NAMES (see picard-casadi problems), or your own "
                            "model and data with --model M.py --data D.csv")
-        for flag in ("p0", "x0", "bounds", "fix", "weights"):
+        for flag in ("p0", "x0", "bounds", "fix", "weights", "scale", "per_experiment",
+                     "conditions", "noise"):
             if getattr(args, flag) not in (None, False):
-                raise CliError(f"--{flag} applies to --model M.py --data D.csv only")
+                raise CliError(f"--{flag.replace('_', '-')} applies to --model M.py "
+                               "--data D.csv only")
         if args.x0_known:
             raise CliError("--x0-known applies to --model M.py --data D.csv only")
     try:
@@ -587,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold a parameter of --model fixed (repeatable)")
     p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
                    help="output weights for --model")
+    _statement_args(p)
     p.add_argument("--jobs", type=job_count, default=None, metavar="K",
                    help="run the rows on K processes (-1: one per core)")
     p.add_argument("--codegen", choices=("auto", "on", "off"), default="auto",

@@ -151,7 +151,10 @@ class Problem:
         ----------
         model : Model
         experiments : Experiment or sequence of Experiment
-        p0 : array_like (np,)
+        p0 : array_like (np,) or list of Parameter
+            The start, or a parameter table (names, starts, bounds, scales,
+            as :func:`~picard_casadi.estimate` takes it; then ``p_bounds``
+            is not given: the table holds the bounds).
         name : str, optional
             The problem's name in tables (default: the model's).
         p_bounds : (array_like, array_like), optional
@@ -162,9 +165,21 @@ class Problem:
         if not isinstance(model, Model):
             raise TypeError(f"model must be a picard_casadi.Model, got {type(model).__name__}")
         exps = [experiments] if isinstance(experiments, Experiment) else list(experiments)
-        p0 = np.asarray(p0, float).ravel()
-        if p0.size != model.np:
-            raise ValueError(f"p0 has {p0.size} value(s), the model has {model.np} parameters")
+        if is_table(p0):
+            if p_bounds is not None:
+                raise ValueError("Problem.from_data: `p_bounds` with a parameter table as `p0`: "
+                                 "give the bounds in the table's entries (Parameter(bounds=...))")
+            p0 = list(p0)
+        else:
+            try:
+                p0 = np.asarray(p0, float).ravel()
+            except (TypeError, ValueError):
+                raise ValueError("Problem.from_data: `p0` must be numbers, one per model "
+                                 "parameter, or a parameter table (a list of pc.Parameter), "
+                                 f"got {p0!r}") from None
+            if p0.size != model.np:
+                raise ValueError(f"p0 has {p0.size} value(s), the model has {model.np} "
+                                 "parameters")
         label = model.name if name is None else str(name)
         return cls(name=label, model=model, experiments=exps, p_true=None, p0=p0,
                    p_bounds=p_bounds, options=dict(options or {}), x0_true=[],

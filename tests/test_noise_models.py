@@ -71,6 +71,10 @@ def test_each_measurements_own_sigma_is_known_noise():
     assert rel.p == pytest.approx(res.p, rel=1e-6)
     assert rel.settings["noise"] == "estimated"
     assert rel.settings["noise_parameter_values"]["c"] == pytest.approx(1.0, rel=0.2)
+    # a noise parameter is estimated apart from the model's: not under one's name
+    with pytest.raises(ValueError, match=r"noise parameter\(s\) 'k1' have the name of a "
+                                         r"model parameter"):
+        pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, noise=pc.Noise(sigma="k1"))
 
 
 def test_log_normal_noise_is_petabs_likelihood_on_either_log_scale():

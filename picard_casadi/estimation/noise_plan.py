@@ -261,6 +261,8 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
             group[k] = group_names.index(gname)
         elif isinstance(n.sigma, float):
             known[k] = 1.0 / n.sigma ** 2
+    _check_names_apart(group_names + list(formula.names if formula else ()), model,
+                       experiments)
     new_model, new_exps, jacobian = _log_scaled(model, experiments, noises)
     numeric = [k for k, n in enumerate(noises) if isinstance(n.sigma, float)]
     if numeric and any(exp.sigma is not None for exp in new_exps):
@@ -285,6 +287,22 @@ def noise_plan(noise: Any, model: Model, experiments: list[Experiment]) -> Noise
         held = formula.held(new_exps, None)
     return NoisePlan(noise=noises, groups=groups, model=new_model, experiments=held,
                      data=new_exps, formula=formula)
+
+
+def _check_names_apart(noise_names: list[str], model: Model,
+                       experiments: list[Experiment]) -> None:
+    """Raise where a noise parameter has the name of a model parameter or of
+    one an experiment maps to: they would be two parameters of one name in
+    the result (``p_names`` and ``noise_parameter_names``)."""
+    taken = set(model.p_names) | {v for e in experiments for v in e.parameters.values()
+                                  if isinstance(v, str)}
+    clash = [n for n in dict.fromkeys(noise_names) if n in taken]
+    if clash:
+        raise ValueError(
+            f"`noise`: noise parameter(s) {', '.join(repr(n) for n in clash)} have the name "
+            "of a model parameter (or one an experiment maps to); a noise parameter is "
+            "estimated apart from the model's, so give it a name of its own "
+            "(pc.Noise(sigma='sigma_...'))")
 
 
 def _correlated_plan(model: Model, experiments: list[Experiment]) -> NoisePlan:

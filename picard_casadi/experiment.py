@@ -442,8 +442,9 @@ class Experiment:
                 shown = ", ".join(f"{v:g}" for v in times[:5]) + (", ..." if times.size > 5
                                                                   else "")
                 raise ValueError(
-                    f"{where}: `u` must be finite; column(s) {sorted(set(cols.tolist()))} "
-                    f"(from 0) are not at {times.size} time(s): t = {shown} (an input "
+                    f"{where}: `u` must be finite; its column(s) "
+                    f"{sorted(set(cols.tolist()))} (counted from 0) are not finite at "
+                    f"{times.size} time(s): t = {shown} (an input "
                     "cannot be missing: fill the gap, or cut the record there)")
             same_time = np.flatnonzero(np.diff(t_arr) == 0)
             differ = same_time[np.any(u_arr[same_time] != u_arr[same_time + 1], axis=1)]

@@ -695,8 +695,9 @@ class EstimationResult:
             if mine and mine != theirs:
                 if self._restated():
                     raise ValueError(
-                        f"{where} holds a restated problem (experiment parameters, log "
-                        "scales, initial states from parameters or a log-normal noise "
+                        f"{where} holds a restated problem (experiment constants or "
+                        "parameters, log scales, initial states from parameters or a "
+                        "log-normal noise "
                         f"model: it was solved with the {what} {mine}, the model given has "
                         f"{theirs}); from_json cannot attach your model to such a result: "
                         "refit in this session (pc.estimate) to predict or profile")

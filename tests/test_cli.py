@@ -102,6 +102,8 @@ def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
     ("text", r"line 3: column 'pos' holds 'abc', not a number"),
     ("column", r"line 1: unknown column\(s\) \['exp'\]"),
     ("times", r"line 5: time 0.1 of experiment 'a' comes before 0.2 \(line 4\)"),
+    ("output", r"line 1: missing column\(s\) \['pos'\] \(an output not measured is a "
+               r"column of empty cells: add 'pos' to the header and leave it empty\)"),
 ])
 def test_malformed_csv_names_the_line(tmp_path, case, expect):
     import re
@@ -115,6 +117,9 @@ def test_malformed_csv_names_the_line(tmp_path, case, expect):
         header = "exp,time,pos,force"
     elif case == "times":
         rows.append(("a", 0.1, 0.7, 0.3))
+    elif case == "output":
+        header = "experiment,time,force"
+        rows = [(e, t, u) for e, t, _, u in rows]
     _write_csv(tmp_path / "bad.csv", rows, header)
     out = run(["fit", "model.py", "bad.csv", "--p0", "1,1"], tmp_path)
     assert out.returncode != 0

@@ -89,9 +89,9 @@ def test_experiment_missing_inputs_named_with_their_times():
     # "`u` must be finite" named neither the column nor the gap (t = 10.0-10.9)
     u = np.zeros((6, 2))
     u[2:4, 1] = np.nan
-    with pytest.raises(ValueError, match=r"Experiment 'gap': `u` must be finite; column\(s\) "
-                                         r"\[1\] \(from 0\) are not at 2 time\(s\): t = 1, 1.5 "
-                                         r"\(an input cannot be missing"):
+    with pytest.raises(ValueError, match=r"Experiment 'gap': `u` must be finite; its column\(s\) "
+                                         r"\[1\] \(counted from 0\) are not finite at 2 "
+                                         r"time\(s\): t = 1, 1.5 \(an input cannot be missing"):
         pc.Experiment(np.arange(6) * 0.5, np.ones((6, 1)), u=u, name="gap")
 
 

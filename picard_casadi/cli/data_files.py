@@ -84,7 +84,11 @@ def read_csv_experiments(path: str | Path, model: Any,
         raise CliError(f"DATA {path}, line 1: column(s) {twice} appear more than once")
     missing = [h for h in expected if h not in header]
     if missing:
-        raise CliError(f"DATA {path}, line 1: missing column(s) {missing}")
+        outputs = [h for h in missing if h in model.y_names]
+        raise CliError(f"DATA {path}, line 1: missing column(s) {missing}"
+                       + (f" (an output not measured is a column of empty cells: add "
+                          f"{', '.join(repr(h) for h in outputs)} to the header and leave "
+                          "it empty)" if outputs else ""))
     col = {h: i for i, h in enumerate(header)}
     given_sigma = [c for c in sigma_columns if c in col]
     groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}

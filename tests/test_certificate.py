@@ -576,7 +576,9 @@ def test_a_fit_through_the_pole_of_the_rate_is_not_a_success():
     Monod rate, crossed between the nodes, passed the certificate's interval
     measures (0.011 noise levels) while the model from x0 is 2.1 noise levels
     off and its objective 507 lower at its optimum.  picard-gn's answer is a
-    success only where it is shooting's optimum."""
+    success only where it is shooting's optimum; elsewhere not certified (by
+    the model's own solution, or, on another path through the pole, by a
+    discretisation error the refinements do not bring down)."""
     import sys
     from pathlib import Path
 
@@ -593,7 +595,7 @@ def test_a_fit_through_the_pole_of_the_rate_is_not_a_success():
     if res.success:
         assert np.all(np.abs(res.p - shooting.p) < 0.5 * shooting.p_std), (res.p, shooting.p)
     else:
-        assert res.status == "not_certified" and "the model's own" in res.message, res.message
+        assert res.status == "not_certified", res.message
 
 
 def test_certify_names_an_answer_short_of_its_own_optimum(vdp, monkeypatch):

@@ -105,15 +105,10 @@ SOC_RATIO = 0.75
 # gap-closing steps far from the solution raise (2.7e7 on PEtab's Armistead)
 # what it leaves can still outweigh a data gain the model predicted to 2 %
 SOC_ROUNDS = 3
-# ... and only after a correction that left the largest gap at most this
-# fraction of what it was: one that leaves more is not working as a
-# second-order correction (Armistead's left a sixtieth), and further rounds
-# close the gaps shooting-like at the trial's parameters.  The README's
-# pendulum from p0 = 0: at iteration 4 a trial that raised the merit was
-# made acceptable at c = 1.14 by three rounds leaving 0.39, 0.55 and 0.26
-# of the gaps, and the fit ended in the inverted pendulum's minimum (k =
-# -1.29) on 3 of 40 noise draws; none with this rule, as IPOPT and multiple
-# shooting from the same start (docs/design.md)
+# ... and only after one that left at most this fraction of the largest gap
+# (Armistead's left a sixtieth): where more is left, further rounds close the
+# gaps shooting-like at the trial's parameters (the README's pendulum from
+# p0 = 0 then ended at k = -1.29 on 3 of 40 noise draws; docs/design.md)
 SOC_CONTRACTION = 0.25
 # ... unless the correction moves an interval start (scaled, largest shift)
 # by more than SOC_MAX_SHIFT_RADII trust-region radii or by SOC_MAX_SHIFT of
@@ -172,11 +167,6 @@ FITTED_STEP_RATIO = 0.75
 # of 70 to 1000 radii: 1000 iterations where the cut steps take 157)
 FITTED_STEP_GAP = 0.1
 FITTED_STEP_CLOSURE = 30.0
-
-
-def _largest(gaps: np.ndarray) -> float:
-    """The largest absolute scaled gap (0 for none)."""
-    return float(np.max(np.abs(gaps), initial=0.0))
 
 
 class ConstrainedGaussNewtonStep:
@@ -676,7 +666,8 @@ class ConstrainedGaussNewtonStep:
             evals += corrected[4]
             if not corrected[2] < merit_new:
                 break
-            shrunk = _largest(corrected[3]) <= SOC_CONTRACTION * _largest(c_new)
+            shrunk = (np.abs(corrected[3]).max(initial=0.0)
+                      <= SOC_CONTRACTION * np.abs(c_new).max(initial=0.0))
             Xn, U_new, merit_new, c_new = corrected[:4]
             ratio = (merit - merit_new) / predicted
             if not shrunk:

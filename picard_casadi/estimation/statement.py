@@ -45,6 +45,7 @@ from ..experiment import Experiment
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
 from ..errors import with_closest
+from ..runtime.user_warnings import warn_user
 from .arguments import as_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
                                settling_time)
@@ -222,11 +223,13 @@ class Statement:
             late = [e for e in self.experiments
                     if not getattr(e, "_t0_given", True) and e.t0 != 0.0]
             if late:
-                res.warnings.append(
-                    f"the model's x0 expressions give the states at each experiment's t0, "
-                    f"which for {[e.name for e in late]} is its first sample time "
-                    f"(t0 = {late[0].t0:g}, not given): where they are the states at t = 0, "
-                    "pass Experiment(..., t0=0.0)")
+                # first: where the fit is flagged, this is the likelier cause
+                note = (f"the model's x0 expressions give the states at each experiment's "
+                        f"t0, which for {[e.name for e in late]} is its first sample time "
+                        f"(t0 = {late[0].t0:g}, not given): where they are the states at "
+                        "t = 0, pass Experiment(..., t0=0.0)")
+                res.warnings.insert(0, note)
+                warn_user(note)
         res._statement = self
         return res
 

@@ -47,9 +47,8 @@ Safeguards here (why each, with its measurements: ``docs/design.md``):
 * second-order correction: a trial whose merit ratio is below 0.75 is also
   evaluated with its new gaps closed along the current linearisation
   (``d_{j+1} = E_j d_j + c_j``), again from that point while the ratio
-  stays low and each correction gains and leaves at most a quarter of the
-  largest gap (``SOC_ROUNDS``, ``SOC_CONTRACTION``), and the best point is
-  kept;
+  stays low and each correction gains (``SOC_ROUNDS``), and the best point
+  is kept;
 * ``rho`` is not raised at a continuous point (dividing by a round-off
   predicted gap reduction sends it to overflow), and a trial whose fixed
   point is not found (``|P U - U| > 1e-8``) is rejected, not evaluated.
@@ -105,11 +104,6 @@ SOC_RATIO = 0.75
 # gap-closing steps far from the solution raise (2.7e7 on PEtab's Armistead)
 # what it leaves can still outweigh a data gain the model predicted to 2 %
 SOC_ROUNDS = 3
-# ... and only after one that left at most this fraction of the largest gap
-# (Armistead's left a sixtieth): where more is left, further rounds close the
-# gaps shooting-like at the trial's parameters (the README's pendulum from
-# p0 = 0 then ended at k = -1.29 on 3 of 40 noise draws; docs/design.md)
-SOC_CONTRACTION = 0.25
 # ... unless the correction moves an interval start (scaled, largest shift)
 # by more than SOC_MAX_SHIFT_RADII trust-region radii or by SOC_MAX_SHIFT of
 # the state's scale: not a second-order correction, and settling its node
@@ -649,8 +643,7 @@ class ConstrainedGaussNewtonStep:
         """Evaluate the trial ``(Xn, pn)`` (scaled) from the node values ``U_start``,
         with second-order corrections ``correct(Xn, pn, U, gaps)`` while its
         merit ratio is below ``SOC_RATIO`` (at most ``SOC_ROUNDS``, each from
-        the point the last one gave, while each lowers the merit and leaves at
-        most ``SOC_CONTRACTION`` of the largest gap).  Returns
+        the point the last one gave, while each lowers the merit).  Returns
         ``(Xn, U, merit, ratio, evaluations)`` of the best point."""
         Xp, pp = self.setup.from_scaled(Xn, pn)
         U_new, merit_new, c_new, evals = self._trial(Xp, U_start, pp)
@@ -666,12 +659,8 @@ class ConstrainedGaussNewtonStep:
             evals += corrected[4]
             if not corrected[2] < merit_new:
                 break
-            shrunk = (np.abs(corrected[3]).max(initial=0.0)
-                      <= SOC_CONTRACTION * np.abs(c_new).max(initial=0.0))
             Xn, U_new, merit_new, c_new = corrected[:4]
             ratio = (merit - merit_new) / predicted
-            if not shrunk:
-                break  # not a second-order correction: no further round
         return Xn, U_new, merit_new, ratio, evals
 
     def _trial(self, Xp, U_start, pp) -> tuple[np.ndarray, float, np.ndarray, int]:

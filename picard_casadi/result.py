@@ -667,7 +667,15 @@ class EstimationResult:
                 f"{err.colno} (the file may be truncated, or not a result written by to_json)"
             ) from None
         res = cls.from_dict(data, where)
-        if model is not None and experiments is not None:
+        if (model is not None and experiments is not None and res._restated()
+                and res.p_names and res.p_names != list(model.p_names)):
+            # the model's parameters from the result's and the experiments'
+            # (constants, names they map to); profile still needs the session's
+            from .transcription.predict import restated_predictor
+
+            res._check_matches(model, list(experiments), where, parameters=False)
+            res._predictor = restated_predictor(model, list(experiments), res.p_names, where)
+        elif model is not None and experiments is not None:
             from .transcription.predict import simulation_predictor
 
             res._check_matches(model, list(experiments), where)
@@ -686,12 +694,14 @@ class EstimationResult:
         return (self.settings.get("p_names") is not None
                 or any("log" in str(m).split(":", 1)[-1] for m in models))
 
-    def _check_matches(self, model: Any, experiments: list, where: str) -> None:
+    def _check_matches(self, model: Any, experiments: list, where: str,
+                       parameters: bool = True) -> None:
         """ValueError where ``model`` or ``experiments`` are not the ones this
-        result was fitted with (names and counts, as the result records them)."""
-        for what, mine, theirs in (("parameters", self.p_names, list(model.p_names)),
-                                   ("states", self.x_names, list(model.x_names)),
-                                   ("outputs", self.y_names, list(model.y_names))):
+        result was fitted with (names and counts, as the result records them;
+        the parameters' names unless ``parameters`` is False)."""
+        names = (("parameters", self.p_names, list(model.p_names)),) if parameters else ()
+        for what, mine, theirs in names + (("states", self.x_names, list(model.x_names)),
+                                           ("outputs", self.y_names, list(model.y_names))):
             if mine and mine != theirs:
                 if self._restated():
                     raise ValueError(

@@ -378,13 +378,28 @@ def test_x0_from_parameters_with_data_from_a_later_time_says_where_its_clock_sta
     assert res0.p[2] == pytest.approx(10.0, abs=5 * res0.p_std[2])
 
 
-def test_a_restated_result_loaded_with_the_model_says_why_it_cannot_be_attached():
-    # "pass the model it was fitted with", to a user who had passed it
+def test_a_restated_result_loaded_with_the_model_predicts_as_in_its_session():
+    """A result whose parameters are the model's and its experiments' own
+    (per_experiment's names, constants) predicts again when loaded with the
+    model and experiments; it was refused ("refit in this session").  Where
+    the experiments given do not make its names, the error names what is
+    missing; a profile still needs the session's result."""
     model, exps = _chain(), _data()
     res = pc.estimate(model, exps, [0.3, 0.3, 10, 0], per_experiment="bias")
-    with pytest.raises(ValueError, match=r"restated problem .*bias\[run1\].*refit in this "
-                                         r"session"):
-        pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
+    loaded = pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
+    for i in range(len(exps)):
+        np.testing.assert_allclose(loaded.predict(i), res.predict(i), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match=r"profile the result of this session"):
+        pc.profile(loaded)
+    known = [e.replaced(parameters={"bias": b}) for e, b in zip(exps, (0.5, -0.3))]
+    fitted = pc.estimate(model, known, [0.3, 0.3, 10.0, 0.0])
+    assert fitted.p_names == ["k1", "k2", "A0"]  # bias a constant of each experiment
+    loaded = pc.EstimationResult.from_json(fitted.to_json(), model=model, experiments=known)
+    np.testing.assert_allclose(loaded.predict(1), fitted.predict(1), rtol=1e-9, atol=1e-12)
+    # without the constants, bias is nowhere
+    with pytest.raises(ValueError, match=r"restated problem .*no entry gives \['bias'\].*refit "
+                                         r"in this session"):
+        pc.EstimationResult.from_json(fitted.to_json(), model=model, experiments=exps)
 
 
 def test_a_log_scale_asked_for_a_constant_of_every_experiment_is_not_checked():

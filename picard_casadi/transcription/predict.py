@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import casadi as ca
@@ -14,7 +15,8 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from .discretisation import Discretisation
 
-__all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states"]
+__all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
+           "restated_predictor"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
@@ -94,5 +96,58 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
                 f"source must be 'simulate' or 'collocation', got {source!r}"
             )
         return outputs_along(model, times, Xs, res.p, exp)
+
+    return predict
+
+
+def restated_predictor(model: Model, experiments: list[Experiment], names: list[str],
+                       where: str) -> Callable[..., np.ndarray]:
+    """``predict`` by simulation for a loaded result of a restated problem whose
+    parameters ``names`` (the result's ``p_names``, linear values) are the
+    model's and the experiments' own: each experiment's model parameters are
+    its constants, the entries its ``parameters`` map names to (or
+    ``per_experiment``'s ``NAME[experiment]``), and the result's entries of
+    the model's other names.
+
+    Raises
+    ------
+    ValueError
+        Naming the model parameters no entry of ``names`` gives (a restated
+        problem of another kind: refit in this session).
+    """
+    at = {n: k for k, n in enumerate(names)}
+    plans: list[list[tuple[bool, float]]] = []  # per experiment: (from the result, value)
+    missing: list[str] = []
+    # per_experiment's names, NAME[experiment] (the position where names repeat)
+    labels = ([e.name for e in experiments] if len({e.name for e in experiments})
+              == len(experiments) else [str(i) for i in range(len(experiments))])
+    for e, label in zip(experiments, labels):
+        plan = []
+        for q in model.p_names:
+            own = f"{q}[{label}]"
+            value = e.parameters.get(q, own if own in at else q)
+            if isinstance(value, str):
+                if value not in at:
+                    missing.append(value)
+                plan.append((True, float(at.get(value, -1))))
+            else:
+                plan.append((False, float(value)))
+        plans.append(plan)
+    if missing or model.has_delays:
+        why = (f"no entry gives {sorted(set(missing))}" if missing
+               else "the model has delays")
+        raise ValueError(
+            f"{where} holds a restated problem whose parameters {names} are not the given "
+            f"model's own and its experiments' ({why}); from_json cannot attach your model "
+            "to such a result: refit in this session (pc.estimate) to predict or profile")
+    base = simulation_predictor(model, experiments)
+
+    def predict(res: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+        if not 0 <= exp_index < len(experiments):
+            raise ValueError(
+                f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}")
+        values = np.asarray(res.p, float)
+        p = np.array([values[int(v)] if own else v for own, v in plans[exp_index]])
+        return base(replace(res, p=p), exp_index, t, source)
 
     return predict

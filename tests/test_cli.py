@@ -102,6 +102,7 @@ def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
     ("text", r"line 3: column 'pos' holds 'abc', not a number"),
     ("column", r"line 1: unknown column\(s\) \['exp'\]"),
     ("times", r"line 5: time 0.1 of experiment 'a' comes before 0.2 \(line 4\)"),
+    ("input", r"line 3: column 'force' holds 'NaN'; it cannot be missing"),
     ("output", r"line 1: missing column\(s\) \['pos'\] \(an output not measured is a "
                r"column of empty cells: add 'pos' to the header and leave it empty\)"),
 ])
@@ -117,6 +118,8 @@ def test_malformed_csv_names_the_line(tmp_path, case, expect):
         header = "exp,time,pos,force"
     elif case == "times":
         rows.append(("a", 0.1, 0.7, 0.3))
+    elif case == "input":
+        rows[1] = ("a", 0.1, 0.9, "NaN")
     elif case == "output":
         header = "experiment,time,force"
         rows = [(e, t, u) for e, t, _, u in rows]

@@ -112,6 +112,9 @@ def read_csv_experiments(path: str | Path, model: Any,
                 ) from None
             if math.isinf(value):
                 raise CliError(f"DATA {path}, line {line}: column {name!r} is infinite")
+            if math.isnan(value) and not allow_empty:  # "NaN" where a value is needed
+                raise CliError(f"DATA {path}, line {line}: column {name!r} holds {cell!r}; "
+                               "it cannot be missing (fill the gap, or cut the record there)")
             return value
 
         name = row[col["experiment"]].strip() or "experiment"

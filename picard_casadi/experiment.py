@@ -18,7 +18,7 @@ import numpy as np
 from .model import Model
 
 __all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "evaluate_inputs",
-           "held_input_columns", "HELD_SHARE"]
+           "held_input_columns", "per_experiment_labels", "HELD_SHARE"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -248,6 +248,14 @@ def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
     s[~measured] = np.nan
     s.setflags(write=False)
     return s
+
+
+def per_experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
+    """Each experiment's label in the names ``per_experiment`` makes,
+    ``NAME[label]``: its name, or its position where names repeat (two
+    experiments both called "experiment" must not share their parameter)."""
+    names = [e.name for e in experiments]
+    return names if len(set(names)) == len(names) else [str(i) for i in range(len(names))]
 
 
 class Experiment:

@@ -41,7 +41,7 @@ import casadi as ca
 import numpy as np
 
 from ..analysis.uncertainty import note_poorly_determined
-from ..experiment import Experiment
+from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
 from ..errors import with_closest
@@ -339,10 +339,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         if unknown:
             raise ValueError(f"`per_experiment` names {unknown}, which are not parameters of "
                              f"the model ({', '.join(model.p_names)})")
-        # each experiment's own name, or its position where names repeat (two
-        # experiments both called "experiment" must not share their parameter)
-        labels = ([e.name for e in exps] if len({e.name for e in exps}) == len(exps)
-                  else [str(i) for i in range(len(exps))])
+        labels = per_experiment_labels(exps)
         generated = {f"{n}[{label}]" for n in names for label in labels}
         # where every experiment sets the parameter itself, per_experiment had
         # no effect at all, silently (a user's dose, a number in each condition)

@@ -9,7 +9,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from ..experiment import Experiment
+from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
@@ -116,22 +116,20 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
         problem of another kind: refit in this session).
     """
     at = {n: k for k, n in enumerate(names)}
-    plans: list[list[tuple[bool, float]]] = []  # per experiment: (from the result, value)
+    # per experiment, each model parameter: (the result's entry, None) or (None, constant)
+    plans: list[list[tuple[int | None, float | None]]] = []
     missing: list[str] = []
-    # per_experiment's names, NAME[experiment] (the position where names repeat)
-    labels = ([e.name for e in experiments] if len({e.name for e in experiments})
-              == len(experiments) else [str(i) for i in range(len(experiments))])
-    for e, label in zip(experiments, labels):
-        plan = []
+    for e, label in zip(experiments, per_experiment_labels(experiments)):
+        plan: list[tuple[int | None, float | None]] = []
         for q in model.p_names:
-            own = f"{q}[{label}]"
+            own = f"{q}[{label}]"  # per_experiment's name
             value = e.parameters.get(q, own if own in at else q)
             if isinstance(value, str):
                 if value not in at:
                     missing.append(value)
-                plan.append((True, float(at.get(value, -1))))
+                plan.append((at.get(value), None))
             else:
-                plan.append((False, float(value)))
+                plan.append((None, float(value)))
         plans.append(plan)
     if missing or model.has_delays:
         why = (f"no entry gives {sorted(set(missing))}" if missing
@@ -147,7 +145,7 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
             raise ValueError(
                 f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}")
         values = np.asarray(res.p, float)
-        p = np.array([values[int(v)] if own else v for own, v in plans[exp_index]])
+        p = np.array([values[k] if k is not None else v for k, v in plans[exp_index]])
         return base(replace(res, p=p), exp_index, t, source)
 
     return predict

@@ -49,9 +49,9 @@ measure what they name):
 3. **The collocation did not reach a certified answer** (any other failure
    but a stop by the callback, or by a ``max_iter`` the user set; ``method``
    unset): the run is repeated with ``"single-shooting"`` from ``p0``
-   (where it has not run yet: PEtab's Elowitz from uniform start 9 ended at
-   ``max_iter`` and multiple shooting failed after 547 s; single shooting
-   converged in 5.2 s), then with
+   (where it has not run yet: one sensitivity integration per iteration,
+   where each of multiple shooting's IPOPT iterations integrates every
+   interval with its sensitivities and factorises the whole NLP), then with
    ``"shooting"`` from ``p0``, whose intervals are integrated by CVODES with
    error control, so a state that turns fast late in the data (a fed-batch's
    substrate running out) is resolved where a fixed mesh's polynomials find
@@ -76,16 +76,14 @@ The other methods' runs are bounded, so that a problem no method solves
 ends in a failure within minutes: they are one solve each (a failure is not
 refined and restarted from ``p0``, :func:`restarts_allowed`) of at most
 :data:`BUDGET_ITERATIONS` IPOPT iterations, single shooting's of
-:data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` of its own (a FitzHugh-Nagumo
-relaxation oscillator, sampled far too sparsely for its spikes, ran IPOPT's
-fallback for over ten minutes, restarting on finer meshes).  The budget holds
+:data:`BUDGET_SINGLE_SHOOTING_ITERATIONS` of its own.  The budget holds
 for the run in all (:func:`run_limit`): the likelihood's weight rounds share
 it (:func:`~picard_casadi.estimation.solve_limits.budgeted_solve`), and a
 converged answer the certificate does not pass is not refined either;
 ``picard-gn`` continues from it (:func:`_continued`) and refines.  The budget counts
 iterations, not seconds, so that the same call returns the same result on a
-fast machine and on a slow or busy one.  The choices and what they cost are
-in docs/design.md.
+fast machine and on a slow or busy one.  The choices, the cases behind each
+and what they cost are in docs/design.md and docs/reliability.md.
 """
 
 from __future__ import annotations

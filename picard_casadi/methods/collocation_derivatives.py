@@ -5,9 +5,8 @@ The NLP of generated code and, by default, of the virtual machine
 interval's function over the intervals.  CasADi's own derivatives
 of that graph colour the whole matrix and evaluate one sweep of every
 interval per colour: the parameters couple all intervals, so there are
-about as many colours as one interval has unknowns (cmg: about 140), and
-each sweep works on dense directions.  On cmg the Hessian took 0.5 s and the
-constraints' Jacobian 0.12 s of IPOPT's 0.87 s per iteration.
+about as many colours as one interval has unknowns, and each sweep works on
+dense directions (what that cost on cmg: docs/performance.md, "IPOPT's NLP").
 
 This module writes both from the NLP's structure.  For one interval with
 unknowns ``z = (u_0 .. u_{K-1}, p)`` (``x = u_0``), node values of the vector

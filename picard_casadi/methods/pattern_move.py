@@ -9,10 +9,8 @@ floor.  As in the pattern move of Hooke and Jeeves (or parallel tangents),
 the point is extrapolated along it by doubling multiples while the merit
 falls (interval starts and ``p`` kept in their boxes, node values settled on
 the fixed point); the best point replaces the step's, or the step stands when
-no multiple improves on it.  Measured: fa18-roll-ail, seed 2, unweighted,
-converges in 978 iterations (not within 1000 without); fa18-roll-beta,
-seed 1, still does not within 4000 (its valley is where the second
-experiment's trajectory is violently unstable; README, Known limitations).
+no multiple improves on it.  What it gains, and where it does not help,
+is measured in docs/design.md.
 """
 
 from __future__ import annotations

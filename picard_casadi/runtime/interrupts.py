@@ -25,7 +25,7 @@ the block ends, whatever CasADi made of it.
 
 One Ctrl-C fails one evaluation, and IPOPT answers a failed evaluation by
 trying another point: inside a shooting NLP whose solution blows up each
-evaluation ran for minutes, and the solve did not stop in 563 s.  So inside
+evaluation ran for minutes, and the solve did not stop.  So inside
 :func:`repeated_interrupts` (around an IPOPT solve), once an interrupt is
 recorded the signal is sent to the main thread again every
 :data:`REPEAT_SECONDS`: every evaluation then fails at once, and IPOPT's

@@ -3,10 +3,8 @@
 The linear algebra of an estimate is many small dense problems (one
 fixed-point matrix per interval, a condensed least-squares problem of a few
 dozen unknowns).  Multi-threaded BLAS does not speed these up, and its
-threads spin while they wait: with OpenBLAS's default of one thread per core,
-``picard-gn`` on ``fa18-drag-stab`` (unweighted, seed 0) took 125 s where
-one thread takes 12 s, on a 2-core machine with other work running
-(``docs/performance.md``).  So :func:`solver_threads` limits the BLAS
+threads spin while they wait, most of all beside other work on a machine of
+few cores (``docs/performance.md``, "BLAS threads").  So :func:`solver_threads` limits the BLAS
 libraries loaded in the process (threadpoolctl) to
 ``$PICARD_CASADI_BLAS_THREADS`` threads (default 1; ``0`` leaves them alone)
 while ``estimate`` runs, and restores them afterwards.

@@ -80,7 +80,11 @@ class FitWarning(UserWarning):
 def closest(name: str, known: Iterable[str]) -> str | None:
     """The known name closest in spelling to ``name``, or None where none is
     close (``difflib.get_close_matches`` with its default cutoff, 0.6)."""
-    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    known = [str(k) for k in known]
+    same = [k for k in known if k.lower() == str(name).lower()]
+    if len(same) == 1:  # a name that differs in case only ('MQ' for 'Mq')
+        return same[0]
+    match = difflib.get_close_matches(str(name), known, n=1)
     return match[0] if match else None
 
 

@@ -54,7 +54,8 @@ def test_degrees_converted_twice_or_not_at_all_are_named(tmp_path):
         pc.read_columns(f, {"V": "VTAS"}, degrees_to_radians={"V": True})
     plain = tmp_path / "plain.txt"
     plain.write_text("0.0 1.0\n0.5 2.0\n")
-    with pytest.raises(ValueError, match=r"unit '\(none\)', not degrees.*scale=\{'p': "):
+    with pytest.raises(ValueError, match=r"plain.txt has no header line of units, so nothing "
+                                         r"would be converted.*scale=\{'p': "):
         pc.read_columns(plain, {"p": 2}, degrees_to_radians={"p": True})
 
 
@@ -84,6 +85,18 @@ def test_bad_input_names_the_file_line_or_channel(tmp_path, text, columns, kw, m
     f.write_text(text)
     with pytest.raises(ValueError, match=match):
         pc.read_columns(f, columns, **kw)
+
+
+def test_a_mat_file_is_named_with_the_way_to_read_it(tmp_path):
+    # the flight-test data's .mat twins: "has no rows of numbers" said nothing of why
+    f = tmp_path / "run.mat"
+    f.write_bytes(b"MATLAB 5.0 MAT-file, Platform: GLNXA64" + bytes(100) + b"\x01\x02")
+    with pytest.raises(ValueError, match=r"run.mat' is a MATLAB .mat file, not columns of "
+                                         r"text: read it with scipy.io.loadmat"):
+        pc.read_columns(f, {"q": 8})
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01" * 50)
+    with pytest.raises(ValueError, match=r"is a binary file, not columns of text"):
+        pc.read_columns(tmp_path / "blob.bin", {"q": 1})
 
 
 def test_a_missing_file_says_so(tmp_path):

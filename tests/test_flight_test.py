@@ -2,7 +2,8 @@
 
 R. V. Jategaonkar, *Flight Vehicle System Identification*, 2nd ed., ch. 4.
 The book's data live beside the repository (``../shared/data/flight/``, not
-part of it): the tests on them skip where they are absent.  Each has a
+part of it; ``$PICARD_CASADI_FLIGHT_DATA`` names another folder): the tests
+on them skip where they are absent.  Each has a
 synthetic twin that always runs: the same model, inputs of the same kind,
 data simulated at the book's estimates with its noise levels.
 
@@ -31,7 +32,8 @@ from tc08_unstable import (P0 as P0_TC08, bounds, unstable_experiment,  # noqa: 
                            unstable_model)
 
 needs_data = pytest.mark.skipif(not (DATA / "hfb320_1_10.asc").exists(),
-                                reason=f"the book's flight data are not at {DATA}")
+                                reason=f"the book's flight data are not at {DATA} (set "
+                                       "PICARD_CASADI_FLIGHT_DATA to their folder)")
 
 #: the book's code in Octave: final det R, estimates and standard deviations
 BOOK_TC01 = dict(

@@ -295,6 +295,13 @@ def test_experiments_with_one_name_keep_their_own_parameters():
                       estimate_x0=False)
     assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
     assert res.p[3:] == pytest.approx([0.5, -0.3], abs=0.05)
+    # named alike by the user: the same names, and a warning says why
+    exps = [e.replaced(name="maneuver") for e in exps]
+    with pytest.warns(UserWarning, match=r"experiments share the name\(s\) \['maneuver'\], so "
+                                         r"per_experiment names their parameters by position"):
+        res = pc.estimate(_chain(), exps, [0.3, 0.3, 10.0, 0.0], per_experiment="bias",
+                          estimate_x0=False)
+    assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
 
 
 def test_an_initial_state_of_fixed_parameters_is_a_known_number():
@@ -389,8 +396,17 @@ def test_a_restated_result_loaded_with_the_model_predicts_as_in_its_session():
     loaded = pc.EstimationResult.from_json(res.to_json(), model=model, experiments=exps)
     for i in range(len(exps)):
         np.testing.assert_allclose(loaded.predict(i), res.predict(i), rtol=1e-9, atol=1e-12)
-    with pytest.raises(ValueError, match=r"profile the result of this session"):
+    with pytest.raises(ValueError, match=r"refit from its estimate in this session"):
         pc.profile(loaded)
+    # the way out the message gives: a table of the loaded estimate
+    again = pc.estimate(model, exps, [pc.Parameter(n, v) for n, v in zip(loaded.p_names,
+                                                                          loaded.p)],
+                        per_experiment="bias")
+    assert again.success and again.p_names == res.p_names
+    np.testing.assert_allclose(again.p, res.p, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match=r"'bias' is estimated per experiment: name one of "
+                                         r"bias\[.*\], bias\["):
+        pc.profile(again, parameters=["bias"])
     known = [e.replaced(parameters={"bias": b}) for e, b in zip(exps, (0.5, -0.3))]
     fitted = pc.estimate(model, known, [0.3, 0.3, 10.0, 0.0])
     assert fitted.p_names == ["k1", "k2", "A0"]  # bias a constant of each experiment
@@ -400,6 +416,18 @@ def test_a_restated_result_loaded_with_the_model_predicts_as_in_its_session():
     with pytest.raises(ValueError, match=r"restated problem .*no entry gives \['bias'\].*refit "
                                          r"in this session"):
         pc.EstimationResult.from_json(fitted.to_json(), model=model, experiments=exps)
+
+
+def test_a_misspelt_or_missing_table_entry_is_named_with_the_fix():
+    model, exps = _chain(), _data()
+    table = [pc.Parameter("k1", 0.3), pc.Parameter("K2", 0.3), pc.Parameter("A0", 10.0),
+             pc.Parameter("bias", 0.0)]
+    with pytest.raises(ValueError, match=r"the table names 'K2' \(did you mean 'k2'\?\), which "
+                                         r"no experiment estimates; it has no entry for \['k2'\]"):
+        pc.estimate(model, exps, table)
+    with pytest.raises(ValueError, match=r"no entry for the model parameter 'k2': add "
+                                         r"pc.Parameter\('k2', start, ...\)"):
+        pc.estimate(model, exps, [q for q in table if q.name != "K2"])
 
 
 def test_a_log_scale_asked_for_a_constant_of_every_experiment_is_not_checked():

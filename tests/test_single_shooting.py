@@ -336,3 +336,14 @@ def test_the_likelihood_s_simulation_on_the_mesh_is_the_simulation(hold):
     on_mesh = simulated_ssr(model, exps, x0s, p, disc, state_sizes(np.ones((4, 1, 9))))
     assert np.array_equal(on_mesh[1], alone[1])
     assert np.allclose(on_mesh[0], alone[0], rtol=1e-6, atol=0)
+
+
+def test_a_trial_whose_squares_overflow_is_rejected_without_a_warning():
+    # a user's fit with its time in milliseconds: residuals of 1e160 at a trial
+    # point printed "warning: overflow encountered in matmul" on the command line
+    from picard_casadi.methods.single_shooting import _half_squares
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _half_squares(np.array([1e160, -1e160])) == np.inf
+        assert _half_squares(np.array([3.0, 4.0])) == 12.5

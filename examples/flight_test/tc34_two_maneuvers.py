@@ -40,7 +40,7 @@ import numpy as np
 
 import picard_casadi as pc
 from book_case import DATA
-from tc01_attas_lateral import NAMES, P0, attas_lateral_model
+from tc01_attas_lateral import P0, attas_lateral_model
 
 D2R = np.pi / 180.0
 

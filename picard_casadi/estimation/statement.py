@@ -341,6 +341,12 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                              f"the model ({', '.join(model.p_names)})")
         labels = per_experiment_labels(exps)
         generated = {f"{n}[{label}]" for n in names for label in labels}
+        given = [e.name for e in exps]
+        repeated = sorted({n for n in given if given.count(n) > 1 and n != "experiment"})
+        if repeated:  # named by the user, alike: positions say which is which
+            warn_user(f"experiments share the name(s) {repeated}, so per_experiment names "
+                      f"their parameters by position ({names[0]}[0], {names[0]}[1], ...); "
+                      "give each experiment its own name= to see it in the names")
         # where every experiment sets the parameter itself, per_experiment had
         # no effect at all, silently (a user's dose, a number in each condition)
         everywhere = [n for n in names if exps and all(n in e.parameters for e in exps)]
@@ -456,14 +462,22 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                                                          if n not in model.p_names]
     unused = [n for n in table if n not in origin and n not in model.p_names]
     if user_table and unused:
-        raise ValueError(f"`p0`: the table names {unused}, which no experiment estimates "
-                         f"(the estimated parameters are {named})")
+        missing = [n for n in named if n not in table
+                   and table.get(model.p_names[origin[n]]) is None]
+        listed = ", ".join(with_closest(n, missing or named) for n in unused)
+        raise ValueError(f"`p0`: the table names {listed}, which no experiment estimates"
+                         + (f"; it has no entry for {missing}" if missing else "")
+                         + f" (the estimated parameters are {named})")
     rows: list[Parameter] = []
     for n in named:
         if n in table:
             rows.append(table[n])
         else:  # an experiment's own parameter: as the model parameter it stands for
             base = table.get(model.p_names[origin[n]])
+            if base is None and n == model.p_names[origin[n]]:
+                raise ValueError(f"`p0`: the table has no entry for the model parameter "
+                                 f"{n!r}: add pc.Parameter({n!r}, start, ...) to it, or give "
+                                 "its value in each experiment's parameters=")
             if base is None:
                 raise ValueError(f"`p0`: no entry for {n!r} (nor for "
                                  f"{model.p_names[origin[n]]!r}, whose value it is)")

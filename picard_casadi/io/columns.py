@@ -113,9 +113,16 @@ def read_columns(path: str | Path, columns: Mapping[str, int | str], *,
         raise ValueError("`columns` must map each channel's name to its column number "
                          "(from 1) or header name, e.g. {'t': 1, 'q': 'Q'}")
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        raw = path.read_bytes()
     except OSError as err:
         raise ValueError(f"`path`: cannot read {str(path)!r} ({err.strerror or err})") from None
+    if raw.startswith(b"MATLAB") or b"\0" in raw[:4096]:
+        kind = "a MATLAB .mat file" if raw.startswith(b"MATLAB") else "a binary file"
+        raise ValueError(f"`path`: {str(path)!r} is {kind}, not columns of text: read it with "
+                         "scipy.io.loadmat (or MATLAB/Octave) and pass the arrays to "
+                         "pc.Experiment, or use a text export of the same channels (the "
+                         "flight-test data's .asc files)")
+    lines = raw.decode(errors="replace").splitlines()
 
     def split(line: str) -> list[str]:
         sep = delimiter if delimiter is not None else ("," if "," in line else None)
@@ -177,9 +184,11 @@ def read_columns(path: str | Path, columns: Mapping[str, int | str], *,
                    else bool(degrees_to_radians))
         converted = convert and bool(_DEGREES.match(unit))
         if asked and not converted:
+            where = (f"the header of {path} gives its column the unit {unit!r}, not degrees"
+                     if unit else f"{path} has no header line of units" if not names else
+                     f"the header of {path} gives its column no unit")
             raise ValueError(
-                f"`degrees_to_radians`[{name!r}]: the header of {path} gives its column the "
-                f"unit {unit or '(none)'!r}, not degrees, so nothing would be converted; give "
+                f"`degrees_to_radians`[{name!r}]: {where}, so nothing would be converted; give "
                 f"the factor instead, scale={{{name!r}: math.pi / 180}}")
         if converted:
             v *= math.pi / 180.0

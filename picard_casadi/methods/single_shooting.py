@@ -322,6 +322,13 @@ def _step(Jm: np.ndarray, r: np.ndarray, mu: float, model: SingleShootingModel,
     return s
 
 
+def _half_squares(r: np.ndarray) -> float:
+    """``|r|^2 / 2``, ``inf`` without a warning where a trial's residuals,
+    finite each, overflow in the sum (the trial is rejected)."""
+    with np.errstate(over="ignore"):
+        return 0.5 * float(r @ r)
+
+
 def _largest_column(Jm: np.ndarray) -> float:
     """The largest diagonal entry of ``J^T J`` (the damping's unit)."""
     return max(float(np.max(np.sum(Jm ** 2, axis=0), initial=0.0)), 1e-300)
@@ -417,7 +424,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
         # sensitivities come with the trial (one integration, not two)
         trial = model.evaluate(w + s, last_accepted, exact)
         evaluations += 1
-        f_new = 0.5 * float(trial[0] @ trial[0]) if trial is not None else np.inf
+        f_new = _half_squares(trial[0]) if trial is not None else np.inf
         ratio = (f - f_new) / predicted if predicted > 0 else -np.inf
         accepted = ratio > 1e-4
         base = f  # the objective at w the trial is judged against
@@ -433,7 +440,7 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
             elif f_plain is None:
                 plain = model.evaluate(w, False)
                 evaluations += 1
-                f_plain = 0.5 * float(plain[0] @ plain[0]) if plain is not None else f
+                f_plain = _half_squares(plain[0]) if plain is not None else f
                 accuracy = max(accuracy, abs(f_plain - f))
             base = f_plain
             ratio = (base - f_new) / predicted

@@ -364,6 +364,10 @@ def _index(names: Sequence[str], which: Any, aliases: Sequence[str] = ()) -> int
         return list(names).index(which)
     if isinstance(which, str) and len(aliases) == len(names) and which in aliases:
         return list(aliases).index(which)
+    per_experiment = [n for n in names if isinstance(which, str) and n.startswith(f"{which}[")]
+    if per_experiment:  # estimated separately for each experiment: name one of them
+        raise ValueError(f"parameter {which!r} is estimated per experiment: name one of "
+                         f"{', '.join(per_experiment)}")
     raise ValueError(f"unknown parameter {with_closest(which, names)}; the parameters are "
                      f"{', '.join(names)}")
 
@@ -525,8 +529,13 @@ def profile(
             on_log_scale = np.zeros(np.size(result.p_scaled), dtype=bool)
         if result._disc is None:
             raise ValueError("this result's parameters were estimated on another scale (or "
-                             "restated by experiment parameters): profile the result of this "
-                             "session, which carries the restated model")
+                             "restated by experiment parameters), and a result loaded from "
+                             "JSON does not carry the restated model: refit from its estimate "
+                             "in this session (pc.estimate with the same statement and p0 = "
+                             "[pc.Parameter(name, value, ...) for name, value in "
+                             "zip(res.p_names, res.p)], the first fit's scales and bounds "
+                             "given again; it converges in a few iterations) and profile that "
+                             "result")
         user_names = list(result.p_names)
         std = None if result.p_scaled_std is None else np.asarray(result.p_scaled_std, float)
         half = None if std is None else normal(0.975) * std

@@ -247,6 +247,28 @@ def test_multistart_wall_time_is_the_calls(vdp):
     assert "iterations over all starts" in res.settings["multistart_summary"]
 
 
+def test_multistart_raises_the_best_start_s_warnings_only(vdp):
+    """A user read a lost start's "the data do not determine k_phos" (PEtab's
+    Boehm, a start ending on a plateau) as the result's own warning."""
+    import warnings
+
+    from picard_casadi.estimation.multistart import run_multistart
+
+    def warning_estimate(model, experiments, p0, method, **kw):
+        warnings.warn(f"from the start at {p0[0]:.6f}", UserWarning)
+        return pc.estimate(model, experiments, p0, method, **kw)
+
+    kw = dict(p_bounds=(np.asarray(vdp.p_bounds[0], float), np.asarray(vdp.p_bounds[1], float)),
+              uncertainty=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run_multistart(warning_estimate, vdp.model, vdp.experiments,
+                             np.asarray(vdp.p0, float), "picard-gn", 3, 0, kw)
+    raised = [str(w.message) for w in caught if str(w.message).startswith("from the start")]
+    returned = [s["p0"][0] for s in res.starts if s["p"] == [float(v) for v in res.p]]
+    assert len(raised) == 1 and raised[0] in [f"from the start at {v:.6f}" for v in returned]
+
+
 def test_multistart_with_the_method_unset_takes_the_default_path_from_each_start():
     """Each start of ``multistart`` with ``method`` unset is the call's own
     default path: on van der Pol with T = 2.5 and one refinement picard-gn is

@@ -109,3 +109,16 @@ def test_cli_refuses_tiny_T_with_one_line(tmp_path):
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "res").exists()
     assert time.perf_counter() - t0 < 30
+
+
+def test_a_default_T_too_fine_is_named_as_the_package_s_choice(vdp):
+    # PEtab's Chen (500 states) was refused for "`T` = 140.625", which the
+    # user never gave
+    from picard_casadi.transcription.problem_size import check_problem_size
+
+    with pytest.raises(ValueError, match=r"^the default `T` \(chosen from the data and the "
+                                         r"model's rates\) = 0.001 makes .*method="
+                                         r"'single-shooting' with a long T"):
+        check_problem_size(vdp.model, vdp.experiments, 1e-3, 9, max_intervals=100, chosen=True)
+    with pytest.raises(ValueError, match=r"^`T` = 0.001 makes .*go ahead$"):
+        check_problem_size(vdp.model, vdp.experiments, 1e-3, 9, max_intervals=100)

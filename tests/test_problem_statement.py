@@ -418,6 +418,20 @@ def test_a_restated_result_loaded_with_the_model_predicts_as_in_its_session():
         pc.EstimationResult.from_json(fitted.to_json(), model=model, experiments=exps)
 
 
+def test_predictions_beyond_the_data_of_an_experiment_s_constants_warn_of_nothing():
+    # the constants are held beyond the data as they were within it; a user
+    # was told "the inputs are held at their last values" of a model without inputs
+    import warnings
+
+    model = _chain()
+    known = [e.replaced(parameters={"bias": b}) for e, b in zip(_data(), (0.5, -0.3))]
+    res = pc.estimate(model, known, [0.3, 0.3, 10.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        far = res.predict(1, t=[0.0, 5.0, 30.0])
+    assert far.shape == (3, 2) and np.all(np.isfinite(far))
+
+
 def test_a_misspelt_or_missing_table_entry_is_named_with_the_fix():
     model, exps = _chain(), _data()
     table = [pc.Parameter("k1", 0.3), pc.Parameter("K2", 0.3), pc.Parameter("A0", 10.0),
@@ -428,6 +442,14 @@ def test_a_misspelt_or_missing_table_entry_is_named_with_the_fix():
     with pytest.raises(ValueError, match=r"no entry for the model parameter 'k2': add "
                                          r"pc.Parameter\('k2', start, ...\)"):
         pc.estimate(model, exps, [q for q in table if q.name != "K2"])
+    # an entry of experiments not given (a subset of the conditions): drop it
+    extra = [e.replaced(parameters={"bias": "bias_2"}) for e in exps]
+    full = table[:1] + [pc.Parameter("k2", 0.3), pc.Parameter("A0", 10.0),
+                        pc.Parameter("bias_2", 0.0), pc.Parameter("bias_9", 0.0)]
+    with pytest.raises(ValueError, match=r"the table names 'bias_9', which no experiment "
+                                         r"estimates; drop them from the table \(\[q for q in "
+                                         r"table if q.name not in \['bias_9'\]\]"):
+        pc.estimate(model, extra, full)
 
 
 def test_a_log_scale_asked_for_a_constant_of_every_experiment_is_not_checked():

@@ -278,6 +278,7 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
         if T is None and nodes == disc_ws.nodes and scheme == disc_ws.scheme:
             mesh_of_warm_start = disc_ws.boundaries
             T = disc_ws.T
+    T_chosen = T is None  # by the package, from the data (the message says so)
     if T is None:
         T = default_T(model, exps, p0)
     T = as_positive_number(T, "T")
@@ -289,7 +290,7 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
     check_callback(callback)
     check_choice(guess, "guess", GUESSES)
     as_codegen(codegen)
-    check_problem_size(model, exps, T, nodes, max_intervals)
+    check_problem_size(model, exps, T, nodes, max_intervals, chosen=T_chosen)
     spec = get_method(method)
     opts_given = dict(options)
     if "lam" in {f.name for f in fields(spec.options)}:

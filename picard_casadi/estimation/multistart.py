@@ -101,35 +101,54 @@ class _NotEvaluable:
 
 
 def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: np.ndarray,
-               method: str | None, kwargs: dict[str, Any], sampled: bool) -> Any:
-    """One start's result; a sampled start where the model cannot be evaluated
-    (0/0 in a Hill term whose powers underflow, a log of a negative state) is
-    a failed start, not the end of the run.  The caller's own ``p0`` raises
-    as in a single estimate: that start is the caller's input."""
+               method: str | None, kwargs: dict[str, Any], sampled: bool
+               ) -> tuple[Any, list[tuple[str, type[Warning]]]]:
+    """One start's result and the warnings it raised (held back: only the
+    best start's are raised again, :func:`_raised_again`); a sampled start
+    where the model cannot be evaluated (0/0 in a Hill term whose powers
+    underflow, a log of a negative state) is a failed start, not the end of
+    the run.  The caller's own ``p0`` raises as in a single estimate: that
+    start is the caller's input."""
+    caught: list[tuple[str, type[Warning]]] = []
     try:
-        with _starts_quiet():
-            return estimate(model, experiments, p0, method, multistart=None, **kwargs)
+        with _starts_quiet(caught):
+            return estimate(model, experiments, p0, method, multistart=None, **kwargs), caught
     except StartNotFiniteError as err:
         if not sampled:
             raise
-        return _NotEvaluable(str(err))
+        return _NotEvaluable(str(err)), caught
 
 
-def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool) -> Any:
+def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool
+                     ) -> tuple[Any, list[tuple[str, type[Warning]]]]:
     """One start on an executor: the problem decoded once per worker, the result portable."""
     prob = decoded(data)
-    res = _one_start(prob["estimate"], prob["model"], prob["experiments"], p0, prob["method"],
-                     prob["kwargs"], sampled)
-    return res if isinstance(res, _NotEvaluable) else portable(res)
+    res, caught = _one_start(prob["estimate"], prob["model"], prob["experiments"], p0,
+                             prob["method"], prob["kwargs"], sampled)
+    return (res if isinstance(res, _NotEvaluable) else portable(res)), caught
 
 
 @contextlib.contextmanager
-def _starts_quiet() -> Iterator[None]:
-    """No :class:`~picard_casadi.FitWarning` from each start: a start that found a
-    poor local minimum is what multistart is for; the best one's is re-issued."""
-    with warnings.catch_warnings():
+def _starts_quiet(caught: list[tuple[str, type[Warning]]]) -> Iterator[None]:
+    """Every warning of a start held back in ``caught``: a start that found a
+    poor local minimum is what multistart is for (a user read a lost start's
+    "the data do not determine k_phos" as the result's); the best start's
+    are raised again (its :class:`~picard_casadi.FitWarning` from its
+    ``warnings``)."""
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
         warnings.simplefilter("ignore", FitWarning)
-        yield
+        try:
+            yield
+        finally:
+            caught.extend((str(w.message), w.category) for w in records)
+
+
+def _raised_again(caught: list[tuple[str, type[Warning]]]) -> None:
+    """The best start's warnings, raised again (once each, the caller's filters
+    deciding what shows)."""
+    for message, category in dict.fromkeys(caught):
+        warn_user(message, category)
 
 
 #: converged starts whose weighted objectives differ by at most this (relative)
@@ -231,15 +250,17 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     raise_on_failure = kwargs.pop("raise_on_failure", False)
     with executor_for(executor, n_jobs, len(starts)) as ex:
         if ex is None:
-            items = [_one_start(estimate, model, experiments, s, method, kwargs, k > 0)
-                     for k, s in enumerate(starts)]
+            done = [_one_start(estimate, model, experiments, s, method, kwargs, k > 0)
+                    for k, s in enumerate(starts)]
+            items = [item for item, _ in done]
             results = [None if isinstance(item, _NotEvaluable) else item for item in items]
         else:
             data = encode({"estimate": estimate, "model": model,
                            "experiments": list(experiments),
                            "method": method, "kwargs": kwargs})
-            items = run_tasks(_start_in_worker, [(data, s, k > 0) for k, s in enumerate(starts)],
-                              ex)
+            done = run_tasks(_start_in_worker, [(data, s, k > 0) for k, s in enumerate(starts)],
+                             ex)
+            items = [item for item, _ in done]
             results = [item.result for item in items]
     # a start the model could not be evaluated at (never the caller's p0) ran
     # nothing (its result None): it is listed as failed, and the others compared
@@ -270,6 +291,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     )
     if best.success:
         note_equal_optima(best, results, starts)
+    _raised_again(done[k_best][1])
     for note in best.warnings:
         if is_fit_note(note):
             warn_user(note, FitWarning)

@@ -464,9 +464,13 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if user_table and unused:
         missing = [n for n in named if n not in table
                    and table.get(model.p_names[origin[n]]) is None]
-        listed = ", ".join(with_closest(n, missing or named) for n in unused)
+        # a spelling suggested only where an estimated parameter lacks its entry
+        listed = ", ".join(with_closest(n, missing) for n in unused)
         raise ValueError(f"`p0`: the table names {listed}, which no experiment estimates"
-                         + (f"; it has no entry for {missing}" if missing else "")
+                         + (f"; it has no entry for {missing}" if missing else
+                            "; drop them from the table ([q for q in table if q.name not in "
+                            f"{sorted(unused)!r}]: experiments not given here, a subset of the "
+                            "conditions, may use them)")
                          + f" (the estimated parameters are {named})")
     rows: list[Parameter] = []
     for n in named:

@@ -370,6 +370,16 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
     status, message = "max_iter", (f"single shooting stopped at its iteration limit "
                                    f"(max_iter={opts.max_iter})")
     success = False
+    if not np.any(model.free):
+        # nothing to estimate (every parameter and initial state fixed: the
+        # likelihood at given values): one integration, no sensitivities
+        if model.evaluate(w, False) is None:
+            return _outcome(setup, model, w, 0, False, "step_failed",
+                            "single shooting stopped: CVODES failed at the start (the solution "
+                            "blows up there or needs more steps, max_steps)", history)
+        return _outcome(setup, model, w, 0, True, "converged",
+                        "single shooting: nothing to estimate (every parameter and initial "
+                        "state is fixed)", history)
     # the Jacobian from the search's sensitivities until the loop would stop
     # or its trials keep failing, then from the answer's (exact)
     exact = model.search_is_exact

@@ -86,6 +86,13 @@ class Problem:
         kwargs["p_bounds"] = self.p_bounds
         if overrides.get("warm_start") is not None and "T" not in overrides:
             kwargs.pop("T", None)
+        if is_table(self.p0) and (overrides.get("p_bounds") is not None
+                                  or overrides.get("parameter_scale") is not None):
+            raise ValueError(
+                "this problem's parameters are a table (its p0: pc.Parameter entries, from "
+                "the PEtab parameter table), which holds their bounds and scales: change an "
+                "entry there, dataclasses.replace(q, bounds=(lo, hi)), and pass the table as "
+                "p0= (not p_bounds= or parameter_scale=)")
         kwargs.update(overrides)
         p0 = kwargs.pop("p0", self.p0)
         if "p0" in overrides and is_table(self.p0) and not is_table(p0):

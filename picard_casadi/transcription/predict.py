@@ -75,7 +75,10 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
                 f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
                 "from t0")
         if (model.nu and isinstance(exp.u, np.ndarray) and times.size
-                and float(np.max(times)) > exp.t_end):
+                and float(np.max(times)) > exp.t_end
+                and np.any(np.ptp(np.asarray(exp.u, float), axis=0) > 0)):
+            # (inputs constant over the data, an experiment's constants among
+            # them, are the same held: nothing to warn of)
             warn_user(f"`t` runs to {float(np.max(times)):g}, beyond the last input sample of "
                       f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at "
                       "their last values there; for other inputs, pc.simulate(model, "

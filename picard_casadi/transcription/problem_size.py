@@ -144,7 +144,7 @@ def _human(nbytes: float) -> str:
 
 
 def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int,
-                       max_intervals: Any = None) -> ProblemSize:
+                       max_intervals: Any = None, chosen: bool = False) -> ProblemSize:
     """Refuse a problem too large to set up, before anything is built.
 
     Parameters
@@ -156,6 +156,8 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
         ``DEFAULT_MAX_INTERVALS`` (100,000), lowered to what fits in
         ``MEMORY_BUDGET_BYTES`` (4 GB) of estimated memory.  Given
         explicitly, it is the only limit.
+    chosen : bool
+        ``T`` is the package's default, not the caller's (the message says so).
 
     Returns
     -------
@@ -192,10 +194,14 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
     count = f"{size.intervals:,}" if size.exact else f"about {size.intervals:,}"
     fewer_nodes = (f" or fewer nodes (each interval needs about {_human(per)})"
                    if per * 1000 > MEMORY_BUDGET_BYTES else "")
+    named = (f"the default `T` (chosen from the data and the model's rates) = {T:g}"
+             if chosen else f"`T` = {T:g}")
     raise ValueError(
-        f"`T` = {T:g} makes {count} intervals ({nodes} nodes x {model.nx} states each, "
+        f"{named} makes {count} intervals ({nodes} nodes x {model.nx} states each, "
         f"{size.samples_per_interval} sample(s) at most per interval): about "
         f"{_human(size.bytes)} of memory and a long set-up before the first iteration; "
         f"{why}.  Use a longer T (T >= {T_fit:.3g} stays within the limit here){fewer_nodes}, "
         f"or pass max_intervals={size.intervals} to estimate() to go ahead"
+        + ("; a model this large may fit better by method='single-shooting' with a long T "
+           "(CVODES integrates each experiment whatever the mesh)" if chosen else "")
     )

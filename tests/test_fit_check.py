@@ -265,3 +265,15 @@ def test_a_fit_off_its_data_names_an_experiment_on_a_much_shorter_time_span():
         "experiment(s) ['min'] span 60 time units, 60 times less than ['s1', 's2'] "
         "(3600, 3000): if their times are in another unit"), note
     assert time_unit_notes([run("a", 3600.0), run("b", 600.0)]) == []
+
+
+def test_nothing_estimated_is_not_called_a_local_minimum():
+    # a fit with every entry of the table fixed advised "try multistart=8"
+    t = np.linspace(0.0, 10.0, 50)
+    y = np.sin(t)[:, None] + 0.01 * np.cos(37 * t)[:, None]
+    off = (np.sin(t) + 0.5)[:, None]
+    fitted = lack_of_fit([y], [off], ["e"], ["y"], times=[t])
+    fixed = lack_of_fit([y], [off], ["e"], ["y"], times=[t], estimated=False)
+    assert len(fitted) == len(fixed) == 1
+    assert "try multistart=8" in fitted[0] and "try multistart" not in fixed[0]
+    assert "these are fixed values (nothing was estimated), not an optimum" in fixed[0]

@@ -107,7 +107,8 @@ def noise_variance(values: np.ndarray) -> float:
 def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                 experiment_names: Sequence[str], output_names: Sequence[str],
                 unweighted: bool = False,
-                times: Sequence[np.ndarray] | None = None) -> list[str]:
+                times: Sequence[np.ndarray] | None = None,
+                estimated: bool = True) -> list[str]:
     """Notes on the outputs whose residuals are systematic and far above the noise.
 
     Parameters
@@ -123,6 +124,9 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
         The sample times, to say where residuals beyond :data:`OUTLIER`
         noise levels lie (gross outliers pull a least-squares fit into runs
         of one sign: the notes name them as a cause).
+    estimated : bool
+        Something was estimated; where nothing was (every parameter and
+        initial state fixed), the notes name the values, not a local minimum.
 
     Returns
     -------
@@ -133,7 +137,8 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
     # neither cause is the likelier in general: synthetic data fitted from a
     # poor start are a local minimum, a real record is model error (each of the
     # flight-test textbook's own optima is flagged so)
-    causes = "this is a local minimum (try multistart=8 or another p0)"
+    causes = ("this is a local minimum (try multistart=8 or another p0)" if estimated else
+              "these are fixed values (nothing was estimated), not an optimum,")
     if unweighted and len(output_names) > 1:
         causes += (", the unweighted loss neglecting an output whose values are small "
                    "next to the others' (weights='auto' weighs each by its noise)")

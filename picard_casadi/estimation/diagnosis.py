@@ -164,9 +164,15 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     (:mod:`picard_casadi.analysis.fit_check`).  ``fitted``: the outputs the run fitted,
     per experiment at its sample times (:func:`fitted_outputs`)."""
     unweighted = result.settings.get("weights", "none") == "none"
+    # nothing estimated: every parameter pinned (a table's fixed entries are
+    # bounds lo = hi) and no initial state free
+    bounds, x0_free = result.settings.get("p_bounds"), result.settings.get("estimate_x0")
+    pinned = (np.size(result.p) == 0 or (bounds is not None and np.array_equal(
+        np.asarray(bounds[0], float), np.asarray(bounds[1], float))))
+    estimated = not pinned or x0_free is None or bool(np.any(x0_free))
     notes = lack_of_fit([e.y for e in experiments], fitted,
                         [e.name for e in experiments], result.y_names, unweighted,
-                        times=[e.t for e in experiments])
+                        times=[e.t for e in experiments], estimated=estimated)
     if notes:
         notes += time_unit_notes(experiments)
     for note in notes:

@@ -171,56 +171,9 @@ class PetabProblem:
             table's entries or the noise parameters), and where the model
             cannot be simulated at these values (with CVODES' reason).
         """
-        from dataclasses import replace
+        from .petab_likelihood import nllh_at
 
-        from ..estimate import estimate
-        from ..parameters import with_starts
-
-        table = with_starts(self.parameters, values) if values is not None else self.parameters
-        unknown = [k for k in (noise or {}) if k not in self.noise_nominal]
-        if unknown:
-            raise ValueError(f"`noise` names {', '.join(with_closest(k, self.noise_nominal) for k in unknown)}, "
-                             f"which are not noise parameters of this problem (they are "
-                             f"{', '.join(self.noise_nominal) or 'none'})")
-        held = {**self.noise_nominal, **{k: float(v) for k, v in (noise or {}).items()}}
-        bad = [k for k, v in held.items() if not (np.isfinite(v) and v > 0)]
-        if bad:
-            raise ValueError(f"`noise`: the noise parameter(s) {bad} must be positive and finite")
-        outputs = {}
-        for out, n in self.noise.items():
-            if n.is_formula:
-                syms = [v for v in ca.symvar(n.sigma) if v.name() in n.parameters]
-                formula = ca.substitute(n.sigma, ca.vertcat(*syms),
-                                        ca.vertcat(*[held[v.name()] for v in syms]))
-                outputs[out] = replace(n, sigma=formula, parameters={})
-            elif isinstance(n.sigma, str) and n.sigma != "data":
-                outputs[out] = replace(n, sigma=held[n.sigma])
-            else:
-                outputs[out] = n
-        experiments = [e.replaced(noise_parameters={
-            k: held[v] if isinstance(v, str) else v for k, v in e.noise_parameters.items()})
-            if e.noise_parameters else e for e in self.experiments]
-        fixed = [replace(q, estimate=False) for q in table]
-        # one interval per experiment: single shooting integrates each
-        # experiment in one CVODES run whatever the mesh, and a finer mesh
-        # only builds the collocation's set-up (Alkan: 113 CPU s, 8.8 with
-        # one interval, the same nllh to 1e-8)
-        span = max(float(e.t[-1] - (e.t0 if e.t0 is not None else e.t[0]))
-                   for e in experiments)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the fit check's notes on a fit nobody made
-            res = estimate(self.model, experiments, fixed, noise=outputs,
-                           method="single-shooting", uncertainty=False,
-                           T=span if span > 0 else None)
-        if not np.isfinite(res.nllh):
-            raise ValueError(f"the model cannot be simulated at these values: {res.message}")
-        prior = 0.0
-        for q in table:
-            if q.prior is not None and q.estimate:
-                kind, mean, sd = q.prior
-                v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
-                prior += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * np.log(2 * np.pi * sd ** 2)
-        return float(res.nllh) + prior
+        return nllh_at(self, values, noise)
 
 
 def _require() -> tuple[Any, Any]:
@@ -667,7 +620,10 @@ class _Builder(NoiseTables):
         clash = sorted(set(p_names) & noise_names)
         if clash:
             raise NotImplementedError(f"{f['parameters']}: {clash} are both noise parameters "
-                                      "and parameters of the model or observables")
+                                      "and parameters of the model or observables; a noise "
+                                      "parameter is estimated from the residuals in closed form "
+                                      "(docs/likelihood.md), which holds only where the model's "
+                                      "outputs do not depend on it")
         model = Model(x=sb.x, p=ca.vertcat(*[p_syms[n] for n in p_names]), rhs=rhs, t=sb.t,
                       y=y_all, name=name, x_names=sb.x_names, p_names=p_names,
                       y_names=outputs, x0=x0_list, t_unit=sb.t_unit)

@@ -356,6 +356,18 @@ def _edit(path: Path, old: str, new: str, count: int = -1) -> None:
     path.write_text(text.replace(old, new, count))
 
 
+def _set_measurement_cell(yaml: Path, line: int, column: str, value: str) -> None:
+    """Boehm's measurement table with the cell of ``column`` on ``line``
+    (counted from 0, the header's line 0) set to ``value``."""
+    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+    lines = table.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split("\t")
+    cells = lines[line].rstrip("\n").split("\t")
+    cells[header.index(column)] = value
+    lines[line] = "\t".join(cells) + "\n"
+    table.write_text("".join(lines))
+
+
 def test_laplace_noise_is_a_value_error_naming_it(tmp_path):
     yaml = _copy(tmp_path)
     _edit(yaml.parent / "observables_Boehm_JProteomeRes2014.tsv", "lin\tnormal", "lin\tlaplace")
@@ -403,13 +415,7 @@ def test_the_sbml_time_unit_labels_the_model_s_time():
 
 def test_a_measurement_that_is_not_a_number_is_a_value_error_naming_its_row(tmp_path):
     yaml = _copy(tmp_path)
-    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
-    lines = table.read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\n").split("\t")
-    cells = lines[3].rstrip("\n").split("\t")
-    cells[header.index("measurement")] = "abc"
-    lines[3] = "\t".join(cells) + "\n"
-    table.write_text("".join(lines))
+    _set_measurement_cell(yaml, 3, "measurement", "abc")
     with pytest.raises(ValueError, match=r"measurementData_Boehm.*line 4.*'measurement' holds "
                                          r"'abc', not a number"):
         read_petab(yaml)
@@ -442,13 +448,7 @@ def test_a_misspelt_name_in_an_observable_formula_is_named_where_it_is(tmp_path)
 @pytest.mark.parametrize("cell", ["", "NaN"])
 def test_a_measurement_without_its_time_is_named_by_its_line(tmp_path, cell):
     yaml = _copy(tmp_path)
-    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
-    lines = table.read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\n").split("\t")
-    cells = lines[2].rstrip("\n").split("\t")
-    cells[header.index("time")] = cell
-    lines[2] = "\t".join(cells) + "\n"
-    table.write_text("".join(lines))
+    _set_measurement_cell(yaml, 2, "time", cell)
     with pytest.raises(ValueError, match=r"measurementData_Boehm.*row 2 \(line 3\): column "
                                          r"'time' is empty \(or NaN\)"):
         read_petab(yaml)

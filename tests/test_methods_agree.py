@@ -83,7 +83,10 @@ def test_users_can_add_their_own_problem(tmp_path):
     pc.register_problem("my-vdp", factory, "a user's copy of vdp")
     assert "my-vdp" in pc.problems()
     rows = compare(["my-vdp"], ["picard-gn"], codegen=False)
-    assert rows[0]["success"] and np.allclose(rows[0]["estimate"], base.estimate("picard-gn", uncertainty=False, codegen=False).p)
+    alone = base.estimate("picard-gn", uncertainty=False, codegen=False)
+    assert rows[0]["success"] and np.allclose(rows[0]["estimate"], alone.p)
+    # the likelihood reached, beside the misfit (a PEtab user found only the misfit)
+    assert rows[0]["nllh"] == pytest.approx(alone.nllh, rel=1e-9)
 
 
 def test_bad_options_are_clear_errors():

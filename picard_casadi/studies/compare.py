@@ -41,8 +41,8 @@ from .registry import problem as make_problem
 
 __all__ = ["compare", "format_markdown", "COLUMNS"]
 
-COLUMNS = ("problem", "seed", "method", "success", "certified", "rel_error", "misfit", "gap",
-           "iterations", "build_first", "build_cached", "solve_time", "estimate", "message",
+COLUMNS = ("problem", "seed", "method", "success", "certified", "rel_error", "misfit", "nllh",
+           "gap", "iterations", "build_first", "build_cached", "solve_time", "estimate", "message",
            "fit_warnings", "cpu_time")
 #: the files ``out`` receives
 OUTPUT_FILES = ("table.csv", "table.md", "comparison.png")
@@ -242,6 +242,8 @@ def _print_row(row: dict[str, Any]) -> None:
     seed = "-" if row["seed"] is None else row["seed"]
     err = (f"err {row['rel_error']:.3%}" if _known(row["rel_error"]) else
            f"misfit {row['misfit']:.4g}")
+    if _known(row.get("nllh", float("nan"))):
+        err += f" nllh {row['nllh']:.6g}"
     print(f"{row['problem']:16s} seed {seed} {row['method']:10s} "
           f"{'ok ' if row['success'] else 'FAIL'} "
           f"{'' if row['certified'] or not row['success'] else '(not certified) '}"
@@ -283,7 +285,7 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
         # discretisation certificate holds there, i.e. the estimate is the ODE's
         "certified": bool((res.certificate or {}).get("passed", False)),
         "rel_error": res.relative_error,
-        "misfit": res.objective, "gap": res.continuity_gap,
+        "misfit": res.objective, "nllh": res.nllh, "gap": res.continuity_gap,
         "iterations": res.iterations,
         "build_first": builds[0],
         "build_cached": _median(builds[1:]) if len(builds) > 1 else float("nan"),
@@ -349,16 +351,17 @@ def _per_problem_method(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "solve_time": _median([r["solve_time"] for r in rs]),
              "rel_error": _median([r["rel_error"] for r in rs]),
              "misfit": _median([r["misfit"] for r in rs]),
+             "nllh": _median([r.get("nllh", float("nan")) for r in rs]),
              "success": all(r["success"] for r in rs)}
             for (p, m), rs in groups.items()]
 
 
 def format_markdown(rows: list[dict[str, Any]]) -> str:
     """The study's table in Markdown."""
-    head = ("| problem | seed | method | ok | certified | rel. error | misfit | gap | "
+    head = ("| problem | seed | method | ok | certified | rel. error | misfit | nllh | gap | "
             "iterations | build (cold) [s] | build (cached) [s] | solve [s] | CPU [s] | "
             "estimate | fit flagged |")
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         est = ", ".join(f"{v:.4g}" for v in r["estimate"][:6]) + (" ..." if len(r["estimate"]) > 6 else "")
         seed = "-" if r["seed"] is None else r["seed"]
@@ -367,6 +370,7 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['problem']} | {seed} | {r['method']} | {'yes' if r['success'] else 'no'} | "
             f"{'yes' if r.get('certified') else 'no'} | {err} | {r['misfit']:.5g} | "
+            f"{r.get('nllh', float('nan')):.6g} | "
             f"{r['gap']:.1e} | {r['iterations']} | "
             f"{r['build_first']:.2f} | {cached} | {r['solve_time']:.3f} | "
             f"{r.get('cpu_time', float('nan')):.3f} | {est} | "

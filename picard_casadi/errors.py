@@ -77,13 +77,23 @@ class FitWarning(UserWarning):
     (:mod:`picard_casadi.analysis.fit_check`)."""
 
 
+_LOOKALIKE = str.maketrans("lIO", "110")
+
+
+def _confusable(name: str) -> str:
+    """``name`` with the letters that look like digits (l, I, O) as those digits,
+    in lower case."""
+    return name.translate(_LOOKALIKE).lower()
+
+
 def closest(name: str, known: Iterable[str]) -> str | None:
     """The known name closest in spelling to ``name``, or None where none is
     close (``difflib.get_close_matches`` with its default cutoff, 0.6)."""
     known = [str(k) for k in known]
-    same = [k for k in known if k.lower() == str(name).lower()]
-    if len(same) == 1:  # a name that differs in case only ('MQ' for 'Mq')
-        return same[0]
+    for alike in (str.lower, _confusable):
+        same = [k for k in known if alike(k) == alike(str(name))]
+        if len(same) == 1:  # in case only ('MQ' for 'Mq'), or a letter for a
+            return same[0]  # digit that looks like it ('kbl' for 'kb1')
     match = difflib.get_close_matches(str(name), known, n=1)
     return match[0] if match else None
 

@@ -432,6 +432,16 @@ def test_predictions_beyond_the_data_of_an_experiment_s_constants_warn_of_nothin
     assert far.shape == (3, 2) and np.all(np.isfinite(far))
 
 
+def test_the_closest_spelling_sees_case_and_digits_that_look_like_letters():
+    # '--p0 kbl=0.02' suggested 'kb2' (difflib's tie between kb1 and kb2)
+    from picard_casadi.errors import closest
+
+    assert closest("kbl", ["kb1", "kb2", "k5"]) == "kb1"
+    assert closest("MQ", ["Mq", "Mw"]) == "Mq"
+    assert closest("kO", ["k0", "k1"]) == "k0"
+    assert closest("zz", ["k", "s"]) is None
+
+
 def test_a_misspelt_or_missing_table_entry_is_named_with_the_fix():
     model, exps = _chain(), _data()
     table = [pc.Parameter("k1", 0.3), pc.Parameter("K2", 0.3), pc.Parameter("A0", 10.0),

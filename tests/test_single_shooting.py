@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import casadi as ca
@@ -347,3 +348,17 @@ def test_a_trial_whose_squares_overflow_is_rejected_without_a_warning():
         warnings.simplefilter("error")
         assert _half_squares(np.array([1e160, -1e160])) == np.inf
         assert _half_squares(np.array([3.0, 4.0])) == 12.5
+
+
+def test_a_jacobian_beyond_the_memory_budget_is_a_failed_run_not_a_memory_error(monkeypatch):
+    # PEtab's Alkan (73 experiments): the dense Jacobian, a column for every
+    # experiment's initial states, was 13.7 GB and raised MemoryError
+    import picard_casadi.methods.single_shooting as ss
+
+    monkeypatch.setattr(ss, "MEMORY_BUDGET_BYTES", 1000)
+    vdp = pc.problem("vdp", seed=0)
+    res = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "single-shooting", codegen=False)
+    assert not res.success and res.status == "step_failed"
+    assert re.search(r"single shooting not run: its Jacobian \(\d+ sample slots x 2 outputs x "
+                     r"\d+ columns, .*\) would need [\d.]+ KB, more than the 0.977 KB budget",
+                     res.message), res.message

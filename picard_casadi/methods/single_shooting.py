@@ -50,6 +50,7 @@ from ..transcription.discretisation import to_map_layout
 from ..transcription.forward_sensitivity import (chained_output_sensitivities,
                                                  initial_sensitivities)
 from ..transcription.interval_integration import chained_interval_states
+from ..transcription.problem_size import MEMORY_BUDGET_BYTES, human_size
 from .base import (IterationRecord, LoopOutcome, Setup, require_nonnegative_int, require_positive,
                    require_positive_int)
 from .least_squares import bounded_least_squares
@@ -380,6 +381,17 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
         return _outcome(setup, model, w, 0, True, "converged",
                         "single shooting: nothing to estimate (every parameter and initial "
                         "state is fixed)", history)
+    disc = setup.disc
+    need = 8.0 * disc.M * disc.n_intervals * disc.model.ny * w.size
+    if need > MEMORY_BUDGET_BYTES:
+        # the Jacobian is dense in every experiment's initial states, known
+        # ones too (PEtab's Alkan, 73 experiments: 13.7 GB, a MemoryError)
+        return _outcome(setup, model, w, 0, False, "step_failed",
+                        f"single shooting not run: its Jacobian ({disc.M * disc.n_intervals} "
+                        f"sample slots x {disc.model.ny} outputs x {w.size} columns, a column "
+                        f"for each initial state of each of the {model.E} experiments) would "
+                        f"need {human_size(need)}, more than the {human_size(MEMORY_BUDGET_BYTES)} "
+                        "budget", history)
     # the Jacobian from the search's sensitivities until the loop would stop
     # or its trials keep failing, then from the answer's (exact)
     exact = model.search_is_exact

@@ -20,7 +20,7 @@ from ..runtime.arguments import as_int
 from .discretisation import interval_boundaries, locate_samples, mesh_breakpoints
 
 __all__ = ["ProblemSize", "problem_size", "check_problem_size", "dense_fits", "interval_limit",
-           "DEFAULT_MAX_INTERVALS", "MEMORY_BUDGET_BYTES"]
+           "human_size", "DEFAULT_MAX_INTERVALS", "MEMORY_BUDGET_BYTES"]
 
 # The resource guard's defaults (docs/reliability.md).  The built-in problems
 # use 40-150 intervals; 100,000 intervals of a two-state model take about
@@ -136,7 +136,8 @@ def problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: int) -
     return ProblemSize(count, nodes, model.nx, M, count * per)
 
 
-def _human(nbytes: float) -> str:
+def human_size(nbytes: float) -> str:
+    """``nbytes`` as a number of TB, GB, MB or KB (three digits)."""
     for unit, size in (("TB", 1024 ** 4), ("GB", 1024 ** 3), ("MB", 1024 ** 2)):
         if nbytes >= size:
             return f"{nbytes / size:.3g} {unit}"
@@ -176,7 +177,7 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
     if max_intervals is None:
         why = f"the default limit is {limit:,} intervals"
         if limit < DEFAULT_MAX_INTERVALS:
-            why += (f" for this model (what fits in {_human(MEMORY_BUDGET_BYTES)}; at most "
+            why += (f" for this model (what fits in {human_size(MEMORY_BUDGET_BYTES)}; at most "
                     f"{DEFAULT_MAX_INTERVALS:,} for any model)")
     else:
         why = f"the limit is max_intervals={limit:,}"
@@ -185,21 +186,21 @@ def check_problem_size(model: Any, experiments: Sequence[Any], T: float, nodes: 
     if max_intervals is None and per > MEMORY_BUDGET_BYTES:
         raise ValueError(
             f"`nodes` = {nodes}: one interval alone ({nodes} nodes x {model.nx} states) needs "
-            f"about {_human(per)}, more than the "
-            f"{_human(MEMORY_BUDGET_BYTES)} budget; use fewer nodes, or pass "
+            f"about {human_size(per)}, more than the "
+            f"{human_size(MEMORY_BUDGET_BYTES)} budget; use fewer nodes, or pass "
             f"max_intervals={size.intervals} to estimate() to go ahead"
         )
     horizon = sum(e.t_end - e.t0 for e in experiments)
     T_fit = horizon / max(limit - len(experiments), 1)
     count = f"{size.intervals:,}" if size.exact else f"about {size.intervals:,}"
-    fewer_nodes = (f" or fewer nodes (each interval needs about {_human(per)})"
+    fewer_nodes = (f" or fewer nodes (each interval needs about {human_size(per)})"
                    if per * 1000 > MEMORY_BUDGET_BYTES else "")
     named = (f"the default `T` (chosen from the data and the model's rates) = {T:g}"
              if chosen else f"`T` = {T:g}")
     raise ValueError(
         f"{named} makes {count} intervals ({nodes} nodes x {model.nx} states each, "
         f"{size.samples_per_interval} sample(s) at most per interval): about "
-        f"{_human(size.bytes)} of memory and a long set-up before the first iteration; "
+        f"{human_size(size.bytes)} of memory and a long set-up before the first iteration; "
         f"{why}.  Use a longer T (T >= {T_fit:.3g} stays within the limit here){fewer_nodes}, "
         f"or pass max_intervals={size.intervals} to estimate() to go ahead"
         + ("; a model this large may fit better by method='single-shooting' with a long T "

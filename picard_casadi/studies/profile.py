@@ -167,14 +167,17 @@ class Profile:
         lines = [f"profile likelihood, {pct} intervals: threshold {self.threshold:.4g} "
                  f"({self.statistic_name}), s^2 = {self.s2:.4g}, {self.evaluations} "
                  f"re-optimisations, {self.wall_time:.1f} s",
-                 f"  {'parameter':<14}{'estimate':>13}{'Wald 95 %':>29}{'profile ' + pct:>29}"]
+                 ""]
+        width = max([14] + [len(str(n)) + 1 for n in self.names])  # long names stay aligned
+        lines[1] = (f"  {'parameter':<{width}}{'estimate':>13}{'Wald 95 %':>29}"
+                    f"{'profile ' + pct:>29}")
         for i, name in enumerate(self.names):
             lo, hi = self.intervals[i]
             if np.isnan(lo):
                 continue
             wald = ("" if self.wald is None else
                     f"[{self.wald[i, 0]:>11.5g}, {self.wald[i, 1]:>11.5g}]")
-            lines.append(f"  {name:<14}{self.estimate[i]:>13.6g}{wald:>29}"
+            lines.append(f"  {name:<{width}}{self.estimate[i]:>13.6g}{wald:>29}"
                          f"   [{lo:>11.5g}, {hi:>11.5g}]")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)

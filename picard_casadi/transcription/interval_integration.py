@@ -280,6 +280,13 @@ def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_
                        ["X0", "p"], ["Xs", "xend", "X"])
 
 
+def _segment_bounds(disc: Discretisation, j: int) -> np.ndarray:
+    """Interval ``j``'s segments between CVODES restarts: its start, its own
+    experiment's sample times in it, and its end."""
+    ts = disc.sample_times[j][disc.sample_exp[j] == disc.exp_of[j]]
+    return np.unique(np.concatenate([[disc.t0[j]], ts, [disc.t0[j] + disc.h[j]]]))
+
+
 def _segment_chain(disc: Discretisation, js: list[int], x: ca.MX, p: ca.MX, rtol: float,
                    atol: float, max_steps: int, method: str, model: Model
                    ) -> dict[int, dict[float, ca.MX]]:
@@ -290,12 +297,7 @@ def _segment_chain(disc: Discretisation, js: list[int], x: ca.MX, p: ca.MX, rtol
     same segments in the same order, one ``mapaccum`` over all of them (a
     graph per interval took TC01's 454 intervals 0.65 s to build)."""
     nu = model.nu
-    bounds = []
-    for j in js:
-        e = disc.exp_of[j]
-        ts = disc.sample_times[j][disc.sample_exp[j] == e]
-        bounds.append(np.unique(np.concatenate([[disc.t0[j]], ts,
-                                                [disc.t0[j] + disc.h[j]]])))
+    bounds = [_segment_bounds(disc, j) for j in js]
     counts = [b.size - 1 for b in bounds]
     Q = np.zeros((2 + nu * (_INPUT_DEGREE + 1), sum(counts)))
     exp = disc.experiments[disc.exp_of[js[0]]]
@@ -424,12 +426,7 @@ class IntervalIntegrator:
         :func:`chained_interval_states`')."""
         m = disc.model if model is None else model
         nu = m.nu
-        bounds = []
-        for j in js:
-            e = disc.exp_of[j]
-            ts = disc.sample_times[j][disc.sample_exp[j] == e]
-            bounds.append(np.unique(np.concatenate([[disc.t0[j]], ts,
-                                                    [disc.t0[j] + disc.h[j]]])))
+        bounds = [_segment_bounds(disc, j) for j in js]
         S = max(b.size - 1 for b in bounds)
         Q = np.zeros((len(js), 2 + nu * (_INPUT_DEGREE + 1), S))
         for n, (j, b) in enumerate(zip(js, bounds)):

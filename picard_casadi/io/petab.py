@@ -68,6 +68,7 @@ they are imported when :func:`read_petab` is called.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -388,8 +389,6 @@ class _Builder(NoiseTables):
         """``name`` quoted with the closest of the model's ids and where the
         tables name it: ``'pAB' (did you mean 'pApB'?) in observables.tsv,
         observable 'pSTAT5A_rel' (observableFormula)``."""
-        import re
-
         sbml = self.problem.model.sbml_model
         known = ([q.getId() for q in sbml.getListOfSpecies()]
                  + [q.getId() for q in sbml.getListOfParameters()]

@@ -56,8 +56,7 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
     # one interval per experiment: single shooting integrates each
     # experiment in one CVODES run whatever the mesh, and a finer mesh only
     # builds the collocation's set-up (docs/petab.md)
-    span = max(float(e.t[-1] - (e.t0 if e.t0 is not None else e.t[0]))
-               for e in experiments)
+    span = max(e.t_end - e.t0 for e in experiments)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit check's notes on a fit nobody made
         res = estimate(problem.model, experiments, fixed, noise=outputs,

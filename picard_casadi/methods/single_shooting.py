@@ -390,8 +390,8 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
                         f"single shooting not run: its Jacobian ({disc.M * disc.n_intervals} "
                         f"sample slots x {disc.model.ny} outputs x {w.size} columns, a column "
                         f"for each initial state of each of the {model.E} experiments) would "
-                        f"need {human_size(need)}, more than the {human_size(MEMORY_BUDGET_BYTES)} "
-                        "budget", history)
+                        f"need {human_size(need)}, more than the "
+                        f"{human_size(MEMORY_BUDGET_BYTES)} budget", history)
     # the Jacobian from the search's sensitivities until the loop would stop
     # or its trials keep failing, then from the answer's (exact)
     exact = model.search_is_exact

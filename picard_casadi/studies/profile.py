@@ -164,13 +164,12 @@ class Profile:
     def summary(self) -> str:
         """A table of the estimate, the Wald and the profile intervals."""
         pct = f"{100 * self.confidence:g} %"
+        width = max([14] + [len(str(n)) + 1 for n in self.names])  # long names stay aligned
         lines = [f"profile likelihood, {pct} intervals: threshold {self.threshold:.4g} "
                  f"({self.statistic_name}), s^2 = {self.s2:.4g}, {self.evaluations} "
                  f"re-optimisations, {self.wall_time:.1f} s",
-                 ""]
-        width = max([14] + [len(str(n)) + 1 for n in self.names])  # long names stay aligned
-        lines[1] = (f"  {'parameter':<{width}}{'estimate':>13}{'Wald 95 %':>29}"
-                    f"{'profile ' + pct:>29}")
+                 f"  {'parameter':<{width}}{'estimate':>13}{'Wald 95 %':>29}"
+                 f"{'profile ' + pct:>29}"]
         for i, name in enumerate(self.names):
             lo, hi = self.intervals[i]
             if np.isnan(lo):

@@ -263,17 +263,13 @@ def chained_interval_states(disc: Discretisation, rtol: float, atol: float, max_
                              for tau, s in zip(grids[j], times)}
                 x = states[j][1.0]
             continue
-        j = j1
+        j = j1  # an interval alone, its inputs a polynomial
         starts[j] = x
-        if inputs[j] is None:
-            states.update(IntervalIntegrator._segment_states(
-                disc, [j], x, p, rtol, atol, max_steps, method, model=m))
-        else:
-            degree, coef = inputs[j]
-            step = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j], method)
-            Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
-            columns = ca.horzsplit(step(x, Q, p))
-            states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
+        degree, coef = inputs[j]
+        step = _segment_integrator(m, rtol, atol, max_steps, degree, grids[j], method)
+        Q = ca.DM(np.concatenate([[disc.t0[j], disc.h[j]], coef]))
+        columns = ca.horzsplit(step(x, Q, p))
+        states[j] = {tau: columns[g] for g, tau in enumerate(grids[j])}
         x = states[j][1.0]
     slots, ends = _slots_and_ends(disc, states, starts)
     return ca.Function("chained_interval_states", [X0, p], [slots, ends, ca.horzcat(*starts)],

@@ -109,6 +109,21 @@ def test_the_likelihood_at_given_values_is_petab_s_without_a_fit():
         prob.nllh_at({"k_phoss": 1.0})
 
 
+def test_the_likelihood_of_a_log_observable_simulated_below_zero_is_inf(tmp_path):
+    """PEtab's likelihood of a log10 observable simulated 0 or negative
+    where it is measured is not finite; the fit's floor made it 422.17."""
+    yaml = _copy(tmp_path, DATA / "Borghans_BiophysChem1997" / "Borghans_BiophysChem1997.yaml")
+    _edit(yaml.parent / "observables_Borghans_BiophysChem1997.tsv",
+          "observableParameter1_Ca + Z_state", "Z_state - observableParameter1_Ca")
+    prob = read_petab(yaml)
+    with pytest.warns(UserWarning, match=r"not finite at these values: output 'Ca' is 0 or "
+                                         r"negative in the simulation where it is measured "
+                                         r"\(experiment 'model1_data1', t = 0.0294849\)"):
+        assert prob.nllh_at() == math.inf
+    # a small enough offset keeps every simulated value positive: finite
+    assert math.isfinite(prob.nllh_at({"offset": 0.001}))
+
+
 @pytest.mark.parametrize("fixed", ["parameters", "numbers"])
 def test_boehm_imports_with_the_collection_s_nominal_likelihood(fixed):
     prob = read_petab(BOEHM, fixed=fixed)

@@ -132,6 +132,10 @@ def default_noise(experiments: Sequence[Experiment], ny: int) -> tuple[Noise, ..
                  for given in _sigma_given(experiments, ny))
 
 
+#: the words of :func:`floored_measurement`'s note that say which output and where
+FLOORED_AT = "is 0 or negative at the estimate where it is measured"
+
+
 def floored_measurement(model: Model, experiments: list[Experiment],
                         fitted: list[np.ndarray], names: Sequence[str]) -> str:
     """Where a log-normal output's fitted value is at the floor (0 or negative:
@@ -151,8 +155,8 @@ def floored_measurement(model: Model, experiments: list[Experiment],
                                  & (np.asarray(values, float)[:, k] <= floor + 1e-6))
             if hit.size:
                 where = f"experiment {exp.name!r}, t = {exp.t[hit[0]]:g}"
-                return (f"{LACK_OF_FIT}: output {names[k]!r} is 0 or negative at the estimate "
-                        f"where it is measured ({where}), and its noise is log-normal: the "
+                return (f"{LACK_OF_FIT}: output {names[k]!r} {FLOORED_AT} ({where}), and its "
+                        "noise is log-normal: the "
                         "likelihood of that value is not finite (nllh counts it at the "
                         "logarithm of 1e-300, and the fit ignores it); the model cannot give "
                         "the positive value measured there")

@@ -163,7 +163,10 @@ class PetabProblem:
         -------
         float
             The negative log-likelihood, plus each estimated entry's normal
-            prior's ``-log`` density where the table gives priors.
+            prior's ``-log`` density where the table gives priors; ``inf``,
+            with a ``UserWarning`` naming the output and the time, where an
+            output on a log scale is simulated 0 or negative where it is
+            measured (a fit floors such a value and says so in its warnings).
 
         Raises
         ------

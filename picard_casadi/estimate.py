@@ -35,9 +35,9 @@ import numpy as np
 
 from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
-from .estimation.assembly import (applicable_advice, assemble, attach_noise, judge, jumping_inputs,
-                                  noise_bound_note,
-                                  kinked_inputs, note_staircase_inputs, unfinite_start)
+from .estimation.assembly import (POOLED_NOISE_HEAD, applicable_advice, assemble, attach_noise,
+                                  judge, jumping_inputs, kinked_inputs, noise_bound_note,
+                                  note_staircase_inputs, pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached)
@@ -645,6 +645,9 @@ def estimate(
                            else None)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
         declare_plateau(result)
+        pooled = pooled_noise_note(result) if weights_mode == "none" else ""
+        if pooled:
+            result.warnings.append(pooled)
     if run.plateau_reach is not None and result.success:
         # a stiff start's search converged on a plateau and stopped there
         # (estimation/refinement.py): no certificate, the search's reach
@@ -663,7 +666,7 @@ def estimate(
         unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
     if not _SECOND_RUN.get():
         for note in result.warnings:
-            if "information matrix" in note:
+            if "information matrix" in note or note.startswith(POOLED_NOISE_HEAD):
                 warn_user(note)
     return _raised_on_failure(result, spec.name, raise_on_failure)
 

@@ -101,6 +101,10 @@ def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
 @pytest.mark.parametrize("case,expect", [
     ("text", r"line 3: column 'pos' holds 'abc', not a number"),
     ("column", r"line 1: unknown column\(s\) \['exp'\]"),
+    ("missing", r"line 3: column 'pos' holds 'NA', not a number; a missing value is an empty "
+                r"cell \(or NaN\)"),
+    ("t", r"unknown column\(s\) \['t'\].*\(the times' column is named 'time': 't' -> "
+          r"'time'\)"),
     ("times", r"line 5: time 0.1 of experiment 'a' comes before 0.2 \(line 4\)"),
     ("input", r"line 3: column 'force' holds 'NaN'; it cannot be missing"),
     ("output", r"line 1: missing column\(s\) \['pos'\] \(an output not measured is a "
@@ -116,6 +120,10 @@ def test_malformed_csv_names_the_line(tmp_path, case, expect):
         rows[1] = ("a", 0.1, "abc", 0.1)
     elif case == "column":
         header = "exp,time,pos,force"
+    elif case == "missing":
+        rows[1] = ("a", 0.1, "NA", 0.1)
+    elif case == "t":
+        header = "experiment,t,pos,force"
     elif case == "times":
         rows.append(("a", 0.1, 0.7, 0.3))
     elif case == "input":

@@ -15,11 +15,14 @@ import pytest
 from picard_casadi.estimation.fallbacks import DefaultPath, clipped, second_runs
 
 
-def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached"):
+def _result(success=False, status="max_iter", gap=0.0, message="iteration limit reached",
+            nllh=float("nan"), discretisation_error=float("nan"), n_measurements=0):
     return SimpleNamespace(success=success, status=status, message=message, warnings=[],
                            history={"gap_scaled": [gap]}, wall_time=1.0, p=np.array([1.0]),
                            settings={}, _ran_off=False,
-                           _continuation_stopped=False)
+                           _continuation_stopped=False, nllh=nllh,
+                           discretisation_error=discretisation_error,
+                           n_measurements=n_measurements)
 
 
 def _path(**kw):
@@ -569,3 +572,41 @@ def test_a_last_iterate_the_collocation_cannot_evaluate_is_not_continued():
     assert reruns.calls[-1] == ("shooting", "auto")
     assert not res.success
     assert "method='single-shooting' from p0 did not converge either" in res.message
+
+
+def test_a_second_run_at_a_worse_optimum_than_the_uncertified_first_is_not_returned():
+    # a user's CSTR started at its optimum: picard-gn converged there (nllh
+    # -496.17) but was not certified (0.14 noise levels), single shooting
+    # from p0 walked off, and picard-gn continued from its last iterate
+    # converged at 613.17, which was returned; multiple shooting from p0
+    # reaches the first run's optimum
+    first = dict(status="not_certified", message="the estimate is not certified",
+                 nllh=-496.17, discretisation_error=0.14, n_measurements=404)
+
+    def walked_off():  # joined up: picard-gn is continued from its last iterate
+        res = _result(status="step_failed", gap=1e-9)
+        res._X = np.zeros((1, 1))
+        return res
+
+    right = _result(success=True, status="converged", nllh=-496.17)
+    reruns = _Reruns(**{"single-shooting": walked_off,
+                        "continued": lambda: _result(success=True, status="converged",
+                                                     nllh=613.17),
+                        "shooting": lambda: right})
+    res = second_runs(_result(**first), _path(), reruns, time.perf_counter())
+    assert reruns.calls == [SS, ("picard-gn", "simulation", "warm"), ("shooting", "auto")]
+    assert res is right and res.nllh == -496.17
+    # where no run finds it, the first result is returned and says what the
+    # second runs found
+    reruns = _Reruns(**{"single-shooting": lambda: _result(success=True, status="converged",
+                                                           nllh=613.17),
+                        "shooting": lambda: _result(message="shooting stopped")})
+    res = second_runs(_result(**first), _path(), reruns, time.perf_counter())
+    assert res.status == "not_certified" and not res.success
+    assert ("method='single-shooting' from p0 converged to another optimum, worse than this "
+            "estimate's (nllh 613.17 against -496.17), not returned") in res.message
+    # within what the first's discretisation error allows (404 x 0.15 + 1):
+    # the ODE's version of the first optimum, returned
+    near = _result(success=True, status="converged", nllh=-496.17 + 50.0)
+    reruns = _Reruns(**{"single-shooting": lambda: near})
+    assert second_runs(_result(**first), _path(), reruns, time.perf_counter()) is near

@@ -179,6 +179,21 @@ def test_an_interior_point_method_short_of_its_bound_is_on_it():
     assert precise.warnings == []
 
 
+def test_a_standard_error_wider_than_the_box_names_the_nearer_bound_only():
+    # a user's x' = a x^2 - b x^3 on constant data, b in [0, 0.01]: b = 5.2e-5
+    # with a standard error of 10.4 was "on its lower 0" and "on its upper
+    # 0.01", "b and b ended on their bounds"
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.diagnosis import note_bounds_reached
+
+    res = SimpleNamespace(p=np.array([2.6e-5, 5.2e-5]), p_std=np.array([5.2, 10.4]),
+                          p_names=["a", "b"], warnings=[], p_ci=None)
+    with pytest.warns(pc.FitWarning, match=r"^b ended on its lower bound 0 \(p_bounds\)"):
+        note_bounds_reached(res, np.array([-np.inf, 0.0]), np.array([np.inf, 0.01]))
+    assert len(res.warnings) == 1 and "upper" not in res.warnings[0]
+
+
 def test_multistart_says_when_another_start_reaches_the_same_objective_elsewhere():
     # oral absorption: (ka, ke, V) and (ke, ka, V ke / ka) give the same curve (a
     # flip-flop; a user's two-compartment model had SSRs equal to 1e-10 and the

@@ -198,6 +198,23 @@ def test_the_comparison_figure_does_not_magnify_equal_misfits():
     assert high / low >= 9.0
 
 
+def test_the_comparison_figure_marks_failed_flagged_and_uncertified_runs():
+    # a user's IPOPT row, flagged at 150 times the others' misfit, looked as
+    # clean as theirs: only failures were hatched
+    from picard_casadi.io.plotting import plot_comparison
+
+    base = {"problem": "mine", "solve_time": 0.1, "rel_error": None, "misfit": 0.1}
+    rows = [base | {"method": "picard-gn", "success": True, "certified": True},
+            base | {"method": "ipopt", "success": True, "certified": True, "misfit": 16.7,
+                    "fit_warnings": "the fit is systematically off the data"},
+            base | {"method": "shooting", "success": True, "certified": False},
+            base | {"method": "picard", "success": False, "certified": False}]
+    fig = plot_comparison(rows)
+    assert [bar.get_hatch() for bar in fig.axes[1].patches] == [None, "..", "..", "///"]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-2:] == [
+        "did not converge", "converged: fit flagged or not certified"]
+
+
 def test_the_table_says_why_a_run_failed():
     # a failed run's row read like the others, its reason only in the CSV
     # (a user's study: picard at its iteration limit looked the best)

@@ -81,6 +81,15 @@ def test_several_parameters_the_data_hardly_see_are_one_warning_on_their_own_sca
     assert len(poorly) == 1 and poorly[0].startswith("the data determine b1 and b2 poorly ("), \
         res.warnings
     assert poorly[0].count("decades on the log10 scale") == 2, poorly
+    # more than a decade, less than the log's own size (a user's Robertson
+    # kinetics: log10 k2 = 4.57 +- 1.15, and no word): named too
+    exp = pc.simulate_experiment(model, x0=[1.0, 2.0], p=[0.5, 0.8, 1e-2, 1e-3],
+                                 t=np.linspace(0, 5, 51), noise_std=0.05, seed=1)
+    res = pc.estimate(model, [exp], table, estimate_x0=False)
+    assert 1.0 < res.p_scaled_std[2] < abs(res.p_scaled[2]), (res.p_scaled, res.p_scaled_std)
+    poorly = [w for w in res.warnings if "poorly" in w]
+    assert len(poorly) == 1 and "b1: standard error spanning" in poorly[0], res.warnings
+    assert 2 in res.settings["poorly_determined"]
 
 
 def test_an_identifiable_but_weak_direction_keeps_finite_standard_errors():
@@ -254,3 +263,24 @@ def test_several_undetermined_directions_are_one_warning_naming_every_parameter(
     named = [w for w in res.warnings if "near-singular" in w]
     assert len(named) == 1 and "in 2 directions" in named[0], res.warnings
     assert "do not determine a, b, c, d near this estimate" in named[0]
+
+
+def test_initial_states_the_data_do_not_see_are_named_each_alone_with_the_remedy():
+    """An SIR model with only I measured, two runs: R(0) of each run does not
+    touch the data.  The warning said "each direction a combination of
+    several of them" and gave no way out (a user's report)."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 2)
+    S, I = x[0], x[1]
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * S * I, p[0] * S * I - p[1] * I, p[1] * I),
+                     y=I, x_names=["S", "I", "R"], p_names=["beta", "gamma"])
+    exps = [pc.simulate_experiment(model, x0=[0.99, 0.01, 0.0], p=[0.5, 0.2],
+                                   t=np.linspace(0, 30, 31), noise_std=0.002, seed=k,
+                                   name=f"r{k}") for k in range(2)]
+    with pytest.warns(UserWarning, match=r"the data do not determine x0\[R\] of 'r0', x0\[R\] "
+                                         r"of 'r1' near this estimate, each direction one of "
+                                         r"them alone, .*held at a known value"):
+        res = pc.estimate(model, exps, p0=[0.4, 0.25])
+    assert res.success and np.all(np.isfinite(res.p_std))
+    assert all(np.isinf(s[2]) and np.all(np.isfinite(s[:2])) for s in res.x0_std)

@@ -421,3 +421,16 @@ def test_an_x0_entry_that_is_a_name_or_a_namesake_symbol_is_explained():
         pc.Model(x=x, p=p, rhs=-k * x, x0=["A0", 0.0], x_names=["A", "B"])
     with pytest.raises(ValueError, match=r"another symbol of the same name as one in p"):
         pc.Model(x=x, p=p, rhs=-k * x, x0=[ca.SX.sym("A0"), 0.0], x_names=["A", "B"])
+
+
+def test_a_start_outside_the_model_s_domain_names_the_initial_state():
+    """x' = -a x^b from x0 = -1: the message blamed only the parameters (a
+    user's report); it now gives the initial state and the domain."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x ** p[1], y=x, x_names=["c"])
+    exp = pc.Experiment(t=np.linspace(0, 1, 11), y=-np.ones(11), x0=[-1.0])
+    with pytest.raises(pc.StartNotFiniteError,
+                       match=r"the right-hand side for c is not finite at the start of "
+                             r"experiment 'experiment' \(t = 0\), at its initial state x0 = "
+                             r"\[-1\.\].*outside the model's domain"):
+        pc.estimate(model, [exp], p0=[1.0, 1.5], estimate_x0=False)

@@ -479,25 +479,31 @@ def note_poorly_determined(result: Any) -> None:
     """One warning naming every parameter the data determine poorly, in the
     result's current terms (replacing the one written before).
 
-    The parameters are ``settings["poorly_determined"]`` (indices into
-    ``result.p``): outside every near-singular combination, with a standard
-    error above the estimate's size.  On a linear scale the warning gives
-    the standard error against the estimate (the 95 % interval spans zero);
-    where ``result.p_scales`` gives a log scale (a restated problem's result
-    in the user's terms), how many decades the standard error spans on that
-    scale, and a parameter known to within a decade is left out.
+    The parameters (outside every near-singular combination, indices into
+    ``result.p``) are judged each on its scale: on a linear scale, a
+    standard error above the estimate's size, and the warning gives the two
+    (the 95 % interval spans zero); where ``result.p_scales`` gives a log
+    scale (a restated problem's result in the user's terms), a standard
+    error spanning more than a decade on that scale.  They are written to
+    ``settings["poorly_determined"]``.
     """
     result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
-    which = result.settings.get("poorly_determined") or []
+    which = getattr(result, "_weakly_seen", None)
+    if which is None:
+        which = result.settings.get("poorly_determined") or []
     scales = getattr(result, "p_scales", None)
     scaled_std = getattr(result, "p_scaled_std", None)
     # (name, the detail alone, the detail in a list of several)
     items: list[tuple[str, str, str]] = []
+    named: list[int] = []
     for i in which:
         name = result.p_names[i]
         scale = "lin" if scales is None or scaled_std is None else scales[i]
         if scale == "lin":
             std, value = float(result.p_std[i]), float(result.p[i])
+            if not std > abs(value):
+                continue
+            named.append(int(i))
             items.append((name, f"its standard error {std:.3g} exceeds the estimate "
                                 f"{value:.6g} (the 95 % interval spans zero)",
                           f"standard error {std:.3g} against the estimate {value:.6g}, its 95 % "
@@ -505,10 +511,12 @@ def note_poorly_determined(result: Any) -> None:
             continue
         decades = float(scaled_std[i]) / (1.0 if scale == "log10" else math.log(10.0))
         if decades > 1.0:
+            named.append(int(i))
             items.append((name, f"its standard error on the {scale} scale spans "
                                 f"{decades:.3g} decades",
                           f"standard error spanning {decades:.3g} decades on the {scale} "
                           "scale"))
+    result.settings["poorly_determined"] = named
     if len(items) == 1:
         name, detail, _ = items[0]
         result.warnings.append(f"{POORLY_DETERMINED_HEAD}{name} poorly: {detail}; a "
@@ -617,15 +625,25 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         for k in np.flatnonzero(weak):
             named |= np.abs(evecs[:, k]) > INVOLVED
         relative_eigenvalues = evals[weak] / lam_max
+        sizes = [int(np.count_nonzero(np.abs(evecs[:, k]) > INVOLVED))
+                 for k in np.flatnonzero(weak)]
+        # (a user's SIR with R(0) of two runs unseen: "each direction a
+        # combination of several" where each was one initial state alone)
+        each = ("each direction one of them alone" if max(sizes) == 1 else
+                "each direction a combination of several of them" if min(sizes) > 1 else
+                "each direction one of them alone or a combination of several")
+        states = [c for c in np.flatnonzero(named) if columns[c][0] == "x0"]
+        known = ("; an initial state the data do not see can be held at a known value "
+                 "(Experiment(x0=...) with estimate_x0=[...], one flag per state)"
+                 if states else "")
         result.warnings.append(
             f"the information matrix is near-singular in {np.count_nonzero(weak)} directions "
             f"(relative eigenvalues {relative_eigenvalues.min():.1e} to "
             f"{relative_eigenvalues.max():.1e}): the data do not determine "
-            f"{', '.join(names[c] for c in np.flatnonzero(named))} near this estimate, each "
-            "direction a combination of several of them, so their standard errors are inf; "
-            "these parameters are practically unidentifiable here (pc.profile(res) follows "
-            "the likelihood beyond the linearisation: some of them may still have a finite "
-            "interval)")
+            f"{', '.join(names[c] for c in np.flatnonzero(named))} near this estimate, {each}, "
+            "so their standard errors are inf; these quantities are practically "
+            "unidentifiable here (pc.profile(res) follows the likelihood beyond the "
+            f"linearisation: some of them may still have a finite interval){known}")
         directions = np.flatnonzero(faint)
     for k in directions:
         involved = np.abs(evecs[:, k]) > INVOLVED
@@ -659,8 +677,12 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     # one parameter the data hardly see is no near-singular combination (a
     # stiff rate k = 2000 came out 1183 +- 2302 without a word): noted, all
     # such parameters in one warning, once p_std is known
-    poorly = [int(i) for k, (kind, _, i) in enumerate(columns)
-              if kind == "p" and not named[k] and std[k] > abs(float(result.p[i]))]
+    # (the candidates: a standard error above the estimate's size, or above 1,
+    # a decade of a parameter the restated problem estimates as its log10;
+    # note_poorly_determined judges each on its own scale)
+    result._weakly_seen = [int(i) for k, (kind, _, i) in enumerate(columns)
+                           if kind == "p" and not named[k]
+                           and std[k] > min(abs(float(result.p[i])), 1.0)]
 
     p_cov = np.zeros((np_, np_))
     p_std = np.zeros(np_)
@@ -676,7 +698,6 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     np.fill_diagonal(corr, [1.0 if s > 0 else 0.0 for s in dd])
     result.p_cov = p_cov
     result.p_std = p_std
-    result.settings["poorly_determined"] = poorly
     note_poorly_determined(result)
     result.p_ci = np.column_stack([result.p - Z95 * p_std, result.p + Z95 * p_std])
     result.p_corr = corr

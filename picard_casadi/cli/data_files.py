@@ -13,6 +13,10 @@ import numpy as np
 
 from .errors import CliError
 
+#: column names that mean the times (the header needs 'time')
+_TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timestamp",
+               "time (s)", "time[s]", "time [s]"}
+
 
 def read_csv_experiments(path: str | Path, model: Any,
                          input_hold: str | None = None) -> list[Any]:
@@ -58,9 +62,15 @@ def read_csv_experiments(path: str | Path, model: Any,
     if unknown:
         hint = ""
         near = {h.lower(): h for h in expected}
-        close = [f"{u!r} -> {near[u.lower()]!r}" for u in unknown if u.lower() in near]
+        # (a name only where the file lacks it: a column 't' beside an output
+        # 'T' is the time, not the output)
+        close = [f"{u!r} -> {near[u.lower()]!r}" for u in unknown
+                 if u.lower() in near and near[u.lower()] not in header]
         if close:
             hint = f" (names are case-sensitive: {', '.join(close)})"
+        timed = [u for u in unknown if u.lower() in _TIME_NAMES]
+        if "time" not in header and len(timed) == 1:
+            hint = f" (the times' column is named 'time': {timed[0]!r} -> 'time')"
         if len(header) == 1:
             for sep, name in ((";", "semicolons"), ("\t", "tabs")):
                 if sep in header[0]:
@@ -109,6 +119,7 @@ def read_csv_experiments(path: str | Path, model: Any,
             except ValueError:
                 raise CliError(
                     f"DATA {path}, line {line}: column {name!r} holds {cell!r}, not a number"
+                    + ("; a missing value is an empty cell (or NaN)" if allow_empty else "")
                 ) from None
             if math.isinf(value):
                 raise CliError(f"DATA {path}, line {line}: column {name!r} is infinite")

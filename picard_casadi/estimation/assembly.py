@@ -28,7 +28,8 @@ from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
 from .refinement import COLLOCATION_METHODS, FitProblem
 
-__all__ = ["assemble", "attach_noise", "degenerate_noise_note", "judge", "unfinite_start",
+__all__ = ["assemble", "attach_noise", "degenerate_noise_note", "pooled_noise_note",
+           "POOLED_NOISE_HEAD", "judge", "unfinite_start",
            "applicable_advice", "note_staircase_inputs",
            "kinked_inputs", "jumping_inputs"]
 
@@ -46,13 +47,16 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
             continue
         if e.x0 is not None:  # the start as given: the model itself, not a guess
             bad = [model.x_names[i] for i in np.flatnonzero(~np.isfinite(value))]
+            # (a user's x' = -a x^b from x0 = -1 was told only of the parameters)
             return (f"; the right-hand side for {', '.join(bad)} is not finite at the start "
-                    f"of experiment {e.name!r} (t = {e.t0:g}), at its initial state: "
-                    "the model cannot be evaluated at "
-                    "these parameter values (an overflow, or 0/0 such as a Hill term whose "
-                    "powers underflow), and a simulation fails there too: start from "
-                    "another p0, or bound the parameters (p_bounds) to where the model "
-                    "is finite")
+                    f"of experiment {e.name!r} (t = {e.t0:g}), at its initial state x0 = "
+                    f"{np.array2string(x0, precision=4)}, and a simulation fails there too: "
+                    "either that state lies outside the model's domain (a non-integer power "
+                    "or a logarithm of a negative state, a division by a state that is 0: "
+                    "check the experiment's x0), or the model cannot be evaluated at these "
+                    "parameter values (an overflow, or 0/0 such as a Hill term whose powers "
+                    "underflow: start from another p0, or bound the parameters, p_bounds, "
+                    "to where the model is finite)")
         measured = {i for i in model.output_state_index if i is not None}
         zero = [model.x_names[i] for i in range(model.nx) if i not in measured]
         first_nan = [model.x_names[i] for k, i in enumerate(model.output_state_index)
@@ -244,6 +248,34 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
                                      noise_models=bool(result.settings.get("noise_given")))
         if note and note not in result.warnings:
             result.warnings.append(note)
+
+
+#: how :func:`pooled_noise_note` begins
+POOLED_NOISE_HEAD = "weights='none' pools the outputs into one noise variance"
+
+#: the ratio of the outputs' residual levels beyond which pooling them is noted
+POOLED_NOISE_RATIO = 10.0
+
+
+def pooled_noise_note(result: EstimationResult) -> str:
+    """A note where ``weights="none"`` (one variance for every output) met
+    outputs whose residual levels (``result.noise_sigma``, each in its own
+    unit) differ by more than :data:`POOLED_NOISE_RATIO`: the standard errors
+    assume one level for all (a user's CSTR, concentration noise 0.01 beside
+    temperature noise 0.5 K, had no word of it).  Empty where the levels are
+    alike."""
+    sigma = None if result.noise_sigma is None else np.asarray(result.noise_sigma, float)
+    if sigma is None or sigma.size < 2 or not np.all(np.isfinite(sigma) & (sigma > 0)):
+        return ""
+    ratio = float(sigma.max() / sigma.min())
+    if ratio <= POOLED_NOISE_RATIO:
+        return ""
+    levels = ", ".join(f"{n} {v:.3g}" for n, v in zip(result.y_names, sigma))
+    return (f"{POOLED_NOISE_HEAD}, but their residual levels differ by a factor of "
+            f"{ratio:.3g} ({levels}, each in its own unit): the fit weighs the outputs by "
+            "their units, and the standard errors assume one noise level for all of them; "
+            "leave `weights` unset to estimate each output's noise level (the likelihood), "
+            "or give weights=[1/sigma_1^2, ...]")
 
 
 def noise_bound_note(names: Sequence[str], values: Sequence[float],

@@ -79,15 +79,23 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
                                                               posinf=0.0)
     reached = []
     for i in np.flatnonzero(free):
+        sides = []
         for side, b in (("lower", lower[i]), ("upper", upper[i])):
             # a standard error far above the parameter's size says the data do
             # not determine it: being within it of a bound is no sign of the
             # bound (k12 = 0.144 "on its lower bound 0" with a standard error 3e5)
             se_part = (ON_BOUND_SE * std[i]
                        if std[i] <= UNDETERMINED_SE * max(abs(p[i]), abs(b), 1.0) else 0.0)
+            if span[i] > 0:
+                # at most half the box: a standard error wider than the box
+                # put a user's b = 5.2e-5 in [0, 0.01] "on both its bounds"
+                se_part = min(se_part, 0.5 * span[i])
             close = max(ON_BOUND * max(abs(b), span[i], 1e-300), se_part)
             if np.isfinite(b) and abs(p[i] - b) <= close:
-                reached.append((i, side, b))
+                sides.append((abs(p[i] - b), side, b))
+        if sides:  # the nearer bound
+            _, side, b = min(sides)
+            reached.append((i, side, b))
     if len(reached) == 1:
         i, side, b = reached[0]
         note = (f"{result.p_names[i]}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the "

@@ -335,6 +335,38 @@ def _single_shooting(stopped: str, where: str = "") -> _AnotherMethod:
         "pass method= to choose", "method='single-shooting' from p0", "single shooting's")
 
 
+def worse_optimum(retry: EstimationResult, first: EstimationResult) -> bool:
+    """Whether ``retry`` converged to another, worse optimum than the first
+    run's uncertified estimate: its ``nllh`` above the first's by more than
+    the first's discretisation error can account for.
+
+    A first run ``not_certified`` converged on its mesh, its outputs within
+    ``d = discretisation_error`` noise levels of the ODE's own; each
+    residual then moves by at most ``d`` noise levels, and the likelihood
+    by at most ``n (d + d^2 / 2)`` over ``n`` measurements (plus 1 for the
+    noise levels' round-off).  A second run beyond that found a worse local
+    optimum, not the ODE's version of the first: a user's CSTR, started at
+    its optimum, was not certified at nllh -496.17 (0.14 noise levels), and
+    picard-gn continued from single shooting's failed walk converged at
+    613.17, which was returned as the answer.  Any other first run (one that
+    did not converge) has no likelihood to compare with.
+    """
+    if first.status != "not_certified":
+        return False
+    d = float(first.discretisation_error)
+    if not (math.isfinite(d) and math.isfinite(first.nllh)):
+        return False
+    margin = first.n_measurements * (d + 0.5 * d * d) + 1.0
+    return bool(retry.nllh > first.nllh + margin)
+
+
+def _another_optimum(retry: EstimationResult, first: EstimationResult) -> str:
+    """How a second run that converged to a worse optimum (:func:`worse_optimum`)
+    is named in the first run's message."""
+    return (f"converged to another optimum, worse than this estimate's (nllh "
+            f"{retry.nllh:.6g} against {first.nllh:.6g}), not returned")
+
+
 def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
                         run: _AnotherMethod) -> EstimationResult | None:
     """The converged second run with ``run.method``, or picard-gn continued from
@@ -345,6 +377,9 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
     retry = _with_another_method(rerun, run.method, guess)
     if retry.status == "plateau":
         return _on_a_plateau(retry, result, f"{run.stopped}; {run.named} ({run.why})")
+    if retry.success and worse_optimum(retry, result):
+        result.message += f"; {run.failed} {_another_optimum(retry, result)}"
+        return None
     if retry.success:
         if run.method == "shooting":
             # solved to BUDGET_SHOOTING_TOL: picard-gn finishes on the mesh
@@ -364,6 +399,11 @@ def _another_method_run(rerun: Rerun, result: EstimationResult, guess: str,
     if polished is not None and polished.status == "plateau":
         return _on_a_plateau(polished, result,
                              f"{joined}; picard-gn continued from {run.last} last iterate")
+    if polished is not None and polished.success and worse_optimum(polished, result):
+        result.message += (f"; {run.failed} did not converge either "
+                           f"({_not_converged(retry, run.method)}), and picard-gn continued "
+                           f"from {run.last} last iterate {_another_optimum(polished, result)}")
+        return None
     if polished is not None and polished.success:
         return _returned(polished, result, (
             f"{joined}; this result is picard-gn continued from {run.last} last iterate"))

@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ..experiment import Experiment  # noqa: E402
 from ..model import Model  # noqa: E402
@@ -333,6 +334,18 @@ def plot_convergence(result: EstimationResult, path: str | Path | None = None) -
     return fig
 
 
+def _comparison_mark(row: dict[str, Any]) -> str:
+    """A comparison bar's hatch: ``"///"`` for a run that did not converge,
+    ``".."`` for one that converged to a flagged fit or an estimate not
+    certified (a user's IPOPT row at 150 times the others' misfit looked as
+    clean as theirs), ``""`` for the rest."""
+    if not row.get("success", True):
+        return "///"
+    if row.get("fit_warnings") or row.get("certified") is False:
+        return ".."
+    return ""
+
+
 def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> plt.Figure:
     """Solve time and relative error (or data misfit) per method and problem.
 
@@ -341,7 +354,9 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
     rows : sequence of dict
         With keys ``problem``, ``method``, ``solve_time``, ``rel_error``,
         ``misfit`` and ``success`` (as :func:`picard_casadi.studies.compare.compare`
-        returns); runs that did not converge are hatched.  Where
+        returns); runs that did not converge are hatched, and runs that
+        converged to a flagged fit (``fit_warnings``) or an uncertified
+        estimate (``certified`` False) dotted.  Where
         a problem has no truth (``rel_error`` None: measured data), a panel
         of the data misfit ``SSR / (2 N)`` is drawn as well (in place of the
         error panel when no problem has a truth).
@@ -362,18 +377,18 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
     x = np.arange(len(problems))
     for i, m in enumerate(methods):
         for ax, (key, _, factor) in zip(axes, panels):
-            values, failed = [], []
+            values, marks = [], []
             for p in problems:
                 match = [r for r in rows if r["problem"] == p and r["method"] == m]
                 v = match[0].get(key) if match else None
                 values.append(float(v) * factor if known(v) else np.nan)
-                failed.append(bool(match) and not match[0].get("success", True))
+                marks.append(_comparison_mark(match[0]) if match else "")
             bars = ax.bar(x + i * width, values, width, label=m)
-            for bar, bad in zip(bars, failed):
-                if bad:  # a run that did not converge: hatched
-                    bar.set_hatch("///")
+            for bar, mark in zip(bars, marks):
+                if mark:  # not converged: hatched; flagged or not certified: dotted
+                    bar.set_hatch(mark)
                     bar.set_edgecolor("white")
-    hatched = any(not r.get("success", True) for r in rows)
+    shown_marks = {_comparison_mark(r) for r in rows}
     for ax, (key, ylabel, factor) in zip(axes, panels):
         ax.set_xticks(x + width * (len(methods) - 1) / 2)
         ax.set_xticklabels(problems, rotation=20, ha="right", fontsize=8)
@@ -389,9 +404,12 @@ def plot_comparison(rows: Sequence[dict[str, Any]], path: str | Path | None = No
     from matplotlib.patches import Patch
 
     handles = [Patch(color=f"C{i % 10}", label=m) for i, m in enumerate(methods)]
-    if hatched:
+    if "///" in shown_marks:
         handles.append(Patch(facecolor="0.6", hatch="///", edgecolor="white",
                              label="did not converge"))
+    if ".." in shown_marks:
+        handles.append(Patch(facecolor="0.6", hatch="..", edgecolor="white",
+                             label="converged: fit flagged or not certified"))
     axes[0].legend(handles=handles, fontsize=8)
     fig.suptitle("method comparison (same data, start, bounds and discretisation)", fontsize=10)
     fig.tight_layout()
@@ -450,6 +468,9 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
         ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
         ax.set_ylim(-0.04 * top, top)
         ax.set_xlabel(prof.names[i])
+        # at most five ticks, offset from a common value where they share
+        # digits: a 4.6-inch panel's default ticks ran together ("0.98750.9900")
+        ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_ylabel("2 (nllh(c) - nllh)" if getattr(prof, "noise", "") == "likelihood"
                       else "(PL - WSSR) / s$^2$")
         ax.set_title(f"{prof.names[i]}: [{lo:.4g}, {hi:.4g}] ({pct})", fontsize=9)

@@ -26,6 +26,7 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -270,12 +271,18 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
     mkw.update(codegen=codegen, uncertainty=False)  # the study's, over the problem's options
     runs = []
     cpu: list[float] = []
-    with cache_at(cache):
+    with cache_at(cache), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         for _ in range(repeats):
             t0, c0 = time.perf_counter(), _processor_time()
             res = prob.estimate(method, **mkw)
             runs.append((res, time.perf_counter() - t0))
             cpu.append(_processor_time() - c0)
+    # each run's warnings once, saying whose (a user's study printed "the fit
+    # is systematically off ..." without the method or the problem)
+    whose = f"{name}{'' if seed is None else f' seed {seed}'} {method}"
+    for text, category in dict.fromkeys((str(w.message), w.category) for w in caught):
+        warnings.warn(f"{whose}: {text}", category, stacklevel=2)
     res = runs[-1][0]
     builds = [r.timings.get("build", 0.0) for r, _ in runs]
     return {

@@ -695,7 +695,9 @@ def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any)
             continue
         how = {"bound": f"it reaches its bound {v:.6g}",
                "range": f"it stays below the threshold out to {v:.6g}",
-               "max_steps": f"it has not crossed after max_steps points (at {v:.6g})"}[side.end]
+               "max_steps": f"it has not crossed after {len(side.values)} points, the most "
+                            f"max_steps allows (at {v:.6g}; pc.profile(..., max_steps=...) "
+                            "takes more)"}[side.end]
         prof.warnings.append(f"{head} ({how}): the interval is open ({end}); {name} is "
                              "practically non-identifiable from these data")
     for side in (lower, upper):

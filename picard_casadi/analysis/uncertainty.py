@@ -664,11 +664,20 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
                 "standard error is inf; it is practically unidentifiable here "
                 "(pc.profile(res) follows the likelihood beyond the linearisation)")
         elif weak[k]:
+            # a relative eigenvalue this small is also where two parameters
+            # written to compensate each other end (a user's CSTR with the
+            # Arrhenius rate k0 exp(-E / T), T within 3 % of 350 K: 1.5e-13,
+            # so inf; written kref exp(-E (1/T - 1/350)), E +- 9.59, and the
+            # profile of E gave the same interval in both forms)
             result.warnings.append(
                 f"{head}the data do not determine the combination of {listed} near this "
                 "estimate, so their standard errors are inf; these parameters are "
                 "practically unidentifiable here (pc.profile(res) follows the likelihood "
-                "beyond the linearisation: one of them may still have a finite interval)")
+                "beyond the linearisation: one of them may still have a finite interval; "
+                "parameters that compensate each other, as an Arrhenius factor and its "
+                "activation energy over a narrow temperature range, are determined where "
+                "written centred: a rate at a reference temperature in place of the "
+                "factor)")
         else:
             result.warnings.append(
                 f"{head}the data determine the combination of {listed} only weakly; their "

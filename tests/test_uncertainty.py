@@ -90,6 +90,9 @@ def test_several_parameters_the_data_hardly_see_are_one_warning_on_their_own_sca
     poorly = [w for w in res.warnings if "poorly" in w]
     assert len(poorly) == 1 and "b1: standard error spanning" in poorly[0], res.warnings
     assert 2 in res.settings["poorly_determined"]
+    # the same where the fit ran in another process (its result crosses as data)
+    pooled = pc.estimate(model, [exp], table, estimate_x0=False, multistart=2, n_jobs=2)
+    assert 2 in pooled.settings["poorly_determined"], pooled.warnings
 
 
 def test_an_identifiable_but_weak_direction_keeps_finite_standard_errors():

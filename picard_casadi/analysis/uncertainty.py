@@ -484,11 +484,13 @@ def note_poorly_determined(result: Any) -> None:
     standard error above the estimate's size, and the warning gives the two
     (the 95 % interval spans zero); where ``result.p_scales`` gives a log
     scale (a restated problem's result in the user's terms), a standard
-    error spanning more than a decade on that scale.  They are written to
-    ``settings["poorly_determined"]``.
+    error spanning more than a decade on that scale.  The candidates are
+    ``settings["poorly_determined_candidates"]`` (kept in the result, so a
+    result from another process is judged again in the user's terms), those
+    named ``settings["poorly_determined"]``.
     """
     result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
-    which = getattr(result, "_weakly_seen", None)
+    which = result.settings.get("poorly_determined_candidates")
     if which is None:
         which = result.settings.get("poorly_determined") or []
     scales = getattr(result, "p_scales", None)
@@ -689,9 +691,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     # (the candidates: a standard error above the estimate's size, or above 1,
     # a decade of a parameter the restated problem estimates as its log10;
     # note_poorly_determined judges each on its own scale)
-    result._weakly_seen = [int(i) for k, (kind, _, i) in enumerate(columns)
-                           if kind == "p" and not named[k]
-                           and std[k] > min(abs(float(result.p[i])), 1.0)]
+    result.settings["poorly_determined_candidates"] = [
+        int(i) for k, (kind, _, i) in enumerate(columns)
+        if kind == "p" and not named[k] and std[k] > min(abs(float(result.p[i])), 1.0)]
 
     p_cov = np.zeros((np_, np_))
     p_std = np.zeros(np_)

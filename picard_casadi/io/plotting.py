@@ -468,8 +468,8 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
         ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
         ax.set_ylim(-0.04 * top, top)
         ax.set_xlabel(prof.names[i])
-        # at most five ticks, offset from a common value where they share
-        # digits: a 4.6-inch panel's default ticks ran together ("0.98750.9900")
+        # at most five ticks: a 4.6-inch panel's default ticks ran together
+        # ("0.98750.9900")
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_ylabel("2 (nllh(c) - nllh)" if getattr(prof, "noise", "") == "likelihood"
                       else "(PL - WSSR) / s$^2$")

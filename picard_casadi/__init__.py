@@ -10,8 +10,8 @@ Public names (see the README and ``docs/api.md``)::
     simulate_experiment, measure, problem, problems, describe_problems,
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     StartNotFiniteError, CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
-    read_columns, Columns, Noise, Parameter, export_c, read_petab, PetabProblem,
-    Preequilibration
+    read_columns, Columns, read_csv_experiments, Noise, Parameter, export_c, read_petab,
+    PetabProblem, Preequilibration
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``noise``, ``parameters``, ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -27,6 +27,7 @@ from .errors import (CodegenError, ConvergenceError, DiscretisationWarning, FitW
 from .studies.compare import compare
 from .estimate import estimate
 from .io.columns import Columns, read_columns
+from .io.csv_experiments import read_csv_experiments
 from .io.export import export_c
 from .io.petab import PetabProblem, read_petab
 from .experiment import Experiment, Preequilibration
@@ -47,6 +48,6 @@ __all__ = [
     "register_problem", "Problem", "PicardError", "SimulationError",
     "ConvergenceError", "StartNotFiniteError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
-    "compare", "read_columns", "Columns", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem",
+    "compare", "read_columns", "Columns", "read_csv_experiments", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem",
     "Preequilibration", "__version__",
 ]

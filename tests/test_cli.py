@@ -186,3 +186,35 @@ def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):
     assert np.allclose(held.breakpoints, [0.5, 1.0, 1.5, 2.0])
     linear, = read_csv_experiments(csv_file, model)
     assert linear.breakpoints.size == 0 and linear.u_interpolation == "linear"
+
+
+def test_the_data_file_reads_in_python_and_a_cli_result_predicts_from_it(tmp_path, cache_env):
+    """A result.json written by the command line could not predict without
+    experiments, and no reader of the CLI's DATA file was public (a user's
+    report): pc.read_csv_experiments reads it, its errors ValueErrors."""
+    from picard_casadi.cli.model_files import load_model_file
+
+    (tmp_path / "model.py").write_text(MODEL_FILE)
+    model, _ = load_model_file(tmp_path / "model.py")
+    rows = []
+    t = np.linspace(0.0, 4.0, 21)
+    X = pc.simulate(model, [0.5, 0.5], [2.0, 0.4], t, lambda s: [np.sin(2 * s)])
+    for k in range(t.size):
+        rows.append(("a", f"{t[k]:.10g}", f"{X[k, 0]:.10g}", f"{np.sin(2 * t[k]):.10g}"))
+    _write_csv(tmp_path / "data.csv", rows)
+    out = run(["fit", "model.py", "data.csv", "--x0", "0.5,0.5", "--T", "0.5", "--out", "fit",
+               "--codegen", "off"], tmp_path, cache_env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    exps = pc.read_csv_experiments(tmp_path / "data.csv", model)
+    assert [e.name for e in exps] == ["a"] and exps[0].x0 is None
+    res = pc.EstimationResult.from_json(tmp_path / "fit" / "result.json", model=model,
+                                        experiments=exps)
+    # the loaded result's predictions: the model from its x0 and p, with the
+    # file's inputs (interpolated as the fit read them), near the data
+    own = pc.simulate(model, res.x0[0], res.p, exps[0].t, exps[0])[:, 0]
+    assert np.allclose(res.predict(0)[:, 0], own, atol=1e-8)
+    assert np.abs(own - X[:, 0]).max() < 0.01
+    (tmp_path / "bad.csv").write_text("experiment,time,pos,force\na,0,1,0\na,0.1,NA,0\n")
+    with pytest.raises(ValueError, match=r"bad.csv, line 3: column 'pos' holds 'NA', not a "
+                                         r"number; a missing value is an empty cell"):
+        pc.read_csv_experiments(tmp_path / "bad.csv", model)

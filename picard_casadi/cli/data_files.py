@@ -1,180 +1,33 @@
-"""Reading a user's measurements from CSV files into ``Experiment`` objects."""
+"""The command line's DATA: :func:`~picard_casadi.io.csv_experiments.read_csv_experiments`
+with its errors as :class:`CliError` and its notes on stderr."""
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from ..io.csv_experiments import read_csv_experiments as _read
 from .errors import CliError
-
-#: column names that mean the times (the header needs 'time')
-_TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timestamp",
-               "time (s)", "time[s]", "time [s]"}
 
 
 def read_csv_experiments(path: str | Path, model: Any,
                          input_hold: str | None = None) -> list[Any]:
-    """Experiments from a CSV file: one row per sample.
-
-    Columns: ``experiment`` (a name), ``time``, one column per output (named
-    as the model's ``y_names``) and, when the model has inputs, one per input
-    (``u_names``).  Empty output cells are missing values.  Inputs between
-    samples are interpolated linearly (``input_hold="linear"``, right for
-    measured smooth signals; the default, ``None``, reads them so and a fit
-    notes inputs that look like a staircase) or held (``"previous"``, for
-    step inputs).
-
-    The file is read as UTF-8, with or without the byte-order mark that
-    Excel writes; a file that is not UTF-8 is read as Latin-1 (every byte is
-    a character there) with a note on stderr naming the first line that is
-    not UTF-8.
-
-    Raises
-    ------
-    CliError
-        Naming the file, the line and the column of the first problem.
-    """
-    from ..experiment import Experiment
-
-    path = Path(path)
-    if not path.is_file():
-        raise CliError(f"DATA: no such file {str(path)!r}")
-    text = _read_text(path)
-    try:
-        reader = csv.reader(io.StringIO(text, newline=""))
+    """:func:`~picard_casadi.io.csv_experiments.read_csv_experiments`, its
+    ``ValueError`` a :class:`CliError` (exit status 2) and its warning (a file
+    that is not UTF-8) a note on stderr, each naming the argument ``DATA``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise CliError(f"DATA {path}: the file is empty") from None
-        rows = list(enumerate(reader, start=2))
-    except csv.Error as err:
-        raise CliError(f"DATA {path}, line {reader.line_num}: not readable as CSV ({err})") from None
-    expected = ["experiment", "time", *model.y_names, *model.u_names]
-    # optional: each measurement's noise standard deviation, "sigma_<output>"
-    sigma_columns = [f"sigma_{k}" for k in model.y_names]
-    unknown = [h for h in header if h not in expected and h not in sigma_columns]
-    if unknown:
-        hint = ""
-        near = {h.lower(): h for h in expected}
-        # (a name only where the file lacks it: a column 't' beside an output
-        # 'T' is the time, not the output)
-        close = [f"{u!r} -> {near[u.lower()]!r}" for u in unknown
-                 if u.lower() in near and near[u.lower()] not in header]
-        if close:
-            hint = f" (names are case-sensitive: {', '.join(close)})"
-        timed = [u for u in unknown if u.lower() in _TIME_NAMES]
-        if "time" not in header and len(timed) == 1:
-            hint = f" (the times' column is named 'time': {timed[0]!r} -> 'time')"
-        if len(header) == 1:
-            for sep, name in ((";", "semicolons"), ("\t", "tabs")):
-                if sep in header[0]:
-                    hint = f" (the columns seem separated by {name}; use commas)"
-                    if sep == ";" and any(len(r) > 1 for _, r in rows[:20]):
-                        # read with commas as separators, "0,5;1,2" splits at the
-                        # decimal commas: a European spreadsheet's export
-                        hint = (" (the columns seem separated by semicolons, and the "
-                                "numbers written with decimal commas, as a spreadsheet in "
-                                "a European locale exports them: write decimal points and "
-                                "separate the columns with commas)")
-        raise CliError(
-            f"DATA {path}, line 1: unknown column(s) {unknown}; expected 'experiment', "
-            f"'time', outputs {list(model.y_names)}"
-            + (f" and inputs {list(model.u_names)}" if model.nu else "")
-            + f" (optional: {', '.join(repr(c) for c in sigma_columns)}, each measurement's "
-            "noise standard deviation)" + hint
-        )
-    twice = sorted({h for h in header if header.count(h) > 1})
-    if twice:
-        raise CliError(f"DATA {path}, line 1: column(s) {twice} appear more than once")
-    missing = [h for h in expected if h not in header]
-    if missing:
-        outputs = [h for h in missing if h in model.y_names]
-        raise CliError(f"DATA {path}, line 1: missing column(s) {missing}"
-                       + (f" (an output not measured is a column of empty cells: add "
-                          f"{', '.join(repr(h) for h in outputs)} to the header and leave "
-                          "it empty)" if outputs else ""))
-    col = {h: i for i, h in enumerate(header)}
-    given_sigma = [c for c in sigma_columns if c in col]
-    groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}
-    for line, row in rows:
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            raise CliError(f"DATA {path}, line {line}: {len(row)} cells, the header has {len(header)}")
-
-        def number(name: str, allow_empty: bool) -> float:
-            cell = row[col[name]].strip()
-            if cell == "":
-                if allow_empty:
-                    return math.nan
-                raise CliError(f"DATA {path}, line {line}: column {name!r} is empty")
-            try:
-                value = float(cell)
-            except ValueError:
-                raise CliError(
-                    f"DATA {path}, line {line}: column {name!r} holds {cell!r}, not a number"
-                    + ("; a missing value is an empty cell (or NaN)" if allow_empty else "")
-                ) from None
-            if math.isinf(value):
-                raise CliError(f"DATA {path}, line {line}: column {name!r} is infinite")
-            if math.isnan(value) and not allow_empty:  # "NaN" where a value is needed
-                raise CliError(f"DATA {path}, line {line}: column {name!r} holds {cell!r}; "
-                               "it cannot be missing (fill the gap, or cut the record there)")
-            return value
-
-        name = row[col["experiment"]].strip() or "experiment"
-        t = number("time", False)
-        y = [number(k, True) for k in model.y_names]
-        u = [number(k, False) for k in model.u_names]
-        sig = [number(c, True) if c in col else math.nan for c in sigma_columns]
-        groups.setdefault(name, []).append((line, t, y, u, sig))
-    if not groups:
-        raise CliError(f"DATA {path}: no data rows")
-    experiments = []
-    for name, samples in groups.items():
-        for (l0, t0, *_), (l1, t1, *_) in zip(samples[:-1], samples[1:]):
-            if t1 < t0:
-                raise CliError(
-                    f"DATA {path}, line {l1}: time {t1} of experiment {name!r} comes before "
-                    f"{t0} (line {l0}); times must increase within an experiment (a time "
-                    "repeated on consecutive rows holds replicates)"
-                )
-        t = np.array([s[1] for s in samples])
-        y = np.array([s[2] for s in samples])
-        u = np.array([s[3] for s in samples]) if model.nu else None
-        sigma = np.array([s[4] for s in samples]) if given_sigma else None
-        try:
-            # a held input jumps at every sample: intervals start there
-            experiments.append(Experiment(
-                t, y, u=u, name=name, u_interpolation=input_hold,
-                breakpoints=t if input_hold == "previous" and model.nu else None,
-                sigma=sigma))
+            experiments = _read(path, model, input_hold)
         except ValueError as err:
-            raise CliError(f"DATA {path}: {err}") from None
+            text = str(err)
+            raise CliError(f"DATA {text}" if text.startswith(str(Path(path)))
+                           else f"DATA: {text}") from None
+    for note in caught:
+        if str(note.message).startswith(str(Path(path))):  # the reader's own note
+            print(f"picard-casadi: note: DATA {note.message}", file=sys.stderr)
+        else:  # an Experiment's, as it was
+            warnings.warn_explicit(note.message, note.category, note.filename, note.lineno)
     return experiments
-
-
-def _read_text(path: Path) -> str:
-    """The file's text: UTF-8 (a byte-order mark dropped), else Latin-1 with a note."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise CliError(f"DATA {path}: cannot read the file ({err.strerror})") from None
-    if b"\x00" in data[:4096] and (data.startswith((b"\xff\xfe", b"\xfe\xff"))):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError:
-            pass
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        print(f"picard-casadi: note: DATA {path} is not UTF-8 (byte 0x{data[err.start]:02x} "
-              f"on line {line}); read as Latin-1", file=sys.stderr)
-        return data.decode("latin-1")

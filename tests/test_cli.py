@@ -168,6 +168,10 @@ def test_negative_starting_values_and_advice_in_the_programs_own_flags():
         "pass --input-hold previous; try --multistart 8, --weights auto, --guess shooting or "
         "--method ipopt; increase --max-iter; bound p (--bounds), or use a shorter --T; "
         "--profile shows it; give --x0 (estimated from there unless --x0-known)")
+    # compare keeps its mesh: the certificate's advice names the command that refines
+    assert in_cli_terms("refine=True refines the mesh until it is, or pass a smaller T or "
+                        "more nodes") == ("`picard-casadi fit` refines the mesh until it is, "
+                                          "or pass a smaller --T or more --nodes")
 
 
 def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):

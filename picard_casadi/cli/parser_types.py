@@ -202,6 +202,10 @@ _FLAG_SPELLINGS = (
                 r"it to a parameter's name there"),
      "give it in every experiment's row of --conditions (a number, or a parameter's name)"),
     (re.compile(r"\b(shorter|smaller) T\b"), lambda m: m.group(1) + " --T"),
+    # (only compare keeps its mesh: a user's study was told "refine=True")
+    (re.compile(r"refine=True refines the mesh until it is"),
+     "`picard-casadi fit` refines the mesh until it is"),
+    (re.compile(r"\bmore nodes\b"), "more --nodes"),
 )
 
 

@@ -371,16 +371,20 @@ def _edit(path: Path, old: str, new: str, count: int = -1) -> None:
     path.write_text(text.replace(old, new, count))
 
 
-def _set_measurement_cell(yaml: Path, line: int, column: str, value: str) -> None:
-    """Boehm's measurement table with the cell of ``column`` on ``line``
-    (counted from 0, the header's line 0) set to ``value``."""
-    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+def _set_cell(table: Path, line: int, column: str, value: str) -> None:
+    """The cell of ``column`` on ``line`` (counted from 0, the header's line 0)
+    of a PEtab table set to ``value``."""
     lines = table.read_text().splitlines(keepends=True)
     header = lines[0].rstrip("\n").split("\t")
     cells = lines[line].rstrip("\n").split("\t")
     cells[header.index(column)] = value
     lines[line] = "\t".join(cells) + "\n"
     table.write_text("".join(lines))
+
+
+def _set_measurement_cell(yaml: Path, line: int, column: str, value: str) -> None:
+    """Boehm's measurement table with the cell of ``column`` on ``line`` set to ``value``."""
+    _set_cell(yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv", line, column, value)
 
 
 def test_laplace_noise_is_a_value_error_naming_it(tmp_path):
@@ -404,13 +408,9 @@ def test_a_misspelt_parameter_id_is_a_value_error_naming_it(tmp_path):
 def test_bounds_out_of_order_name_the_file_and_the_parameter_once(tmp_path):
     yaml = _copy(tmp_path)
     table = yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv"
-    lines = table.read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\n").split("\t")
-    row = next(i for i, line in enumerate(lines) if line.startswith("k_phos\t"))
-    cells = lines[row].rstrip("\n").split("\t")
-    cells[header.index("lowerBound")] = "1e9"
-    lines[row] = "\t".join(cells) + "\n"
-    table.write_text("".join(lines))
+    row = next(i for i, line in enumerate(table.read_text().splitlines())
+               if line.startswith("k_phos\t"))
+    _set_cell(table, row, "lowerBound", "1e9")
     with pytest.raises(ValueError, match=r"parameters_Boehm.*: parameter 'k_phos': `bounds` "
                                          r"must be lower <= upper") as raised:
         read_petab(yaml)

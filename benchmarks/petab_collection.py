@@ -106,13 +106,8 @@ def negative_log_posterior(prob: pc.PetabProblem) -> float:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from test_petab_suite import simulate_nominal  # the by-hand simulation
 
-    nllh = -simulate_nominal(prob)[0]
-    for q in prob.parameters:
-        if q.prior is not None and q.estimate:
-            kind, mean, sd = q.prior
-            v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
-            nllh += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
-    return nllh
+    return -simulate_nominal(prob)[0] + sum(q.prior_nllh() for q in prob.parameters
+                                            if q.estimate)
 
 
 def log_solves(path: str) -> dict[str, str]:

@@ -153,6 +153,18 @@ class Parameter:
         """``value`` on the estimation scale (:func:`on_scale`)."""
         return on_scale(value, self.scale)
 
+    def prior_nllh(self, value: float | None = None) -> float:
+        """The prior's ``-log`` density at ``value`` (the start where None), on
+        the scale its kind says; 0 without a prior (PEtab's log-posterior
+        term)."""
+        if self.prior is None:
+            return 0.0
+        kind, mean, sd = self.prior
+        v = self.start if value is None else float(value)
+        if kind == "parameterScaleNormal":
+            v = self.to_scale(v)
+        return 0.5 * ((v - mean) / sd) ** 2 + 0.5 * math.log(2 * math.pi * sd ** 2)
+
 
 def is_table(value: Any) -> bool:
     """Whether ``value`` is a parameter table: a non-empty list or tuple of

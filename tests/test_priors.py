@@ -92,3 +92,12 @@ def test_priors_and_weights_cannot_be_mixed():
     with pytest.raises(ValueError, match="weights"):
         pc.estimate(ramp(), [pc.Experiment(T, data())],
                     [pc.Parameter("a", 1.0, prior=("normal", 1.0, 0.1))], weights=[1.0])
+
+
+def test_a_prior_s_minus_log_density_on_its_scale():
+    q = pc.Parameter("KD", 100.0, scale="log10", prior=("parameterScaleNormal", 1.5, 0.2))
+    assert q.prior_nllh() == pytest.approx(0.5 * (0.5 / 0.2) ** 2
+                                           + 0.5 * math.log(2 * math.pi * 0.04))
+    linear = pc.Parameter("k", 2.0, prior=("normal", 1.0, 0.5))
+    assert linear.prior_nllh(3.0) == pytest.approx(0.5 * 16.0 + 0.5 * math.log(2 * math.pi / 4))
+    assert pc.Parameter("c", 1.0).prior_nllh() == 0.0

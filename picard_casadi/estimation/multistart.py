@@ -23,11 +23,9 @@ process the starts share the model's interval functions and compiled code
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,7 +33,7 @@ import numpy as np
 from ..analysis.fit_check import NOT_UNIQUE, is_fit_note
 from ..errors import FitWarning, StartNotFiniteError
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
-from ..runtime.user_warnings import warn_user
+from ..runtime.user_warnings import held_warnings, raised_again, warn_user
 from .portable import portable, restore
 
 __all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
@@ -104,19 +102,21 @@ def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: 
                method: str | None, kwargs: dict[str, Any], sampled: bool
                ) -> tuple[Any, list[tuple[str, type[Warning]]]]:
     """One start's result and the warnings it raised (held back: only the
-    best start's are raised again, :func:`_raised_again`); a sampled start
-    where the model cannot be evaluated (0/0 in a Hill term whose powers
-    underflow, a log of a negative state) is a failed start, not the end of
-    the run.  The caller's own ``p0`` raises as in a single estimate: that
+    best start's are raised again); a sampled start where the model cannot
+    be evaluated (0/0 in a Hill term whose powers underflow, a log of a
+    negative state) is a failed start, not the end of the run.  The caller's own ``p0`` raises as in a single estimate: that
     start is the caller's input."""
-    caught: list[tuple[str, type[Warning]]] = []
-    try:
-        with _starts_quiet(caught):
-            return estimate(model, experiments, p0, method, multistart=None, **kwargs), caught
-    except StartNotFiniteError as err:
-        if not sampled:
-            raise
-        return _NotEvaluable(str(err)), caught
+    # (a start that found a poor local minimum is what multistart is for: a
+    # user read a lost start's "the data do not determine k_phos" as the
+    # result's; the best start's FitWarning is raised from its ``warnings``)
+    with held_warnings(ignore=(FitWarning,)) as caught:
+        try:
+            res = estimate(model, experiments, p0, method, multistart=None, **kwargs)
+        except StartNotFiniteError as err:
+            if not sampled:
+                raise
+            res = _NotEvaluable(str(err))
+    return res, caught
 
 
 def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool
@@ -126,29 +126,6 @@ def _start_in_worker(data: Encoded, p0: np.ndarray, sampled: bool
     res, caught = _one_start(prob["estimate"], prob["model"], prob["experiments"], p0,
                              prob["method"], prob["kwargs"], sampled)
     return (res if isinstance(res, _NotEvaluable) else portable(res)), caught
-
-
-@contextlib.contextmanager
-def _starts_quiet(caught: list[tuple[str, type[Warning]]]) -> Iterator[None]:
-    """Every warning of a start held back in ``caught``: a start that found a
-    poor local minimum is what multistart is for (a user read a lost start's
-    "the data do not determine k_phos" as the result's); the best start's
-    are raised again (its :class:`~picard_casadi.FitWarning` from its
-    ``warnings``)."""
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
-        warnings.simplefilter("ignore", FitWarning)
-        try:
-            yield
-        finally:
-            caught.extend((str(w.message), w.category) for w in records)
-
-
-def _raised_again(caught: list[tuple[str, type[Warning]]]) -> None:
-    """The best start's warnings, raised again (once each, the caller's filters
-    deciding what shows)."""
-    for message, category in dict.fromkeys(caught):
-        warn_user(message, category)
 
 
 #: converged starts whose weighted objectives differ by at most this (relative)
@@ -291,7 +268,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     )
     if best.success:
         note_equal_optima(best, results, starts)
-    _raised_again(done[k_best][1])
+    raised_again(done[k_best][1])
     for note in best.warnings:
         if is_fit_note(note):
             warn_user(note, FitWarning)

@@ -75,10 +75,4 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
                       "noise is log-normal: nllh_at returns inf",
                       UserWarning, stacklevel=3)
         return float("inf")
-    prior = 0.0
-    for q in table:
-        if q.prior is not None and q.estimate:
-            kind, mean, sd = q.prior
-            v = q.to_scale(q.start) if kind == "parameterScaleNormal" else q.start
-            prior += 0.5 * ((v - mean) / sd) ** 2 + 0.5 * np.log(2 * np.pi * sd ** 2)
-    return float(res.nllh) + prior
+    return float(res.nllh) + sum(q.prior_nllh() for q in table if q.estimate)

@@ -11,13 +11,14 @@ rewrites the advice before it is shown.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-__all__ = ["warn_user", "SPELLING"]
+__all__ = ["warn_user", "SPELLING", "held_warnings", "raised_again"]
 
 #: the caller's terms for the package's advice (``p_bounds`` as a parameter
 #: table's bounds), set around a restated problem's solve; None: as written
@@ -41,3 +42,28 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+@contextlib.contextmanager
+def held_warnings(ignore: tuple[type[Warning], ...] = ()
+                  ) -> Iterator[list[tuple[str, type[Warning]]]]:
+    """Every warning raised in the block held back, as ``(message, category)``
+    pairs in the list yielded (plain data: it crosses to another process), to
+    be raised again by :func:`raised_again` where the caller decides;
+    ``ignore``: categories dropped."""
+    caught: list[tuple[str, type[Warning]]] = []
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        for category in ignore:
+            warnings.simplefilter("ignore", category)
+        try:
+            yield caught
+        finally:
+            caught.extend((str(w.message), w.category) for w in records)
+
+
+def raised_again(caught: list[tuple[str, type[Warning]]], prefix: str = "") -> None:
+    """Warnings held by :func:`held_warnings` raised again (once each, after
+    ``prefix``), from the user's line, the caller's filters deciding what shows."""
+    for message, category in dict.fromkeys(caught):
+        warn_user(prefix + message, category)

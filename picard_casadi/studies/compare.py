@@ -26,7 +26,6 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from ..analysis.fit_check import is_fit_note
 from ..runtime.codegen import cache_at
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.output_files import check_output_folder
+from ..runtime.user_warnings import held_warnings, raised_again
 from .registry import _entry as make_problem_entry
 from .registry import problem as make_problem
 
@@ -271,8 +271,7 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
     mkw.update(codegen=codegen, uncertainty=False)  # the study's, over the problem's options
     runs = []
     cpu: list[float] = []
-    with cache_at(cache), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with cache_at(cache), held_warnings() as caught:
         for _ in range(repeats):
             t0, c0 = time.perf_counter(), _processor_time()
             res = prob.estimate(method, **mkw)
@@ -280,9 +279,7 @@ def _row(name: str, seed: int | None, method: str, kw: dict[str, Any], repeats: 
             cpu.append(_processor_time() - c0)
     # each run's warnings once, saying whose (a user's study printed "the fit
     # is systematically off ..." without the method or the problem)
-    whose = f"{name}{'' if seed is None else f' seed {seed}'} {method}"
-    for text, category in dict.fromkeys((str(w.message), w.category) for w in caught):
-        warnings.warn(f"{whose}: {text}", category, stacklevel=2)
+    raised_again(caught, f"{name}{'' if seed is None else f' seed {seed}'} {method}: ")
     res = runs[-1][0]
     builds = [r.timings.get("build", 0.0) for r, _ in runs]
     return {

@@ -174,10 +174,13 @@ def note_equal_optima(best: Any, results: list[Any], starts: np.ndarray) -> None
         if not (same and np.any(apart)):
             continue
         names = [best.p_names[i] for i in np.flatnonzero(apart)]
-        note = (f"{NOT_UNIQUE}: the start from p0 = {np.array2string(starts[k], precision=4)} "
-                f"reached the same objective (relative difference "
+        def named(values: Any) -> str:
+            return ", ".join(f"{n} = {v:.4g}" for n, v in zip(best.p_names, values))
+
+        note = (f"{NOT_UNIQUE}: the start from {named(starts[k])} reached the same objective "
+                f"(relative difference "
                 f"{abs(criterion(r) - f_best) / max(abs(f_best), 1e-300):.1g}) at "
-                f"p = {np.array2string(np.asarray(r.p), precision=4)}, where "
+                f"{named(np.asarray(r.p))}, where "
                 f"{', '.join(names)} lie{'s' if len(names) == 1 else ''} {apart_by} "
                 "this estimate: the data do not tell the "
                 "two apart (a symmetry of the model, such as a flip-flop of two rates); "
@@ -245,6 +248,13 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     ok = [results[k] for k in ran if results[k].success]
     candidates = [k for k in ran if results[k].success] or ran
     k_best = min(candidates, key=lambda k: criterion(results[k]))
+    f_best = criterion(results[k_best])
+    if (0 in candidates and k_best != 0 and results[0].success
+            and abs(criterion(results[0]) - f_best) <= EQUAL_OBJECTIVE * max(abs(f_best), 1e-300)):
+        # a tie (a flip-flop's twin optima, equal to 4e-11): the caller's own
+        # p0 decides, not the order of the samples (a pharmacometrician's ka
+        # came back as the flip-flop twin 0.089 for 0.34 from p0)
+        k_best = 0
     best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
     best.starts = [_start_record(s, r, item) for s, r, item in zip(starts, results, items)]
     not_evaluable = len(starts) - len(ran)

@@ -35,14 +35,16 @@ import numpy as np
 
 from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
-from .estimation.assembly import (POOLED_NOISE_HEAD, applicable_advice, assemble, attach_noise,
-                                  judge, jumping_inputs, kinked_inputs, noise_bound_note,
+from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
+                                  assemble, attach_noise, growing_noise_notes, judge,
+                                  jumping_inputs, kinked_inputs, noise_bound_note,
                                   note_staircase_inputs, pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
-                                   note_bounds_reached)
-from .estimation.fallbacks import (ITERATION_LIMITS, STALLED, DefaultPath, restarts_allowed,
-                                   run_limit, second_runs, single_shooting_instead)
+                                   late_clock_note, note_bounds_reached)
+from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, STALLED, DefaultPath,
+                                   restarts_allowed, run_limit, second_runs,
+                                   single_shooting_instead)
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -350,7 +352,9 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     if isinstance(model, Model) and number_mapping(p0):
-        p0 = values_by_name(model.p_names, p0)  # {name: start}: the model's order
+        # {name: start}: the model's order; a constant every experiment sets
+        # needs no start (its entry is not used)
+        p0 = values_by_name(model.p_names, p0, _set_by_every_experiment(experiments))
     if isinstance(model, Model) and model.has_delays and _experiments_given(experiments):
         # outputs measured late, inputs acting late: rounds of ordinary fits
         rest = {k: v for k, v in locals().items()
@@ -581,6 +585,16 @@ def estimate(
         **result_noise,
     ))
     result._noise = None if plan is None else plan.noise
+    not_positive = prob.formula.not_positive(prob.data, fitted) if prob.formula else ""
+    if not_positive and result.success:
+        # its likelihood is not finite: proportional error b*g where the model's
+        # output is 0 at a measured value (a pre-dose sample) kept b at its
+        # start and returned success without standard errors
+        result.success, result.status = False, NOISE_NOT_POSITIVE
+        result.message = (
+            f"{not_positive}: the likelihood of that value is not finite, so the estimate "
+            "is no fit. A formula that stays positive there (a + b*g, a combined error "
+            "model), or the measurement left out, fits")
     result._continuation_stopped = outcome.continuation_stopped
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
@@ -622,7 +636,7 @@ def estimate(
             "anchored" if every_state_measured else guess)
     unstable = (not result.success
                 and diagnose_stuck_step(result, prob.model, prob.experiments))
-    if uncertainty and outcome.success and info is not None:
+    if uncertainty and outcome.success and info is not None and not not_positive:
         t_unc = time.perf_counter()
         from .analysis.uncertainty import attach_uncertainty
 
@@ -648,6 +662,8 @@ def estimate(
         pooled = pooled_noise_note(result) if weights_mode == "none" else ""
         if pooled:
             result.warnings.append(pooled)
+        if weights_mode != "given" and result.success:
+            result.warnings += growing_noise_notes(result, prob.experiments, fitted)
     if run.plateau_reach is not None and result.success:
         # a stiff start's search converged on a plateau and stopped there
         # (estimation/refinement.py): no certificate, the search's reach
@@ -666,8 +682,14 @@ def estimate(
         unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
     if not _SECOND_RUN.get():
         for note in result.warnings:
-            if "information matrix" in note or note.startswith(POOLED_NOISE_HEAD):
+            if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)
+                    or note.startswith(GROWING_NOISE_HEAD)):
                 warn_user(note)
+        late = late_clock_note(prob.experiments, model.x_names, ~prob.estimate_x0)
+        if late:
+            # first: where the fit is flagged, this is the likelier cause
+            result.warnings.insert(0, late)
+            warn_user(late)
     return _raised_on_failure(result, spec.name, raise_on_failure)
 
 
@@ -694,6 +716,16 @@ def correlated_likelihood(result: EstimationResult, prob: FitProblem) -> None:
         result.aic, result.bic = result.aic + shift, result.bic + shift
         result.nllh, result.det_R, result.noise_sigma = nllh, det_R, sigma
         result.settings["noise"] = "estimated"
+
+
+def _set_by_every_experiment(experiments: Any) -> set[str]:
+    """The model parameters every experiment sets to a number (its
+    ``parameters``): constants whose ``p0`` entry is not used."""
+    exps = [experiments] if isinstance(experiments, Experiment) else (
+        list(experiments) if _experiments_given(experiments) else [])
+    sets = [{k for k, v in (e.parameters or {}).items() if not isinstance(v, str)}
+            for e in exps]
+    return set.intersection(*sets) if sets else set()
 
 
 def _experiments_given(experiments: Any) -> bool:

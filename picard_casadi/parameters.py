@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,10 +49,15 @@ def on_scale(value: float, scale: str) -> float:
 
 
 def from_scale(value: float, scale: str) -> float:
-    """The inverse of :func:`on_scale`."""
+    """The inverse of :func:`on_scale` (``inf`` beyond the largest float: an
+    interval's end thousands of decades wide, without numpy's overflow warning)."""
     if scale == "lin":
         return float(value)
-    return float(math.exp(value)) if scale == "log" else float(10.0 ** value)
+    value = float(value)  # Python's power: numpy's rounds 10**-5 to 9.999999999999999e-06
+    try:
+        return math.exp(value) if scale == "log" else 10.0 ** value
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -119,15 +124,17 @@ class Parameter:
             raise ValueError(f"{where}: `start` must be finite, got {self.start!r}")
         if math.isnan(lo) or math.isnan(hi) or not lo <= hi:
             raise ValueError(f"{where}: `bounds` must be lower <= upper, got {self.bounds!r}")
-        if not lo <= start <= hi:
-            raise ValueError(f"{where}: `start` {start:g} is outside its bounds [{lo:g}, {hi:g}]")
         if self.scale != "lin":
+            # (first: an upper bound of 0 is the scale's error, not the start's)
             if lo == -math.inf or lo == 0.0:
                 lo = 0.0  # no lower bound: unbounded on the log scale
             if lo < 0 or hi <= 0:
                 raise ValueError(f"{where}: on the {self.scale} scale the bounds must be "
                                  f"positive (or None), got [{lo:g}, {hi:g}]; give a positive "
                                  "bound, or None (or 0) for no lower bound")
+        if not lo <= start <= hi:
+            raise ValueError(f"{where}: `start` {start:g} is outside its bounds [{lo:g}, {hi:g}]")
+        if self.scale != "lin":
             if not start > 0:
                 raise ValueError(f"{where}: on the {self.scale} scale the start must be "
                                  f"positive, got {start:g}")
@@ -187,9 +194,12 @@ def _unknown_names(given: Sequence[str], names: Sequence[str], where: str) -> st
             f"are {', '.join(names)}")
 
 
-def values_by_name(names: Sequence[str], values: Mapping[str, Any]) -> np.ndarray:
+def values_by_name(names: Sequence[str], values: Mapping[str, Any],
+                   optional: Collection[str] = ()) -> np.ndarray:
     """The vector of ``values`` (a mapping name -> number) in the order of
-    ``names``, every name given once.
+    ``names``, every name given once but the ``optional`` ones (0 where left
+    out: experiment constants that every experiment sets, whose entry is
+    not used).
 
     Raises
     ------
@@ -200,11 +210,11 @@ def values_by_name(names: Sequence[str], values: Mapping[str, Any]) -> np.ndarra
     unknown = [k for k in values if k not in names]
     if unknown:
         raise ValueError(_unknown_names(unknown, names, "the model"))
-    missing = [n for n in names if n not in values]
+    missing = [n for n in names if n not in values and n not in optional]
     if missing:
         raise ValueError(f"`p0` as a dict must give every parameter of the model a start; "
                          f"missing: {', '.join(missing)}")
-    return np.array([float(values[n]) for n in names])
+    return np.array([float(values.get(n, 0.0)) for n in names])
 
 
 def with_starts(table: Sequence[Parameter], values: Any) -> list[Parameter]:

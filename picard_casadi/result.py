@@ -121,8 +121,10 @@ class EstimationResult:
         ``"converged"``, ``"max_iter"``, ``"step_failed"``, ``"diverged"``,
         ``"stopped"`` (by the callback), ``"stalled"`` (IPOPT's infeasible
         iterate stopped moving, or ``picard-gn``'s objective stopped falling
-        with the continuity gaps open), ``"not_certified"``, ``"breakdown"`` or the
-        solver's own status (IPOPT's ``return_status``).
+        with the continuity gaps open), ``"not_certified"``, ``"breakdown"``,
+        ``"plateau"`` (no parameter moves the fit there),
+        ``"noise_not_positive"`` (a noise formula's sigma is 0 at a measured
+        value) or the solver's own status (IPOPT's ``return_status``).
     message : str
     iterations : int
     objective : float
@@ -507,8 +509,16 @@ class EstimationResult:
         how = self.settings.get("noise", "given")
         estimated = how in ("estimated", "mixed")
         names = self.y_names or [f"y{k}" for k in range(self.noise_sigma.size)]
-        sigmas = ", ".join(f"{n} {s:.4g}" for n, s in zip(names, self.noise_sigma))
         models = self.settings.get("noise_model")
+        # a formula's sigma differs by value: no one number (it printed their RMS)
+        formula = [bool(models) and k < len(models) and "(a formula)" in str(models[k])
+                   for k in range(len(names))]
+        sigmas = ", ".join(f"{n} by its formula" if f else f"{n} {s:.4g}"
+                           for n, s, f in zip(names, self.noise_sigma, formula))
+        theta = self.settings.get("noise_parameter_values") or {}
+        if any(formula) and theta:
+            sigmas += "; noise parameters " + ", ".join(f"{k} = {v:.4g}"
+                                                       for k, v in theta.items())
         auto = ("the likelihood, each output's noise estimated (as weights='auto' does)"
                 if not models or how == "estimated" and all(m.endswith(": normal, sigma estimated")
                                                             for m in models)

@@ -256,6 +256,34 @@ def test_x0_known_takes_the_first_row(here, capsys):
     assert "initial states (known, not estimated):" in out
 
 
+def test_t0_starts_the_clocks_of_known_initial_states(here, capsys):
+    """A known x0 at t = 0 with samples from later (a dose at time 0): without
+    --t0 each clock started at its first sample with no word (the fit of a
+    pharmacometrician's oral dose: ka 24 for 1.2); --t0 0 states it."""
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    rows = (here / "data.csv").read_text().splitlines()
+    late = [r for r in rows[1:] if float(r.split(",")[1]) > 0.5]  # from t = 0.63 on
+    (here / "data.csv").write_text("\n".join(rows[:1] + late) + "\n")
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "e0:x=0.2", "--x0", "e1:x=3")
+    assert code in (0, 3), err
+    assert "the known initial states (x) are the states at each experiment's t0" in out
+    assert "pass --t0 0" in out and "t0=0.0" not in out
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "e0:x=0.2", "--x0", "e1:x=3",
+                                 "--t0", "0", "--quiet")
+    assert code == 0, err
+    assert "--t0" not in out and np.allclose(saved["p"], DECAY_TRUE, rtol=0.05), saved["p"]
+    # the first row's values are the states there: no note, and its clock
+    code, out, err, saved = _fit(capsys, "--x0-known", "--quiet")
+    assert code == 0 and "the known initial states" not in out, (out, err)
+    code, _, err, _ = _fit(capsys, "--x0-known", "--t0", "0")
+    assert code == 2 and ("--x0-known takes initial states of experiment 'e0' from its first "
+                          "row (time 0.631579), but --t0 0 starts its clock earlier"
+                          ) in _one_error_line(err)
+    code, _, err, _ = _fit(capsys, "--t0", "1")
+    assert code == 2 and ("--t0 1 is after the first sample of experiment 'e0' (time "
+                          "0.631579)") in _one_error_line(err)
+
+
 def test_x0_known_needs_the_unmeasured_states(here, capsys):
     _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]])
     code, out, err, _ = _fit(capsys, "--x0-known")

@@ -19,6 +19,7 @@ def _result(success=False, status="max_iter", gap=0.0, message="iteration limit 
             nllh=float("nan"), discretisation_error=float("nan"), n_measurements=0):
     return SimpleNamespace(success=success, status=status, message=message, warnings=[],
                            history={"gap_scaled": [gap]}, wall_time=1.0, p=np.array([1.0]),
+                           p_names=["k"],
                            settings={}, _ran_off=False,
                            _continuation_stopped=False, nllh=nllh,
                            discretisation_error=discretisation_error,
@@ -129,7 +130,7 @@ def test_an_unstable_model_tries_ipopt_before_shooting():
     res = second_runs(_result(status="step_failed"), _path(unstable=True), reruns,
                       time.perf_counter())
     assert reruns.calls == [("ipopt", "auto")] and res.success
-    assert res.warnings[0].startswith("picard-gn stopped: the model is unstable")
+    assert res.warnings[0].startswith("picard-gn stopped: its step could not gain at")
 
 
 def test_a_second_run_that_ends_on_a_plateau_ends_the_path():

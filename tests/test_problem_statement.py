@@ -217,6 +217,10 @@ def test_a_log_scale_parameter_is_made_again_from_its_own_bounds():
                                          r"be positive \(or None\), got \[-1, 10\]; give a "
                                          r"positive bound, or None \(or 0\)"):
         pc.Parameter("k", 1.0, bounds=(-1, 10), scale="log10")
+    # an upper bound of 0 is the scale's error (it was "start 0.5 is outside its bounds")
+    with pytest.raises(ValueError, match=r"on the log10 scale the bounds must be positive "
+                                         r"\(or None\), got \[0, 0\]"):
+        pc.Parameter("k", 0.5, bounds=(0, 0), scale="log10")
 
 
 def test_bad_statements_name_what_and_where():
@@ -383,6 +387,41 @@ def test_x0_from_parameters_with_data_from_a_later_time_says_where_its_clock_sta
     res0 = pc.estimate(model, at_zero, [0.3, 0.3, 8.0, 0.0])
     assert res0.success and not any("first sample time" in w for w in res0.warnings)
     assert res0.p[2] == pytest.approx(10.0, abs=5 * res0.p_std[2])
+
+
+def test_a_known_dose_with_samples_from_later_says_where_its_clock_starts():
+    """The commonest PK layout: a dose at t = 0 (an experiment constant in
+    the model's x0, or a known x0), the first sample at 0.5 h.  It was fitted
+    as a dose at 0.5 h (ka 2.53 +- 1.3 for 1.2) with success and no note."""
+    Ad, Ac = ca.SX.sym("Ad"), ca.SX.sym("Ac")
+    ka, CL, V, dose = (ca.SX.sym(n) for n in ("ka", "CL", "V", "dose"))
+    model = pc.Model(x=ca.vertcat(Ad, Ac), p=ca.vertcat(ka, CL, V, dose),
+                     rhs=ca.vertcat(-ka * Ad, ka * Ad - CL / V * Ac), y=Ac / V,
+                     x0=[dose, 0.0], p_names=["ka", "CL", "V", "dose"], x_names=["Ad", "Ac"])
+    t = np.array([0.5, 1, 2, 4, 6, 8, 12, 24.0])
+    rng = np.random.default_rng(0)
+    exps = []
+    for i, D in enumerate([100.0, 300.0]):
+        X = pc.simulate(model, [D, 0.0], [1.2, 4.0, 30.0, D], t, t0=0.0)
+        y = X[:, 1:] / 30.0 + 0.05 * rng.standard_normal((t.size, 1))
+        exps.append(pc.Experiment(t=t, y=y, name=f"subj{i + 1}", parameters={"dose": D}))
+    # (a constant every experiment sets needs no start: its entry is not used)
+    start = {"ka": 0.5, "CL": 3.0, "V": 20.0}
+    with pytest.warns(UserWarning, match="known initial states .Ad, Ac. .*first sample time"):
+        res = pc.estimate(model, exps, p0=start)
+    assert "t0=0.0" in res.warnings[0] and "'subj1' and 'subj2'" in res.warnings[0]
+    # a known x0 of the experiment itself (no constants): the same note
+    plain = pc.Model(x=ca.vertcat(Ad, Ac), p=ca.vertcat(ka, CL, V),
+                     rhs=ca.vertcat(-ka * Ad, ka * Ad - CL / V * Ac), y=Ac / V)
+    known = [pc.Experiment(t=e.t, y=e.y, name=e.name, x0=[D, 0.0])
+             for e, D in zip(exps, [100.0, 300.0])]
+    with pytest.warns(UserWarning, match="first sample time"):
+        pc.estimate(plain, known, [0.5, 3.0, 20.0], estimate_x0=False, uncertainty=False)
+    # the clock given: no note, and the estimates are the truth's
+    at_zero = [e.replaced(t0=0.0) for e in exps]
+    res0 = pc.estimate(model, at_zero, p0=start)
+    assert res0.success and not any("first sample time" in w for w in res0.warnings)
+    assert abs(res0.p[0] - 1.2) < 4 * res0.p_std[0] and abs(res0.p[2] - 30) < 4 * res0.p_std[2]
 
 
 def test_a_restated_result_loaded_with_the_model_predicts_as_in_its_session():

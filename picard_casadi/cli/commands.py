@@ -65,7 +65,7 @@ from ..errors import closest
 from .data_files import read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
-from .initial_states import initial_states, vector_arg
+from .initial_states import clock_started, initial_states, vector_arg
 from .petab_input import petab_input
 from .result_files import PROFILE_FILES, write_results
 from .statement_options import statement_options
@@ -382,7 +382,8 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     options = _options_from_file(extras, where)
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
-    experiments = read_csv_experiments(data_path, model, args.input_hold)
+    experiments = clock_started(read_csv_experiments(data_path, model, args.input_hold),
+                                getattr(args, "t0", None))
     p0 = vector_arg(args.p0, model.np, "--p0")
     p0_origin = "--p0"
     if p0 is None:
@@ -523,6 +524,10 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
     p.add_argument("--input-hold", choices=("linear", "previous"), default=None,
                    help="inputs between samples: linear interpolation (default; a fit "
                         "notes inputs that look like a staircase) or zero-order hold")
+    p.add_argument("--t0", type=float, default=None, metavar="TIME",
+                   help="where every experiment's clock starts: the initial states are the "
+                        "states at TIME (default: each experiment's first sample time); "
+                        "--t0 0 for a dose at time 0 with samples from later")
 
 
 def build_parser() -> argparse.ArgumentParser:

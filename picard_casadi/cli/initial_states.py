@@ -1,5 +1,6 @@
-"""``--x0`` and ``--x0-known``: each experiment's initial state from the flags,
-the model file and the data (docs/cli.md)."""
+"""``--x0``, ``--x0-known`` and ``--t0``: each experiment's initial state
+from the flags, the model file and the data, and the time it holds at
+(docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from .errors import CliError
 from .parser_types import assignment, finite
 
-__all__ = ["initial_states", "vector_arg"]
+__all__ = ["clock_started", "initial_states", "vector_arg"]
 
 
 def vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
@@ -83,6 +84,21 @@ def _x0_flags(items: list[str] | None, model: Any
     return values, None
 
 
+def clock_started(experiments: list, t0: float | None) -> list:
+    """The experiments with their clocks started at ``--t0`` (unchanged where
+    it is not given): the initial states are the states there."""
+    if t0 is None:
+        return experiments
+    if not math.isfinite(t0):
+        raise CliError(f"--t0: expected a finite time, got {t0}")
+    late = [e for e in experiments if e.t[0] < t0]
+    if late:
+        raise CliError(f"--t0 {t0:g} is after the first sample of experiment {late[0].name!r} "
+                       f"(time {late[0].t[0]:g}): the clock starts at or before every "
+                       "experiment's first sample")
+    return [e.replaced(t0=t0) for e in experiments]
+
+
 def initial_states(model: Any, experiments: list, args: argparse.Namespace,
                     extras: dict[str, Any], known: bool) -> tuple[list, list[str]]:
     """The experiments with their ``x0`` set, and lines saying where known values came from.
@@ -143,6 +159,16 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
                     f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
                     f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
             parts.append(f"{name}={x0[i]:.6g} ({src})")
+        if any(p.endswith("(data)") for p in parts):
+            # measured in the first row: the states there (a known x0 with
+            # the clock left at a later first sample is noted by the fit)
+            if getattr(e, "_t0_given", True) and e.t0 != e.t[0]:
+                raise CliError(
+                    f"--x0-known takes initial states of experiment {e.name!r} from its "
+                    f"first row (time {e.t[0]:g}), but --t0 {e.t0:g} starts its clock "
+                    "earlier: give those states with --x0 EXPERIMENT:NAME=VALUE, or leave "
+                    "--t0 out")
+            e = e.replaced(t0=e.t[0])
         out.append(e.with_x0(x0))
         lines.append(f"  {e.name}: {', '.join(parts)}")
     unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is

@@ -190,6 +190,7 @@ _FLAG_SPELLINGS = (
     (re.compile(r"Experiment\(\.\.\., x0=\[\.\.\.\]\) \(estimated from there unless "
                 r"estimate_x0=False\)"), "--x0 (estimated from there unless --x0-known)"),
     (re.compile(r"estimate_x0=False"), "--x0-known"),
+    (re.compile(r"pass Experiment\(\.\.\., t0=0\.0\)"), "pass --t0 0"),
     (re.compile(r"multistart=(\d+)"), lambda m: "--multistart " + m.group(1)),
     (re.compile(r"weights='auto'"), "--weights auto"),
     (re.compile(r"guess='(\w+)'"), lambda m: "--guess " + m.group(1)),

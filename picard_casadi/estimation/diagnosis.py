@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import casadi as ca
 import numpy as np
 
 from ..analysis.certificate import short_of_optimum
@@ -38,6 +39,7 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
+from .noise_plan import floored_where
 from ..transcription.discretisation import Discretisation
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
@@ -211,6 +213,32 @@ def time_unit_notes(experiments: list[Experiment]) -> list[str]:
             "time unit"]
 
 
+def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
+                    known: np.ndarray) -> str:
+    """A note where known initial states (``known``, one bool per state: a
+    number, an expression of the parameters or constants, ``estimate_x0``
+    False) start an experiment whose clock was left at a first sample later
+    than 0 (``t0`` not given), or ``""``.
+
+    The initial state is the state at ``t0``; a dose at time 0 with samples
+    from 0.5 h on was fitted as a dose at 0.5 h (a pharmacometrician's
+    one-compartment model: ka 2.53 +- 1.3 for 1.2, ``success=True``, no
+    warning).  A preequilibrated experiment's clock has its own note.
+    """
+    if not np.any(known):
+        return ""
+    late = [e for e in experiments if not getattr(e, "_t0_given", True) and e.t0 != 0.0
+            and e.preequilibration is None]
+    if not late:
+        return ""
+    states = [n for n, k in zip(x_names, known) if k]
+    times = _listed([f"{e.t0:g}" for e in late[:5]] + (["..."] if len(late) > 5 else []))
+    return (f"the known initial states ({', '.join(states)}) are the states at each "
+            f"experiment's t0, which for {_listed([repr(e.name) for e in late])} is its first "
+            f"sample time (t0 not given: {times}): where they are the states at t = 0 (a "
+            "dose at time 0, say), pass Experiment(..., t0=0.0)")
+
+
 #: a converged estimate where no parameter moves the fit by this many noise
 #: levels (moved by its own size, all the others held) lies on a plateau: the
 #: outputs do not depend on the parameters there, no such move changes the
@@ -247,6 +275,16 @@ def declare_plateau(result: EstimationResult) -> None:
         f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
         "parameters there, so every direction is flat. Start elsewhere (multistart=8), "
         "or bound the parameters away from where the model goes inert")
+    floored = floored_where(result.warnings)
+    if floored:
+        # the likelier cause: a log-normal output the model holds at 0 where a
+        # positive value is measured makes the noise level huge and every
+        # direction flat (a subject's dose typed as 0: "Start elsewhere" misled)
+        result.message = (
+            f"the model's {floored}, where its noise is log-normal: no parameter can fit "
+            "that value, whose residual swamps the noise level. Check that experiment's "
+            "constants and initial states (a dose of 0?). "
+            + result.message[0].upper() + result.message[1:])
 
 
 #: a run that ends at max_iter with the scaled gaps still this open never found
@@ -280,6 +318,11 @@ def diagnose_open_gaps(result: EstimationResult, model: Model,
             return
 
 
+#: the words of :func:`diagnose_stuck_step`'s message where the model's
+#: linearisation grows along the data (the second runs' note says which)
+UNSTABLE_THERE = "the model is unstable there"
+
+
 def diagnose_stuck_step(result: EstimationResult, model: Model,
                         experiments: list[Experiment]) -> bool:
     """Where ``picard-gn`` stopped because no step could gain with the gaps open,
@@ -302,10 +345,13 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
         Whether the model's solution is finite over every experiment (the
         unstable case, where ``method="ipopt"`` is the remedy).
     """
-    from ..methods.condensed import STUCK_CAUSES
+    from ..methods.condensed import STUCK_CAUSES, UNSTABLE_SENSITIVITY
 
     if result.status != "step_failed" or STUCK_CAUSES not in result.message:
         return False
+    growth = 0.0  # the linearisation's e-folds along the data, at most
+    jacobian = ca.Function("A", [model.t, model.x, model.p, model.u],
+                           [ca.jacobian(model.rhs, model.x)])
     for i, e in enumerate(experiments):
         try:
             X = simulate(model, result.x0[i], result.p, e.t, e, t0=e.t0)
@@ -317,11 +363,28 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
             return False
         if not np.all(np.isfinite(X)):
             return False
+        U = e.inputs(e.t, model.nu)
+        rates = [float(np.max(np.linalg.eigvals(np.atleast_2d(np.asarray(
+            jacobian(tk, xk, result.p, uk), float))).real)) for tk, xk, uk in zip(e.t, X, U)]
+        growth = max(growth, max(max(rates), 0.0) * float(e.t_end - e.t0))
     head = result.message.split(STUCK_CAUSES)[0]
+    if growth < np.log(UNSTABLE_SENSITIVITY):
+        # a stable model whose outputs are steep (a two-compartment model's
+        # log concentration at 3e-6, eigenvalues -1.32 and -0.076, was told
+        # "unstable")
+        result.message = (
+            f"{head}the model's own solution at this p is finite over the data (simulated) "
+            f"and its linearisation does not grow there (at most e^{growth:.3g} over an "
+            "experiment, from the eigenvalues of df/dx along it): not an instability, but "
+            "picard-gn's step, which chains the intervals' sensitivities from each "
+            "experiment's start, no longer describes the merit here (outputs on a log scale "
+            "near 0 are steep in the states) -- method='ipopt' keeps every interval start an "
+            "unknown and is not affected")
+        return True
     result.message = (
         f"{head}the model's own solution at this p is finite over the data (simulated), so "
         "the growth is that of the model linearised along the current trajectory, whose "
-        "gaps are open: the model is unstable there (for example a p that puts the "
+        f"gaps are open: {UNSTABLE_THERE} (for example a p that puts the "
         "solution on another branch than the data's), and picard-gn's step, which "
         "chains the intervals' sensitivities from each experiment's start as single "
         "shooting does, loses all precision; a shorter T does not change that -- "

@@ -103,6 +103,7 @@ from ..errors import StartNotFiniteError
 from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, LoopOptions
 from ..methods.picard_gn import PicardGNOptions
 from ..result import EstimationResult
+from .diagnosis import UNSTABLE_THERE
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
            "ITERATION_LIMITS", "STALLED", "UNFINISHED", "restarts_allowed", "another_method", "run_limit",
@@ -183,6 +184,10 @@ ITERATION_LIMITS = ("max_iter", "Maximum_Iterations_Exceeded", "Maximum_CpuTime_
 #: the status of a picard-gn run ended because its objective stopped falling
 #: with the gaps open (``progress_window``): handled as its iteration limit
 STALLED = ("stalled",)
+
+#: a converged fit where a noise formula's sigma is not positive at a measured
+#: value: no run fixes the statement, so none follows
+NOISE_NOT_POSITIVE = "noise_not_positive"
 #: picard-gn's runs that ended before their answer: the other starts follow
 UNFINISHED = ("max_iter",) + STALLED
 
@@ -567,6 +572,18 @@ def single_shooting_instead(rerun: Rerun, not_finite: StartNotFiniteError, guess
     return result
 
 
+def _unstable_why(result: EstimationResult) -> str:
+    """Why ``picard-gn`` stopped where its stuck step was diagnosed at a
+    finite solution (:func:`~picard_casadi.estimation.diagnosis.diagnose_stuck_step`):
+    the model unstable along the iterate, or a stable model (a two-compartment
+    model's log concentrations were told "unstable")."""
+    shown = ", ".join(f"{n} = {v:.4g}" for n, v in zip(result.p_names, result.p))
+    cause = ("an unstable model along the iterate" if UNSTABLE_THERE in result.message
+             else "a stable model: its step no longer describes the merit")
+    return (f"its step could not gain at {shown}, where the model's own solution is finite "
+            f"({cause})")
+
+
 def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
                 t_start: float) -> EstimationResult:
     """The result the default path returns after ``result`` (see the module doc).
@@ -583,7 +600,8 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
-    if (result.success or result.status in ("stopped", "plateau") or path.warm_start
+    if (result.success or result.status in ("stopped", "plateau", NOISE_NOT_POSITIVE)
+            or path.warm_start
             or result._ran_off):
         # a plateau (the outputs do not depend on the parameters there) is a
         # property of the start's basin: another start is the remedy, which the
@@ -687,10 +705,8 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # fails (an unstable model, or stiff kinetics at the first mesh's
         # optimum), the same discretised problem by another method often
         # converges, and at a fraction of shooting's cost
-        why = ("the model is unstable along its trajectory at p = "
-               f"{np.array2string(result.p, precision=4)}, where its step loses all "
-               "precision" if path.unstable else
-               f"its step failed ({clipped(result.message)})")
+        why = (_unstable_why(result) if path.unstable
+               else f"its step failed ({clipped(result.message)})")
         retry = _another_method_run(rerun, result, path.guess, _AnotherMethod(
             "ipopt", f"picard-gn stopped: {why}", "method='ipopt' on the same collocation",
             "the default method falls back to it there; pass method= to choose",

@@ -103,6 +103,11 @@ class NoiseCovariance:
         self.R = R
         return self._vech(R)
 
+    def not_positive(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> str:
+        """``""``: the covariance's noise levels do not depend on the outputs
+        (:meth:`NoiseFormula.not_positive <picard_casadi.estimation.noise_formula.NoiseFormula.not_positive>`'s counterpart)."""
+        return ""
+
     def held(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray] | None
              ) -> list[Experiment]:
         """The experiments a method solves with: each output weighted by

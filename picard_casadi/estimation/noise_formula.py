@@ -218,7 +218,8 @@ class NoiseFormula:
         theta = np.asarray(sol["x"], float).ravel()
         if not np.all(np.isfinite(theta)):
             return self.theta.copy()
-        return theta
+        # (IPOPT relaxes its bounds by 1e-8: a combined error's a came back -1e-8)
+        return np.clip(theta, self.lower, self.upper)
 
     def _values(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]
                 ) -> tuple[list[tuple[int, int]], list[np.ndarray], list[np.ndarray]]:
@@ -231,6 +232,23 @@ class NoiseFormula:
                 gs.append(G[measured, k])
                 rs.append(exp.y[measured, k] - G[measured, k])
         return pairs, gs, rs
+
+    def not_positive(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> str:
+        """Where a formula's ``sigma`` at ``theta`` and the outputs ``fitted``
+        (per experiment, sample order) is 0, negative or not finite at a
+        measured value, in words; ``""`` where nowhere."""
+        for k in self.outputs:
+            for e, (exp, G) in enumerate(zip(data, fitted)):
+                measured = np.flatnonzero(np.isfinite(exp.y[:, k]))
+                s, _ = self.sigma_slope(k, e, self.theta, np.asarray(G, float)[measured, k])
+                bad = np.flatnonzero(~(np.isfinite(s) & (s > 0)))
+                if bad.size:
+                    i = int(measured[bad[0]])
+                    return (f"the noise formula of output {self.y_names[k]!r} is "
+                            f"sigma = {s[bad[0]]:g} at the fit where a value is measured "
+                            f"(experiment {exp.name!r}, t = {exp.t[i]:g}, y = {exp.y[i, k]:g}, "
+                            f"the model's output {G[i, k]:g})")
+        return ""
 
     def held(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray] | None
              ) -> list[Experiment]:

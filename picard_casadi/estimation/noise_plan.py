@@ -136,6 +136,14 @@ def default_noise(experiments: Sequence[Experiment], ny: int) -> tuple[Noise, ..
 FLOORED_AT = "is 0 or negative at the estimate where it is measured"
 
 
+def floored_where(warnings: Sequence[str]) -> str:
+    """From a result's ``warnings``, where :func:`floored_measurement`'s note
+    puts a log-normal output at 0 or below: ``"output 'C' is 0 or negative at
+    the estimate where it is measured (experiment 'A', t = 0.5)"``, or ``""``."""
+    note = next((w for w in warnings if FLOORED_AT in w), "")
+    return note[note.index("output "):note.index(", and its noise")] if note else ""
+
+
 def floored_measurement(model: Model, experiments: list[Experiment],
                         fitted: list[np.ndarray], names: Sequence[str]) -> str:
     """Where a log-normal output's fitted value is at the floor (0 or negative:

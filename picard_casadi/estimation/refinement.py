@@ -396,6 +396,15 @@ def _held_by_formula(prob: FitProblem, disc: Discretisation, Ys: np.ndarray,
     if not prob.formula or prob.data is None:
         return None
     fitted = fitted_outputs(disc, Ys)
+    not_positive = prob.formula.not_positive(prob.data, fitted)
+    if not_positive:
+        # the likelihood is not finite at these outputs whatever theta (b*g
+        # where g is 0): IPOPT's noise NLP would print its NaNs (estimate
+        # fails the result where this holds at the end)
+        message = f"the noise parameters were not re-estimated further: {not_positive}"
+        if note and message not in prob.notes:
+            prob.notes.append(message)
+        return None
     theta = prob.formula.fit_theta(prob.data, fitted)
     previous = prob.formula.theta
     prob.formula.theta = theta

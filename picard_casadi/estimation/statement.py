@@ -217,19 +217,6 @@ class Statement:
         if self.shifted.any():
             res.settings["x0_from_parameters"] = [
                 n for n, s in zip(self.model.x_names, self.shifted) if s]
-            # the model's x0 is the state at t0, which is the first sample unless
-            # given: a user's A0 "at t = 0" with data from t = 1 on was fitted as
-            # A(1), success=True and no warning
-            late = [e for e in self.experiments
-                    if not getattr(e, "_t0_given", True) and e.t0 != 0.0]
-            if late:
-                # first: where the fit is flagged, this is the likelier cause
-                note = (f"the model's x0 expressions give the states at each experiment's "
-                        f"t0, which for {[e.name for e in late]} is its first sample time "
-                        f"(t0 = {late[0].t0:g}, not given): where they are the states at "
-                        "t = 0, pass Experiment(..., t0=0.0)")
-                res.warnings.insert(0, note)
-                warn_user(note)
         res._statement = self
         return res
 

@@ -18,7 +18,7 @@ import casadi as ca
 import numpy as np
 
 from ..errors import with_closest
-from ..estimation.noise_plan import FLOORED_AT
+from ..estimation.noise_plan import floored_where
 from ..parameters import with_starts
 
 __all__ = ["nllh_at"]
@@ -65,11 +65,10 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
                        T=span if span > 0 else None)
     if not np.isfinite(res.nllh):
         raise ValueError(f"the model cannot be simulated at these values: {res.message}")
-    floored = next((w for w in res.warnings if FLOORED_AT in w), None)
-    if floored is not None:
+    where = floored_where(res.warnings)
+    if where:
         # the logarithm of a simulated 0 or negative value: the fit's floor
         # keeps the objective finite, PEtab's likelihood is not
-        where = floored[floored.index("output "):floored.index(", and its noise")]
         where = where.replace("at the estimate", "in the simulation")
         warnings.warn(f"PEtab's likelihood is not finite at these values: {where}, and its "
                       "noise is log-normal: nllh_at returns inf",

@@ -30,6 +30,34 @@ def _label(name: str, unit: str) -> str:
     return f"{name} [{unit}]" if unit else name
 
 
+def _fitted_scales(result: EstimationResult, model: Model) -> list[str]:
+    """Each output's scale in the fit: ``"log"`` or ``"log10"`` where its noise
+    is log-normal (the result's outputs are then ``log(C)``: the data are
+    drawn on that scale too), else ``"lin"``."""
+    names = list(result.y_names or [])
+    if len(names) != model.ny:
+        return ["lin"] * model.ny
+    return [next((s for s in ("log", "log10") if fitted == f"{s}({name})"), "lin")
+            for fitted, name in zip(names, model.y_names)]
+
+
+def _on_scale(values: np.ndarray, scale: str) -> np.ndarray:
+    """``values`` on ``scale`` (NaN where a log scale has no value)."""
+    if scale == "lin":
+        return values
+    positive = np.where(values > 0, values, np.nan)
+    return np.log(positive) if scale == "log" else np.log10(positive)
+
+
+def _limit_to(ax: plt.Axes, values: np.ndarray) -> None:
+    """The y axis of ``ax`` around the finite ``values``, with a margin."""
+    values = values[np.isfinite(values)]
+    if values.size:
+        lo, hi = float(values.min()), float(values.max())
+        pad = 0.1 * (hi - lo) if hi > lo else 0.5
+        ax.set_ylim(lo - pad, hi + pad)
+
+
 def _grid(n: int) -> tuple[int, int]:
     cols = 1 if n == 1 else 2 if n <= 4 else 3
     return int(np.ceil(n / cols)), cols
@@ -126,6 +154,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
     grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    scales = _fitted_scales(result, model)
+    noise_models = [str(m) for m in result.settings.get("noise_model") or []]
+    noise_models += [""] * (model.ny - len(noise_models))
     failed_sim = []
     for n, e in enumerate(chosen):
         exp = experiments[e]
@@ -145,14 +176,21 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
             fit_ax.set_gid(f"fit:{e}:{k}")
             colour = colours[k % len(colours)]
-            fit_ax.plot(exp.t, exp.y[:, k], "o", ms=2.8, color=colour, alpha=0.6,
-                        label="data")
+            data = _on_scale(exp.y[:, k], scales[k])
+            fit_ax.plot(exp.t, data, "o", ms=2.8, color=colour, alpha=0.6, label="data")
             if Y_all is not None:
                 fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
+                if scales[k] != "lin":
+                    # the log of a state starting at 0 (an oral dose's central
+                    # compartment) dives towards -690 before the first sample:
+                    # the data's range, not the line's, sets the axis
+                    _limit_to(fit_ax, np.r_[data, Y_all[at_samples, k]])
             if i == 0:
                 fit_ax.set_title(exp.name, fontsize=9)
             if labelled:
-                fit_ax.set_ylabel(_label(model.y_names[k], model.y_units[k]), fontsize=8)
+                shown = _label(model.y_names[k], model.y_units[k])
+                fit_ax.set_ylabel(shown if scales[k] == "lin" else f"{scales[k]}({shown})",
+                                  fontsize=8)
             fit_ax.tick_params(labelsize=7, labelbottom=not residuals and i == last
                                and not with_inputs)
             fit_ax.grid(alpha=0.3)
@@ -164,14 +202,17 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                 res_ax.set_gid(f"residual:{e}:{k}")
                 res_ax.axhline(0.0, color="0.3", lw=0.8)
                 if Y_all is not None:
-                    r = exp.y[:, k] - Y_all[at_samples, k]
+                    r = data - Y_all[at_samples, k]
                     res_ax.plot(exp.t, r, "o", ms=2.2, color=colour, alpha=0.8,
                                 label="residual (data - fit)")
                 if labelled:
+                    # (a noise formula's sigma differs by sample: no one value)
                     sigma = (f"\n\u03c3 {result.noise_sigma[k]:.3g}"
                              if result.noise_sigma is not None
-                             and k < np.size(result.noise_sigma) else "")
-                    res_ax.set_ylabel(_label("residual", model.y_units[k]) + sigma, fontsize=8)
+                             and k < np.size(result.noise_sigma)
+                             and "(a formula)" not in noise_models[k] else "")
+                    res_ax.set_ylabel((_label("residual", model.y_units[k]) if scales[k] == "lin"
+                                       else f"residual ({scales[k]})") + sigma, fontsize=8)
                 res_ax.tick_params(labelsize=7, labelbottom=i == last and not with_inputs)
                 res_ax.grid(alpha=0.3)
                 bottom = res_ax

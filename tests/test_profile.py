@@ -298,3 +298,8 @@ def test_a_log_scale_profile_walks_through_zero_like_any_other_value():
     # a nearly linear problem: the profile interval is close to Wald's
     assert abs(lo - lo_wald) < 0.3 * (hi_wald - lo_wald)
     assert abs(hi - hi_wald) < 0.3 * (hi_wald - lo_wald)
+    # and on k's own scale, as res.p_ci is (a pharmacometrician found log10 only)
+    assert prof.scales == ["log10"] and prof.own_names == ["k"]
+    assert prof.linear_intervals[0] == pytest.approx([10 ** lo, 10 ** hi])
+    assert f"on their own scale: k [{10 ** lo:.5g}, {10 ** hi:.5g}]" in prof.summary()
+    assert prof.to_dict()["linear_intervals"][0] == pytest.approx([10 ** lo, 10 ** hi])

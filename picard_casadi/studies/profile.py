@@ -69,6 +69,7 @@ from ..analysis.quantiles import chi2_1, f_1, normal
 from ..errors import FitWarning, with_closest
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
+from ..parameters import from_scale
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import warn_user
 
@@ -138,6 +139,12 @@ class Profile:
         Re-optimisations run (the profile points and the re-fitted estimate).
     wall_time : float
     warnings : list of str
+    scales : list of str
+        Each parameter's scale (``"lin"``, ``"log"``, ``"log10"``): a fit
+        with a parameter table is profiled on its estimation scale, which
+        ``names`` and ``intervals`` are on (``log10(k)``).
+    own_names : list of str
+        The parameters' own names (``k``), where ``scales`` are given.
     """
 
     intervals: np.ndarray
@@ -155,6 +162,19 @@ class Profile:
     evaluations: int = 0
     wall_time: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    scales: list[str] = field(default_factory=list)
+    own_names: list[str] = field(default_factory=list)
+
+    @property
+    def linear_intervals(self) -> np.ndarray:
+        """``intervals`` on each parameter's own scale (``10**`` of a log10
+        interval: a profile interval is invariant under the transformation,
+        so this is the profile interval of ``k`` itself)."""
+        out = np.array(self.intervals, float).copy()
+        for i, scale in enumerate(self.scales):
+            out[i] = [from_scale(v, scale) if np.isfinite(v) else
+                      (0.0 if v < 0 and scale != "lin" else v) for v in out[i]]
+        return out
 
     @property
     def statistic_name(self) -> str:
@@ -178,6 +198,12 @@ class Profile:
                     f"[{self.wald[i, 0]:>11.5g}, {self.wald[i, 1]:>11.5g}]")
             lines.append(f"  {name:<{width}}{self.estimate[i]:>13.6g}{wald:>29}"
                          f"   [{lo:>11.5g}, {hi:>11.5g}]")
+        logs = [i for i, sc in enumerate(self.scales) if sc != "lin"
+                and i < len(self.own_names) and not np.isnan(self.intervals[i, 0])]
+        if logs:
+            own = self.linear_intervals
+            lines.append("  on their own scale: " + ", ".join(
+                f"{self.own_names[i]} [{own[i, 0]:.5g}, {own[i, 1]:.5g}]" for i in logs))
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -194,6 +220,8 @@ class Profile:
             "noise": self.noise, "threshold": self.threshold, "dof": self.dof,
             "s2": self.s2, "wssr": self.wssr, "evaluations": self.evaluations,
             "wall_time": self.wall_time, "warnings": self.warnings,
+            **({"scales": self.scales, "own_names": self.own_names,
+                "linear_intervals": self.linear_intervals} if self.scales else {}),
             "paths": {self.names[i]: {"values": pth.values, "statistic": pth.statistic,
                                       "p": pth.p, "ends": list(pth.ends)}
                       for i, pth in self.paths.items()},
@@ -522,6 +550,7 @@ def profile(
     # log10 k = 0 and ran out of points, "non-identifiable")
     on_log_scale = np.zeros(np.size(result.p), dtype=bool)
     user_names: list[str] = []  # the parameters' own names, where profiled on a scale
+    scales: list[str] = []
     if result.p_scaled is not None:
         # a restated problem (log scales, experiment parameters): profiled on
         # the estimation scale, with the model the methods solved
@@ -648,7 +677,9 @@ def profile(
     prof = Profile(intervals=np.full((result.p.size, 2), np.nan), estimate=base.p.copy(),
                    wald=None if result.p_ci is None else np.asarray(result.p_ci, float),
                    std=std, names=names, confidence=float(confidence), noise=noise,
-                   threshold=float(q), dof=dof, s2=float(s2), wssr=criterion)
+                   threshold=float(q), dof=dof, s2=float(s2), wssr=criterion,
+                   scales=list(scales) if user_names and len(scales) == np.size(result.p)
+                   else [], own_names=user_names)
     prof.evaluations = 1 + sum(len(s.values) for s in sides)
     for i in chosen:
         lower, upper = sides[tasks.index((i, -1))], sides[tasks.index((i, 1))]

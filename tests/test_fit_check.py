@@ -308,3 +308,51 @@ def test_nothing_estimated_is_not_called_a_local_minimum():
     assert len(fitted) == len(fixed) == 1
     assert "try multistart=8" in fitted[0] and "try multistart" not in fixed[0]
     assert "these are fixed values (nothing was estimated), not an optimum" in fixed[0]
+
+
+def _sparse_pk(seed=5):
+    import casadi as ca
+
+    Ad, Ac = ca.SX.sym("Ad"), ca.SX.sym("Ac")
+    ka, CL, V, dose = (ca.SX.sym(n) for n in ("ka", "CL", "V", "dose"))
+    model = pc.Model(x=ca.vertcat(Ad, Ac), p=ca.vertcat(ka, CL, V, dose),
+                     rhs=ca.vertcat(-ka * Ad, ka * Ad - CL / V * Ac), y=Ac / V, x0=[dose, 0.0],
+                     p_names=["ka", "CL", "V", "dose"], y_names=["C"])
+    t = np.array([0.5, 1, 2, 4, 6, 8, 12, 24.0])
+    rng = np.random.default_rng(seed)
+
+    def measured(D):
+        X = pc.simulate(model, [D, 0.0], [1.0, 3.0, 30.0, D], t, t0=0.0)
+        return X[:, 1:] / 30.0 * np.exp(0.1 * rng.standard_normal((t.size, 1)))
+
+    return model, t, measured
+
+
+def test_a_sparse_subject_whose_every_residual_has_one_sign_is_named():
+    """Eight samples of a subject all near 0 beside its 100 mg dose: below the
+    ten samples the check needed, no word (every residual of one sign has a
+    chance of 2 0.5^8 = 0.8 %)."""
+    model, t, measured = _sparse_pk()
+    near_zero = -0.001 + 0.001 * np.random.default_rng(1).standard_normal((t.size, 1))
+    exps = [pc.Experiment(t=t, y=near_zero, t0=0.0, name="A", parameters={"dose": 100.0}),
+            pc.Experiment(t=t, y=measured(200.0), t0=0.0, name="B",
+                          parameters={"dose": 200.0})]
+    with pytest.warns(pc.FitWarning, match="output 'C' in experiment 'A'.*every residual of "
+                                           "one sign"):
+        res = pc.estimate(model, exps, p0={"ka": 0.5, "CL": 2.0, "V": 20.0},
+                          parameter_scale="log10")
+    assert res.fit_flagged and any("experiment 'A'" in w for w in res.warnings)
+
+
+def test_an_experiment_on_a_much_shorter_time_span_is_named_without_a_misfit():
+    """One subject's times in minutes beside another's in hours: CL 160
+    standard errors off, and no misfit the sparse checks could see."""
+    model, t, measured = _sparse_pk()
+    exps = [pc.Experiment(t=60 * t, y=measured(100.0), t0=0.0, name="A",
+                          parameters={"dose": 100.0}),
+            pc.Experiment(t=t, y=measured(200.0), t0=0.0, name="B", parameters={"dose": 200.0})]
+    with pytest.warns(UserWarning, match=r"experiment\(s\) \['B'\] span 24 time units, 60 "
+                                         r"times less than \['A'\]"):
+        res = pc.estimate(model, exps, p0={"ka": 0.5, "CL": 2.0, "V": 20.0},
+                          parameter_scale="log10", noise="log-normal")
+    assert res.success and not res.fit_flagged

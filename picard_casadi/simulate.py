@@ -690,5 +690,8 @@ def simulate_experiment(
     if (u is not None and not callable(u) and breakpoints is None and model.nu
             and u_interpolation == "previous"):
         breakpoints = t  # the held input jumps at the samples: intervals start there
+    # x0 is the state at the first sample, where the simulation started: the
+    # clock is stated (no note that a known x0 may be meant at t = 0)
     return Experiment(t, Y, u=u, x0=np.asarray(x0 if x0_guess is None else x0_guess, float),
-                      name=name, breakpoints=breakpoints, u_interpolation=u_interpolation)
+                      name=name, breakpoints=breakpoints, u_interpolation=u_interpolation,
+                      t0=float(t[0]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import casadi as ca
 import numpy as np
@@ -417,6 +418,11 @@ def test_a_known_dose_with_samples_from_later_says_where_its_clock_starts():
              for e, D in zip(exps, [100.0, 300.0])]
     with pytest.warns(UserWarning, match="first sample time"):
         pc.estimate(plain, known, [0.5, 3.0, 20.0], estimate_x0=False, uncertainty=False)
+    # simulated data state their clock (x0 at the first sample): no note
+    made = pc.simulate_experiment(plain, [100.0, 0.0], [1.2, 4.0, 30.0], t, noise_std=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        pc.estimate(plain, [made], [0.5, 3.0, 20.0], estimate_x0=False, uncertainty=False)
     # the clock given: no note, and the estimates are the truth's
     at_zero = [e.replaced(t0=0.0) for e in exps]
     res0 = pc.estimate(model, at_zero, p0=start)

@@ -70,6 +70,29 @@ def test_multistart_on_a_process_pool_equals_serial():
     assert np.allclose(again.p, serial.p, rtol=1e-6)
 
 
+def test_a_log_normal_multistart_from_a_pool_profiles_as_serially():
+    """The best start of a pool came back with the caller's model attached:
+    for a log-normal output that is not the model the methods solved (its
+    logarithm), and the profile re-fitted another problem (an SEIR's
+    log10(rho) profiled around -1.64 for the estimate's -0.71, no warning)."""
+    x, k = ca.SX.sym("x", 2), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=ca.vertcat(-k[0] * x[0], k[0] * x[0] - k[1] * x[1]),
+                     y=x[1], p_names=["k1", "k2"], y_names=["B"])
+    t = np.linspace(0.5, 8.0, 16)
+    B = pc.simulate(model, [10.0, 0.0], [0.9, 0.3], t, t0=0.0)[:, 1]
+    y = B * np.exp(0.1 * np.random.default_rng(0).standard_normal(t.size))
+    exp = pc.Experiment(t, y, x0=[10.0, 0.0], t0=0.0)
+    options = dict(estimate_x0=False, noise="log-normal", multistart=3, seed=1,
+                   p_bounds=([0.01, 0.01], [5.0, 5.0]))
+    serial = pc.estimate(model, [exp], [0.5, 0.5], **options)
+    pooled = pc.estimate(model, [exp], [0.5, 0.5], n_jobs=2, **options)
+    assert np.allclose(pooled.p, serial.p, rtol=1e-9)
+    one, two = pc.profile(serial, parameters=[0]), pc.profile(pooled, parameters=[0])
+    assert np.allclose(two.estimate, serial.p, rtol=1e-6), two.estimate
+    assert two.wssr == pytest.approx(one.wssr, rel=1e-6)
+    assert np.allclose(two.intervals[0], one.intervals[0], rtol=1e-4)
+
+
 def test_multistart_on_a_dask_local_cluster_equals_serial():
     distributed = pytest.importorskip("distributed")
     prob = pc.problem("vdp", seed=1)

@@ -30,10 +30,22 @@ class Portable:
         With ``_predictor`` and ``_disc`` removed (``_X``, ``_U`` kept).
     mesh : tuple or None
         ``(T, nodes, scheme, boundaries)`` of the result's final mesh.
+    model : Model or None
+        What the methods solved on that mesh, which need not be the caller's:
+        a log-normal output's model is its logarithm (the caller's raw one
+        re-attached made a profile re-fit another problem: an SEIR's
+        log10(rho) -1.64 for -0.71, no warning).  None (a result without a
+        mesh): the caller's.
+    data : list of (y, sigma) or None
+        Each experiment's data as the methods solved them (on a log-normal
+        output's scale); the caller's experiments carry everything else
+        (inputs that only cloudpickle sends, such as lambdas).
     """
 
     result: Any
     mesh: tuple[float, int, str, list[np.ndarray]] | None
+    model: Any = None
+    data: list[tuple[np.ndarray, np.ndarray | None]] | None = None
 
 
 def portable(result: Any) -> Portable:
@@ -41,16 +53,24 @@ def portable(result: Any) -> Portable:
     disc = result._disc
     mesh = None if disc is None else (float(disc.T), int(disc.nodes), str(disc.scheme),
                                       [np.asarray(b, float).copy() for b in disc.boundaries])
-    return Portable(replace(result, _predictor=None, _disc=None), mesh)
+    return Portable(replace(result, _predictor=None, _disc=None), mesh,
+                    None if disc is None else disc.model,
+                    None if disc is None else [(e.y, e.sigma) for e in disc.experiments])
 
 
 def restore(item: Portable, model: Any, experiments: list[Any]) -> Any:
-    """The result of ``item`` with the caller's model and experiments attached.
+    """The result of ``item`` with the caller's model and experiments attached
+    (the model and data it was solved with, :attr:`Portable.model` and
+    :attr:`Portable.data`, where it carries them).
 
     Its discretisation is rebuilt on the same mesh, so :meth:`predict`
     (both sources), ``warm_start`` and :func:`~picard_casadi.profile` work.
     """
     res = item.result
+    if item.model is not None and item.data is not None and len(item.data) == len(experiments):
+        model = item.model
+        experiments = [e.replaced(y=y, sigma=sigma) for e, (y, sigma) in
+                       zip(experiments, item.data)]
     if item.mesh is None or res._X is None:
         res._predictor = simulation_predictor(model, list(experiments))
         return res

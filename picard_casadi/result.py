@@ -677,6 +677,16 @@ class EstimationResult:
                 f"{err.colno} (the file may be truncated, or not a result written by to_json)"
             ) from None
         res = cls.from_dict(data, where)
+        scaled = False
+        if model is not None and res.y_names and len(res.y_names) == model.ny:
+            # a log-normal output was solved (and is predicted) as its logarithm,
+            # "log(C)": the same model on that scale (it was refused, "refit")
+            scales = [next((sc for sc in ("log", "log10") if mine == f"{sc}({theirs})"), "lin")
+                      for mine, theirs in zip(res.y_names, model.y_names)]
+            if any(sc != "lin" for sc in scales):
+                from .estimation.noise_plan import log_scaled_model
+
+                model, scaled = log_scaled_model(model, scales), True
         if (model is not None and experiments is not None and res._restated()
                 and res.p_names and res.p_names != list(model.p_names)):
             # the model's parameters from the result's and the experiments'
@@ -694,7 +704,8 @@ class EstimationResult:
                 from .transcription.delayed import simulated_predictor
 
                 res._predictor = simulated_predictor(model, list(experiments), res.p)
-            res._attached = (model, list(experiments))
+            if not scaled:  # (a profile re-fits the data, which are not on the log scale)
+                res._attached = (model, list(experiments))
         return res
 
     def _restated(self) -> bool:

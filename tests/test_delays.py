@@ -125,6 +125,25 @@ def test_a_known_delay_is_the_data_shifted():
     assert abs(res.nllh - ref.nllh) < 1e-6
 
 
+def test_a_numeric_output_delay_of_a_model_without_inputs():
+    """`output_delays={"y": 0.5}` on a model without inputs raised "`u` was
+    given but model 'model' has no inputs" (the rounds' inputs are the
+    centres of estimated delays: here there are none).  Its fit is the fit
+    of the data shifted by the delay."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    t = np.linspace(0, 10, 21)
+    y = 5 * np.exp(-0.3 * np.maximum(t - 0.5, 0)) * (
+        1 + 0.01 * np.random.default_rng(0).standard_normal(t.size))
+    delayed = pc.Model(x=x, p=k, rhs=-k * x, y_names=["y"], output_delays={"y": 0.5})
+    res = pc.estimate(delayed, [pc.Experiment(t, y, x0=[5.0], t0=0.0)], [0.5],
+                      estimate_x0=False)
+    plain = pc.Model(x=x, p=k, rhs=-k * x, y_names=["y"])
+    shifted = pc.Experiment(np.maximum(t - 0.5, 0.0), y, x0=[5.0], t0=0.0)
+    ref = pc.estimate(plain, [shifted], [0.5], estimate_x0=False)
+    assert res.success and res.p == pytest.approx(ref.p, rel=1e-6)
+    assert res.p[0] == pytest.approx(0.3, abs=3 * res.p_std[0])
+
+
 def test_simulate_applies_the_delays():
     model = _model(TAU, "input")
     X = pc.simulate(model, [0.0], [0.8, 1.5, TAU], T, _signal(T)[:, None],

@@ -207,6 +207,24 @@ def test_noise_models_survive_json(tmp_path):
     assert "A: normal, sigma = 0.05 (known)" in res.summary()
 
 
+def test_a_log_normal_result_read_back_predicts_on_its_scale(tmp_path):
+    """from_json with the model refused a log-normal fit ("holds a restated
+    problem ... refit"), the CLI's result.json too: it predicts log(B) again,
+    as in its session; a profile still needs the session's result."""
+    model, t, X = _chain()
+    exp = pc.Experiment(t[1:], X[1:] * np.exp(0.05 * np.random.default_rng(5).standard_normal(
+        X[1:].shape)), x0=X0)
+    for scale in (None, "log10"):
+        res = pc.estimate(model, [exp], [0.3, 0.3], estimate_x0=False, noise="log-normal",
+                          parameter_scale=scale)
+        back = pc.EstimationResult.from_json(res.to_json(tmp_path / "r.json"), model=model,
+                                             experiments=[exp])
+        assert back.y_names == ["log(A)", "log(B)"]
+        assert np.allclose(back.predict(0), res.predict(0), rtol=1e-7, atol=1e-9)
+        with pytest.raises(ValueError, match="refit (from its estimate )?in this session"):
+            pc.profile(back)
+
+
 def test_the_profile_of_a_likelihood_fit_re_fits_its_noise():
     model, t, X = _chain()
     rng = np.random.default_rng(3)

@@ -85,6 +85,21 @@ def test_experiment_non_finite_times_named():
         pc.Experiment([0, 1, np.nan, 3], np.ones((4, 1)))
 
 
+def test_experiment_dates_as_times_are_named_with_the_conversion():
+    # a pandas date column became microseconds since 1970 (1.58e15): the fit
+    # ran on that clock and ended step_failed with nothing pointing at it
+    dates = np.array(["2020-03-08", "2020-03-15", "2020-03-22"], dtype="datetime64[us]")
+    with pytest.raises(ValueError, match=r"`t` holds dates \(datetime64\[us\]\), not numbers "
+                                         r"in the model's time unit; convert them, for example "
+                                         r"days since the first: \(t - t\[0\]\) / "
+                                         r"np.timedelta64\(1, 'D'\)"):
+        pc.Experiment(dates, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"`t` holds time spans"):
+        pc.Experiment(dates - dates[0], [1.0, 2.0, 3.0])
+    days = (dates - dates[0]) / np.timedelta64(1, "D")
+    assert pc.Experiment(days, [1.0, 2.0, 3.0]).t.tolist() == [0.0, 7.0, 14.0]
+
+
 def test_experiment_missing_inputs_named_with_their_times():
     # "`u` must be finite" named neither the column nor the gap (t = 10.0-10.9)
     u = np.zeros((6, 2))

@@ -171,13 +171,11 @@ def floored_measurement(model: Model, experiments: list[Experiment],
     return ""
 
 
-def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]
-                ) -> tuple[Model, list[Experiment], float]:
-    """The model and data with each log-normal output on its log scale, and
-    the likelihood's Jacobian terms (a ValueError for data that are not positive)."""
-    scales = [n.scale for n in noise]
-    if all(s == "lin" for s in scales):
-        return model, experiments, 0.0
+def log_scaled_model(model: Model, scales: Sequence[str]) -> Model:
+    """``model`` with each output on its scale (``"lin"``, ``"log"``,
+    ``"log10"``), named ``log(C)``: what a log-normal output's fit solves and
+    predicts (:meth:`~picard_casadi.EstimationResult.from_json` rebuilds it
+    from the names)."""
     y = model.y
     outs, names = [], []
     for k, s in enumerate(scales):
@@ -193,7 +191,17 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
             g = ca.fmax(y[k], _LOG_FLOOR)
             outs.append(ca.log(g) if s == "log" else ca.log10(g))
             names.append(f"{s}({model.y_names[k]})")
-    new_model = model.with_outputs(ca.vertcat(*outs), y_names=names, scales=scales)
+    return model.with_outputs(ca.vertcat(*outs), y_names=names, scales=list(scales))
+
+
+def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]
+                ) -> tuple[Model, list[Experiment], float]:
+    """The model and data with each log-normal output on its log scale, and
+    the likelihood's Jacobian terms (a ValueError for data that are not positive)."""
+    scales = [n.scale for n in noise]
+    if all(s == "lin" for s in scales):
+        return model, experiments, 0.0
+    new_model = log_scaled_model(model, scales)
     new_exps, jacobian = [], 0.0
     for exp in experiments:
         Y = np.array(exp.y, float)

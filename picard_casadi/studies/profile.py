@@ -591,6 +591,12 @@ def profile(
         elif result._attached is not None:  # EstimationResult.from_json(model=, experiments=)
             model, experiments = result._attached
         else:
+            if result._restated():  # a log-normal output's: its data on the log scale
+                raise ValueError(
+                    "this result was loaded from JSON and solved a restated problem (a "
+                    "log-normal output fitted as its logarithm): it predicts, but a profile "
+                    "re-fits, which needs the run itself: refit in this session (pc.estimate "
+                    "from its p converges in a few iterations) and profile that result")
             raise ValueError("this result carries no model (loaded from JSON?): pass "
                              "model=... and experiments=... of its run")
     experiments = list(experiments)

@@ -144,8 +144,11 @@ class DelayPlan:
                 "which its slope (zero) does not carry; read the samples linearly "
                 "(u_interpolation='linear'; pc.simulate_experiment holds an array u unless "
                 "told so), give a smooth callable, or fix the delay")
+        # a round model without inputs (known output delays of a model without
+        # inputs) takes none: its data were refused as "`u` was given"
+        has_inputs = bool(m.nu or self.estimated or self.t0_input)
         inputs = _RoundInputs(exp, m.nu, in_shift, self.slopes,
-                              np.asarray(centres, float), self.t0_input)
+                              np.asarray(centres, float), self.t0_input) if has_inputs else None
         late = np.unique(in_shift[in_shift > 0])
         bp = [exp.breakpoints] + [exp.breakpoints + d for d in late]
         if self.slopes and sampled:  # the slopes jump at the (delayed) samples

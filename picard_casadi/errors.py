@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
 
 __all__ = ["PicardError", "SimulationError", "ConvergenceError", "CodegenError",
            "StartNotFiniteError", "DiscretisationWarning", "FitWarning", "closest",
-           "with_closest"]
+           "with_closest", "dated_times"]
 
 
 class PicardError(Exception):
@@ -103,3 +106,16 @@ def with_closest(name: str, known: Iterable[str]) -> str:
     name is close: ``'kb1' (did you mean 'k_b1'?)``."""
     near = closest(name, known)
     return f"{str(name)!r}" + (f" (did you mean {near!r}?)" if near else "")
+
+
+def dated_times(where: str, dtype: Any) -> str:
+    """The message for dates (``datetime64``, a pandas date column) or time
+    spans (``timedelta64``) given as times: as numbers they were nanoseconds
+    or microseconds since 1970 (an SEIR fitted on a clock of 1.6e15 ended
+    ``step_failed`` with nothing pointing there)."""
+    dates = np.dtype(dtype).kind == "M"
+    how = ("days since the first: (t - t[0]) / np.timedelta64(1, 'D') (pandas: "
+           "(df.date - df.date.iloc[0]).dt.days), and give t0 where the model's x0 holds"
+           if dates else "in days: t / np.timedelta64(1, 'D')")
+    return (f"{where}: `t` holds {'dates' if dates else 'time spans'} ({dtype}), not numbers "
+            f"in the model's time unit; convert them, for example {how}")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .errors import dated_times
 from .model import Model
 
 __all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "evaluate_inputs",
@@ -358,18 +359,8 @@ class Experiment:
     ) -> None:
         self._name = "experiment" if name is None else str(name)
         where = f"Experiment {self._name!r}"
-        kind = getattr(np.asarray(t).dtype, "kind", "")
-        if kind in "Mm" and kind:
-            # dates (numpy datetime64, a pandas datetime column) became numbers
-            # in nanoseconds or microseconds since 1970: an SEIR fitted on a
-            # clock of 1.6e15 and ended step_failed with nothing pointing there
-            how = ("days since the first: (t - t[0]) / np.timedelta64(1, 'D') (pandas: "
-                   "(df.date - df.date.iloc[0]).dt.days), and give t0 where the model's x0 "
-                   "holds" if kind == "M" else "in days: t / np.timedelta64(1, 'D')")
-            raise ValueError(
-                f"{where}: `t` holds {'dates' if kind == 'M' else 'time spans'} "
-                f"({np.asarray(t).dtype}), not numbers in the model's time unit; convert "
-                f"them, for example {how}")
+        if np.asarray(t).dtype.kind in ("M", "m"):  # dates: 1.6e15 us since 1970
+            raise ValueError(dated_times(where, np.asarray(t).dtype))
         try:
             t_arr = np.asarray(t, dtype=float)
         except (TypeError, ValueError):

@@ -237,9 +237,10 @@ class Model:
     t_unit : str
         The time unit, for plot labels (``"s"`` by default).
     x_domain : (array_like, array_like), optional
-        Open box outside which the model is not valid (for example ``V > 0``).
-        A simulation that leaves it raises
-        :class:`~picard_casadi.SimulationError`; estimation boxes are clipped to it.
+        Open box outside which the model is not valid (for example ``V > 0``:
+        ``sqrt(V)`` has no derivative at 0).  A simulation that leaves it (or
+        starts on its bound) raises :class:`~picard_casadi.SimulationError`;
+        estimation boxes are clipped to it.
     x_nominal : array_like, optional
         Typical magnitude of each state, used to scale the problem.  By
         default it is taken from the data and the initial guess.

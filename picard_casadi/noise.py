@@ -24,13 +24,20 @@ likelihood's terms, with their constants as PEtab writes them, are in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import casadi as ca
 
-__all__ = ["Noise", "DISTRIBUTIONS"]
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Noise", "DISTRIBUTIONS", "LOG_FLOOR", "log_scaled_model"]
+
+#: the smallest model value a log-normal output takes the logarithm of (a
+#: measured value below it misfits by hundreds of noise levels)
+LOG_FLOOR = 1e-300
 
 #: the supported noise distributions and the scale on which each is normal
 DISTRIBUTIONS = {"normal": "lin", "log-normal": "log", "log10-normal": "log10"}
@@ -203,3 +210,26 @@ class Noise:
         else:
             where = f"sigma = {self.sigma:g} (known)"
         return f"{self.distribution}, {where}"
+
+
+def log_scaled_model(model: Model, scales: Sequence[str]) -> Model:
+    """``model`` with each output on its scale (``"lin"``, ``"log"``,
+    ``"log10"``), named ``log(C)``: what a log-normal output's fit solves and
+    predicts (:meth:`~picard_casadi.EstimationResult.from_json` rebuilds it
+    from the names)."""
+    y = model.y
+    outs, names = [], []
+    for k, s in enumerate(scales):
+        if s == "lin":
+            outs.append(y[k])
+            names.append(model.y_names[k])
+        else:
+            # floored: the outputs are evaluated at every sample slot, also
+            # where this one is not measured (a state 0 at t = 0), and a first
+            # guess may put 0 where it is (Schwen's): log 0 would make the
+            # objective NaN or infinite before the fit moves; a measured value
+            # still at the floor at the estimate is said (floored_measurement)
+            g = ca.fmax(y[k], LOG_FLOOR)
+            outs.append(ca.log(g) if s == "log" else ca.log10(g))
+            names.append(f"{s}({model.y_names[k]})")
+    return model.with_outputs(ca.vertcat(*outs), y_names=names, scales=list(scales))

@@ -443,7 +443,8 @@ class EstimationResult:
             std = self.p_scaled_std
             lines.append("  estimated on their log scales: " + ", ".join(
                 f"{n} = {self.p_scaled[j]:.6g}"
-                + (f" +- {std[j]:.3g}" if std is not None and np.isfinite(std[j]) else "")
+                + (f" +- {std[j]:.3g}" if std is not None and np.isfinite(std[j])
+                   and std[j] > 0 else " (fixed)" if std is not None and std[j] == 0 else "")
                 for n, j in on_log) + " (the intervals above are these, transformed)")
         lines += self._x0_lines()
         if self.settings.get("multistart_summary"):
@@ -684,7 +685,7 @@ class EstimationResult:
             scales = [next((sc for sc in ("log", "log10") if mine == f"{sc}({theirs})"), "lin")
                       for mine, theirs in zip(res.y_names, model.y_names)]
             if any(sc != "lin" for sc in scales):
-                from .estimation.noise_plan import log_scaled_model
+                from .noise import log_scaled_model
 
                 model, scaled = log_scaled_model(model, scales), True
         if (model is not None and experiments is not None and res._restated()

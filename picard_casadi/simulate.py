@@ -469,10 +469,14 @@ def _check_trajectory(model: Model, t: np.ndarray, X: np.ndarray) -> None:
         out = (X <= lb) | (X >= ub)
         if np.any(out):
             i, k = np.argwhere(out)[0]
+            # the box is open (sqrt(h) at h = 0 has no derivative): a start on
+            # its bound is said so (an SEIR's E(0) = 0 with x_domain x >= 0)
+            edge = (" (its initial value on the bound of the open x_domain: start inside it, "
+                    "or move the bound)" if i == 0 and X[i, k] in (lb[k], ub[k]) else "")
             raise SimulationError(
                 f"simulation of model {model.name!r} left the model's domain at "
                 f"t = {t[i]:g}: {model.x_names[k]} = {X[i, k]:.6g} is outside "
-                f"({lb[k]:g}, {ub[k]:g})"
+                f"({lb[k]:g}, {ub[k]:g}){edge}"
             )
 
 

@@ -984,3 +984,22 @@ def test_scale_for_every_parameter_stays_a_word():
     assert options["parameter_scale"] == "log10"
     statement_options(["log10", "tau=lin"], None, None, model, [], options)
     assert options["parameter_scale"] == ["log10", "lin"]
+
+
+def test_fit_png_says_why_a_simulation_failed(tmp_path):
+    """A panel whose simulation failed said only "simulation failed" (an SEIR
+    whose E(0) = 0 sat on its x_domain bound: no reason anywhere)."""
+    from picard_casadi.io.plotting import plot_fit
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    t = np.linspace(0, 3, 15)
+    exp = pc.Experiment(t, np.exp(-0.3 * t), x0=[1.0])
+    res = pc.estimate(pc.Model(x=x, p=k, rhs=-k * x, x_names=["V"]), [exp], [0.5],
+                      uncertainty=False)
+    bounded = pc.Model(x=x, p=k, rhs=-k * x, x_names=["V"], x_domain=([0.5], [np.inf]))
+    back = pc.EstimationResult.from_json(res.to_json(tmp_path / "r.json"), model=bounded,
+                                         experiments=[exp])
+    fig = plot_fit(back, bounded, [exp])
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any(s.startswith("simulation failed:\nleft the model's domain at t = ") and
+               "is outside (0.5, inf)" in s.replace("\n", " ") for s in texts), texts

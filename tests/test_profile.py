@@ -303,3 +303,26 @@ def test_a_log_scale_profile_walks_through_zero_like_any_other_value():
     assert prof.linear_intervals[0] == pytest.approx([10 ** lo, 10 ** hi])
     assert f"on their own scale: k [{10 ** lo:.5g}, {10 ** hi:.5g}]" in prof.summary()
     assert prof.to_dict()["linear_intervals"][0] == pytest.approx([10 ** lo, 10 ** hi])
+
+
+def test_a_wald_interval_far_wider_than_the_profile_is_clipped_and_cut():
+    """Only rho * A0 is determined: the Wald interval of log10(rho) was shown
+    as [-68, 68] beside its bounds [-3, 0], and its bar set the plot's axis,
+    the profile a spike in the middle."""
+    x = ca.SX.sym("x")
+    k, rho, a0 = ca.SX.sym("k"), ca.SX.sym("rho"), ca.SX.sym("A0")
+    model = pc.Model(x=x, p=ca.vertcat(k, rho, a0), rhs=-k * x, y=rho * x, x0=[a0],
+                     p_names=["k", "rho", "A0"])
+    t = np.linspace(0.5, 5, 12)
+    y = 6.0 * np.exp(-0.5 * t) * np.exp(0.05 * np.random.default_rng(0).standard_normal(t.size))
+    table = [pc.Parameter("k", 1.0, (0.01, 10), "log10"),
+             pc.Parameter("rho", 0.5, (1e-3, 1), "log10"),
+             pc.Parameter("A0", 5.0, (1e-2, 1e4), "log10")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [pc.Experiment(t, y, t0=0.0)], table, noise="log-normal")
+        prof = pc.profile(res, parameters=["rho"])
+    assert prof.wald[1].tolist() == [-3.0, 0.0] and prof.wald[2].tolist() == [-2.0, 4.0]
+    c = prof.paths[1].values
+    left, right = prof.plot().axes[0].get_xlim()
+    assert left >= c.min() - 0.1 * np.ptp(c) and right <= c.max() + 0.1 * np.ptp(c)

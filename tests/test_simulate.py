@@ -41,8 +41,14 @@ def test_leaving_the_domain_is_a_simulation_error():
     x = ca.SX.sym("x")
     q = ca.SX.sym("q")
     m = pc.Model(x=x, p=q, rhs=-q * ca.SX.ones(1), x_domain=([0.0], [np.inf]), x_names=["V"])
-    with pytest.raises(pc.SimulationError, match=r"left the model's domain at t = .*V"):
+    with pytest.raises(pc.SimulationError, match=r"left the model's domain at t = .*V = .* "
+                                                 r"is outside \(0, inf\)$"):
         pc.simulate(m, [1.0], [1.0], np.linspace(0, 2, 5))
+    # a start on the open box's bound is said so (an SEIR's E(0) = 0 with x >= 0)
+    with pytest.raises(pc.SimulationError, match=r"at t = 0: V = 0 is outside \(0, inf\) "
+                                                 r"\(its initial value on the bound of the "
+                                                 r"open x_domain"):
+        pc.simulate(m, [0.0], [0.0], np.linspace(0, 2, 5))
 
 
 def test_noise_model_is_seeded_and_scales_with_std(forced):

@@ -24,14 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import casadi as ca
 import numpy as np
 
 from ..analysis.fit_check import LACK_OF_FIT
 from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
-from ..noise import Noise
+from ..noise import LOG_FLOOR, Noise, log_scaled_model
 from ..errors import with_closest
 from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
@@ -113,9 +112,6 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
     return (single,) * ny
 
 
-#: the smallest model value a log-normal output takes the logarithm of (a
-#: measured value below it misfits by hundreds of noise levels)
-_LOG_FLOOR = 1e-300
 
 
 def _sigma_given(experiments: Sequence[Experiment], ny: int) -> list[list[bool]]:
@@ -147,7 +143,7 @@ def floored_where(warnings: Sequence[str]) -> str:
 def floored_measurement(model: Model, experiments: list[Experiment],
                         fitted: list[np.ndarray], names: Sequence[str]) -> str:
     """Where a log-normal output's fitted value is at the floor (0 or negative:
-    :data:`_LOG_FLOOR`) at a measured value, in words ('' where nowhere):
+    :data:`LOG_FLOOR`) at a measured value, in words ('' where nowhere):
     ``fitted`` the outputs (on the noise's scales) per experiment at its
     sample times, of ``model`` (:func:`_log_scaled`'s); ``names`` the user's
     names of the outputs."""
@@ -157,7 +153,7 @@ def floored_measurement(model: Model, experiments: list[Experiment],
     for k, scale in enumerate(scales):
         if scale == "lin":
             continue
-        floor = math.log(_LOG_FLOOR) if scale == "log" else math.log10(_LOG_FLOOR)
+        floor = math.log(LOG_FLOOR) if scale == "log" else math.log10(LOG_FLOOR)
         for exp, values in zip(experiments, fitted):
             hit = np.flatnonzero(np.isfinite(exp.y[:, k])
                                  & (np.asarray(values, float)[:, k] <= floor + 1e-6))
@@ -169,29 +165,6 @@ def floored_measurement(model: Model, experiments: list[Experiment],
                         "logarithm of 1e-300, and the fit ignores it); the model cannot give "
                         "the positive value measured there")
     return ""
-
-
-def log_scaled_model(model: Model, scales: Sequence[str]) -> Model:
-    """``model`` with each output on its scale (``"lin"``, ``"log"``,
-    ``"log10"``), named ``log(C)``: what a log-normal output's fit solves and
-    predicts (:meth:`~picard_casadi.EstimationResult.from_json` rebuilds it
-    from the names)."""
-    y = model.y
-    outs, names = [], []
-    for k, s in enumerate(scales):
-        if s == "lin":
-            outs.append(y[k])
-            names.append(model.y_names[k])
-        else:
-            # floored: the outputs are evaluated at every sample slot, also
-            # where this one is not measured (a state 0 at t = 0), and a first
-            # guess may put 0 where it is (Schwen's): log 0 would make the
-            # objective NaN or infinite before the fit moves; a measured value
-            # still at the floor at the estimate is said (floored_measurement)
-            g = ca.fmax(y[k], _LOG_FLOOR)
-            outs.append(ca.log(g) if s == "log" else ca.log10(g))
-            names.append(f"{s}({model.y_names[k]})")
-    return model.with_outputs(ca.vertcat(*outs), y_names=names, scales=list(scales))
 
 
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]

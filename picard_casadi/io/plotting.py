@@ -6,6 +6,7 @@ return the figure; pass ``path`` to save it as PNG.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from collections.abc import Sequence
@@ -162,11 +163,15 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         exp = experiments[e]
         band, col = divmod(n, cols)
         t_all = t_dense[e]
+        why = ""
         try:
             Y_all = result.predict(e, t_all)
-        except Exception:  # a simulation can fail far from the optimum
+        except Exception as err:  # a simulation can fail far from the optimum
             Y_all = None
             failed_sim.append(exp.name)
+            # the reason in the panel (an empty panel gave none anywhere)
+            reason = re.sub(r"^simulation of model '[^']*' ", "", " ".join(str(err).split()))
+            why = "\n".join(textwrap.wrap(textwrap.shorten(reason, 160), 44))
         at_samples = np.searchsorted(t_all, exp.t)
         fit_ax = None
         last = len(measured[e]) - 1
@@ -195,8 +200,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                                and not with_inputs)
             fit_ax.grid(alpha=0.3)
             if Y_all is None:
-                fit_ax.text(0.5, 0.5, "simulation failed", transform=fit_ax.transAxes,
-                            ha="center", va="center", color="C3", fontsize=8)
+                fit_ax.text(0.5, 0.5, "simulation failed" + (f":\n{why}" if why else ""),
+                            transform=fit_ax.transAxes, ha="center", va="center", color="C3",
+                            fontsize=7)
             if residuals:
                 res_ax = fig.add_subplot(grid[row + 1, col], sharex=fit_ax)
                 res_ax.set_gid(f"residual:{e}:{k}")
@@ -508,6 +514,17 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
                     label=f"Wald {pct} (p_ci)")
         ax.plot([theta], [0.0], "k*", ms=8, label="estimate")
         ax.set_ylim(-0.04 * top, top)
+        if c.size > 1 and c.max() > c.min():
+            # the profile's range sets the axis; a Wald interval many times
+            # wider (+-68 decades beside a profile over 2) made the profile a
+            # spike: it is drawn cut at the axis's edges
+            left, right = float(c.min()), float(c.max())
+            if prof.wald is not None and np.all(np.isfinite(prof.wald[i])):
+                w_lo, w_hi = (float(v) for v in prof.wald[i])
+                if w_hi - w_lo <= 3.0 * (right - left):
+                    left, right = min(left, w_lo), max(right, w_hi)
+            pad = 0.05 * (right - left)
+            ax.set_xlim(left - pad, right + pad)
         ax.set_xlabel(prof.names[i])
         # at most five ticks: a 4.6-inch panel's default ticks ran together
         # ("0.98750.9900")

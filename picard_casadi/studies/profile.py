@@ -680,8 +680,12 @@ def profile(
                 ctx.base = base
             sides = run_tasks(_walk_in_worker, [(data, i, d) for i, d in tasks], ex)
 
+    # the Wald intervals within the bounds, as the result's summary has them
+    # (a rho bounded to [-3, 0] in log10 was shown [-68.0, 68.0])
     prof = Profile(intervals=np.full((result.p.size, 2), np.nan), estimate=base.p.copy(),
-                   wald=None if result.p_ci is None else np.asarray(result.p_ci, float),
+                   wald=None if result.p_ci is None else np.column_stack([
+                       np.clip(np.asarray(result.p_ci, float)[:, j], p_lb, p_ub)
+                       for j in (0, 1)]),
                    std=std, names=names, confidence=float(confidence), noise=noise,
                    threshold=float(q), dof=dof, s2=float(s2), wssr=criterion,
                    scales=list(scales) if user_names and len(scales) == np.size(result.p)

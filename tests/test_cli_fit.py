@@ -415,6 +415,19 @@ def test_profile_writes_its_files_and_overwrite_removes_them(here, capsys):
         "convergence.png", "fit.png", "result.json"]
 
 
+def test_profile_parameters_profiles_those_alone(here, capsys):
+    # an epidemiologist's nine-parameter fit profiled all nine (36 s) for R0
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err, _ = _fit(capsys, "--profile-parameters", "s", "--quiet")
+    assert code == 0, err
+    assert "profile likelihood of s (both sides of each)" in out
+    prof = json.loads((here / "res" / "profile.json").read_text())
+    assert list(prof["paths"]) == ["s"]
+    assert prof["intervals"][0] == ["nan", "nan"], prof["intervals"]  # k not profiled
+    code, _, err, _ = _fit(capsys, "--profile-parameters", "kk", "--quiet")
+    assert code == 1 and "--profile: " in err and "'kk'" in err, err
+
+
 def test_profile_of_a_failed_fit_is_skipped(here, capsys):
     _write(here, DECAY, DECAY_TRUE, [[0.2]])
     code, out, err, saved = _fit(capsys, "--profile", "--max-iter", "1", "--quiet")

@@ -287,3 +287,29 @@ def test_initial_states_the_data_do_not_see_are_named_each_alone_with_the_remedy
         res = pc.estimate(model, exps, p0=[0.4, 0.25])
     assert res.success and np.all(np.isfinite(res.p_std))
     assert all(np.isinf(s[2]) and np.all(np.isfinite(s[:2])) for s in res.x0_std)
+
+
+def test_two_log_parameters_whose_product_alone_is_determined_are_said_so():
+    """Early-epidemic incidence fixes the reporting fraction times the initial
+    infected: each was named as spanning 35 decades, not that their product
+    is what the data determine."""
+    N = 1e6
+    S, E, I = (ca.SX.sym(n) for n in "SEI")
+    beta, rho, I0 = (ca.SX.sym(n) for n in ("beta", "rho", "I0"))
+    sigma, gamma = 1 / 5.2, 1 / 7
+    force = beta * S * I / N
+    model = pc.Model(x=ca.vertcat(S, E, I), p=ca.vertcat(beta, rho, I0),
+                     rhs=ca.vertcat(-force, force - sigma * E, sigma * E - gamma * I),
+                     y=7 * rho * sigma * E, x0=[N - I0, 0.0, I0],
+                     p_names=["beta", "rho", "I0"], y_names=["cases"])
+    t = np.arange(7, 57, 7.0)
+    X = pc.simulate(model, [N - 20, 0, 20], [0.35, 0.3, 20], t, t0=0.0)
+    y = 7 * 0.3 * sigma * X[:, 1] * np.exp(np.random.default_rng(1).normal(0, 0.2, t.size))
+    table = [pc.Parameter("beta", 0.5, bounds=(0.01, 5), scale="log10"),
+             pc.Parameter("rho", 0.5, bounds=(1e-3, 1), scale="log10"),
+             pc.Parameter("I0", 5.0, bounds=(1e-2, 1e4), scale="log10")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [pc.Experiment(t, y, t0=0.0)], table, noise="log-normal")
+    note = next(w for w in res.warnings if "poorly" in w)
+    assert "rho and I0 are correlated -1.000: the data determine rho * I0, not each" in note

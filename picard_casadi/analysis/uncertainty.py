@@ -526,8 +526,38 @@ def note_poorly_determined(result: Any) -> None:
     elif items:
         listed = ", ".join(n for n, _, _ in items[:-1]) + f" and {items[-1][0]}"
         details = "; ".join(f"{n}: {d}" for n, _, d in items)
-        result.warnings.append(f"{POORLY_DETERMINED_HEAD}{listed} poorly ({details}); "
+        result.warnings.append(f"{POORLY_DETERMINED_HEAD}{listed} poorly ({details})"
+                               f"{_determined_combination(result, named, scales)}; "
                                "likelihood profiles (pc.profile) show what the data allow")
+
+
+#: a correlation this close to +-1 between two poorly determined log-scale
+#: parameters says the data determine their ratio or product
+COMBINATION_CORRELATION = 0.99
+
+
+def _determined_combination(result: Any, named: list[int], scales: Any) -> str:
+    """Where two of the ``named`` parameters, both on a log scale, are
+    correlated beyond :data:`COMBINATION_CORRELATION`: what the data do
+    determine, their product or ratio (an SEIR's reporting fraction and
+    initial infected, each spanning 35 decades, whose product the incidence
+    fixes); else ``""``."""
+    corr = getattr(result, "p_corr", None)
+    if corr is None or scales is None or len(named) < 2:
+        return ""
+    corr = np.asarray(corr, float)
+    logs = [i for i in named if scales[i] != "lin"]
+    pairs = [(abs(corr[i, j]), i, j) for a, i in enumerate(logs) for j in logs[a + 1:]
+             if np.isfinite(corr[i, j])]
+    if not pairs:
+        return ""
+    r, i, j = max(pairs)
+    if r < COMBINATION_CORRELATION:
+        return ""
+    a, b = result.p_names[i], result.p_names[j]
+    what = f"{a} * {b}" if corr[i, j] < 0 else f"{a} / {b}"
+    return (f"; {a} and {b} are correlated {corr[i, j]:+.3f}: the data determine {what}, "
+            "not each")
 
 
 def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,

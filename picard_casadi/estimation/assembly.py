@@ -32,7 +32,7 @@ from .refinement import COLLOCATION_METHODS, FitProblem
 __all__ = ["assemble", "attach_noise", "degenerate_noise_note", "pooled_noise_note",
            "POOLED_NOISE_HEAD", "judge", "unfinite_start",
            "applicable_advice", "note_staircase_inputs",
-           "kinked_inputs", "jumping_inputs"]
+           "kinked_inputs", "jumping_inputs", "growing_noise_notes", "GROWING_NOISE_HEAD"]
 
 
 def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarray) -> str:

@@ -10,9 +10,13 @@
   last ``p`` at all, instead of being advised more iterations;
 * :func:`diagnose_stuck_step`: a ``picard-gn`` run whose step could gain
   nothing with the gaps open is told whether the model blows up at its
-  last ``p`` or is unstable along the trajectory, where condensing (the
-  interval starts eliminated through the intervals' sensitivities) loses
-  all precision and IPOPT, which keeps them unknown, does not;
+  last ``p``, is unstable along the trajectory (or, stable, has a step
+  that no longer describes the merit), where condensing (the interval
+  starts eliminated through the intervals' sensitivities) loses all
+  precision and IPOPT, which keeps them unknown, does not;
+* :func:`late_clock_note`: known initial states of an experiment whose
+  clock was left at a first sample later than 0 are named (a dose at time
+  0 fitted as a dose at the first sample);
 * :func:`note_bounds_reached`: a converged estimate with a free parameter
   on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
   confidence interval stops at the bound;
@@ -39,12 +43,13 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
-from .noise_plan import floored_where
 from ..transcription.discretisation import Discretisation
+from .noise_plan import floored_where
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
-           "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE"]
+           "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
+           "time_unit_notes"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it

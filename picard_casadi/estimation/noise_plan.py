@@ -35,7 +35,8 @@ from ..errors import with_closest
 from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
-__all__ = ["NoisePlan", "noise_plan", "as_noise_list"]
+__all__ = ["NoisePlan", "noise_plan", "as_noise_list", "floored_measurement", "floored_where",
+           "FLOORED_AT"]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import casadi as ca
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["Noise", "DISTRIBUTIONS", "LOG_FLOOR", "log_scaled_model"]
+__all__ = ["Noise", "DISTRIBUTIONS", "LOG_FLOOR", "log_scaled_model", "output_scales"]
 
 #: the smallest model value a log-normal output takes the logarithm of (a
 #: measured value below it misfits by hundreds of noise levels)
@@ -233,3 +233,13 @@ def log_scaled_model(model: Model, scales: Sequence[str]) -> Model:
             outs.append(ca.log(g) if s == "log" else ca.log10(g))
             names.append(f"{s}({model.y_names[k]})")
     return model.with_outputs(ca.vertcat(*outs), y_names=names, scales=list(scales))
+
+
+def output_scales(fitted_names: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Each output's scale in a fit from its name there (``log(C)`` of the
+    model's ``C``, as :func:`log_scaled_model` names it): ``"log"``,
+    ``"log10"`` or ``"lin"``; all ``"lin"`` where the counts differ."""
+    if len(fitted_names) != len(names):
+        return ["lin"] * len(names)
+    return [next((sc for sc in ("log", "log10") if fitted == f"{sc}({name})"), "lin")
+            for fitted, name in zip(fitted_names, names)]

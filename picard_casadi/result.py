@@ -679,14 +679,13 @@ class EstimationResult:
             ) from None
         res = cls.from_dict(data, where)
         scaled = False
-        if model is not None and res.y_names and len(res.y_names) == model.ny:
+        if model is not None and res.y_names:
             # a log-normal output was solved (and is predicted) as its logarithm,
             # "log(C)": the same model on that scale (it was refused, "refit")
-            scales = [next((sc for sc in ("log", "log10") if mine == f"{sc}({theirs})"), "lin")
-                      for mine, theirs in zip(res.y_names, model.y_names)]
-            if any(sc != "lin" for sc in scales):
-                from .noise import log_scaled_model
+            from .noise import log_scaled_model, output_scales
 
+            scales = output_scales(res.y_names, model.y_names)
+            if any(sc != "lin" for sc in scales):
                 model, scaled = log_scaled_model(model, scales), True
         if (model is not None and experiments is not None and res._restated()
                 and res.p_names and res.p_names != list(model.p_names)):

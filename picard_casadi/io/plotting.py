@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ..experiment import Experiment  # noqa: E402
 from ..model import Model  # noqa: E402
+from ..noise import output_scales  # noqa: E402
 from ..result import EstimationResult  # noqa: E402
 
 __all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile"]
@@ -29,17 +30,6 @@ __all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile"]
 
 def _label(name: str, unit: str) -> str:
     return f"{name} [{unit}]" if unit else name
-
-
-def _fitted_scales(result: EstimationResult, model: Model) -> list[str]:
-    """Each output's scale in the fit: ``"log"`` or ``"log10"`` where its noise
-    is log-normal (the result's outputs are then ``log(C)``: the data are
-    drawn on that scale too), else ``"lin"``."""
-    names = list(result.y_names or [])
-    if len(names) != model.ny:
-        return ["lin"] * model.ny
-    return [next((s for s in ("log", "log10") if fitted == f"{s}({name})"), "lin")
-            for fitted, name in zip(names, model.y_names)]
 
 
 def _on_scale(values: np.ndarray, scale: str) -> np.ndarray:
@@ -155,7 +145,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     fig = plt.figure(figsize=(max(6.4, 3.9 * cols + 0.6), height), layout="constrained")
     grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    scales = _fitted_scales(result, model)
+    # a log-normal output's fit is its logarithm, log(C): the data drawn so too
+    scales = output_scales(list(result.y_names or []), model.y_names)
     noise_models = [str(m) for m in result.settings.get("noise_model") or []]
     noise_models += [""] * (model.ny - len(noise_models))
     failed_sim = []

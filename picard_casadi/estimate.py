@@ -591,10 +591,8 @@ def estimate(
         # output is 0 at a measured value (a pre-dose sample) kept b at its
         # start and returned success without standard errors
         result.success, result.status = False, NOISE_NOT_POSITIVE
-        result.message = (
-            f"{not_positive}: the likelihood of that value is not finite, so the estimate "
-            "is no fit. A formula that stays positive there (a + b*g, a combined error "
-            "model), or the measurement left out, fits")
+        result.message = (f"the likelihood is not finite, so the estimate is no fit: "
+                          f"{not_positive}")
     result._continuation_stopped = outcome.continuation_stopped
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,

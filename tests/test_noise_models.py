@@ -405,8 +405,15 @@ def test_a_proportional_error_that_is_zero_at_a_measured_value_fails_and_says_wh
                       noise=pc.Noise(sigma=b * g, output=g, parameters={"b": 0.3}))
     assert not res.success and res.status == "noise_not_positive", res.message
     assert "'subj1', t = 0, y = 0.01" in res.message and "a + b*g" in res.message
-    # the combined error model fits the same data
+    # the combined error model fits the same data, but not from a = 0: there
+    # sigma is 0 too, and the message names the start, not the formula
     a = ca.SX.sym("a")
+    stuck = pc.estimate(model, exps, p0={"ka": 0.5, "CL": 3.0, "V": 20.0},
+                        noise=pc.Noise(sigma=a + b * g, output=g,
+                                       parameters={"a": 0.0, "b": 0.3}))
+    assert stuck.status == "noise_not_positive" and "a + b*g" not in stuck.message
+    assert "at the noise parameters a = 0, b = 0.3: start them where it is positive" in (
+        stuck.message)
     ok = pc.estimate(model, exps, p0={"ka": 0.5, "CL": 3.0, "V": 20.0},
                      noise=pc.Noise(sigma=a + b * g, output=g,
                                     parameters={"a": 0.01, "b": 0.3}))

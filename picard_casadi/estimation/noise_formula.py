@@ -236,18 +236,32 @@ class NoiseFormula:
     def not_positive(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray]) -> str:
         """Where a formula's ``sigma`` at ``theta`` and the outputs ``fitted``
         (per experiment, sample order) is 0, negative or not finite at a
-        measured value, in words; ``""`` where nowhere."""
+        measured value, in words with the remedy; ``""`` where nowhere.
+
+        Where the noise parameters move ``sigma`` there (``a + b*g`` at
+        ``g = 0`` started at ``a = 0``), the remedy is their start, which
+        the rounds cannot leave (the likelihood is not finite there); where
+        they do not (``b*g``), the formula or the measurement."""
         for k in self.outputs:
             for e, (exp, G) in enumerate(zip(data, fitted)):
                 measured = np.flatnonzero(np.isfinite(exp.y[:, k]))
-                s, _ = self.sigma_slope(k, e, self.theta, np.asarray(G, float)[measured, k])
+                g = np.asarray(G, float)[measured, k]
+                s, _ = self.sigma_slope(k, e, self.theta, g)
                 bad = np.flatnonzero(~(np.isfinite(s) & (s > 0)))
-                if bad.size:
-                    i = int(measured[bad[0]])
-                    return (f"the noise formula of output {self.y_names[k]!r} is "
-                            f"sigma = {s[bad[0]]:g} at the fit where a value is measured "
-                            f"(experiment {exp.name!r}, t = {exp.t[i]:g}, y = {exp.y[i, k]:g}, "
-                            f"the model's output {G[i, k]:g})")
+                if not bad.size:
+                    continue
+                i, j = int(measured[bad[0]]), int(bad[0])
+                where = (f"the noise formula of output {self.y_names[k]!r} is "
+                         f"sigma = {s[j]:g} at the fit where a value is measured "
+                         f"(experiment {exp.name!r}, t = {exp.t[i]:g}, y = {exp.y[i, k]:g}, "
+                         f"the model's output {G[i, k]:g})")
+                moved = np.any(self.sigma_gradient(k, e, self.theta, g[j:j + 1]) != 0)
+                if moved:
+                    theta = ", ".join(f"{n} = {v:g}" for n, v in zip(self.names, self.theta))
+                    return (f"{where}, at the noise parameters {theta}: start them where it "
+                            "is positive (Noise(parameters={...}))")
+                return (f"{where}: a formula that stays positive there (a + b*g, a combined "
+                        "error model), or the measurement left out, fits")
         return ""
 
     def held(self, data: Sequence[Experiment], fitted: Sequence[np.ndarray] | None

@@ -134,10 +134,9 @@ class Parameter:
                                  "bound, or None (or 0) for no lower bound")
         if not lo <= start <= hi:
             raise ValueError(f"{where}: `start` {start:g} is outside its bounds [{lo:g}, {hi:g}]")
-        if self.scale != "lin":
-            if not start > 0:
-                raise ValueError(f"{where}: on the {self.scale} scale the start must be "
-                                 f"positive, got {start:g}")
+        if self.scale != "lin" and not start > 0:
+            raise ValueError(f"{where}: on the {self.scale} scale the start must be "
+                             f"positive, got {start:g}")
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "bounds", (lo, hi))
         if self.prior is not None:

@@ -49,7 +49,7 @@ from .noise_plan import floored_where
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
-           "time_unit_notes"]
+           "time_unit_notes", "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it
@@ -125,7 +125,7 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
         result.warnings.append(note)
         warn_user(note, FitWarning)
     if reached and getattr(result, "p_ci", None) is not None:
-        result.p_ci = _clipped(result.p_ci, lower, upper)
+        result.p_ci = clipped_intervals(result.p_ci, lower, upper)
 
 
 def _listed(items: list[str]) -> str:
@@ -133,7 +133,7 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def _clipped(ci: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+def clipped_intervals(ci: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Intervals ``ci`` (np, 2) clipped to the box ``[lower, upper]``."""
     ci = np.asarray(ci, float)
     return np.column_stack([np.maximum(ci[:, 0], lower), np.minimum(ci[:, 1], upper)])
@@ -152,7 +152,7 @@ def clip_intervals_to_bounds(result: EstimationResult, lower: np.ndarray,
     past = (ci[:, 0] < lower) | (ci[:, 1] > upper)
     if not past.any():
         return
-    result.p_ci = _clipped(ci, lower, upper)
+    result.p_ci = clipped_intervals(ci, lower, upper)
     names = [result.p_names[i] if result.p_names else f"p{i}" for i in np.flatnonzero(past)]
     note = (f"the 95 % Wald interval of {', '.join(names)} reached past a bound (p_bounds) "
             "and is clipped to it; pc.profile(res) gives intervals that respect the bounds")

@@ -113,8 +113,6 @@ def as_noise_list(noise: Any, y_names: Sequence[str]) -> tuple[Noise, ...]:
     return (single,) * ny
 
 
-
-
 def _sigma_given(experiments: Sequence[Experiment], ny: int) -> list[list[bool]]:
     """Per output, per experiment: whether it gives the output's measurements'
     own sigma (``Experiment(sigma=...)``)."""

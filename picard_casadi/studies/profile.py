@@ -67,6 +67,7 @@ import numpy as np
 
 from ..analysis.quantiles import chi2_1, f_1, normal
 from ..errors import FitWarning, with_closest
+from ..estimation.diagnosis import clipped_intervals
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
 from ..parameters import from_scale
@@ -683,9 +684,8 @@ def profile(
     # the Wald intervals within the bounds, as the result's summary has them
     # (a rho bounded to [-3, 0] in log10 was shown [-68.0, 68.0])
     prof = Profile(intervals=np.full((result.p.size, 2), np.nan), estimate=base.p.copy(),
-                   wald=None if result.p_ci is None else np.column_stack([
-                       np.clip(np.asarray(result.p_ci, float)[:, j], p_lb, p_ub)
-                       for j in (0, 1)]),
+                   wald=None if result.p_ci is None else clipped_intervals(
+                       result.p_ci, p_lb, p_ub),
                    std=std, names=names, confidence=float(confidence), noise=noise,
                    threshold=float(q), dof=dof, s2=float(s2), wssr=criterion,
                    scales=list(scales) if user_names and len(scales) == np.size(result.p)

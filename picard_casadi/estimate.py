@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
+from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
                                   assemble, attach_noise, growing_noise_notes, judge,
@@ -42,9 +42,9 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    late_clock_note, note_bounds_reached)
-from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, STALLED, DefaultPath,
-                                   restarts_allowed, run_limit, second_runs,
-                                   single_shooting_instead)
+from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
+                                   STALLED, DefaultPath, restarts_allowed, run_limit,
+                                   second_runs, single_shooting_instead)
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -618,14 +618,19 @@ def estimate(
                              prob.noise)
     if plan is not None and plan.correlated and result.success:
         correlated_likelihood(result, prob)
+    floored = floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
+    if floored:
+        # the logarithm of 0, finite by its floor only: the floor's residual
+        # set the output's noise level (a species known to start at 0 reported
+        # at a detection limit: sigma 207 for 0.05 and Ea 131 for 80, success)
+        result.success, result.status = False, OUTPUT_NOT_POSITIVE
+        result.message = (f"the likelihood is not finite, so the estimate is no fit: the "
+                          f"model's {floored}. Check that experiment's constants and initial "
+                          "states (a dose of 0?), or leave such values out (NaN)")
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     if result.success:
         check_fit(result, prob.experiments, fitted)
-        floored = floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
-        if floored:  # the logarithm of 0, finite by its floor only
-            result.warnings.append(floored)
-            warn_user(floored, FitWarning)
     elif result.status in ITERATION_LIMITS + STALLED:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(
@@ -634,7 +639,8 @@ def estimate(
             "anchored" if every_state_measured else guess)
     unstable = (not result.success
                 and diagnose_stuck_step(result, prob.model, prob.experiments))
-    if uncertainty and outcome.success and info is not None and not not_positive:
+    if (uncertainty and outcome.success and info is not None and not not_positive
+            and not floored):
         t_unc = time.perf_counter()
         from .analysis.uncertainty import attach_uncertainty
 

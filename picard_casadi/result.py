@@ -124,7 +124,9 @@ class EstimationResult:
         with the continuity gaps open), ``"not_certified"``, ``"breakdown"``,
         ``"plateau"`` (no parameter moves the fit there),
         ``"noise_not_positive"`` (a noise formula's sigma is 0 at a measured
-        value) or the solver's own status (IPOPT's ``return_status``).
+        value), ``"output_not_positive"`` (a log-normal output is 0 or
+        negative at a measured value) or the solver's own status (IPOPT's
+        ``return_status``).
     message : str
     iterations : int
     objective : float

@@ -118,7 +118,8 @@ def test_the_likelihood_of_a_log_observable_simulated_below_zero_is_inf(tmp_path
     prob = read_petab(yaml)
     with pytest.warns(UserWarning, match=r"not finite at these values: output 'Ca' is 0 or "
                                          r"negative in the simulation where it is measured "
-                                         r"\(experiment 'model1_data1', t = 0.0294849\)"):
+                                         r"\(experiment 'model1_data1', t = 0.0294849, and 30 "
+                                         r"more value\(s\)\)"):
         assert prob.nllh_at() == math.inf
     # a small enough offset keeps every simulated value positive: finite
     assert math.isfinite(prob.nllh_at({"offset": 0.001}))

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..experiment import Experiment
-from .noise_plan import NoisePlan, noise_plan
+from .noise_plan import NoisePlan, check_positive_at_start, noise_plan
 from ..methods import MethodSpec, get_method, method_options
 from ..model import Model
 from ..result import EstimationResult
@@ -306,6 +306,7 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
     if (noise is not None or (isinstance(weights, str) and weights == "auto")
             or (weights is None and (model.ny > 1 or data_sigma))):
         plan = noise_plan(noise, model, exps)
+        check_positive_at_start(model, exps, ~x0_mask(estimate_x0, model.nx), plan.noise)
         weights_mode = "auto"
         w = np.where(plan.groups.estimated, 1.0, plan.groups.known_weights)
     return Arguments(exps, p0, p_lb, p_ub, x_lb, x_ub, n, scheme, scheme_auto, nodes,

@@ -44,7 +44,6 @@ from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
-from .noise_plan import floored_where
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
@@ -284,16 +283,6 @@ def declare_plateau(result: EstimationResult) -> None:
         f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
         "parameters there, so every direction is flat. Start elsewhere (multistart=8), "
         "or bound the parameters away from where the model goes inert")
-    floored = floored_where(result.warnings)
-    if floored:
-        # the likelier cause: a log-normal output the model holds at 0 where a
-        # positive value is measured makes the noise level huge and every
-        # direction flat (a subject's dose typed as 0: "Start elsewhere" misled)
-        result.message = (
-            f"the model's {floored}, where its noise is log-normal: no parameter can fit "
-            "that value, whose residual swamps the noise level. Check that experiment's "
-            "constants and initial states (a dose of 0?). "
-            + result.message[0].upper() + result.message[1:])
 
 
 #: a run that ends at max_iter with the scaled gaps still this open never found

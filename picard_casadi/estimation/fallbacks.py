@@ -106,7 +106,8 @@ from ..result import EstimationResult
 from .diagnosis import UNSTABLE_THERE
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
-           "ITERATION_LIMITS", "STALLED", "NOISE_NOT_POSITIVE", "UNFINISHED", "restarts_allowed", "another_method", "run_limit",
+           "ITERATION_LIMITS", "STALLED", "NOISE_NOT_POSITIVE", "OUTPUT_NOT_POSITIVE", "UNFINISHED",
+           "restarts_allowed", "another_method", "run_limit",
            "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
@@ -188,6 +189,9 @@ STALLED = ("stalled",)
 #: a converged fit where a noise formula's sigma is not positive at a measured
 #: value: no run fixes the statement, so none follows
 NOISE_NOT_POSITIVE = "noise_not_positive"
+#: a fit where a log-normal output is 0 or negative at a measured value
+#: (the logarithm's floor): likewise
+OUTPUT_NOT_POSITIVE = "output_not_positive"
 #: picard-gn's runs that ended before their answer: the other starts follow
 UNFINISHED = ("max_iter",) + STALLED
 
@@ -600,7 +604,8 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
-    if (result.success or result.status in ("stopped", "plateau", NOISE_NOT_POSITIVE)
+    if (result.success or result.status in ("stopped", "plateau", NOISE_NOT_POSITIVE,
+                                                OUTPUT_NOT_POSITIVE)
             or path.warm_start
             or result._ran_off):
         # a plateau (the outputs do not depend on the parameters there) is a

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import casadi as ca
 import numpy as np
 
-from ..analysis.fit_check import LACK_OF_FIT
 from ..analysis.likelihood import NoiseGroups
 from ..experiment import Experiment
 from ..model import Model
@@ -36,7 +36,7 @@ from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list", "floored_measurement", "floored_where",
-           "FLOORED_AT"]
+           "FLOORED_AT", "check_positive_at_start"]
 
 
 @dataclass(frozen=True)
@@ -145,10 +145,12 @@ def floored_measurement(model: Model, experiments: list[Experiment],
     :data:`LOG_FLOOR`) at a measured value, in words ('' where nowhere):
     ``fitted`` the outputs (on the noise's scales) per experiment at its
     sample times, of ``model`` (:func:`_log_scaled`'s); ``names`` the user's
-    names of the outputs."""
+    names of the outputs.  The first such value is named, and how many
+    there are."""
     scales = getattr(model, "_output_scales", None)
     if scales is None:
         return ""
+    first, count = "", 0
     for k, scale in enumerate(scales):
         if scale == "lin":
             continue
@@ -156,14 +158,58 @@ def floored_measurement(model: Model, experiments: list[Experiment],
         for exp, values in zip(experiments, fitted):
             hit = np.flatnonzero(np.isfinite(exp.y[:, k])
                                  & (np.asarray(values, float)[:, k] <= floor + 1e-6))
-            if hit.size:
-                where = f"experiment {exp.name!r}, t = {exp.t[hit[0]]:g}"
-                return (f"{LACK_OF_FIT}: output {names[k]!r} {FLOORED_AT} ({where}), and its "
-                        "noise is log-normal: the "
-                        "likelihood of that value is not finite (nllh counts it at the "
-                        "logarithm of 1e-300, and the fit ignores it); the model cannot give "
-                        "the positive value measured there")
-    return ""
+            if hit.size and not first:
+                first = (f"output {names[k]!r} {FLOORED_AT} (experiment {exp.name!r}, "
+                         f"t = {exp.t[hit[0]]:g}")
+            count += hit.size
+    if not first:
+        return ""
+    more = f", and {count - 1} more value(s)" if count > 1 else ""
+    return (f"{first}{more}), and its noise is log-normal: the likelihood of a positive "
+            "value there is not finite (nllh counts it at the logarithm of 1e-300, a residual "
+            "of some 690 that sets the output's noise level); the model cannot give the "
+            "value measured there")
+
+
+def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
+                            held: np.ndarray, noise: Sequence[Noise]) -> None:
+    """A ``ValueError`` where a log-normal output is measured at an
+    experiment's start ``t0`` and its known initial states make it 0 or
+    negative there whatever the parameters (a product or species known to
+    start at 0, measured there as half a detection limit): its likelihood is
+    not finite at any estimate.
+
+    ``held``: which initial states are known (not estimated), one per state.
+    """
+    scales = [n.scale for n in noise]
+    if all(s == "lin" for s in scales):
+        return
+    hits: dict[int, list[str]] = {}
+    count = 0
+    for exp in experiments:
+        at_start = np.flatnonzero(np.isclose(exp.t, exp.t0, rtol=0.0, atol=1e-12))
+        if at_start.size == 0 or exp.x0 is None or not np.any(held):
+            continue
+        x = ca.vertcat(*[ca.SX(float(exp.x0[i])) if held[i] else model.x[i]
+                         for i in range(model.nx)])
+        start = ca.substitute(model.y, model.x, x)
+        for k, s in enumerate(scales):
+            g = start[k]
+            if s == "lin" or not (g.is_zero() or (g.is_constant() and float(g) <= 0)):
+                continue
+            measured = [i for i in at_start if np.isfinite(exp.y[i, k])]
+            if measured:
+                hits.setdefault(k, []).append(repr(exp.name))
+                count += len(measured)
+    if hits:
+        where = "; ".join(f"{model.y_names[k]!r} in {', '.join(names)}"
+                          for k, names in hits.items())
+        raise ValueError(
+            f"`noise`: log-normal output(s) measured at an experiment's start, where the known "
+            f"initial states make them 0 whatever the parameters ({where}; {count} value(s)): "
+            "a positive value there has no finite likelihood (reported at half a detection "
+            "limit?); leave these values out (NaN), or give the output normal noise (or a "
+            "formula a + b*g)")
 
 
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]

@@ -18,6 +18,7 @@ import casadi as ca
 import numpy as np
 
 from ..errors import with_closest
+from ..estimation.fallbacks import OUTPUT_NOT_POSITIVE
 from ..estimation.noise_plan import floored_where
 from ..parameters import with_starts
 
@@ -63,9 +64,9 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
         res = estimate(problem.model, experiments, fixed, noise=outputs,
                        method="single-shooting", uncertainty=False,
                        T=span if span > 0 else None)
-    if not np.isfinite(res.nllh):
+    where = floored_where([res.message]) if res.status == OUTPUT_NOT_POSITIVE else ""
+    if not where and not np.isfinite(res.nllh):
         raise ValueError(f"the model cannot be simulated at these values: {res.message}")
-    where = floored_where(res.warnings)
     if where:
         # the logarithm of a simulated 0 or negative value: the fit's floor
         # keeps the objective finite, PEtab's likelihood is not

@@ -8,7 +8,7 @@ which :func:`~picard_casadi.estimate` calls for every experiment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -16,125 +16,18 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import dated_times
+from .inputs import (HELD_SHARE, InputSpec, check_input_interpolation, evaluate_inputs,
+                     held_input_columns, is_linear)
 from .model import Model
 
-__all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "evaluate_inputs",
+__all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "is_linear",
+           "evaluate_inputs",
            "held_input_columns", "per_experiment_labels", "HELD_SHARE"]
 
-InputSpec = Callable[[float], Any] | np.ndarray | None
-
-
-def check_input_interpolation(value: Any, where: str) -> None:
-    """ValueError, prefixed ``where``, unless ``value`` is ``"previous"`` or ``"linear"``."""
-    if value not in ("previous", "linear"):
-        raise ValueError(f"{where}: `u_interpolation` must be 'previous' or 'linear', "
-                         f"got {value!r}")
-
-
-#: a sampled input is a staircase where at least this share of consecutive
-#: samples repeat the value before them (and it changes somewhere)
-HELD_SHARE = 0.5
 #: points per sample at which a callable input is looked at for jumps (at most
 #: JUMP_GRID_MAX in all; Experiment.input_jumps)
 JUMP_GRID_PER_SAMPLE = 20
 JUMP_GRID_MAX = 20000
-
-
-def held_input_columns(u: np.ndarray) -> list[int]:
-    """Columns of sampled inputs ``u`` ``(N, nu)`` that look piecewise constant:
-    they change, and at least :data:`HELD_SHARE` of their consecutive samples
-    are equal (a controller's staircase logged at the sample times repeats
-    each level exactly; samples of a smooth signal do not repeat)."""
-    u = np.asarray(u, float)
-    if u.ndim != 2 or u.shape[0] < 3:
-        return []
-    same = np.diff(u, axis=0) == 0.0
-    return [int(k) for k in range(u.shape[1])
-            if not same[:, k].all() and same[:, k].mean() >= HELD_SHARE]
-
-
-def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
-                    t_samples: np.ndarray | None = None,
-                    interpolation: str = "previous") -> np.ndarray:
-    """Input values at the given times, shape ``(M, nu)``.
-
-    Parameters
-    ----------
-    u : callable, ndarray (N, nu) or None
-        A callable ``u(t) -> (nu,)`` or values at ``t_samples``.
-    times : array_like (M,)
-    nu : int
-        Number of inputs the model expects.
-    where : str
-        Prefix of error messages (names the experiment).
-    t_samples : ndarray (N,), optional
-        Times of the rows of an array ``u``.
-    interpolation : {"previous", "linear"}
-        Hold of an array ``u`` between its times.
-
-    Raises
-    ------
-    ValueError
-        If ``u`` is missing, returns the wrong length, or non-finite values.
-    Exception
-        Any other error a callable ``u`` raises, unchanged, with a note
-        (``__notes__``, shown in the traceback; Python 3.11 and newer)
-        naming the experiment and time.
-    """
-    times = np.atleast_1d(np.asarray(times, dtype=float))
-    if nu == 0:
-        return np.zeros((times.size, 0))
-    if u is None:
-        raise ValueError(
-            f"{where}: the model has {nu} input(s) but `u` was not given; pass "
-            "a callable u(t) or an array of shape (len(t), nu)"
-        )
-    if callable(u) and getattr(u, "vectorized", False):
-        try:
-            out = np.asarray(u(times.copy()), dtype=float)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{where}: the vectorized `u` failed on {times.size} times: "
-                             f"{err}") from None
-        if out.shape != (times.size, nu):
-            raise ValueError(f"{where}: a vectorized `u` must return shape (len(times), nu) "
-                             f"= ({times.size}, {nu}), returned {out.shape}")
-        if not np.all(np.isfinite(out)):
-            i = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
-            raise ValueError(f"{where}: `u` returned non-finite {out[i]} at t = {times[i]}")
-        return out
-    if callable(u):
-        out = np.empty((times.size, nu))
-        for i, s in enumerate(times):
-            try:
-                val = np.asarray(u(float(s)), dtype=float).ravel()
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"{where}: `u` failed at t = {s}: {err}") from None
-            except Exception as err:  # the user's own error, kept, with where it arose
-                if hasattr(err, "add_note"):  # Python 3.11 and newer
-                    err.add_note(f"{where}: raised by the input function `u` at t = {s}")
-                raise
-            if val.size != nu:
-                raise ValueError(
-                    f"{where}: `u` must return {nu} value(s) (the model's nu), "
-                    f"returned {val.size} at t = {s}"
-                )
-            if not np.all(np.isfinite(val)):
-                raise ValueError(f"{where}: `u` returned non-finite {val} at t = {s}")
-            out[i] = val
-        return out
-    table = np.asarray(u, dtype=float)
-    if table.ndim != 2 or table.shape[1] != nu:
-        raise ValueError(
-            f"{where}: `u` has {table.shape[-1]} column(s) but the model has "
-            f"nu = {nu} input(s)"
-        )
-    if t_samples is None or t_samples.size != table.shape[0]:
-        raise ValueError(f"{where}: an array `u` needs one row per sample time")
-    if interpolation == "linear":
-        return np.column_stack([np.interp(times, t_samples, table[:, k]) for k in range(nu)])
-    tol = 1e-12 * max(1.0, float(np.abs(t_samples).max()))
-    idx = np.searchsorted(t_samples, times + tol, side="right") - 1
-    return table[np.clip(idx, 0, t_samples.size - 1)]
 
 
 def _checked_parameters(parameters: Any, where: str,
@@ -286,7 +179,7 @@ class Experiment:
     t0 : float, optional
         Start time of the experiment (where ``x0`` holds); default ``t[0]``.
         Must not be later than the first sample.
-    u_interpolation : {"linear", "previous"}, optional
+    u_interpolation : {"linear", "previous"} or sequence of them, optional
         How sampled inputs (an array ``u``) go between samples: interpolated
         linearly (the default, as ``numpy.interp``; right for samples of a
         smooth signal, with an error of second order in the sample spacing)
@@ -295,8 +188,11 @@ class Experiment:
         the held input jumps at every sample).  Holding samples of a smooth
         signal delays it by half a sample on average, which the parameters
         absorb without a visible misfit: choose ``"previous"`` only for a
-        true staircase.  Ignored for a callable.  Left unset on samples that
-        look like a staircase (:func:`held_input_columns`), a fit says so.
+        true staircase.  A list gives one per input column, for a staircase
+        beside smooth signals (a feed held by a pump controller and a
+        temperature ramp: ``["previous", "linear"]``).  Ignored for a
+        callable.  Left unset on samples that look like a staircase
+        (:func:`held_input_columns`), a fit says so.
     breakpoints : array_like, optional
         Times at which the inputs jump.  Picard intervals and simulation
         segments start at them, so no interval straddles a jump (a jump
@@ -350,7 +246,7 @@ class Experiment:
         name: str | None = None,
         *,
         t0: float | None = None,
-        u_interpolation: Literal["previous", "linear"] | None = None,
+        u_interpolation: Literal["previous", "linear"] | Sequence[str] | None = None,
         breakpoints: Any = None,
         sigma: Any = None,
         parameters: Mapping[str, float | str] | None = None,
@@ -430,8 +326,8 @@ class Experiment:
             x0_arr = None
         #: whether the hold was chosen (a fit notes a staircase read linearly by default)
         self._u_interpolation_given = u_interpolation is not None
-        u_interpolation = "linear" if u_interpolation is None else u_interpolation
-        check_input_interpolation(u_interpolation, where)
+        u_interpolation = check_input_interpolation(
+            "linear" if u_interpolation is None else u_interpolation, where)
         if u is not None and not callable(u):
             try:
                 u_arr = np.asarray(u, dtype=float)
@@ -513,8 +409,9 @@ class Experiment:
         return self._u
 
     @property
-    def u_interpolation(self) -> str:
-        """Hold of an array ``u`` between sample times."""
+    def u_interpolation(self) -> str | tuple[str, ...]:
+        """Hold of an array ``u`` between sample times: ``"linear"`` or
+        ``"previous"`` for every input, or one per input."""
         return self._u_interpolation
 
     @property
@@ -739,8 +636,9 @@ class Experiment:
         """Whether ``u`` is samples read linearly with no breakpoints: the
         interpolant kinks at every sample, inside the Picard intervals (an
         uncertified fit names these experiments)."""
-        return (isinstance(self._u, np.ndarray) and self._u_interpolation == "linear"
-                and self._breakpoints.size == 0 and self._u.shape[0] > 2)
+        return (isinstance(self._u, np.ndarray) and self._breakpoints.size == 0
+                and self._u.shape[0] > 2
+                and any(is_linear(self._u_interpolation, k) for k in range(self._u.shape[1])))
 
     def input_jumps(self, nu: int) -> list[float]:
         """Times where a callable ``u`` jumps away from the breakpoints.

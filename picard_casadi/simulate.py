@@ -24,14 +24,15 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import casadi as ca
 import numpy as np
 
 from .errors import SimulationError
-from .experiment import Experiment, check_input_interpolation, evaluate_inputs
+from .experiment import Experiment
+from .inputs import check_input_interpolation, evaluate_inputs, is_linear
 from .model import Model
 from .runtime.interrupts import interruptible, reraise_if_interrupted
 from .runtime.native_output import captured_native_output
@@ -289,7 +290,7 @@ def simulate(
     *,
     t0: float | None = None,
     breakpoints: Any = None,
-    u_interpolation: Literal["previous", "linear"] = "previous",
+    u_interpolation: Literal["previous", "linear"] | Sequence[str] = "previous",
     rtol: float = DEFAULT_RTOL,
     atol: float | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -386,7 +387,7 @@ def simulate(
                              "x0 at its t0 and the experiment without it (e.replaced("
                              "preequilibration=None)), or predict with a fit (res.predict)")
         bp = np.concatenate([bp, u.breakpoints])
-    check_input_interpolation(u_interpolation, "simulate")
+    u_interpolation = check_input_interpolation(u_interpolation, "simulate")
     u_spec, u_times, interp = _input_spec(u, t, u_interpolation)
     if model.nu and u_spec is not None and not callable(u_spec):
         # sampled inputs are held or linear between their samples: jumps or
@@ -501,7 +502,7 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | Experiment | np.ndarray | None = None, *,
             noise_std: float = 0.05,
             rng: np.random.Generator | int | None = 0,
-            u_interpolation: Literal["previous", "linear"] = "previous") -> np.ndarray:
+            u_interpolation: Literal["previous", "linear"] | Sequence[str] = "previous") -> np.ndarray:
     """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
     Parameters
@@ -632,7 +633,7 @@ def simulate_experiment(
     x0_guess: Any = None,
     breakpoints: Any = None,
     observe: Any = None,
-    u_interpolation: Literal["previous", "linear"] = "previous",
+    u_interpolation: Literal["previous", "linear"] | Sequence[str] = "previous",
 ) -> Experiment:
     """Synthetic data: simulate, add the paper's noise, wrap as an Experiment.
 
@@ -692,7 +693,9 @@ def simulate_experiment(
         raise TypeError("simulate_experiment: `u` must be a callable or an array of values at "
                         "`t`, not an Experiment (pass its inputs: u=experiment.u)")
     if (u is not None and not callable(u) and breakpoints is None and model.nu
-            and u_interpolation == "previous"):
+            and not all(is_linear(check_input_interpolation(u_interpolation,
+                                                            "simulate_experiment"), k)
+                        for k in range(model.nu))):
         breakpoints = t  # the held input jumps at the samples: intervals start there
     # x0 is the state at the first sample, where the simulation started: the
     # clock is stated (no note that a known x0 may be meant at t = 0)

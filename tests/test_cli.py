@@ -192,6 +192,32 @@ def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):
     assert linear.breakpoints.size == 0 and linear.u_interpolation == "linear"
 
 
+def test_input_hold_names_the_inputs_it_holds():
+    """--input-hold NAME=previous holds those inputs and reads the others
+    linearly (a feed's staircase beside a temperature ramp), as the note's
+    advice says on the command line."""
+    import argparse
+
+    import casadi as ca
+
+    from picard_casadi.cli.data_files import input_holds
+    from picard_casadi.cli.errors import CliError
+    from picard_casadi.cli.parser_types import in_cli_terms, input_hold_arg
+
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p"), ca.SX.sym("u", 2)
+    model = pc.Model(x=x, p=p, u=u, rhs=-p * x + u[0] + u[1], u_names=["F", "T"])
+    assert input_hold_arg("previous") == "previous"
+    assert input_holds(input_hold_arg("F=previous"), model) == ["previous", "linear"]
+    with pytest.raises(argparse.ArgumentTypeError, match="linear or previous"):
+        input_hold_arg("F=held")
+    with pytest.raises(CliError, match=r"--input-hold: 'Q' is not an input of the model "
+                                       r"\(its inputs: F, T\)"):
+        input_holds(input_hold_arg("Q=previous"), model)
+    note = ("if they are a staircase, pass Experiment(..., u_interpolation=['previous', "
+            "'linear'], breakpoints=t) (one per input; F held), or")
+    assert "pass --input-hold F=previous, or" in in_cli_terms(note)
+
+
 def test_the_data_file_reads_in_python_and_a_cli_result_predicts_from_it(tmp_path, cache_env):
     """A result.json written by the command line could not predict without
     experiments, and no reader of the CLI's DATA file was public (a user's

@@ -16,7 +16,7 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 
 #: lowest first; a module may import from its own layer or a lower one
 LAYERS = [
-    ("errors", "model", "experiment", "noise", "parameters"),  # the user's problem
+    ("errors", "model", "inputs", "experiment", "noise", "parameters"),  # the user's problem
     ("runtime",),                        # how code runs: generated C, processes, Ctrl-C
     ("simulate",),                       # CVODES simulation of a model
     ("transcription",),                  # the problem as intervals and CasADi functions
@@ -33,7 +33,8 @@ LAYERS = [
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 
 #: at the package's top level: the user's vocabulary only
-TOP_LEVEL = {"__init__", "__main__", "errors", "model", "experiment", "noise", "parameters",
+TOP_LEVEL = {"__init__", "__main__", "errors", "model", "inputs", "experiment", "noise",
+             "parameters",
              "simulate", "result", "estimate"}
 MAX_LINES = 800
 

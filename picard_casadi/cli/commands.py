@@ -62,7 +62,7 @@ import numpy as np
 
 from ..runtime.output_files import check_output_folder, safe_name
 from ..errors import closest
-from .data_files import read_csv_experiments
+from .data_files import input_holds, read_csv_experiments
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
 from .initial_states import clock_started, initial_states, vector_arg
@@ -73,7 +73,7 @@ from .model_files import load_model_file
 from .parameter_flags import flagged_parameters, own_parameters
 from .parser_types import (PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms, job_count,
                            joined_negative_values, node_count, nonnegative_float, nonnegative_int,
-                           noise_arg, positive_float, positive_int, weights_arg)
+                           input_hold_arg, noise_arg, positive_float, positive_int, weights_arg)
 from .progress import Progress
 
 __all__ = ["main", "read_csv_experiments", "load_model_file"]
@@ -389,7 +389,8 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     options = _options_from_file(extras, where)
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
-    experiments = clock_started(read_csv_experiments(data_path, model, args.input_hold),
+    experiments = clock_started(read_csv_experiments(data_path, model,
+                                                     input_holds(args.input_hold, model)),
                                 getattr(args, "t0", None))
     p0 = vector_arg(args.p0, model.np, "--p0")
     p0_origin = "--p0"
@@ -529,9 +530,11 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
                    help="the initial states are known, not estimated: each experiment's "
                         "first row gives the states that are outputs measured there, --x0 "
                         "(or X0 in the model file) the others")
-    p.add_argument("--input-hold", choices=("linear", "previous"), default=None,
+    p.add_argument("--input-hold", type=input_hold_arg, default=None,
+                   metavar="{linear,previous,NAME=previous[,...]}",
                    help="inputs between samples: linear interpolation (default; a fit "
-                        "notes inputs that look like a staircase) or zero-order hold")
+                        "notes inputs that look like a staircase) or zero-order hold, for "
+                        "every input or the inputs named (the others linear)")
     p.add_argument("--t0", type=float, default=None, metavar="TIME",
                    help="where every experiment's clock starts: the initial states are the "
                         "states at TIME (default: each experiment's first sample time); "

@@ -31,3 +31,16 @@ def read_csv_experiments(path: str | Path, model: Any,
         else:  # an Experiment's, as it was
             warnings.warn_explicit(note.message, note.category, note.filename, note.lineno)
     return experiments
+
+
+def input_holds(hold: str | dict[str, str] | None, model: Any) -> str | list[str] | None:
+    """``--input-hold`` for ``model``: as given for every input, or one hold
+    per input where some are named (the others linear); a :class:`CliError`
+    for a name that is not one of the model's inputs."""
+    if hold is None or isinstance(hold, str):
+        return hold
+    unknown = [name for name in hold if name not in model.u_names]
+    if unknown:
+        raise CliError(f"--input-hold: {', '.join(map(repr, unknown))} is not an input of the "
+                       f"model (its inputs: {', '.join(model.u_names) or 'none'})")
+    return [hold.get(name, "linear") for name in model.u_names]

@@ -97,6 +97,21 @@ def bounds_arg(text: str) -> tuple[str, float, float]:
     return name, lo, hi
 
 
+def input_hold_arg(text: str) -> str | dict[str, str]:
+    """argparse type of ``--input-hold``: ``linear`` or ``previous`` for every
+    input, or ``NAME=previous[,NAME=linear...]`` for some (the others linear)."""
+    if text.strip() in ("linear", "previous"):
+        return text.strip()
+    holds: dict[str, str] = {}
+    for part in text.split(","):
+        name, value = assignment(part, "linear, previous or NAME=previous[,NAME=...]")
+        if value not in ("linear", "previous"):
+            raise argparse.ArgumentTypeError(
+                f"{text}: an input's hold is linear or previous, got {value!r}")
+        holds[name] = value
+    return holds
+
+
 def fix_arg(text: str) -> tuple[str, float]:
     """argparse type of ``--fix NAME=VALUE``."""
     name, value = assignment(text, "NAME=VALUE (e.g. k=2.5)")
@@ -187,6 +202,9 @@ _FLAG_SPELLINGS = (
      "--input-hold previous"),
     (re.compile(r"u_interpolation='(previous|linear)'(, breakpoints=t)?"),
      lambda m: "--input-hold " + m.group(1)),
+    (re.compile(r"Experiment\(\.\.\., u_interpolation=\[[^\]]*\], breakpoints=t\) \(one per "
+                r"input; (\S+) held\)"),
+     lambda m: "--input-hold " + ",".join(f"{n}=previous" for n in m.group(1).split("+"))),
     (re.compile(r"Experiment\(\.\.\., x0=\[\.\.\.\]\) \(estimated from there unless "
                 r"estimate_x0=False\)"), "--x0 (estimated from there unless --x0-known)"),
     (re.compile(r"estimate_x0=False"), "--x0-known"),

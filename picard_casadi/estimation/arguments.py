@@ -61,6 +61,12 @@ def _as_experiments(model: Model, experiments: Any) -> list[Experiment]:
         if not isinstance(e, Experiment):
             raise TypeError(f"experiments[{i}] is a {type(e).__name__}, not an Experiment")
         e.check(model)
+    names = [e.name for e in exps]
+    if len(set(names)) < len(names):
+        # messages name experiments: three called "experiment" (the default)
+        # were told apart by nothing
+        exps = [e.replaced(name=f"{e.name} {i}") if names.count(e.name) > 1 else e
+                for i, e in enumerate(exps)]
     return exps
 
 

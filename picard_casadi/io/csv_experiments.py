@@ -6,10 +6,13 @@ import csv
 import io
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ..inputs import is_linear
 
 if TYPE_CHECKING:
     from ..experiment import Experiment
@@ -22,7 +25,7 @@ _TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timesta
 
 
 def read_csv_experiments(path: str | Path, model: Model,
-                         input_hold: str | None = None) -> list[Experiment]:
+                         input_hold: str | Sequence[str] | None = None) -> list[Experiment]:
     """Experiments from a CSV file, one row per sample: the command line's
     ``DATA`` (docs/cli.md) read in Python.
 
@@ -41,11 +44,12 @@ def read_csv_experiments(path: str | Path, model: Model,
         first line that is not UTF-8.
     model : Model
         Its output and input names are the columns.
-    input_hold : {None, "linear", "previous"}
+    input_hold : {None, "linear", "previous"} or sequence of them
         Inputs between samples: interpolated linearly (``"linear"``, right
         for measured smooth signals; ``None``, the default, reads them so and
         a fit notes inputs that look like a staircase) or held
-        (``"previous"``, for step inputs: every sample is a breakpoint).
+        (``"previous"``, for step inputs: every sample is a breakpoint); a
+        sequence gives one per input (``Experiment``'s ``u_interpolation``).
 
     Returns
     -------
@@ -170,7 +174,9 @@ def read_csv_experiments(path: str | Path, model: Model,
             # a held input jumps at every sample: intervals start there
             experiments.append(Experiment(
                 t, y, u=u, name=name, u_interpolation=input_hold,
-                breakpoints=t if input_hold == "previous" and model.nu else None,
+                breakpoints=(t if input_hold is not None and model.nu
+                             and not all(is_linear(input_hold, k) for k in range(model.nu))
+                             else None),
                 sigma=sigma))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None

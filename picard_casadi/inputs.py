@@ -1,0 +1,143 @@
+"""An experiment's inputs: a callable of time or samples, held or
+interpolated between them, evaluated at given times; and the check of a
+sampled input that looks like a staircase."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["InputSpec", "check_input_interpolation", "is_linear", "held_input_columns",
+           "evaluate_inputs", "HELD_SHARE"]
+
+InputSpec = Callable[[float], Any] | np.ndarray | None
+
+
+def check_input_interpolation(value: Any, where: str) -> str | tuple[str, ...]:
+    """``value`` as a hold: ``"previous"`` or ``"linear"`` for every input, or a
+    tuple of them, one per input column; a ValueError, prefixed ``where``,
+    for anything else."""
+    if isinstance(value, str) and value in ("previous", "linear"):
+        return value
+    if not isinstance(value, str):
+        try:
+            holds = tuple(value)
+        except TypeError:
+            holds = None
+        if holds and all(isinstance(h, str) and h in ("previous", "linear") for h in holds):
+            return holds
+    raise ValueError(f"{where}: `u_interpolation` must be 'previous' or 'linear', or a list "
+                     f"of them with one per input (['previous', 'linear']), got {value!r}")
+
+
+def is_linear(hold: str | tuple[str, ...], k: int) -> bool:
+    """Whether a hold (:func:`check_input_interpolation`'s) reads input ``k`` linearly."""
+    return (hold if isinstance(hold, str) else hold[k]) == "linear"
+
+
+#: a sampled input is a staircase where at least this share of consecutive
+#: samples repeat the value before them (and it changes somewhere)
+HELD_SHARE = 0.5
+
+
+def held_input_columns(u: np.ndarray) -> list[int]:
+    """Columns of sampled inputs ``u`` ``(N, nu)`` that look piecewise constant:
+    they change, and at least :data:`HELD_SHARE` of their consecutive samples
+    are equal (a controller's staircase logged at the sample times repeats
+    each level exactly; samples of a smooth signal do not repeat)."""
+    u = np.asarray(u, float)
+    if u.ndim != 2 or u.shape[0] < 3:
+        return []
+    same = np.diff(u, axis=0) == 0.0
+    return [int(k) for k in range(u.shape[1])
+            if not same[:, k].all() and same[:, k].mean() >= HELD_SHARE]
+
+
+def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
+                    t_samples: np.ndarray | None = None,
+                    interpolation: str = "previous") -> np.ndarray:
+    """Input values at the given times, shape ``(M, nu)``.
+
+    Parameters
+    ----------
+    u : callable, ndarray (N, nu) or None
+        A callable ``u(t) -> (nu,)`` or values at ``t_samples``.
+    times : array_like (M,)
+    nu : int
+        Number of inputs the model expects.
+    where : str
+        Prefix of error messages (names the experiment).
+    t_samples : ndarray (N,), optional
+        Times of the rows of an array ``u``.
+    interpolation : {"previous", "linear"}
+        Hold of an array ``u`` between its times.
+
+    Raises
+    ------
+    ValueError
+        If ``u`` is missing, returns the wrong length, or non-finite values.
+    Exception
+        Any other error a callable ``u`` raises, unchanged, with a note
+        (``__notes__``, shown in the traceback; Python 3.11 and newer)
+        naming the experiment and time.
+    """
+    times = np.atleast_1d(np.asarray(times, dtype=float))
+    if nu == 0:
+        return np.zeros((times.size, 0))
+    if u is None:
+        raise ValueError(
+            f"{where}: the model has {nu} input(s) but `u` was not given; pass "
+            "a callable u(t) or an array of shape (len(t), nu)"
+        )
+    if callable(u) and getattr(u, "vectorized", False):
+        try:
+            out = np.asarray(u(times.copy()), dtype=float)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: the vectorized `u` failed on {times.size} times: "
+                             f"{err}") from None
+        if out.shape != (times.size, nu):
+            raise ValueError(f"{where}: a vectorized `u` must return shape (len(times), nu) "
+                             f"= ({times.size}, {nu}), returned {out.shape}")
+        if not np.all(np.isfinite(out)):
+            i = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
+            raise ValueError(f"{where}: `u` returned non-finite {out[i]} at t = {times[i]}")
+        return out
+    if callable(u):
+        out = np.empty((times.size, nu))
+        for i, s in enumerate(times):
+            try:
+                val = np.asarray(u(float(s)), dtype=float).ravel()
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{where}: `u` failed at t = {s}: {err}") from None
+            except Exception as err:  # the user's own error, kept, with where it arose
+                if hasattr(err, "add_note"):  # Python 3.11 and newer
+                    err.add_note(f"{where}: raised by the input function `u` at t = {s}")
+                raise
+            if val.size != nu:
+                raise ValueError(
+                    f"{where}: `u` must return {nu} value(s) (the model's nu), "
+                    f"returned {val.size} at t = {s}"
+                )
+            if not np.all(np.isfinite(val)):
+                raise ValueError(f"{where}: `u` returned non-finite {val} at t = {s}")
+            out[i] = val
+        return out
+    table = np.asarray(u, dtype=float)
+    if table.ndim != 2 or table.shape[1] != nu:
+        raise ValueError(
+            f"{where}: `u` has {table.shape[-1]} column(s) but the model has "
+            f"nu = {nu} input(s)"
+        )
+    if t_samples is None or t_samples.size != table.shape[0]:
+        raise ValueError(f"{where}: an array `u` needs one row per sample time")
+    if not isinstance(interpolation, str) and len(interpolation) != nu:
+        raise ValueError(f"{where}: `u_interpolation` has {len(interpolation)} entries but the "
+                         f"model has nu = {nu} input(s): give one per input")
+    tol = 1e-12 * max(1.0, float(np.abs(t_samples).max()))
+    idx = np.clip(np.searchsorted(t_samples, times + tol, side="right") - 1, 0,
+                  t_samples.size - 1)
+    return np.column_stack([np.interp(times, t_samples, table[:, k])
+                            if is_linear(interpolation, k) else table[idx, k]
+                            for k in range(nu)])

@@ -41,7 +41,7 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
                                   note_staircase_inputs, pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
-                                   late_clock_note, note_bounds_reached)
+                                   late_clock_note, note_bounds_reached, unit_outlier_note)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -436,7 +436,7 @@ def estimate(
             executor=executor, n_jobs=n_jobs,
         )
 
-    user_model = model
+    user_model, user_exps = model, exps
     if plan is not None:  # each output on the scale where its noise is normal
         model, exps = plan.model, plan.experiments
     prob = FitProblem(model=model, experiments=exps, spec=spec, opts=opts, T=float(T), n=n,
@@ -694,6 +694,14 @@ def estimate(
             # first: where the fit is flagged, this is the likelier cause
             result.warnings.insert(0, late)
             warn_user(late)
+        units = (unit_outlier_note(user_exps, user_model.y_names)
+                 if not result.success or result.fit_flagged else "")
+        if units:
+            # the likeliest cause of a failed or flagged fit where it holds
+            result.warnings.insert(0, units)
+            warn_user(units)
+            if not result.success:
+                result.message = f"{result.message}. Note: {units}"
     return _raised_on_failure(result, spec.name, raise_on_failure)
 
 

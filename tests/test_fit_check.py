@@ -2,6 +2,7 @@
 
 import warnings
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -361,3 +362,25 @@ def test_an_experiment_on_a_much_shorter_time_span_is_named_without_a_misfit():
                                          r"times less than \['A'\]"):
         res = pc.estimate(model, exps, [0.5], estimate_x0=False, noise="log-normal")
     assert res.success and not res.fit_flagged
+
+
+def test_an_experiment_in_another_unit_is_named_first():
+    """One experiment's data in mmol/L among others in mol/L: a kineticist's
+    fit ended ``plateau`` with "Start elsewhere", the fit check naming two
+    innocent experiments and never the one 1000 times too large."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, y_names=["C"], p_names=["k"])
+    t = np.linspace(0, 4, 9)
+    rng = np.random.default_rng(0)
+    exps = []
+    for i, c0 in enumerate([1.0, 2.0, 1.5, 1.0]):
+        y = c0 * np.exp(-0.5 * t) * (1 + 0.05 * rng.standard_normal(t.size))
+        exps.append(pc.Experiment(t, y * (1000 if i == 2 else 1), x0=[c0], name=f"run{i}"))
+    with pytest.warns(UserWarning, match=r"'run2' \(C 1.06e\+03x\)"):
+        res = pc.estimate(model, exps, [0.3], estimate_x0=False)
+    assert res.fit_flagged and res.warnings[0].startswith(
+        "an experiment's data differ in size from the other experiments'"), res.warnings
+    # in one unit: no note
+    exps[2] = exps[2].replaced(y=exps[2].y / 1000)
+    res = pc.estimate(model, exps, [0.3], estimate_x0=False)
+    assert res.success and not any("differ in size" in w for w in res.warnings)

@@ -45,7 +45,8 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 
-__all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "fitted_outputs",
+__all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
+           "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
            "time_unit_notes", "clipped_intervals"]
@@ -245,6 +246,43 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
             f"experiment's t0, which for {_listed([repr(e.name) for e in late])} is its first "
             f"sample time (t0 not given: {times}): where they are the states at t = 0 (a "
             "dose at time 0, say), pass Experiment(..., t0=0.0)")
+
+
+#: an experiment's data of an output whose RMS is this many times (or this
+#: fraction of) the median of the experiments' that measure it looks like
+#: data in another unit (mmol/L among mol/L: 1000; percent: 100; minutes
+#: among seconds: 60)
+UNIT_RATIO = 50.0
+
+
+def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str]) -> str:
+    """A note naming the experiments whose data of an output are
+    :data:`UNIT_RATIO` times (or a fraction) the size of the other
+    experiments' (by RMS, where at least three measure it), or ``""``.
+
+    A kineticist's one experiment in mmol/L among four in mol/L ended
+    ``plateau`` after 27 s with "Start elsewhere", the noise levels
+    inflated by it and the fit check naming two innocent experiments.
+    """
+    found: dict[str, list[str]] = {}
+    for k, name in enumerate(y_names):
+        sizes = {e.name: float(np.sqrt(np.nanmean(e.y[:, k] ** 2))) for e in experiments
+                 if np.any(np.isfinite(e.y[:, k]))}
+        sizes = {n: v for n, v in sizes.items() if v > 0}
+        if len(sizes) < 3:
+            continue
+        middle = float(np.median(list(sizes.values())))
+        for exp_name, v in sizes.items():
+            ratio = v / middle
+            if ratio >= UNIT_RATIO or ratio <= 1.0 / UNIT_RATIO:
+                found.setdefault(exp_name, []).append(f"{name} {ratio:.3g}x")
+    if not found:
+        return ""
+    listed = "; ".join(f"{n!r} ({', '.join(parts)})" for n, parts in found.items())
+    return (f"an experiment's data differ in size from the other experiments' by a factor "
+            f"of {UNIT_RATIO:g} or more, by their RMS against the median: {listed}; if that "
+            "is a unit (mmol/L among mol/L, percent among fractions), convert them: one "
+            "experiment in another unit sets the noise levels of all")
 
 
 #: a converged estimate where no parameter moves the fit by this many noise

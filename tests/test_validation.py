@@ -446,6 +446,23 @@ def test_a_start_outside_the_model_s_domain_names_the_initial_state():
     exp = pc.Experiment(t=np.linspace(0, 1, 11), y=-np.ones(11), x0=[-1.0])
     with pytest.raises(pc.StartNotFiniteError,
                        match=r"the right-hand side for c is not finite at the start of "
-                             r"experiment 'experiment' \(t = 0\), at its initial state x0 = "
-                             r"\[-1\.\].*outside the model's domain"):
+                             r"experiment 'experiment' \(t = 0\), at its initial state "
+                             r"\(c = -1\).*outside the model's domain"):
         pc.estimate(model, [exp], p0=[1.0, 1.5], estimate_x0=False)
+
+
+def test_a_start_the_parameters_make_infinite_says_so_with_the_user_s_x0():
+    """An activation energy in J/mol beside R in kJ/mol/K: exp overflows
+    whatever the state.  The message showed x0 = [0 0] (the restated
+    problem's deviation from Model(x0=...)) and offered the state's domain
+    first."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)  # k_ref, Ea, A0
+    k = p[0] * ca.exp(-p[1] / 8.314e-3 * (1 / 360.0 - 1 / 340.0))
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-k * x[0], k * x[0]), y=x[1],
+                     x_names=["A", "B"], p_names=["kref", "Ea", "A0"], x0=[p[2], 0.0])
+    exp = pc.Experiment(t=np.linspace(0, 1, 11), y=np.linspace(0, 0.5, 11))
+    with pytest.raises(pc.StartNotFiniteError,
+                       match=r"at its initial state \(A from Model\(x0=\.\.\.\), B = 0\), and "
+                             r"a simulation fails there too: it is not finite at other states "
+                             r"either, so the parameter values make it so .*check p0's units"):
+        pc.estimate(model, [exp], p0=[0.1, 50000.0, 1.0])

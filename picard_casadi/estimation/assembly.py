@@ -48,16 +48,30 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
             continue
         if e.x0 is not None:  # the start as given: the model itself, not a guess
             bad = [model.x_names[i] for i in np.flatnonzero(~np.isfinite(value))]
+            shifted = getattr(model, "_shifted_states", None) or (False,) * model.nx
+            # a shifted state's x0 is 0 here, its deviation from Model(x0=...)
+            # (a kineticist's A = purity * A0 = 1.8 was shown as 0)
+            state = ", ".join(f"{n} from Model(x0=...)" if s else f"{n} = {v:.4g}"
+                              for n, v, s in zip(model.x_names, x0, shifted))
+            where = (f"; the right-hand side for {', '.join(bad)} is not finite at the start "
+                     f"of experiment {e.name!r} (t = {e.t0:g}), at its initial state "
+                     f"({state}), and a simulation fails there too: ")
+            if _not_finite_anywhere(model, e.t0, p0, u0):
+                # (an activation energy in J/mol beside R in kJ/mol/K: exp overflows)
+                return where + (
+                    "it is not finite at other states either, so the parameter values make "
+                    "it so (an overflow, such as exp of a large argument, a value in other "
+                    "units than the model's, or 0/0 such as a Hill term whose powers "
+                    "underflow): check p0's units, start from another p0, or bound the "
+                    "parameters, p_bounds, to where the model is finite")
             # (a user's x' = -a x^b from x0 = -1 was told only of the parameters)
-            return (f"; the right-hand side for {', '.join(bad)} is not finite at the start "
-                    f"of experiment {e.name!r} (t = {e.t0:g}), at its initial state x0 = "
-                    f"{np.array2string(x0, precision=4)}, and a simulation fails there too: "
-                    "either that state lies outside the model's domain (a non-integer power "
-                    "or a logarithm of a negative state, a division by a state that is 0: "
-                    "check the experiment's x0), or the model cannot be evaluated at these "
-                    "parameter values (an overflow, or 0/0 such as a Hill term whose powers "
-                    "underflow: start from another p0, or bound the parameters, p_bounds, "
-                    "to where the model is finite)")
+            return where + (
+                "either that state lies outside the model's domain (a non-integer power "
+                "or a logarithm of a negative state, a division by a state that is 0: "
+                "check the experiment's x0), or the model cannot be evaluated at these "
+                "parameter values (an overflow, or 0/0 such as a Hill term whose powers "
+                "underflow: start from another p0, or bound the parameters, p_bounds, "
+                "to where the model is finite)")
         measured = {i for i in model.output_state_index if i is not None}
         zero = [model.x_names[i] for i in range(model.nx) if i not in measured]
         first_nan = [model.x_names[i] for k, i in enumerate(model.output_state_index)
@@ -71,6 +85,15 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
                 f"guess, Experiment(..., x0=[...]) (estimated from there unless "
                 "estimate_x0=False)")
     return ""
+
+
+def _not_finite_anywhere(model: Model, t: float, p: np.ndarray, u: np.ndarray) -> bool:
+    """Whether ``f`` is not finite at ``p`` at a few positive states of
+    different sizes either: the parameters, not the state, make it so."""
+    with np.errstate(all="ignore"):
+        return not any(np.all(np.isfinite(np.asarray(model.f(t, np.full(model.nx, level), p, u),
+                                                     float)))
+                       for level in (0.5, 1.0, 2.0))
 
 
 def applicable_advice(message: str, weights_mode: str, ny: int, guess: str) -> str:

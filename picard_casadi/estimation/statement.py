@@ -614,6 +614,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     # each parameter's scale: a step on a log scale is measured in its own
     # units (build_setup's default p_scale, docs/design.md)
     new_model._parameter_scales = tuple(q.scale for q in rows)
+    # a shifted state's x0 is its deviation from Model(x0=...)'s value: 0
+    new_model._shifted_states = tuple(bool(v) for v in shifted)
     known = known_by_exp.copy()
     for i in np.flatnonzero(constant_x0):
         if x0_expr[int(i)].is_constant():

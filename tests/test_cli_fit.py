@@ -284,6 +284,19 @@ def test_t0_starts_the_clocks_of_known_initial_states(here, capsys):
                           "0.631579)") in _one_error_line(err)
 
 
+def test_x0_known_takes_what_the_model_s_x0_gives(here, capsys):
+    """A state the model file's Model(x0=...) gives needs no --x0: a
+    kineticist was asked for D's value (the model said 0), and shown A, B,
+    C "from the data" where the fit followed the model's x0."""
+    _write(here, SPRING.replace('y_names=["pos"])', 'y_names=["pos"], x0=[None, 0.0])'),
+           SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]])
+    code, out, err, saved = _fit(capsys, "--x0-known", "--x0", "vel=0")
+    assert code == 0, err
+    assert re.search(r"e0: pos=\S+ \(data\), vel=0 \(model\)", out), out
+    assert "(--x0 of vel not used: the model's x0 gives it)" in out
+    assert np.allclose(saved["p"], SPRING_TRUE, rtol=0.05)
+
+
 def test_x0_known_needs_the_unmeasured_states(here, capsys):
     _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0], [-0.5, 0.0]])
     code, out, err, _ = _fit(capsys, "--x0-known")

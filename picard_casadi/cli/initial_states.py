@@ -133,12 +133,21 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
             out.append(e.with_x0(x0))
         return out, []
     measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
+    given, expressions = model.x0_given, model.x0_expression
     out, lines, used = [], [], set()
     for e in experiments:
         x0, parts = np.empty(model.nx), []
         for i, name in enumerate(model.x_names):
             k = measured.get(i)
             first = e.y[0, k] if k is not None else math.nan
+            if given[i]:
+                # the model's x0 gives it, which the fit follows (a kineticist
+                # was asked for D's value, and shown A, B, C "from the data")
+                constant = expressions[i].is_constant()
+                x0[i] = float(expressions[i]) if constant else 0.0
+                parts.append(f"{name}={x0[i]:.6g} (model)" if constant
+                             else f"{name} (the model's x0)")
+                continue
             if (e.name, i) in scoped:  # this experiment's own, over its data
                 x0[i], src = scoped[(e.name, i)], f"--x0 {e.name}:{name}"
             elif math.isfinite(first):
@@ -173,7 +182,11 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
         lines.append(f"  {e.name}: {', '.join(parts)}")
     unused = [model.x_names[i] for i in (named if named else range(model.nx) if vector is
                                           not None else []) if i not in used]
-    if unused:
-        lines.append(f"  (--x0 of {', '.join(unused)} not used: the first row of every "
+    by_model = [n for n in unused if given[model.x_names.index(n)]]
+    by_data = [n for n in unused if n not in by_model]
+    if by_data:
+        lines.append(f"  (--x0 of {', '.join(by_data)} not used: the first row of every "
                      "experiment measures it)")
+    if by_model:
+        lines.append(f"  (--x0 of {', '.join(by_model)} not used: the model's x0 gives it)")
     return out, lines

@@ -732,8 +732,11 @@ class EstimationResult:
                         "parameters, log scales, initial states from parameters or a "
                         "log-normal noise "
                         f"model: it was solved with the {what} {mine}, the model given has "
-                        f"{theirs}); from_json cannot attach your model to such a result: "
-                        "refit in this session (pc.estimate) to predict or profile")
+                        f"{theirs}); from_json cannot attach your model to such a result "
+                        "without the experiments as fitted: pass them with their constants "
+                        "(Experiment(parameters=...); a command line's --conditions file: "
+                        "pc.read_csv_experiments(DATA, model, conditions=FILE)), or refit in "
+                        "this session (pc.estimate) to predict or profile")
                 raise ValueError(f"{where} was fitted with the {what} {mine}; the model given "
                                  f"has {theirs}: pass the model it was fitted with")
         if self.experiment_names and len(experiments) != len(self.experiment_names):

@@ -248,3 +248,32 @@ def test_the_data_file_reads_in_python_and_a_cli_result_predicts_from_it(tmp_pat
     with pytest.raises(ValueError, match=r"bad.csv, line 3: column 'pos' holds 'NA', not a "
                                          r"number; a missing value is an empty cell"):
         pc.read_csv_experiments(tmp_path / "bad.csv", model)
+
+
+def test_the_data_file_reads_with_its_condition_table(tmp_path):
+    """A --conditions fit's result.json predicts from the experiments read
+    with their table (a kineticist was told to refit: read_csv_experiments
+    had no way to take the table)."""
+    import casadi as ca
+
+    x, k, c0 = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("c0")
+    model = pc.Model(x=x, p=ca.vertcat(k, c0), rhs=-k * x, x0=[c0], y_names=["y"],
+                     p_names=["k", "c0"])
+    (tmp_path / "d.csv").write_text("experiment,time,y\n" + "".join(
+        f"{name},{s},{c * np.exp(-0.5 * s):.6f}\n" for name, c in (("a", 1.0), ("b", 2.0))
+        for s in (0.0, 1.0, 2.0, 3.0)))
+    (tmp_path / "c.csv").write_text("experiment,c0\na,1\nb,2\n")
+    exps = pc.read_csv_experiments(tmp_path / "d.csv", model, conditions=tmp_path / "c.csv")
+    assert [e.parameters for e in exps] == [{"c0": 1.0}, {"c0": 2.0}]
+    res = pc.estimate(model, exps, {"k": 0.3}, uncertainty=False)
+    res.to_json(tmp_path / "r.json")
+    again = pc.EstimationResult.from_json(tmp_path / "r.json", model=model, experiments=exps)
+    assert np.allclose(again.predict(1)[:, 0], 2.0 * np.exp(-res.p[0] * exps[1].t), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"no entry gives \['c0'\]\): pass the experiments "
+                                         r"with the constants .*conditions=FILE"):
+        pc.EstimationResult.from_json(tmp_path / "r.json", model=model,
+                                      experiments=pc.read_csv_experiments(tmp_path / "d.csv",
+                                                                          model))
+    (tmp_path / "c.csv").write_text("experiment,c0\na,1\nz,2\n")
+    with pytest.raises(ValueError, match=r"c.csv, line 3: no experiment 'z' in the data"):
+        pc.read_csv_experiments(tmp_path / "d.csv", model, conditions=tmp_path / "c.csv")

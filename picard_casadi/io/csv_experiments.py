@@ -25,7 +25,8 @@ _TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timesta
 
 
 def read_csv_experiments(path: str | Path, model: Model,
-                         input_hold: str | Sequence[str] | None = None) -> list[Experiment]:
+                         input_hold: str | Sequence[str] | None = None,
+                         conditions: str | Path | None = None) -> list[Experiment]:
     """Experiments from a CSV file, one row per sample: the command line's
     ``DATA`` (docs/cli.md) read in Python.
 
@@ -50,6 +51,11 @@ def read_csv_experiments(path: str | Path, model: Model,
         a fit notes inputs that look like a staircase) or held
         (``"previous"``, for step inputs: every sample is a breakpoint); a
         sequence gives one per input (``Experiment``'s ``u_interpolation``).
+    conditions : str or Path, optional
+        A condition table, the command line's ``--conditions`` file: each
+        experiment's constants and own parameters (:func:`apply_conditions`),
+        as a fit with it was stated (``EstimationResult.from_json`` of such a
+        fit needs them).
 
     Returns
     -------
@@ -180,7 +186,7 @@ def read_csv_experiments(path: str | Path, model: Model,
                 sigma=sigma))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
-    return experiments
+    return apply_conditions(conditions, model, experiments) if conditions else experiments
 
 
 def _read_text(path: Path) -> str:
@@ -201,3 +207,69 @@ def _read_text(path: Path) -> str:
         warnings.warn(f"{path} is not UTF-8 (byte 0x{data[err.start]:02x} on line {line}); "
                       "read as Latin-1", UserWarning, stacklevel=3)
         return data.decode("latin-1")
+
+
+def apply_conditions(path: str | Path, model: Model, experiments: Sequence[Experiment]
+                     ) -> list[Experiment]:
+    """The experiments with the parameter values of a condition table (the
+    command line's ``--conditions``): a CSV with a column ``experiment`` and
+    one per model parameter it sets; a cell is a number (a constant of that
+    experiment), a name (an estimated parameter of that name) or empty (the
+    shared parameter).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line: an unreadable or empty file, a column that
+        is not a parameter, an experiment not in ``experiments`` or given
+        twice, a cell that is not finite.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read the file ({err.strerror})") from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if not rows:
+        raise ValueError(f"{path}: the file is empty")
+    header = [h.strip() for h in rows[0]]
+    if "experiment" not in header:
+        raise ValueError(f"{path}, line 1: no column 'experiment'")
+    unknown = [h for h in header if h != "experiment" and h not in model.p_names]
+    if unknown:
+        raise ValueError(f"{path}, line 1: column(s) {unknown} are not parameters "
+                       f"of the model ({', '.join(model.p_names)})")
+    by_name = {e.name: e for e in experiments}
+    settings: dict[str, dict[str, float | str]] = {}
+    first_line: dict[str, int] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{path}, line {line}: {len(row)} cells, the header "
+                           f"has {len(header)}")
+        cells = dict(zip(header, (c.strip() for c in row)))
+        name = cells.pop("experiment")
+        if name not in by_name:
+            raise ValueError(f"{path}, line {line}: no experiment {name!r} in the "
+                           f"data (experiments: {', '.join(by_name)})")
+        if name in first_line:  # the last row had won, silently
+            raise ValueError(f"{path}, line {line}: experiment {name!r} is given "
+                           f"again (first on line {first_line[name]}); one row per experiment")
+        first_line[name] = line
+        values: dict[str, float | str] = {}
+        for key, cell in cells.items():
+            if not cell:
+                continue
+            try:
+                number = float(cell)
+            except ValueError:
+                values[key] = cell
+            else:
+                if not math.isfinite(number):
+                    raise ValueError(f"{path}, line {line}: column {key!r} is "
+                                   f"not finite")
+                values[key] = number
+        settings[name] = values
+    return [e.replaced(parameters={**e.parameters, **settings.get(e.name, {})})
+            for e in experiments]

@@ -134,13 +134,21 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
             else:
                 plan.append((None, float(value)))
         plans.append(plan)
-    if missing or model.has_delays:
-        why = (f"no entry gives {sorted(set(missing))}" if missing
-               else "the model has delays")
+    if missing and not model.has_delays:
+        # a command line's --conditions fit was reloaded without its table
         raise ValueError(
             f"{where} holds a restated problem whose parameters {names} are not the given "
-            f"model's own and its experiments' ({why}); from_json cannot attach your model "
-            "to such a result: refit in this session (pc.estimate) to predict or profile")
+            f"model's own and its experiments' (no entry gives {sorted(set(missing))}): "
+            "pass the experiments with the constants they were fitted with "
+            "(Experiment(parameters={...}); a command line's --conditions file: "
+            "pc.read_csv_experiments(DATA, model, conditions=FILE)), or refit in this "
+            "session (pc.estimate)")
+    if model.has_delays:
+        raise ValueError(
+            f"{where} holds a restated problem whose parameters {names} are not the given "
+            f"model's own and its experiments' (the model has delays); from_json cannot "
+            "attach your model to such a result: refit in this session (pc.estimate) to "
+            "predict or profile")
     base = simulation_predictor(model, experiments)
 
     def predict(res: Any, exp_index: int, t: Any, source: str) -> np.ndarray:

@@ -313,3 +313,32 @@ def test_two_log_parameters_whose_product_alone_is_determined_are_said_so():
         res = pc.estimate(model, [pc.Experiment(t, y, t0=0.0)], table, noise="log-normal")
     note = next(w for w in res.warnings if "poorly" in w)
     assert "rho and I0 are correlated -1.000: the data determine rho * I0, not each" in note
+
+
+def test_parameters_that_do_not_act_at_the_estimate_are_named():
+    """Temperatures in Celsius in an Arrhenius term: the reaction does not
+    run, its rate parameters stay at their starts with infinite standard
+    errors, and the fit converged on the parameter that still acts (a
+    kineticist's: no word of a model that does not react)."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)  # kref, Ea, a scale of the output
+    T = 60.0  # in Celsius, where the model means kelvin
+    k = p[0] * ca.exp(-p[1] / 8.314e-3 * (1 / T - 1 / 340.0))
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-k * x[0], k * x[0]), y=p[2] * x[0],
+                     x0=[1.0, 0.0], p_names=["kref", "Ea", "s"], x_names=["A", "B"])
+    t = np.linspace(0, 10, 21)
+    rng = np.random.default_rng(1)
+    y = 0.9 * np.exp(-0.2 * t) + 0.01 * rng.standard_normal(t.size)
+    res = pc.estimate(model, [pc.Experiment(t, y, t0=0.0)],
+                      [pc.Parameter("kref", 0.2, (1e-6, 10.0), scale="log10"),
+                       pc.Parameter("Ea", 50.0, (0.0, 200.0)), pc.Parameter("s", 1.0, (0.1, 2))])
+    note = next((w for w in res.warnings if "do not move the fit" in w), "")
+    assert note.startswith("log10(kref), Ea do not move the fit at the estimate"), res.warnings
+    assert "Celsius" in note
+    # where the reaction runs (kelvin), no such note
+    model_k = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0]), y=p[2] * x[0],
+                       x0=[1.0, 0.0], p_names=["kref", "Ea", "s"], x_names=["A", "B"])
+    ok = pc.estimate(model_k, [pc.Experiment(t, y, t0=0.0)],
+                     [pc.Parameter("kref", 0.1, (1e-6, 10.0), scale="log10"),
+                      pc.Parameter("Ea", 50.0, estimate=False),
+                      pc.Parameter("s", 1.0, (0.1, 2))])
+    assert ok.success and not any("do not move the fit" in w for w in ok.warnings)

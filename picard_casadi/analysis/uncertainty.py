@@ -35,6 +35,7 @@ estimate is named too.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,8 @@ from ..transcription.problem import Setup
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "integrated_residuals", "measured_rows",
            "attach_uncertainty", "correlated_information", "undetermined_parameters",
-           "parameter_reach", "noise_variance_factor", "note_poorly_determined",
+           "parameter_reach", "parameter_reaches", "inert_note", "INERT_REACH",
+           "noise_variance_factor", "note_poorly_determined",
            "is_poorly_determined_note", "POORLY_DETERMINED_HEAD", "IDENTIFIABILITY_THRESHOLD"]
 
 #: relative eigenvalue of the scaled information matrix below which a direction
@@ -402,8 +404,17 @@ def noise_variance_factor(r: np.ndarray, m: int, n: int, likelihood: bool) -> fl
 
 def parameter_reach(setup: Setup, F_diagonal: np.ndarray, columns: list[tuple[str, int, int]],
                     p: np.ndarray, s2: float) -> float | None:
-    """How far the fit moves, in noise levels, for a parameter moved by its own
-    size: the most any parameter moves it (``None`` without parameter columns).
+    """The most any parameter moves the fit (:func:`parameter_reaches`), or
+    ``None`` without parameter columns."""
+    reaches = parameter_reaches(setup, F_diagonal, columns, p, s2)
+    return float(reaches.max()) if reaches.size else None
+
+
+def parameter_reaches(setup: Setup, F_diagonal: np.ndarray,
+                      columns: list[tuple[str, int, int]], p: np.ndarray,
+                      s2: float) -> np.ndarray:
+    """How far the fit moves, in noise levels, for each parameter moved by its
+    own size (one entry per parameter column of ``columns``, in their order).
 
     A parameter's size is its scale (``setup.p_scale``), or its value where
     that is larger on a linear scale (a rate started at 1e-3 that converged at
@@ -428,11 +439,33 @@ def parameter_reach(setup: Setup, F_diagonal: np.ndarray, columns: list[tuple[st
     logged = (np.array([v != "lin" for v in scales]) if scales is not None
               and len(scales) == len(p) else np.zeros(len(p), dtype=bool))
     size = np.where(logged, setup.p_scale, np.maximum(setup.p_scale, np.abs(p)))
-    reach = [np.sqrt(max(float(F_diagonal[k]), 0.0)) * size[i]
-             for k, (kind, _, i) in enumerate(columns) if kind == "p"]
-    if not reach:
-        return None
-    return float(max(reach) / np.sqrt(s2)) if s2 > 0 else float("inf")
+    reach = np.array([np.sqrt(max(float(F_diagonal[k]), 0.0)) * size[i]
+                      for k, (kind, _, i) in enumerate(columns) if kind == "p"])
+    return reach / np.sqrt(s2) if s2 > 0 else np.full(reach.size, np.inf)
+
+
+#: a parameter whose move by its own size moves the fit by less than this
+#: many noise levels does not act on the outputs at the estimate (every
+#: parameter so: a plateau, estimation/diagnosis.py)
+INERT_REACH = 1e-1
+
+
+def inert_note(names: Sequence[str], reaches: np.ndarray) -> str:
+    """A note naming the parameters that do not move the fit at all
+    (:data:`INERT_REACH`) where others do, or ``""``.
+
+    A kineticist's temperatures in Celsius in an Arrhenius term (every rate
+    exp(-120)): converged, the six rate parameters at their starts with
+    infinite standard errors and no word of a model that does not react.
+    """
+    inert = [n for n, r in zip(names, reaches) if r < INERT_REACH]
+    if not inert or len(inert) == len(names):
+        return ""
+    return (f"{', '.join(inert)} do not move the fit at the estimate (each moves it by less "
+            f"than {INERT_REACH:g} noise levels when moved by its own size): the outputs do "
+            "not depend on them there, as where the terms they enter vanish (a rate of 0, a "
+            "reaction that does not run) or saturate; check the units of what they multiply "
+            "(a temperature in Celsius in exp(-Ea/RT)) and the bounds, or fix them")
 
 
 def undetermined_parameters(setup: Setup, info: SolutionSensitivity) -> np.ndarray:
@@ -611,9 +644,13 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     scale = np.array([setup.p_scale[i] if kind == "p" else setup.x_scale[i] if kind == "x0"
                       else max(abs(float(eta[i])), 1e-300) for kind, _, i in columns])
     reach = np.sqrt(np.maximum(np.diag(F), 0.0)) * scale
-    moved = parameter_reach(setup, np.diag(F), columns, np.asarray(result.p, float), s2)
-    if moved is not None:  # estimation/diagnosis.py's plateau
-        result.settings["parameter_reach"] = moved
+    reaches = parameter_reaches(setup, np.diag(F), columns, np.asarray(result.p, float), s2)
+    if reaches.size:  # estimation/diagnosis.py's plateau
+        result.settings["parameter_reach"] = float(reaches.max())
+        inert = inert_note([model.p_names[i] for kind, _, i in columns if kind == "p"],
+                           reaches)
+        if inert:
+            result.warnings.append(inert)
     try:
         d, Fs, evals, evecs = _unit_information(F, reach)
     except np.linalg.LinAlgError as err:

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
+from ..analysis.uncertainty import INERT_REACH
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
 from ..model import Model
@@ -295,7 +296,7 @@ def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str])
 #: best at 10011.49 (uniform starts 13, 17) and 10011.41 (uniform 5, IPOPT's
 #: second run): 4.8e-6, 5.6e-4 and 0.055; the optima of Boehm, Bruno,
 #: Armistead, Elowitz and Fujita: 61 to 3415 (docs/reliability.md)
-PLATEAU_REACH = 1e-1
+PLATEAU_REACH = INERT_REACH
 
 
 def declare_plateau(result: EstimationResult) -> None:

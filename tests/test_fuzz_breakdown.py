@@ -381,3 +381,25 @@ def test_a_state_on_its_domain_edge_is_named_not_the_domain_left():
     fixed = pc.estimate(model, exps, [2.0] * 4, "picard-gn", p_bounds=bounds,
                         x0_bounds=([1e-6, 1e-6], [50.0, 50.0]), uncertainty=False)
     assert fixed.success, fixed.message
+
+
+def test_a_fractional_order_past_full_conversion_names_the_state_under_the_power():
+    """r = k A**n with n = 0.5, data past the time A reaches 0: the message
+    blamed B (the product, at 0 at the start, in no power) and its fix, a
+    lower bound on every state, was refused for B(0) = 0."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    r = p[0] * x[0] ** p[1]
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-r, r), y=x, x_names=["A", "B"],
+                     p_names=["k", "n"])
+    t = np.linspace(0, 20, 41)
+    rng = np.random.default_rng(0)
+    exps = []
+    for A0 in [1.0, 2.0]:
+        A = np.maximum(A0 ** 0.5 - 0.5 * 0.15 * t, 0) ** 2  # k = 0.15, n = 0.5
+        Y = np.column_stack([A, A0 - A]) + 0.01 * rng.standard_normal((len(t), 2))
+        exps.append(pc.Experiment(t=t, y=Y, x0=[A0, 0.0], name=f"A0={A0}"))
+    res = pc.estimate(model, exps, [0.1, 1.0], "picard-gn", p_bounds=([1e-4, 0.1], [10, 3]),
+                      estimate_x0=False, uncertainty=False)
+    assert not res.success
+    assert "A is below the edge of the model's domain" in res.message, res.message
+    assert "B is" not in res.message

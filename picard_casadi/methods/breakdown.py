@@ -26,6 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import casadi as ca
 import numpy as np
 
 from ..errors import PicardError
@@ -76,7 +77,43 @@ def first_nonfinite_interval(*arrays: np.ndarray, limit: float = np.inf) -> int 
 AT_DOMAIN_EDGE = "exactly on the edge of the model's domain"
 
 
-def not_finite_message(setup: Setup, U: np.ndarray, what: str) -> str:
+def _edge_culprits(setup: Setup, U: np.ndarray, p: np.ndarray, candidates: np.ndarray,
+                   edge: np.ndarray, below: bool = False) -> np.ndarray:
+    """Of the ``candidates`` (states on the lower ``edge`` of the domain, or
+    below it where ``below``), those whose value there makes the derivatives
+    of ``f`` not finite at a node where it is so (the other candidates moved
+    just inside the edge there), and finite with it moved inside.  (A
+    fractional order ``k A**n`` run to full conversion blamed the product B,
+    which sits at 0 at the start and enters no power.)"""
+    disc = setup.disc
+    model = disc.model
+    jac = ca.Function("edge_jacobian", [model.t, model.x, model.p, model.u],
+                      [ca.jacobian(model.rhs, ca.vertcat(model.x, model.p))])
+    inside = edge + 1e-6 * np.maximum(1.0, np.abs(edge))
+    found = np.zeros_like(candidates)
+    for i in np.flatnonzero(candidates):
+        hits = np.argwhere(U[:, i, :] < edge[i] if below else U[:, i, :] == edge[i])
+        if hits.size == 0:
+            continue
+        j, k = (int(v) for v in hits[0])
+        xs = U[j, :, k].copy()
+        others = candidates & (xs <= edge)
+        others[i] = False
+        xs[others] = inside[others]
+        moved = xs.copy()
+        moved[i] = inside[i]
+        t, u = disc.node_times[j, k], disc.node_inputs[j, :, k]
+        with np.errstate(all="ignore"):
+            try:
+                there, off = (np.asarray(jac(t, v, p, u)) for v in (xs, moved))
+            except RuntimeError:
+                continue
+        found[i] = not np.all(np.isfinite(there)) and np.all(np.isfinite(off))
+    return found
+
+
+def not_finite_message(setup: Setup, U: np.ndarray, what: str,
+                       p: np.ndarray | None = None) -> str:
     """The message of a step whose ``what`` (``"residuals or Jacobian"``) is not
     finite at the node values ``U`` ``(J, nx, K)``.
 
@@ -93,6 +130,20 @@ def not_finite_message(setup: Setup, U: np.ndarray, what: str) -> str:
     U = np.asarray(U, float)
     on_edge = np.any((U == lo[None, :, None]) | (U == hi[None, :, None]), axis=(0, 2))
     head = f"{what} are not finite at the current iterate; "
+    if np.any(on_edge) and p is not None:
+        on_edge = _edge_culprits(setup, U, np.asarray(p, float), on_edge, lo)
+        if not np.any(on_edge):
+            below = _edge_culprits(setup, U, np.asarray(p, float),
+                                   np.any(U < lo[None, :, None], axis=(0, 2)), lo, below=True)
+            if np.any(below):
+                names = ", ".join(model.x_names[i] for i in np.flatnonzero(below))
+                return (head + f"{names} {'is' if np.count_nonzero(below) == 1 else 'are'} "
+                        "below the edge of the model's domain (for example a negative amount) "
+                        "at some nodes, where a power x**p or a log(x) is not finite, and "
+                        "finite just inside it: keep it inside (x_domain, x0_bounds), or "
+                        "where the model reaches the edge itself (a fractional order run to "
+                        "full conversion), leave out the data past it or write the rate so "
+                        "that it is finite there")
     if np.any(on_edge):
         names = ", ".join(model.x_names[i] for i in np.flatnonzero(on_edge))
         return (head + f"{names} {'is' if np.count_nonzero(on_edge) == 1 else 'are'} "

@@ -463,7 +463,7 @@ class ConstrainedGaussNewtonStep:
         if lin is None:
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
                             failed=True, message=not_finite_message(
-                                self.setup, U, "residuals or Jacobian"))
+                                self.setup, U, "residuals or Jacobian", p))
         sens, r, Jx, Jp, E, F, c = lin
         J = disc.n_intervals
         np_ = self.np

@@ -210,7 +210,7 @@ class LevenbergMarquardtStep:
         if not (np.all(np.isfinite(r)) and np.all(np.isfinite(Jx)) and np.all(np.isfinite(Jp))):
             return StepInfo(Xs, ps, np.nan, np.nan, np.nan, 0.0, False, 1, self.mu,
                             failed=True, message=not_finite_message(
-                                self.setup, U, "residuals or Jacobian"))
+                                self.setup, U, "residuals or Jacobian", p))
         phi = 0.5 * float(np.sum(r * r))
         zero = s.merit_floor()  # the merit of a zero residual (exact data)
         if phi <= zero:

@@ -284,3 +284,23 @@ def test_a_staircase_beside_a_smooth_input_is_held_alone():
     with pytest.raises(ValueError, match=r"`u_interpolation` must be 'previous' or 'linear', "
                                          r"or a list"):
         pc.Experiment(t, made.y, u=samples, u_interpolation=["held", "linear"])
+
+
+def test_a_held_input_on_epoch_times_is_read_at_its_own_sample():
+    """A logger's Unix-epoch times (1.7e9 s) sampled every 1 ms: the hold's
+    tolerance, 1e-12 |t| = 1.7 ms, read each value a sample or more early
+    (a simulation 31.7 rad/s off for noise 0.5, the fit flagged as a local
+    minimum)."""
+    t = 1.7e9 + 1e-3 * np.arange(200)
+    u = (np.arange(200) % 7)[:, None].astype(float)  # a level per sample
+    exp = pc.Experiment(t, np.zeros(200), u=u, u_interpolation="previous", breakpoints=t)
+    inside = t[:-1] + 0.5e-3
+    assert np.array_equal(exp.inputs(inside, 1), u[:-1])
+    assert np.array_equal(exp.inputs(t, 1), u)
+    # the same record on an epoch clock simulates as on its own
+    model = _forced_oscillator()
+    here = pc.simulate(model, [0.2, 0.0], P_TRUE, t - t[0], u=u, u_interpolation="previous",
+                       breakpoints=t - t[0])
+    epoch = pc.simulate(model, [0.2, 0.0], P_TRUE, t, u=u, u_interpolation="previous",
+                        breakpoints=t)
+    assert np.max(np.abs(epoch - here)) < 1e-3 * np.max(np.abs(here)), np.max(np.abs(epoch - here))

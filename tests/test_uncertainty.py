@@ -342,3 +342,21 @@ def test_parameters_that_do_not_act_at_the_estimate_are_named():
                       pc.Parameter("Ea", 50.0, estimate=False),
                       pc.Parameter("s", 1.0, (0.1, 2))])
     assert ok.success and not any("do not move the fit" in w for w in ok.warnings)
+
+
+def test_a_parameter_the_outputs_hardly_see_in_an_exact_symmetry_is_undetermined_too():
+    """a -> s a, b -> b / s, c -> c / s leaves the outputs unchanged; c, seen
+    only through a small term, has a weight under 0.1 in the scaled null
+    direction and got a finite standard error (a DC motor's inductance in
+    the rescaling of R, L, J, b, Fc: 0.0037 +- 0.0018 where 0.037 and
+    0.00037 fit the same)."""
+    x, p, t = ca.SX.sym("x"), ca.SX.sym("p", 3), ca.SX.sym("t")
+    a, b, c = p[0], p[1], p[2]
+    model = pc.Model(x=x, p=p, t=t, rhs=-a * b * x + 0.02 * a * c * ca.sin(3 * t), y=x,
+                     p_names=["a", "b", "c"])
+    tt = np.linspace(0, 5, 51)
+    made = pc.simulate_experiment(model, [1.0], [1.0, 0.5, 1.0], tt, noise_std=0.01, seed=2)
+    res = pc.estimate(model, [made], [1.2, 0.4, 0.8], estimate_x0=False,
+                      method="single-shooting")
+    assert res.success and np.all(np.isinf(res.p_std)), res.p_std
+    assert "the data do not determine the combination of a, b, c" in res.warnings[0]

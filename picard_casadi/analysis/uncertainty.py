@@ -72,6 +72,10 @@ WEAK_RELATIVE_ERROR = 0.1
 #: a quantity whose weight in such a direction's (unit) eigenvector exceeds this
 #: is one of the combination's
 INVOLVED = 0.1
+#: ... or which such a direction moves by more than this fraction of its
+#: standard error off it, the direction's leading quantity moved by its size
+#: (:func:`_undetermined_along`)
+UNDETERMINED_MOVE = 0.1
 # a sensitivity column below this fraction of the largest (both scaled by the
 # quantities' nominal sizes) is round-off: the data do not depend on it
 SILENT_COLUMN = 1e-10
@@ -371,6 +375,29 @@ def formula_information(setup: Setup, info: SolutionSensitivity, formula: Any
                           n=Jt.n + n_eta), columns)
 
 
+def _undetermined_along(v: np.ndarray, d: np.ndarray, std: np.ndarray,
+                        size: np.ndarray) -> np.ndarray:
+    """The quantities a direction the data do not determine (``v``, a unit
+    eigenvector of the scaled information ``Fs``, ``theta = z / d``) moves:
+    its weight exceeds :data:`INVOLVED`, or, with the direction's leading
+    quantity moved by its own ``size``, it moves by more than
+    :data:`UNDETERMINED_MOVE` of its standard error ``std`` off the
+    direction (the direction's length is unbounded: ten such moves are as
+    good).
+
+    An exact symmetry moves every quantity in it by the same relative amount,
+    but a quantity the outputs hardly see has a small weight in the scaled
+    eigenvector: a DC motor's inductance (0.14 of R's 0.69 in the rescaling
+    of R, L, J, b, Fc and i(0) that leaves the speed unchanged) got a finite
+    95 % interval that equally good values lay far outside, and b, Fc and
+    i(0) (weights 0.005, 0.01, 2e-4) likewise."""
+    lead = int(np.argmax(np.abs(v)))
+    step = size[lead] * d[lead] / abs(float(v[lead]))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        moved = step * np.abs(v) / d
+    return (np.abs(v) > INVOLVED) | (moved > UNDETERMINED_MOVE * std)
+
+
 def _unit_information(F: np.ndarray, reach: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The information ``F`` (changed in place) scaled to a unit diagonal, and its
@@ -475,9 +502,10 @@ def undetermined_parameters(setup: Setup, info: SolutionSensitivity) -> np.ndarr
     :data:`INVOLVED` in an eigenvector of the scaled information matrix
     (parameters and estimated initial states, as :func:`attach_uncertainty`
     has it) whose relative eigenvalue is below
-    :data:`IDENTIFIABILITY_THRESHOLD`: the ones whose standard errors
-    :func:`attach_uncertainty` reports as inf.  All False where the
-    information is not finite or cannot be decomposed.
+    :data:`IDENTIFIABILITY_THRESHOLD`: the direction's leading ones (whose
+    standard errors :func:`attach_uncertainty` reports as inf, with any
+    others the direction moves beyond their standard errors).  All False
+    where the information is not finite or cannot be decomposed.
     """
     np_ = setup.disc.model.np
     out = np.zeros(np_, dtype=bool)
@@ -665,23 +693,26 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         names.append(model.p_names[i] if kind == "p" else noise_formula.names[i]
                      if kind == "noise" else
                      f"x0[{model.x_names[i]}] of {setup.disc.experiments[e].name!r}")
-    unidentifiable = np.zeros(nth, dtype=bool)
-    for k in np.flatnonzero(weak):
-        unidentifiable |= np.abs(evecs[:, k]) > INVOLVED
     if np.any(weak):
         keep = ~weak
         inv = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
     else:
         inv = np.linalg.inv(Fs)
     cov = s2 * inv / d[:, None] / d[None, :]
-    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    std[unidentifiable] = np.inf
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))  # off the undetermined directions
     # each quantity's standard error against its size (an initial state's at
     # least its state's scale: a state starting at 0 is no poorly known one)
     size = np.array([abs(float(result.p[i])) if kind == "p" else abs(float(eta[i]))
                      if kind == "noise"
                      else max(abs(float(result.x0[e][i])), float(setup.x_scale[i]))
                      for kind, e, i in columns])
+    involved_in = {int(k): _undetermined_along(evecs[:, k], d, std,
+                                               np.where(size > 0, size, scale))
+                   for k in np.flatnonzero(weak)}
+    unidentifiable = np.zeros(nth, dtype=bool)
+    for mask in involved_in.values():
+        unidentifiable |= mask
+    std[unidentifiable] = np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names
@@ -692,10 +723,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         # PEtab's Armistead at its optimum had four, each a warning of eight or
         # nine overlapping names
         for k in np.flatnonzero(weak):
-            named |= np.abs(evecs[:, k]) > INVOLVED
+            named |= involved_in[int(k)]
         relative_eigenvalues = evals[weak] / lam_max
-        sizes = [int(np.count_nonzero(np.abs(evecs[:, k]) > INVOLVED))
-                 for k in np.flatnonzero(weak)]
+        sizes = [int(np.count_nonzero(involved_in[int(k)])) for k in np.flatnonzero(weak)]
         # (a user's SIR with R(0) of two runs unseen: "each direction a
         # combination of several" where each was one initial state alone)
         each = ("each direction one of them alone" if max(sizes) == 1 else
@@ -715,7 +745,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             f"linearisation: some of them may still have a finite interval){known}")
         directions = np.flatnonzero(faint)
     for k in directions:
-        involved = np.abs(evecs[:, k]) > INVOLVED
+        involved = involved_in[int(k)] if weak[k] else np.abs(evecs[:, k]) > INVOLVED
         if faint[k] and not np.any(relative[involved] > WEAK_RELATIVE_ERROR):
             # a small relative eigenvalue, yet every quantity in the direction is
             # known to 10 %: the information is large, only its directions are

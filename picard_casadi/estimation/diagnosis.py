@@ -37,7 +37,7 @@ import numpy as np
 
 from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
-from ..analysis.uncertainty import INERT_REACH
+from ..analysis.reach import INERT_REACH
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
 from ..model import Model

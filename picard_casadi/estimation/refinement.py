@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate, certify
-from ..analysis.uncertainty import (noise_variance_factor, parameter_reach,
-                                     solution_sensitivity, undetermined_parameters)
+from ..analysis.reach import parameter_reach
+from ..analysis.uncertainty import (noise_variance_factor, solution_sensitivity,
+                                     undetermined_parameters)
 from ..experiment import Experiment
 from ..methods import MethodSpec
 from ..methods.base import IterationRecord, LoopOutcome, Setup

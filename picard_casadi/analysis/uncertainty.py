@@ -46,6 +46,7 @@ from ..transcription.block_jacobian import BlockJacobian
 from ..transcription.forward_sensitivity import (chained_output_sensitivities,
                                                  initial_sensitivities)
 from ..transcription.problem import Setup
+from .interval_information import GROWTH_LIMIT, chain_growth, interval_information
 from .reach import INERT_REACH, inert_note, parameter_reach, parameter_reaches
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
@@ -375,6 +376,27 @@ def formula_information(setup: Setup, info: SolutionSensitivity, formula: Any
                           n=Jt.n + n_eta), columns)
 
 
+def _unstable_information(result: Any, setup: Setup, info: SolutionSensitivity,
+                          F: np.ndarray) -> np.ndarray:
+    """``F``, or where the chained sensitivities grow past
+    :data:`~picard_casadi.analysis.interval_information.GROWTH_LIMIT` (a model
+    unstable along the data), the information from the intervals' own
+    sensitivities and the continuity constraints; ``settings["information"]``
+    says which."""
+    growth = chain_growth(setup, info.sens)
+    if not growth > GROWTH_LIMIT:
+        return F
+    blocks = [measured_rows(setup, j, info.sens["dG"][j])
+              for j in range(setup.disc.n_intervals)]
+    held = interval_information(setup, info.sens, blocks, info.columns)
+    if held is None:
+        return F
+    result.settings["information"] = (
+        f"from the intervals held by continuity (the chained sensitivities grow by "
+        f"{growth:.1e} along the data)")
+    return held
+
+
 def _undetermined_along(v: np.ndarray, d: np.ndarray, std: np.ndarray,
                         size: np.ndarray) -> np.ndarray:
     """The quantities a direction the data do not determine (``v``, a unit
@@ -592,6 +614,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         return
     with np.errstate(all="ignore"):
         F = Jt.gram()
+    if noise_covariance is None and not noise_formula and "dend" in info.sens:
+        F = _unstable_information(result, setup, info, F)
+    with np.errstate(all="ignore"):
         # with the noise variances estimated by the likelihood the weights are
         # 1 / sigma_k^2: F is the Fisher information and its inverse the
         # Cramer-Rao bound (what the output-error method reports); otherwise

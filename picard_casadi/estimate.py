@@ -41,7 +41,8 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
                                   note_staircase_inputs, pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
-                                   late_clock_note, note_bounds_reached, unit_outlier_note)
+                                   late_clock_note, nonsmooth_note, note_bounds_reached,
+                                   unit_outlier_note)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -702,6 +703,11 @@ def estimate(
             warn_user(units)
             if not result.success:
                 result.message = f"{result.message}. Note: {units}"
+        if not result.success and result.status not in (
+                "plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE):
+            rough = nonsmooth_note(model)
+            if rough:
+                result.message = f"{result.message}. Note: {rough}"
     return _raised_on_failure(result, spec.name, raise_on_failure)
 
 

@@ -403,3 +403,27 @@ def test_a_fractional_order_past_full_conversion_names_the_state_under_the_power
     assert not res.success
     assert "A is below the edge of the model's domain" in res.message, res.message
     assert "B is" not in res.message
+
+
+def test_a_failed_fit_of_a_model_with_a_jump_names_it():
+    """Coulomb friction written Fc * sign(w): every method failed from a
+    moderate start, the messages advising a better p0 (a controls
+    engineer's motor)."""
+    from picard_casadi.estimation.diagnosis import nonsmooth_note
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    rhs = ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.sign(x[1]))
+    model = pc.Model(x=x, p=p, rhs=rhs, y=x[0], p_names=["k", "Fc"])
+    assert nonsmooth_note(model).startswith("the model's right-hand side uses sign(), where "
+                                            "its value jumps")
+    kinked = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.fabs(x[1])),
+                      y=x[0])
+    assert "uses fabs(), where its derivative jumps" in nonsmooth_note(kinked)
+    smooth = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.tanh(x[1])),
+                      y=x[0])
+    assert nonsmooth_note(smooth) == ""
+    t = np.linspace(0, 5, 26)
+    exp = pc.Experiment(t, np.cos(2 * t), x0=[1.0, 0.0])
+    res = pc.estimate(model, [exp], [3.0, 0.1], "picard-gn", estimate_x0=False, max_iter=2,
+                      uncertainty=False)
+    assert not res.success and "Note: the model's right-hand side uses sign()" in res.message

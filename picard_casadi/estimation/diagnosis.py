@@ -47,6 +47,7 @@ from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
+           "nonsmooth_note",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
@@ -468,3 +469,31 @@ def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np
             f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
             "barely changes along it, so the data bound these parameters from one side "
             "at most")
+
+
+#: CasADi operations whose value jumps (a sign, a rounding, a branch), and
+#: whose derivative jumps (a kink), as a message names them
+_JUMPS = {"OP_SIGN": "sign", "OP_FLOOR": "floor", "OP_CEIL": "ceil",
+          "OP_IF_ELSE_ZERO": "if_else"}
+_KINKS = {"OP_FABS": "fabs", "OP_FMIN": "fmin", "OP_FMAX": "fmax"}
+
+
+def nonsmooth_note(model: Model) -> str:
+    """Where the model's right-hand side jumps or kinks (``sign``, ``if_else``,
+    ``floor``, ``fabs``, ...), a sentence saying so and the smooth forms, or
+    ``""``.  A controls engineer's motor with Coulomb friction written
+    ``Fc * sign(w)`` failed in every method from a moderate start, the
+    messages advising a better p0."""
+    f = ca.Function("rhs", [model.x, model.p, model.u, model.t], [model.rhs])
+    codes = {getattr(ca, name): name for name in (*_JUMPS, *_KINKS) if hasattr(ca, name)}
+    found = {codes[f.instruction_id(k)] for k in range(f.n_instructions())
+             if f.instruction_id(k) in codes}
+    jumps = [_JUMPS[n] for n in _JUMPS if n in found]
+    kinks = [_KINKS[n] for n in _KINKS if n in found]
+    if not jumps and not kinks:
+        return ""
+    used = ", ".join(f"{n}()" for n in jumps + kinks)
+    return (f"the model's right-hand side uses {used}, where its "
+            f"{'value' if jumps else 'derivative'} jumps: the steps of every method assume "
+            "a smooth model, and fail where a state crosses such a point (a smooth form: "
+            "tanh(w / eps) for sign(w), sqrt(w**2 + eps**2) for fabs(w))")

@@ -42,7 +42,7 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    late_clock_note, nonsmooth_note, note_bounds_reached,
-                                   unit_outlier_note)
+                                   outside_box_note, unit_outlier_note)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -703,6 +703,10 @@ def estimate(
             warn_user(units)
             if not result.success:
                 result.message = f"{result.message}. Note: {units}"
+        outside = outside_box_note(result, model.x_names, x_lb, x_ub)
+        if outside:
+            result.warnings.append(outside)
+            warn_user(outside)
         if not result.success and result.status not in (
                 "plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE):
             rough = nonsmooth_note(model)

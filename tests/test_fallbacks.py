@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+import casadi as ca
 import numpy as np
 import pytest
 
+import picard_casadi as pc
 from picard_casadi.estimation.fallbacks import DefaultPath, clipped, second_runs
 
 
@@ -611,3 +613,22 @@ def test_a_second_run_at_a_worse_optimum_than_the_uncertified_first_is_not_retur
     near = _result(success=True, status="converged", nllh=-496.17 + 50.0)
     reruns = _Reruns(**{"single-shooting": lambda: near})
     assert second_runs(_result(**first), _path(), reruns, time.perf_counter()) is near
+
+
+def test_a_trajectory_that_leaves_x0_bounds_says_so():
+    """Single shooting bounds the initial states only: a motor bounded to
+    |w| <= 2 ("it starts at rest") came back from the default path's
+    fallback as a success with w at 118, and no word of the bounds."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=k * x, y=x, x_names=["w"], p_names=["k"])
+    t = np.linspace(0, 2, 21)
+    exp = pc.Experiment(t, np.exp(t), x0=[1.0])
+    with pytest.warns(UserWarning, match=r"the returned trajectory leaves x0_bounds .*w reaches "
+                                         r"at least 5\.7\d* outside \[0, 2\]\): "
+                                         r"method='single-shooting'"):
+        res = pc.estimate(model, [exp], [0.5], "single-shooting", x0_bounds=([0.0], [2.0]),
+                          uncertainty=False)
+    assert res.success
+    inside = pc.estimate(model, [exp], [0.5], "single-shooting", x0_bounds=([0.0], [10.0]),
+                         uncertainty=False)
+    assert not any("leaves x0_bounds" in w for w in inside.warnings)

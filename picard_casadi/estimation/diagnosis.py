@@ -47,7 +47,7 @@ from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
-           "nonsmooth_note",
+           "nonsmooth_note", "outside_box_note",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
@@ -497,3 +497,28 @@ def nonsmooth_note(model: Model) -> str:
             f"{'value' if jumps else 'derivative'} jumps: the steps of every method assume "
             "a smooth model, and fail where a state crosses such a point (a smooth form: "
             "tanh(w / eps) for sign(w), sqrt(w**2 + eps**2) for fabs(w))")
+
+
+def outside_box_note(result: EstimationResult, x_names: Sequence[str], lb: np.ndarray,
+                     ub: np.ndarray) -> str:
+    """A note where the returned solution's interval starts leave the box
+    ``x0_bounds`` (with the model's ``x_domain``), or ``""``: single shooting
+    (a fallback of the default path) bounds the initial states only.  A
+    controls engineer's motor "starting at rest", bounded to |w| <= 2, came
+    back as a success with w at 118 and no word of the bounds."""
+    X = getattr(result, "_X", None)
+    if X is None or not (np.any(np.isfinite(lb)) or np.any(np.isfinite(ub))):
+        return ""
+    X = np.asarray(X, float)
+    slack = 1e-6 * np.maximum(1.0, np.where(np.isfinite(ub - lb), ub - lb, 1.0))
+    low, high = X < lb - slack, X > ub + slack
+    out = np.flatnonzero(np.any(low | high, axis=0))
+    if out.size == 0:
+        return ""
+    parts = [f"{x_names[i]} reaches at least {X[:, i].min() if low[:, i].any() else X[:, i].max():.4g} "
+             f"outside [{lb[i]:g}, {ub[i]:g}]" for i in out]
+    return (f"the returned trajectory leaves x0_bounds (with the model's x_domain: "
+            f"{'; '.join(parts)}): "
+            f"method={result.method!r} bounds the initial states only, and the bounds held "
+            "no other run to an answer; widen them if the states may go there, or where "
+            "they may not, the data and the model disagree")

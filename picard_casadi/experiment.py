@@ -632,6 +632,26 @@ class Experiment:
         _, first = np.unique(self._t, return_index=True)  # replicates: one row per time
         return held_input_columns(self._u[first])
 
+    def held_jumps_off_breakpoints(self) -> list[int]:
+        """Columns of a sampled ``u`` held between samples (``"previous"``)
+        whose value changes at a sample time that is no breakpoint: the held
+        input jumps there, inside an interval (a fit notes it)."""
+        if not isinstance(self._u, np.ndarray) or self._u.shape[0] < 2:
+            return []
+        _, first = np.unique(self._t, return_index=True)
+        t, u = self._t[first], self._u[first]
+        span = max(1.0, float(np.abs(t).max()))
+        given = self._breakpoints
+        out = []
+        for k in range(u.shape[1]):
+            if is_linear(self._u_interpolation, k):
+                continue
+            jumps = t[1:][np.diff(u[:, k]) != 0]
+            if jumps.size and not np.all(np.min(np.abs(jumps[:, None] - given[None, :]),
+                                                axis=1, initial=np.inf) <= 1e-9 * span):
+                out.append(k)
+        return out
+
     def kinks_between_breakpoints(self) -> bool:
         """Whether ``u`` is samples read linearly with no breakpoints: the
         interpolant kinks at every sample, inside the Picard intervals (an

@@ -277,3 +277,16 @@ def test_the_data_file_reads_with_its_condition_table(tmp_path):
     (tmp_path / "c.csv").write_text("experiment,c0\na,1\nz,2\n")
     with pytest.raises(ValueError, match=r"c.csv, line 3: no experiment 'z' in the data"):
         pc.read_csv_experiments(tmp_path / "d.csv", model, conditions=tmp_path / "c.csv")
+
+
+def test_a_file_without_an_experiment_column_is_one_experiment(tmp_path):
+    """A data logger writes one record with no 'experiment' column: it was
+    refused as a missing column (a controls engineer's)."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["y"])
+    path = tmp_path / "run7.csv"
+    path.write_text("time,y\n0,1\n0.5,0.6\n1,0.37\n")
+    exp, = pc.read_csv_experiments(path, model)
+    assert exp.name == "run7" and np.allclose(exp.t, [0, 0.5, 1])

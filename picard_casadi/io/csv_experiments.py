@@ -30,7 +30,8 @@ def read_csv_experiments(path: str | Path, model: Model,
     """Experiments from a CSV file, one row per sample: the command line's
     ``DATA`` (docs/cli.md) read in Python.
 
-    Columns: ``experiment`` (a name), ``time``, one column per output (named
+    Columns: ``experiment`` (a name; without it the file is one experiment,
+    named as the file), ``time``, one column per output (named
     as the model's ``y_names``) and, when the model has inputs, one per input
     (``u_names``); optionally ``sigma_<output>``, each measurement's noise
     standard deviation.  Empty output cells are missing values.  Rows of one
@@ -119,7 +120,9 @@ def read_csv_experiments(path: str | Path, model: Model,
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise ValueError(f"{path}, line 1: column(s) {twice} appear more than once")
-    missing = [h for h in expected if h not in header]
+    # without a column 'experiment' the file is one experiment, named as the
+    # file (a data logger's record)
+    missing = [h for h in expected if h not in header and h != "experiment"]
     if missing:
         outputs = [h for h in missing if h in model.y_names]
         raise ValueError(f"{path}, line 1: missing column(s) {missing}"
@@ -155,7 +158,8 @@ def read_csv_experiments(path: str | Path, model: Model,
                                  "it cannot be missing (fill the gap, or cut the record there)")
             return value
 
-        name = row[col["experiment"]].strip() or "experiment"
+        name = (row[col["experiment"]].strip() or "experiment") if "experiment" in col \
+            else Path(path).stem
         t = number("time", False)
         y = [number(k, True) for k in model.y_names]
         u = [number(k, False) for k in model.u_names]

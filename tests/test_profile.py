@@ -326,3 +326,35 @@ def test_a_wald_interval_far_wider_than_the_profile_is_clipped_and_cut():
     c = prof.paths[1].values
     left, right = prof.plot().axes[0].get_xlim()
     assert left >= c.min() - 0.1 * np.ptp(c) and right <= c.max() + 0.1 * np.ptp(c)
+
+
+def test_a_profile_point_that_fails_says_how_far_the_profile_got(monkeypatch):
+    """A fast pre-equilibrium's profile ended "the re-optimisation failed at
+    4.9079: no acceptable step ... (start from a better p0, or try
+    multistart)": an estimate's advice, and no word of how far it had got."""
+    import dataclasses
+
+    import picard_casadi.studies.profile as profile_module
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, p_names=["k"])
+    t = np.linspace(0, 4, 21)
+    made = pc.simulate_experiment(model, [1.0], [0.7], t, noise_std=0.01, seed=0)
+    res = pc.estimate(model, [made], [0.5], estimate_x0=False)
+    real = profile_module._fit
+
+    def failing(ctx, i, c, warm):
+        out = real(ctx, i, c, warm)
+        if c > res.p[0] * 1.004:
+            return dataclasses.replace(out, success=False, message=(
+                "no acceptable step: the trust region collapsed (the linear model does not "
+                "describe the problem near this point; start from a better p0, or try "
+                "multistart)"))
+        return out
+
+    monkeypatch.setattr(profile_module, "_fit", failing)
+    with pytest.warns(UserWarning, match="re-optimisation failed"):
+        prof = pc.profile(res)
+    note = next(w for w in prof.warnings if "re-optimisation failed" in w)
+    assert "(no acceptable step: the trust region collapsed; its step halved 3 times)" in note
+    assert "try multistart" not in note and "of the way to the threshold" in note, note

@@ -321,7 +321,11 @@ def _walk(ctx: _Context, i: int, direction: int) -> _Side:
                 break
             step *= 0.5
         if not res.success:
-            side.end, side.message = "failed", f"at {c:.6g}: {res.message}"
+            # the fit's own reason, without its advice for an estimate (a
+            # profile point's start is the last point's estimate already)
+            reason = res.message.split(" (")[0].split("; ")[0]
+            side.end = "failed"
+            side.message = (f"at {c:.6g} ({reason}; its step halved {_RETRIES} times)")
             return side
         z = _zeta(ctx, side, c, res)
         if z >= 1.0:
@@ -731,8 +735,13 @@ def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any)
         head = (f"the profile of {name} does not cross the {100 * prof.confidence:g} % "
                 f"threshold {word} the estimate")
         if side.end == "failed":
-            prof.warnings.append(f"{head}: the re-optimisation failed {side.message}; the "
-                                 f"interval is left open ({end})")
+            reached = (f"; at {side.values[-1]:.6g}, the last point fitted, the likelihood "
+                       f"had risen {max(side.delta[-1], 0.0) / (prof.s2 * prof.threshold):.0%} of the way "
+                       "to the threshold" if side.values else "")
+            prof.warnings.append(
+                f"{head}: the re-optimisation failed {side.message}{reached}; the interval "
+                f"is left open ({end}): a fit with {name} fixed beyond that point (equal "
+                "bounds) shows whether the data allow it there")
             continue
         how = {"bound": f"it reaches its bound {v:.6g}",
                "range": f"it stays below the threshold out to {v:.6g}",

@@ -489,8 +489,21 @@ def estimate(
         p0 = np.clip(np.asarray(warm_start.p, float), p_lb, p_ub)
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
-    found = prob.stiff_on(setup, setup.U0, setup.p0) if start is None else None
-    if found is not None:  # stiff at the start: Radau's nodes from the outset
+    found = prob.stiff_on(setup, setup.U0, setup.p0)
+    if found is not None and start is not None:
+        # a warm start where the model has grown stiff on its mesh (a profile
+        # pushing a fast equilibrium's rate up: Chebyshev's nodes on 794
+        # intervals, picard-gn failing): Radau's nodes on the same intervals,
+        # from the warm start's solution
+        from .transcription.discretisation import Discretisation
+
+        prob.use_radau(found, "at the warm start")
+        mesh = Discretisation(model, exps, prob.T, prob.nodes, prob.scheme,
+                              setup.disc.boundaries)
+        start = transfer_solution(warm_start._disc, warm_start._X, warm_start._U, mesh)
+        setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
+                           boundaries=setup.disc.boundaries, start=start)
+    elif found is not None:  # stiff at the start: Radau's nodes from the outset
         prob.use_radau(found, "at the start")
         search_T = (search_time_scale(exps, prob.T)
                     if T_given is None and spec.name == "picard-gn" else None)
@@ -577,6 +590,7 @@ def estimate(
         estimate_x0=x0_setting(prob.estimate_x0),
         intervals=mesh["intervals"], shortest_interval=mesh["shortest"],
         longest_interval=mesh["longest"], initial_intervals=initial_intervals,
+        scheme_auto=bool(prob.scheme_auto), n_auto=bool(prob.n_auto),
         refinements=refinements, refine=max_refinements, codegen=str(codegen),
         # what codegen="auto" did: False where it ran on CasADi's virtual
         # machine (no compiler, or no usable cache), which only a warning said

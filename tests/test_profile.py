@@ -358,3 +358,31 @@ def test_a_profile_point_that_fails_says_how_far_the_profile_got(monkeypatch):
     note = next(w for w in prof.warnings if "re-optimisation failed" in w)
     assert "(no acceptable step: the trust region collapsed; its step halved 3 times)" in note
     assert "try multistart" not in note and "of the way to the threshold" in note, note
+
+
+def test_a_profile_that_grows_stiff_moves_its_points_to_radau():
+    """A fast pre-equilibrium A <=> I (kf, kr), I -> P: pushed up, log10(kf)
+    made the model stiff on the estimate's mesh, and the points, held to
+    its Chebyshev nodes, failed on refined meshes of up to 1584 intervals
+    (87 s for one parameter, the interval left open with "the
+    re-optimisation failed"); a point's warm start now moves to Radau's
+    nodes where the run chose its quadrature (2 s)."""
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p", 3)
+    A, I = x[0], x[1]
+    kf, kr, k2 = p[0], p[1], p[2]
+    rhs = ca.vertcat(-kf * A + kr * I, kf * A - kr * I - k2 * I, k2 * I)
+    model = pc.Model(x=x, p=p, rhs=rhs, y=ca.vertcat(A, x[2]), p_names=["kf", "kr", "k2"])
+    t = np.linspace(0, 60, 31)
+    made = pc.simulate_experiment(model, [1.0, 0.0, 0.0], [1e4, 2e4, 0.1], t, noise_std=0.005,
+                                  seed=0)
+    res = pc.estimate(model, [made], p0=[10.0, 10.0, 1.0], p_bounds=([1e-3] * 3, [1e8] * 3),
+                      parameter_scale="log10", estimate_x0=False)
+    assert res.success, res.message
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = pc.profile(res, parameters=["log10(kf)"])
+    assert not any("re-optimisation failed" in w for w in prof.warnings), prof.warnings
+    path = prof.paths[0]
+    values, statistic = np.asarray(path.values), np.asarray(path.statistic)
+    flat = (values > 2.5) & (values < 7.3)  # fast enough: only kf / kr matters
+    assert flat.sum() >= 3 and statistic[flat].max() < 0.1, (values, statistic)

@@ -423,8 +423,12 @@ def _estimate_options(result: Any, overrides: dict[str, Any],
     kw.update(
         x0_bounds=(None if "x0_bounds" not in s else
                    tuple(np.asarray(b, float) for b in s["x0_bounds"])),
-        estimate_x0=s["estimate_x0"], n=int(s["n"]), lam=float(s["lam"]),
-        nodes=int(s["nodes"]), scheme=str(s["scheme"]), refine=int(s["refine"]),
+        estimate_x0=s["estimate_x0"], n=None if s.get("n_auto") else int(s["n"]),
+        lam=float(s["lam"]),
+        nodes=int(s["nodes"]), refine=int(s["refine"]),
+        # where the run chose the quadrature, a point may move to Radau's (a
+        # fast rate profiled up grows stiff on the mesh)
+        scheme="auto" if s.get("scheme_auto") else str(s["scheme"]),
         codegen=_codegen(s.get("codegen", "auto")),
         weights="none" if s.get("weights", "none") == "none" else np.asarray(result.weights, float),
     )

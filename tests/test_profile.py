@@ -386,3 +386,6 @@ def test_a_profile_that_grows_stiff_moves_its_points_to_radau():
     values, statistic = np.asarray(path.values), np.asarray(path.statistic)
     flat = (values > 2.5) & (values < 7.3)  # fast enough: only kf / kr matters
     assert flat.sum() >= 3 and statistic[flat].max() < 0.1, (values, statistic)
+    # its upper end is kr's bound (kr = 2 kf reaches 1e8), not the data's
+    assert any("crosses the threshold above the estimate where log10(kr) = 8 is on a bound"
+               in w for w in prof.warnings), prof.warnings

@@ -702,10 +702,38 @@ def profile(
     for i in chosen:
         lower, upper = sides[tasks.index((i, -1))], sides[tasks.index((i, 1))]
         _assemble_path(prof, i, lower, upper, base)
+        for side, word in ((lower, "below"), (upper, "above")):
+            note = _held_by_a_bound(prof, i, side, word, ctx.p_lb, ctx.p_ub)
+            if note:
+                prof.warnings.append(note)
     prof.wall_time = time.perf_counter() - t_start
     for note in prof.warnings:
         warn_user(note)
     return prof
+
+
+def _held_by_a_bound(prof: Profile, i: int, side: _Side, word: str, lb: np.ndarray,
+                     ub: np.ndarray) -> str:
+    """Where a side crosses the threshold with another parameter on its bound
+    at the point beyond it, a note: the interval ends there because that
+    parameter cannot follow (a fast equilibrium's kf, profiled up, crossed
+    where kr = 2 kf reached its bound 1e8, and nothing said so)."""
+    if side.end != "threshold" or not side.p or side.crossing is None:
+        return ""
+    sign = 1.0 if word == "above" else -1.0
+    beyond = [q for v, q in zip(side.values, side.p) if sign * (v - side.crossing) >= 0]
+    held: list[int] = []
+    for q in beyond:
+        tol = 1e-9 * np.maximum(1.0, np.abs(q))
+        held += [j for j in range(q.size) if j != i and j not in held and lb[j] < ub[j]
+                 and (abs(q[j] - lb[j]) <= tol[j] or abs(q[j] - ub[j]) <= tol[j])]
+    if not held:
+        return ""
+    p = beyond[-1]
+    listed = ", ".join(f"{prof.names[j]} = {p[j]:.6g}" for j in held)
+    return (f"the profile of {prof.names[i]} crosses the threshold {word} the estimate where "
+            f"{listed} {'is' if len(held) == 1 else 'are'} on a bound (p_bounds): the "
+            "interval ends there because that parameter cannot follow, not by the data alone")
 
 
 def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any) -> None:

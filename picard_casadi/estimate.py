@@ -46,6 +46,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
+from .analysis.interval_information import chain_growth
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
@@ -612,7 +613,9 @@ def estimate(
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
-               jumping_inputs(prob.model, prob.experiments) if not cert.passed else ())
+               jumping_inputs(prob.model, prob.experiments) if not cert.passed else (),
+               growth=(chain_growth(setup, info.sens) if not cert.passed and info is not None
+                       and "dend" in info.sens else 1.0))
         if prob.ran_off and not cert.passed:
             result._ran_off = True
             result.message = (

@@ -647,6 +647,7 @@ class Experiment:
             if is_linear(self._u_interpolation, k):
                 continue
             jumps = t[1:][np.diff(u[:, k]) != 0]
+            jumps = jumps[(jumps > self._t0) & (jumps < t[-1])]  # inside the record
             if jumps.size and not np.all(np.min(np.abs(jumps[:, None] - given[None, :]),
                                                 axis=1, initial=np.inf) <= 1e-9 * span):
                 out.append(k)

@@ -400,3 +400,10 @@ def test_an_unstable_model_s_information_comes_from_its_intervals(monkeypatch):
     assert "information" in held.settings
     assert np.allclose(held.p_std, short.p_std, rtol=1e-6, atol=0)
     assert np.allclose(held.x0_std[0], short.x0_std[0], rtol=1e-6, atol=0)
+    # over 16 s (growth 7e13) the initial states along the growing mode are
+    # known 1e12 times better than the parameters, whose columns are no
+    # round-off there; and shooting's check from x0 says why it fails
+    monkeypatch.undo()
+    long = pc.estimate(model, [_unstable_data(16.0, 1)], [3.5, 1.2], "shooting")
+    assert np.all(np.isfinite(long.p_std)) and np.all(np.abs(long.p - [4, 1]) < 3 * long.p_std)
+    assert any("the model is unstable along the data" in w for w in long.warnings)

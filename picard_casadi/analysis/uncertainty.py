@@ -420,21 +420,22 @@ def _undetermined_along(v: np.ndarray, d: np.ndarray, std: np.ndarray,
     return (np.abs(v) > INVOLVED) | (moved > UNDETERMINED_MOVE * std)
 
 
-def _unit_information(F: np.ndarray, reach: np.ndarray
+def _unit_information(F: np.ndarray, reach: np.ndarray, silent: bool = True
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The information ``F`` (changed in place) scaled to a unit diagonal, and its
     eigen-decomposition: ``(d, Fs, evals, evecs)`` with ``F = D Fs D``,
     ``D = diag(d)``.
 
     ``reach`` is each column's reach (its sensitivity's norm times its scale);
-    a column below :data:`SILENT_COLUMN` of the largest is zeroed first (a
+    with ``silent``, a column below :data:`SILENT_COLUMN` of the largest is zeroed first (a
     sparse factorisation leaves ~1e-18 where the outputs do not depend on it,
     which the scaling would blow up into a well-determined direction).
     Raises ``numpy.linalg.LinAlgError`` where the decomposition fails.
     """
-    silent = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
-    F[silent, :] = 0.0
-    F[:, silent] = 0.0
+    if silent:
+        zero = reach <= SILENT_COLUMN * float(reach.max(initial=0.0))
+        F[zero, :] = 0.0
+        F[:, zero] = 0.0
     d = np.sqrt(np.maximum(np.diag(F), 1e-300))
     Fs = F / d[:, None] / d[None, :]
     evals, evecs = np.linalg.eigh(Fs)
@@ -639,7 +640,11 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         if inert:
             result.warnings.append(inert)
     try:
-        d, Fs, evals, evecs = _unit_information(F, reach)
+        # (the intervals' information has no round-off columns: a solve that
+        # does not determine one fails; there the initial states along an
+        # unstable mode are known 1e12 times better than the parameters)
+        d, Fs, evals, evecs = _unit_information(F, reach,
+                                                silent="information" not in result.settings)
     except np.linalg.LinAlgError as err:
         result.warnings.append(f"no uncertainty: the information matrix could not be "
                                f"decomposed ({err})")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import Certificate, short_of_optimum
+from ..analysis.interval_information import GROWTH_LIMIT
 from ..analysis.likelihood import NoiseGroups, noise_fit
 from ..analysis.quantiles import beta_cdf
 from ..errors import DiscretisationWarning
@@ -172,10 +173,12 @@ def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]
 
 def judge(result: EstimationResult, cert: Certificate, refinements: int,
            budget: int, method: str, kinked: Sequence[str] = (),
-           jumps: Sequence[str] = ()) -> None:
+           jumps: Sequence[str] = (), growth: float = 1.0) -> None:
     """Attach the certificate and let it decide what ``success`` means
     (``kinked``: experiments from :func:`kinked_inputs`, ``jumps`` from
-    :func:`jumping_inputs`, named in the advice)."""
+    :func:`jumping_inputs`, named in the advice; ``growth``: how much the
+    solution's sensitivities grow along the data, where the model is
+    unstable there)."""
     result.certificate = cert.to_dict()
     result.discretisation_error = float(cert.discretisation_error)
     if cert.passed:
@@ -202,6 +205,17 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
     if method not in COLLOCATION_METHODS:
         note = (f"shooting: its integration is not accurate enough for this data "
                 f"({cert.message}); tighten rtol and atol")
+        if growth > GROWTH_LIMIT:
+            # a closed-loop cart-pendulum, 4 s: 40 noise levels, which no
+            # tolerance mends (the model's own solution from x0 is the check)
+            note = (f"shooting: the check integrates the model from the estimated x0 through "
+                    f"each whole experiment, and the model is unstable along the data (its "
+                    f"sensitivities grow by {growth:.1e}): round-off and each interval's "
+                    f"tolerance grow by as much ({cert.message}); each interval agrees with "
+                    "the model, and the standard errors come from the intervals held by "
+                    "continuity (docs/uncertainty.md), but the model's own solution from x0 "
+                    "is not the fitted one (a record cut into experiments of their own, each "
+                    "with its x0, is checked segment by segment)")
         result.warnings.append(note)
         warn_user(note, DiscretisationWarning)
         return

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .analysis.interval_information import chain_growth
 from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
@@ -46,7 +47,6 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
-from .analysis.interval_information import chain_growth
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement

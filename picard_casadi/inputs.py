@@ -135,13 +135,17 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
     if not isinstance(interpolation, str) and len(interpolation) != nu:
         raise ValueError(f"{where}: `u_interpolation` has {len(interpolation)} entries but the "
                          f"model has nu = {nu} input(s): give one per input")
-    # round-off of the times, well inside a sample spacing: relative to |t|
-    # alone it was 1.7 ms for a logger's Unix-epoch times (1.7e9 s) sampled
-    # every 1 ms, and a held input was read a sample early
+    # round-off of the times, well inside a sample spacing and below the
+    # shift of an interval's end nodes into it (1e-7 of its length,
+    # transcription/discretisation.py): relative to |t| alone it was 1.7 ms
+    # for a logger's Unix-epoch times (1.7e9 s) sampled every 1 ms, a held
+    # input read a sample early; and 1e-9 s at t = 1000 with 1 ms samples,
+    # past the 5e-10 s shift, so the node before each jump read the value
+    # after it (a motor certified at t0 = 0 to 300, not at 1000)
     tol = 1e-12 * max(1.0, float(np.abs(t_samples).max()))
     steps = np.diff(t_samples)
     if steps.size and np.any(steps > 0):
-        tol = min(tol, 1e-6 * float(steps[steps > 0].min()))
+        tol = min(tol, 1e-9 * float(steps[steps > 0].min()))
     idx = np.clip(np.searchsorted(t_samples, times + tol, side="right") - 1, 0,
                   t_samples.size - 1)
     return np.column_stack([np.interp(times, t_samples, table[:, k])

@@ -297,6 +297,14 @@ def test_a_held_input_on_epoch_times_is_read_at_its_own_sample():
     inside = t[:-1] + 0.5e-3
     assert np.array_equal(exp.inputs(inside, 1), u[:-1])
     assert np.array_equal(exp.inputs(t, 1), u)
+    # an interval's end node, 1e-7 of its length before the next sample (the
+    # discretisation's shift inside), reads the value before the jump: on a
+    # clock at 1000 s the tolerance (1e-12 |t| = 1e-9 s) had passed it, and a
+    # motor certified at t0 = 0 to 300 was not at 1000
+    late = pc.Experiment(1000.0 + t - t[0], np.zeros(200), u=u, u_interpolation="previous",
+                         breakpoints=1000.0 + t - t[0])
+    ends = 1000.0 + (t - t[0])[1:] - 1e-7 * 1e-3
+    assert np.array_equal(late.inputs(ends, 1), u[:-1])
     # the same record on an epoch clock simulates as on its own
     model = _forced_oscillator()
     here = pc.simulate(model, [0.2, 0.0], P_TRUE, t - t[0], u=u, u_interpolation="previous",

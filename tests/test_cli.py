@@ -290,3 +290,20 @@ def test_a_file_without_an_experiment_column_is_one_experiment(tmp_path):
     path.write_text("time,y\n0,1\n0.5,0.6\n1,0.37\n")
     exp, = pc.read_csv_experiments(path, model)
     assert exp.name == "run7" and np.allclose(exp.t, [0, 0.5, 1])
+
+
+def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp_path):
+    """A data logger writes 'time [s]' and 'w [rad/s]': refused as unknown
+    columns (a controls engineer's)."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], y_units=["rad/s"])
+    path = tmp_path / "log.csv"
+    path.write_text("time [s],w [rad/s]\n0,1\n1,0.5\n")
+    exp, = pc.read_csv_experiments(path, model)
+    assert np.allclose(exp.y.ravel(), [1.0, 0.5])
+    path.write_text("time (min),w [rpm]\n0,1\n1,0.5\n")
+    with pytest.raises(ValueError, match=r"column 'w \[rpm\]' is in 'rpm', and the model's 'w' "
+                                         r"in 'rad/s'"):
+        pc.read_csv_experiments(path, model)

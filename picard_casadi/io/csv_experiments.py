@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +85,7 @@ def read_csv_experiments(path: str | Path, model: Model,
     except csv.Error as err:
         raise ValueError(f"{path}, line {reader.line_num}: not readable as CSV ({err})") from None
     expected = ["experiment", "time", *model.y_names, *model.u_names]
+    header = _without_units(header, expected, model, path)
     # optional: each measurement's noise standard deviation, "sigma_<output>"
     sigma_columns = [f"sigma_{k}" for k in model.y_names]
     unknown = [h for h in header if h not in expected and h not in sigma_columns]
@@ -211,6 +213,34 @@ def _read_text(path: Path) -> str:
         warnings.warn(f"{path} is not UTF-8 (byte 0x{data[err.start]:02x} on line {line}); "
                       "read as Latin-1", UserWarning, stacklevel=3)
         return data.decode("latin-1")
+
+
+_UNIT = re.compile(r"^(?P<name>.*?)\s*[\[(](?P<unit>[^\])]*)[\])]\s*$")
+
+
+def _without_units(header: list[str], expected: list[str], model: Model,
+                   path: Path) -> list[str]:
+    """The header with a unit after a column's name (``speed [rad/s]``,
+    ``time (s)``) dropped where the name is one the file needs; a
+    ``ValueError`` where the model states another unit for it (a data
+    logger writes units into its header: they were refused as unknown
+    columns)."""
+    # (not the time's: the model's t_unit is "s" unless stated)
+    units = {**dict(zip(model.y_names, model.y_units)), **dict(zip(model.u_names, model.u_units))}
+    out = []
+    for h in header:
+        m = _UNIT.match(h)
+        if h in expected or m is None or m["name"] not in expected:
+            out.append(h)
+            continue
+        name, unit = m["name"], m["unit"].strip()
+        stated = units.get(name, "")
+        if stated and unit and unit != stated:
+            raise ValueError(f"{path}, line 1: column {h!r} is in {unit!r}, and the model's "
+                             f"{name!r} in {stated!r}: convert the data, or state the unit in "
+                             "the model")
+        out.append(name)
+    return out
 
 
 def apply_conditions(path: str | Path, model: Model, experiments: Sequence[Experiment]

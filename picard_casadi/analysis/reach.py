@@ -6,6 +6,7 @@ parameters that do not act where others do (:func:`inert_note`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 from ..transcription.problem import Setup

@@ -377,24 +377,24 @@ def formula_information(setup: Setup, info: SolutionSensitivity, formula: Any
 
 
 def _unstable_information(result: Any, setup: Setup, info: SolutionSensitivity,
-                          F: np.ndarray) -> np.ndarray:
-    """``F``, or where the chained sensitivities grow past
+                          F: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``(F, False)``, or where the chained sensitivities grow past
     :data:`~picard_casadi.analysis.interval_information.GROWTH_LIMIT` (a model
-    unstable along the data), the information from the intervals' own
-    sensitivities and the continuity constraints; ``settings["information"]``
-    says which."""
+    unstable along the data), ``(the information from the intervals' own
+    sensitivities and the continuity constraints, True)``;
+    ``settings["information"]`` says so."""
     growth = chain_growth(setup, info.sens)
     if not growth > GROWTH_LIMIT:
-        return F
+        return F, False
     blocks = [measured_rows(setup, j, info.sens["dG"][j])
               for j in range(setup.disc.n_intervals)]
     held = interval_information(setup, info.sens, blocks, info.columns)
     if held is None:
-        return F
+        return F, False
     result.settings["information"] = (
         f"from the intervals held by continuity (the chained sensitivities grow by "
         f"{growth:.1e} along the data)")
-    return held
+    return held, True
 
 
 def _undetermined_along(v: np.ndarray, d: np.ndarray, std: np.ndarray,
@@ -409,10 +409,12 @@ def _undetermined_along(v: np.ndarray, d: np.ndarray, std: np.ndarray,
 
     An exact symmetry moves every quantity in it by the same relative amount,
     but a quantity the outputs hardly see has a small weight in the scaled
-    eigenvector: a DC motor's inductance (0.14 of R's 0.69 in the rescaling
-    of R, L, J, b, Fc and i(0) that leaves the speed unchanged) got a finite
-    95 % interval that equally good values lay far outside, and b, Fc and
-    i(0) (weights 0.005, 0.01, 2e-4) likewise."""
+    eigenvector: in the rescaling of a DC motor's R, L, J, b, Fc and i(0)
+    that leaves its speed unchanged, Fc (weight 0.01) and i(0) (2e-4) got
+    finite standard errors, and on another estimate L too (0.0037 +- 0.0018,
+    where 0.037 fits as well).  (b, weight 0.005, keeps its finite one: its
+    standard error is 800 times its value, which the direction's move does
+    not exceed, and a note calls it poorly determined.)"""
     lead = int(np.argmax(np.abs(v)))
     step = size[lead] * d[lead] / abs(float(v[lead]))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -615,8 +617,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         return
     with np.errstate(all="ignore"):
         F = Jt.gram()
+    from_intervals = False
     if noise_covariance is None and not noise_formula and "dend" in info.sens:
-        F = _unstable_information(result, setup, info, F)
+        F, from_intervals = _unstable_information(result, setup, info, F)
     with np.errstate(all="ignore"):
         # with the noise variances estimated by the likelihood the weights are
         # 1 / sigma_k^2: F is the Fisher information and its inverse the
@@ -643,8 +646,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         # (the intervals' information has no round-off columns: a solve that
         # does not determine one fails; there the initial states along an
         # unstable mode are known 1e12 times better than the parameters)
-        d, Fs, evals, evecs = _unit_information(F, reach,
-                                                silent="information" not in result.settings)
+        d, Fs, evals, evecs = _unit_information(F, reach, silent=not from_intervals)
     except np.linalg.LinAlgError as err:
         result.warnings.append(f"no uncertainty: the information matrix could not be "
                                f"decomposed ({err})")

@@ -767,9 +767,10 @@ def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any)
         head = (f"the profile of {name} does not cross the {100 * prof.confidence:g} % "
                 f"threshold {word} the estimate")
         if side.end == "failed":
+            risen = max(side.delta[-1], 0.0) / (prof.s2 * prof.threshold) if side.values else 0
             reached = (f"; at {side.values[-1]:.6g}, the last point fitted, the likelihood "
-                       f"had risen {max(side.delta[-1], 0.0) / (prof.s2 * prof.threshold):.0%} of the way "
-                       "to the threshold" if side.values else "")
+                       f"had risen {risen:.0%} of the way to the threshold"
+                       if side.values else "")
             prof.warnings.append(
                 f"{head}: the re-optimisation failed {side.message}{reached}; the interval "
                 f"is left open ({end}): a fit with {name} fixed beyond that point (equal "

@@ -464,7 +464,7 @@ def test_the_distance_to_the_fitted_problems_own_optimum():
     """``remaining_shift``: zero at the optimum, the Mahalanobis distance away
     from it, nothing along a bound the optimum presses against, and a
     feasible part of the step where a bound cuts it."""
-    from picard_casadi.analysis.certificate import remaining_shift
+    from picard_casadi.analysis.remaining_step import remaining_shift
 
     free = (np.full(3, -np.inf), np.full(3, np.inf))
     _, _, _, _, best, A, y = _linear_fit(np.zeros(3), *free)
@@ -609,3 +609,64 @@ def test_certify_names_an_answer_short_of_its_own_optimum(vdp, monkeypatch):
     assert not res.success and res.status == "not_certified"
     assert "the method stopped short of its own optimum" in res.message, res.message
     assert np.isnan(res.certificate["model_error"])  # not measured: already failed
+
+
+def _unstable_oscillator_fit_data(T):
+    """x'' = a x + b u with a = 4 (open-loop unstable), the input keeping
+    x = sin t + 0.5 sin 2t bounded (as a controller's recorded output does)."""
+    x, p, t = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("t")
+    u = -5 * ca.sin(t) - 4 * ca.sin(2 * t)
+    model = pc.Model(x=x, p=p, t=t, rhs=ca.vertcat(x[1], p[0] * x[0] + p[1] * u), y=x[0],
+                     p_names=["a", "b"], x_names=["x", "v"])
+    tt = np.linspace(0, T, int(20 * T) + 1)
+    rng = np.random.default_rng(0)
+    y = np.sin(tt) + 0.5 * np.sin(2 * tt) + 0.01 * rng.standard_normal(tt.size)
+    return model, pc.Experiment(tt, y, x0=[0.0, 2.0])
+
+
+def test_an_unstable_model_is_certified_interval_by_interval():
+    """Carried from x0, the end defects of a model unstable along the data
+    grow with its modes (here e^{2t}): over 8 s the certificate said
+    "1.7e3 noise levels, 4e3 standard errors" where the ODE's optimum was
+    1e-3 standard errors away, refined five times and failed.  Held by the
+    continuity constraints instead, the intervals say how far it is, and
+    on meshes too coarse to certify the predicted shift is the fine mesh's."""
+    model, exp = _unstable_oscillator_fit_data(8.0)
+    res = pc.estimate(model, [exp], [3.5, 1.2], method="picard-gn")
+    cert = res.certificate
+    assert res.success and cert["passed"], res.message
+    assert res.settings["refinements"] == 0
+    assert "the model is unstable along the data" in cert["message"]
+    assert np.isnan(cert["model_error"])
+    for nodes in (3, 4):
+        with pytest.warns(pc.DiscretisationWarning):
+            coarse = pc.estimate(model, [exp], [3.5, 1.2], method="picard-gn", T=1.0,
+                                 nodes=nodes, refine=False)
+        assert not coarse.certificate["passed"]
+        actual = (res.p - coarse.p) / res.p_std  # 6.1 and 0.66 standard errors of a
+        predicted = np.asarray(coarse.certificate["p_shift"]) / res.p_std
+        assert np.all(np.abs(predicted - actual) <= 0.1 * np.abs(actual).max()), (
+            predicted, actual)
+
+
+def test_a_stable_model_s_certificate_is_the_same_held_by_continuity(monkeypatch):
+    """Where the chain does not grow, both routes give the same shift."""
+    import picard_casadi.analysis.certificate as certificate
+
+    x, p, t = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("t")
+    model = pc.Model(x=x, p=p, t=t, y=x[0], p_names=["a", "b"],
+                     rhs=ca.vertcat(x[1], p[0] * x[0] - 0.3 * x[1] + p[1] * (ca.sin(t)
+                                                                            + ca.sin(3 * t))))
+    tt = np.linspace(0, 8, 161)
+    y = pc.simulate(model, [1.0, 0.0], [-4.0, 1.0], tt)[:, 0]
+    exp = pc.Experiment(tt, y + 0.01 * np.random.default_rng(0).standard_normal(tt.size),
+                        x0=[1.0, 0.0])
+    shifts = []
+    for limit in (certificate.GROWTH_LIMIT, 0.0):
+        monkeypatch.setattr(certificate, "GROWTH_LIMIT", limit)
+        with pytest.warns(pc.DiscretisationWarning):
+            res = pc.estimate(model, [exp], [-3.5, 1.2], method="picard-gn", T=4.0, refine=False)
+        assert ("unstable along the data" in res.certificate["message"]) == (limit == 0.0)
+        shifts.append(np.asarray(res.certificate["p_shift"]))
+    assert np.abs(shifts[0]).max() > 1e-3  # 0.48 and 3.4 standard errors
+    assert np.allclose(shifts[1], shifts[0], rtol=1e-6, atol=0)

@@ -28,8 +28,8 @@ every interval from the estimated interval start with the estimated ``p``
   covariance ``s^2 (J^T J)^-1``).
 
 * ``stopped_short``: how far the method's answer is from the optimum of
-  what it fitted (:func:`remaining_shift`, the Gauss-Newton step on the
-  fitted residuals kept in the bounds, in standard errors): a method whose
+  what it fitted (:func:`.remaining_step.remaining_shift`, the Gauss-Newton
+  step on the fitted residuals kept in the bounds, in standard errors): a method whose
   convergence test passed where its objective still falls.
 
 * Once those pass, for a collocation method's answer, the model's own
@@ -39,6 +39,14 @@ every interval from the estimated interval start with the estimated ``p``
   ``model_short``, how far its own objective falls along its own
   Gauss-Newton step, in standard errors.  They catch a fitted trajectory
   that every interval agrees with but no solution from ``x0`` follows.
+
+* Along a model unstable along the data (the chained sensitivities grow
+  past :data:`~.interval_information.GROWTH_LIMIT`), the end defects are not
+  carried from ``x0``, where they grow with the model's modes: the shift and
+  the model's nearest solution come from the linearised problem with every
+  interval start an unknown, held by the continuity constraints
+  (:func:`~.interval_information.interval_shift`), and the model's own
+  solution from ``x0`` is not checked.
 
 The certificate holds when ``discretisation_error <= DEFECT_THRESHOLD`` and
 ``parameter_shift <= SHIFT_THRESHOLD`` (both 0.1), and ``stopped_short <=
@@ -74,22 +82,21 @@ import numpy as np
 from ..transcription.interval_integration import interval_integrator
 from ..transcription.predict import sample_outputs
 from ..transcription.problem import Setup
-from .uncertainty import (IDENTIFIABILITY_THRESHOLD, SolutionSensitivity, integrated_residuals,
-                          measured_rows)
+from .interval_information import GROWTH_LIMIT, IntervalShift, chain_growth, interval_shift
+from .remaining_step import best_step, remaining_shift
+from .uncertainty import SolutionSensitivity, integrated_residuals, measured_rows
 
 __all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
-           "stiffness_bound", "remaining_shift", "model_check", "model_departs", "short_of_optimum",
+           "stiffness_bound", "model_check", "model_departs", "short_of_optimum",
            "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
            "STOPPED_SHORT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors
 #: the method's answer at most this many standard errors from the optimum of
-#: what it fitted (:func:`remaining_shift`); see the module doc
+#: what it fitted (:func:`.remaining_step.remaining_shift`); see the module doc
 STOPPED_SHORT_THRESHOLD = 5.0
 NOISE_FLOOR = 1e-6  # relative to each output's RMS
-#: a bound that allows less than this fraction of the remaining step holds its column
-BLOCKED_FRACTION = 1e-3
 MARK_FRACTION = 0.1  # bisect intervals whose indicator is this fraction of the largest
 RTOL = 1e-10
 #: the accurate integration takes CVODES' Adams method (fewer, cheaper steps
@@ -143,8 +150,8 @@ class Certificate:
         The same in standard errors of each parameter.
     stopped_short : float
         How far the optimum of what the method fitted is from its answer, in
-        standard errors (:func:`remaining_shift`): a method that stopped
-        before its own optimum, whatever its convergence test said.
+        standard errors (:func:`.remaining_step.remaining_shift`): a method
+        that stopped before its own optimum, whatever its convergence test said.
     model_error : float
         The largest departure of the model's own solution from the
         estimated initial states (through each whole experiment) from the
@@ -302,14 +309,30 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     dGx = sens["dG"][..., :nx]  # (J, M, ny, nx): outputs' derivative in x_j
     E = sens["dend"][:, :, :nx]  # (J, nx, nx)
 
+    # the residual standard deviation (never below the noise floor's)
+    Jt = info.Jt
+    nth = Jt.shape[1]
+    m_meas = Jt.shape[0]
+    s2_fit = float(info.r @ info.r) / max(m_meas - nth, 1)
+    counts = mask.sum(axis=(0, 2))
+    s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * disc.output_rms()) ** 2 * counts)
+                     ) / max(m_meas, 1)
+    s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
+
     # the model's solution from the estimated x0: end defects carried forward
-    delta = np.empty_like(e)
-    for sl in disc.intervals_of:
-        D = np.zeros(nx)
-        for j in range(sl.start, sl.stop):
-            delta[j] = e[j] - np.einsum("moa,a->om", dGx[j], D)
-            D = E[j] @ D - d[j]
-    delta = np.where(mask, delta, 0.0)
+    # (along a model unstable along the data, interval by interval instead)
+    growth = chain_growth(setup, sens)
+    held = _held_by_continuity(setup, X, info, xend_fit, e, d, s, growth)
+    if held is not None:
+        delta = held.delta
+    else:
+        delta = np.empty_like(e)
+        for sl in disc.intervals_of:
+            D = np.zeros(nx)
+            for j in range(sl.start, sl.stop):
+                delta[j] = e[j] - np.einsum("moa,a->om", dGx[j], D)
+                D = E[j] @ D - d[j]
+        delta = np.where(mask, delta, 0.0)
     own_w = disc.sample_weights
     sample_sigma = disc.sample_sigma(sigma)  # each value's own noise level
     scaled = np.abs(delta) / sample_sigma
@@ -321,20 +344,14 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
              f"{disc.sample_times[j_w, s_w]:.6g}, output {model.y_names[k_w]!r}")
 
     # the shift of the least-squares estimate, and each interval's part of it
-    Jt = info.Jt
-    nth = Jt.shape[1]
-    m_meas = Jt.shape[0]
-    s2_fit = float(info.r @ info.r) / max(m_meas - nth, 1)
-    counts = mask.sum(axis=(0, 2))
-    s2_floor = float(np.sum(setup.tr.weights * (NOISE_FLOOR * disc.output_rms()) ** 2 * counts)
-                     ) / max(m_meas, 1)
-    s = np.sqrt(max(s2_fit, s2_floor, 1e-300))
     # the SVD of Jt's triangular factor: the same singular values and right
-    # singular vectors, without the SVD's work on Jt's many rows
+    # singular vectors, without the SVD's work on Jt's many rows (not taken
+    # where the intervals held by continuity measured the shift)
+    chained = bool(nth) and held is None
     _, sv, Vt = (np.linalg.svd(Jt.triangular() if m_meas > nth else Jt.dense(),
-                               full_matrices=False) if nth else (None, np.zeros(0), None))
-    keep = sv > 1e-12 * float(sv.max(initial=0.0)) if nth else np.zeros(0, bool)
-    Vk = Vt[keep] if nth else np.zeros((0, 0))
+                               full_matrices=False) if chained else (None, np.zeros(0), None))
+    keep = sv > 1e-12 * float(sv.max(initial=0.0)) if chained else np.zeros(0, bool)
+    Vk = Vt[keep] if chained else np.zeros((0, nth))
 
     def in_standard_errors(g: np.ndarray, cols: np.ndarray | None = None,
                            V_cols: np.ndarray | None = None) -> float:
@@ -351,29 +368,40 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
     grad = np.zeros(nth)
     g_fit = np.zeros(nth)  # the gradient of what the method fitted (stopped_short)
     own = np.zeros(J)
-    for ex, sl in enumerate(disc.intervals_of):
+    for ex, sl in enumerate(disc.intervals_of if held is None else ()):
         cols = Jt.columns[ex]  # the experiment's rows touch these columns only
         V_cols = Vk[:, cols]
         # adjoint of the propagation, after the experiment's end (on its columns)
         L = np.zeros((nx, cols.size))
         for j in range(sl.stop - 1, sl.start - 1, -1):
-            g_j = Jt.rows_transposed(j, measured_rows(setup, j, e[j].T))
             g_fit += Jt.rows_transposed(j, measured_rows(setup, j, (disc.y[j] - G_fit[j]).T))
+            g_j = Jt.rows_transposed(j, measured_rows(setup, j, e[j].T))
             g_j[cols] += L.T @ d[j]
             grad += g_j
             own[j] = in_standard_errors(g_j, cols, V_cols)
             L = measured_rows(setup, j, dGx[j]).T @ Jt.blocks[j] + E[j].T @ L
-    shift = in_standard_errors(grad)
+    if held is not None:
+        # (through the chain still: held by continuity, the precision floor
+        # hides how far an answer whose states blew up is from its optimum,
+        # the unstable oscillator over 24 s from p0: 1.5 standard errors,
+        # where the chain's 21.8 fails it)
+        for j in range(J):
+            g_fit += Jt.rows_transposed(j, measured_rows(setup, j, (disc.y[j] - G_fit[j]).T))
     stopped_short = remaining_shift(setup, X, p, info, g_fit, s)
-    Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
+    if held is not None:
+        shift, Delta = held.shift, held.theta_shift
+        se_theta = held.theta_se
+    else:
+        shift = in_standard_errors(grad)
+        Delta = -Vk.T @ ((Vk @ grad) / sv[keep] ** 2) if nth else np.zeros(0)
+        se_theta = (s * np.sqrt(np.sum((Vk / sv[keep, None]) ** 2, axis=0)) if nth
+                    else np.zeros(0))
     p_shift = np.zeros(model.np)
     p_shift_se = np.zeros(model.np)
-    if nth:
-        cov_diag = s * s * np.sum((Vk / sv[keep, None]) ** 2, axis=0)
-        for k, (kind, _, i) in enumerate(info.columns):
-            if kind == "p":
-                p_shift[i] = Delta[k]
-                p_shift_se[i] = abs(Delta[k]) / np.sqrt(cov_diag[k]) if cov_diag[k] > 0 else 0.0
+    for k, (kind, _, i) in enumerate(info.columns):
+        if kind == "p":
+            p_shift[i] = Delta[k]
+            p_shift_se[i] = abs(Delta[k]) / se_theta[k] if se_theta[k] > 0 else 0.0
 
     # where to refine: local defects, end defects at the next samples, own shift
     local, ahead = _local_indicators(disc, e, d, dGx, E, sample_sigma)
@@ -400,7 +428,13 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
             f"the data determine (threshold {STOPPED_SHORT_THRESHOLD:g}), so its convergence "
             f"test was met where the objective still falls; {message}")
     model_error, model_short = np.nan, np.nan
-    if passed and fitted is None:
+    if held is not None:
+        # from x0 round-off grows with the model's modes: the intervals held
+        # by continuity are the check (docs/certificate.md)
+        message += (f"; the model is unstable along the data (its sensitivities grow by "
+                    f"{growth:.1e}): each interval was held to the model, joined by "
+                    "continuity, and its own solution from x0 was not checked")
+    elif passed and fitted is None:
         # each interval agrees with the model: does the whole trajectory, and
         # do the derivatives? (a collocation method's)
         model_error, model_where, model_short, why_not = model_check(
@@ -433,6 +467,22 @@ def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivit
                        model_short=model_short)
 
 
+def _held_by_continuity(setup: Setup, X: np.ndarray, info: SolutionSensitivity,
+                        xend_fit: np.ndarray, e: np.ndarray, d: np.ndarray, s: float,
+                        growth: float) -> IntervalShift | None:
+    """Where the chained sensitivities grow past :data:`GROWTH_LIMIT` (a model
+    unstable along the data), the certificate's shift and the model's nearest
+    solution interval by interval (:func:`interval_shift`); else None."""
+    if not growth > GROWTH_LIMIT:
+        return None
+    n = setup.disc.n_intervals
+    blocks = [measured_rows(setup, j, info.sens["dG"][j]) for j in range(n)]
+    e_rows = [measured_rows(setup, j, e[j].T) for j in range(n)]
+    gaps = np.zeros_like(d)
+    gaps[:-1] = np.asarray(xend_fit, float)[:-1] - np.asarray(X, float)[1:]
+    return interval_shift(setup, info.sens, blocks, info.columns, e, e_rows, d, gaps, s)
+
+
 def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity,
                 s: float, G_fit: np.ndarray, sample_sigma: np.ndarray, defect: float = 0.0,
                 method: str = "bdf") -> tuple[float, str, float, str]:
@@ -456,9 +506,9 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
       without the first-order carrying); it fails the certificate above
       ``max(DEFECT_THRESHOLD, MODEL_MARGIN * defect)``;
     * ``model_short``: the Gauss-Newton step of its own objective, kept in
-      the box (:func:`_best_step`), integrated again: the measured decrease
-      ``f(theta) - f(theta + d)`` as ``sqrt(2 decrease) / s``, in
-      :func:`remaining_shift`'s units.
+      the box (:func:`.remaining_step.best_step`), integrated again: the
+      measured decrease ``f(theta) - f(theta + d)`` as ``sqrt(2 decrease) /
+      s``, in :func:`.remaining_step.remaining_shift`'s units.
 
     Parameters
     ----------
@@ -537,7 +587,7 @@ def model_check(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensit
     g = np.zeros(J.n)
     for j, rows in enumerate(info.rows):
         g += J.rows_transposed(j, r[rows])
-    _, d = _best_step(setup, X, p, replace(info, Jt=J), g)
+    _, d = best_step(setup, X, p, replace(info, Jt=J), g)
     if not (d.size and np.all(np.isfinite(d)) and np.any(d)):
         return error, where, 0.0, ""
     p_new, x0_new = np.array(p, float), x0.copy()
@@ -567,115 +617,6 @@ def short_of_optimum(stopped_short: float) -> bool:
     estimate's verdict and of its plateau diagnosis.  NaN, a certificate whose
     accurate integration failed (it says so instead), is not."""
     return bool(stopped_short > STOPPED_SHORT_THRESHOLD)
-
-
-def remaining_shift(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity,
-                    g: np.ndarray, s: float) -> float:
-    """How far the fitted problem's own optimum is from the solution, in standard errors.
-
-    The Gauss-Newton step ``d`` from the solution, ``J = d r / d theta`` as
-    the uncertainty has it (``info``), the fitted residuals' gradient ``g =
-    J^T r``, over the directions the data determine (the unit-diagonal
-    ``J^T J``'s eigenvalues above ``IDENTIFIABILITY_THRESHOLD`` of the largest,
-    the directions whose standard errors the uncertainty reports finite), kept in
-    the box: a column that the box allows less than ``BLOCKED_FRACTION`` of
-    its step is held at its bound and the others are solved again; the step
-    scaled back into the box, and the steepest descent along the columns not
-    held, as far as the box allows.  Every step tried is feasible, so a bound
-    never makes the measure larger than it is.
-
-    Parameters
-    ----------
-    setup : Setup
-        Its boxes (``p_lb``, ``p_ub``, ``x_lb``, ``x_ub``).
-    X, p : ndarray
-        The solution's interval starts and parameters.
-    info : SolutionSensitivity
-        Its ``Jt`` and ``columns``.
-    g : ndarray (n_theta,)
-        ``J^T r`` of what the method fitted.
-    s : float
-        The residual standard deviation.
-
-    Returns
-    -------
-    float
-        ``sqrt(2 (m(0) - m(d))) / s`` for the best step ``d`` tried, ``m(d)
-        = |r + J d|^2 / 2`` (``|J d| / s`` where no bound binds); ``inf``
-        where ``g`` or ``J^T J`` is not finite.
-    """
-    return float(np.sqrt(2.0 * _best_step(setup, X, p, info, g)[0])) / s
-
-
-def _best_step(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity,
-               g: np.ndarray) -> tuple[float, np.ndarray]:
-    """:func:`remaining_shift`'s best step kept in the box: the decrease of the
-    Gauss-Newton model ``m(0) - m(d)`` (``inf`` where ``g`` or ``J^T J`` is not
-    finite) and the step ``d`` in ``theta`` (``info.columns``' order)."""
-    n = info.Jt.n
-    if n == 0:
-        return 0.0, np.zeros(0)
-    theta, lb, ub = np.empty(n), np.empty(n), np.empty(n)
-    starts = [sl.start for sl in setup.disc.intervals_of]
-    for k, (kind, e, i) in enumerate(info.columns):
-        if kind == "p":
-            theta[k], lb[k], ub[k] = p[i], setup.p_lb[i], setup.p_ub[i]
-        else:
-            theta[k], lb[k], ub[k] = X[starts[e], i], setup.x_lb[i], setup.x_ub[i]
-    H = info.Jt.gram()
-    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
-        return np.inf, np.zeros(n)
-    scale = np.sqrt(np.maximum(np.diag(H), 1e-300))
-    Hs = H / np.outer(scale, scale)
-    gs = g / scale
-
-    def solve(free: np.ndarray) -> np.ndarray:
-        """The Gauss-Newton step (scaled columns) on ``free``, the others held."""
-        d = np.zeros(n)
-        if free.any():
-            w, V = np.linalg.eigh(Hs[np.ix_(free, free)])
-            keep = w > IDENTIFIABILITY_THRESHOLD * max(float(w.max(initial=0.0)), 1e-300)
-            d[free] = -(V[:, keep] @ ((V[:, keep].T @ gs[free]) / w[keep]))
-        return d
-
-    def decrease(ds: np.ndarray) -> float:
-        return float(-(gs @ ds) - 0.5 * ds @ Hs @ ds)
-
-    def room(ds: np.ndarray) -> np.ndarray:
-        """Per column, the fraction of ``ds`` the box allows (``inf`` where unbounded)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(ds < 0, (lb - theta) * scale / ds,
-                            np.where(ds > 0, (ub - theta) * scale / ds, np.inf))
-
-    free = np.ones(n, bool)
-    gain, best = 0.0, np.zeros(n)
-
-    def consider(ds: np.ndarray) -> None:
-        nonlocal gain, best
-        value = decrease(ds)
-        if value > gain:
-            gain, best = value, ds
-
-    for _ in range(n):
-        d = solve(free)
-        fraction = room(d)
-        alpha = float(np.clip(np.min(fraction, initial=1.0), 0.0, 1.0))
-        consider(alpha * d)
-        blocked = free & (fraction < BLOCKED_FRACTION)
-        if not blocked.any():
-            break
-        free &= ~blocked  # at its bound in the step's direction: held there
-    # the steepest descent along the free columns, as long as the box allows
-    c = np.where(free, -gs, 0.0)
-    for _ in range(2):  # (the second pass without the columns the box holds)
-        curvature = float(c @ Hs @ c)
-        if not (c @ c > 0 and curvature > 0):
-            break
-        t = float(c @ c) / curvature
-        fraction = room(c)
-        consider(min(t, float(np.min(fraction, initial=np.inf))) * c)
-        c = np.where(fraction < BLOCKED_FRACTION * t, 0.0, c)
-    return gain, best / scale
 
 
 def _local_indicators(disc: Any, e: np.ndarray, d: np.ndarray, dGx: np.ndarray,

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .analysis.interval_information import chain_growth
+from .analysis.interval_information import chain_growth, iterate_growth
 from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
@@ -701,7 +701,10 @@ def estimate(
         method=spec.name, method_chosen=method_chosen, guess=guess,
         warm_start=warm_start is not None, every_state_measured=every_state_measured,
         some_state_measured=any(i is not None for i in model.output_state_index),
-        unstable=unstable, max_iter_given="max_iter" in options), rerun, t_start)
+        unstable=unstable, max_iter_given="max_iter" in options,
+        growth=(iterate_growth(setup, outcome.X, outcome.U, outcome.p)
+                if spec.name == "picard-gn" and result.status == "max_iter"
+                and outcome.X is not None else 1.0)), rerun, t_start)
     if not _SECOND_RUN.get():
         for note in result.warnings:
             if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)

@@ -396,6 +396,23 @@ def test_single_shooting_from_the_last_iterate_comes_before_the_continuation():
         assert SS_WARM not in reruns.calls
 
 
+def test_ipopt_from_the_last_iterate_comes_first_on_a_model_unstable_along_the_data():
+    # a closed-loop cart-pendulum, 4 s (growth 7e8): picard-gn's condensed
+    # step crept for 1382 iterations; IPOPT from its last iterate converged in
+    # 6, where the default path took 273 s through single shooting
+    falling = np.linspace(30.0, 7.7, 1000)
+    reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
+    res = second_runs(_stopped_at_the_limit(falling), _path(growth=7e8), reruns,
+                      time.perf_counter())
+    assert reruns.calls == [("ipopt", "auto", "warm")] and res.success
+    assert "method='ipopt' from its last iterate" in res.warnings[0]
+    # where it fails, single shooting and the continuation follow as before
+    reruns = _Reruns(continued=lambda: _result(status="max_iter", message="ipopt stopped"),
+                     shooting=lambda: _result(message="shooting stopped"))
+    second_runs(_stopped_at_the_limit(falling), _path(growth=7e8), reruns, time.perf_counter())
+    assert reruns.calls[:2] == [("ipopt", "auto", "warm"), SS_WARM]
+
+
 def test_a_continuation_that_fails_too_goes_on_to_the_other_runs_and_says_so():
     falling = np.linspace(30.0, 7.7, 1000)
     reruns = _Reruns(continued=lambda: _result(message="iteration limit reached again"),

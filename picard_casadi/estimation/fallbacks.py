@@ -18,7 +18,11 @@ measure what they name):
    iteration limit stopped is first followed by ``"single-shooting"`` from
    its last iterate (its parameters and initial states): Levenberg-Marquardt
    in the parameters alone takes the steps the collocation's trust region
-   keeps short, and where it converges its result is returned.  So is a
+   keeps short, and where it converges its result is returned; on a model
+   unstable along the data (the last iterate's chained sensitivities grow
+   past :data:`~picard_casadi.analysis.interval_information.GROWTH_LIMIT`,
+   where picard-gn's condensed step creeps) ``"ipopt"`` from its last
+   iterate comes first, which keeps every interval start an unknown.  So is a
    solve continuing a converged one on a new mesh that the default path
    stopped at its limits (``_continuation_stopped``,
    :func:`~picard_casadi.estimation.solve_limits.continued_solve`); where
@@ -99,6 +103,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.interval_information import GROWTH_LIMIT
 from ..errors import StartNotFiniteError
 from ..methods.base import ANCHORED_ADVICE, OPEN_GAP_ADVICE, SHOOTING_ADVICE, LoopOptions
 from ..methods.picard_gn import PicardGNOptions
@@ -249,6 +254,11 @@ class DefaultPath:
         and no other method is tried.
     some_state_measured : bool
         Some output is a state: the ``"simulation"`` start took it from the data.
+    growth : float
+        Where picard-gn stopped at its iteration limit, how much the chained
+        sensitivities of its last iterate grow along the data
+        (:func:`~picard_casadi.analysis.interval_information.chain_growth`);
+        1 where not measured.
     """
 
     method: str
@@ -259,6 +269,7 @@ class DefaultPath:
     unstable: bool
     max_iter_given: bool = False
     some_state_measured: bool = False
+    growth: float = 1.0
 
 
 def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> EstimationResult:
@@ -511,6 +522,10 @@ def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: floa
                "stopped result; CVODES integrates every experiment from its initial state, "
                "and its steps in the parameters are not held to the collocation's trust "
                "region)" if shooting else
+               "is from method='ipopt' from its last iterate (warm_start=the stopped result; "
+               "IPOPT keeps every interval start an unknown, where picard-gn's step chains "
+               "their sensitivities, which grow past round-off along a model unstable along "
+               "the data)" if method == "ipopt" else
                "continues it from its last iterate (warm_start=the stopped result)")
         return _returned(retry, result, f"picard-gn {why} ({clipped(result.message)}); this "
                                         f"result {how}")
@@ -627,6 +642,16 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         why = ("reached its iteration limit while still converging" if still_converging(result)
                else "reached its iteration limit with its intervals joined up"
                if joined_up(result) else "stopped in its continuation on a new mesh")
+        if path.growth > GROWTH_LIMIT:
+            # the model is unstable along the data: the condensed step chains
+            # the intervals' sensitivities (7e8 on a closed-loop cart-pendulum,
+            # 4 s), its steps lose their precision and it creeps (1382
+            # iterations, 65 s); IPOPT keeps every interval start an unknown
+            # and converged from there, where single shooting integrates the
+            # model from x0 (the default path took 273 s through it)
+            held = _run_from_last_iterate(rerun, result, t_start, why, "ipopt", path.guess)
+            if held is not None:
+                return held
         # single shooting from its last iterate first: Levenberg-Marquardt in
         # the parameters alone takes the steps the collocation's trust region
         # keeps short (PEtab's Bruno from uniform 13, seed 0: picard-gn stopped

@@ -636,7 +636,11 @@ def estimate(
                              prob.noise)
     if plan is not None and plan.correlated and result.success:
         correlated_likelihood(result, prob)
-    floored = floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
+    # (at a converged run's answer only: a failed run's last iterate is no
+    # estimate, and its collocation states may be negative where the model's
+    # are not, a logistic from r = 40, K = 1e6, whose second runs it ended)
+    floored = (floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
+               if outcome.success else "")
     if floored:
         # the logarithm of 0, finite by its floor only: the floor's residual
         # set the output's noise level (a species known to start at 0 reported

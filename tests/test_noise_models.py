@@ -452,6 +452,23 @@ def test_a_log_normal_output_held_at_zero_fails_naming_the_experiment():
     assert "and 7 more value(s)" in res.message  # its eight samples
 
 
+def test_a_failed_runs_iterate_below_zero_is_no_output_held_at_zero():
+    """A logistic from r = 40, K = 1e6 (an ecologist's poor start): picard-gn
+    failed with its collocation states below zero where the model's own
+    solution stays above 10, and the call ended "output_not_positive ...
+    (a dose of 0?)" with no second run.  The floor is judged at a converged
+    run's answer only; the failed run goes on to the second runs."""
+    x, p = ca.SX.sym("N"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=p[0] * x * (1 - x / p[1]), y=x, p_names=["r", "K"])
+    t = np.arange(0, 30.0)
+    y = pc.simulate(model, [10.0], [0.5, 1000.0], t)
+    y = y * np.exp(0.1 * np.random.default_rng(0).standard_normal(y.shape))
+    res = pc.estimate(model, [pc.Experiment(t=t, y=y, x0=y[0])], p0=[40.0, 1e6],
+                      noise="log-normal")
+    assert res.status != "output_not_positive", res.message
+    assert res.warnings[0].startswith("picard-gn stopped"), res.warnings[0]
+
+
 def test_the_fit_figure_of_a_log_normal_output_draws_the_data_on_its_scale():
     """The fitted line is log(C): the data were drawn in C, the residuals
     were C - log(C) (6.97 ... 2.49 for +-0.1) under a label in mg/L, and the

@@ -431,7 +431,7 @@ def estimate(
         return run_multistart(
             estimate, model, exps, p0, method if method_chosen else None, multistart, seed,
             dict(p_bounds=(p_lb, p_ub), x0_bounds=x0_bounds, estimate_x0=estimate_x0,
-                 T=T, n=n_given, lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
+                 T=T_given, n=n_given, lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
                  noise=noise, refine=refine, codegen=codegen, x_scale=x_scale, p_scale=p_scale,
                  guess=guess, uncertainty=uncertainty, callback=callback,
                  raise_on_failure=raise_on_failure, max_intervals=max_intervals, **options),

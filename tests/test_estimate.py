@@ -1,5 +1,6 @@
 """The estimators on problems with known truth (issue: core acceptance)."""
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -284,6 +285,33 @@ def test_multistart_with_the_method_unset_takes_the_default_path_from_each_start
     named = pc.estimate(vdp.model, vdp.experiments, vdp.p0, "picard-gn", multistart=2, seed=0,
                         **kw)
     assert named.method == "picard-gn" and not named.starts[0]["success"]
+
+
+def test_multistart_with_t_unset_lets_each_start_choose_its_mesh_as_the_call_does():
+    """The starts were given the call's resolved T, so none searched on the
+    data's time scale as the call does: an ecologist's predator-prey fit
+    converged alone and failed as start 0 of multistart=2 (output_not_positive,
+    on CasADi's virtual machine), its p0 the caller's."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 6)
+    N, P = x[0], x[1]
+    r, K, a, h, e, m = (p[i] for i in range(6))
+    f = a * N / (1 + a * h * N)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(r * N * (1 - N / K) - f * P, e * f * P - m * P),
+                     y=x, x_domain=([0, 0], [np.inf, np.inf]),
+                     p_names=["r", "K", "a", "h", "e", "m"])
+    t = np.arange(0, 30.0)
+    X = pc.simulate(model, [100.0, 30.0], [0.8, 600.0, 0.02, 1.0, 0.5, 0.3], t)
+    y = X * np.exp(0.25 * np.random.default_rng(5).standard_normal(X.shape))
+    exp = pc.Experiment(t=t, y=y, x0=y[0])
+    table = [pc.Parameter(n, start=v, bounds=(1e-3, 1e4), scale="log10")
+             for n, v in zip(model.p_names, [1.0, 1000.0, 0.1, 0.1, 0.1, 1.0])]
+    single = pc.estimate(model, [exp], table, noise="log-normal", uncertainty=False)
+    assert single.success and any("searched on the data's time scale" in w
+                                  for w in single.warnings), single.warnings
+    res = pc.estimate(model, [exp], table, noise="log-normal", uncertainty=False, multistart=2)
+    first = res.starts[0]
+    assert first["success"] and first["iterations"] == single.iterations, first["message"]
+    assert first["nllh"] == pytest.approx(single.nllh, rel=1e-12)
 
 
 def test_the_convergence_plot_draws_several_solves_one_after_another():

@@ -407,3 +407,26 @@ def test_an_unstable_model_s_information_comes_from_its_intervals(monkeypatch):
     long = pc.estimate(model, [_unstable_data(16.0, 1)], [3.5, 1.2], "shooting")
     assert np.all(np.isfinite(long.p_std)) and np.all(np.abs(long.p - [4, 1]) < 3 * long.p_std)
     assert any("the model is unstable along the data" in w for w in long.warnings)
+
+
+def test_a_log_scale_parameter_run_to_zero_keeps_its_trade_off_with_the_others():
+    """Logistic growth under a constant harvest effort E: only r - qE and
+    K (1 - qE / r) are determined.  On a log10 scale without a lower bound
+    q ran to 3e-17; its column, small because q is, was zeroed as
+    round-off, q alone was named undetermined and K got 766 +- 27 for 1000
+    (z = -8.5), where with q on a bound 1e-6 every one of r, K, q was
+    named.  Measured on q's own scale the column is no round-off."""
+    x, p, u = ca.SX.sym("N"), ca.SX.sym("p", 3), ca.SX.sym("E")
+    model = pc.Model(x=x, p=p, u=u, rhs=p[0] * x * (1 - x / p[1]) - p[2] * u * x, y=x,
+                     p_names=["r", "K", "q"])
+    t, E = np.arange(0, 30.0), np.full((30, 1), 0.5)
+    y = pc.simulate(model, [300.0], [0.6, 1000.0, 0.25], t, u=E)
+    y = y * np.exp(0.15 * np.random.default_rng(4).standard_normal(y.shape))
+    exp = pc.Experiment(t=t, y=y, u=E, u_interpolation="previous", breakpoints=t, x0=y[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [exp], [0.3, 500.0, 0.1], p_bounds=([0, 0, 0], [5, 1e5, 2]),
+                          parameter_scale="log10", noise="log-normal")
+    assert res.success and res.p[2] < 1e-8, (res.message, res.p)  # q ran towards 0
+    assert np.all(np.isinf(res.p_std)), res.p_std
+    assert any("the combination of log10(r), log10(K), log10(q)" in w for w in res.warnings)

@@ -1,17 +1,19 @@
 """How far each parameter moves the fit at an estimate, in noise levels, for
 a move by its own size: a plateau where none moves it
 (:func:`~picard_casadi.estimation.diagnosis.declare_plateau`), and the
-parameters that do not act where others do (:func:`inert_note`)."""
+parameters that do not act where others do (:func:`inert_note`); and which columns are round-off (:func:`round_off_reach`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..transcription.problem import Setup
 
-__all__ = ["parameter_reach", "parameter_reaches", "inert_note", "INERT_REACH"]
+__all__ = ["parameter_reach", "parameter_reaches", "round_off_reach", "inert_note", "INERT_REACH"]
 
 
 def parameter_reach(setup: Setup, F_diagonal: np.ndarray, columns: list[tuple[str, int, int]],
@@ -54,6 +56,38 @@ def parameter_reaches(setup: Setup, F_diagonal: np.ndarray,
     reach = np.array([np.sqrt(max(float(F_diagonal[k]), 0.0)) * size[i]
                       for k, (kind, _, i) in enumerate(columns) if kind == "p"])
     return reach / np.sqrt(s2) if s2 > 0 else np.full(reach.size, np.inf)
+
+
+def round_off_reach(model: Any, columns: Sequence[tuple[str, int, int]], p: np.ndarray,
+                    F_diagonal: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """The columns' ``reach`` for the test that zeroes round-off columns, a
+    parameter on a log scale measured on its own (linear) scale too.
+
+    Its column is ``theta ln(b)`` times the outputs' derivative in
+    ``theta``: small because ``theta`` is, not round-off.  An ecologist's
+    harvest rate ``q`` (log10 scale, no lower bound) ran to 3e-17 where only
+    ``r - qE`` and ``K (1 - qE / r)`` are determined: zeroed as round-off,
+    its column left ``q`` alone undetermined, and ``K`` got 766 +- 27 for
+    1000, where at ``q = 1e-6`` on a bound every one of them was.  Here the
+    column counts with ``theta`` moved by its start's size
+    (``model._parameter_starts``, the statement's): a column the outputs do
+    not depend on stays round-off at any value.
+    """
+    scales = getattr(model, "_parameter_scales", None)
+    starts = getattr(model, "_parameter_starts", None)
+    if scales is None or starts is None:
+        return reach
+    out = np.array(reach, float)
+    for k, (kind, _, i) in enumerate(columns):
+        if kind != "p" or scales[i] == "lin" or not starts[i] > 0:
+            continue
+        base = 10.0 if scales[i] == "log10" else math.e
+        with np.errstate(all="ignore"):
+            slope = base ** float(p[i]) * math.log(base)
+            linear = math.sqrt(max(float(F_diagonal[k]), 0.0)) / slope * float(starts[i])
+        if slope > 0 and math.isfinite(linear):
+            out[k] = max(out[k], linear)
+    return out
 
 
 #: a parameter whose move by its own size moves the fit by less than this

@@ -47,7 +47,8 @@ from ..transcription.forward_sensitivity import (chained_output_sensitivities,
                                                  initial_sensitivities)
 from ..transcription.problem import Setup
 from .interval_information import GROWTH_LIMIT, chain_growth, interval_information
-from .reach import INERT_REACH, inert_note, parameter_reach, parameter_reaches
+from .reach import (INERT_REACH, inert_note, parameter_reach, parameter_reaches,
+                    round_off_reach)
 
 __all__ = ["solution_sensitivity", "SolutionSensitivity", "chain_sensitivities",
            "integrated_residuals", "measured_rows",
@@ -646,7 +647,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         # (the intervals' information has no round-off columns: a solve that
         # does not determine one fails; there the initial states along an
         # unstable mode are known 1e12 times better than the parameters)
-        d, Fs, evals, evecs = _unit_information(F, reach, silent=not from_intervals)
+        d, Fs, evals, evecs = _unit_information(
+            F, round_off_reach(model, columns, np.asarray(result.p, float), np.diag(F), reach),
+            silent=not from_intervals)
     except np.linalg.LinAlgError as err:
         result.warnings.append(f"no uncertainty: the information matrix could not be "
                                f"decomposed ({err})")

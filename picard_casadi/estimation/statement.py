@@ -614,6 +614,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     # each parameter's scale: a step on a log scale is measured in its own
     # units (build_setup's default p_scale, docs/design.md)
     new_model._parameter_scales = tuple(q.scale for q in rows)
+    # ... and their starts on the linear scale (analysis/reach.round_off_reach)
+    new_model._parameter_starts = tuple(float(q.start) for q in rows)
     # a shifted state's x0 is its deviation from Model(x0=...)'s value: 0
     new_model._shifted_states = tuple(bool(v) for v in shifted)
     known = known_by_exp.copy()

@@ -447,7 +447,9 @@ class EstimationResult:
                 f"{n} = {self.p_scaled[j]:.6g}"
                 + (f" +- {std[j]:.3g}" if std is not None and np.isfinite(std[j])
                    and std[j] > 0 else " (fixed)" if std is not None and std[j] == 0 else "")
-                for n, j in on_log) + " (the intervals above are these, transformed)")
+                for n, j in on_log)
+                + (" (the intervals above are these, transformed)" if self.p_ci is not None
+                   else ""))
         lines += self._x0_lines()
         if self.settings.get("multistart_summary"):
             lines.append(f"  {self.settings['multistart_summary']}")

@@ -560,3 +560,21 @@ def test_a_measurement_at_a_time_that_is_not_finite_is_named_by_its_row():
     with pytest.raises(ValueError, match=r"measurement 3 \('B'\) is at t = nan"):
         pc.Experiment.from_measurements([0.0, 1.0, 2.0, np.nan, 4.0], ["A", "A", "B", "B", "A"],
                                         np.ones(5), ["A", "B"], name="lab")
+
+
+def test_a_failed_log_scale_fit_s_summary_claims_no_intervals():
+    """A failed fit has no intervals; its summary said "(the intervals above
+    are these, transformed)" below rows without any."""
+    x, p = ca.SX.sym("N"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=p[0] * x * (1 - x / p[1]), y=x, p_names=["r", "K"])
+    t = np.arange(0, 30.0)
+    y = pc.simulate(model, [10.0], [0.5, 1000.0], t) * 1.01
+    table = [pc.Parameter("r", 0.3, (1e-3, 10), scale="log10"),
+             pc.Parameter("K", 500.0, (1.0, 1e5), scale="log10")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [pc.Experiment(t, y, x0=y[0])], table, max_iter=1)
+    assert not res.success and res.p_ci is None, res.message
+    summary = res.summary()
+    assert "estimated on their log scales" in summary
+    assert "the intervals above" not in summary

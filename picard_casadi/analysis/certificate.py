@@ -86,7 +86,7 @@ from .interval_information import GROWTH_LIMIT, IntervalShift, chain_growth, int
 from .remaining_step import best_step, remaining_shift
 from .uncertainty import SolutionSensitivity, integrated_residuals, measured_rows
 
-__all__ = ["Certificate", "certify", "resolution_check", "noise_levels", "integrated_outputs",
+__all__ = ["Certificate", "certify", "certify_at", "resolution_check", "noise_levels", "integrated_outputs",
            "stiffness_bound", "model_check", "model_departs", "short_of_optimum",
            "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
            "STOPPED_SHORT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
@@ -99,6 +99,9 @@ STOPPED_SHORT_THRESHOLD = 5.0
 NOISE_FLOOR = 1e-6  # relative to each output's RMS
 MARK_FRACTION = 0.1  # bisect intervals whose indicator is this fraction of the largest
 RTOL = 1e-10
+#: the reference integration is tightened (:func:`certify`) down to this
+#: where its own error fails the certificate
+TIGHTEST_RTOL = 1e-14
 #: the accurate integration takes CVODES' Adams method (fewer, cheaper steps
 #: at rtol 1e-10) where every interval's length times a bound of ``f_x``'s
 #: spectral radius at its nodes (:func:`stiffness_bound`) is at most this;
@@ -249,7 +252,37 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
 def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
             from_weights: bool, fitted: tuple[np.ndarray, np.ndarray] | None = None,
             rtol: float = RTOL) -> Certificate:
-    """The discretisation certificate of a converged solution.
+    """The discretisation certificate of a converged solution, its reference
+    integration tightened where that, not the solution, fails it.
+
+    Where the discretisation's measures fail at ``rtol``, they are measured
+    again with a reference 100 times tighter, and again while each round
+    lowers ``discretisation_error`` tenfold (the reference's own error, which
+    scales with its tolerance), down to :data:`TIGHTEST_RTOL`; the last
+    round's certificate is returned.  An orbit over six revolutions (range-rate
+    noise 1 mm/s): at 1e-10 CVODES drifts 30 m along the track, and a fit on
+    80 intervals exact to the millimetre was "9.0 noise levels, 41 standard
+    errors" off; 1.6 at 1e-11, 0.16 at 1e-12, 0.013 at 1e-13 (certified).
+    Parameters and returns as :func:`certify_at`.
+    """
+    cert = certify_at(setup, X, p, info, from_weights=from_weights, fitted=fitted, rtol=rtol)
+    while (not cert.discretisation_passed and np.isfinite(cert.discretisation_error)
+           and rtol > TIGHTEST_RTOL * (1.0 + 1e-9)):
+        rtol = max(rtol * 1e-2, TIGHTEST_RTOL)
+        tighter = certify_at(setup, X, p, info, from_weights=from_weights, fitted=fitted,
+                             rtol=rtol)
+        reference_bound = tighter.discretisation_error <= 0.1 * cert.discretisation_error
+        cert = tighter
+        if not reference_bound:
+            break
+    return cert
+
+
+def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
+               from_weights: bool, fitted: tuple[np.ndarray, np.ndarray] | None = None,
+               rtol: float = RTOL) -> Certificate:
+    """The discretisation certificate of a converged solution, its reference
+    integrated at ``rtol``.
 
     Parameters
     ----------

@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import dated_times
 from .inputs import (HELD_SHARE, InputSpec, check_input_interpolation, evaluate_inputs,
-                     held_input_columns, is_linear)
+                     held_input_columns, held_jumps, is_linear)
 from .model import Model
 
 __all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "is_linear",
@@ -184,8 +184,9 @@ class Experiment:
         linearly (the default, as ``numpy.interp``; right for samples of a
         smooth signal, with an error of second order in the sample spacing)
         or held (``"previous"``, zero-order hold: right for a staircase, such
-        as a digital controller's output; give ``breakpoints=t`` with it, as
-        the held input jumps at every sample).  Holding samples of a smooth
+        as a digital controller's output: where every input is held and
+        ``breakpoints`` are not given, they are the samples at which an input
+        changes value, so that no interval straddles a jump).  Holding samples of a smooth
         signal delays it by half a sample on average, which the parameters
         absorb without a visible misfit: choose ``"previous"`` only for a
         true staircase.  A list gives one per input column, for a staircase
@@ -197,6 +198,10 @@ class Experiment:
         Times at which the inputs jump.  Picard intervals and simulation
         segments start at them, so no interval straddles a jump (a jump
         inside an interval is smeared by the interpolating polynomial).
+        Default: none, or where every sampled input is held
+        (``u_interpolation="previous"``), the samples at which one changes
+        value (a thruster record of 15 000 samples with 29 jumps: 150
+        intervals and 24 s, where ``breakpoints=t`` made 15 000 and 378 s).
     sigma : array_like, shape (N, ny), optional
         Each measurement's noise standard deviation (PEtab's numeric
         ``noiseParameters``): positive and finite wherever ``y`` is measured,
@@ -369,6 +374,13 @@ class Experiment:
                 raise ValueError(f"{where}: `breakpoints` must be an array of times") from None
             if not np.all(np.isfinite(bp)):
                 raise ValueError(f"{where}: `breakpoints` must be finite")
+        #: no breakpoints given and every sampled input held: they are its jumps
+        self._breakpoints_held = (breakpoints is None and isinstance(u, np.ndarray)
+                                  and self._u_interpolation_given
+                                  and not any(is_linear(u_interpolation, k)
+                                              for k in range(u.shape[1])))
+        if self._breakpoints_held:
+            bp = held_jumps(t_arr, u)
         self._breakpoints = bp[(bp > t0_val) & (bp < t_arr[-1])]
         self._t = t_arr
         self._t.setflags(write=False)
@@ -611,7 +623,8 @@ class Experiment:
         hold = self._u_interpolation if self._u_interpolation_given else None
         args: dict[str, Any] = dict(t=self._t, y=self._y, u=self._u, x0=self._x0,
                                     name=self._name, t0=self._t0, u_interpolation=hold,
-                                    breakpoints=self._breakpoints, sigma=self._sigma,
+                                    breakpoints=(None if self._breakpoints_held
+                                                 else self._breakpoints), sigma=self._sigma,
                                     parameters=self._parameters,
                                     noise_parameters=self._noise_parameters,
                                     preequilibration=self._preequilibration)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["InputSpec", "check_input_interpolation", "is_linear", "held_input_columns",
-           "evaluate_inputs", "HELD_SHARE"]
+           "held_jumps", "evaluate_inputs", "HELD_SHARE"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -53,6 +53,16 @@ def held_input_columns(u: np.ndarray) -> list[int]:
     same = np.diff(u, axis=0) == 0.0
     return [int(k) for k in range(u.shape[1])
             if not same[:, k].all() and same[:, k].mean() >= HELD_SHARE]
+
+
+def held_jumps(t: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The sample times at which a held input (any column of ``u``, ``(N,
+    nu)`` at times ``t``) changes value: where its staircase jumps."""
+    u = np.asarray(u, float)
+    if u.ndim != 2 or u.shape[0] < 2:
+        return np.zeros(0)
+    changes = np.any(np.diff(u, axis=0) != 0.0, axis=1)
+    return np.unique(np.asarray(t, float)[1:][changes])
 
 
 def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,

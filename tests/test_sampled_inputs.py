@@ -141,12 +141,18 @@ def test_a_staircase_read_linearly_by_default_is_noted_and_its_fix_is_right(samp
     with pytest.warns(UserWarning, match="look piecewise constant"):
         default = pc.estimate(model, [pc.Experiment(t, made.y, u=level[:, None], x0=[0.2, 0.0])],
                               p0=[2.0, 1.0], uncertainty=False)
-    assert "u_interpolation='previous', breakpoints=t" in default.warnings[-1]
+    assert "Experiment(..., u_interpolation='previous')" in default.warnings[-1]
     held = pc.Experiment(t, made.y, u=level[:, None], x0=[0.2, 0.0],
-                         u_interpolation="previous", breakpoints=t)
+                         u_interpolation="previous")
     res = pc.estimate(model, [held], p0=[2.0, 1.0])
     assert not any("piecewise constant" in w for w in res.warnings)
     assert np.all(np.abs(res.p - P_TRUE) < 3.0 * res.p_std), (res.p, res.p_std)
+    # its breakpoints are the staircase's three jumps (breakpoints=t, the old
+    # advice, put an interval at every sample: the same estimate)
+    assert held.breakpoints.size == 3
+    every = pc.estimate(model, [held.replaced(breakpoints=t)], p0=[2.0, 1.0])
+    assert np.allclose(res.p, every.p, rtol=0, atol=0.01 * res.p_std.min()), (res.p, every.p)
+    assert res.settings["intervals"] < every.settings["intervals"]
     # smooth samples, and a hold chosen either way, carry no note
     assert pc.Experiment(t, made.y, u=samples).staircase_inputs() == []
     assert pc.Experiment(t, made.y, u=level[:, None],
@@ -322,13 +328,17 @@ def test_a_held_input_without_breakpoints_is_noted(sampled_problem):
     level = np.where(t < 2.5, 1.0, np.where(t < 5.0, -1.0, np.where(t < 7.5, 0.5, 0.0)))
     made = pc.simulate_experiment(model, [0.2, 0.0], P_TRUE, t, level[:, None],
                                   noise_std=0.02, seed=3)
+    # without breakpoints given, a held input's jumps are its breakpoints
     bare = pc.Experiment(t, made.y, u=level[:, None], x0=[0.2, 0.0], u_interpolation="previous")
-    assert bare.held_jumps_off_breakpoints() == [0]
+    assert bare.held_jumps_off_breakpoints() == []
+    # breakpoints given that miss some: noted
+    partial = bare.replaced(breakpoints=[bare.breakpoints[0]])
+    assert partial.held_jumps_off_breakpoints() == [0]
     with pytest.warns(UserWarning, match=r"input\(s\) 'u0' of experiment 'experiment' are held "
                                          r"between samples .*pass Experiment\(\.\.\., "
                                          r"breakpoints=t\)"):
-        pc.estimate(model, [bare], p0=[2.0, 1.0], uncertainty=False)
+        pc.estimate(model, [partial], p0=[2.0, 1.0], uncertainty=False)
     # the jumps as breakpoints (all samples, or the three changes): no note
     assert bare.replaced(breakpoints=t).held_jumps_off_breakpoints() == []
-    assert bare.replaced(breakpoints=[2.5, 5.0, 7.5]).held_jumps_off_breakpoints() == []
+    assert bare.replaced(breakpoints=bare.breakpoints).held_jumps_off_breakpoints() == []
     assert made.held_jumps_off_breakpoints() == []  # simulate_experiment sets them

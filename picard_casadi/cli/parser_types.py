@@ -198,7 +198,7 @@ _FLAG_SPELLINGS = (
     (re.compile(r"pass max_intervals to estimate\(\)"), "pass --max-intervals"),
     (re.compile(r"max_intervals=([\d,]+)"),
      lambda m: "--max-intervals " + m.group(1).replace(",", "")),
-    (re.compile(r"Experiment\(\.\.\., u_interpolation='previous', breakpoints=t\)"),
+    (re.compile(r"Experiment\(\.\.\., u_interpolation='previous'(, breakpoints=t)?\)"),
      "--input-hold previous"),
     (re.compile(r"u_interpolation='(previous|linear)'(, breakpoints=t)?"),
      lambda m: "--input-hold " + m.group(1)),

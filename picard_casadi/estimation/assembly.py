@@ -141,7 +141,8 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
             hold = (f"Experiment(..., u_interpolation={holds!r}, breakpoints=t) (one per "
                     f"input; {'+'.join(model.u_names[k] for k in columns)} held)")
         else:
-            hold = "Experiment(..., u_interpolation='previous', breakpoints=t)"
+            # (breakpoints at its jumps by default, where every input is held)
+            hold = "Experiment(..., u_interpolation='previous')"
         note = (f"input(s) {names} of experiment {e.name!r} look piecewise constant (most "
                 "samples repeat the one before) but are read linearly between samples, the "
                 "default: a ramp across each jump biases the estimates without a visible "

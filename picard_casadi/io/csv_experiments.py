@@ -183,13 +183,15 @@ def read_csv_experiments(path: str | Path, model: Model,
         u = np.array([s[3] for s in samples]) if model.nu else None
         sigma = np.array([s[4] for s in samples]) if given_sigma else None
         try:
-            # a held input jumps at every sample: intervals start there
+            # intervals start where a held input jumps: at its changes where
+            # every input is held (Experiment's default), at every sample
+            # beside inputs read linearly
+            mixed = (input_hold is not None and model.nu
+                     and any(is_linear(input_hold, k) for k in range(model.nu))
+                     and not all(is_linear(input_hold, k) for k in range(model.nu)))
             experiments.append(Experiment(
                 t, y, u=u, name=name, u_interpolation=input_hold,
-                breakpoints=(t if input_hold is not None and model.nu
-                             and not all(is_linear(input_hold, k) for k in range(model.nu))
-                             else None),
-                sigma=sigma))
+                breakpoints=t if mixed else None, sigma=sigma))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
     return apply_conditions(conditions, model, experiments) if conditions else experiments

@@ -43,7 +43,8 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    late_clock_note, nonsmooth_note, note_bounds_reached,
-                                   outside_box_note, unit_outlier_note)
+                                   outside_box_note, unit_outlier_note,
+                                   unmeasured_outputs_note)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -727,6 +728,10 @@ def estimate(
             warn_user(units)
             if not result.success:
                 result.message = f"{result.message}. Note: {units}"
+        unmeasured = unmeasured_outputs_note(user_exps, user_model.y_names)
+        if unmeasured:
+            result.warnings.append(unmeasured)
+            warn_user(unmeasured)
         outside = outside_box_note(result, model.x_names, x_lb, x_ub)
         if outside:
             result.warnings.append(outside)

@@ -384,3 +384,16 @@ def test_an_experiment_in_another_unit_is_named_first():
     exps[2] = exps[2].replaced(y=exps[2].y / 1000)
     res = pc.estimate(model, exps, [0.3], estimate_x0=False)
     assert res.success and not any("differ in size" in w for w in res.warnings)
+
+
+def test_an_output_no_experiment_measures_is_named():
+    """A spacecraft's ground stations that never saw it: their outputs'
+    noise levels printed NaN with no word."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y=ca.vertcat(x, 2 * x), y_names=["seen", "unseen"])
+    t = np.linspace(0, 2, 21)
+    y = np.column_stack([np.exp(-t) + 0.01 * np.random.default_rng(0).standard_normal(21),
+                         np.full(21, np.nan)])
+    with pytest.warns(UserWarning, match="output\\(s\\) unseen are measured in no experiment"):
+        res = pc.estimate(model, [pc.Experiment(t, y, x0=[1.0])], [0.5])
+    assert res.success and np.isnan(res.noise_sigma[1])

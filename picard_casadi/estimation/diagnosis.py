@@ -51,6 +51,7 @@ __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
+           "unmeasured_outputs_note",
            "time_unit_notes", "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
@@ -255,6 +256,19 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
 #: data in another unit (mmol/L among mol/L: 1000; percent: 100; minutes
 #: among seconds: 60)
 UNIT_RATIO = 50.0
+
+
+def unmeasured_outputs_note(experiments: Sequence[Experiment], y_names: Sequence[str]) -> str:
+    """A note naming the outputs no experiment measures, or ``""``: they do
+    not enter the fit, and their noise levels are NaN (a spacecraft's ground
+    stations that never saw it printed ``noise sigma ... rho2 nan`` with no
+    word)."""
+    missing = [name for k, name in enumerate(y_names)
+               if not any(np.any(np.isfinite(np.asarray(e.y, float)[:, k])) for e in experiments)]
+    if not missing:
+        return ""
+    return (f"output(s) {', '.join(missing)} are measured in no experiment (every value NaN): "
+            "they do not enter the fit, and their noise levels are NaN")
 
 
 def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str]) -> str:

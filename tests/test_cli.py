@@ -307,3 +307,10 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
     with pytest.raises(ValueError, match=r"column 'w \[rpm\]' is in 'rpm', and the model's 'w' "
                                          r"in 'rad/s'"):
         pc.read_csv_experiments(path, model)
+    # a model that states no unit: the header's is read, and said to be unchecked
+    bare = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"])
+    path.write_text("time [s],w [deg/s]\n0,1\n1,0.5\n")
+    with pytest.warns(UserWarning, match=r"the units of w \[deg/s\] in its header are not "
+                                         r"checked, as the model states none"):
+        exp, = pc.read_csv_experiments(path, bare)
+    assert np.allclose(exp.y.ravel(), [1.0, 0.5])

@@ -230,6 +230,7 @@ def _without_units(header: list[str], expected: list[str], model: Model,
     # (not the time's: the model's t_unit is "s" unless stated)
     units = {**dict(zip(model.y_names, model.y_units)), **dict(zip(model.u_names, model.u_units))}
     out = []
+    unchecked = []
     for h in header:
         m = _UNIT.match(h)
         if h in expected or m is None or m["name"] not in expected:
@@ -241,7 +242,14 @@ def _without_units(header: list[str], expected: list[str], model: Model,
             raise ValueError(f"{path}, line 1: column {h!r} is in {unit!r}, and the model's "
                              f"{name!r} in {stated!r}: convert the data, or state the unit in "
                              "the model")
+        if unit and not stated and name in units:
+            unchecked.append(f"{name} [{unit}]")
         out.append(name)
+    if unchecked:
+        # a gyro's deg/s against a model in rad/s is the classic mix-up: said
+        warnings.warn(f"{path}: the units of {', '.join(unchecked)} in its header are not "
+                      "checked, as the model states none for them (Model(y_units=..., "
+                      "u_units=...))", UserWarning, stacklevel=4)
     return out
 
 

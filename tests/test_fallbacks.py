@@ -649,3 +649,15 @@ def test_a_trajectory_that_leaves_x0_bounds_says_so():
     inside = pc.estimate(model, [exp], [0.5], "single-shooting", x0_bounds=([0.0], [10.0]),
                          uncertainty=False)
     assert not any("leaves x0_bounds" in w for w in inside.warnings)
+
+
+def test_a_shooting_second_run_not_certified_is_not_said_to_have_a_mesh():
+    # single shooting has no mesh: "converged on its mesh ... not refined"
+    # confused a spacecraft engineer
+    from picard_casadi.estimation.fallbacks import _not_converged
+
+    retry = _result(status="not_certified", message="discretisation error 2.1 noise levels")
+    for method in ("shooting", "single-shooting"):
+        said = _not_converged(retry, method)
+        assert "mesh" not in said and "discretisation error 2.1" in said
+    assert "converged on its mesh" in _not_converged(retry, "ipopt")

@@ -306,6 +306,9 @@ def _not_converged(retry: EstimationResult, method: str) -> str:
     if retry.status == "Maximum_Iterations_Exceeded":
         return (f"stopped at its budget of {BUDGET_ITERATIONS} iterations; method='{method}' "
                 "runs without one")
+    if retry.status == "not_certified" and method in ("shooting", "single-shooting"):
+        # (no mesh to refine: CVODES integrates each interval or experiment)
+        return f"converged where its estimate is not certified ({clipped(retry.message)})"
     if retry.status == "not_certified":
         return ("converged on its mesh, where its estimate is not certified as the ODE's; a "
                 "second run is not refined")

@@ -659,7 +659,7 @@ class Experiment:
         for k in range(u.shape[1]):
             if is_linear(self._u_interpolation, k):
                 continue
-            jumps = t[1:][np.diff(u[:, k]) != 0]
+            jumps = held_jumps(t, u[:, k:k + 1])
             jumps = jumps[(jumps > self._t0) & (jumps < t[-1])]  # inside the record
             if jumps.size == 0:
                 continue

@@ -502,7 +502,8 @@ def measure(model: Model, t: Any, X: np.ndarray, p: Any,
             u: Callable[[float], Any] | Experiment | np.ndarray | None = None, *,
             noise_std: float = 0.05,
             rng: np.random.Generator | int | None = 0,
-            u_interpolation: Literal["previous", "linear"] | Sequence[str] = "previous") -> np.ndarray:
+            u_interpolation: Literal["previous", "linear"] | Sequence[str] = "previous"
+            ) -> np.ndarray:
     """Noisy outputs ``(1 + n_i) g(t_i, x_i, p, u_i) + m_i`` (docs/models.md).
 
     Parameters

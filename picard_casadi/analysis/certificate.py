@@ -86,10 +86,10 @@ from .interval_information import GROWTH_LIMIT, IntervalShift, chain_growth, int
 from .remaining_step import best_step, remaining_shift
 from .uncertainty import SolutionSensitivity, integrated_residuals, measured_rows
 
-__all__ = ["Certificate", "certify", "certify_at", "resolution_check", "noise_levels", "integrated_outputs",
-           "stiffness_bound", "model_check", "model_departs", "short_of_optimum",
-           "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
-           "STOPPED_SHORT_THRESHOLD", "NOISE_FLOOR", "MARK_FRACTION"]
+__all__ = ["Certificate", "certify", "certify_at", "resolution_check", "noise_levels",
+           "integrated_outputs", "stiffness_bound", "model_check", "model_departs",
+           "short_of_optimum", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
+           "STOPPED_SHORT_THRESHOLD", "TIGHTEST_RTOL", "NOISE_FLOOR", "MARK_FRACTION"]
 
 DEFECT_THRESHOLD = 0.1  # noise levels
 SHIFT_THRESHOLD = 0.1  # standard errors

@@ -1,7 +1,8 @@
 """How far each parameter moves the fit at an estimate, in noise levels, for
 a move by its own size: a plateau where none moves it
 (:func:`~picard_casadi.estimation.diagnosis.declare_plateau`), and the
-parameters that do not act where others do (:func:`inert_note`); and which columns are round-off (:func:`round_off_reach`)."""
+parameters that do not act where others do (:func:`inert_note`); and which
+columns are round-off (:func:`round_off_reach`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..parameters import from_scale
 from ..transcription.problem import Setup
 
 __all__ = ["parameter_reach", "parameter_reaches", "round_off_reach", "inert_note", "INERT_REACH"]
@@ -81,11 +83,12 @@ def round_off_reach(model: Any, columns: Sequence[tuple[str, int, int]], p: np.n
     for k, (kind, _, i) in enumerate(columns):
         if kind != "p" or scales[i] == "lin" or not starts[i] > 0:
             continue
-        base = 10.0 if scales[i] == "log10" else math.e
-        with np.errstate(all="ignore"):
-            slope = base ** float(p[i]) * math.log(base)
-            linear = math.sqrt(max(float(F_diagonal[k]), 0.0)) / slope * float(starts[i])
-        if slope > 0 and math.isfinite(linear):
+        # d theta / d (its scale's value): theta, or theta ln 10
+        slope = from_scale(p[i], scales[i]) * (math.log(10.0) if scales[i] == "log10" else 1.0)
+        if not (slope > 0 and math.isfinite(slope)):
+            continue
+        linear = math.sqrt(max(float(F_diagonal[k]), 0.0)) / slope * float(starts[i])
+        if math.isfinite(linear):
             out[k] = max(out[k], linear)
     return out
 

@@ -529,8 +529,9 @@ def outside_box_note(result: EstimationResult, x_names: Sequence[str], lb: np.nd
     out = np.flatnonzero(np.any(low | high, axis=0))
     if out.size == 0:
         return ""
-    parts = [f"{x_names[i]} reaches at least {X[:, i].min() if low[:, i].any() else X[:, i].max():.4g} "
-             f"outside [{lb[i]:g}, {ub[i]:g}]" for i in out]
+    reached = [X[:, i].min() if low[:, i].any() else X[:, i].max() for i in out]
+    parts = [f"{x_names[i]} reaches at least {v:.4g} outside [{lb[i]:g}, {ub[i]:g}]"
+             for i, v in zip(out, reached)]
     return (f"the returned trajectory leaves x0_bounds (with the model's x_domain: "
             f"{'; '.join(parts)}): "
             f"method={result.method!r} bounds the initial states only, and the bounds held "

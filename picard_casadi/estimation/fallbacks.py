@@ -111,7 +111,8 @@ from ..result import EstimationResult
 from .diagnosis import UNSTABLE_THERE
 
 __all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
-           "ITERATION_LIMITS", "STALLED", "NOISE_NOT_POSITIVE", "OUTPUT_NOT_POSITIVE", "UNFINISHED",
+           "ITERATION_LIMITS", "STALLED", "NOISE_NOT_POSITIVE", "OUTPUT_NOT_POSITIVE",
+           "UNFINISHED",
            "restarts_allowed", "another_method", "run_limit",
            "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",

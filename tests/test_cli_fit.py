@@ -428,6 +428,22 @@ def test_profile_writes_its_files_and_overwrite_removes_them(here, capsys):
         "convergence.png", "fit.png", "result.json"]
 
 
+def test_ctrl_c_during_the_profile_keeps_the_fits_files(here, capsys, monkeypatch):
+    # a fit of 40 s lost its files to a Ctrl-C in the profile that followed
+    import picard_casadi.studies.profile as profile_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profile_module, "profile", interrupted)
+    _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])
+    code, out, err, saved = _fit(capsys, "--profile", "--quiet")
+    assert code == 130 and "interrupted" in err, (code, err)
+    assert saved is not None and saved["success"]
+    assert sorted(p.name for p in (here / "res").iterdir()) == [
+        "convergence.png", "fit.png", "result.json"]
+
+
 def test_profile_parameters_profiles_those_alone(here, capsys):
     # an epidemiologist's nine-parameter fit profiled all nine (36 s) for R0
     _write(here, DECAY, DECAY_TRUE, [[0.2], [3.0]])

@@ -17,8 +17,9 @@ updated in place on a terminal, plain lines when piped; a line before the
 model's functions are first compiled), the estimate with standard errors
 and confidence intervals, the initial states per experiment (and the truth
 when known), and write ``result.json``, ``fit.png`` and ``convergence.png``
-(with ``--profile`` also ``profile.png`` and ``profile.json``) into the
-output folder.
+(with ``--profile`` also ``profile.png`` and ``profile.json``, written when
+the profile is done: a profile stopped by Ctrl-C leaves the fit's files) into
+the output folder.
 
 A model file's ``P0``, ``P_BOUNDS``, ``X0`` and ``OPTIONS`` combine with the
 flags; a flag wins over the file for what it sets (``--bounds`` replaces one
@@ -67,7 +68,7 @@ from .errors import CliError, CliFailure
 from .noise_options import noise_options
 from .initial_states import clock_started, initial_states, vector_arg
 from .petab_input import petab_input
-from .result_files import PROFILE_FILES, write_results
+from .result_files import PROFILE_FILES, write_profile, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file
 from .parameter_flags import flagged_parameters, own_parameters
@@ -334,8 +335,10 @@ def _profile(res: Any, fit: _Fit, args: argparse.Namespace) -> tuple[Any, str]:
 def _finish(res: Any, fit: _Fit, args: argparse.Namespace, out: Path) -> int:
     """Summary, profile, files; the exit status."""
     print(in_cli_terms(res.summary()))
+    write_results(res, fit.model, fit.experiments, out)  # kept if Ctrl-C stops the profile
     prof, problem = _profile(res, fit, args)
-    write_results(res, fit.model, fit.experiments, out, prof)
+    if prof is not None:
+        write_profile(prof, out)
     if problem:
         print(f"picard-casadi {args.command}: {problem}", file=sys.stderr)
         return 1

@@ -700,12 +700,14 @@ class _Builder(NoiseTables):
         if scale not in _DISTRIBUTION:
             raise ValueError(f"{where}: parameterScale {scale!r} is not lin, log or log10")
         lo, hi = float(row["lowerBound"]), float(row["upperBound"])
-        if scale != "lin" and (lo < 0 or hi <= 0):
+        if scale != "lin" and (lo <= 0 or hi <= 0):
+            # (as petablint: a lower bound of 0 is -inf on the log scale, where a
+            # user's start ran a rate to 1e-24595 and was counted as converged)
             raise ValueError(f"{where}: the bounds [{lo:g}, {hi:g}] of a {scale}-scaled "
                              "parameter must be positive (PEtab's bounds are on the linear "
-                             "scale); give positive bounds or parameterScale lin")
-        if scale != "lin" and lo == 0:
-            lo = None  # log(0): unbounded below on the log scale
+                             "scale, and log(0) is -inf); give positive bounds (lowerBound "
+                             "the smallest value it may take, such as 1e-6 times "
+                             "nominalValue) or parameterScale lin")
         prior = None
         kind = row.get("objectivePriorType", "")
         if not _empty(kind):

@@ -515,3 +515,27 @@ def test_residuals_that_grow_with_a_positive_output_are_noted():
     res = pc.estimate(model, [pc.Experiment(t, relative, x0=[100.0], t0=0.0)], [0.5],
                       estimate_x0=False, noise="log-normal")
     assert res.success and not any("grow with its size" in w for w in res.warnings)
+
+
+def test_the_fit_figure_of_a_log_normal_output_not_measured_at_t0_keeps_its_data_in_view():
+    """A PEtab log-normal observable of a species starting at 0, measured from
+    t = 2 on (another observable at t = 0): the line's log at t = 0 (-690)
+    set the axis, and the data were a flat line at its top."""
+    pytest.importorskip("libsbml")
+    pytest.importorskip("petab")
+    from pathlib import Path
+
+    from picard_casadi.io.plotting import plot_fit
+
+    prob = pc.Problem.from_petab(Path(__file__).parent / "data" / "preequilibrated_cascade"
+                                 / "problem.yaml")
+    res = prob.estimate()
+    assert res.success, res.message
+    fig = plot_fit(res, prob.model, prob.experiments)
+    k = prob.model.y_names.index("obs_Rp")
+    e = [exp.name for exp in prob.experiments].index("c5")
+    data = prob.experiments[e].y[:, k]
+    data = np.log(data[np.isfinite(data)])  # as drawn
+    low, high = next(ax for ax in fig.axes if ax.get_gid() == f"fit:{e}:{k}").get_ylim()
+    span = data.max() - data.min()
+    assert data.min() - span <= low < data.min() and data.max() < high, (low, high, data)

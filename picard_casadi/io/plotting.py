@@ -49,6 +49,17 @@ def _limit_to(ax: plt.Axes, values: np.ndarray) -> None:
         ax.set_ylim(lo - pad, hi + pad)
 
 
+def _far_beyond(line: np.ndarray, anchor: np.ndarray) -> bool:
+    """Whether the finite ``line`` leaves the range of the finite ``anchor`` by
+    more than that range (or than 1 where the range is 0)."""
+    line, anchor = line[np.isfinite(line)], anchor[np.isfinite(anchor)]
+    if not (line.size and anchor.size):
+        return False
+    lo, hi = float(anchor.min()), float(anchor.max())
+    pad = hi - lo if hi > lo else 1.0
+    return bool(line.min() < lo - pad or line.max() > hi + pad)
+
+
 def _grid(n: int) -> tuple[int, int]:
     cols = 1 if n == 1 else 2 if n <= 4 else 3
     return int(np.ceil(n / cols)), cols
@@ -176,11 +187,13 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             fit_ax.plot(exp.t, data, "o", ms=2.8, color=colour, alpha=0.6, label="data")
             if Y_all is not None:
                 fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
-                if scales[k] != "lin":
-                    # the log of a state starting at 0 (an oral dose's central
-                    # compartment) dives towards -690 before the first sample:
-                    # the data's range, not the line's, sets the axis
-                    _limit_to(fit_ax, np.r_[data, Y_all[at_samples, k]])
+                # the log of a state starting at 0 (an oral dose's central
+                # compartment; a PEtab log-normal observable, measured from
+                # t = 2 on) dives towards -690 where it is not measured: far
+                # beyond the data, the data's range sets the axis
+                anchor = np.r_[data, Y_all[at_samples[np.isfinite(data)], k]]
+                if _far_beyond(Y_all[:, k], anchor):
+                    _limit_to(fit_ax, anchor)
             if i == 0:
                 fit_ax.set_title(exp.name, fontsize=9)
             if labelled:
@@ -249,7 +262,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         head = f"{title or f'{model.name}: {result.method} fit'}\n{verdict}"
         colour = "#c00000"
     if np.isfinite(result.nllh):
-        noise = "estimated" if result.settings.get("noise") == "estimated" else "given"
+        how = result.settings.get("noise")  # (a PEtab user's two estimated read "given")
+        noise = ("estimated" if how == "estimated" else "partly estimated" if how == "mixed"
+                 else "given")
         est += f";  -log likelihood {result.nllh:.6g} (noise \u03c3 {noise})"
     if failed_sim:
         est += f"  (simulation failed: {', '.join(failed_sim)})"

@@ -20,7 +20,7 @@ from ..model import Model
 
 __all__ = ["check_preequilibration", "settled_after", "settling_time", "settles",
            "PhasedConstants", "SETTLED", "SETTLING_MARGIN", "SETTLING_HORIZON",
-           "SETTLING_RESOLUTION", "SETTLING_RATIO"]
+           "SETTLING_RESOLUTION"]
 
 
 def check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int]:
@@ -81,9 +81,6 @@ def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float) -> 
 
 #: the settling's clock resolves times from its duration times this on
 SETTLING_RESOLUTION = 1e-9
-#: ... and its intervals (cut by breakpoints) cover at most this ratio of time
-#: each: 64 intervals over the nine decades
-SETTLING_RATIO = 1.4
 
 
 def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
@@ -119,14 +116,7 @@ def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
     a = float(np.log(duration / tau0 + 1.0)) / span
     u = exp.u
     stretched = PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0))
-    # at most a ratio of SETTLING_RATIO per interval, whatever T is: the mesh
-    # of the data's time scale (3.0 on a span of 60: 20 intervals over nine
-    # decades) misplaced a MAPK cascade's steady state by 80 noise levels, and
-    # picard-gn's search there led to a wrong optimum (docs/petab.md)
-    n = int(np.ceil(a * span / np.log(SETTLING_RATIO)))
-    settling = t0 - span + span * np.arange(1, n) / n
-    return exp.replaced(t0=t0 - span, u=stretched,
-                        breakpoints=np.r_[exp.breakpoints, settling, t0],
+    return exp.replaced(t0=t0 - span, u=stretched, breakpoints=np.r_[exp.breakpoints, t0],
                         preequilibration=None), float(duration)
 
 

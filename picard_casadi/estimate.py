@@ -655,8 +655,9 @@ def estimate(
                           "states (a dose of 0?), or leave such values out (NaN)")
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
+    outliers = None
     if result.success:
-        check_fit(result, prob.experiments, fitted)
+        outliers = check_fit(result, prob.experiments, fitted)
     elif result.status in ITERATION_LIMITS + STALLED:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(
@@ -693,7 +694,7 @@ def estimate(
         if pooled:
             result.warnings.append(pooled)
         if weights_mode != "given" and result.success:
-            result.warnings += growing_noise_notes(result, prob.experiments, fitted)
+            result.warnings += growing_noise_notes(result, prob.experiments, fitted, outliers)
     if run.plateau_reach is not None and result.success:
         # a stiff start's search converged on a plateau and stopped there
         # (estimation/refinement.py): no certificate, the search's reach

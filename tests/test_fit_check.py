@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.analysis.fit_check import lack_of_fit, noise_variance, runs_z
+from picard_casadi.analysis.fit_check import (gross_outliers, lack_of_fit, noise_variance,
+                                              runs_z)
 
 from conftest import prey_only_lotka_volterra
 
@@ -155,6 +156,43 @@ def test_a_stretch_of_far_residuals_is_a_misfit_not_outliers():
     alone[[5, 30]] += 3.0
     notes = lack_of_fit([y[:, None]], [alone[:, None]], ["e"], ["y"], times=[t])
     assert len(notes) == 1 and "2 sample(s) lie over 20 noise levels off" in notes[0]
+
+
+def test_a_lone_outlier_beside_a_good_fit_is_named_by_itself():
+    # a historian's temperature spike (90 noise levels) moved two Arrhenius
+    # parameters 1.8 standard errors with no word: the fit followed the data
+    # elsewhere, so lack_of_fit saw no runs
+    rng = np.random.default_rng(4)
+    t = np.linspace(0, 10, 200)
+    fitted = np.exp(-0.3 * t)
+    y = fitted + 0.01 * rng.standard_normal(t.size)
+    assert gross_outliers([y[:, None]], [fitted[:, None]], ["run"], ["T"], [t]) == []
+    y[70] += 0.9
+    found = gross_outliers([y[:, None]], [fitted[:, None]], ["run"], ["T"], [t])
+    assert len(found) == 1
+    e, k, mask, note = found[0]
+    assert (e, k) == (0, 0) and np.flatnonzero(mask).tolist() == [70]
+    assert note.startswith("gross outliers? 1 sample(s) of output 'T' in experiment 'run'")
+    assert f"t = {t[70]:g}: 9" in note  # ~90 noise levels
+    assert lack_of_fit([y[:, None]], [fitted[:, None]], ["run"], ["T"], times=[t]) == []
+    # a stretch far off is a misfit, not outliers
+    y[70:74] += 0.9
+    assert gross_outliers([y[:, None]], [fitted[:, None]], ["run"], ["T"], [t]) == []
+
+
+def test_a_reading_of_zero_is_an_outlier_not_noise_that_grows():
+    """A lab analyser's reading of 0 among concentrations near 0.5 (noise 2 %):
+    the only note said the residuals grow with the output and advised
+    log-normal noise, and the concentration's noise came out 8 times too big."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, x_names=["C"], p_names=["k"])
+    t = np.linspace(0.0, 4.0, 41)
+    y = np.exp(-0.2 * t) * (1.0 + 0.02 * np.random.default_rng(5).standard_normal(t.size))
+    y[30] = 0.0
+    with pytest.warns(pc.FitWarning, match=r"gross outliers\? 1 sample\(s\) of output 'C'"):
+        res = pc.estimate(model, [pc.Experiment(t=t, y=y[:, None], x0=[1.0])], p0=[0.5])
+    assert res.success and res.fit_flagged
+    assert not any("grow with its size" in w for w in res.warnings), res.warnings
 
 
 def test_an_interior_point_method_short_of_its_bound_is_on_it():

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["lack_of_fit", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
-           "NOISE_RATIO", "LACK_OF_FIT", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE",
-           "is_fit_note"]
+__all__ = ["lack_of_fit", "gross_outliers", "lone_outliers", "robust_noise", "runs_z",
+           "noise_variance", "second_differences", "RUNS_Z", "NOISE_RATIO", "LACK_OF_FIT",
+           "OUTLIERS_HEAD", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE", "is_fit_note"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -52,6 +52,8 @@ OUTLIER = 20.0
 MAX_OUTLIERS = 0.1
 #: how every note of :func:`lack_of_fit` begins
 LACK_OF_FIT = "the fit is systematically off the data"
+#: how every note of :func:`gross_outliers` begins
+OUTLIERS_HEAD = "gross outliers?"
 #: what the note of a parameter on its bound says after the parameter's name
 #: (:func:`picard_casadi.estimation.diagnosis.note_bounds_reached`)
 ON_BOUND_NOTE = " ended on its "
@@ -167,14 +169,7 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             if r.size < MIN_SAMPLES and not one_sign:
                 continue
             if (z < RUNS_Z or one_sign) and ratio > NOISE_RATIO:
-                far = np.abs(r - np.median(r)) > OUTLIER * math.sqrt(noise)
-                # an outlier stands alone: neighbours far off too are a stretch
-                # the model misses (a fit with its damping held at 0 missed its
-                # first three samples, which were then called outliers)
-                beside = np.zeros_like(far)
-                beside[1:] |= far[:-1]
-                beside[:-1] |= far[1:]
-                far &= ~beside
+                far = lone_outliers(r, math.sqrt(noise))
                 n_far = int(np.count_nonzero(far))
                 these = causes
                 if 0 < n_far <= MAX_OUTLIERS * r.size:
@@ -198,9 +193,77 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
     return notes
 
 
+def lone_outliers(r: np.ndarray, noise: float) -> np.ndarray:
+    """The residuals ``r`` (time order) over :data:`OUTLIER` noise levels
+    (``noise``: a standard deviation) from their median whose neighbours are
+    not: an outlier stands alone, where neighbours far off too are a stretch
+    the model misses (a fit with its damping held at 0 missed its first three
+    samples, which were then called outliers)."""
+    far = np.abs(r - np.median(r)) > OUTLIER * noise
+    beside = np.zeros_like(far)
+    beside[1:] |= far[:-1]
+    beside[:-1] |= far[1:]
+    return far & ~beside
+
+
+def robust_noise(values: np.ndarray) -> float:
+    """The noise standard deviation of a series from the median of its squared
+    second differences (:func:`noise_variance`'s outlier-proof form)."""
+    d = second_differences(values)
+    return math.sqrt(float(np.median(d * d)) / (6.0 * _CHI2_1_MEDIAN)) if d.size else math.nan
+
+
+def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
+                   experiment_names: Sequence[str], output_names: Sequence[str],
+                   times: Sequence[np.ndarray]) -> list[tuple[int, int, np.ndarray, str]]:
+    """Samples that lie alone over :data:`OUTLIER` noise levels off the fit
+    (the smaller of the data's :func:`robust_noise` and the residuals' median
+    absolute deviation), at most
+    :data:`MAX_OUTLIERS` of an output's: ``(experiment, output, mask of its
+    samples, note)`` each.
+
+    A fit that follows the data elsewhere hides them from :func:`lack_of_fit`:
+    a historian's temperature spike of 90 noise levels moved two Arrhenius
+    parameters 1.8 standard errors with no word, and a lab reading of 0 was
+    taken for noise that grows with the output.
+    """
+    found = []
+    for e, (name, Y, G) in enumerate(zip(experiment_names, data, fitted)):
+        Y, G, t = np.asarray(Y, float), np.asarray(G, float), np.asarray(times[e], float)
+        for k, output in enumerate(output_names):
+            ok = np.isfinite(Y[:, k]) & np.isfinite(G[:, k])
+            if np.count_nonzero(ok) < MIN_SAMPLES:
+                continue
+            r = Y[ok, k] - G[ok, k]
+            # the smaller of the data's and the residuals' robust noise level:
+            # sparse lab samples' second differences hold the signal's changes
+            # (0.029 for a noise of 0.009), a poor fit's residuals hold its misfit
+            mad = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+            levels = [v for v in (robust_noise(Y[ok, k]), mad) if v > 0]
+            if not levels:
+                continue
+            noise = min(levels)
+            far = lone_outliers(r, noise)
+            n_far = int(np.count_nonzero(far))
+            if not 0 < n_far <= MAX_OUTLIERS * r.size:
+                continue
+            levels = np.abs(r[far] - np.median(r)) / noise
+            where = ", ".join(f"t = {v:g}: {lv:.0f}" for v, lv in zip(t[ok][far][:5],
+                                                                      levels[:5]))
+            mask = np.zeros(Y.shape[0], bool)
+            mask[np.flatnonzero(ok)[far]] = True
+            found.append((e, k, mask, (
+                f"{OUTLIERS_HEAD} {n_far} sample(s) of output {output!r} in experiment "
+                f"{name!r} lie alone over {OUTLIER:g} noise levels off the fit ({where}"
+                f"{', ...' if n_far > 5 else ''} noise levels of {noise:.3g}, a level "
+                "robust to them): gross outliers pull a least-squares fit; if they are faulty "
+                "(a spike, a glitch, a reading of 0), drop them (NaN in y) and fit again")))
+    return found
+
+
 def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a
-    :class:`~picard_casadi.FitWarning` (lack of fit, a parameter on its bound,
-    an optimum that is not unique)."""
-    return (note.startswith((LACK_OF_FIT, NOT_UNIQUE)) or ON_BOUND_NOTE in note
+    :class:`~picard_casadi.FitWarning` (lack of fit, gross outliers, a
+    parameter on its bound, an optimum that is not unique)."""
+    return (note.startswith((LACK_OF_FIT, NOT_UNIQUE, OUTLIERS_HEAD)) or ON_BOUND_NOTE in note
             or ON_BOUNDS_NOTE in note)

@@ -351,13 +351,16 @@ GROWING_NOISE_MIN = 5
 
 
 def growing_noise_notes(result: EstimationResult, experiments: Sequence[Any],
-                        fitted: Sequence[np.ndarray]) -> list[str]:
+                        fitted: Sequence[np.ndarray],
+                        outliers: Sequence[np.ndarray] | None = None) -> list[str]:
     """A note for each output of one sign (a concentration, a count) fitted
     with one estimated noise level (normal noise, ``sigma`` estimated) whose
     residuals grow with its fitted value (:data:`GROWING_NOISE_P`): proportional noise
     (an assay's relative error over five decades of concentration gave 95 %
     intervals that held the truth in half of 30 data sets, with no word).
-    ``fitted``: the outputs per experiment at its sample times."""
+    ``fitted``: the outputs per experiment at its sample times; ``outliers``:
+    per experiment, the samples named as gross outliers, left out (a lab
+    reading of 0 made a CSTR's concentration "noise that grows")."""
     models = [str(m) for m in result.settings.get("noise_model") or []]
     if models:
         names = [m.split(": ", 1)[0] for m in models]
@@ -372,6 +375,8 @@ def growing_noise_notes(result: EstimationResult, experiments: Sequence[Any],
         g = np.concatenate([np.asarray(G, float)[:, k] for G in fitted])
         y = np.concatenate([np.asarray(e.y, float)[:, k] for e in experiments])
         keep = np.isfinite(y) & np.isfinite(g)
+        if outliers is not None:
+            keep &= ~np.concatenate([np.asarray(m)[:, k] for m in outliers])
         g, r = g[keep], (y - g)[keep]
         third = g.size // 3
         if third < GROWING_NOISE_MIN or not (np.all(g > 0) or np.all(g < 0)):

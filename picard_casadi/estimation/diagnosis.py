@@ -36,7 +36,7 @@ import casadi as ca
 import numpy as np
 
 from ..analysis.certificate import short_of_optimum
-from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, lack_of_fit
+from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, gross_outliers, lack_of_fit
 from ..analysis.reach import INERT_REACH
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -176,11 +176,18 @@ def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
 
 
 def check_fit(result: EstimationResult, experiments: list[Experiment],
-              fitted: list[np.ndarray]) -> None:
+              fitted: list[np.ndarray]) -> list[np.ndarray]:
     """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
-    estimate's residuals are systematic and far above the data's noise
+    estimate's residuals are systematic and far above the data's noise, or
+    where samples lie alone far off it
     (:mod:`picard_casadi.analysis.fit_check`).  ``fitted``: the outputs the run fitted,
-    per experiment at its sample times (:func:`fitted_outputs`)."""
+    per experiment at its sample times (:func:`fitted_outputs`).
+
+    Returns
+    -------
+    list of ndarray (N_e, ny) of bool
+        Per experiment, the samples named as gross outliers.
+    """
     unweighted = result.settings.get("weights", "none") == "none"
     # nothing estimated: every parameter pinned (a table's fixed entries are
     # bounds lo = hi) and no initial state free
@@ -191,6 +198,14 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     notes = lack_of_fit([e.y for e in experiments], fitted,
                         [e.name for e in experiments], result.y_names, unweighted,
                         times=[e.t for e in experiments], estimated=estimated)
+    outliers = [np.zeros(np.shape(e.y), bool) for e in experiments]
+    for e, k, mask, note in gross_outliers([e.y for e in experiments], fitted,
+                                           [e.name for e in experiments], result.y_names,
+                                           [e.t for e in experiments]):
+        outliers[e][:, k] = mask
+        if not any(f"of output {result.y_names[k]!r} in experiment {experiments[e].name!r}"
+                   in n for n in notes):  # (its lack-of-fit note names them)
+            notes.append(note)
     for note in notes:
         result.warnings.append(note)
         warn_user(note, FitWarning)
@@ -200,6 +215,7 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     for note in time_unit_notes(experiments):
         result.warnings.append(note)
         warn_user(note, FitWarning if notes else UserWarning)
+    return outliers
 
 
 #: experiments whose time spans differ by this factor or more, in a fit with

@@ -192,6 +192,40 @@ def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):
     assert linear.breakpoints.size == 0 and linear.u_interpolation == "linear"
 
 
+def test_a_held_inputs_empty_cells_hold_the_value_above(tmp_path):
+    # a historian logs a set point where it changes: the empty cells between
+    # were "column 'F' is empty" even under --input-hold previous
+    import casadi as ca
+
+    x, p, u = ca.SX.sym("x"), ca.SX.sym("p"), ca.SX.sym("u")
+    model = pc.Model(x=x, p=p, u=u, rhs=-p * x + u, y_names=["y"], u_names=["F"])
+    csv_file = tmp_path / "d.csv"
+    cells = ["2", "", "", "5", "", "1"]
+    csv_file.write_text("experiment,time,y,F\n" + "".join(
+        f"a,{k * 0.5},{1.0 + 0.1 * k},{c}\n" for k, c in enumerate(cells)))
+    held, = pc.read_csv_experiments(csv_file, model, "previous")
+    assert held.u[:, 0].tolist() == [2, 2, 2, 5, 5, 1]
+    assert np.allclose(held.breakpoints, [1.5])  # (the jump at the last sample ends it)
+    with pytest.raises(ValueError, match=r"line 3: column 'F' is empty; an input logged only "
+                                         r"where it changes is held .*--input-hold previous"):
+        pc.read_csv_experiments(csv_file, model)
+    csv_file.write_text("experiment,time,y,F\na,0,1,\na,1,1,2\n")
+    with pytest.raises(ValueError, match=r"line 2: column 'F' is empty on the first row of "
+                                         r"experiment 'a'"):
+        pc.read_csv_experiments(csv_file, model, "previous")
+
+
+def test_a_timestamp_in_the_time_column_says_to_convert_it(tmp_path):
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["y"])
+    (tmp_path / "d.csv").write_text("time,y\n2024-03-04 06:00:00.000,1\n")
+    with pytest.raises(ValueError, match=r"holds '2024-03-04 06:00:00.000', not a number; a "
+                                         r"timestamp is converted first"):
+        pc.read_csv_experiments(tmp_path / "d.csv", model)
+
+
 def test_input_hold_names_the_inputs_it_holds():
     """--input-hold NAME=previous holds those inputs and reads the others
     linearly (a feed's staircase beside a temperature ramp), as the note's

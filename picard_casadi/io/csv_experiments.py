@@ -51,8 +51,10 @@ def read_csv_experiments(path: str | Path, model: Model,
         Inputs between samples: interpolated linearly (``"linear"``, right
         for measured smooth signals; ``None``, the default, reads them so and
         a fit notes inputs that look like a staircase) or held
-        (``"previous"``, for step inputs: every sample is a breakpoint); a
-        sequence gives one per input (``Experiment``'s ``u_interpolation``).
+        (``"previous"``, for step inputs: the intervals start where one
+        changes; an empty cell holds the value above it, as a historian logs
+        a set point only where it changes); a sequence gives one per input
+        (``Experiment``'s ``u_interpolation``).
     conditions : str or Path, optional
         A condition table, the command line's ``--conditions`` file: each
         experiment's constants and own parameters (:func:`apply_conditions`),
@@ -133,6 +135,11 @@ def read_csv_experiments(path: str | Path, model: Model,
                             "it empty)" if outputs else ""))
     col = {h: i for i, h in enumerate(header)}
     given_sigma = [c for c in sigma_columns if c in col]
+    # a held input's empty cell holds its value from the row before (a
+    # historian logs a set point where it changes)
+    one_each = isinstance(input_hold, str) or (input_hold is not None
+                                                and len(input_hold) == model.nu)
+    held = [one_each and not is_linear(input_hold, k) for k in range(model.nu)]
     groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}
     for line, row in rows:
         if not any(cell.strip() for cell in row):
@@ -145,13 +152,20 @@ def read_csv_experiments(path: str | Path, model: Model,
             if cell == "":
                 if allow_empty:
                     return math.nan
-                raise ValueError(f"{path}, line {line}: column {name!r} is empty")
+                raise ValueError(f"{path}, line {line}: column {name!r} is empty"
+                                 + ("; an input logged only where it changes is held from "
+                                    "one value to the next with input_hold='previous' "
+                                    "(--input-hold previous)" if name in model.u_names
+                                    else ""))
             try:
                 value = float(cell)
             except ValueError:
                 raise ValueError(
                     f"{path}, line {line}: column {name!r} holds {cell!r}, not a number"
                     + ("; a missing value is an empty cell (or NaN)" if allow_empty else "")
+                    + ("; a timestamp is converted first, to the time elapsed in the model's "
+                       "time unit (docs/cli.md, 'The CSV')"
+                       if name == "time" and re.search(r"\d[-/:.]\d+[-/:]\d", cell) else "")
                 ) from None
             if math.isinf(value):
                 raise ValueError(f"{path}, line {line}: column {name!r} is infinite")
@@ -164,7 +178,7 @@ def read_csv_experiments(path: str | Path, model: Model,
             else Path(path).stem
         t = number("time", False)
         y = [number(k, True) for k in model.y_names]
-        u = [number(k, False) for k in model.u_names]
+        u = [number(k, h) for k, h in zip(model.u_names, held)]
         sig = [number(c, True) if c in col else math.nan for c in sigma_columns]
         groups.setdefault(name, []).append((line, t, y, u, sig))
     if not groups:
@@ -180,7 +194,8 @@ def read_csv_experiments(path: str | Path, model: Model,
                 )
         t = np.array([s[1] for s in samples])
         y = np.array([s[2] for s in samples])
-        u = np.array([s[3] for s in samples]) if model.nu else None
+        u = _held_forward(np.array([s[3] for s in samples]), held, model.u_names,
+                          [s[0] for s in samples], path, name) if model.nu else None
         sigma = np.array([s[4] for s in samples]) if given_sigma else None
         try:
             # intervals start where a held input jumps: at its changes where
@@ -195,6 +210,23 @@ def read_csv_experiments(path: str | Path, model: Model,
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
     return apply_conditions(conditions, model, experiments) if conditions else experiments
+
+
+def _held_forward(u: np.ndarray, held: list[bool], names: Sequence[str], lines: list[int],
+                  path: Path, experiment: str) -> np.ndarray:
+    """The inputs ``u`` (N, nu) of one experiment with each held input's empty
+    cells (NaN) holding the value before; a ValueError where its first row
+    has none."""
+    for k in np.flatnonzero(held):
+        column = u[:, k]
+        if np.isnan(column[0]):
+            raise ValueError(f"{path}, line {lines[0]}: column {names[k]!r} is empty on the "
+                             f"first row of experiment {experiment!r}: a held input holds the "
+                             "value before an empty cell, and there is none; give its value "
+                             "where the record starts")
+        filled = np.flatnonzero(~np.isnan(column))
+        u[:, k] = column[filled[np.searchsorted(filled, np.arange(column.size), "right") - 1]]
+    return u
 
 
 def _read_text(path: Path) -> str:

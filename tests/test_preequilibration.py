@@ -223,3 +223,28 @@ def test_the_default_path_fits_a_preequilibrated_cascade_on_its_first_route():
     assert res.success and res.method == "picard-gn", (res.method, res.message, res.warnings)
     assert not any("data's time scale" in w for w in res.warnings), res.warnings
     assert shot.success and res.nllh == pytest.approx(shot.nllh, abs=1e-4)
+
+
+@pytest.mark.parametrize("empty", ["", "NaN"])
+def test_an_empty_condition_cell_of_a_species_assigned_a_parameter_is_that_parameter(
+        tmp_path, empty):
+    # PEtab: an empty cell is the model's own initial value (and, after a
+    # preequilibration, no reset); where SBML assigns the species a parameter
+    # (R = R0) it was a NotImplementedError, where writing R0 worked
+    pytest.importorskip("libsbml")
+    pytest.importorskip("petab")
+    import shutil
+    from pathlib import Path
+
+    source = Path(__file__).parent / "data" / "preequilibrated_cascade"
+    likelihoods = []
+    for cell in (empty, "R0"):
+        folder = tmp_path / (cell or "empty")
+        shutil.copytree(source, folder)
+        (folder / "conditions.tsv").write_text(
+            "conditionId\tconditionName\tdose\tR\n"
+            f"c0\tdose 0.0\t0.0\t{cell}\nc1\tdose 1.0\t1.0\t{cell}\n"
+            "c5\tdose 5.0\t5.0\t0.8\nc20\tdose 20.0\t20.0\t1.5\n")
+        likelihoods.append(pc.read_petab(folder / "problem.yaml").nllh_at())
+    assert np.isfinite(likelihoods[0]) and likelihoods[0] == pytest.approx(likelihoods[1],
+                                                                            rel=1e-9)

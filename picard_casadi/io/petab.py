@@ -647,12 +647,17 @@ class _Builder(NoiseTables):
                     if col in species_set:
                         kept[c].add(col)
                     default = sb.default[key]
-                    if not default.is_constant():
+                    if default.is_constant():
+                        set_by_conditions[c][pname] = float(default)
+                        continue
+                    if not default.is_symbolic():
                         raise NotImplementedError(
                             f"{f['conditions']}: condition {c!r} leaves {col!r} empty, and its "
-                            "SBML value is an expression; give a number or a parameter")
-                    set_by_conditions[c][pname] = float(default)
-                    continue
+                            f"SBML value is the expression {default}; give a number or a "
+                            "parameter there")
+                    # its SBML value is a parameter (an initial assignment R = R0):
+                    # as if the cell named it
+                    v = default.name()
                 num = _number(v)
                 if num is not None:
                     set_by_conditions[c][pname] = num

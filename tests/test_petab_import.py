@@ -840,3 +840,82 @@ def test_bounds_for_a_petab_problem_s_table_are_refused_with_the_way_to_give_the
     with pytest.raises(ValueError, match=r"this problem's parameters are a table .* "
                                          r"dataclasses.replace\(q, bounds=\(lo, hi\)\)"):
         prob.estimate(p_bounds=([0.0] * 9, [1.0] * 9))
+
+
+def test_an_empty_table_and_a_table_without_rows_are_named(tmp_path):
+    # pandas' "No columns to parse from file" named no file; a header alone
+    # was reported as the parameter table's rows being unused
+    yaml = _copy(tmp_path)
+    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+    header = table.read_text().splitlines()[0]
+    table.write_text("")
+    with pytest.raises(ValueError, match=r"measurementData_Boehm_JProteomeRes2014.tsv: the file "
+                                         r"is empty"):
+        read_petab(yaml)
+    table.write_text(header + "\n")
+    with pytest.raises(ValueError, match=r"measurementData_Boehm_JProteomeRes2014.tsv: no "
+                                         r"measurements"):
+        read_petab(yaml)
+
+
+def test_observable_parameters_a_formula_does_not_have_are_named_by_line(tmp_path):
+    # rows without the observableParameters their formula needs were first
+    # reported as the parameter's row unused in the parameter table
+    yaml = _copy(tmp_path)
+    table = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+    _set_cell(table, 3, "observableParameters", "1.5")
+    with pytest.raises(ValueError, match=r"line 4 \(observable 'pSTAT5A_rel', condition "
+                                         r"'model1_data1'\) give\(s\) 1 observableParameters, "
+                                         r"where the formula .* has 0 placeholder"):
+        read_petab(yaml)
+
+
+def test_a_nominal_value_outside_the_bounds_is_named_in_the_tables_words(tmp_path):
+    yaml = _copy(tmp_path)
+    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
+          "log10\t1E-05\t100000\t0.026982514033029", "log10\t1E-05\t100000\t5E+05")
+    with pytest.raises(ValueError, match=r"parameter 'Epo_degradation_BaF3': nominalValue "
+                                         r"500000 is outside its bounds"):
+        read_petab(yaml)
+
+
+CASCADE = Path(__file__).parent / "data" / "preequilibrated_cascade"
+
+
+def _cascade_with(tmp_path: Path, change) -> Path:
+    """The preequilibrated cascade's problem with its measurement lines changed."""
+    folder = tmp_path / "cascade"
+    shutil.copytree(CASCADE, folder)
+    table = folder / "measurements.tsv"
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join(change(lines)) + "\n")
+    return folder / "problem.yaml"
+
+
+def test_a_measurements_own_noise_of_zero_is_named_by_its_line(tmp_path):
+    # it was "Experiment 'c0': `sigma` must be positive ...; sigma[5, 0]"
+    def zero(lines):
+        lines[1] = lines[1].replace("\t0.04", "\t0")
+        return lines
+    with pytest.raises(ValueError, match=r"measurements.tsv: line 2 \(observable 'obs_pK', "
+                                         r"condition 'c0'\) has noiseParameters .* must be "
+                                         r"positive"):
+        read_petab(_cascade_with(tmp_path, zero))
+
+
+def test_a_log_scale_observables_measurement_that_is_not_positive_is_named(tmp_path):
+    def negative(lines):
+        lines[5] = lines[5].replace("0.027223548213681323", "-0.01")
+        return lines
+    with pytest.raises(ValueError, match=r"line 6: measurement -0.01 of observable 'obs_Rp', "
+                                         r"whose observableTransformation .* is log"):
+        read_petab(_cascade_with(tmp_path, negative))
+
+
+def test_the_likelihood_of_a_log_observable_measured_where_it_starts_at_zero_is_inf(tmp_path):
+    # docs/petab.md: inf with a warning; it raised the fit's `noise` error
+    def at_start(lines):
+        return [*lines, "obs_Rp\t\tc1\t0.01\t0.0\t\tsd_Rp"]
+    prob = read_petab(_cascade_with(tmp_path, at_start))
+    with pytest.warns(UserWarning, match=r"'obs_Rp' in 'c1' measured at t = 0.*returns inf"):
+        assert prob.nllh_at() == math.inf

@@ -36,7 +36,7 @@ from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list", "floored_measurement", "floored_where",
-           "FLOORED_AT", "check_positive_at_start"]
+           "FLOORED_AT", "check_positive_at_start", "AT_START_HEAD"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,10 @@ def floored_measurement(model: Model, experiments: list[Experiment],
             "value measured there")
 
 
+#: how :func:`check_positive_at_start`'s error begins
+AT_START_HEAD = "`noise`: log-normal output(s) measured at an experiment's start"
+
+
 def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
                             held: np.ndarray, noise: Sequence[Noise]) -> None:
     """A ``ValueError`` where a log-normal output is measured at an
@@ -205,7 +209,7 @@ def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
         where = "; ".join(f"{model.y_names[k]!r} in {', '.join(names)}"
                           for k, names in hits.items())
         raise ValueError(
-            f"`noise`: log-normal output(s) measured at an experiment's start, where the known "
+            f"{AT_START_HEAD}, where the known "
             f"initial states make them 0 whatever the parameters ({where}; {count} value(s)): "
             "a positive value there has no finite likelihood (reported at half a detection "
             "limit?); leave these values out (NaN), or give the output normal noise (or a "

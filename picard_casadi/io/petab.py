@@ -299,6 +299,14 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     if entry.get("mapping_files"):
         raise NotImplementedError(f"{path}: mapping tables (mapping_files) are not supported")
     files = _files(config, path.parent)
+    tables = [config.get("parameter_file")] + [
+        name for key in ("condition_files", "measurement_files", "observable_files")
+        for name in entry.get(key, []) or []]
+    for name in tables:  # (pandas said "No columns to parse from file", naming none)
+        table = path.parent / str(name)
+        if name and table.is_file() and not table.read_text(errors="replace").strip():
+            raise ValueError(f"{table}: the file is empty; a PEtab table holds a header row "
+                             "and a row per entry")
     with warnings.catch_warnings():
         # the petab library's own use of pandas (float_precision, inplace=)
         # says nothing to the user of a problem: not passed on
@@ -337,6 +345,9 @@ class _Builder(NoiseTables):
     def _check(self) -> None:
         f = self.files
         meas = self.meas
+        if len(meas) == 0:  # (its parameters were blamed on the parameter table)
+            raise ValueError(f"{f['measurements']}: no measurements (the table holds its "
+                             "header only)")
         for col in ("time", "measurement"):
             for i, v in enumerate(meas[col]):
                 try:
@@ -370,6 +381,17 @@ class _Builder(NoiseTables):
                 raise ValueError(f"{f['parameters']}: parameter {name!r} has estimate {v!r}; "
                                  "the column 'estimate' holds 1 (estimated) or 0 (fixed at "
                                  "its nominalValue)")
+        if "observableTransformation" in self.obs.columns:
+            logged = {o for o, v in zip(self.obs.index, self.obs["observableTransformation"])
+                      if str(v).strip() in ("log", "log10")}
+            for i, (oid, v) in enumerate(zip(meas["observableId"], meas["measurement"])):
+                if oid in logged and not float(v) > 0:  # (it was "`noise`: ... sample 8")
+                    raise ValueError(
+                        f"{f['measurements']}: line {i + 2}: measurement {v} of observable "
+                        f"{oid!r}, whose observableTransformation in {f['observables']} is "
+                        f"{self.obs.loc[oid, 'observableTransformation']}: its log needs a "
+                        "positive measurement; leave the row out, or make the observable lin")
+        self._check_placeholder_counts()
         self._check_parameter_ids()
         if "objectivePriorType" in self.par.columns:
             for name, row in self.par.iterrows():
@@ -416,6 +438,37 @@ class _Builder(NoiseTables):
                     places.append(f"{self.files['measurements']}, column {col!r} (line "
                                   f"{rows[0] + 2}{' and others' if len(rows) > 1 else ''})")
         return with_closest(name, known) + (f" in {', '.join(places)}" if places else "")
+
+    def _check_placeholder_counts(self) -> None:
+        """Each measurement gives as many observableParameters as its
+        observable's formula has placeholders, as PEtab's linter requires: a
+        condition's rows without them were first reported as its parameter's
+        row unused in the parameter table (deleting it, as advised, then gave
+        a message naming no line)."""
+        need = {}
+        for oid, formula in zip(self.obs.index, self.obs["observableFormula"]):
+            used = re.findall(rf"\bobservableParameter(\d+)_{re.escape(str(oid))}\b",
+                              str(formula))
+            need[oid] = max((int(k) for k in used), default=0)
+        column = (self.meas["observableParameters"] if "observableParameters" in
+                  self.meas.columns else [""] * len(self.meas))
+        wrong: dict[tuple[str, str, int], list[int]] = {}
+        for i, (oid, cond, v) in enumerate(zip(self.meas["observableId"],
+                                               self.meas["simulationConditionId"], column)):
+            n = 0 if _empty(v) else len(str(v).split(";"))
+            if oid in need and n != need[oid]:  # (an unknown observable: named elsewhere)
+                wrong.setdefault((oid, str(cond), n), []).append(i + 2)
+        if wrong:
+            (oid, cond, n), lines = next(iter(wrong.items()))
+            more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+            others = (f" ({len(wrong) - 1} other group(s) of rows likewise)" if len(wrong) > 1
+                      else "")
+            raise ValueError(
+                f"{self.files['measurements']}: line {lines[0]}{more} (observable {oid!r}, "
+                f"condition {cond!r}) give(s) {n} observableParameters, where the formula of "
+                f"{oid!r} in {self.files['observables']} has {need[oid]} placeholder(s) "
+                f"(observableParameter1_{oid} ...); give {need[oid]}, separated by "
+                f"';'{others}")
 
     def _check_parameter_ids(self) -> None:
         """Every row of the parameter table names something the problem has (a
@@ -727,7 +780,9 @@ class _Builder(NoiseTables):
                              prior=prior)
         except ValueError as exc:
             # Parameter's own message names the parameter: the file adds where
-            text = str(exc).removeprefix(f"Parameter {name!r}: ")
+            text = (str(exc).removeprefix(f"Parameter {name!r}: ")
+                    .replace("`start`", "nominalValue")  # (in the table's words)
+                    .replace("`bounds`", "[lowerBound, upperBound]"))
             raise ValueError(f"{where}: {text}") from None
 
     def _observable(self, oid: str, placeholders: Sequence[float | str], sb: _Sbml,
@@ -782,6 +837,14 @@ class _Builder(NoiseTables):
             sigma = np.array([float(_replacements(self.pv, v)[0])
                               if self.output_of_row[i] in data_sigma else np.nan
                               for i, v in zip(rows.index, rows["noiseParameters"])])
+            bad = [i for i, v in zip(rows.index, sigma) if not (np.isnan(v) or 0 < v < np.inf)]
+            if bad:  # (it was "Experiment 'c0': `sigma` must be positive", no line)
+                raise ValueError(
+                    f"{self.files['measurements']}: line {bad[0] + 2} (observable "
+                    f"{self.meas['observableId'][bad[0]]!r}, condition {cid!r}) has "
+                    f"noiseParameters {self.meas['noiseParameters'][bad[0]]!r}, the noise "
+                    "standard deviation there; it must be positive"
+                    + (f" ({len(bad) - 1} more such row(s))" if len(bad) > 1 else ""))
         t = rows["time"].astype(float).to_numpy()
         outputs = [self.output_of_row[i] for i in rows.index]
         values = rows["measurement"].astype(float).to_numpy()

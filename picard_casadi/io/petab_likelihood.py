@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import with_closest
 from ..estimation.fallbacks import OUTPUT_NOT_POSITIVE
-from ..estimation.noise_plan import floored_where
+from ..estimation.noise_plan import AT_START_HEAD, floored_where
 from ..parameters import with_starts
 
 __all__ = ["nllh_at"]
@@ -61,9 +61,20 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
     span = max(e.t_end - e.t0 for e in experiments)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit check's notes on a fit nobody made
-        res = estimate(problem.model, experiments, fixed, noise=outputs,
-                       method="single-shooting", uncertainty=False,
-                       T=span if span > 0 else None)
+        try:
+            res = estimate(problem.model, experiments, fixed, noise=outputs,
+                           method="single-shooting", uncertainty=False,
+                           T=span if span > 0 else None)
+        except ValueError as err:
+            if not str(err).startswith(AT_START_HEAD):
+                raise
+            res, raised = None, str(err)
+    if res is None:  # a log-scale observable measured where it starts at 0 (it raised)
+        where = raised.split("whatever the parameters (", 1)[1].split(";", 1)[0]
+        warnings.warn(f"PEtab's likelihood is not finite at these values: {where} measured "
+                      "at t = 0, where its known initial states make it 0, and its noise is "
+                      "log-normal: nllh_at returns inf", UserWarning, stacklevel=3)
+        return float("inf")
     where = floored_where([res.message]) if res.status == OUTPUT_NOT_POSITIVE else ""
     if not where and not np.isfinite(res.nllh):
         raise ValueError(f"the model cannot be simulated at these values: {res.message}")

@@ -521,9 +521,11 @@ class EstimationResult:
         sigmas = ", ".join(f"{n} by its formula" if f else f"{n} {s:.4g}"
                            for n, s, f in zip(names, self.noise_sigma, formula))
         theta = self.settings.get("noise_parameter_values") or {}
-        if any(formula) and theta:
-            sigmas += "; noise parameters " + ", ".join(f"{k} = {v:.4g}"
-                                                       for k, v in theta.items())
+        theta_std = self.settings.get("noise_parameter_std") or {}
+        if (any(formula) or theta_std) and theta:
+            sigmas += "; noise parameters " + ", ".join(
+                f"{k} = {v:.4g}" + (f" +- {theta_std[k]:.2g}" if k in theta_std else "")
+                for k, v in theta.items())
         auto = ("the likelihood, each output's noise estimated (as weights='auto' does)"
                 if not models or how == "estimated" and all(m.endswith(": normal, sigma estimated")
                                                             for m in models)

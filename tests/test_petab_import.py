@@ -412,8 +412,9 @@ def test_bounds_out_of_order_name_the_file_and_the_parameter_once(tmp_path):
     row = next(i for i, line in enumerate(table.read_text().splitlines())
                if line.startswith("k_phos\t"))
     _set_cell(table, row, "lowerBound", "1e9")
-    with pytest.raises(ValueError, match=r"parameters_Boehm.*: parameter 'k_phos': `bounds` "
-                                         r"must be lower <= upper") as raised:
+    with pytest.raises(ValueError, match=r"parameters_Boehm.*: parameter 'k_phos': "
+                                         r"\[lowerBound, upperBound\] must be lower <= "
+                                         r"upper") as raised:
         read_petab(yaml)
     assert "Parameter 'k_phos'" not in str(raised.value)
 
@@ -919,3 +920,21 @@ def test_the_likelihood_of_a_log_observable_measured_where_it_starts_at_zero_is_
     prob = read_petab(_cascade_with(tmp_path, at_start))
     with pytest.warns(UserWarning, match=r"'obs_Rp' in 'c1' measured at t = 0.*returns inf"):
         assert prob.nllh_at() == math.inf
+
+
+def test_noise_parameters_have_standard_errors_and_nllh_at_takes_them_by_name():
+    # a user found sd_Rp and sd_Kn with no standard errors, and
+    # nllh_at({"sd_Rp": 0.1}) said the parameter table lacks sd_Rp
+    prob = read_petab(CASCADE / "problem.yaml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
+    assert res.success, res.message
+    values, stds = res.settings["noise_parameter_values"], res.settings["noise_parameter_std"]
+    counts = {"sd_Rp": 33, "sd_Kn": 18}  # the measurements of obs_Rp and obs_Kn
+    for name, n in counts.items():
+        assert stds[name] == pytest.approx(values[name] / math.sqrt(2 * n), rel=1e-12)
+    assert re.search(r"noise parameters sd_Rp = \S+ \+- \S+, sd_Kn = \S+ \+- ", res.summary())
+    assert prob.nllh_at({"sd_Rp": 0.2}) == pytest.approx(prob.nllh_at(noise={"sd_Rp": 0.2}),
+                                                         rel=1e-12)
+    assert prob.nllh_at({"sd_Rp": 0.2}) != pytest.approx(prob.nllh_at(), rel=1e-6)

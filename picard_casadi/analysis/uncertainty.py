@@ -784,7 +784,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             x0_std[e][i] = std[k]
     result.x0_std = x0_std
     result.settings["noise_variance_factor"] = s2
-    if noise_formula:
+    if noise_formula:  # (beside the closed form's of the other noise parameters)
         result.settings["noise_parameter_std"] = {
-            noise_formula.names[i]: float(std[k])
-            for k, (kind, _, i) in enumerate(columns) if kind == "noise"}
+            **(result.settings.get("noise_parameter_std") or {}),
+            **{noise_formula.names[i]: float(std[k])
+               for k, (kind, _, i) in enumerate(columns) if kind == "noise"}}

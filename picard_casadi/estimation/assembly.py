@@ -285,11 +285,20 @@ def attach_noise(result: EstimationResult, setup: Setup, weights_mode: str,
                               else (float("nan"), float("nan")))
     if groups is not None and weights_mode == "auto":
         values = dict(result.settings.get("noise_parameter_values", {}))
+        stds = dict(result.settings.get("noise_parameter_std") or {})
+        counts = disc.mask.sum(axis=(0, 2))  # each output's measured values
         for g, name in enumerate(groups.names):
             members = np.flatnonzero(groups.group == g)
             if members.size:
                 values[name] = float(noise.sigma[members[0]])
+                n = float(counts[members].sum())
+                if result.success and n > 0:
+                    # the expected information's: sigma^2 / (2 n), the noise
+                    # parameter orthogonal to the model's (docs/likelihood.md)
+                    stds[name] = float(values[name] / np.sqrt(2.0 * n))
         result.settings["noise_parameter_values"] = values
+        if stds:
+            result.settings["noise_parameter_std"] = stds
         note = noise_bound_note(groups.names, [values.get(n, np.nan) for n in groups.names],
                                 groups.lower, groups.upper)
         if note and note not in result.warnings:

@@ -150,9 +150,9 @@ class PetabProblem:
         ----------
         values : mapping or array_like, optional
             The table's parameters on the linear scale: ``{name: value}`` for
-            some of them, or one value per entry in the table's order (as
-            ``res.p``); the others at their nominal values (the table's
-            starts).
+            some of them (noise parameters too, as in ``noise``), or one
+            value per entry in the table's order (as ``res.p``); the others
+            at their nominal values (the table's starts).
         noise : mapping, optional
             Noise parameters' values by name (linear scale); the others at
             their nominal values, :attr:`noise_nominal`.  A fit estimates

@@ -30,6 +30,12 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
     """:meth:`~picard_casadi.io.petab.PetabProblem.nllh_at` of ``problem`` (see there)."""
     from ..estimate import estimate
 
+    if isinstance(values, Mapping) and any(k in problem.noise_nominal for k in values):
+        # the parameter table's noise rows, given with the others (a user's
+        # nllh_at({"sd_Rp": 0.1}) was told the table lacks sd_Rp)
+        noise = {**{k: v for k, v in values.items() if k in problem.noise_nominal},
+                 **(noise or {})}
+        values = {k: v for k, v in values.items() if k not in problem.noise_nominal} or None
     table = with_starts(problem.parameters, values) if values is not None else problem.parameters
     unknown = [k for k in (noise or {}) if k not in problem.noise_nominal]
     if unknown:

@@ -713,22 +713,43 @@ class Experiment:
         return [float(t) for t in 0.5 * (grid[:-1] + grid[1:])[jump]
                 if not np.any(np.abs(self._breakpoints - t) <= h)]
 
-    def x0_guess(self, model: Model) -> np.ndarray:
+    def x0_guess(self, model: Model, p: Any = None) -> np.ndarray:
         """The x0 given, or one built from the first measurements.
 
-        States that are outputs take the first finite measurement; the
-        others take 0.
+        States that are outputs take the first finite measurement; with the
+        parameters ``p``, a state an output is affine in
+        (:attr:`Model.affine_output_states`: ``y = T + bias``) takes the
+        value that output has there at ``p``; the others take 0 (a
+        temperature read through a sensor's bias started at 0 K, where its
+        Arrhenius term had no finite derivative).
         """
         if self._x0 is not None:
             return self._x0.copy()
         x0 = np.zeros(model.nx)
-        for k, i in enumerate(model.output_state_index):
-            if i is None:
-                continue
-            col = self._y[:, k]
-            ok = np.flatnonzero(np.isfinite(col))
+        first = {}
+        for k in range(model.ny):
+            ok = np.flatnonzero(np.isfinite(self._y[:, k]))
             if ok.size:
-                x0[i] = model.output_as_state(k, col[ok[0]])
+                first[k] = ok[0]
+        for k, i in enumerate(model.output_state_index):
+            if i is not None and k in first:
+                x0[i] = model.output_as_state(k, self._y[first[k], k])
+        if p is None:
+            return x0
+        taken = {i for k, i in enumerate(model.output_state_index) if k in first}
+        for k, i in enumerate(model.affine_output_states):
+            if i is None or i in taken or k not in first:
+                continue
+            t = self._t[first[k]]
+            u = self.inputs([t], model.nu)[0]
+            with np.errstate(all="ignore"):
+                x0[i] = 0.0
+                d = float(model.output_value(t, x0, p, u)[k])
+                x0[i] = 1.0
+                c = float(model.output_value(t, x0, p, u)[k]) - d
+                value = (self._y[first[k], k] - d) / c if c != 0.0 else np.nan
+            x0[i] = value if np.isfinite(value) else 0.0
+            taken.add(i)
         return x0
 
     def __repr__(self) -> str:

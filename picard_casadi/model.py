@@ -443,6 +443,7 @@ class Model:
                 raise ValueError(f"Model.with_outputs: `y` depends on symbol {s.name()!r}, "
                                  f"which model {self._name!r} does not declare")
         new._y = y
+        new._affine_states = None
         new._y_names = _names(y_names, "y", y.numel(), "y_names") if (
             y_names is not None or y.numel() != self.ny) else self._y_names
         new._y_units = _units(y_units, y.numel(), "y_units") if (
@@ -658,6 +659,23 @@ class Model:
             e = self._y[k]
             out.append(hashes.get(e.element_hash()) if e.is_symbolic() else None)
         return out
+
+    @property
+    def affine_output_states(self) -> list[int | None]:
+        """For each output on the linear scale, the one state it depends on
+        where it is affine in it (``y = c x_i + d``, ``c`` and ``d`` free of
+        the states: a sensor with a bias, a scaled and offset reading), or
+        None; the initial guess inverts such outputs at ``p0``."""
+        if getattr(self, "_affine_states", None) is None:
+            scales = getattr(self, "_output_scales", None) or ("lin",) * self.ny
+            out: list[int | None] = []
+            for k in range(self.ny):
+                which = [i for i in range(self.nx) if ca.depends_on(self._y[k], self._x[i])]
+                affine = (len(which) == 1 and scales[k] == "lin" and not ca.depends_on(
+                    ca.jacobian(self._y[k], self._x[which[0]]), self._x))
+                out.append(which[0] if affine else None)
+            self._affine_states = out
+        return list(self._affine_states)
 
     def output_as_state(self, k: int, values: Any) -> np.ndarray:
         """Values of output ``k`` as the state it measures (``exp`` or ``10**``

@@ -1,5 +1,7 @@
 """The estimators on problems with known truth (issue: core acceptance)."""
 
+import warnings
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -452,3 +454,34 @@ def test_the_readme_first_fit_runs_as_written():
     res = namespace["res"]
     assert res.success and not res.warnings, res.summary()
     assert np.all(np.abs(res.p - [0.25, 1.2]) < 5 * res.p_std), (res.p, res.p_std)
+
+
+def test_a_state_read_through_a_sensor_bias_is_guessed_from_its_output():
+    """A temperature measured as y = T + bias, no x0 given: T was guessed 0 K
+    (only outputs that are a state were taken from the data), where its
+    Arrhenius term has no finite derivative; four methods failed from there
+    (18-30 s on a user's CSTR) with advice about x0_bounds."""
+    T, a, E, bias = (ca.SX.sym(n) for n in ("T", "a", "E", "bias"))
+    model = pc.Model(x=T, p=ca.vertcat(a, E, bias), rhs=a * (340.0 - T) + 1e9 * ca.exp(-E / T),
+                     y=T + bias, x_names=["T"], p_names=["a", "E", "bias"], y_names=["T_meas"])
+    assert model.affine_output_states == [0]
+    t = np.linspace(0.0, 60.0, 121)
+    X = pc.simulate(model, [300.0], [0.1, 8000.0, 0.5], t)
+    y = X[:, :1] + 0.5 + 0.3 * np.random.default_rng(0).standard_normal((t.size, 1))
+    exp = pc.Experiment(t, y)
+    p0 = [0.05, 8000.0, 2.0]
+    assert exp.x0_guess(model)[0] == 0.0  # without parameters: as before
+    assert exp.x0_guess(model, p0)[0] == pytest.approx(y[0, 0] - 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (E is barely determined by these data)
+        res = pc.estimate(model, [exp], p0=p0, p_bounds=([0, 1000, -5], [10, 20000, 5]),
+                          uncertainty=False)
+    assert res.success, res.message
+    assert abs(res.x0[0][0] + res.p[2] - 300.5) < 1.0
+
+
+def test_an_output_not_affine_in_one_state_is_not_inverted():
+    x = ca.SX.sym("x", 2)
+    p = ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y=ca.vertcat(x[0] ** 2, x[0] + x[1], 3 * x[1] + p))
+    assert model.affine_output_states == [None, None, 1]

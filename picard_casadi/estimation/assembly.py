@@ -41,7 +41,7 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
     ``x0``: which states were guessed 0 for want of a measurement (a fed-batch
     volume dividing the feed, ``F / V``), and the fix."""
     for e in experiments:
-        x0 = e.x0_guess(model)
+        x0 = e.x0_guess(model, p0)
         u0 = e.inputs([e.t0], model.nu)[0]
         with np.errstate(all="ignore"):
             value = np.asarray(model.f(e.t0, x0, p0, u0), float)

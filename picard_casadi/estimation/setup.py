@@ -387,7 +387,7 @@ def build_setup(
         prefetch = getattr(tr.functions, "prefetch", None)
         if prefetch is not None:  # compiled: what the guess calls, side by side
             prefetch(("picard", "f_derivatives"))
-        x0s = [e.x0_guess(model) for e in experiments]
+        x0s = [e.x0_guess(model, p0) for e in experiments]
         X0, U0, guess_notes = initial_guess(disc, fns, p0, x0s, estimate_x0, x_lb, x_ub,
                                             strategy=guess, whole=tr)
         notes.extend(guess_notes)

@@ -64,7 +64,7 @@ def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float) -> 
 
     u_settle = np.asarray(exp.inputs([t0 - 1.0], model.nu), float)[0]  # before t0
     u_settle[-1] = 1.0  # the clock's rate: the model's own time
-    x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model, phi), float)
+    x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
     times = np.r_[np.geomspace(1e-6, SETTLING_HORIZON, 141)]
     X = simulate(model, x0, phi, times, lambda _t: u_settle, t0=0.0, rtol=1e-10, atol=1e-14)
     end = X[-1]

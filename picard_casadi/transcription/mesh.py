@@ -101,7 +101,7 @@ def dynamics_time_scale(model: Model, experiments: list[Experiment], p0: np.ndar
     for e in experiments:
         u0 = e.inputs([e.t0], model.nu)[0]
         with np.errstate(all="ignore"):
-            A = np.asarray(jac(e.t0, e.x0_guess(model, p0), p0, u0), float)
+            A = np.asarray(jac(e.t0, e.x0_guess(model), p0, u0), float)
         if np.all(np.isfinite(A)):
             rho = max(rho, float(np.abs(np.linalg.eigvals(A)).max(initial=0.0)))
     return 0.5 / rho if rho > 0.0 else np.inf

@@ -501,6 +501,10 @@ class EstimationResult:
                         value += f" ({float(self.x0_std[j][i]):.2g})"
                     row += f"{value:>{cell}}"
                 lines.append(row)
+        settled = self.settings.get("preequilibrated") or []
+        if settled:  # (a user read the table as the state its data start from)
+            lines.append(f"  ({', '.join(settled)}: the states before the preequilibration; "
+                         "the data start from its steady state)")
         return lines
 
     def __str__(self) -> str:

@@ -223,6 +223,9 @@ def test_the_default_path_fits_a_preequilibrated_cascade_on_its_first_route():
     assert res.success and res.method == "picard-gn", (res.method, res.message, res.warnings)
     assert not any("data's time scale" in w for w in res.warnings), res.warnings
     assert shot.success and res.nllh == pytest.approx(shot.nllh, abs=1e-4)
+    # the summary's initial states are before the settling (a user read them
+    # as where the data start)
+    assert "(c0:c20: the states before the preequilibration" in res.summary()
 
 
 @pytest.mark.parametrize("empty", ["", "NaN"])

@@ -214,6 +214,9 @@ class Statement:
             res.message = in_table_terms(res.message)
         res.settings["parameter_scale"] = self.scales
         res.settings["p_names"] = self.names
+        if self._settling:
+            res.settings["preequilibrated"] = [self.experiments[e].name
+                                               for e, _, _ in self._settling]
         if self.shifted.any():
             res.settings["x0_from_parameters"] = [
                 n for n, s in zip(self.model.x_names, self.shifted) if s]

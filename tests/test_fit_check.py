@@ -435,3 +435,27 @@ def test_an_output_no_experiment_measures_is_named():
     with pytest.warns(UserWarning, match="output\\(s\\) unseen are measured in no experiment"):
         res = pc.estimate(model, [pc.Experiment(t, y, x0=[1.0])], [0.5])
     assert res.success and np.isnan(res.noise_sigma[1])
+
+
+def test_a_fit_beyond_the_noise_given_is_flagged_and_one_within_it_is_not():
+    """Two tanks with a 2 % leak left out, their levels' noise given: chi-square
+    42 standard deviations above its expectation, estimates 1400-2000
+    standard errors off, and no word (the lack-of-fit check, against the
+    data's own noise, needs four times its variance)."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, x_names=["h"], p_names=["k"])
+    t = np.linspace(0.0, 10.0, 201)
+    rng = np.random.default_rng(6)
+    clean = np.exp(-0.3 * t) + 0.01 * rng.standard_normal(t.size)
+    missed = clean + 0.02 * np.sin(2.0 * t)  # what the model cannot follow
+    fits = {}
+    for name, y in (("clean", clean), ("missed", missed)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits[name] = pc.estimate(model, [pc.Experiment(t=t, y=y[:, None], x0=[1.0])],
+                                     p0=[0.5], weights=[1.0 / 0.01 ** 2])
+    assert fits["clean"].success and not fits["clean"].fit_flagged, fits["clean"].warnings
+    res = fits["missed"]
+    assert res.success and res.fit_flagged
+    note = next(w for w in res.warnings if w.startswith("the fit is off the data beyond"))
+    assert "of output 'h'" in note and "times the noise given" in note

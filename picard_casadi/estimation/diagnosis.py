@@ -36,7 +36,8 @@ import casadi as ca
 import numpy as np
 
 from ..analysis.certificate import short_of_optimum
-from ..analysis.fit_check import ON_BOUND_NOTE, ON_BOUNDS_NOTE, gross_outliers, lack_of_fit
+from ..analysis.fit_check import (ON_BOUND_NOTE, ON_BOUNDS_NOTE, beyond_given_noise,
+                                  gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -198,6 +199,8 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     notes = lack_of_fit([e.y for e in experiments], fitted,
                         [e.name for e in experiments], result.y_names, unweighted,
                         times=[e.t for e in experiments], estimated=estimated)
+    notes += beyond_given_noise([e.y for e in experiments], fitted,
+                                given_sigma(result, experiments), result.y_names)
     outliers = [np.zeros(np.shape(e.y), bool) for e in experiments]
     for e, k, mask, note in gross_outliers([e.y for e in experiments], fitted,
                                            [e.name for e in experiments], result.y_names,
@@ -216,6 +219,28 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
         result.warnings.append(note)
         warn_user(note, FitWarning if notes else UserWarning)
     return outliers
+
+
+def given_sigma(result: EstimationResult, experiments: list[Experiment]) -> list[np.ndarray]:
+    """Per experiment, each value's noise standard deviation where the fit was
+    given it (``weights`` given, a known ``sigma``, or each measurement's
+    own as the noise model), NaN elsewhere."""
+    models = [str(m) for m in result.settings.get("noise_model") or []]
+    weights = np.asarray(result.weights, float) if result.weights is not None else None
+    given = result.settings.get("weights") == "given" and weights is not None
+    out = []
+    for e in experiments:
+        S = np.full(np.shape(e.y), np.nan)
+        for k in range(S.shape[1]):
+            model = models[k] if k < len(models) else ""
+            if model.endswith("sigma per measurement (the data's)") and e.sigma is not None:
+                S[:, k] = np.asarray(e.sigma, float)[:, k]
+            elif model.endswith("(known)") and result.noise_sigma is not None:
+                S[:, k] = float(result.noise_sigma[k])
+            elif given and not models and e.sigma is None and weights[k] > 0:
+                S[:, k] = 1.0 / np.sqrt(weights[k])
+        out.append(S)
+    return out
 
 
 #: experiments whose time spans differ by this factor or more, in a fit with

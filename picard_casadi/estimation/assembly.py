@@ -117,6 +117,9 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
     are read linearly, by default: a user's CSTR coolant staircase, read as
     a ramp across each jump, gave estimates 2 to 3 standard errors off, every
     95 % interval missing the truth, with no visible misfit."""
+    # one note per reading, naming its experiments (a CSTR's three runs alike
+    # had three notes of one text)
+    staircases: dict[tuple[str, str], list[str]] = {}
     for e in experiments:
         off = e.held_jumps_off_breakpoints()
         if off:
@@ -143,7 +146,10 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
         else:
             # (breakpoints at its jumps by default, where every input is held)
             hold = "Experiment(..., u_interpolation='previous')"
-        note = (f"input(s) {names} of experiment {e.name!r} look piecewise constant (most "
+        staircases.setdefault((names, hold), []).append(repr(e.name))
+    for (names, hold), which in staircases.items():
+        note = (f"input(s) {names} of experiment{'s' if len(which) > 1 else ''} "
+                f"{', '.join(which)} look piecewise constant (most "
                 "samples repeat the one before) but are read linearly between samples, the "
                 "default: a ramp across each jump biases the estimates without a visible "
                 f"misfit; if they are a staircase, pass {hold}, or u_interpolation='linear' "

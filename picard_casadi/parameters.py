@@ -207,6 +207,14 @@ def values_by_name(names: Sequence[str], values: Mapping[str, Any],
         and the names ``values`` leaves out.
     """
     unknown = [k for k in values if k not in names]
+    own = [k for k in unknown if "[" in k and k.split("[", 1)[0] in names]
+    if own and len(own) == len(unknown):
+        # a restated fit's entries (per_experiment's NAME[experiment]), given
+        # back by name to restart: its p in its order is the way
+        shared = ", ".join(sorted({k.split("[", 1)[0] for k in own}))
+        raise ValueError(f"`p0` names {', '.join(own)}: a fit's own entries (per_experiment), "
+                         "not the model's; restart from that fit with p0=res.p (its entries "
+                         f"in res.p_names' order), or give {shared} one start by name")
     if unknown:
         raise ValueError(_unknown_names(unknown, names, "the model"))
     missing = [n for n in names if n not in values and n not in optional]

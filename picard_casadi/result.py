@@ -320,6 +320,32 @@ class EstimationResult:
             )
         return self._predictor(self, self._experiment_index(exp_index), t, source)
 
+    def model_parameters(self, model: Any, constants: dict[str, Any] | None = None,
+                         experiment: str | None = None) -> np.ndarray:
+        """The model's own parameter vector (``model.p_names``' order) from this
+        estimate, for ``pc.simulate`` of a new run: a restated fit's ``p`` has
+        its own entries (``per_experiment``'s ``bias[day1]``, experiment
+        constants left out), not the model's.
+
+        Parameters
+        ----------
+        model : Model
+        constants : dict, optional
+            Values of the run's constants (``{"CAf": 1.0, "bias": 0.0}``): a
+            number, or the name of an entry of ``p_names``.
+        experiment : str, optional
+            A fitted experiment whose own entries (``NAME[experiment]``) to use.
+
+        Raises
+        ------
+        ValueError
+            Naming a model parameter nothing gives a value, and where to give it.
+        """
+        from .transcription.predict import model_parameter_values
+
+        return model_parameter_values(list(self.p_names), np.asarray(self.p, float), model,
+                                      constants, experiment, list(self.experiment_names or []))
+
     def _experiment_index(self, which: Any) -> int:
         """``predict``'s ``exp_index``: an index, or an experiment's name."""
         names = list(self.experiment_names or [])

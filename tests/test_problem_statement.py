@@ -578,3 +578,48 @@ def test_a_failed_log_scale_fit_s_summary_claims_no_intervals():
     summary = res.summary()
     assert "estimated on their log scales" in summary
     assert "the intervals above" not in summary
+
+
+def test_the_models_parameters_for_a_new_run_come_from_the_result():
+    """A process engineer's CSTR with a feed concentration per run and a
+    thermocouple bias per run: res.p had 6 entries for the model's 5, and
+    pc.simulate(model, x0, res.p, ...) was refused with no way named."""
+    x, k, c, b = (ca.SX.sym(n) for n in ("x", "k", "c", "b"))
+    model = pc.Model(x=x, p=ca.vertcat(k, c, b), rhs=-k * (x - c), y=x + b,
+                     x_names=["x"], p_names=["k", "c", "b"], y_names=["y"])
+    t = np.linspace(0.0, 5.0, 41)
+    rng = np.random.default_rng(7)
+    exps = []
+    for name, cv, bv in (("day1", 1.0, 0.2), ("day2", 2.0, -0.1)):
+        X = pc.simulate(model, [0.0], [0.8, cv, bv], t)
+        y = X + bv + 0.01 * rng.standard_normal(X.shape)
+        exps.append(pc.Experiment(t, y, x0=[0.0], name=name, parameters={"c": cv}))
+    res = pc.estimate(model, exps, p0={"k": 0.5, "b": 0.0}, per_experiment="b",
+                      estimate_x0=False)
+    assert res.success and len(res.p) == 3, (res.p_names, res.message)  # k, b[day1], b[day2]
+    at = dict(zip(res.p_names, res.p))
+    new = res.model_parameters(model, {"c": 1.5, "b": 0.0})
+    assert np.allclose(new, [at["k"], 1.5, 0.0])
+    own = res.model_parameters(model, {"c": 1.0}, experiment="day1")
+    assert np.allclose(own, [at["k"], 1.0, at["b[day1]"]])
+    # the fitted run again, by simulation, is its fit
+    y = pc.simulate(model, [0.0], own, t)[:, 0] + own[2]
+    assert np.allclose(y, res.predict(0)[:, 0], atol=1e-5)
+    with pytest.raises(ValueError, match=r"no value for the model parameter\(s\) c, b: give "
+                                         r"them in constants=.*experiment= one of \['day1', "
+                                         r"'day2'\] for its own b"):
+        res.model_parameters(model)
+    with pytest.raises(ValueError, match=r"constants: \['C'\] are not parameters"):
+        res.model_parameters(model, {"C": 1.0})
+
+
+def test_a_fits_own_entries_given_back_as_p0_say_how_to_restart():
+    x, k, b = (ca.SX.sym(n) for n in ("x", "k", "b"))
+    model = pc.Model(x=x, p=ca.vertcat(k, b), rhs=-k * x, y=x + b, p_names=["k", "b"])
+    t = np.linspace(0.0, 5.0, 21)
+    exps = [pc.Experiment(t, (np.exp(-0.8 * t) + 0.1 * i)[:, None], x0=[1.0], name=f"r{i}")
+            for i in range(2)]
+    with pytest.raises(ValueError, match=r"`p0` names b\[r0\], b\[r1\]: a fit's own entries "
+                                         r"\(per_experiment\).*p0=res.p"):
+        pc.estimate(model, exps, p0={"k": 0.5, "b[r0]": 0.0, "b[r1]": 0.1},
+                    per_experiment="b", estimate_x0=False)

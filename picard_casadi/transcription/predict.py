@@ -16,7 +16,7 @@ from ..simulate import simulate
 from .discretisation import Discretisation
 
 __all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
-           "restated_predictor"]
+           "restated_predictor", "model_parameter_values"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
@@ -160,3 +160,37 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
         return base(replace(res, p=p), exp_index, t, source)
 
     return predict
+
+
+def model_parameter_values(names: list[str], values: np.ndarray, model: Model,
+                           constants: dict[str, Any] | None, experiment: str | None,
+                           labels: list[str]) -> np.ndarray:
+    """The model's parameter vector from a result's entries ``names`` (linear
+    ``values``), an experiment's ``constants`` (numbers, or names of entries)
+    and a fitted experiment's own entries ``NAME[experiment]``
+    (:meth:`~picard_casadi.EstimationResult.model_parameters`)."""
+    at = dict(zip(names, np.asarray(values, float)))
+    constants = dict(constants or {})
+    unknown = [q for q in constants if q not in model.p_names]
+    if unknown:
+        raise ValueError(f"constants: {unknown} are not parameters of the model "
+                         f"({', '.join(model.p_names)})")
+    if experiment is not None and experiment not in labels:
+        raise ValueError(f"experiment: {experiment!r} is not a fitted experiment "
+                         f"({', '.join(labels) or 'none'})")
+    out, missing = [], []
+    for q in model.p_names:
+        value = constants.get(q, f"{q}[{experiment}]" if f"{q}[{experiment}]" in at else q)
+        if isinstance(value, str):
+            if value not in at:
+                missing.append(q if value == q else f"{q} (-> {value!r})")
+                continue
+            value = at[value]
+        out.append(float(value))
+    if missing:
+        own = sorted({n.split("[", 1)[0] for n in names if "[" in n})
+        raise ValueError(
+            f"no value for the model parameter(s) {', '.join(missing)}: give them in "
+            "constants={...} (a number, or the name of an entry of res.p_names)"
+            + (f", or experiment= one of {labels} for its own {', '.join(own)}" if own else ""))
+    return np.array(out)

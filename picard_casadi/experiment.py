@@ -679,9 +679,20 @@ class Experiment:
         """Whether ``u`` is samples read linearly with no breakpoints: the
         interpolant kinks at every sample, inside the Picard intervals (an
         uncertified fit names these experiments)."""
-        return (isinstance(self._u, np.ndarray) and self._breakpoints.size == 0
-                and self._u.shape[0] > 2
-                and any(is_linear(self._u_interpolation, k) for k in range(self._u.shape[1])))
+        if not (isinstance(self._u, np.ndarray) and self._breakpoints.size == 0
+                and self._u.shape[0] > 2):
+            return False
+        step = np.diff(self._t) > 0  # (replicates share a time)
+        for k in range(self._u.shape[1]):
+            if not is_linear(self._u_interpolation, k):
+                continue
+            # a constant or a ramp does not kink (a PEtab condition's constants,
+            # columns of one value, were named as kinking)
+            col = self._u[:, k]
+            slope = np.diff(col)[step] / np.diff(self._t)[step]
+            if slope.size > 1 and np.ptp(slope) > 1e-12 * (np.max(np.abs(slope)) + 1e-300):
+                return True
+        return False
 
     def input_jumps(self, nu: int) -> list[float]:
         """Times where a callable ``u`` jumps away from the breakpoints.

@@ -7,6 +7,7 @@ must be the interpolation that is right for a smooth signal.
 from __future__ import annotations
 
 import re
+import warnings
 
 import casadi as ca
 import numpy as np
@@ -342,3 +343,33 @@ def test_a_held_input_without_breakpoints_is_noted(sampled_problem):
     assert bare.replaced(breakpoints=t).held_jumps_off_breakpoints() == []
     assert bare.replaced(breakpoints=bare.breakpoints).held_jumps_off_breakpoints() == []
     assert made.held_jumps_off_breakpoints() == []  # simulate_experiment sets them
+
+
+def test_only_samples_that_change_slope_kink():
+    # a PEtab condition's constants, restated as columns of one value, were
+    # named in the advice "the inputs of experiment(s) 'c0', ... kink at every
+    # sample: give breakpoints"; the problem has no inputs
+    t = np.linspace(0.0, 4.0, 9)
+    y = np.zeros((t.size, 1))
+    constant = pc.Experiment(t, y, u=np.tile([2.0, -1.0], (t.size, 1)))
+    ramp = pc.Experiment(t, y, u=(1.0 + 0.5 * t)[:, None])
+    wiggle = pc.Experiment(t, y, u=np.sin(t)[:, None])
+    assert not constant.kinks_between_breakpoints()
+    assert not ramp.kinks_between_breakpoints()
+    assert wiggle.kinks_between_breakpoints()
+
+
+def test_staircases_read_alike_in_several_experiments_are_one_note(sampled_problem):
+    # a process engineer's three runs had three notes of one text
+    model, t, _, _ = sampled_problem
+    level = np.where(t < 2.5, 1.0, np.where(t < 5.0, -1.0, 0.5))
+    exps = []
+    for seed, name in ((3, "day1"), (4, "day2")):
+        made = pc.simulate_experiment(model, [0.2, 0.0], P_TRUE, t, level[:, None],
+                                      noise_std=0.02, seed=seed)
+        exps.append(pc.Experiment(t, made.y, u=level[:, None], x0=[0.2, 0.0], name=name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, exps, p0=[2.0, 1.0], uncertainty=False)
+    notes = [w for w in res.warnings if "look piecewise constant" in w]
+    assert len(notes) == 1 and "of experiments 'day1', 'day2' look" in notes[0], notes

@@ -395,17 +395,6 @@ def test_laplace_noise_is_a_value_error_naming_it(tmp_path):
         read_petab(yaml)
 
 
-def test_a_misspelt_parameter_id_is_a_value_error_naming_it(tmp_path):
-    # "kl" for "k_exp_homo"'s neighbour: the row was ignored and the model's
-    # own parameter kept its SBML value, silently (PEtab's linter refuses it)
-    yaml = _copy(tmp_path)
-    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv", "\nk_exp_homo\t",
-          "\nk_exp_homx\t", 1)
-    with pytest.raises(ValueError, match=r"parameters_Boehm.*'k_exp_homx' \(did you mean "
-                                         r"'k_exp_homo'\?\)"):
-        read_petab(yaml)
-
-
 def test_bounds_out_of_order_name_the_file_and_the_parameter_once(tmp_path):
     yaml = _copy(tmp_path)
     table = yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv"
@@ -471,12 +460,23 @@ def test_a_measurement_without_its_time_is_named_by_its_line(tmp_path, cell):
         read_petab(yaml)
 
 
-def test_an_estimate_cell_that_is_not_0_or_1_is_named(tmp_path):
+@pytest.mark.parametrize("old, new, match", [
+    # a misspelt id: the row was ignored and the model's own parameter kept its
+    # SBML value, silently (PEtab's linter refuses it)
+    ("\nk_exp_homo\t", "\nk_exp_homx\t",
+     r"parameters_Boehm.*'k_exp_homx' \(did you mean 'k_exp_homo'\?\)"),
+    # an estimate cell that is not 0 or 1
+    ("0.026982514033029\t1", "0.026982514033029\tyes",
+     r"parameters_Boehm.*'Epo_degradation_BaF3' has estimate 'yes'; the column 'estimate' "
+     r"holds 1"),
+    # a nominalValue outside its bounds, in the table's words (it said `start`)
+    ("log10\t1E-05\t100000\t0.026982514033029", "log10\t1E-05\t100000\t5E+05",
+     r"parameter 'Epo_degradation_BaF3': nominalValue 500000 is outside its bounds"),
+])
+def test_a_parameter_tables_cell_it_cannot_take_is_named(tmp_path, old, new, match):
     yaml = _copy(tmp_path)
-    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
-          "0.026982514033029\t1", "0.026982514033029\tyes")
-    with pytest.raises(ValueError, match=r"parameters_Boehm.*'Epo_degradation_BaF3' has "
-                                         r"estimate 'yes'; the column 'estimate' holds 1"):
+    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv", old, new)
+    with pytest.raises(ValueError, match=match):
         read_petab(yaml)
 
 
@@ -868,15 +868,6 @@ def test_observable_parameters_a_formula_does_not_have_are_named_by_line(tmp_pat
     with pytest.raises(ValueError, match=r"line 4 \(observable 'pSTAT5A_rel', condition "
                                          r"'model1_data1'\) give\(s\) 1 observableParameters, "
                                          r"where the formula .* has 0 placeholder"):
-        read_petab(yaml)
-
-
-def test_a_nominal_value_outside_the_bounds_is_named_in_the_tables_words(tmp_path):
-    yaml = _copy(tmp_path)
-    _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
-          "log10\t1E-05\t100000\t0.026982514033029", "log10\t1E-05\t100000\t5E+05")
-    with pytest.raises(ValueError, match=r"parameter 'Epo_degradation_BaF3': nominalValue "
-                                         r"500000 is outside its bounds"):
         read_petab(yaml)
 
 

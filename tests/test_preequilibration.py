@@ -226,6 +226,9 @@ def test_the_default_path_fits_a_preequilibrated_cascade_on_its_first_route():
     # the summary's initial states are before the settling (a user read them
     # as where the data start)
     assert "(c0:c20: the states before the preequilibration" in res.summary()
+    # and its stiffness at t < 0 is said to be the settling's
+    assert any("in a preequilibration's settling before the data" in w
+               for w in res.warnings), res.warnings
 
 
 @pytest.mark.parametrize("empty", ["", "NaN"])

@@ -35,6 +35,7 @@ from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
+from .preequilibration import settles
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 from .solve_limits import budgeted_solve, continued_solve, out_of_budget
@@ -143,9 +144,13 @@ class FitProblem:
         above = (f"above {STIFF_STEP:g}" if found.step > STIFF_STEP else
                  f"above {CREEPING_STIFF_STEP:g}, the threshold of a run whose steps the "
                  "trust radius cuts to slivers")
+        # (a PEtab user read "at t = -0.97" of a problem whose data start at 0)
+        settling = any(settles(e) and e.t0 <= found.time < e.u.t0 for e in self.experiments)
         self.notes.append(
             f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
-            f"t = {found.time:.6g}, {above}, where the Chebyshev collocation "
+            f"t = {found.time:.6g}" + (", in a preequilibration's settling before the data, "
+                                       "whose clock runs fast there" if settling else "")
+            + f", {above}, where the Chebyshev collocation "
             "carries a decaying mode on instead of damping it): solved with Radau IIA "
             "collocation (scheme='radau'), which is L-stable")
 

@@ -459,3 +459,20 @@ def test_a_fit_beyond_the_noise_given_is_flagged_and_one_within_it_is_not():
     assert res.success and res.fit_flagged
     note = next(w for w in res.warnings if w.startswith("the fit is off the data beyond"))
     assert "of output 'h'" in note and "times the noise given" in note
+
+
+def test_a_long_record_in_long_runs_is_flagged_at_a_smaller_excess():
+    # two tanks with a 2 % leak left out (noise estimated): h2's residuals in
+    # runs of z = -23 at 2.4 times the noise variance, below NOISE_RATIO's 4
+    rng = np.random.default_rng(8)
+    t = np.linspace(0.0, 100.0, 3000)
+    truth = np.sin(0.3 * t)
+    y = truth + 0.01 * rng.standard_normal(t.size)
+    missed = truth + 0.018 * np.sin(0.05 * t)
+    notes = lack_of_fit([y[:, None]], [missed[:, None]], ["run1"], ["h2"], times=[t])
+    assert len(notes) == 1 and "of output 'h2'" in notes[0], notes
+    assert lack_of_fit([y[:, None]], [truth[:, None]], ["run1"], ["h2"], times=[t]) == []
+    # a short record's runs cannot say so much: no note below NOISE_RATIO
+    short = slice(0, 60)
+    assert lack_of_fit([y[short, None]], [missed[short, None]], ["run1"], ["h2"],
+                       times=[t[short]]) == []

@@ -41,6 +41,12 @@ __all__ = ["lack_of_fit", "gross_outliers", "beyond_given_noise", "lone_outliers
 RUNS_Z = -2.5
 #: residual mean square over the data's noise variance above which the fit is poor
 NOISE_RATIO = 4.0
+#: ... or above this where the runs test's z is below STRONG_RUNS_Z: thousands
+#: of samples in long runs say a misfit the ratio alone would wait for (two
+#: tanks with a 2 % leak left out: z = -23, a ratio of 2.4, no word); the
+#: registered problems' correct fits reach z = -3.25 and a ratio of 1.92
+STRONG_RUNS_Z = -10.0
+STRONG_NOISE_RATIO = 2.0
 #: fewer finite samples than this in an output: no judgement ...
 MIN_SAMPLES = 10
 #: ... but where every residual has one sign, this many are enough (2 0.5^8
@@ -177,7 +183,8 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             one_sign = bool(np.all(r > 0) or np.all(r < 0))
             if r.size < MIN_SAMPLES and not one_sign:
                 continue
-            if (z < RUNS_Z or one_sign) and ratio > NOISE_RATIO:
+            if ((z < RUNS_Z or one_sign) and ratio > NOISE_RATIO
+                    or z < STRONG_RUNS_Z and ratio > STRONG_NOISE_RATIO):
                 far = lone_outliers(r, math.sqrt(noise))
                 n_far = int(np.count_nonzero(far))
                 these = causes

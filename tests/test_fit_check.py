@@ -448,13 +448,17 @@ def test_a_fit_beyond_the_noise_given_is_flagged_and_one_within_it_is_not():
     rng = np.random.default_rng(6)
     clean = np.exp(-0.3 * t) + 0.01 * rng.standard_normal(t.size)
     missed = clean + 0.02 * np.sin(2.0 * t)  # what the model cannot follow
+    spiked = clean.copy()
+    spiked[100] += 0.15  # one spike of 15 noise levels: the outlier, not the model
     fits = {}
-    for name, y in (("clean", clean), ("missed", missed)):
+    for name, y in (("clean", clean), ("missed", missed), ("spiked", spiked)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fits[name] = pc.estimate(model, [pc.Experiment(t=t, y=y[:, None], x0=[1.0])],
                                      p0=[0.5], weights=[1.0 / 0.01 ** 2])
     assert fits["clean"].success and not fits["clean"].fit_flagged, fits["clean"].warnings
+    assert not any(w.startswith("the fit is off the data beyond")
+                   for w in fits["spiked"].warnings), fits["spiked"].warnings
     res = fits["missed"]
     assert res.success and res.fit_flagged
     note = next(w for w in res.warnings if w.startswith("the fit is off the data beyond"))

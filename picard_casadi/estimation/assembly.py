@@ -374,8 +374,9 @@ def growing_noise_notes(result: EstimationResult, experiments: Sequence[Any],
     (an assay's relative error over five decades of concentration gave 95 %
     intervals that held the truth in half of 30 data sets, with no word).
     ``fitted``: the outputs per experiment at its sample times; ``outliers``:
-    per experiment, the samples named as gross outliers, left out (a lab
-    reading of 0 made a CSTR's concentration "noise that grows")."""
+    per experiment, the samples named as gross outliers: an output with any
+    gets no note (a lab reading of 0 made a CSTR's concentration "noise that
+    grows"; the outliers' note comes first)."""
     models = [str(m) for m in result.settings.get("noise_model") or []]
     if models:
         names = [m.split(": ", 1)[0] for m in models]
@@ -390,8 +391,10 @@ def growing_noise_notes(result: EstimationResult, experiments: Sequence[Any],
         g = np.concatenate([np.asarray(G, float)[:, k] for G in fitted])
         y = np.concatenate([np.asarray(e.y, float)[:, k] for e in experiments])
         keep = np.isfinite(y) & np.isfinite(g)
-        if outliers is not None:
-            keep &= ~np.concatenate([np.asarray(m)[:, k] for m in outliers])
+        if outliers is not None and any(np.asarray(m)[:, k].any() for m in outliers):
+            # outliers first: a spike where the output is large pulls the fit
+            # there, and the residuals beside it "grow with the output" too
+            continue
         g, r = g[keep], (y - g)[keep]
         third = g.size // 3
         if third < GROWING_NOISE_MIN or not (np.all(g > 0) or np.all(g < 0)):

@@ -206,9 +206,11 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                                            [e.name for e in experiments], result.y_names,
                                            [e.t for e in experiments]):
         outliers[e][:, k] = mask
-        if not any(f"of output {result.y_names[k]!r} in experiment {experiments[e].name!r}"
-                   in n for n in notes):  # (its lack-of-fit note names them)
-            notes.append(note)
+        pair = f"of output {result.y_names[k]!r} in experiment {experiments[e].name!r}"
+        if not any(pair in n and "noise levels off (t =" in n for n in notes):
+            # (unless its lack-of-fit note names them; one that does not, its
+            # noise level raised by the spike, said only "a local minimum")
+            notes.insert(0, note)
     for note in notes:
         result.warnings.append(note)
         warn_user(note, FitWarning)

@@ -929,3 +929,21 @@ def test_noise_parameters_have_standard_errors_and_nllh_at_takes_them_by_name():
     assert prob.nllh_at({"sd_Rp": 0.2}) == pytest.approx(prob.nllh_at(noise={"sd_Rp": 0.2}),
                                                          rel=1e-12)
     assert prob.nllh_at({"sd_Rp": 0.2}) != pytest.approx(prob.nllh_at(), rel=1e-6)
+
+
+@pytest.mark.parametrize("table, old, new, match", [
+    ("parameters.tsv", "sd_Kn\tsd_Kn\tlog10\t0.001\t10.0\t0.05\t1",
+     "sd_Kn\tsd_Kn\tlin\t0\t10.0\t0\t0",
+     r"parameters.tsv: noise parameter 'sd_Kn' has nominalValue 0; a noise standard "
+     r"deviation must be positive"),
+    ("observables.tsv", "noiseParameter1_obs_Kn\tnormal", "0\tnormal",
+     r"observables.tsv: observable 'obs_Kn' has noiseFormula '0'"),
+])
+def test_a_noise_of_zero_in_the_tables_is_named_by_its_file_and_row(tmp_path, table, old, new,
+                                                                    match):
+    # they were "`noise`: ... must be positive" and "Noise: ... use sigma=None"
+    folder = tmp_path / "cascade"
+    shutil.copytree(CASCADE, folder)
+    _edit(folder / table, old, new)
+    with pytest.raises(ValueError, match=match):
+        read_petab(folder / "problem.yaml")

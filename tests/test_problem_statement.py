@@ -611,6 +611,11 @@ def test_the_models_parameters_for_a_new_run_come_from_the_result():
         res.model_parameters(model)
     with pytest.raises(ValueError, match=r"constants: \['C'\] are not parameters"):
         res.model_parameters(model, {"C": 1.0})
+    # a constant missing beside experiment= given: no word of experiment=
+    with pytest.raises(ValueError, match=r"parameter\(s\) c: give them in constants=\{\.\.\.\} "
+                                         r"\(a number, or the name of an entry of "
+                                         r"res.p_names\)$"):
+        res.model_parameters(model, experiment="day1")
 
 
 def test_a_fits_own_entries_given_back_as_p0_say_how_to_restart():

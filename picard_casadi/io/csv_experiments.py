@@ -52,8 +52,9 @@ def read_csv_experiments(path: str | Path, model: Model,
         for measured smooth signals; ``None``, the default, reads them so and
         a fit notes inputs that look like a staircase) or held
         (``"previous"``, for step inputs: the intervals start where one
-        changes; an empty cell holds the value above it, as a historian logs
-        a set point only where it changes); a sequence gives one per input
+        changes; an empty cell holds the value of its experiment's row
+        before, as a historian logs a set point only where it changes); a
+        sequence gives one per input
         (``Experiment``'s ``u_interpolation``).
     conditions : str or Path, optional
         A condition table, the command line's ``--conditions`` file: each

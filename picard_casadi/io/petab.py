@@ -617,7 +617,9 @@ class _Builder(NoiseTables, TableChecks):
             text = (str(exc).removeprefix(f"Parameter {name!r}: ")
                     .replace("`start`", "nominalValue")  # (in the table's words)
                     .replace("`bounds`", "[lowerBound, upperBound]"))
-            raise ValueError(f"{where}: {text}") from None
+            fix = ("; move nominalValue inside them, or widen them" if "is outside its bounds"
+                   in text else "")
+            raise ValueError(f"{where}: {text}{fix}") from None
 
     def _observable(self, oid: str, placeholders: Sequence[float | str], sb: _Sbml,
                     symbol: Callable[[str], ca.SX]) -> tuple[ca.SX, Callable[[str], ca.SX]]:

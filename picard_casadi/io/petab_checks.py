@@ -33,7 +33,7 @@ class TableChecks:
         meas = self.meas
         if len(meas) == 0:  # (its parameters were blamed on the parameter table)
             raise ValueError(f"{f['measurements']}: no measurements (the table holds its "
-                             "header only)")
+                             "header only); add a row per measurement")
         for col in ("time", "measurement"):
             for i, v in enumerate(meas[col]):
                 try:
@@ -77,6 +77,7 @@ class TableChecks:
                         f"{oid!r}, whose observableTransformation in {f['observables']} is "
                         f"{self.obs.loc[oid, 'observableTransformation']}: its log needs a "
                         "positive measurement; leave the row out, or make the observable lin")
+        self._check_noise_values()
         self._check_placeholder_counts()
         self._check_parameter_ids()
         if "objectivePriorType" in self.par.columns:
@@ -124,6 +125,37 @@ class TableChecks:
                     places.append(f"{self.files['measurements']}, column {col!r} (line "
                                   f"{rows[0] + 2}{' and others' if len(rows) > 1 else ''})")
         return with_closest(name, known) + (f" in {', '.join(places)}" if places else "")
+
+    def _check_noise_values(self) -> None:
+        """A noiseFormula that is a number, and the nominalValue of a noise
+        parameter (its start, or its value where fixed), are positive: a 0
+        was told "`noise`: ... must be positive" or "Noise: ... use
+        sigma=None", naming neither file nor row."""
+        f = self.files
+        names: set[str] = set()  # the parameters that are a sigma themselves
+        plain: set[str] = set()  # observables whose sigma is their noiseParameters
+        for oid, formula in zip(self.obs.index, self.obs.get("noiseFormula", [])):
+            formula = str(formula).strip()
+            num = _number(formula)
+            if num is not None and not num > 0:
+                raise ValueError(f"{f['observables']}: observable {oid!r} has noiseFormula "
+                                 f"{formula!r}, its noise standard deviation; it must be "
+                                 "positive")
+            if formula == f"noiseParameter1_{oid}":
+                plain.add(oid)
+            elif re.fullmatch(r"[A-Za-z_]\w*", formula):
+                names.add(formula)
+        if "noiseParameters" in self.meas.columns:
+            for oid, v in zip(self.meas["observableId"], self.meas["noiseParameters"]):
+                if oid in plain and not _empty(v):
+                    names.add(str(v).strip())
+        for name in sorted(n for n in names if n in self.par.index):
+            value = _number(self.par.loc[name, "nominalValue"])
+            if value is not None and not value > 0:
+                raise ValueError(f"{f['parameters']}: noise parameter {name!r} has nominalValue "
+                                 f"{value:g}; a noise standard deviation must be positive (the "
+                                 "start of an estimated one, the value of a fixed one): give a "
+                                 "positive nominalValue")
 
     def _check_placeholder_counts(self) -> None:
         """Each measurement gives as many observableParameters as its

@@ -188,9 +188,12 @@ def model_parameter_values(names: list[str], values: np.ndarray, model: Model,
             value = at[value]
         out.append(float(value))
     if missing:
-        own = sorted({n.split("[", 1)[0] for n in names if "[" in n})
+        # experiment= gives a fitted run's own entries: named where it would
+        # (a user given it already was pointed to it for a constant)
+        own = sorted({n.split("[", 1)[0] for n in names if "[" in n} & set(missing))
         raise ValueError(
             f"no value for the model parameter(s) {', '.join(missing)}: give them in "
             "constants={...} (a number, or the name of an entry of res.p_names)"
-            + (f", or experiment= one of {labels} for its own {', '.join(own)}" if own else ""))
+            + (f", or experiment= one of {labels} for its own {', '.join(own)}"
+               if own and experiment is None else ""))
     return np.array(out)

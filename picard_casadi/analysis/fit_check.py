@@ -28,6 +28,7 @@ problems' fits, and the cases they catch: ``docs/reliability.md``
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -209,17 +210,37 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
     return notes
 
 
-def lone_outliers(r: np.ndarray, noise: float) -> np.ndarray:
+def lone_outliers(r: np.ndarray, noise: float | np.ndarray) -> np.ndarray:
     """The residuals ``r`` (time order) over :data:`OUTLIER` noise levels
-    (``noise``: a standard deviation) from their median whose neighbours are
-    not: an outlier stands alone, where neighbours far off too are a stretch
-    the model misses (a fit with its damping held at 0 missed its first three
-    samples, which were then called outliers)."""
+    (``noise``: a standard deviation, or one per residual) from their median
+    whose neighbours are not: an outlier stands alone, where neighbours far
+    off too are a stretch the model misses (a fit with its damping held at 0
+    missed its first three samples, which were then called outliers)."""
     far = np.abs(r - np.median(r)) > OUTLIER * noise
     beside = np.zeros_like(far)
     beside[1:] |= far[:-1]
     beside[:-1] |= far[1:]
     return far & ~beside
+
+
+#: the neighbours on each side whose spread a residual is held against
+NEIGHBOURS = 5
+
+
+def neighbours_spread(r: np.ndarray) -> np.ndarray:
+    """Each residual's neighbours' spread (time order, :data:`NEIGHBOURS` on
+    each side, itself left out): their median absolute deviation, scaled to
+    a standard deviation."""
+    half = NEIGHBOURS
+    padded = np.full(r.size + 2 * half, np.nan)
+    padded[half:half + r.size] = r
+    window = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1).copy()
+    window[:, half] = np.nan
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (an all-NaN window: none)
+        centre = np.nanmedian(window, axis=1)
+        spread = 1.4826 * np.nanmedian(np.abs(window - centre[:, None]), axis=1)
+    return np.where(np.isfinite(spread), spread, 0.0)
 
 
 def robust_noise(values: np.ndarray) -> float:
@@ -259,7 +280,10 @@ def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             if not levels:
                 continue
             noise = min(levels)
-            far = lone_outliers(r, noise)
+            # ... and no smaller than its neighbours' spread: noise that grows
+            # with the output (10 % over four decades) is large where the
+            # output is, and those residuals were called outliers
+            far = lone_outliers(r, np.maximum(noise, neighbours_spread(r)))
             n_far = int(np.count_nonzero(far))
             if not 0 < n_far <= MAX_OUTLIERS * r.size:
                 continue

@@ -51,7 +51,7 @@ from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
 from .estimation.noise_plan import floored_measurement
-from .estimation.preequilibration import settles
+from .estimation.preequilibration import stiff_in_settling_only
 from .estimation.statement import in_table_terms, state_problem
 from .estimation.setup import (build_setup, simulated_ssr, start_weights, state_sizes, x0_mask,
                                x0_setting)
@@ -508,10 +508,10 @@ def estimate(
                            boundaries=setup.disc.boundaries, start=start)
     elif found is not None:  # stiff at the start: Radau's nodes from the outset
         prob.use_radau(found, "at the start")
-        # (not where a settling's clock is the stiffness: a MAPK cascade's
+        # (not where a settling's clock alone is stiff: a MAPK cascade's
         # search went astray on the data's mesh, too coarse for its dynamics)
         search_T = (search_time_scale(exps, prob.T) if T_given is None and spec.name ==
-                    "picard-gn" and not any(map(settles, exps)) else None)
+                    "picard-gn" and not stiff_in_settling_only(setup) else None)
         if search_T is not None:  # the search on the data's time scale
             prob.polish_T, prob.T = prob.T, search_T
             prob.user_scales = {"x_scale": x_scale, "p_scale": p_scale}

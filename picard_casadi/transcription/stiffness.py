@@ -71,7 +71,8 @@ class Stiffness:
         return self.step > STIFF_STEP
 
 
-def stiffness(disc: Discretisation, node_jacobians: np.ndarray) -> Stiffness:
+def stiffness(disc: Discretisation, node_jacobians: np.ndarray,
+              among: np.ndarray | None = None) -> Stiffness:
     """The largest ``h (-Re lambda)`` of ``f_x`` at the nodes of a mesh.
 
     Parameters
@@ -79,6 +80,8 @@ def stiffness(disc: Discretisation, node_jacobians: np.ndarray) -> Stiffness:
     disc : Discretisation
     node_jacobians : ndarray, shape (J, K, nx, nx)
         ``f_x`` at every node (``Transcription.node_jacobians``).
+    among : ndarray (J,) of bool, optional
+        The intervals to look at (all by default).
 
     Returns
     -------
@@ -95,5 +98,7 @@ def stiffness(disc: Discretisation, node_jacobians: np.ndarray) -> Stiffness:
     else:
         rates = -np.einsum("jkii->jki", Fx)
     z = disc.h[:, None] * np.maximum(rates.max(axis=2), 0.0)  # (J, K)
+    if among is not None:
+        z = np.where(np.asarray(among, bool)[:, None], z, 0.0)
     j, k = np.unravel_index(int(np.argmax(z)), z.shape)
     return Stiffness(float(z[j, k]), int(j), float(disc.node_times[j, k]))

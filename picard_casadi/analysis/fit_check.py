@@ -34,9 +34,9 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["lack_of_fit", "gross_outliers", "beyond_given_noise", "lone_outliers",
-           "robust_noise", "runs_z", "BEYOND_NOISE_HEAD",
-           "noise_variance", "second_differences", "RUNS_Z", "NOISE_RATIO", "LACK_OF_FIT",
-           "OUTLIERS_HEAD", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE", "is_fit_note"]
+           "robust_noise", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
+           "NOISE_RATIO", "LACK_OF_FIT", "OUTLIERS_HEAD", "NAMED_OUTLIERS",
+           "BEYOND_NOISE_HEAD", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE", "is_fit_note"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -62,6 +62,8 @@ MAX_OUTLIERS = 0.1
 LACK_OF_FIT = "the fit is systematically off the data"
 #: how every note of :func:`gross_outliers` begins
 OUTLIERS_HEAD = "gross outliers?"
+#: what a note of :func:`lack_of_fit` that names its outliers says
+NAMED_OUTLIERS = " noise levels off (t = "
 #: how every note of :func:`beyond_given_noise` begins
 BEYOND_NOISE_HEAD = "the fit is off the data beyond the noise given"
 #: an output's chi-square on at least this many values ...
@@ -121,9 +123,22 @@ def noise_variance(values: np.ndarray) -> float:
     d = second_differences(values)
     if not d.size:
         return float("nan")
-    d2 = d * d
-    mean, median = np.mean(d2) / 6.0, np.median(d2) / (6.0 * _CHI2_1_MEDIAN)
-    return float(median if mean > OUTLIER_SPREAD * median else mean)
+    mean, median = float(np.mean(d * d)) / 6.0, _median_variance(d)
+    return median if mean > OUTLIER_SPREAD * median else mean
+
+
+def _median_variance(d: np.ndarray) -> float:
+    """``median(d^2) / (6 * 0.455)`` of second differences ``d``: white noise's
+    variance, whatever a few gross outliers do to ``d``."""
+    return float(np.median(d * d)) / (6.0 * _CHI2_1_MEDIAN)
+
+
+def _mad(r: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """The median absolute deviation of ``r`` (NaN left out), scaled to a
+    normal distribution's standard deviation."""
+    centre = np.nanmedian(r, axis=axis, keepdims=True)
+    spread = 1.4826 * np.nanmedian(np.abs(r - centre), axis=axis)
+    return float(spread) if axis is None else spread
 
 
 def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
@@ -192,8 +207,8 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                 if 0 < n_far <= MAX_OUTLIERS * r.size:
                     where = ", ".join(f"{v:g}" for v in t[ok][far][:5])
                     more = ", ..." if n_far > 5 else ""
-                    these = (f"{n_far} sample(s) lie over {OUTLIER:g} noise "
-                             f"levels off (t = {where}{more}): gross outliers pull a "
+                    these = (f"{n_far} sample(s) lie over {OUTLIER:g}{NAMED_OUTLIERS}"
+                             f"{where}{more}): gross outliers pull a "
                              "least-squares fit (if they are faulty, drop them: NaN in "
                              "y); or " + causes)
                 # every residual of one sign has a single run: no z to quote
@@ -238,8 +253,7 @@ def neighbours_spread(r: np.ndarray) -> np.ndarray:
     window[:, half] = np.nan
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # (an all-NaN window: none)
-        centre = np.nanmedian(window, axis=1)
-        spread = 1.4826 * np.nanmedian(np.abs(window - centre[:, None]), axis=1)
+        spread = _mad(window, axis=1)
     return np.where(np.isfinite(spread), spread, 0.0)
 
 
@@ -247,7 +261,7 @@ def robust_noise(values: np.ndarray) -> float:
     """The noise standard deviation of a series from the median of its squared
     second differences (:func:`noise_variance`'s outlier-proof form)."""
     d = second_differences(values)
-    return math.sqrt(float(np.median(d * d)) / (6.0 * _CHI2_1_MEDIAN)) if d.size else math.nan
+    return math.sqrt(_median_variance(d)) if d.size else math.nan
 
 
 def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
@@ -275,11 +289,10 @@ def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             # the smaller of the data's and the residuals' robust noise level:
             # sparse lab samples' second differences hold the signal's changes
             # (0.029 for a noise of 0.009), a poor fit's residuals hold its misfit
-            mad = 1.4826 * float(np.median(np.abs(r - np.median(r))))
-            levels = [v for v in (robust_noise(Y[ok, k]), mad) if v > 0]
-            if not levels:
+            candidates = [v for v in (robust_noise(Y[ok, k]), _mad(r)) if v > 0]
+            if not candidates:
                 continue
-            noise = min(levels)
+            noise = min(candidates)
             # ... and no smaller than its neighbours' spread: noise that grows
             # with the output (10 % over four decades) is large where the
             # output is, and those residuals were called outliers

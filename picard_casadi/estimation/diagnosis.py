@@ -36,8 +36,8 @@ import casadi as ca
 import numpy as np
 
 from ..analysis.certificate import short_of_optimum
-from ..analysis.fit_check import (ON_BOUND_NOTE, ON_BOUNDS_NOTE, beyond_given_noise,
-                                  gross_outliers, lack_of_fit)
+from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
+                                  beyond_given_noise, gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -207,7 +207,7 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                                            [e.t for e in experiments]):
         outliers[e][:, k] = mask
         pair = f"of output {result.y_names[k]!r} in experiment {experiments[e].name!r}"
-        if not any(pair in n and "noise levels off (t =" in n for n in notes):
+        if not any(pair in n and NAMED_OUTLIERS in n for n in notes):
             # (unless its lack-of-fit note names them; one that does not, its
             # noise level raised by the spike, said only "a local minimum")
             notes.insert(0, note)

@@ -511,7 +511,7 @@ def estimate(
         # (not where a settling's clock alone is stiff: a MAPK cascade's
         # search went astray on the data's mesh, too coarse for its dynamics)
         search_T = (search_time_scale(exps, prob.T) if T_given is None and spec.name ==
-                    "picard-gn" and not stiff_in_settling_only(setup) else None)
+                    "picard-gn" and not stiff_in_settling_only(setup, found) else None)
         if search_T is not None:  # the search on the data's time scale
             prob.polish_T, prob.T = prob.T, search_T
             prob.user_scales = {"x_scale": x_scale, "p_scale": p_scale}

@@ -19,7 +19,7 @@ from ..experiment import Experiment
 from ..model import Model
 
 __all__ = ["check_preequilibration", "settled_after", "settling_time", "settles",
-           "stiff_in_settling_only",
+           "in_settling", "stiff_in_settling_only",
            "PhasedConstants", "SETTLED", "SETTLING_MARGIN", "SETTLING_HORIZON",
            "SETTLING_RESOLUTION"]
 
@@ -121,24 +121,26 @@ def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
                         preequilibration=None), float(duration)
 
 
-def stiff_in_settling_only(setup: Any, threshold: float | None = None) -> bool:
-    """Whether the start of ``setup`` (its node values and parameters) is stiff
+def stiff_in_settling_only(setup: Any, found: Any, threshold: float | None = None) -> bool:
+    """Whether the start of ``setup`` (its node values and parameters), whose
+    stiffest node is ``found`` (a
+    :class:`~picard_casadi.transcription.stiffness.Stiffness`), is stiff
     (``h |Re lambda|`` above ``threshold``, by default
-    :data:`~picard_casadi.transcription.stiffness.STIFF_STEP`) in preequilibrations' settlings
-    only, not where data are: a settling's end is stiff by construction (its
-    clock runs fast), and a search on the data's coarser mesh (a MAPK
-    cascade's, ``T = 3``) went astray where the cascade itself needed a finer
-    one; where the data part is stiff too (Zheng's uniform 14), the search
-    found its better optimum."""
+    :data:`~picard_casadi.transcription.stiffness.STIFF_STEP`) in
+    preequilibrations' settlings only, not where data are: a settling's end
+    is stiff by construction (its clock runs fast), and a search on the
+    data's coarser mesh (a MAPK cascade's, ``T = 3``) went astray where the
+    cascade itself needed a finer one; where the data part is stiff too
+    (Zheng's uniform 14), the search found its better optimum."""
     from ..transcription.stiffness import STIFF_STEP, stiffness
 
     disc = setup.disc
-    if not any(settles(e) for e in disc.experiments):
-        return False
     data = np.ones(disc.n_intervals, bool)
     for e, (exp, sl) in enumerate(zip(disc.experiments, disc.intervals_of)):
         if settles(exp):
-            data[sl] = disc.boundaries[e][:-1] >= exp.u.t0 - 1e-12 * abs(exp.u.t0)
+            data[sl] = [not in_settling(exp, t) for t in disc.boundaries[e][:-1]]
+    if data.all() or data[found.interval]:  # no settling, or the stiffest where data are
+        return False
     jacobians = setup.tr.node_jacobians(setup.U0, setup.p0)
     return stiffness(disc, jacobians, among=data).step <= (
         STIFF_STEP if threshold is None else threshold)
@@ -148,6 +150,11 @@ def settles(exp: Experiment) -> bool:
     """Whether ``exp`` is restated with a settling before its data
     (:func:`settling_time`)."""
     return isinstance(exp.u, PhasedConstants) and exp.u.clock is not None
+
+
+def in_settling(exp: Experiment, t: float) -> bool:
+    """Whether time ``t`` of ``exp`` is in its settling, before its data."""
+    return settles(exp) and exp.t0 <= t < exp.u.t0
 
 
 class PhasedConstants:

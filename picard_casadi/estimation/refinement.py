@@ -35,7 +35,7 @@ from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
-from .preequilibration import settles
+from .preequilibration import in_settling
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 from .solve_limits import budgeted_solve, continued_solve, out_of_budget
@@ -145,7 +145,7 @@ class FitProblem:
                  f"above {CREEPING_STIFF_STEP:g}, the threshold of a run whose steps the "
                  "trust radius cuts to slivers")
         # (a PEtab user read "at t = -0.97" of a problem whose data start at 0)
-        settling = any(settles(e) and e.t0 <= found.time < e.u.t0 for e in self.experiments)
+        settling = any(in_settling(e, found.time) for e in self.experiments)
         self.notes.append(
             f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
             f"t = {found.time:.6g}" + (", in a preequilibration's settling before the data, "

@@ -16,7 +16,7 @@ from ..simulate import simulate
 from .discretisation import Discretisation
 
 __all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
-           "restated_predictor", "model_parameter_values"]
+           "restated_predictor", "model_parameter_values", "parameter_source"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
@@ -103,6 +103,16 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
     return predict
 
 
+def parameter_source(name: str, constants: Any, label: str | None,
+                     entries: Any) -> float | str:
+    """Where model parameter ``name`` takes its value in an experiment: its
+    constant (a number, or the name of an entry), else the experiment's own
+    entry ``name[label]`` (``per_experiment``'s) where ``entries`` has it,
+    else the entry ``name``."""
+    own = f"{name}[{label}]"
+    return constants.get(name, own if label is not None and own in entries else name)
+
+
 def restated_predictor(model: Model, experiments: list[Experiment], names: list[str],
                        where: str) -> Callable[..., np.ndarray]:
     """``predict`` by simulation for a loaded result of a restated problem whose
@@ -125,8 +135,7 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
     for e, label in zip(experiments, per_experiment_labels(experiments)):
         plan: list[tuple[int | None, float | None]] = []
         for q in model.p_names:
-            own = f"{q}[{label}]"  # per_experiment's name
-            value = e.parameters.get(q, own if own in at else q)
+            value = parameter_source(q, e.parameters, label, at)
             if isinstance(value, str):
                 if value not in at:
                     missing.append(value)
@@ -180,7 +189,7 @@ def model_parameter_values(names: list[str], values: np.ndarray, model: Model,
                          f"({', '.join(labels) or 'none'})")
     out, missing = [], []
     for q in model.p_names:
-        value = constants.get(q, f"{q}[{experiment}]" if f"{q}[{experiment}]" in at else q)
+        value = parameter_source(q, constants, experiment, at)
         if isinstance(value, str):
             if value not in at:
                 missing.append(q if value == q else f"{q} (-> {value!r})")

@@ -36,7 +36,7 @@ from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list", "floored_measurement", "floored_where",
-           "FLOORED_AT", "check_positive_at_start", "AT_START_HEAD"]
+           "FLOORED_AT", "check_positive_at_start", "ZeroAtStartError"]
 
 
 @dataclass(frozen=True)
@@ -171,13 +171,18 @@ def floored_measurement(model: Model, experiments: list[Experiment],
             "value measured there")
 
 
-#: how :func:`check_positive_at_start`'s error begins
-AT_START_HEAD = "`noise`: log-normal output(s) measured at an experiment's start"
+class ZeroAtStartError(ValueError):
+    """:func:`check_positive_at_start`'s error; ``where`` names the outputs and
+    experiments (``"'obs_Rp' in 'c1'"``)."""
+
+    def __init__(self, message: str, where: str) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
                             held: np.ndarray, noise: Sequence[Noise]) -> None:
-    """A ``ValueError`` where a log-normal output is measured at an
+    """A ``ValueError`` (:class:`ZeroAtStartError`) where a log-normal output is measured at an
     experiment's start ``t0`` and its known initial states make it 0 or
     negative there whatever the parameters (a product or species known to
     start at 0, measured there as half a detection limit): its likelihood is
@@ -208,12 +213,12 @@ def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
     if hits:
         where = "; ".join(f"{model.y_names[k]!r} in {', '.join(names)}"
                           for k, names in hits.items())
-        raise ValueError(
-            f"{AT_START_HEAD}, where the known "
+        raise ZeroAtStartError(
+            "`noise`: log-normal output(s) measured at an experiment's start, where the known "
             f"initial states make them 0 whatever the parameters ({where}; {count} value(s)): "
             "a positive value there has no finite likelihood (reported at half a detection "
             "limit?); leave these values out (NaN), or give the output normal noise (or a "
-            "formula a + b*g)")
+            "formula a + b*g)", where)
 
 
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]

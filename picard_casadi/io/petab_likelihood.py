@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import with_closest
 from ..estimation.fallbacks import OUTPUT_NOT_POSITIVE
-from ..estimation.noise_plan import AT_START_HEAD, floored_where
+from ..estimation.noise_plan import ZeroAtStartError, floored_where
 from ..parameters import with_starts
 
 __all__ = ["nllh_at"]
@@ -71,13 +71,10 @@ def nllh_at(problem: Any, values: Mapping[str, float] | Sequence[float] | None =
             res = estimate(problem.model, experiments, fixed, noise=outputs,
                            method="single-shooting", uncertainty=False,
                            T=span if span > 0 else None)
-        except ValueError as err:
-            if not str(err).startswith(AT_START_HEAD):
-                raise
-            res, raised = None, str(err)
-    if res is None:  # a log-scale observable measured where it starts at 0 (it raised)
-        where = raised.split("whatever the parameters (", 1)[1].split(";", 1)[0]
-        warnings.warn(f"PEtab's likelihood is not finite at these values: {where} measured "
+        except ZeroAtStartError as err:  # a log observable measured where it starts at 0
+            res, at_start = None, err.where
+    if res is None:
+        warnings.warn(f"PEtab's likelihood is not finite at these values: {at_start} measured "
                       "at t = 0, where its known initial states make it 0, and its noise is "
                       "log-normal: nllh_at returns inf", UserWarning, stacklevel=3)
         return float("inf")

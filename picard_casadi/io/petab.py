@@ -673,14 +673,6 @@ class _Builder(NoiseTables, TableChecks):
             sigma = np.array([float(_replacements(self.pv, v)[0])
                               if self.output_of_row[i] in data_sigma else np.nan
                               for i, v in zip(rows.index, rows["noiseParameters"])])
-            bad = [i for i, v in zip(rows.index, sigma) if not (np.isnan(v) or 0 < v < np.inf)]
-            if bad:  # (it was "Experiment 'c0': `sigma` must be positive", no line)
-                raise ValueError(
-                    f"{self.files['measurements']}: line {bad[0] + 2} (observable "
-                    f"{self.meas['observableId'][bad[0]]!r}, condition {cid!r}) has "
-                    f"noiseParameters {self.meas['noiseParameters'][bad[0]]!r}, the noise "
-                    "standard deviation there; it must be positive"
-                    + (f" ({len(bad) - 1} more such row(s))" if len(bad) > 1 else ""))
         t = rows["time"].astype(float).to_numpy()
         outputs = [self.output_of_row[i] for i in rows.index]
         values = rows["measurement"].astype(float).to_numpy()

@@ -127,7 +127,8 @@ class TableChecks:
         return with_closest(name, known) + (f" in {', '.join(places)}" if places else "")
 
     def _check_noise_values(self) -> None:
-        """A noiseFormula that is a number, and the nominalValue of a noise
+        """A noiseFormula that is a number, a measurement's own number where
+        the formula is its noise parameter, and the nominalValue of a noise
         parameter (its start, or its value where fixed), are positive: a 0
         was told "`noise`: ... must be positive" or "Noise: ... use
         sigma=None", naming neither file nor row."""
@@ -145,10 +146,26 @@ class TableChecks:
                 plain.add(oid)
             elif re.fullmatch(r"[A-Za-z_]\w*", formula):
                 names.add(formula)
+        bad: list[int] = []  # measurements whose own number is their sigma, not positive
         if "noiseParameters" in self.meas.columns:
-            for oid, v in zip(self.meas["observableId"], self.meas["noiseParameters"]):
-                if oid in plain and not _empty(v):
+            for i, (oid, v) in enumerate(zip(self.meas["observableId"],
+                                             self.meas["noiseParameters"])):
+                if oid not in plain or _empty(v):
+                    continue
+                num = _number(v)
+                if num is None:
                     names.add(str(v).strip())
+                elif not 0 < num < np.inf:
+                    bad.append(i)
+        if bad:  # (it was "Experiment 'c0': `sigma` must be positive", no line)
+            i = bad[0]
+            raise ValueError(
+                f"{f['measurements']}: line {i + 2} (observable "
+                f"{self.meas['observableId'].iloc[i]!r}, condition "
+                f"{str(self.meas['simulationConditionId'].iloc[i])!r}) has noiseParameters "
+                f"{self.meas['noiseParameters'].iloc[i]!r}, the noise standard deviation "
+                "there; it must be positive"
+                + (f" ({len(bad) - 1} more such row(s))" if len(bad) > 1 else ""))
         for name in sorted(n for n in names if n in self.par.index):
             value = _number(self.par.loc[name, "nominalValue"])
             if value is not None and not value > 0:

@@ -500,14 +500,14 @@ def estimate(
         # from the warm start's solution
         from .transcription.discretisation import Discretisation
 
-        prob.use_radau(found, "at the warm start")
+        prob.use_radau(found, "at the warm start", setup.disc)
         mesh = Discretisation(model, exps, prob.T, prob.nodes, prob.scheme,
                               setup.disc.boundaries)
         start = transfer_solution(warm_start._disc, warm_start._X, warm_start._U, mesh)
         setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                            boundaries=setup.disc.boundaries, start=start)
     elif found is not None:  # stiff at the start: Radau's nodes from the outset
-        prob.use_radau(found, "at the start")
+        prob.use_radau(found, "at the start", setup.disc)
         # (not where a settling's clock alone is stiff: a MAPK cascade's
         # search went astray on the data's mesh, too coarse for its dynamics)
         search_T = (search_time_scale(exps, prob.T) if T_given is None and spec.name ==

@@ -59,6 +59,12 @@ def _checked_parameters(parameters: Any, where: str,
     return out
 
 
+#: what a time of ``inf`` (PEtab's steady-state measurement) is said as
+_STEADY_STATE_HINT = ("; measurements at the steady state are an experiment of their own, "
+                      "measured at its t0 after settling: Experiment(t=[t0, ...], t0=t0, "
+                      "preequilibration=pc.Preequilibration())")
+
+
 @dataclass(frozen=True)
 class Preequilibration:
     """An experiment that starts from a steady state (PEtab's preequilibration).
@@ -71,7 +77,9 @@ class Preequilibration:
     reached by simulation (the model run for ``duration`` before ``t0``, as
     a part of the experiment whose derivatives every method has), so a
     conserved quantity (``A <-> B``) keeps the total it starts with.  A
-    model of time settles with its time held at ``t0``.
+    model of time settles with its time held at ``t0``.  An experiment
+    measured at its steady state only (PEtab's ``time = inf``) has its data
+    at ``t0`` and ``Preequilibration()`` (it settles as it is measured).
 
     Parameters
     ----------
@@ -160,6 +168,8 @@ class Experiment:
     t : array_like, shape (N,)
         Sample times, increasing and finite; any spacing.  A time repeated
         holds replicates (several measurements at one time, a row each).
+        With a ``preequilibration``, samples at ``t0`` alone are measurements
+        of the steady state (PEtab's ``time = inf``).
     y : array_like, shape (N, ny)
         Measured outputs, one row per sample time.  ``NaN`` marks a missing
         value; ``inf`` is an error.  A 1-D array is one output.
@@ -272,12 +282,15 @@ class Experiment:
         # condition measured only at t = 10, from t = 0)
         later_t0 = (t0 is not None and t_arr.size > 0 and np.isfinite(float(t0))
                     and np.all(np.isfinite(t_arr)) and float(t0) < float(np.min(t_arr)))
+        # measured at t0 only after a preequilibration: at the steady state
+        later_t0 = later_t0 or (preequilibration is not None and t_arr.size > 0)
         if t_arr.size < 2 and not later_t0:
             raise ValueError(f"{where}: `t` needs at least 2 sample times (or one after an "
                              f"earlier `t0`), got {t_arr.size}")
         if not np.all(np.isfinite(t_arr)):
             bad = int(np.flatnonzero(~np.isfinite(t_arr))[0])
-            raise ValueError(f"{where}: `t` must be finite; t[{bad}] = {t_arr[bad]}")
+            raise ValueError(f"{where}: `t` must be finite; t[{bad}] = {t_arr[bad]}"
+                             + _STEADY_STATE_HINT * bool(np.isposinf(t_arr[bad])))
         steps = np.diff(t_arr)
         if np.any(steps < 0):
             bad = int(np.flatnonzero(steps < 0)[0])
@@ -581,7 +594,8 @@ class Experiment:
         if not_finite.size:  # named by its row here, before the rows are sorted by time
             raise ValueError(f"{where}: `times` must be finite; measurement "
                              f"{int(not_finite[0])} ({out[not_finite[0]]!r}) is at t = "
-                             f"{t[not_finite[0]]}")
+                             f"{t[not_finite[0]]}" + _STEADY_STATE_HINT * bool(
+                                 np.isposinf(t[not_finite[0]])))
         unknown = [(i, o) for i, o in enumerate(out) if o not in names]
         if unknown:
             i, o = unknown[0]

@@ -54,6 +54,9 @@ def nominal_nllh(prob: PetabProblem, values: dict[str, float] | None = None,
         p = np.array([start[v] if isinstance(v, str) else v
                       for v in (e.parameters.get(n, n) for n in model.p_names)])
         x0 = np.asarray(x0_of(p), float).ravel()
+        if e.preequilibration is not None:  # settled under the experiment's own values
+            assert not e.preequilibration.parameters and not e.preequilibration.reset
+            x0 = pc.simulate(model, x0, p, [1e5], t0=0.0, rtol=rtol, atol=rtol)[-1]
         X = pc.simulate(model, x0, p, e.t, t0=e.t0, rtol=rtol, atol=rtol)
         G = np.array([model.output_value(t, x, p) for t, x in zip(e.t, X)])
         for k, name in enumerate(model.y_names):
@@ -488,6 +491,52 @@ def test_log_scale_bounds_that_are_not_positive_are_a_value_error(tmp_path, boun
     _edit(yaml.parent / "parameters_Boehm_JProteomeRes2014.tsv",
           "log10\t1E-05\t100000\t0.026982514033029", f"log10\t{bounds}\t0.026982514033029")
     with pytest.raises(ValueError, match="Epo_degradation_BaF3.*must be positive"):
+        read_petab(yaml)
+
+
+def test_measurements_at_the_steady_state_are_an_experiment_settled_before_t0():
+    """Blasi's 252 measurements are all at ``time = inf`` (refused before):
+    one experiment that settles under its condition before ``t = 0``, where
+    they are taken; the likelihood is the collection's, and the default fit
+    finds the noise level's optimum: the nominal ``sigma`` = 0.1 is 448 above
+    it (``petab.calculate_llh`` on the collection's simulation at 0.2532:
+    -1090.5610748, the README)."""
+    prob = read_petab(DATA / "Blasi_CellSystems2016" / "Blasi_CellSystems2016.yaml")
+    (e,) = prob.experiments
+    assert e.name == "control (steady state)" and np.all(e.t == 0.0) and e.t0 == 0.0
+    assert e.preequilibration is not None and e.preequilibration.reset == ()
+    assert np.isfinite(e.y).sum() == 252
+    assert nominal_nllh(prob) == pytest.approx(-642.8268936, abs=1e-4)
+    assert prob.nllh_at() == pytest.approx(-642.8268936, abs=1e-4)
+    assert prob.nllh_at(noise={"sigma": 0.2532}) == pytest.approx(-1090.5610748, abs=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pc.FitWarning)
+        res = pc.estimate(prob.model, prob.experiments, prob.parameters, noise=prob.noise)
+    assert res.success, res.message
+    sigma = res.settings["noise_parameter_values"]["sigma"]
+    assert sigma == pytest.approx(0.2532, abs=1e-3)
+    assert res.nllh == pytest.approx(prob.nllh_at(res.p, noise={"sigma": sigma}), abs=1e-5)
+    assert res.nllh < -1090.56
+
+
+def test_steady_state_measurements_beside_others_and_after_a_preequilibration(tmp_path):
+    """A condition measured at ``time = inf`` and at finite times: two
+    experiments; ``inf`` after a preequilibration (two settlings in a row) is
+    refused, naming both conditions."""
+    yaml = _copy(tmp_path)
+    path = yaml.parent / "measurementData_Boehm_JProteomeRes2014.tsv"
+    _edit(path, "\t240.0\t", "\tinf\t", 1)
+    prob = read_petab(yaml)
+    assert [e.name for e in prob.experiments] == ["model1_data1", "model1_data1 (steady state)"]
+    timed, steady = prob.experiments
+    assert steady.preequilibration is not None and timed.preequilibration is None
+    assert np.isfinite(steady.y).sum() == 1 and np.isfinite(timed.y).sum() == 47
+    assert math.isfinite(prob.nllh_at())
+    _edit(path, "pSTAT5A_rel\t\tmodel1_data1\t15.4301823994994\tinf",
+          "pSTAT5A_rel\tmodel1_data1\tmodel1_data1\t15.4301823994994\tinf")
+    with pytest.raises(NotImplementedError, match=r"time = inf\) after a preequilibration "
+                                                  r"\(condition 'model1_data1', then "
+                                                  r"'model1_data1'\)"):
         read_petab(yaml)
 
 

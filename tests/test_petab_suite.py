@@ -102,7 +102,10 @@ def simulate_nominal(prob: PetabProblem, values: dict[str, float] | None = None,
                 r, c = np.log10(y) - np.log10(g), np.log(y * np.log(10))
             llh -= float(np.sum(0.5 * np.log(2 * np.pi * sigma ** 2)
                                 + 0.5 * (r / sigma) ** 2 + c))
-            rows += [(e.name.split(":")[-1], prob.observable_ids[name], t, gi)
+            # (measurements at the steady state: PEtab's time = inf)
+            steady = e.name.endswith(" (steady state)")
+            rows += [(e.name.removesuffix(" (steady state)").split(":")[-1],
+                      prob.observable_ids[name], np.inf if steady else t, gi)
                      for t, gi in zip(e.t[ok], g)]
     sim = pd.DataFrame(rows, columns=["simulationConditionId", "observableId", "time",
                                       "simulation"])

@@ -112,7 +112,7 @@ def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
                              f"{SETTLING_HORIZON:g} time units at the start; give "
                              "Preequilibration(duration=...) or another start")
         duration = SETTLING_MARGIN * max(settled, exp.t_end - t0)
-    span = exp.t_end - t0
+    span = (exp.t_end - t0) or 1.0  # measured at its steady state only: a unit of clock
     tau0 = SETTLING_RESOLUTION * duration
     a = float(np.log(duration / tau0 + 1.0)) / span
     u = exp.u

@@ -135,9 +135,10 @@ class FitProblem:
         found = stiffness(setup.disc, setup.tr.node_jacobians(U, p))
         return found if found.step > threshold else None
 
-    def use_radau(self, found: Stiffness, where: str) -> None:
+    def use_radau(self, found: Stiffness, where: str, disc: Any) -> None:
         """Move to Radau collocation (and its Picard order, unless ``n`` was
-        given) for what follows; a note says why and where."""
+        given) for what follows; a note says why and where (``found`` on the
+        mesh ``disc``)."""
         self.scheme = "radau"
         if self.n_auto:
             self.n = default_picard_order("radau")
@@ -145,7 +146,10 @@ class FitProblem:
                  f"above {CREEPING_STIFF_STEP:g}, the threshold of a run whose steps the "
                  "trust radius cuts to slivers")
         # (a PEtab user read "at t = -0.97" of a problem whose data start at 0)
-        settling = any(in_settling(e, found.time) for e in self.experiments)
+        # (the node at a settling's end is at the data's t0: its interval says)
+        settling = any(in_settling(exp, disc.boundaries[e][found.interval - sl.start])
+                       for e, (exp, sl) in enumerate(zip(disc.experiments, disc.intervals_of))
+                       if sl.start <= found.interval < sl.stop)
         self.notes.append(
             f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
             f"t = {found.time:.6g}" + (", in a preequilibration's settling before the data, "
@@ -630,17 +634,17 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             # carry the fast modes the paper's nodes do not damp; Robertson's
             # kinetics from ones, continued from them, ended step_failed)
             if outcome.success:
-                prob.use_radau(found, f"at {spec.name}'s solution")
+                prob.use_radau(found, f"at {spec.name}'s solution", setup.disc)
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, solved=solved,
                                        U=outcome.U)
             elif outcome.status == "stiff":
                 prob.use_radau(found, f"at iteration {solved.iterations} of {spec.name}; the "
-                               "run started again from p0")
+                               "run started again from p0", setup.disc)
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
             else:
                 prob.use_radau(found, f"at the last iterate of {spec.name}, which did not "
                                f"converge ({clipped(outcome.message, 100)}); the run "
-                               "started again from p0")
+                               "started again from p0", setup.disc)
                 setup = _refined_setup(prob, setup, setup.disc.boundaries, p0=p0)
         elif prob.polish_T is not None and not outcome.success:
             if outcome.status in _BUDGETS + ITERATION_LIMITS + STALLED:

@@ -35,7 +35,10 @@ tables; they map onto the package as follows.
   condition measured at one time ``t > 0`` only gets an unmeasured row at
   ``t = 0``, one measured at ``t = 0`` only an unmeasured row at the
   problem's first positive measurement time (an experiment has two sample
-  times at least).
+  times at least).  Measurements at ``time = inf`` (the steady state) are
+  an experiment of their own, ``<condition> (steady state)``: the
+  condition settles from its initial states before ``t = 0``
+  (``Preequilibration()``), where they are taken.
 - The observable table: the model's outputs (``observableFormula`` with its
   ``observableParameter`` placeholders substituted: an observable whose
   measurements give different ones, per condition or per time point, is
@@ -52,7 +55,7 @@ tables; they map onto the package as follows.
   :attr:`PetabProblem.noise_nominal`.
 
 What the package cannot state is refused, naming the construct and the
-file: steady-state (``time = inf``) measurements,
+file: steady-state (``time = inf``) measurements after a preequilibration,
 events, delays, algebraic rules, non-constant compartments, objective
 priors other than normal ones (``normal``, ``parameterScaleNormal``:
 ``Parameter(prior=...)``), the Laplace distribution, mapping tables,
@@ -273,9 +276,9 @@ def read_petab(yaml_path: str | Path, *, fixed: str = "parameters",
     ImportError
         Without python-libsbml or petab (``pip install picard_casadi[petab]``).
     NotImplementedError
-        For a construct the package cannot state (steady-state measurements,
-        events, delays, algebraic rules, priors that are not normal, ...),
-        naming it and the file.
+        For a construct the package cannot state (steady-state measurements
+        after a preequilibration, events, delays, algebraic rules, priors
+        that are not normal, ...), naming it and the file.
     ValueError
         For inconsistent tables (a name no table defines, a Laplace
         distribution, ...), naming the file and the entry; for a path that
@@ -416,9 +419,12 @@ class _Builder(NoiseTables, TableChecks):
             lambda v: "" if _empty(v) else str(v).strip())
             if "preequilibrationConditionId" in self.meas.columns else [""] * len(self.meas))
         self.meas["_pre"] = list(pre_ids)
+        # measurements at the steady state (time = inf): an experiment of their own
+        self.meas["_steady"] = np.isinf(self.meas["time"].astype(float)).to_numpy()
         pairs = list(dict.fromkeys(zip(self.meas["_pre"],
-                                       self.meas["simulationConditionId"].astype(str))))
-        conditions = list(dict.fromkeys([c for pair in pairs for c in pair if c]))
+                                       self.meas["simulationConditionId"].astype(str),
+                                       self.meas["_steady"])))
+        conditions = list(dict.fromkeys([c for pair in pairs for c in pair[:2] if c]))
         cond = self.cond
         targets = [c for c in (cond.columns if cond is not None else [])
                    if c not in ("conditionName",)]
@@ -561,16 +567,24 @@ class _Builder(NoiseTables, TableChecks):
                     set_by_conditions[c][pname] = v
                     referenced.append(v)
         experiments = []
-        for pre, sim in pairs:
+        for pre, sim, steady in pairs:
             settle = None
-            if pre:
+            if steady:
+                if pre:
+                    raise NotImplementedError(
+                        f"{f['measurements']}: steady-state measurements (time = inf) after "
+                        f"a preequilibration (condition {pre!r}, then {sim!r}) are not "
+                        "supported: two settlings in a row")
+                # the condition's own steady state, from its initial states
+                settle = Preequilibration()
+            elif pre:
                 # a species the simulation condition sets restarts there
                 settle = Preequilibration(
                     parameters=set_by_conditions[pre],
                     reset=[c for c in targets if c in species_set and c not in kept[sim]
                            and c in sb.x_names])
             experiments.append(self._experiment(pre, sim, outputs, data_sigma,
-                                                set_by_conditions[sim], settle))
+                                                set_by_conditions[sim], settle, steady))
 
         # the parameter table's rows the model and the conditions use
         always_set = {n for n in p_names if all(n in set_by_conditions[c] for c in conditions)}
@@ -665,9 +679,9 @@ class _Builder(NoiseTables, TableChecks):
 
     def _experiment(self, pre: str, cid: str, observed: list[str], data_sigma: set[str],
                     parameters: dict[str, float | str],
-                    settle: Preequilibration | None) -> Experiment:
+                    settle: Preequilibration | None, steady: bool = False) -> Experiment:
         rows = self.meas[(self.meas["simulationConditionId"].astype(str) == cid)
-                         & (self.meas["_pre"] == pre)]
+                         & (self.meas["_pre"] == pre) & (self.meas["_steady"] == steady)]
         sigma = None
         if data_sigma:
             sigma = np.array([float(_replacements(self.pv, v)[0])
@@ -676,7 +690,9 @@ class _Builder(NoiseTables, TableChecks):
         t = rows["time"].astype(float).to_numpy()
         outputs = [self.output_of_row[i] for i in rows.index]
         values = rows["measurement"].astype(float).to_numpy()
-        if np.unique(t).size < 2:
+        if steady:  # measured at the steady state its settling reaches before t = 0
+            t = np.zeros_like(t)
+        elif np.unique(t).size < 2:
             # an Experiment needs two sample times: PEtab's start, t = 0, unmeasured;
             # measured at t = 0 only (the initial states), an unmeasured time after
             # it (the problem's first positive measurement time, a time it knows)
@@ -687,7 +703,8 @@ class _Builder(NoiseTables, TableChecks):
             values = np.r_[values, np.nan]
             sigma = None if sigma is None else np.r_[sigma, np.nan]
         return Experiment.from_measurements(
-            t, outputs, values, observed, sigma=sigma, name=f"{pre}:{cid}" if pre else str(cid),
+            t, outputs, values, observed, sigma=sigma,
+            name=(f"{pre}:{cid}" if pre else str(cid)) + (" (steady state)" if steady else ""),
             t0=0.0, parameters=parameters or None,
             noise_parameters=self.noise_overrides.get(str(cid)) or None,
             preequilibration=settle)

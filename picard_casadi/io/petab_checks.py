@@ -46,9 +46,6 @@ class TableChecks:
             if np.isnan(v):  # empty, or written NaN: a measurement needs its time
                 raise ValueError(f"{f['measurements']}: row {i + 1} (line {i + 2}): column "
                                  "'time' is empty (or NaN); every measurement needs its time")
-        if np.isinf(times).any():
-            raise NotImplementedError(f"{f['measurements']}: steady-state measurements "
-                                      "(time = inf) are not supported")
         if (times < 0).any():
             raise ValueError(f"{f['measurements']}: negative measurement times "
                              f"({times[times < 0].iloc[0]}); PEtab simulates from t = 0")

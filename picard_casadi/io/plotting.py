@@ -175,6 +175,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             reason = re.sub(r"^simulation of model '[^']*' ", "", " ".join(str(err).split()))
             why = "\n".join(textwrap.wrap(textwrap.shorten(reason, 160), 44))
         at_samples = np.searchsorted(t_all, exp.t)
+        # measured at its steady state only (t = t0 after a preequilibration)
+        steady = exp.t_end == exp.t0
         fit_ax = None
         last = len(measured[e]) - 1
         labelled = col == 0 or not every  # each panel names its output where they differ
@@ -185,7 +187,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             colour = colours[k % len(colours)]
             data = _on_scale(exp.y[:, k], scales[k])
             fit_ax.plot(exp.t, data, "o", ms=2.8, color=colour, alpha=0.6, label="data")
-            if Y_all is not None:
+            if Y_all is not None and steady:  # one time: the fit a level across
+                fit_ax.axhline(Y_all[0, k], lw=1.5, color="0.15", label="fit")
+            elif Y_all is not None:
                 fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
                 # the log of a state starting at 0 (an oral dose's central
                 # compartment; a PEtab log-normal observable, measured from
@@ -229,7 +233,8 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             else:
                 bottom = fit_ax
             if i == last and not with_inputs:
-                bottom.set_xlabel(_label("time", model.t_unit), fontsize=8)
+                bottom.set_xlabel("at the steady state" if steady else
+                                  _label("time", model.t_unit), fontsize=8)
         if with_inputs:
             values, sets = groups[e]
             below = int(first_row[band]) + tall[band] * per_output

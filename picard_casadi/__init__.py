@@ -11,7 +11,7 @@ Public names (see the README and ``docs/api.md``)::
     register_problem, Problem, PicardError, SimulationError, ConvergenceError,
     StartNotFiniteError, CodegenError, DiscretisationWarning, FitWarning, profile, Profile, compare,
     read_columns, Columns, read_csv_experiments, Noise, Parameter, export_c, read_petab,
-    PetabProblem, Preequilibration
+    PetabProblem, Preequilibration, prediction_band, PredictionBand
 
 Layout: the user's vocabulary at the top (``model``, ``experiment``,
 ``noise``, ``parameters``, ``simulate``, ``estimate``, ``result``, ``errors``) and wings beneath, each
@@ -30,6 +30,7 @@ from .io.columns import Columns, read_columns
 from .io.csv_experiments import read_csv_experiments
 from .io.export import export_c
 from .io.petab import PetabProblem, read_petab
+from .analysis.prediction_band import PredictionBand, prediction_band
 from .experiment import Experiment, Preequilibration
 from .methods.base import IterationRecord
 from .model import Model
@@ -49,5 +50,5 @@ __all__ = [
     "ConvergenceError", "StartNotFiniteError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
     "compare", "read_columns", "Columns", "read_csv_experiments", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem",
-    "Preequilibration", "__version__",
+    "Preequilibration", "prediction_band", "PredictionBand", "__version__",
 ]

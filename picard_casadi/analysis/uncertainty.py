@@ -682,6 +682,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     for mask in involved_in.values():
         unidentifiable |= mask
     std[unidentifiable] = np.inf
+    result._covariance = (list(columns), cov,
+                          [names[c] for c in np.flatnonzero(unidentifiable)])
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names

@@ -17,6 +17,7 @@ import numpy as np
 from ..analysis.certificate import Certificate, short_of_optimum
 from ..analysis.interval_information import GROWTH_LIMIT
 from ..analysis.likelihood import NoiseGroups, noise_fit
+from ..analysis.prediction_band import sensitivity_source
 from ..analysis.quantiles import beta_cdf
 from ..errors import DiscretisationWarning
 from ..experiment import Experiment
@@ -529,5 +530,6 @@ def assemble(prob: FitProblem, setup: Setup, outcome: LoopOutcome, w: np.ndarray
     )
     attach_noise(result, setup, prob.weights_mode, ssr_k, prob.noise)
     result._predictor = simulation_predictor(model, prob.experiments, disc, X, U)
+    result._sensitivities = sensitivity_source(model, prob.experiments)
     result._X, result._U, result._disc = X.copy(), U.copy(), disc
     return result, fitted_outputs(disc, Ys)

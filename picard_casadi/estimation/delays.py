@@ -329,4 +329,5 @@ def _user_result(result: Any, plan: DelayPlan, experiments: list[Experiment],
         result.message += (f"; the delays settled in {rounds} round(s) of fits"
                            if result.success else f" (delay round {rounds})")
     result._delays = plan
+    result._sensitivities = None  # (no band: the delays' rounds are other models)
     return result

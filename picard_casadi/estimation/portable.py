@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.prediction_band import sensitivity_source
 from ..transcription.discretisation import Discretisation
 from ..transcription.predict import simulation_predictor
 
@@ -53,7 +54,7 @@ def portable(result: Any) -> Portable:
     disc = result._disc
     mesh = None if disc is None else (float(disc.T), int(disc.nodes), str(disc.scheme),
                                       [np.asarray(b, float).copy() for b in disc.boundaries])
-    return Portable(replace(result, _predictor=None, _disc=None), mesh,
+    return Portable(replace(result, _predictor=None, _disc=None, _sensitivities=None), mesh,
                     None if disc is None else disc.model,
                     None if disc is None else [(e.y, e.sigma) for e in disc.experiments])
 
@@ -71,6 +72,8 @@ def restore(item: Portable, model: Any, experiments: list[Any]) -> Any:
         model = item.model
         experiments = [e.replaced(y=y, sigma=sigma) for e, (y, sigma) in
                        zip(experiments, item.data)]
+    if res._statement is None:  # (a restated fit's inner vectors are not kept)
+        res._sensitivities = sensitivity_source(model, list(experiments))
     if item.mesh is None or res._X is None:
         res._predictor = simulation_predictor(model, list(experiments))
         return res

@@ -161,6 +161,10 @@ class Statement:
                 # the restated model's parameters and initial states
                 return predictor(replace(r, p=phi, x0=inner_x0), exp_index, t, source)
             res._predictor = predict
+        inner = res._sensitivities
+        if inner is not None:  # (pc.prediction_band: the inner vectors, as predict)
+            res._sensitivities = (lambda r, e, t, cols: inner(replace(r, p=phi, x0=inner_x0),
+                                                              e, t, cols))
         # d theta / d phi: 1, theta (log), theta ln 10 (log10)
         slope = np.array([1.0 if s == "lin" else t if s == "log" else t * math.log(10.0)
                           for t, s in zip(theta, self.scales)])

@@ -79,7 +79,7 @@ def _short(message: str, limit: int = 90) -> str:
 def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Experiment],
              experiment: int | Sequence[int] | None = None, path: str | Path | None = None,
              title: str | None = None, dense: int = 400, residuals: bool = True,
-             columns: int = 4, inputs: bool = True) -> plt.Figure:
+             columns: int = 4, inputs: bool = True, band: bool = True) -> plt.Figure:
     """Measured outputs (dots), the fitted model's outputs (lines) and the residuals.
 
     One column per experiment (at most ``columns`` side by side, spread evenly
@@ -116,6 +116,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
         Most experiments side by side (5 experiments: 3 and 2).
     inputs : bool
         Draw the input panels (a model with inputs only).
+    band : bool
+        Shade the fit's 95 % confidence band (:func:`~picard_casadi.prediction_band`)
+        where the result has one (standard errors, every quantity determined).
     """
     if experiment is None:
         chosen = list(range(len(experiments)))
@@ -129,13 +132,14 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     measured = {e: [k for k in range(model.ny) if np.any(np.isfinite(experiments[e].y[:, k]))]
                 or list(range(model.ny)) for e in chosen}
     every = all(len(ks) == model.ny for ks in measured.values())
-    # as few bands as ``columns`` allows, the experiments spread evenly over them
-    bands = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
-    cols = max(1, int(np.ceil(len(chosen) / bands)))
-    # each band as many panels high as its experiments need
-    tall = [max(len(measured[e]) for e in chosen[b * cols:(b + 1) * cols]) for b in range(bands)]
+    # as few strips of panels as ``columns`` allows, the experiments spread evenly
+    strips = max(1, int(np.ceil(len(chosen) / max(1, int(columns)))))
+    cols = max(1, int(np.ceil(len(chosen) / strips)))
+    # each strip as many panels high as its experiments need
+    tall = [max(len(measured[e]) for e in chosen[b * cols:(b + 1) * cols])
+            for b in range(strips)]
     per_output = 2 if residuals else 1
-    # the inputs' panels close each band, below its tallest column: inputs of
+    # the inputs' panels close each strip, below its tallest column: inputs of
     # one unit and a like size share a panel (_input_groups)
     with_inputs = bool(inputs) and model.nu > 0
     # each experiment's dense time grid (with its samples): the fit's line and the inputs
@@ -144,9 +148,9 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     groups = {e: _input_groups(model, experiments[e], t_dense[e]) if with_inputs else None
               for e in chosen}
     input_rows = [max(len(groups[e][1]) for e in chosen[b * cols:(b + 1) * cols])
-                  if with_inputs else 0 for b in range(bands)]
-    band_rows = [h * per_output + k for h, k in zip(tall, input_rows)]
-    first_row = np.concatenate([[0], np.cumsum(band_rows)[:-1]]).astype(int)
+                  if with_inputs else 0 for b in range(strips)]
+    strip_rows = [h * per_output + k for h, k in zip(tall, input_rows)]
+    first_row = np.concatenate([[0], np.cumsum(strip_rows)[:-1]]).astype(int)
     ratios: list[float] = []
     for h, k in zip(tall, input_rows):
         ratios += ([2.2, 1.0] if residuals else [2.2]) * h + [1.0] * k
@@ -161,9 +165,10 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     noise_models = [str(m) for m in result.settings.get("noise_model") or []]
     noise_models += [""] * (model.ny - len(noise_models))
     failed_sim = []
+    banded = False
     for n, e in enumerate(chosen):
         exp = experiments[e]
-        band, col = divmod(n, cols)
+        strip, col = divmod(n, cols)
         t_all = t_dense[e]
         why = ""
         try:
@@ -175,13 +180,15 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
             reason = re.sub(r"^simulation of model '[^']*' ", "", " ".join(str(err).split()))
             why = "\n".join(textwrap.wrap(textwrap.shorten(reason, 160), 44))
         at_samples = np.searchsorted(t_all, exp.t)
+        # the band's half-width (None: no band)
+        spread = _band(result, model, e, t_all) if band and Y_all is not None else None
         # measured at its steady state only (t = t0 after a preequilibration)
         steady = exp.t_end == exp.t0
         fit_ax = None
         last = len(measured[e]) - 1
         labelled = col == 0 or not every  # each panel names its output where they differ
         for i, k in enumerate(measured[e]):
-            row = int(first_row[band]) + i * per_output
+            row = int(first_row[strip]) + i * per_output
             fit_ax = fig.add_subplot(grid[row, col], sharex=fit_ax)
             fit_ax.set_gid(f"fit:{e}:{k}")
             colour = colours[k % len(colours)]
@@ -191,6 +198,11 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                 fit_ax.axhline(Y_all[0, k], lw=1.5, color="0.15", label="fit")
             elif Y_all is not None:
                 fit_ax.plot(t_all, Y_all[:, k], "-", lw=1.5, color="0.15", label="fit")
+            if spread is not None and not steady:
+                banded = True
+                fit_ax.fill_between(t_all, Y_all[:, k] - spread[:, k], Y_all[:, k] + spread[:, k],
+                                    color="0.15", alpha=0.18, lw=0,
+                                    label="95 % confidence band")
                 # the log of a state starting at 0 (an oral dose's central
                 # compartment; a PEtab log-normal observable, measured from
                 # t = 2 on) dives towards -690 where it is not measured: far
@@ -237,7 +249,7 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                                   _label("time", model.t_unit), fontsize=8)
         if with_inputs:
             values, sets = groups[e]
-            below = int(first_row[band]) + tall[band] * per_output
+            below = int(first_row[strip]) + tall[strip] * per_output
             for g, shown in enumerate(sets):
                 ax = fig.add_subplot(grid[below + g, col], sharex=fit_ax)
                 _input_panel(ax, model, e, g, t_all, values, shown, labelled=col == 0,
@@ -247,10 +259,15 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     handles = [plt.Line2D([], [], marker="o", ls="", ms=4, color=dot, alpha=0.6),
                plt.Line2D([], [], color="0.15", lw=1.5)]
     labels = ["data", "fit: simulated from the estimate"]
+    if banded:
+        handles.append(plt.Rectangle((0, 0), 1, 1, color="0.15", alpha=0.18, lw=0))
+        labels.append("95 % confidence band of the fit")
     if residuals:
         handles.append(plt.Line2D([], [], marker="o", ls="", ms=3.5, color=dot))
         labels.append("residual: data - fit")
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
+    # (four entries ran off both edges of one column of panels)
+    fig.legend(handles, labels, loc="outside lower center",
+               ncol=len(labels) if cols > 1 or len(labels) < 4 else 2, fontsize=8,
                frameon=False)
     shown = list(zip(result.p_names, result.p))[:8]
     est = ", ".join(f"{n}={v:.4g}" for n, v in shown) + (" ..." if result.p.size > 8 else "")
@@ -280,6 +297,35 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
     if path is not None:
         fig.savefig(path, dpi=130)
     return fig
+
+
+#: fit.png's band: its standard deviations at this many times, interpolated
+#: between them (each output time costs the sensitivities' integration: the
+#: CMG's four experiments took 11 s at the line's 700 times, 2 s at 50)
+BAND_TIMES = 50
+#: ... and none where the sensitivity ODE would have more states than this
+#: (states times parameters and initial states: its Jacobian is dense)
+BAND_STATES = 2000
+
+
+def _band(result: EstimationResult, model: Model, e: int, t: np.ndarray) -> Any:
+    """The 95 % confidence band of experiment ``e``'s fit at ``t`` (``(lower,
+    upper)``), or None where the result has none (no standard errors, an
+    undetermined quantity, delays, a failed sensitivity integration, a
+    sensitivity ODE over :data:`BAND_STATES`)."""
+    from ..analysis.prediction_band import prediction_band
+
+    columns = (getattr(result, "_covariance", None) or ([],))[0]
+    if model.nx * (1 + len(columns)) > BAND_STATES:
+        return None
+    coarse = np.linspace(t[0], t[-1], BAND_TIMES) if t.size > BAND_TIMES else t
+    try:
+        found = prediction_band(result, e, coarse)
+    except (ValueError, RuntimeError, ArithmeticError):
+        return None
+    half = np.column_stack([np.interp(t, coarse, found.upper[:, k] - found.y[:, k])
+                            for k in range(found.y.shape[1])])
+    return half
 
 
 #: inputs whose largest sizes differ more than this share no panel (the

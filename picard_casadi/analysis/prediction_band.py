@@ -1,0 +1,199 @@
+"""Confidence and prediction bands of a fit's outputs, by the delta method.
+
+The outputs ``y(t; theta)`` of one experiment, ``theta`` the estimated
+parameters (on their estimation scale) and the experiment's estimated
+initial states, have the linearised covariance ``J C J^T``: ``C`` the
+estimate's covariance (the inverse information the standard errors come
+from) and ``J = dy/dtheta`` the output sensitivities, integrated exactly
+with the states by CVODES (``S' = f_x S + f_p``,
+:func:`~picard_casadi.transcription.forward_sensitivity.sensitivity_model`).
+The band of the mean output is ``y +- z sqrt(diag(J C J^T))``; with the
+noise, ``y +- z sqrt(diag(J C J^T) + sigma^2)``, where a new measurement
+falls.  Like the standard errors it is a linearisation: where the
+likelihood is far from quadratic (a curved valley, a parameter near a
+bound), profiles say more (``pc.profile``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from ..experiment import Experiment
+from ..model import Model
+from ..simulate import simulate
+from ..transcription.forward_sensitivity import (initial_sensitivities, output_sensitivities,
+                                                  sensitivity_model)
+from .quantiles import normal
+
+__all__ = ["PredictionBand", "prediction_band", "band_sensitivities", "sensitivity_source"]
+
+
+@dataclass(frozen=True)
+class PredictionBand:
+    """The band of one experiment's outputs (:func:`prediction_band`).
+
+    Attributes
+    ----------
+    t : ndarray (N,)
+        The times.
+    y : ndarray (N, ny)
+        The outputs at the estimate (as ``res.predict``: a log-normal
+        output's logarithm).
+    std : ndarray (N, ny)
+        Each output's standard deviation: the estimate's alone (``noise`` False),
+        or with the noise's added.
+    lower, upper : ndarray (N, ny)
+        ``y -+ z std``, ``z`` the normal quantile of ``(1 + level) / 2``.
+    level : float
+        The band's probability (0.95 by default).
+    noise : bool
+        Whether the noise is in it: a band where a new measurement falls
+        (prediction band), not only the mean output (confidence band).
+    y_names : list of str
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    std: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
+    noise: bool
+    y_names: list[str]
+
+
+def band_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, p: np.ndarray,
+                       times: np.ndarray, x0_columns: tuple[int, ...]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs ``(N, ny)`` of ``exp`` at ``times`` from ``x0`` and ``p``,
+    and their derivatives ``(N, ny, np + len(x0_columns))`` in ``p`` and the
+    initial states ``x0_columns``, integrated with the states by CVODES."""
+    aug = sensitivity_model(model, x0_columns)
+    z0 = np.r_[np.asarray(x0, float), initial_sensitivities(model, x0_columns)]
+    Z = simulate(aug, z0, p, times, exp, t0=exp.t0)
+    U = exp.inputs(times, model.nu)
+    f = output_sensitivities(model, x0_columns).map(times.size)
+    Y, dY = f(times[None, :], Z.T, ca.repmat(ca.DM(p), 1, times.size), U.T)
+    n = model.np + len(x0_columns)
+    return (np.asarray(Y, float).T,
+            np.asarray(dY, float).reshape(model.ny, times.size, n).transpose(1, 0, 2))
+
+
+def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
+    """``(res, e, t, x0_columns) -> (times, Y, dY)``: :func:`band_sensitivities`
+    of experiment ``e`` at ``t`` (its samples where None) at a result's ``p``
+    and ``x0`` (the model's own: a restated fit wraps it with its inner
+    vectors)."""
+
+    def source(res: Any, e: int, t: Any, x0_columns: tuple[int, ...]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        exp = experiments[e]
+        times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
+        if times.ndim != 1 or not np.all(np.isfinite(times)):
+            raise ValueError("`t` must be a 1-D array of finite times")
+        if np.any(times < exp.t0):
+            raise ValueError(f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} "
+                             f"starts (t0 = {exp.t0:g}, where the estimated x0 holds)")
+        Y, dY = band_sensitivities(model, exp, np.asarray(res.x0[e], float),
+                                   np.asarray(res.p, float), times, x0_columns)
+        return times, Y, dY
+
+    return source
+
+
+def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
+                    level: float = 0.95, noise: bool = False) -> PredictionBand:
+    """The confidence band of a fit's outputs (or, with ``noise``, the
+    prediction band of new measurements), by the delta method.
+
+    Parameters
+    ----------
+    result : EstimationResult
+        A fit with standard errors (``estimate(..., uncertainty=True)``, the
+        default) and its model attached.
+    exp_index : int or str
+        Which experiment: its index, or its name.
+    t : array_like, optional
+        Times (default: the experiment's sample times), not before its
+        ``t0``; inputs beyond its data are held as ``res.predict`` holds them.
+    level : float
+        The band's probability, in (0, 1).
+    noise : bool
+        Add each output's noise variance (the fit's ``noise_sigma``): where a
+        new measurement falls.  Needs one noise level per output.
+
+    Returns
+    -------
+    PredictionBand
+
+    Raises
+    ------
+    ValueError
+        Where the fit has no covariance (``uncertainty=False``, a failed
+        fit, a result loaded from JSON), where its information matrix is
+        near-singular (the band would leave the undetermined directions
+        out: ``pc.profile`` instead), for a model with delays or one
+        unstable along the data, or for ``noise=True`` without one noise
+        level per output.
+    """
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must be a probability in (0, 1), got {level!r}")
+    covariance = getattr(result, "_covariance", None)
+    source = getattr(result, "_sensitivities", None)
+    if covariance is None or source is None:
+        why = ("its model has delays" if getattr(result, "_delays", None) is not None
+               else "it has no standard errors (estimate(..., uncertainty=True), the "
+               "default; a result read from JSON has none)")
+        raise ValueError(f"prediction_band: no band for this result: {why}")
+    columns, cov, undetermined = covariance
+    if str(result.settings.get("information", "")).startswith("from the intervals"):
+        # (J grows like the unstable mode, C shrinks along it: J C J^T is
+        # their cancellation, below round-off)
+        raise ValueError("prediction_band: the model is unstable along the data (its "
+                         "information is the intervals', res.settings['information']): "
+                         "outputs integrated from x0 lose their precision; no band")
+    if undetermined:
+        raise ValueError(
+            "prediction_band: the data do not determine "
+            f"{', '.join(undetermined)} (res.warnings): a linearised band would leave "
+            "those directions out; hold them known, or follow the likelihood with "
+            "pc.profile(res)")
+    e = result._experiment_index(exp_index)
+    names = list(result.y_names)
+    sigma = None
+    if noise:
+        sigma = (None if result.noise_sigma is None
+                 else np.asarray(result.noise_sigma, float).ravel())
+        models = [str(m) for m in result.settings.get("noise_model") or []]
+        varies = any(m.endswith(("(the data's)", "(a formula)")) for m in models)
+        if (varies or sigma is None or sigma.size < len(names)
+                or not np.all(np.isfinite(sigma))):
+            raise ValueError("prediction_band: noise=True needs one noise level per output "
+                             "(res.noise_sigma); this fit's noise differs by measurement "
+                             "(given per sample, or a formula)")
+    x0_columns = tuple(sorted(i for kind, ex, i in columns if kind == "x0" and ex == e))
+    times, Y, dY = source(result, e, t, x0_columns)
+    # the covariance's rows of this experiment: the parameters, then its initial states
+    n_p = dY.shape[2] - len(x0_columns)
+    rows = np.full(dY.shape[2], -1)
+    for k, (kind, ex, i) in enumerate(columns):
+        if kind == "p":
+            rows[i] = k
+        elif kind == "x0" and ex == e:
+            rows[n_p + x0_columns.index(i)] = k
+    kept = rows >= 0
+    C = cov[np.ix_(rows[kept], rows[kept])]
+    J = dY[:, :, kept]
+    var = np.maximum(np.einsum("tya,ab,tyb->ty", J, C, J), 0.0)
+    if sigma is not None:
+        var = var + sigma[None, :var.shape[1]] ** 2
+    std = np.sqrt(var)
+    z = normal(0.5 + 0.5 * float(level))
+    Y = Y[:, :len(names)]  # (a prior's output, the restated fit's own, left out)
+    std = std[:, :len(names)]
+    return PredictionBand(t=times, y=Y, std=std, lower=Y - z * std, upper=Y + z * std,
+                          level=float(level), noise=bool(noise), y_names=names)

@@ -77,7 +77,8 @@ class Preequilibration:
     reached by simulation (the model run for ``duration`` before ``t0``, as
     a part of the experiment whose derivatives every method has), so a
     conserved quantity (``A <-> B``) keeps the total it starts with.  A
-    model of time settles with its time held at ``t0``.  An experiment
+    model of time settles with its time held at ``t0``, a model's inputs
+    at their value at ``t0``.  An experiment
     measured at its steady state only (PEtab's ``time = inf``) has its data
     at ``t0`` and ``Preequilibration()`` (it settles as it is measured).
 

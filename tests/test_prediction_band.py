@@ -131,14 +131,32 @@ def test_no_band_where_it_cannot_be_said():
     pc.prediction_band(per_sample)  # the mean's band needs none
     with pytest.raises(ValueError, match=r"noise=True needs one noise level per output"):
         pc.prediction_band(per_sample, noise=True)
-    # a rate and a gain the data see only as their product: no linearised band
-    x, a, b = ca.SX.sym("x"), ca.SX.sym("a"), ca.SX.sym("b")
+
+
+def test_an_output_that_moves_with_an_undetermined_quantity_is_unbounded():
+    """The data see ``c`` only while it is switched on (t < 2): a prediction
+    after it is unbounded (inf), one before it keeps its band; a rate and a
+    gain the data see only as their product give a bounded band (the output
+    does not move along their undetermined ratio)."""
+    x, a, b, c, u = (ca.SX.sym(n) for n in ("x", "a", "b", "c", "u"))
+    t = np.linspace(0, 4, 15)
+    y = 2.0 * np.exp(-0.7 * t) + 0.01 * np.sin(7 * t)
     twice = pc.Model(x=x, p=ca.vertcat(a, b), rhs=-a * b * x, y=x, x_names=["x"],
                      p_names=["a", "b"])
     flat = pc.estimate(twice, [pc.Experiment(t, y, x0=[2.0])], [1.0, 0.5],
                        noise=pc.Noise(sigma=0.01), estimate_x0=False)
-    with pytest.raises(ValueError, match=r"the data do not determine a, b"):
-        pc.prediction_band(flat)
+    assert any("the data do not determine" in w for w in flat.warnings)
+    band = pc.prediction_band(flat, 0, [1.0, 6.0])
+    assert np.all(np.isfinite(band.std)) and np.all(band.std > 0)
+    # c acts only after t = 5, beyond the data (an input switches it on)
+    late = pc.Model(x=x, p=ca.vertcat(a, c), u=u, rhs=-a * x + c * u, y=x, x_names=["x"],
+                    p_names=["a", "c"], u_names=["u"])
+    switch = pc.Experiment(t, y, u=lambda s: [float(s >= 5.0)], x0=[2.0], breakpoints=[5.0])
+    res = pc.estimate(late, [switch], [1.0, 0.5], noise=pc.Noise(sigma=0.01),
+                      estimate_x0=False)
+    assert any("the data do not determine c" in w for w in res.warnings)
+    band = pc.prediction_band(res, 0, [1.0, 4.0, 6.0])
+    assert np.all(np.isfinite(band.std[:2])) and np.isinf(band.std[2, 0])
 
 
 def test_fit_png_shades_the_band_where_there_is_one():

@@ -66,6 +66,12 @@ class PredictionBand:
     y_names: list[str]
 
 
+#: an output that moves by more than this share of its noise level along a
+#: direction the data do not determine (a move of each quantity by at most
+#: its scale) has no bounded band
+UNBOUNDED_MOVE = 1e-6
+
+
 def band_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, p: np.ndarray,
                        times: np.ndarray, x0_columns: tuple[int, ...]
                        ) -> tuple[np.ndarray, np.ndarray]:
@@ -134,11 +140,17 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     ------
     ValueError
         Where the fit has no covariance (``uncertainty=False``, a failed
-        fit, a result loaded from JSON), where its information matrix is
-        near-singular (the band would leave the undetermined directions
-        out: ``pc.profile`` instead), for a model with delays or one
+        fit, a result loaded from JSON), for a model with delays or one
         unstable along the data, or for ``noise=True`` without one noise
         level per output.
+
+    Notes
+    -----
+    Where the data do not determine some quantities (``res.warnings``
+    names them), an output that moves along such a direction has the band
+    ``inf`` (unbounded: ``pc.profile`` follows the likelihood instead); one
+    that does not (a preequilibrated start the settling forgets, a
+    parameter the output does not use) keeps its band.
     """
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must be a probability in (0, 1), got {level!r}")
@@ -149,19 +161,13 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                else "it has no standard errors (estimate(..., uncertainty=True), the "
                "default; a result read from JSON has none)")
         raise ValueError(f"prediction_band: no band for this result: {why}")
-    columns, cov, undetermined = covariance
+    columns, cov, undetermined, weak = covariance
     if str(result.settings.get("information", "")).startswith("from the intervals"):
         # (J grows like the unstable mode, C shrinks along it: J C J^T is
         # their cancellation, below round-off)
         raise ValueError("prediction_band: the model is unstable along the data (its "
                          "information is the intervals', res.settings['information']): "
                          "outputs integrated from x0 lose their precision; no band")
-    if undetermined:
-        raise ValueError(
-            "prediction_band: the data do not determine "
-            f"{', '.join(undetermined)} (res.warnings): a linearised band would leave "
-            "those directions out; hold them known, or follow the likelihood with "
-            "pc.profile(res)")
     e = result._experiment_index(exp_index)
     names = list(result.y_names)
     sigma = None
@@ -189,6 +195,16 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     C = cov[np.ix_(rows[kept], rows[kept])]
     J = dY[:, :, kept]
     var = np.maximum(np.einsum("tya,ab,tyb->ty", J, C, J), 0.0)
+    if weak.shape[1]:
+        # along a direction the data do not determine the quantities move
+        # freely: where the output moves with them, its band is unbounded (a
+        # start the settling forgets, a parameter unseen here: it does not)
+        moved = np.abs(np.einsum("tya,aw->tyw", J, weak[rows[kept]])).max(axis=2)
+        noise_level = (np.asarray(result.noise_sigma, float).ravel()[:var.shape[1]]
+                       if result.noise_sigma is not None else np.full(var.shape[1], np.nan))
+        noise_level = np.where(np.isfinite(noise_level) & (noise_level > 0), noise_level,
+                               np.sqrt(var.max(axis=0, initial=0.0)) + 1e-300)
+        var = np.where(moved > UNBOUNDED_MOVE * noise_level[None, :], np.inf, var)
     if sigma is not None:
         var = var + sigma[None, :var.shape[1]] ** 2
     std = np.sqrt(var)

@@ -682,8 +682,14 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     for mask in involved_in.values():
         unidentifiable |= mask
     std[unidentifiable] = np.inf
+    # (pc.prediction_band: the directions the data do not determine, each a
+    # move of its quantities by at most their scale, say where a prediction
+    # is not bounded either)
+    along = evecs[:, weak] / d[:, None]
+    along = along / np.maximum(np.abs(along / scale[:, None]).max(axis=0, initial=0.0),
+                               1e-300)
     result._covariance = (list(columns), cov,
-                          [names[c] for c in np.flatnonzero(unidentifiable)])
+                          [names[c] for c in np.flatnonzero(unidentifiable)], along)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names

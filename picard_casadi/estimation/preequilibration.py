@@ -33,10 +33,6 @@ def check_preequilibration(model: Model, exps: Sequence[Experiment]) -> list[int
         if q is None:
             continue
         where = f"experiment {e.name!r}"
-        if model.nu:
-            raise ValueError(f"{where}: preequilibration with the model's inputs "
-                             f"({', '.join(model.u_names)}) is not supported: what they are "
-                             "while it settles is not defined; give them as parameters")
         if model.has_delays:
             raise ValueError(f"{where}: preequilibration with delays is not supported")
         unknown = [r for r in q.reset if r not in model.x_names]
@@ -116,7 +112,8 @@ def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray
     tau0 = SETTLING_RESOLUTION * duration
     a = float(np.log(duration / tau0 + 1.0)) / span
     u = exp.u
-    stretched = PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0))
+    stretched = PhasedConstants(u.before, u.after, t0, clock=(t0 - span, a, tau0),
+                                head=u.head, nu=u.nu)
     return exp.replaced(t0=t0 - span, u=stretched, breakpoints=np.r_[exp.breakpoints, t0],
                         preequilibration=None), float(duration)
 
@@ -160,13 +157,18 @@ def in_settling(exp: Experiment, t: float) -> bool:
 class PhasedConstants:
     """Constant inputs that switch at ``t0`` (picklable, vectorised); with a
     ``clock`` ``(s_0, a, tau_0)`` the last is the settling clock's rate
-    ``a tau_0 exp(a (t - s_0))`` before ``t0`` (:func:`settling_time`)."""
+    ``a tau_0 exp(a (t - s_0))`` before ``t0`` (:func:`settling_time`).
+    With ``head`` (an experiment: the model's own ``nu`` inputs) its inputs
+    come first, held at their value at ``t0`` before it: the system settles
+    under the inputs the data start with."""
 
     vectorized = True
 
     def __init__(self, before: np.ndarray, after: np.ndarray, t0: float,
-                 clock: tuple[float, float, float] | None = None) -> None:
+                 clock: tuple[float, float, float] | None = None,
+                 head: Experiment | None = None, nu: int = 0) -> None:
         self.before, self.after, self.t0, self.clock = before, after, float(t0), clock
+        self.head, self.nu = head, int(nu)
 
     def __call__(self, t: Any) -> np.ndarray:
         t = np.asarray(t, float)
@@ -176,4 +178,7 @@ class PhasedConstants:
             s0, a, tau0 = self.clock
             early = times < self.t0
             out[early, -1] = a * tau0 * np.exp(a * (times[early] - s0))
+        if self.head is not None:
+            own = np.asarray(self.head.inputs(np.maximum(times, self.t0), self.nu), float)
+            out = np.hstack([own.reshape(times.size, self.nu), out])
         return out[0].copy() if t.ndim == 0 else out

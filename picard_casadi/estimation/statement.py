@@ -684,7 +684,10 @@ def _with_constant_inputs(exp: Experiment, model: Model,
     changes: dict[str, Any] = {"parameters": None}
     before, constants = phases
     if not np.array_equal(before, constants):
-        changes["u"] = PhasedConstants(before, constants, exp.t0)
+        # (the model's own inputs first, held at their t0 value while it settles)
+        changes["u"] = PhasedConstants(before, constants, exp.t0,
+                                       head=exp if model.nu else None, nu=model.nu)
+        changes["breakpoints"] = exp.breakpoints
     elif constants.size:
         u = exp.u
         if u is None:

@@ -309,10 +309,10 @@ BAND_STATES = 2000
 
 
 def _band(result: EstimationResult, model: Model, e: int, t: np.ndarray) -> Any:
-    """The 95 % confidence band of experiment ``e``'s fit at ``t`` (``(lower,
-    upper)``), or None where the result has none (no standard errors, an
-    undetermined quantity, delays, a failed sensitivity integration, a
-    sensitivity ODE over :data:`BAND_STATES`)."""
+    """The half-width of the 95 % confidence band of experiment ``e``'s fit
+    at ``t`` ``(len(t), ny)``, or None where the result has none (no standard errors,
+    delays, a failed sensitivity integration, a sensitivity ODE over
+    :data:`BAND_STATES`); NaN where it is unbounded."""
     from ..analysis.prediction_band import prediction_band
 
     columns = (getattr(result, "_covariance", None) or ([],))[0]
@@ -325,7 +325,7 @@ def _band(result: EstimationResult, model: Model, e: int, t: np.ndarray) -> Any:
         return None
     half = np.column_stack([np.interp(t, coarse, found.upper[:, k] - found.y[:, k])
                             for k in range(found.y.shape[1])])
-    return half
+    return np.where(np.isfinite(half), half, np.nan)  # unbounded: not shaded
 
 
 #: inputs whose largest sizes differ more than this share no panel (the

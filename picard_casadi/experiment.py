@@ -376,8 +376,12 @@ class Experiment:
             differ = same_time[np.any(u_arr[same_time] != u_arr[same_time + 1], axis=1)]
             if differ.size:
                 i = int(differ[0])
+                # (a cycler logs two rows at a step: before and after it)
                 raise ValueError(f"{where}: `u` differs between the replicates at t = "
-                                 f"{t_arr[i]:g} (rows {i} and {i + 1}); one time has one input")
+                                 f"{t_arr[i]:g} (rows {i} and {i + 1}); one time has one input: "
+                                 "where the input steps there (a logger's rows before and "
+                                 "after the step), keep the later row, or give the input as a "
+                                 "function of time with the step time in breakpoints=")
             u = u_arr
         if breakpoints is None:
             bp = np.zeros(0)

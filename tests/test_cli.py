@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -337,7 +338,7 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
     path.write_text("time [s],w [rad/s]\n0,1\n1,0.5\n")
     exp, = pc.read_csv_experiments(path, model)
     assert np.allclose(exp.y.ravel(), [1.0, 0.5])
-    path.write_text("time (min),w [rpm]\n0,1\n1,0.5\n")
+    path.write_text("time [s],w [rpm]\n0,1\n1,0.5\n")
     with pytest.raises(ValueError, match=r"column 'w \[rpm\]' is in 'rpm', and the model's 'w' "
                                          r"in 'rad/s'"):
         pc.read_csv_experiments(path, model)
@@ -348,3 +349,22 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
                                          r"checked, as the model states none"):
         exp, = pc.read_csv_experiments(path, bare)
     assert np.allclose(exp.y.ravel(), [1.0, 0.5])
+
+
+def test_a_time_column_in_another_unit_than_the_model_s_is_said(tmp_path):
+    """A cycler's 'time (h)' was read as seconds without a word, where 'I [mA]'
+    against a model in A was refused."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"])
+    path = tmp_path / "log.csv"
+    path.write_text("time (h),w\n0,1\n1,0.5\n")
+    with pytest.warns(UserWarning, match=r"column 'time \(h\)' is in 'h', and the model's time "
+                                         r"in 's' .* state Model\(t_unit='h'\)"):
+        exp, = pc.read_csv_experiments(path, model)
+    assert np.allclose(exp.t, [0.0, 1.0])  # read as they are
+    hours = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], t_unit="h")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pc.read_csv_experiments(path, hours)

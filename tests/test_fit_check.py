@@ -27,6 +27,16 @@ def test_second_differences_measure_white_noise():
     assert noise_variance(y) == pytest.approx(0.01, rel=0.1)
 
 
+def test_steps_of_the_signal_do_not_inflate_the_noise_level():
+    """A pulse test's voltage steps 50-150 mV at each current step over
+    1.5 mV of noise: the mean square of all second differences read 3.99 mV
+    of noise, and a misfit of 2.9 mV in long runs passed as noise."""
+    rng = np.random.default_rng(4)
+    level = np.repeat(rng.uniform(-0.06, 0.06, 20), 200)  # 20 steps, every 200 samples
+    y = 3.7 + level + 0.0015 * rng.standard_normal(level.size)
+    assert np.sqrt(noise_variance(y)) == pytest.approx(0.0015, rel=0.1)
+
+
 def test_gross_outliers_do_not_inflate_the_noise_level():
     rng = np.random.default_rng(3)
     y = np.sin(np.linspace(0, 3, 41)) + 0.02 * rng.standard_normal(41)

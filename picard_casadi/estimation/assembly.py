@@ -47,7 +47,19 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
         with np.errstate(all="ignore"):
             value = np.asarray(model.f(e.t0, x0, p0, u0), float)
         if np.all(np.isfinite(value)):
-            continue
+            with np.errstate(all="ignore"):
+                out = np.asarray(model.g(e.t0, x0, p0, u0), float).ravel()
+            if np.all(np.isfinite(out)):
+                continue
+            # (a battery's OCV, exp(-30 (1 - SOC)), at SOC = 70 given in percent)
+            bad = [model.y_names[k] for k in np.flatnonzero(~np.isfinite(out))]
+            state = ", ".join(f"{n} = {v:.4g}" for n, v in zip(model.x_names, x0))
+            return (f"; the output(s) {', '.join(bad)} are not finite at the start of "
+                    f"experiment {e.name!r} (t = {e.t0:g}), at its initial state ({state}), "
+                    "though the right-hand side is: an overflow (exp of a large argument: a "
+                    "state or parameter in other units than the model's, a percentage for "
+                    "a fraction) or a logarithm of a value that is not positive; check the "
+                    "experiment's x0 and p0")
         if e.x0 is not None:  # the start as given: the model itself, not a guess
             bad = [model.x_names[i] for i in np.flatnonzero(~np.isfinite(value))]
             shifted = getattr(model, "_shifted_states", None) or (False,) * model.nx

@@ -260,7 +260,7 @@ def _without_units(header: list[str], expected: list[str], model: Model,
     ``ValueError`` where the model states another unit for it (a data
     logger writes units into its header: they were refused as unknown
     columns)."""
-    # (not the time's: the model's t_unit is "s" unless stated)
+    # (the time's only warned of: the model's t_unit is "s" unless stated)
     units = {**dict(zip(model.y_names, model.y_units)), **dict(zip(model.u_names, model.u_units))}
     out = []
     unchecked = []
@@ -270,6 +270,13 @@ def _without_units(header: list[str], expected: list[str], model: Model,
             out.append(h)
             continue
         name, unit = m["name"], m["unit"].strip()
+        if name == "time" and unit and unit != model.t_unit:
+            # (a cycler's "time (h)" read as seconds, without a word)
+            warnings.warn(f"{path}: column {h!r} is in {unit!r}, and the model's time in "
+                          f"{model.t_unit!r} (Model(t_unit=...), 's' unless stated): the "
+                          f"times are read as they are, so the model's rates are per "
+                          f"{unit}; convert the times, or state Model(t_unit={unit!r})",
+                          UserWarning, stacklevel=4)
         stated = units.get(name, "")
         if stated and unit and unit != stated:
             raise ValueError(f"{path}, line 1: column {h!r} is in {unit!r}, and the model's "

@@ -447,10 +447,20 @@ def simulate(
             if i >= 0:
                 a, b, xk, reason = float(fine[i]), float(fine[i + 1]), x_i, reason_i
         when = f"t = {a + (b - a) * s:.6g}" if s is not None else f"t in [{a:.6g}, {b:.6g}]"
+        with np.errstate(all="ignore"):
+            rates = np.asarray(model.f(a, xk, p, u_of_t(np.array([a]))[0]), float).ravel()
+        bad = [model.x_names[i] for i in np.flatnonzero(~np.isfinite(rates))]
+        # (a textbook neuron's rate 0.1 (V + 40) / (1 - exp(-(V + 40) / 10)) at
+        # V = -40 was told "blows up")
+        why = (f"the right-hand side of {', '.join(bad)} is not finite at that state itself: "
+               "0/0 at a removable singularity (x / (1 - exp(-x)) at x = 0: write its limit "
+               "there, ca.if_else(ca.fabs(x) < 1e-6, 1 + x / 2, x / (1 - ca.exp(-x)))), or an "
+               "overflow; start elsewhere or guard the expression" if bad else
+               "the solution blows up or leaves the model's domain")
         raise SimulationError(
             f"simulation of model {model.name!r} failed at {when}: CVODES reported "
             f"{reason}; the state was {np.array2string(xk, precision=4)} at t = {a:.6g} "
-            f"(p = {p.tolist()}): the solution blows up or leaves the model's domain",
+            f"(p = {p.tolist()}): {why}",
             time=a) from None
     idx = np.searchsorted(bounds[1:], t[start:])
     out[start:] = xf[idx]

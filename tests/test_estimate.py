@@ -520,3 +520,23 @@ def test_an_output_not_finite_at_the_start_is_named():
                                                      r"\(t = 0\), at its initial state "
                                                      r"\(SOC = 70\)"):
         pc.estimate(model, [exp], [0.1], estimate_x0=False)
+
+
+def test_a_sampled_start_s_fallback_note_does_not_say_the_caller_s_p0():
+    """The best of a multistart came from sampled start 4, finished by single
+    shooting: its note said "from p0", which a user read as their own."""
+    from picard_casadi.estimation.multistart import run_multistart
+
+    def fake(model, experiments, p0, method, multistart=None, **kwargs):
+        won = p0[0] != 1.0  # the sampled starts win
+        return pc.EstimationResult(
+            p=np.array(p0, float), x0=[np.zeros(1)], success=True, status="converged",
+            message="", iterations=3, objective=1.0 if won else 2.0,
+            weighted_objective=1.0 if won else 2.0, continuity_gap=0.0,
+            fixed_point_residual=0.0, wall_time=0.0, p_names=["k"],
+            warnings=["picard-gn stopped; this result is from method='single-shooting' "
+                      "from p0 (its step ...)"])
+
+    res = run_multistart(fake, None, [], np.array([1.0]), None, 3, 0,
+                         {"p_bounds": (np.array([0.5]), np.array([5.0]))})
+    assert "from its start (start 1 of res.starts, not the caller's p0)" in res.warnings[0]

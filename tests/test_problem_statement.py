@@ -628,3 +628,16 @@ def test_a_fits_own_entries_given_back_as_p0_say_how_to_restart():
                                          r"\(per_experiment\).*p0=res.p"):
         pc.estimate(model, exps, p0={"k": 0.5, "b[r0]": 0.0, "b[r1]": 0.1},
                     per_experiment="b", estimate_x0=False)
+
+
+def test_a_log_scale_for_a_negative_parameter_says_how_to_scale_each():
+    """A neuron's reversal potential EL = -54.4 under parameter_scale="log10"
+    was told "`start` -54.4 is outside its bounds [0, inf]", bounds the user
+    never gave."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * (x - p[1]), p_names=["g", "EL"])
+    t = np.linspace(0, 1, 10)
+    with pytest.raises(ValueError, match=r"EL start\(s\) at a value that is not positive.*"
+                                         r"parameter_scale=\['log10', 'lin'\]"):
+        pc.estimate(model, [pc.Experiment(t, np.exp(-t))], [1.0, -54.4],
+                    parameter_scale="log10")

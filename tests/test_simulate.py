@@ -247,3 +247,17 @@ def test_a_stiff_model_restarted_at_many_output_times():
     X = pc.simulate(model, x0, p, np.linspace(0.0, 240.0, 241), rtol=1e-6, atol=1e-8)
     one = pc.simulate(model, x0, p, [0.0, 240.0], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(X[-1], one[-1], rtol=1e-4, atol=1e-6)
+
+
+def test_a_right_hand_side_that_is_0_over_0_at_the_start_is_named():
+    """A textbook neuron's rate 0.1 (V + 40) / (1 - exp(-(V + 40) / 10)) at
+    V = -40 was told "the solution blows up or leaves the model's domain"."""
+    V, k = ca.SX.sym("V"), ca.SX.sym("k")
+    model = pc.Model(x=V, p=k, rhs=-k * 0.1 * (V + 40) / (1 - ca.exp(-(V + 40) / 10)),
+                     x_names=["V"], p_names=["k"])
+    with pytest.raises(pc.SimulationError, match=r"the right-hand side of V is not finite at "
+                                                 r"that state itself: 0/0 at a removable "
+                                                 r"singularity"):
+        pc.simulate(model, [-40.0], [1.0], np.linspace(0, 1, 5))
+    # crossing the point on the way is fine
+    assert np.all(np.isfinite(pc.simulate(model, [-39.0], [1.0], np.linspace(0, 1, 3))))

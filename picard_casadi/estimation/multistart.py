@@ -256,6 +256,10 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
         # came back as the flip-flop twin 0.089 for 0.34 from p0)
         k_best = 0
     best = results[k_best] if ex is None else restore(items[k_best], model, experiments)
+    if k_best:  # its "from p0" is its own start's (a user read the caller's p0)
+        best.warnings = [w.replace(" from p0", f" from its start (start {k_best} of "
+                                   "res.starts, not the caller's p0)", 1)
+                         for w in best.warnings]
     best.starts = [_start_record(s, r, item) for s, r, item in zip(starts, results, items)]
     not_evaluable = len(starts) - len(ran)
     best.settings["multistart"] = n_starts

@@ -289,6 +289,15 @@ def _table(model: Model, p0: Any, p_bounds: Any, parameter_scale: Any,
     if p.size != model.np:
         raise ValueError(f"`p0` must have {model.np} entries, got {p.size}")
     lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
+    # (a neuron's reversal potential EL = -54.4 under parameter_scale="log10"
+    # was told "outside its bounds [0, inf]", bounds the user never gave)
+    negative = [n for i, n in enumerate(model.p_names)
+                if scales[i] != "lin" and n not in constants and p[i] <= 0]
+    if negative:
+        per = [("lin" if n in negative else s) for n, s in zip(model.p_names, scales)]
+        raise ValueError(f"`parameter_scale`: {', '.join(negative)} start(s) at a value that is "
+                         "not positive, which a log scale cannot take; give one scale per "
+                         f"parameter, parameter_scale={per!r}")
     return {n: Parameter(n, float(p[i]), (float(lb[i]), float(ub[i])),
                          "lin" if n in constants else scales[i], estimate=bool(lb[i] < ub[i]))
             for i, n in enumerate(model.p_names)}

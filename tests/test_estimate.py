@@ -540,3 +540,25 @@ def test_a_sampled_start_s_fallback_note_does_not_say_the_caller_s_p0():
     res = run_multistart(fake, None, [], np.array([1.0]), None, 3, 0,
                          {"p_bounds": (np.array([0.5]), np.array([5.0]))})
     assert "from its start (start 1 of res.starts, not the caller's p0)" in res.warnings[0]
+
+
+def test_a_guessed_state_on_the_edge_of_its_box_starts_in_its_middle():
+    """A neuron's gates in [0, 1] (x0_bounds), unmeasured, guessed 0: held on
+    the box's edge, the fit ran its parameters off along a valley (gL -> 0,
+    EL -> -1500) to its iteration limit; from the box's middle it converged
+    in 29 iterations.  Measured states, given x0, known or half-open states
+    keep their guess."""
+    from picard_casadi.estimation.setup import _inside_the_box
+
+    x, p = ca.SX.sym("x", 3), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y=x[0], x_names=["V", "m", "c"])
+    exp = pc.Experiment(np.linspace(0, 1, 5), np.full(5, -60.0))
+    lb, ub = np.array([-np.inf, 0.0, 0.0]), np.array([np.inf, 1.0, np.inf])
+    guess = exp.x0_guess(model)
+    assert list(guess) == [-60.0, 0.0, 0.0]
+    assert list(_inside_the_box(model, exp, guess, True, lb, ub)) == [-60.0, 0.5, 0.0]
+    assert list(_inside_the_box(model, exp, guess, [True, False, True], lb, ub)) == [
+        -60.0, 0.0, 0.0]
+    given = exp.replaced(x0=[-60.0, 0.0, 0.0])
+    assert list(_inside_the_box(model, given, given.x0_guess(model), True, lb, ub)) == [
+        -60.0, 0.0, 0.0]

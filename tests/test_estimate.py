@@ -546,8 +546,8 @@ def test_a_guessed_state_on_the_edge_of_its_box_starts_in_its_middle():
     """A neuron's gates in [0, 1] (x0_bounds), unmeasured, guessed 0: held on
     the box's edge, the fit ran its parameters off along a valley (gL -> 0,
     EL -> -1500) to its iteration limit; from the box's middle it converged
-    in 29 iterations.  Measured states, given x0, known or half-open states
-    keep their guess."""
+    in 29 iterations.  Measured states, given x0, known or half-open states,
+    and the edges of the model's x_domain keep their guess."""
     from picard_casadi.estimation.setup import _inside_the_box
 
     x, p = ca.SX.sym("x", 3), ca.SX.sym("p")
@@ -562,3 +562,8 @@ def test_a_guessed_state_on_the_edge_of_its_box_starts_in_its_middle():
     given = exp.replaced(x0=[-60.0, 0.0, 0.0])
     assert list(_inside_the_box(model, given, given.x0_guess(model), True, lb, ub)) == [
         -60.0, 0.0, 0.0]
+    # the model's x_domain says where it is valid, not where its states lie (a
+    # tank's level in [0, 10], guessed 5 for 0.8, started outside the domain)
+    valid = pc.Model(x=x, p=p, rhs=-p * x, y=x[0], x_names=["V", "m", "c"],
+                     x_domain=(lb, ub))
+    assert list(_inside_the_box(valid, exp, guess, True, lb, ub)) == [-60.0, 0.0, 0.0]

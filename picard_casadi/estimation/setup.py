@@ -99,20 +99,26 @@ def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: 
                     x_lb: np.ndarray, x_ub: np.ndarray) -> np.ndarray:
     """``x0``, the guess of an experiment without a given ``x0``, with each
     estimated state the data do not give (guessed 0) moved to the middle of
-    its box where that is finite and the guess is on or outside its edge: a
-    neuron's gates in [0, 1], guessed 0, held there by the box while the
-    parameters ran off along a valley (gL -> 0, EL -> -1500); from 0.5 the
-    same fit converged in 29 iterations."""
+    its ``x0_bounds`` where they are finite and the guess is on or outside
+    their edge: a neuron's gates in [0, 1], guessed 0, held on the edge by
+    the box while the parameters ran off along a valley (gL -> 0, EL ->
+    -1500); from 0.5 the same fit converged in 29 iterations.  Not where
+    the edge is the model's ``x_domain``, where the model is valid, not
+    where its states lie (a tank's level in [0, 10] m, guessed 5 for 0.8,
+    started the collocation outside the domain)."""
     if exp.x0 is not None:
         return x0
     from_data = {i for i in (*model.output_state_index, *model.affine_output_states)
                  if i is not None}
     free = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,))
+    domain = model.x_domain
+    d_lo, d_hi = ((np.full(model.nx, -np.inf), np.full(model.nx, np.inf)) if domain is None
+                  else (np.asarray(domain[0], float), np.asarray(domain[1], float)))
     out = x0.copy()
     for i in range(model.nx):
         lo, hi = float(x_lb[i]), float(x_ub[i])
         if (i not in from_data and free[i] and np.isfinite(lo) and np.isfinite(hi)
-                and lo < hi and not lo < out[i] < hi):
+                and lo < hi and not lo < out[i] < hi and lo != d_lo[i] and hi != d_hi[i]):
             out[i] = 0.5 * (lo + hi)
     return out
 

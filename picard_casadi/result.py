@@ -283,8 +283,8 @@ class EstimationResult:
     _noise: Any = field(default=None, repr=False, compare=False)
     #: how the problem was restated (log scales, experiment parameters, x0 expressions)
     _statement: Any = field(default=None, repr=False, compare=False)
-    #: (columns, covariance, undetermined names) of the estimated quantities
-    #: (analysis/uncertainty.py), and the output sensitivities' source
+    #: (columns, covariance, undetermined directions) of the estimated
+    #: quantities (analysis/uncertainty.py), and the output sensitivities' source
     #: (analysis/prediction_band.py), for pc.prediction_band
     _covariance: Any = field(default=None, repr=False, compare=False)
     _sensitivities: Any = field(default=None, repr=False, compare=False)

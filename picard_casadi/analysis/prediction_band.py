@@ -161,7 +161,7 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                else "it has no standard errors (estimate(..., uncertainty=True), the "
                "default; a result read from JSON has none)")
         raise ValueError(f"prediction_band: no band for this result: {why}")
-    columns, cov, undetermined, weak = covariance
+    columns, cov, weak = covariance
     if str(result.settings.get("information", "")).startswith("from the intervals"):
         # (J grows like the unstable mode, C shrinks along it: J C J^T is
         # their cancellation, below round-off)

@@ -688,8 +688,7 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     along = evecs[:, weak] / d[:, None]
     along = along / np.maximum(np.abs(along / scale[:, None]).max(axis=0, initial=0.0),
                                1e-300)
-    result._covariance = (list(columns), cov,
-                          [names[c] for c in np.flatnonzero(unidentifiable)], along)
+    result._covariance = (list(columns), cov, along)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names

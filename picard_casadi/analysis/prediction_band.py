@@ -159,7 +159,8 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     if covariance is None or source is None:
         why = ("its model has delays" if getattr(result, "_delays", None) is not None
                else "it has no standard errors (estimate(..., uncertainty=True), the "
-               "default; a result read from JSON has none)")
+               "default) or no model attached (a result read from JSON; a multistart's "
+               "best of a restated problem run on a process pool or Dask)")
         raise ValueError(f"prediction_band: no band for this result: {why}")
     columns, cov, weak = covariance
     if str(result.settings.get("information", "")).startswith("from the intervals"):

@@ -567,3 +567,20 @@ def test_a_guessed_state_on_the_edge_of_its_box_starts_in_its_middle():
     valid = pc.Model(x=x, p=p, rhs=-p * x, y=x[0], x_names=["V", "m", "c"],
                      x_domain=(lb, ub))
     assert list(_inside_the_box(valid, exp, guess, True, lb, ub)) == [-60.0, 0.0, 0.0]
+
+
+def test_initial_states_ended_on_their_x0_bounds_are_named():
+    """A neuron's local minimum held its gates' initial values at 0 and 1
+    (x0_bounds): parameters on bounds were named, the states were not.  The
+    edges of the model's x_domain (where it is valid) are not named."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    t = np.linspace(0, 2, 15)
+    y = 2.0 * np.exp(-0.7 * t)
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, x_names=["A"])
+    res = pc.estimate(model, [pc.Experiment(t, y, name="run")], [1.0],
+                      x0_bounds=([0.0], [1.5]))
+    assert any(w.startswith("initial state(s) ended on their x0_bounds: A = 1.5 of 'run'")
+               for w in res.warnings), res.warnings
+    inside = pc.estimate(model, [pc.Experiment(t, y, name="run")], [1.0],
+                         x0_bounds=([0.0], [3.0]))
+    assert not any("ended on their x0_bounds" in w for w in inside.warnings)

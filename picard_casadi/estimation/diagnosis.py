@@ -68,8 +68,8 @@ ON_BOUND_SE = 1e-3
 UNDETERMINED_SE = 1e3
 
 
-def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray
-                        ) -> None:
+def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray,
+                        states: tuple | None = None) -> None:
     """Name the free parameters of a converged ``result`` that ended on a bound.
 
     On a bound means within :data:`ON_BOUND` of its size or :data:`ON_BOUND_SE`
@@ -80,7 +80,12 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
     Adds a :class:`~picard_casadi.FitWarning` (and a line in
     ``result.warnings``) and clips ``result.p_ci`` to the bounds; the
     standard errors stay those of an interior optimum and the warning says so.
+    ``states`` ``(x_lb, x_ub, estimate_x0, x_domain)``: the estimated initial
+    states on an edge of ``x0_bounds`` (not of the model's ``x_domain``) are
+    named too, in a note of their own (:func:`_initial_states_on_bounds`).
     """
+    if states is not None:
+        _initial_states_on_bounds(result, *states)
     lower, upper = np.asarray(lower, float), np.asarray(upper, float)
     p = np.asarray(result.p, float)
     free = lower < upper
@@ -130,6 +135,36 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
         warn_user(note, FitWarning)
     if reached and getattr(result, "p_ci", None) is not None:
         result.p_ci = clipped_intervals(result.p_ci, lower, upper)
+
+
+def _initial_states_on_bounds(result: EstimationResult, x_lb: np.ndarray, x_ub: np.ndarray,
+                              estimate_x0: np.ndarray, domain: tuple | None) -> None:
+    """A note naming the estimated initial states on an edge of ``x0_bounds``
+    (a neuron's local minimum held its gates' m at 0 and h at 1, parameters
+    on bounds were named and the states were not); not a fit warning: a
+    state may start where its box begins."""
+    nx = len(x_lb)
+    free = np.broadcast_to(np.asarray(estimate_x0, bool), (nx,))
+    d_lo, d_hi = ((np.full(nx, -np.inf), np.full(nx, np.inf)) if domain is None
+                  else (np.asarray(domain[0], float), np.asarray(domain[1], float)))
+    span = np.where(np.isfinite(x_ub - x_lb), x_ub - x_lb, 0.0)
+    found = []
+    for e, x0 in enumerate(result.x0):
+        x0 = np.asarray(x0, float)[:nx]
+        for i in np.flatnonzero(free[:x0.size]):
+            for b, edge in ((x_lb[i], d_lo[i]), (x_ub[i], d_hi[i])):
+                close = ON_BOUND * max(abs(b), span[i], 1e-300)
+                if np.isfinite(b) and b != edge and abs(x0[i] - b) <= close:
+                    name = (result.experiment_names[e] if e < len(result.experiment_names)
+                            else str(e))
+                    found.append(f"{result.x_names[i]} = {b:g} of {name!r}")
+    if found:
+        shown = ", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
+        note = (f"initial state(s) ended on their x0_bounds: {shown}; there the bound, not "
+                "the data, holds them (a local minimum the box stopped, or a start where "
+                "the box begins); where the bound is no physical limit, widen it")
+        result.warnings.append(note)
+        warn_user(note)
 
 
 def _listed(items: list[str]) -> str:

@@ -701,7 +701,7 @@ def estimate(
         result.settings["parameter_reach"] = run.plateau_reach
         declare_plateau(result)
     if result.success:
-        note_bounds_reached(result, p_lb, p_ub, (x_lb, x_ub, prob.estimate_x0, model.x_domain))
+        note_bounds_reached(result, p_lb, p_ub, (x_lb, x_ub, prob.estimate_x0, model))
         clip_intervals_to_bounds(result, p_lb, p_ub)
     note_staircase_inputs(result, model, prob.experiments)
     result.wall_time = time.perf_counter() - t_start

@@ -270,7 +270,8 @@ def neighbours_spread(r: np.ndarray) -> np.ndarray:
 
 def robust_noise(values: np.ndarray) -> float:
     """The noise standard deviation of a series from the median of its squared
-    second differences (:func:`noise_variance`'s outlier-proof form)."""
+    second differences alone (the level :func:`noise_variance` cuts its
+    jumps and outliers at)."""
     d = second_differences(values)
     return math.sqrt(_median_variance(d)) if d.size else math.nan
 

@@ -46,6 +46,7 @@ from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
+from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
            "nonsmooth_note", "outside_box_note",
@@ -80,7 +81,7 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
     Adds a :class:`~picard_casadi.FitWarning` (and a line in
     ``result.warnings``) and clips ``result.p_ci`` to the bounds; the
     standard errors stay those of an interior optimum and the warning says so.
-    ``states`` ``(x_lb, x_ub, estimate_x0, x_domain)``: the estimated initial
+    ``states`` ``(x_lb, x_ub, estimate_x0, model)``: the estimated initial
     states on an edge of ``x0_bounds`` (not of the model's ``x_domain``) are
     named too, in a note of their own (:func:`_initial_states_on_bounds`).
     """
@@ -138,23 +139,22 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
 
 
 def _initial_states_on_bounds(result: EstimationResult, x_lb: np.ndarray, x_ub: np.ndarray,
-                              estimate_x0: np.ndarray, domain: tuple | None) -> None:
+                              estimate_x0: np.ndarray, model: Model) -> None:
     """A note naming the estimated initial states on an edge of ``x0_bounds``
     (a neuron's local minimum held its gates' m at 0 and h at 1, parameters
     on bounds were named and the states were not); not a fit warning: a
     state may start where its box begins."""
     nx = len(x_lb)
     free = np.broadcast_to(np.asarray(estimate_x0, bool), (nx,))
-    d_lo, d_hi = ((np.full(nx, -np.inf), np.full(nx, np.inf)) if domain is None
-                  else (np.asarray(domain[0], float), np.asarray(domain[1], float)))
+    own_lo, own_hi = x0_bound_edges(model, x_lb, x_ub)
     span = np.where(np.isfinite(x_ub - x_lb), x_ub - x_lb, 0.0)
     found = []
     for e, x0 in enumerate(result.x0):
         x0 = np.asarray(x0, float)[:nx]
         for i in np.flatnonzero(free[:x0.size]):
-            for b, edge in ((x_lb[i], d_lo[i]), (x_ub[i], d_hi[i])):
+            for b, own in ((x_lb[i], own_lo[i]), (x_ub[i], own_hi[i])):
                 close = ON_BOUND * max(abs(b), span[i], 1e-300)
-                if np.isfinite(b) and b != edge and abs(x0[i] - b) <= close:
+                if own and abs(x0[i] - b) <= close:
                     name = (result.experiment_names[e] if e < len(result.experiment_names)
                             else str(e))
                     found.append(f"{result.x_names[i]} = {b:g} of {name!r}")

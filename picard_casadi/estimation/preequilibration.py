@@ -19,7 +19,7 @@ from ..experiment import Experiment
 from ..model import Model
 
 __all__ = ["check_preequilibration", "settled_after", "settling_time", "settles",
-           "in_settling", "stiff_in_settling_only",
+           "in_settling", "settling_intervals", "stiff_in_settling_only",
            "PhasedConstants", "SETTLED", "SETTLING_MARGIN", "SETTLING_HORIZON",
            "SETTLING_RESOLUTION"]
 
@@ -132,10 +132,7 @@ def stiff_in_settling_only(setup: Any, found: Any, threshold: float | None = Non
     from ..transcription.stiffness import STIFF_STEP, stiffness
 
     disc = setup.disc
-    data = np.ones(disc.n_intervals, bool)
-    for e, (exp, sl) in enumerate(zip(disc.experiments, disc.intervals_of)):
-        if settles(exp):
-            data[sl] = [not in_settling(exp, t) for t in disc.boundaries[e][:-1]]
+    data = ~settling_intervals(disc)
     if data.all() or data[found.interval]:  # no settling, or the stiffest where data are
         return False
     jacobians = setup.tr.node_jacobians(setup.U0, setup.p0)
@@ -152,6 +149,18 @@ def settles(exp: Experiment) -> bool:
 def in_settling(exp: Experiment, t: float) -> bool:
     """Whether time ``t`` of ``exp`` is in its settling, before its data."""
     return settles(exp) and exp.t0 <= t < exp.u.t0
+
+
+def settling_intervals(disc: Any) -> np.ndarray:
+    """Which intervals of the mesh ``disc`` (a
+    :class:`~picard_casadi.transcription.discretisation.Discretisation`) lie
+    in a settling, before their experiment's data (by where they start: the
+    last one's end node is the data's ``t0``)."""
+    inside = np.zeros(disc.n_intervals, bool)
+    for e, (exp, sl) in enumerate(zip(disc.experiments, disc.intervals_of)):
+        if settles(exp):
+            inside[sl] = [in_settling(exp, t) for t in disc.boundaries[e][:-1]]
+    return inside
 
 
 class PhasedConstants:

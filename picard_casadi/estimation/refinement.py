@@ -35,7 +35,7 @@ from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
 from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
 from .noise_formula import NoiseFormula
-from .preequilibration import in_settling
+from .preequilibration import settling_intervals
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 from .solve_limits import budgeted_solve, continued_solve, out_of_budget
@@ -145,11 +145,9 @@ class FitProblem:
         above = (f"above {STIFF_STEP:g}" if found.step > STIFF_STEP else
                  f"above {CREEPING_STIFF_STEP:g}, the threshold of a run whose steps the "
                  "trust radius cuts to slivers")
-        # (a PEtab user read "at t = -0.97" of a problem whose data start at 0)
-        # (the node at a settling's end is at the data's t0: its interval says)
-        settling = any(in_settling(exp, disc.boundaries[e][found.interval - sl.start])
-                       for e, (exp, sl) in enumerate(zip(disc.experiments, disc.intervals_of))
-                       if sl.start <= found.interval < sl.stop)
+        # (a PEtab user read "at t = -0.97" of a problem whose data start at 0;
+        # the node at a settling's end is at the data's t0: its interval says)
+        settling = bool(settling_intervals(disc)[found.interval])
         self.notes.append(
             f"the model is stiff on the mesh {where} (h |Re lambda| = {found.step:.3g} at "
             f"t = {found.time:.6g}" + (", in a preequilibration's settling before the data, "

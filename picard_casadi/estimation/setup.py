@@ -95,6 +95,19 @@ def as_vector(value, n: int, field: str) -> np.ndarray:
     return arr
 
 
+def x0_bound_edges(model: Model, x_lb: np.ndarray, x_ub: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Which lower and upper edges of the estimate's state box (``x0_bounds``
+    within the model's ``x_domain``) are finite and ``x0_bounds``' own: the
+    user's range of the states, not where the model is valid."""
+    lo, hi = np.asarray(x_lb, float), np.asarray(x_ub, float)
+    domain = model.x_domain
+    if domain is None:
+        return np.isfinite(lo), np.isfinite(hi)
+    return (np.isfinite(lo) & (lo != np.asarray(domain[0], float)),
+            np.isfinite(hi) & (hi != np.asarray(domain[1], float)))
+
+
 def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: Any,
                     x_lb: np.ndarray, x_ub: np.ndarray) -> np.ndarray:
     """``x0``, the guess of an experiment without a given ``x0``, with each
@@ -111,14 +124,12 @@ def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: 
     from_data = {i for i in (*model.output_state_index, *model.affine_output_states)
                  if i is not None}
     free = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,))
-    domain = model.x_domain
-    d_lo, d_hi = ((np.full(model.nx, -np.inf), np.full(model.nx, np.inf)) if domain is None
-                  else (np.asarray(domain[0], float), np.asarray(domain[1], float)))
+    own_lo, own_hi = x0_bound_edges(model, x_lb, x_ub)
     out = x0.copy()
     for i in range(model.nx):
         lo, hi = float(x_lb[i]), float(x_ub[i])
-        if (i not in from_data and free[i] and np.isfinite(lo) and np.isfinite(hi)
-                and lo < hi and not lo < out[i] < hi and lo != d_lo[i] and hi != d_hi[i]):
+        if (i not in from_data and free[i] and own_lo[i] and own_hi[i] and lo < hi
+                and not lo < out[i] < hi):
             out[i] = 0.5 * (lo + hi)
     return out
 

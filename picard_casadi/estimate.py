@@ -71,52 +71,6 @@ __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
 DEFAULT_METHOD = "picard-gn"
 
 
-# ---------------------------------------------------------------------- checks
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------- the run
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------------- estimate
 #: set while ``estimate`` runs a second run of its own (``rerun``): the
 #: result's warnings are shown once, by the call the user made (PEtab's

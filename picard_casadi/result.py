@@ -299,7 +299,7 @@ class EstimationResult:
 
     # ------------------------------------------------------------------ use
     def predict(self, exp_index: int = 0, t: Any = None, *,
-                source: str = "simulate") -> np.ndarray:
+                source: str = "simulate", u: Any = None) -> np.ndarray:
         """Model outputs of one experiment with the estimated ``p`` and ``x0``.
 
         Parameters
@@ -313,6 +313,9 @@ class EstimationResult:
             ``x0``; ``"collocation"`` evaluates the fitted interval solutions
             ``P^n u_j`` (what the estimator fitted; identical up to the
             discretisation error when the continuity gap is zero).
+        u : array_like (len(t), nu) or callable, optional
+            The inputs past the experiment's data (a forecast), as
+            :func:`~picard_casadi.prediction_band` takes them; else held there.
 
         Returns
         -------
@@ -323,7 +326,11 @@ class EstimationResult:
                 "this result has no model attached (it was loaded from JSON); "
                 "use EstimationResult.from_json(path, model=..., experiments=...)"
             )
-        return self._predictor(self, self._experiment_index(exp_index), t, source)
+        if u is not None and self._delays is not None:
+            raise ValueError("predict: `u` (inputs past the data) is not available for a "
+                             "model with delays; simulate the delayed model instead")
+        return self._predictor(self, self._experiment_index(exp_index), t, source,
+                               *(() if u is None else (u,)))
 
     def model_parameters(self, model: Any, constants: dict[str, Any] | None = None,
                          experiment: str | None = None) -> np.ndarray:

@@ -176,3 +176,47 @@ def test_fit_png_shades_the_band_where_there_is_one():
     assert "95 % confidence band of the fit" in [t.get_text() for t in fig.legends[0].texts]
     bare = plot_fit(res, _ramp(), [exp], band=False)
     assert not {a.get_gid(): a for a in bare.axes}["fit:0:0"].collections
+
+
+def _plant() -> pc.Model:
+    x, u = ca.SX.sym("x"), ca.SX.sym("u")
+    k, b = ca.SX.sym("k"), ca.SX.sym("b")
+    return pc.Model(x=x, p=ca.vertcat(k, b), u=u, rhs=(b * u - x) / k, y=x, name="plant",
+                    p_names=["k", "b"], u_names=["u"])
+
+
+def test_a_forecast_takes_the_inputs_past_the_data():
+    # a held input over 40 samples, then 20 more samples of it the fit never
+    # saw: predict and the band integrate through them, as a simulation of
+    # the whole record does (held at its last value they would not)
+    model = _plant()
+    t = np.arange(61.0)
+    u = np.where((t // 7) % 2 == 0, 1.0, -0.5)
+    truth = pc.simulate(model, [0.3], [4.0, 2.0], t, u, u_interpolation="previous")[:, 0]
+    rng = np.random.default_rng(1)
+    exps = [pc.Experiment(t=t[:41], y=truth[:41] + 0.02 * rng.standard_normal(41), u=u[:41],
+                          u_interpolation="previous", name=name) for name in ("a", "b")]
+    for res in (pc.estimate(model, exps[:1], [3.0, 1.0]),
+                # restated: log10 k, a gain per run (the inputs pass through)
+                pc.estimate(model, exps, [3.0, 1.0], parameter_scale=["log10", "lin"],
+                            per_experiment="b")):
+        whole = pc.simulate(model, res.x0[0], res.model_parameters(model, experiment="a"),
+                            t, u, u_interpolation="previous")[40:]
+        ahead = res.predict(0, t[40:], u=u[40:])
+        band = pc.prediction_band(res, 0, t[40:], u=u[40:])
+        assert np.allclose(ahead[:, 0], whole[:, 0], rtol=1e-6, atol=1e-8)
+        assert np.allclose(band.y, ahead, rtol=1e-6, atol=1e-8)
+        assert np.all(np.isfinite(band.std)) and np.all(band.std > 0)
+        # a callable gives the same; without u the inputs are held, and it says so
+        called = res.predict(0, t[40:], u=lambda s: np.where((s // 7) % 2 == 0, 1.0, -0.5))
+        assert np.allclose(called, ahead, rtol=1e-6, atol=1e-8)
+        with pytest.warns(UserWarning, match="held at their last values"):
+            held = pc.prediction_band(res, 0, t[40:])
+        assert np.max(np.abs(held.y - band.y)) > 0.5
+    with pytest.raises(ValueError, match=r"`u` must hold the model's 1 input\(s\) at each of "
+                                         r"the 21 times"):
+        res.predict(0, t[40:], u=u[41:])
+    bad = u[40:].copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError, match="`u` is not finite at t = 45"):
+        pc.prediction_band(res, 0, t[40:], u=bad)

@@ -24,7 +24,9 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
+from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
+from ..transcription.forecast import ForecastInputs, forecast_inputs, held_beyond_note
 from ..transcription.forward_sensitivity import (initial_sensitivities, output_sensitivities,
                                                   sensitivity_model)
 from .quantiles import normal
@@ -73,15 +75,21 @@ UNBOUNDED_MOVE = 1e-6
 
 
 def band_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, p: np.ndarray,
-                       times: np.ndarray, x0_columns: tuple[int, ...]
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       times: np.ndarray, x0_columns: tuple[int, ...],
+                       ahead: ForecastInputs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The outputs ``(N, ny)`` of ``exp`` at ``times`` from ``x0`` and ``p``,
     and their derivatives ``(N, ny, np + len(x0_columns))`` in ``p`` and the
-    initial states ``x0_columns``, integrated with the states by CVODES."""
+    initial states ``x0_columns``, integrated with the states by CVODES
+    (with the inputs ``ahead`` past the data where given)."""
     aug = sensitivity_model(model, x0_columns)
     z0 = np.r_[np.asarray(x0, float), initial_sensitivities(model, x0_columns)]
-    Z = simulate(aug, z0, p, times, exp, t0=exp.t0)
-    U = exp.inputs(times, model.nu)
+    if ahead is None:
+        Z = simulate(aug, z0, p, times, exp, t0=exp.t0)
+        U = exp.inputs(times, model.nu)
+    else:
+        Z = simulate(aug, z0, p, times, ahead, t0=exp.t0,
+                     breakpoints=np.r_[exp.breakpoints, ahead.breakpoints])
+        U = ahead.inputs(times, model.nu)
     f = output_sensitivities(model, x0_columns).map(times.size)
     Y, dY = f(times[None, :], Z.T, ca.repmat(ca.DM(p), 1, times.size), U.T)
     n = model.np + len(x0_columns)
@@ -95,8 +103,8 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
     and ``x0`` (the model's own: a restated fit wraps it with its inner
     vectors)."""
 
-    def source(res: Any, e: int, t: Any, x0_columns: tuple[int, ...]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def source(res: Any, e: int, t: Any, x0_columns: tuple[int, ...], u: Any = None,
+               given: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         exp = experiments[e]
         times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
         if times.ndim != 1 or not np.all(np.isfinite(times)):
@@ -104,15 +112,20 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
         if np.any(times < exp.t0):
             raise ValueError(f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} "
                              f"starts (t0 = {exp.t0:g}, where the estimated x0 holds)")
+        ahead = forecast_inputs(exp, model.nu, times, u, given)
+        if ahead is None and u is None:
+            note = held_beyond_note(exp, times, model.nu)
+            if note:
+                warn_user(note)
         Y, dY = band_sensitivities(model, exp, np.asarray(res.x0[e], float),
-                                   np.asarray(res.p, float), times, x0_columns)
+                                   np.asarray(res.p, float), times, x0_columns, ahead)
         return times, Y, dY
 
     return source
 
 
 def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
-                    level: float = 0.95, noise: bool = False) -> PredictionBand:
+                    level: float = 0.95, noise: bool = False, u: Any = None) -> PredictionBand:
     """The confidence band of a fit's outputs (or, with ``noise``, the
     prediction band of new measurements), by the delta method.
 
@@ -125,7 +138,14 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
         Which experiment: its index, or its name.
     t : array_like, optional
         Times (default: the experiment's sample times), not before its
-        ``t0``; inputs beyond its data are held as ``res.predict`` holds them.
+        ``t0``.
+    u : array_like (len(t), nu) or callable, optional
+        The model's inputs past the experiment's last input sample (a
+        forecast's rain, the next manoeuvre's controls): their values at
+        ``t`` (rows within the data are the experiment's own and not used),
+        read between samples as the experiment reads its own, or a callable
+        ``u(t)``.  Without it they are held at their last values there, and
+        a warning says so.
     level : float
         The band's probability, in (0, 1).
     noise : bool
@@ -183,7 +203,8 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                              "(res.noise_sigma); this fit's noise differs by measurement "
                              "(given per sample, or a formula)")
     x0_columns = tuple(sorted(i for kind, ex, i in columns if kind == "x0" and ex == e))
-    times, Y, dY = source(result, e, t, x0_columns)
+    times, Y, dY = (source(result, e, t, x0_columns) if u is None
+                    else source(result, e, t, x0_columns, u))
     # the covariance's rows of this experiment: the parameters, then its initial states
     n_p = dY.shape[2] - len(x0_columns)
     rows = np.full(dY.shape[2], -1)

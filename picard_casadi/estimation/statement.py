@@ -97,6 +97,8 @@ class Statement:
     _settling: list[tuple[int, float, float]] = field(default_factory=list)
     #: ``p0`` was a table of pc.Parameter: the bounds the notes name are its entries'
     bounds_in_table: bool = False
+    #: the user's model's inputs (the restated model's first ones)
+    user_nu: int = 0
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
 
@@ -157,14 +159,17 @@ class Statement:
                 res.x0_std = [np.asarray(s, float)[:nx] for s in res.x0_std]
         predictor = res._predictor
         if predictor is not None:
-            def predict(r: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
-                # the restated model's parameters and initial states
-                return predictor(replace(r, p=phi, x0=inner_x0), exp_index, t, source)
+            def predict(r: Any, exp_index: int, t: Any, source: str,
+                        u: Any = None) -> np.ndarray:
+                # the restated model's parameters and initial states (its
+                # inputs: the user's, then the constants, which u leaves out)
+                args = (source,) if u is None else (source, u, self.user_nu)
+                return predictor(replace(r, p=phi, x0=inner_x0), exp_index, t, *args)
             res._predictor = predict
         inner = res._sensitivities
         if inner is not None:  # (pc.prediction_band: the inner vectors, as predict)
-            res._sensitivities = (lambda r, e, t, cols: inner(replace(r, p=phi, x0=inner_x0),
-                                                              e, t, cols))
+            res._sensitivities = (lambda r, e, t, cols, u=None: inner(
+                replace(r, p=phi, x0=inner_x0), e, t, cols, u, self.user_nu))
         # d theta / d phi: 1, theta (log), theta ln 10 (log10)
         slope = np.array([1.0 if s == "lin" else t if s == "log" else t * math.log(10.0)
                           for t, s in zip(theta, self.scales)])
@@ -678,7 +683,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         _constants=[ph[1] for ph in phases],
         _settling=[(k, exps[k].t0, d) for k, d in durations.items()],
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors],
-        bounds_in_table=_parameter_table(p0))
+        bounds_in_table=_parameter_table(p0), user_nu=model.nu)
 
 
 def _with_constant_inputs(exp: Experiment, model: Model,

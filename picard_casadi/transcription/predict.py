@@ -14,13 +14,14 @@ from ..model import Model
 from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from .discretisation import Discretisation
+from .forecast import ForecastInputs, forecast_inputs, held_beyond_note
 
 __all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
            "restated_predictor", "model_parameter_values", "parameter_source"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
-                  exp: Experiment) -> np.ndarray:
+                  exp: Experiment | ForecastInputs) -> np.ndarray:
     """Outputs ``g(t_i, x_i, p, u(t_i))`` for states ``X`` (N, nx) -> (N, ny)."""
     t = np.asarray(t, float)
     U = exp.inputs(t, model.nu)
@@ -62,7 +63,8 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
     values; results loaded from JSON only simulate.
     """
 
-    def predict(res: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+    def predict(res: Any, exp_index: int, t: Any, source: str, u: Any = None,
+                given: int | None = None) -> np.ndarray:
         if not 0 <= exp_index < len(experiments):
             raise ValueError(
                 f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}"
@@ -74,15 +76,17 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
                 f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
                 f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
                 "from t0")
-        if (model.nu and isinstance(exp.u, np.ndarray) and times.size
-                and float(np.max(times)) > exp.t_end
-                and np.any(np.ptp(np.asarray(exp.u, float), axis=0) > 0)):
-            # (inputs constant over the data, an experiment's constants among
-            # them, are the same held: nothing to warn of)
-            warn_user(f"`t` runs to {float(np.max(times)):g}, beyond the last input sample of "
-                      f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at "
-                      "their last values there; for other inputs, pc.simulate(model, "
-                      "res.x0[i], res.p, t, u=...)")
+        ahead = forecast_inputs(exp, model.nu, times, u, given)
+        if ahead is None and u is None:
+            note = held_beyond_note(exp, times, model.nu)
+            if note:
+                warn_user(note)
+        if ahead is not None:
+            if source != "simulate":
+                raise ValueError("`u` (inputs past the data) needs source='simulate'")
+            Xs = simulate(model, res.x0[exp_index], res.p, times, ahead, t0=exp.t0,
+                          breakpoints=np.r_[exp.breakpoints, ahead.breakpoints])
+            return outputs_along(model, times, Xs, res.p, ahead)
         if source == "simulate":
             Xs = simulate(model, res.x0[exp_index], res.p, times, exp, t0=exp.t0)
         elif source == "collocation":
@@ -160,13 +164,14 @@ def restated_predictor(model: Model, experiments: list[Experiment], names: list[
             "predict or profile")
     base = simulation_predictor(model, experiments)
 
-    def predict(res: Any, exp_index: int, t: Any, source: str) -> np.ndarray:
+    def predict(res: Any, exp_index: int, t: Any, source: str, u: Any = None,
+                given: int | None = None) -> np.ndarray:
         if not 0 <= exp_index < len(experiments):
             raise ValueError(
                 f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}")
         values = np.asarray(res.p, float)
         p = np.array([values[k] if k is not None else v for k, v in plans[exp_index]])
-        return base(replace(res, p=p), exp_index, t, source)
+        return base(replace(res, p=p), exp_index, t, source, u, given)
 
     return predict
 

@@ -1,0 +1,140 @@
+"""An experiment's inputs beyond its data: given for a forecast, or held.
+
+``res.predict(e, t, u=...)`` and ``pc.prediction_band(res, e, t, u=...)``
+take the inputs at times past an experiment's last input sample (tomorrow's
+rain, the next manoeuvre's control): the states are integrated from the
+estimated ``x0`` through the experiment's own inputs and then through the
+given ones, read between their samples as the experiment reads its own
+(``u_interpolation``).  Without them a sampled input is held at its last
+value there, which a note says (:func:`held_beyond_note`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..experiment import Experiment
+from ..inputs import evaluate_inputs, is_linear
+
+__all__ = ["ForecastInputs", "forecast_inputs", "held_beyond_note"]
+
+
+class ForecastInputs:
+    """Vectorised inputs ``u(t)``: an experiment's own up to its last input
+    sample ``t_end``, the given ones after it.
+
+    The first ``given`` inputs come from the forecast's samples (or its
+    callable); the others (the constants a restated problem appends) keep
+    their value at ``t_end``.  ``breakpoints`` are the times where the
+    inputs jump or kink past the data (``t_end`` and the samples).
+    """
+
+    vectorized = True
+
+    def __init__(self, exp: Experiment, nu: int, given: int, u: Any,
+                 t_samples: np.ndarray | None) -> None:
+        self.exp, self.nu, self.given = exp, int(nu), int(given)
+        self.t_end = float(exp.t_end)
+        last = np.asarray(exp.inputs([self.t_end], self.nu), float)[0]
+        self.tail = last[self.given:]
+        if callable(u):
+            self.u, self.t_samples = u, None
+            self.breakpoints = np.array([self.t_end])
+        else:
+            # the last own sample first: between it and the first given one
+            # the inputs are held or interpolated as the experiment's
+            self.t_samples = np.r_[self.t_end, t_samples]
+            self.u = np.vstack([last[None, :self.given], u])
+            self.breakpoints = self.t_samples.copy()
+        self.interpolation = tuple("linear" if is_linear(exp.u_interpolation, k)
+                                   else "previous" for k in range(self.given))
+
+    def __call__(self, t: Any) -> np.ndarray:
+        times = np.atleast_1d(np.asarray(t, float))
+        out = np.empty((times.size, self.nu))
+        inside = times <= self.t_end
+        if inside.any():
+            out[inside] = self.exp.inputs(times[inside], self.nu)
+        if not inside.all():
+            where = f"the inputs beyond experiment {self.exp.name!r}'s data"
+            out[~inside, :self.given] = evaluate_inputs(
+                self.u, times[~inside], self.given, where, self.t_samples, self.interpolation)
+            out[~inside, self.given:] = self.tail
+        return out[0].copy() if np.ndim(t) == 0 else out
+
+    def inputs(self, times: Any, nu: int) -> np.ndarray:
+        """As :meth:`Experiment.inputs`."""
+        return self(np.atleast_1d(np.asarray(times, float)))
+
+
+def forecast_inputs(exp: Experiment, nu: int, times: np.ndarray, u: Any,
+                    given: int | None = None) -> ForecastInputs | None:
+    """The inputs of a prediction at ``times`` with ``u`` past the data.
+
+    Parameters
+    ----------
+    exp : Experiment
+    nu : int
+        The (restated) model's inputs.
+    times : ndarray
+        The prediction's times.
+    u : callable, array_like (len(times), given) or None
+        The inputs at ``times`` (rows at or before the experiment's last
+        input sample are its own and not used), or a callable ``u(t)``.
+    given : int, optional
+        How many inputs ``u`` gives (the user's model's; default ``nu``).
+
+    Returns
+    -------
+    ForecastInputs, or None where ``u`` is None or no time lies past the data.
+
+    Raises
+    ------
+    ValueError
+        Naming ``u`` where its shape or values do not fit.
+    """
+    if u is None:
+        return None
+    given = nu if given is None else int(given)
+    if given == 0:
+        raise ValueError("`u`: the model has no inputs; leave it out")
+    if callable(u):
+        return ForecastInputs(exp, nu, given, u, None)
+    table = np.asarray(u, dtype=float)
+    if table.ndim == 1 and given == 1:
+        table = table[:, None]
+    if table.ndim != 2 or table.shape != (times.size, given):
+        raise ValueError(f"`u` must hold the model's {given} input(s) at each of the "
+                         f"{times.size} times `t`, shape ({times.size}, {given}); got "
+                         f"{np.shape(u)} (or give a callable u(t))")
+    beyond = times > exp.t_end
+    if not beyond.any():
+        return None
+    t_beyond, first = np.unique(times[beyond], return_index=True)
+    rows = table[beyond][first]
+    if not np.all(np.isfinite(rows)):
+        bad = float(t_beyond[~np.isfinite(rows).all(axis=1)][0])
+        raise ValueError(f"`u` is not finite at t = {bad:g}: give every input's value at "
+                         "every time past the data")
+    return ForecastInputs(exp, nu, given, rows, t_beyond)
+
+
+def held_beyond_note(exp: Experiment, times: np.ndarray, nu: int) -> str:
+    """A note where ``times`` run past the last input sample of ``exp`` and
+    its sampled inputs vary: they are held at their last values there
+    (inputs constant over the data, an experiment's constants among them,
+    are the same held).  Empty otherwise."""
+    u = exp.u
+    head = getattr(u, "head", None)  # a preequilibrated restated run: the user's inputs first
+    if isinstance(head, Experiment):
+        u = head.u
+    if not (nu and isinstance(u, np.ndarray) and times.size
+            and float(np.max(times)) > exp.t_end
+            and np.any(np.ptp(np.asarray(u, float), axis=0) > 0)):
+        return ""
+    return (f"`t` runs to {float(np.max(times)):g}, beyond the last input sample of "
+            f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at their last "
+            "values there; give them there with u=... (an array of their values at `t`, or "
+            "a callable u(t))")

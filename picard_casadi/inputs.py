@@ -42,17 +42,27 @@ def is_linear(hold: str | tuple[str, ...], k: int) -> bool:
 HELD_SHARE = 0.5
 
 
+#: ... or where at least this share of its samples sit exactly at its
+#: smallest value, with pulses off it: amounts per sample period (daily rain,
+#: 30 % of days wet: 49 % of consecutive days repeat, both dry), doses
+PULSE_SHARE = 0.3
+
+
 def held_input_columns(u: np.ndarray) -> list[int]:
     """Columns of sampled inputs ``u`` ``(N, nu)`` that look piecewise constant:
     they change, and at least :data:`HELD_SHARE` of their consecutive samples
     are equal (a controller's staircase logged at the sample times repeats
-    each level exactly; samples of a smooth signal do not repeat)."""
+    each level exactly; samples of a smooth signal do not repeat), or
+    :data:`PULSE_SHARE` of their samples sit exactly at their smallest value
+    (pulses from a baseline: rain per day)."""
     u = np.asarray(u, float)
     if u.ndim != 2 or u.shape[0] < 3:
         return []
     same = np.diff(u, axis=0) == 0.0
+    at_floor = u == u.min(axis=0, initial=np.inf)[None, :]
     return [int(k) for k in range(u.shape[1])
-            if not same[:, k].all() and same[:, k].mean() >= HELD_SHARE]
+            if not same[:, k].all() and (same[:, k].mean() >= HELD_SHARE
+                                         or at_floor[:, k].mean() >= PULSE_SHARE)]
 
 
 def held_jumps(t: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -173,6 +173,11 @@ def test_negative_starting_values_and_advice_in_the_programs_own_flags():
     assert in_cli_terms("refine=True refines the mesh until it is, or pass a smaller T or "
                         "more nodes") == ("`picard-casadi fit` refines the mesh until it is, "
                                           "or pass a smaller --T or more --nodes")
+    # the noise growing with the output: the flag (a hydrologist read noise='log-normal')
+    assert in_cli_terms("constant noise. noise='log-normal' (a relative error) or "
+                        "pc.Noise(sigma=a + b*g, output=g, ...) (docs/likelihood.md) models") == (
+        "constant noise. --noise log-normal (a relative error; a noise formula such as a + "
+        "b*g needs the Python API, docs/likelihood.md) models")
 
 
 def test_a_held_input_from_a_csv_starts_an_interval_at_every_sample(tmp_path):

@@ -209,6 +209,11 @@ _FLAG_SPELLINGS = (
                 r"estimate_x0=False\)"), "--x0 (estimated from there unless --x0-known)"),
     (re.compile(r"estimate_x0=False"), "--x0-known"),
     (re.compile(r"pass Experiment\(\.\.\., t0=0\.0\)"), "pass --t0 0"),
+    (re.compile(r"noise='log-normal' \(a relative error\) or pc\.Noise\(sigma=a \+ b\*g, "
+                r"output=g, \.\.\.\) \(docs/likelihood\.md\)"),
+     "--noise log-normal (a relative error; a noise formula such as a + b*g needs the "
+     "Python API, docs/likelihood.md)"),
+    (re.compile(r"noise='([\w-]+)'"), lambda m: "--noise " + m.group(1)),
     (re.compile(r"multistart=(\d+)"), lambda m: "--multistart " + m.group(1)),
     (re.compile(r"weights='auto'"), "--weights auto"),
     (re.compile(r"guess='(\w+)'"), lambda m: "--guess " + m.group(1)),

@@ -163,10 +163,11 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
     for (names, hold), which in staircases.items():
         note = (f"input(s) {names} of experiment{'s' if len(which) > 1 else ''} "
                 f"{', '.join(which)} look piecewise constant (most "
-                "samples repeat the one before) but are read linearly between samples, the "
-                "default: a ramp across each jump biases the estimates without a visible "
-                f"misfit; if they are a staircase, pass {hold}, or u_interpolation='linear' "
-                "to keep this reading without the note")
+                "samples repeat the one before, or sit at one level with pulses off it: "
+                "amounts per sample period, as rain per day) but are read linearly between "
+                "samples, the default: a ramp across each jump biases the estimates without "
+                f"a visible misfit; if each value holds until the next sample, pass {hold}, "
+                "or u_interpolation='linear' to keep this reading without the note")
         result.warnings.append(note)
         warn_user(note)
 

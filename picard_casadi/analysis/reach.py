@@ -110,8 +110,12 @@ def inert_note(names: Sequence[str], reaches: np.ndarray) -> str:
     inert = [n for n, r in zip(names, reaches) if r < INERT_REACH]
     if not inert or len(inert) == len(names):
         return ""
-    return (f"{', '.join(inert)} do not move the fit at the estimate (each moves it by less "
-            f"than {INERT_REACH:g} noise levels when moved by its own size): the outputs do "
-            "not depend on them there, as where the terms they enter vanish (a rate of 0, a "
-            "reaction that does not run) or saturate; check the units of what they multiply "
-            "(a temperature in Celsius in exp(-Ea/RT)) and the bounds, or fix them")
+    one = len(inert) == 1
+    return (f"{', '.join(inert)} {'does' if one else 'do'} not move the fit at the estimate "
+            f"({'it moves' if one else 'each moves'} it by less than {INERT_REACH:g} noise "
+            "levels when moved by its own size): the outputs do not depend on "
+            f"{'it' if one else 'them'} there, as where the terms "
+            f"{'it enters' if one else 'they enter'} vanish (a rate of 0, a reaction that does "
+            "not run), saturate or stay on one side of a threshold (min, max, if_else); "
+            "check the units of what they multiply (a temperature in Celsius in "
+            f"exp(-Ea/RT)) and the bounds, or fix {'it' if one else 'them'}")

@@ -17,19 +17,14 @@ Gauss-Newton information matrix is ``F = J^T J`` and
 variance; with the likelihood's weights (``weights="auto"``, the default for
 several outputs: ``1 / sigma_k^2``, estimated) ``s^2 = 1``: ``F`` is the Fisher
 information and ``F^{-1}`` the Cramer-Rao bound.  Intervals are ``estimate +-
-1.96 std`` (normal approximation: asymptotic).  They assume independent
-noise of one variance per output: noise whose variance follows the signal
-(the synthetic data's ``(1 + n_i) g + m_i``) makes them too narrow
-(docs/uncertainty.md, measured).
+1.96 std`` (asymptotic), for independent noise of one variance per output.
 
-Identifiability: ``F`` is scaled to unit diagonal (a correlation-like matrix);
-an eigenvalue below :data:`IDENTIFIABILITY_THRESHOLD` of the largest marks a
-direction the data do not determine.  The parameters with weight in that
-direction are named in a warning, and their standard errors are infinite.
-Below :data:`WEAK_DIRECTION` the combination is named as weakly determined
-(standard errors kept) where a quantity in it has a standard error above
-:data:`WEAK_RELATIVE_ERROR` of its size.  A single parameter whose standard error exceeds its
-estimate is named too.
+Identifiability: in ``F`` scaled to unit diagonal, an eigenvalue below
+:data:`IDENTIFIABILITY_THRESHOLD` of the largest is a direction the data do
+not determine: its quantities are named, their standard errors infinite.
+Below :data:`WEAK_DIRECTION` a combination is named as weakly determined where
+a quantity in it has a standard error above :data:`WEAK_RELATIVE_ERROR` of
+its size; so is a single parameter whose standard error exceeds its estimate.
 """
 
 from __future__ import annotations
@@ -82,6 +77,10 @@ UNDETERMINED_MOVE = 0.1
 # quantities' nominal sizes) is round-off: the data do not depend on it
 SILENT_COLUMN = 1e-10
 Z95 = 1.959963984540054
+#: what an undetermined quantity's warning adds of the others' standard errors
+HELD_AT_ESTIMATE = ("; the other standard errors (and intervals, and output bands) hold {} "
+                    "at the estimate: where moving it changes the fit elsewhere (a threshold "
+                    "this estimate does not reach) they can be too small")
 
 
 @dataclass
@@ -694,16 +693,12 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     named = np.zeros(nth, dtype=bool)  # in a combination a warning names
     directions = np.flatnonzero(weak | faint)
     if np.count_nonzero(weak) > 1:
-        # one warning for the directions the data do not determine at all (their
-        # quantities' standard errors are inf whichever direction names them):
-        # PEtab's Armistead at its optimum had four, each a warning of eight or
-        # nine overlapping names
+        # one warning for all such directions (PEtab's Armistead had four, each
+        # a warning of eight or nine overlapping names)
         for k in np.flatnonzero(weak):
             named |= involved_in[int(k)]
         relative_eigenvalues = evals[weak] / lam_max
         sizes = [int(np.count_nonzero(involved_in[int(k)])) for k in np.flatnonzero(weak)]
-        # (a user's SIR with R(0) of two runs unseen: "each direction a
-        # combination of several" where each was one initial state alone)
         each = ("each direction one of them alone" if max(sizes) == 1 else
                 "each direction a combination of several of them" if min(sizes) > 1 else
                 "each direction one of them alone or a combination of several")
@@ -718,7 +713,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             f"{', '.join(names[c] for c in np.flatnonzero(named))} near this estimate, {each}, "
             "so their standard errors are inf; these quantities are practically "
             "unidentifiable here (pc.profile(res) follows the likelihood beyond the "
-            f"linearisation: some of them may still have a finite interval){known}")
+            f"linearisation: some of them may still have a finite interval){known}"
+            + (HELD_AT_ESTIMATE.format("them") if not named.all() else ""))
         directions = np.flatnonzero(faint)
     for k in directions:
         involved = involved_in[int(k)] if weak[k] else np.abs(evecs[:, k]) > INVOLVED
@@ -737,7 +733,8 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             result.warnings.append(
                 f"{head}the data do not determine {listed} near this estimate, so its "
                 "standard error is inf; it is practically unidentifiable here "
-                "(pc.profile(res) follows the likelihood beyond the linearisation)")
+                "(pc.profile(res) follows the likelihood beyond the linearisation)"
+                + (HELD_AT_ESTIMATE.format("it") if not involved.all() else ""))
         elif weak[k]:
             # a relative eigenvalue this small is also where two parameters
             # written to compensate each other end (a user's CSTR with the
@@ -780,6 +777,11 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
         corr = p_cov / dd[:, None] / dd[None, :]
     corr[~np.isfinite(corr)] = 0.0
     np.fill_diagonal(corr, [1.0 if s > 0 else 0.0 for s in dd])
+    # an undetermined parameter has no correlation: its entries are the round-off
+    # of the determined directions (a hydrologist's HBV read FC-LP 0.998 for an
+    # LP that did not act at all)
+    corr[~np.isfinite(p_std), :] = np.nan
+    corr[:, ~np.isfinite(p_std)] = np.nan
     result.p_cov = p_cov
     result.p_std = p_std
     note_poorly_determined(result)

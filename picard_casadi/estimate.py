@@ -44,7 +44,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    late_clock_note, nonsmooth_note, note_bounds_reached,
                                    outside_box_note, unit_outlier_note,
-                                   unmeasured_outputs_note)
+                                   unmeasured_outputs_note, unstable_departure)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -587,6 +587,13 @@ def estimate(
             # x0 (the certificate's linearised carry-forward where that fails)
             simulated = simulated_ssr(prob.model, prob.experiments, result.x0, result.p,
                                       setup.disc, state_sizes(outcome.U))
+            departs = unstable_departure(cert, simulated)
+            if departs:
+                # held by continuity, the model's own solution from x0 far off
+                # it: the likelihood is the fitted trajectory's (a car's yaw
+                # inertia fitted negative: noise levels 1.8e8 beside an SSR of 21)
+                result.warnings.append(departs)
+                simulated = None
             if simulated is not None:
                 attach_noise(result, setup, weights_mode, simulated[0], prob.noise)
             elif not prob.formula:

@@ -276,7 +276,12 @@ class Experiment:
         try:
             t_arr = np.asarray(t, dtype=float)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: `t` must be an array of numbers") from None
+            try:  # date strings, datetime.date objects: as dates
+                dated = np.asarray(t, dtype="datetime64")
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: `t` must be an array of numbers") from None
+            raise ValueError(dated_times(where, dated.dtype) + "; as strings or date objects, "
+                             "np.asarray(t, dtype='datetime64') makes them dates first") from None
         if t_arr.ndim != 1:
             raise ValueError(f"{where}: `t` must be 1-dimensional, got shape {t_arr.shape}")
         # one time (replicates at it, too) is enough after an earlier t0 (a PEtab
@@ -772,12 +777,13 @@ class Experiment:
                 continue
             t = self._t[first[k]]
             u = self.inputs([t], model.nu)[0]
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):  # (on the linear scale: exp of a log output)
                 x0[i] = 0.0
-                d = float(model.output_value(t, x0, p, u)[k])
+                d = float(model.output_as_state(k, model.output_value(t, x0, p, u)[k]))
                 x0[i] = 1.0
-                c = float(model.output_value(t, x0, p, u)[k]) - d
-                value = (self._y[first[k], k] - d) / c if c != 0.0 else np.nan
+                c = float(model.output_as_state(k, model.output_value(t, x0, p, u)[k])) - d
+                value = ((float(model.output_as_state(k, self._y[first[k], k])) - d) / c
+                         if c != 0.0 else np.nan)
             x0[i] = value if np.isfinite(value) else 0.0
             taken.add(i)
         return x0

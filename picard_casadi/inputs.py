@@ -46,13 +46,17 @@ HELD_SHARE = 0.5
 #: smallest value, with pulses off it: amounts per sample period (daily rain,
 #: 30 % of days wet: 49 % of consecutive days repeat, both dry), doses
 PULSE_SHARE = 0.3
+#: ... in runs of at most this many samples (the median run)
+PULSE_SAMPLES = 3
 
 
 def held_input_columns(u: np.ndarray) -> list[int]:
     """Columns of sampled inputs ``u`` ``(N, nu)`` that look piecewise constant:
     they change, and at least :data:`HELD_SHARE` of their consecutive samples
     are equal (a controller's staircase logged at the sample times repeats
-    each level exactly; samples of a smooth signal do not repeat), or
+    each level exactly; samples of a smooth signal do not repeat) with at
+    least half of their changes single jumps between repeats (not a ramp
+    sampled on its way), or
     :data:`PULSE_SHARE` of their samples sit exactly at their smallest value
     (pulses from a baseline: rain per day)."""
     u = np.asarray(u, float)
@@ -60,9 +64,27 @@ def held_input_columns(u: np.ndarray) -> list[int]:
         return []
     same = np.diff(u, axis=0) == 0.0
     at_floor = u == u.min(axis=0, initial=np.inf)[None, :]
+    # a staircase jumps in one sample, between repeats; a sampled physical step
+    # passes through values on the way (a car's step steer, ramped over 15
+    # samples at 100 Hz, was told to hold: its inertia 2.75 standard errors off)
+    change = ~same
+    before = np.vstack([np.zeros((1, u.shape[1]), bool), change[:-1]])
+    after = np.vstack([change[1:], np.zeros((1, u.shape[1]), bool)])
+    jumps = change & ~before & ~after
     return [int(k) for k in range(u.shape[1])
-            if not same[:, k].all() and (same[:, k].mean() >= HELD_SHARE
-                                         or at_floor[:, k].mean() >= PULSE_SHARE)]
+            if not same[:, k].all()
+            and ((same[:, k].mean() >= HELD_SHARE and 2 * jumps[:, k].sum() >= change[:, k].sum())
+                 or (at_floor[:, k].mean() >= PULSE_SHARE and _short_pulses(~at_floor[:, k])))]
+
+
+def _short_pulses(off: np.ndarray) -> bool:
+    """Whether the runs of ``off`` (samples off an input's floor) are short,
+    their median at most :data:`PULSE_SAMPLES` samples: amounts per period
+    (rain: wet days alone or a few in a row), not a long pulse sampled on its
+    way up and down."""
+    edges = np.flatnonzero(np.diff(np.r_[0, off.astype(int), 0]))
+    runs = edges[1::2] - edges[::2]
+    return bool(runs.size) and float(np.median(runs)) <= PULSE_SAMPLES
 
 
 def held_jumps(t: np.ndarray, u: np.ndarray) -> np.ndarray:

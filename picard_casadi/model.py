@@ -457,6 +457,8 @@ class Model:
                                  "'log10' per output, as many as the model has")
             new._output_scales = scales
             new._output_states = self.output_state_index
+            # (the old outputs, on the linear scale: x0_guess inverts them there)
+            new._affine_states = self.affine_output_states
         return new
 
     @property
@@ -662,10 +664,11 @@ class Model:
 
     @property
     def affine_output_states(self) -> list[int | None]:
-        """For each output on the linear scale, the one state it depends on
-        where it is affine in it (``y = c x_i + d``, ``c`` and ``d`` free of
-        the states: a sensor with a bias, a scaled and offset reading), or
-        None; the initial guess inverts such outputs at ``p0``."""
+        """For each output, the one state it depends on where it is affine in
+        it on the linear scale (``y = c x_i + d``, ``c`` and ``d`` free of the
+        states: a sensor with a bias, a scaled and offset reading; ``log(c
+        x_i)`` of a log-normal output), or None; the initial guess inverts
+        such outputs at ``p0``."""
         if getattr(self, "_affine_states", None) is None:
             scales = getattr(self, "_output_scales", None) or ("lin",) * self.ny
             out: list[int | None] = []

@@ -36,8 +36,12 @@ if TYPE_CHECKING:
 __all__ = ["Noise", "DISTRIBUTIONS", "LOG_FLOOR", "log_scaled_model", "output_scales"]
 
 #: the smallest model value a log-normal output takes the logarithm of (a
-#: measured value below it misfits by hundreds of noise levels)
-LOG_FLOOR = 1e-300
+#: measured value below it misfits by hundreds of noise levels).  Its square's
+#: reciprocal is finite: at 1e-300 the exact Hessian at a floored value,
+#: -1/m**2 times fmax's zero derivative, was -inf * 0 = NaN, and IPOPT
+#: stopped at its start (Invalid_Number_Detected) wherever a first guess
+#: dipped below 0 (a reservoir's storage in a dry spell)
+LOG_FLOOR = 1e-150
 
 #: the supported noise distributions and the scale on which each is normal
 DISTRIBUTIONS = {"normal": "lin", "log-normal": "log", "log10-normal": "log10"}

@@ -697,3 +697,25 @@ def test_the_reference_integration_is_tightened_where_its_own_error_fails_the_fi
     with pytest.warns(pc.DiscretisationWarning):
         held = pc.estimate(model, [exp], [0.99], method="picard-gn", refine=False)
     assert not held.certificate["passed"] and held.certificate["discretisation_error"] > 0.5
+
+
+def test_an_unstable_fit_whose_own_solution_leaves_the_data_keeps_the_fitted_likelihood():
+    # a car's linear single-track model on a tyre-saturating ramp steer: the
+    # default path's multiple shooting fitted the yaw inertia at -3681, its
+    # intervals held by continuity; CVODES from the estimated x0 reached 1.6e9
+    # rad/s, and the noise levels were taken from that (1.8e8, beside an SSR of
+    # 21) with no word of it
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.diagnosis import unstable_departure
+
+    held = SimpleNamespace(unstable_growth=1.2e19, ssr_model_per_output=np.array([10.0, 11.2]))
+    note = unstable_departure(held, (np.array([4e21, 7e20]), np.array([1401, 1401])))
+    assert note.startswith("the fitted model is unstable along the data (its state "
+                           "sensitivities grow by 1.2e+19")
+    assert "bound the parameters (p_bounds)" in note
+    assert unstable_departure(held, None)  # the simulation failed outright
+    # reproduced from x0 (the book's unstable aircraft), or not held: nothing
+    assert unstable_departure(held, (np.array([10.5, 11.0]), np.array([1401, 1401]))) == ""
+    stable = SimpleNamespace(unstable_growth=1.0, ssr_model_per_output=np.array([1.0]))
+    assert unstable_departure(stable, None) == ""

@@ -542,3 +542,17 @@ def test_the_fit_figure_of_a_log_normal_output_not_measured_at_t0_keeps_its_data
     low, high = next(ax for ax in fig.axes if ax.get_gid() == f"fit:{e}:{k}").get_ylim()
     span = data.max() - data.min()
     assert data.min() - span <= low < data.min() and data.max() < high, (low, high, data)
+
+
+def test_a_log_normal_output_below_zero_has_finite_derivatives():
+    # a first guess whose storage dips below 0 in a dry spell: the floored
+    # log's exact Hessian there was -1/m**2 * 0 = -inf * 0 = NaN, and IPOPT
+    # stopped at its start (Invalid_Number_Detected) on a hydrologist's reservoir
+    from picard_casadi.noise import log_scaled_model
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = log_scaled_model(pc.Model(x=x, p=k, rhs=-k * x, y=x / k), ["log"])
+    hess = ca.Function("h", [x, k], [ca.hessian(model.y, ca.vertcat(x, k))[0], model.y])
+    for value in (-1.0, 0.0, 1e-200):
+        h, y = (np.asarray(v, float) for v in hess(value, 5.0))
+        assert np.all(np.isfinite(h)) and np.isfinite(y), (value, h, y)

@@ -386,3 +386,18 @@ def test_amounts_per_period_from_a_baseline_read_as_a_staircase():
     rain = np.where(rng.random(1096) < 0.3, rng.uniform(5, 60, 1096), 0.0)
     smooth = np.sin(np.arange(1096) / 20.0)
     assert held_input_columns(np.column_stack([rain, smooth])) == [0]
+
+
+def test_a_sampled_physical_step_is_no_staircase():
+    # a car's step steer ramped over 0.15 s, sampled at 100 Hz: constant
+    # before and after, so "piecewise constant" by the repeats, and held as
+    # the note said its yaw inertia came out 2.75 standard errors off; a
+    # staircase jumps in one sample, and a long pulse sampled on its way is
+    # no amount per period either
+    from picard_casadi.inputs import held_input_columns
+
+    t = np.arange(0, 12.0, 0.01)
+    step = 0.035 * np.clip((t - 1.0) / 0.15, 0.0, 1.0)
+    pulse = np.clip(np.minimum(t - 2.0, 8.0 - t) / 0.3, 0.0, 1.0)
+    stairs = np.repeat([0.0, 1.0, 0.5, 2.0], t.size // 4)
+    assert held_input_columns(np.column_stack([step, pulse, stairs])) == [2]

@@ -98,6 +98,14 @@ def test_experiment_dates_as_times_are_named_with_the_conversion():
         pc.Experiment(dates - dates[0], [1.0, 2.0, 3.0])
     days = (dates - dates[0]) / np.timedelta64(1, "D")
     assert pc.Experiment(days, [1.0, 2.0, 3.0]).t.tolist() == [0.0, 7.0, 14.0]
+    # as strings or date objects ("must be an array of numbers" before)
+    import datetime
+
+    for given in (["2020-03-08", "2020-03-15"], [datetime.date(2020, 3, 8),
+                                                 datetime.date(2020, 3, 15)]):
+        with pytest.raises(ValueError, match=r"`t` holds dates .* as strings or date objects, "
+                                             r"np.asarray\(t, dtype='datetime64'\) makes them"):
+            pc.Experiment(given, [1.0, 2.0])
 
 
 def test_experiment_missing_inputs_named_with_their_times():
@@ -466,3 +474,20 @@ def test_a_start_the_parameters_make_infinite_says_so_with_the_user_s_x0():
                              r"a simulation fails there too: it is not finite at other states "
                              r"either, so the parameter values make it so .*check p0's units"):
         pc.estimate(model, [exp], p0=[0.1, 50000.0, 1.0])
+
+
+def test_an_input_that_makes_the_start_not_finite_is_named():
+    # a car's log from standstill: the slip angles divide by the speed V = 0
+    # at t = 0; the message blamed the guessed x0, and given x0, the parameters
+    v, r = ca.SX.sym("v"), ca.SX.sym("r")
+    delta, V, c = ca.SX.sym("delta"), ca.SX.sym("V"), ca.SX.sym("c")
+    model = pc.Model(x=ca.vertcat(v, r), p=c, u=ca.vertcat(delta, V),
+                     rhs=ca.vertcat(c * (delta - v / V) - V * r, -c * r / V), y=r,
+                     u_names=["delta", "V"])
+    t = np.linspace(0, 5, 51)
+    exp = pc.Experiment(t=t, y=np.full(51, 0.1), u=np.column_stack([0.01 * t, 2.0 * t]))
+    from picard_casadi.estimation.assembly import unfinite_start
+
+    for given in (exp, exp.with_x0([0.0, 0.1])):  # (what StartNotFiniteError says)
+        assert "where its input V = 0, and finite with that input at its later values" in (
+            unfinite_start(model, [given], np.array([1.0])))

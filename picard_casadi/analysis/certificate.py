@@ -204,6 +204,9 @@ class Certificate:
     stopped_short: float = 0.0
     model_error: float = np.nan
     model_short: float = np.nan
+    #: how much the chained state sensitivities grow where the model is
+    #: unstable along the data (the intervals held by continuity); 1 elsewhere
+    unstable_growth: float = 1.0
 
     @property
     def model_failed(self) -> bool:
@@ -442,8 +445,10 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
     indicator = np.where(np.isnan(indicator), np.inf, indicator)
 
     residual = np.where(mask, disc.y - G_fit + delta, 0.0)
-    ssr_model = float(np.sum(residual ** 2))
-    weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * own_w * residual ** 2))
+    with np.errstate(over="ignore", invalid="ignore"):  # (a diverging model: inf, said)
+        squares = own_w * residual ** 2
+        ssr_model = float(np.sum(residual ** 2))
+        weighted_ssr_model = float(np.sum(setup.tr.weights[None, :, None] * squares))
     ssr_fitted = float(np.sum(np.where(mask, disc.y - G_fit, 0.0) ** 2))
     short = short_of_optimum(stopped_short)
     passed = bool(defect <= DEFECT_THRESHOLD and shift <= SHIFT_THRESHOLD and not short)
@@ -491,11 +496,12 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
                        p_shift=p_shift, p_shift_se=p_shift_se, noise_level=sigma,
                        ssr_model=ssr_model, weighted_ssr_model=weighted_ssr_model,
                        ssr_fitted=ssr_fitted,
-                       ssr_model_per_output=(own_w * residual ** 2).sum(axis=(0, 2)),
+                       ssr_model_per_output=squares.sum(axis=(0, 2)),
                        worst=worst, indicator=indicator,
                        thresholds=thresholds, message=message,
                        stopped_short=stopped_short, model_error=model_error,
-                       model_short=model_short)
+                       model_short=model_short,
+                       unstable_growth=float(growth) if held is not None else 1.0)
 
 
 def _held_by_continuity(setup: Setup, X: np.ndarray, info: SolutionSensitivity,

@@ -327,6 +327,7 @@ def interval_shift(setup: Setup, sens: dict[str, np.ndarray], blocks: list[np.nd
         delta[j] = e[j] - change
     delta = np.where(disc.mask > 0, delta, 0.0)
     theta_shift = w[kkt.theta]
-    shift = float(np.sqrt(max(float(theta_shift @ F @ theta_shift), 0.0))) / s
+    with np.errstate(over="ignore", invalid="ignore"):  # (inf where the model diverges)
+        shift = float(np.sqrt(max(float(theta_shift @ F @ theta_shift), 0.0))) / s
     return IntervalShift(delta=delta, theta_shift=theta_shift, shift=shift,
                          theta_se=s * np.sqrt(np.diag(cov)))

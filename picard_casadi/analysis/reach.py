@@ -117,5 +117,6 @@ def inert_note(names: Sequence[str], reaches: np.ndarray) -> str:
             f"{'it' if one else 'them'} there, as where the terms "
             f"{'it enters' if one else 'they enter'} vanish (a rate of 0, a reaction that does "
             "not run), saturate or stay on one side of a threshold (min, max, if_else); "
-            "check the units of what they multiply (a temperature in Celsius in "
+            f"check the units of what {'it multiplies' if one else 'they multiply'} (a "
+            "temperature in Celsius in "
             f"exp(-Ea/RT)) and the bounds, or fix {'it' if one else 'them'}")

@@ -46,6 +46,16 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
         u0 = e.inputs([e.t0], model.nu)[0]
         with np.errstate(all="ignore"):
             value = np.asarray(model.f(e.t0, x0, p0, u0), float)
+        blamed = (_input_at_start(model, e, x0, p0, u0) if not np.all(np.isfinite(value))
+                  else "")
+        if blamed:
+            # (a car's log from standstill: the slip angles divide by V = 0,
+            # and the message blamed x0, then p0)
+            return (f"; the right-hand side is not finite at the start of experiment "
+                    f"{e.name!r} (t = {e.t0:g}), where its input {blamed}, and finite with that "
+                    "input at its later values: the model divides by it (or takes its log "
+                    "or a power) there; start the record where it is away from that value "
+                    "(leave out the samples before), or write the model to stay finite there")
         if np.all(np.isfinite(value)):
             with np.errstate(all="ignore"):
                 out = np.asarray(model.g(e.t0, x0, p0, u0), float).ravel()
@@ -98,6 +108,26 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
                 f"with x0 guessed {np.array2string(x0, precision=4)} ({guessed}): give a "
                 f"guess, Experiment(..., x0=[...]) (estimated from there unless "
                 "estimate_x0=False)")
+    return ""
+
+
+def _input_at_start(model: Model, e: Experiment, x0: np.ndarray, p: np.ndarray,
+                    u0: np.ndarray) -> str:
+    """``"V = 0"`` where ``f`` is finite at ``x0`` and ``p`` with that input at
+    the median of its later values in place of its value at the start (the
+    first such input), else ``""``."""
+    if model.nu == 0:
+        return ""
+    later = e.inputs(np.linspace(e.t0, e.t_end, 50)[1:], model.nu)
+    for k in range(model.nu):
+        moved = np.array(u0, float)
+        moved[k] = float(np.median(later[:, k]))
+        if moved[k] == u0[k]:
+            continue
+        with np.errstate(all="ignore"):
+            value = np.asarray(model.f(e.t0, x0, p, moved), float)
+        if np.all(np.isfinite(value)):
+            return f"{model.u_names[k]} = {u0[k]:.4g}"
     return ""
 
 
@@ -477,7 +507,7 @@ def degenerate_noise_note(result: EstimationResult, disc: Any,
         relative = result.noise_sigma / np.where(rms > 0, rms, 1.0)
     measured = (counts > 0) & (np.ones(counts.size, bool) if estimated is None
                                else np.asarray(estimated, bool))
-    if np.count_nonzero(measured) < 2:
+    if np.count_nonzero(measured) < 2 or np.all(np.isnan(relative[measured])):
         return ""
     typical = float(np.nanmedian(relative[measured]))
     names = result.y_names or [f"y{k}" for k in range(counts.size)]

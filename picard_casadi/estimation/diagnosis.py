@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -615,3 +616,34 @@ def outside_box_note(result: EstimationResult, x_names: Sequence[str], lb: np.nd
             f"method={result.method!r} bounds the initial states only, and the bounds held "
             "no other run to an answer; widen them if the states may go there, or where "
             "they may not, the data and the model disagree")
+
+
+#: the model's own solution from the estimated x0 of a fit held by continuity
+#: (unstable along the data) reproduces it where its sum of squares is at most
+#: this many times the fitted trajectory's
+UNSTABLE_REPRODUCTION = 2.0
+
+
+def unstable_departure(cert: Any, simulated: tuple[np.ndarray, np.ndarray] | None) -> str:
+    """A note where the certificate held the fit by continuity (the model
+    unstable along the data) and the model's own solution from the estimated
+    initial states does not reproduce it (its sum of squares above
+    :data:`UNSTABLE_REPRODUCTION` times the fitted one's, or not finite): the
+    likelihood is then the fitted trajectory's.  Empty otherwise (the book's
+    unstable aircraft reproduces its fit from x0)."""
+    growth = float(getattr(cert, "unstable_growth", 1.0))
+    if not growth > 1.0:
+        return ""
+    held = float(np.sum(cert.ssr_model_per_output))
+    own = np.inf if simulated is None else float(np.sum(simulated[0]))
+    if own <= UNSTABLE_REPRODUCTION * held:
+        return ""
+    return (f"the fitted model is unstable along the data (its state sensitivities grow by "
+            f"{growth:.1e} over an experiment): each interval holds to the model, joined "
+            "by continuity, but its own solution from the estimated x0 leaves the data "
+            f"(sum of squares {own:.3g}, the fit's {held:.3g}), so the likelihood and the "
+            "noise levels are the fitted trajectory's; res.predict simulates from x0 and "
+            "departs too (res.predict(e, source='collocation') follows the fit).  Where the "
+            "system is stable, an unstable fit is a parameter outside its physical range "
+            "(a negative inertia, mass or time constant) or a model that misses something: "
+            "bound the parameters (p_bounds)")

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import casadi as ca
 import numpy as np
 
 from ..analysis.fit_check import second_differences
@@ -109,7 +110,7 @@ def x0_bound_edges(model: Model, x_lb: np.ndarray, x_ub: np.ndarray
 
 
 def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: Any,
-                    x_lb: np.ndarray, x_ub: np.ndarray) -> np.ndarray:
+                    x_lb: np.ndarray, x_ub: np.ndarray, p0: Any = None) -> np.ndarray:
     """``x0``, the guess of an experiment without a given ``x0``, with each
     estimated state the data do not give (guessed 0) moved to the middle of
     its ``x0_bounds`` where they are finite and the guess is on or outside
@@ -118,7 +119,9 @@ def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: 
     -1500); from 0.5 the same fit converged in 29 iterations.  Not where
     the edge is the model's ``x_domain``, where the model is valid, not
     where its states lie (a tank's level in [0, 10] m, guessed 5 for 0.8,
-    started the collocation outside the domain)."""
+    started the collocation outside the domain).  With ``p0``, such a state
+    still guessed 0 where the model's derivatives are undefined (NaN) there,
+    but not at 1, starts at 1."""
     if exp.x0 is not None:
         return x0
     from_data = {i for i in (*model.output_state_index, *model.affine_output_states)
@@ -131,7 +134,33 @@ def _inside_the_box(model: Model, exp: Experiment, x0: np.ndarray, estimate_x0: 
         if (i not in from_data and free[i] and own_lo[i] and own_hi[i] and lo < hi
                 and not lo < out[i] < hi):
             out[i] = 0.5 * (lo + hi)
+    zeros = [i for i in range(model.nx) if i not in from_data and free[i] and out[i] == 0.0
+             and x_lb[i] <= 1.0 <= x_ub[i]]
+    if zeros and p0 is not None:
+        # a state guessed 0 where the model's derivative is undefined (a soil
+        # store in (SM / FC)**beta, whose derivative in beta is log(0) 0 = NaN):
+        # every method failed at the start (34.5 s of second runs); from 1 it
+        # fits.  (Not where it is infinite, sqrt(h) at h = 0: a tank's middle
+        # level guessed 0 converges, and from 1 its start left the domain)
+        moved = out.copy()
+        moved[zeros] = 1.0
+        if not _defined_derivatives(model, exp, out, p0) and _defined_derivatives(
+                model, exp, moved, p0):
+            out = moved
     return out
+
+
+def _defined_derivatives(model: Model, exp: Experiment, x0: np.ndarray, p: np.ndarray) -> bool:
+    """Whether the right-hand side and its derivatives in the states and the
+    parameters are defined (not NaN) at ``x0`` and ``p`` at the experiment's
+    start."""
+    xp = ca.vertcat(model.x, model.p)
+    f = ca.Function("f_start", [model.t, model.x, model.p, model.u],
+                    [model.rhs, ca.jacobian(model.rhs, xp)])
+    u = exp.inputs([exp.t0], model.nu)[0]
+    with np.errstate(all="ignore"):
+        values = f(exp.t0, x0, np.asarray(p, float), u)
+    return not any(np.any(np.isnan(np.asarray(v, float))) for v in values)
 
 
 def x0_mask(estimate_x0: Any, nx: int) -> np.ndarray:
@@ -426,7 +455,7 @@ def build_setup(
         prefetch = getattr(tr.functions, "prefetch", None)
         if prefetch is not None:  # compiled: what the guess calls, side by side
             prefetch(("picard", "f_derivatives"))
-        x0s = [_inside_the_box(model, e, e.x0_guess(model, p0), estimate_x0, x_lb, x_ub)
+        x0s = [_inside_the_box(model, e, e.x0_guess(model, p0), estimate_x0, x_lb, x_ub, p0)
                for e in experiments]
         X0, U0, guess_notes = initial_guess(disc, fns, p0, x0s, estimate_x0, x_lb, x_ub,
                                             strategy=guess, whole=tr)

@@ -719,3 +719,25 @@ def test_an_unstable_fit_whose_own_solution_leaves_the_data_keeps_the_fitted_lik
     assert unstable_departure(held, (np.array([10.5, 11.0]), np.array([1401, 1401]))) == ""
     stable = SimpleNamespace(unstable_growth=1.0, ssr_model_per_output=np.array([1.0]))
     assert unstable_departure(stable, None) == ""
+
+
+def test_a_shooting_answer_whose_intervals_cvodes_cannot_integrate_fails_in_its_result(
+        monkeypatch):
+    # a car's Pacejka tyres fed the steering wheel's degrees: multiple shooting
+    # converged, the certificate's integration of its intervals at its own
+    # tolerances failed (CV_CONV_FAILURE), and the RuntimeError ended the call
+    import picard_casadi.analysis.certificate as certificate
+
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x)
+    t = np.linspace(0, 2, 21)
+    exp = pc.Experiment(t=t, y=np.exp(-t) + 0.01 * np.random.default_rng(0).normal(size=21))
+
+    def fails(*args, **kwargs):
+        raise RuntimeError('Error in Function::operator() for \'segment\' [CvodesInterface]\n'
+                           'cvodes_interface.cpp:403: CVode returned "CV_CONV_FAILURE".')
+
+    monkeypatch.setattr(certificate, "integrated_outputs", fails)
+    res = pc.estimate(model, exp, [0.5], method="shooting")
+    assert not res.success
+    assert "the accurate integration of the intervals failed" in res.message, res.message

@@ -252,6 +252,28 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
     return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
 
 
+def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bool,
+                       err: BaseException) -> Certificate:
+    """The failed certificate of an estimate whose intervals CVODES could not
+    integrate (``err``: its error; Ctrl-C raises ``KeyboardInterrupt``)."""
+    from ..runtime.interrupts import is_interrupt
+
+    if is_interrupt(err):
+        raise KeyboardInterrupt from None
+    disc = setup.disc
+    reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "failed"
+    return Certificate(
+        passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
+        p_shift=np.full(disc.model.np, np.nan), p_shift_se=np.full(disc.model.np, np.nan),
+        noise_level=noise_levels(setup, info, from_weights), ssr_model=np.nan,
+        weighted_ssr_model=np.nan, ssr_model_per_output=np.full(disc.model.ny, np.nan),
+        ssr_fitted=np.nan, worst="", indicator=np.full(disc.n_intervals, np.inf),
+        thresholds={"discretisation_error": DEFECT_THRESHOLD,
+                    "parameter_shift": SHIFT_THRESHOLD,
+                    "stopped_short": STOPPED_SHORT_THRESHOLD}, stopped_short=np.nan,
+        message=f"the accurate integration of the intervals failed ({reason})")
+
+
 def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
             from_weights: bool, fitted: tuple[np.ndarray, np.ndarray] | None = None,
             rtol: float = RTOL) -> Certificate:
@@ -330,15 +352,7 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
                 raise
             G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)  # BDF after all
     except RuntimeError as err:
-        reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "failed"
-        return Certificate(
-            passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
-            p_shift=np.full(model.np, np.nan), p_shift_se=np.full(model.np, np.nan),
-            noise_level=sigma, ssr_model=np.nan, weighted_ssr_model=np.nan,
-            ssr_model_per_output=np.full(disc.model.ny, np.nan),
-            ssr_fitted=np.nan, worst="", indicator=np.full(J, np.inf),
-            thresholds=thresholds, stopped_short=np.nan,
-            message=f"the accurate integration of the intervals failed ({reason})")
+        return integration_failed(setup, info, from_weights, err)
     mask = disc.mask > 0
     e = np.where(mask, G_fit - G_ode, 0.0)  # (J, ny, M)
     d = xend_fit - xend_ode  # (J, nx)

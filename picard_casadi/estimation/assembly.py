@@ -239,6 +239,14 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
         result.objective = 0.5 * result.ssr / N
         result.weighted_objective = 0.5 * result.weighted_ssr / N
         return
+    if cert.message.startswith("the accurate integration of the intervals failed"):
+        # (CVODES failed at the estimate itself: nothing checks the answer; a
+        # car's tyres fed the steering wheel's degrees ended in its RuntimeError)
+        result.success, result.status = False, "not_certified"
+        result.message = (f"{method} met its convergence test, but its answer cannot be "
+                          f"checked: {cert.message} at the estimate; check the units and "
+                          "scales of the data and inputs, or try another p0")
+        return
     if short_of_optimum(cert.stopped_short) or cert.model_failed:
         # whatever the method and the mesh: its convergence test passed where
         # its own objective still falls (PEtab's Borghans from uniform 19, seed

@@ -483,8 +483,17 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
         # shooting's own model is CVODES at its tolerances: held against tighter ones
         from ..analysis.certificate import integrated_outputs
 
+        from ..analysis.certificate import integration_failed
+
         o = prob.opts
-        fitted = integrated_outputs(setup, outcome.X, outcome.p, o.rtol, o.atol, o.max_steps)
+        try:
+            fitted = integrated_outputs(setup, outcome.X, outcome.p, o.rtol, o.atol,
+                                        o.max_steps)
+        except RuntimeError as err:
+            # (a car's Pacejka tyres with the steering wheel's degrees: shooting
+            # converged, CVODES failed on its intervals here, and the
+            # RuntimeError ended the call after 109 s)
+            return integration_failed(setup, info, prob.weights_mode != "none", err), info
         rtol = min(1e-2 * o.rtol, 1e-10)
     cert = certify(setup, outcome.X, outcome.p, info,
                    from_weights=prob.weights_mode != "none", fitted=fitted,

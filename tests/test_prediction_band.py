@@ -220,3 +220,25 @@ def test_a_forecast_takes_the_inputs_past_the_data():
     bad[5] = np.nan
     with pytest.raises(ValueError, match="`u` is not finite at t = 45"):
         pc.prediction_band(res, 0, t[40:], u=bad)
+
+
+def test_a_forecast_dose_from_the_last_sample_on_is_held_from_there():
+    # a pharmacologist's redose at the trough sample (the last data time, 24
+    # h): the row there counted as the data's own, and the infusion's first
+    # hour was lost; an experiment whose inputs are a callable has no reading
+    # of samples, and the 1-h infusion read linearly was a ramp
+    x, k, rate = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("rate")
+    model = pc.Model(x=x, p=k, u=rate, rhs=rate - k * x, y=x)
+    infusion = lambda s: [10.0 if s < 1.0 else 0.0]  # noqa: E731
+    t = np.linspace(0.5, 24, 48)
+    truth = pc.simulate(model, [0.0], [0.3], t, infusion, t0=0.0, breakpoints=[1.0])[:, 0]
+    exp = pc.Experiment(t=t, y=truth * np.exp(0.02 * np.random.default_rng(0).normal(size=48)),
+                        u=infusion, breakpoints=[1.0], x0=[0.0], t0=0.0)
+    res = pc.estimate(model, exp, [0.5], noise="log-normal", estimate_x0=False)
+    ahead = np.arange(24.0, 30.0, 0.5)
+    dose = np.where(ahead < 25.0, 10.0, 0.0)
+    fc = np.exp(res.predict(0, ahead, u=dose)[:, 0])
+    whole = lambda s: [10.0 if s < 1.0 or 24.0 <= s < 25.0 else 0.0]  # noqa: E731
+    exact = pc.simulate(model, [0.0], res.p, np.r_[0.0, ahead], whole,
+                        breakpoints=[1.0, 24.0, 25.0])[1:, 0]
+    assert np.allclose(fc, exact, rtol=1e-5)

@@ -142,9 +142,10 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     u : array_like (len(t), nu) or callable, optional
         The model's inputs past the experiment's last input sample (a
         forecast's rain, the next manoeuvre's controls): their values at
-        ``t`` (rows within the data are the experiment's own and not used),
-        read between samples as the experiment reads its own, or a callable
-        ``u(t)``.  Without it they are held at their last values there, and
+        ``t`` (rows before the last input sample are the experiment's own
+        and not used; a row at it holds from there), read between samples
+        as the experiment reads its own (held where its inputs are a
+        callable), or a callable ``u(t)``.  Without it they are held at their last values there, and
         a warning says so.
     level : float
         The band's probability, in (0, 1).

@@ -99,6 +99,9 @@ class Statement:
     bounds_in_table: bool = False
     #: the user's model's inputs (the restated model's first ones)
     user_nu: int = 0
+    #: the preequilibrated experiments whose settling this package timed (no
+    #: duration given)
+    _timed: list[int] = field(default_factory=list)
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
 
@@ -145,6 +148,24 @@ class Statement:
         for constants in self._constants:
             J = np.asarray(jac(phi, constants), float).reshape(nx, phi.size)
             out.append(np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, cov_phi, J), 0.0)))
+        return out
+
+    def unsettled(self, res: Any, timed_only: bool = False) -> list[tuple[int, float, float]]:
+        """``(experiment, duration, time it takes)`` of each preequilibration
+        that has not settled by its data's start at ``res`` (of the restated
+        problem); ``timed_only``: those whose duration this package chose."""
+        phi = np.asarray(res.p, float)
+        out = []
+        for e, t0, duration in self._settling:
+            if timed_only and e not in self._timed:
+                continue
+            try:
+                settled = settled_after(self.model,
+                                        self.experiments[e].replaced(x0=res.x0[e]), phi, t0)
+            except Exception:  # noqa: BLE001  (the fit's own failure says more)
+                settled = np.inf
+            if settled > duration:
+                out.append((e, duration, settled))
         return out
 
     def user_result(self, res: Any) -> Any:
@@ -207,17 +228,13 @@ class Statement:
         # "the data determine log10(k) poorly ... spans zero" judged the log: on
         # that scale the question is how many decades the standard error spans
         note_poorly_determined(res)
-        for e, t0, duration in self._settling:
-            exp = self.experiments[e]
-            try:
-                settled = settled_after(self.model, exp.replaced(x0=inner_x0[e]), phi, t0)
-            except Exception:  # noqa: BLE001  (the fit's own failure says more)
-                settled = np.inf
-            if settled > duration:
-                res.warnings.append(
-                    f"experiment {exp.name!r}: at the estimate its preequilibration has not "
-                    f"settled by its data's start ({duration:.3g} time units; it takes "
-                    f"{settled:.3g}): give Preequilibration(duration=...) longer")
+        for e, duration, settled in self.unsettled(replace(res, p=phi, x0=inner_x0)):
+            note = (f"experiment {self.experiments[e].name!r}: at the estimate its "
+                    f"preequilibration has not settled by its data's start ({duration:.3g} "
+                    f"time units; it takes {settled:.3g}): give Preequilibration(duration=...) "
+                    "longer")
+            res.warnings.append(note)
+            warn_user(note)
         if self.bounds_in_table:
             res.warnings = [in_table_terms(n) for n in res.warnings]
             res.message = in_table_terms(res.message)
@@ -322,9 +339,12 @@ def flat_table(model: Model, experiments: Sequence[Experiment], p0: Any, p_bound
 
 
 def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bounds: Any,
-                  parameter_scale: Any, per_experiment: Any, estimate_x0: Any) -> Statement:
+                  parameter_scale: Any, per_experiment: Any, estimate_x0: Any,
+                  settle_at: np.ndarray | None = None) -> Statement:
     """The problem as the methods solve it (module docstring); ``trivial`` where
-    the user's statement is already that.
+    the user's statement is already that.  ``settle_at``: the restated
+    parameters at which preequilibrations without a given duration are timed
+    (default: the start).
 
     Raises
     ------
@@ -663,7 +683,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if any_pre:
         for k, q in enumerate(pre):
             if q is not None:
-                new_exps[k], durations[k] = settling_time(new_model, new_exps[k], q, start)
+                new_exps[k], durations[k] = settling_time(
+                    new_model, new_exps[k], q, start if settle_at is None else settle_at)
     if priors:
         new_exps = [_with_prior_columns(e, [q.prior[1] for _, q in priors] if k == 0 else None,
                                         len(priors)) for k, e in enumerate(new_exps)]
@@ -682,6 +703,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         _x0_of=ca.Function("x0_of", [phi, U_all], [H]) if shifted.any() else None,
         _constants=[ph[1] for ph in phases],
         _settling=[(k, exps[k].t0, d) for k, d in durations.items()],
+        _timed=[k for k, q in enumerate(pre) if q is not None and q.duration is None]
+        if any_pre else [],
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors],
         bounds_in_table=_parameter_table(p0), user_nu=model.nu)
 

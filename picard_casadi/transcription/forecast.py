@@ -4,9 +4,10 @@
 take the inputs at times past an experiment's last input sample (tomorrow's
 rain, the next manoeuvre's control): the states are integrated from the
 estimated ``x0`` through the experiment's own inputs and then through the
-given ones, read between their samples as the experiment reads its own
-(``u_interpolation``).  Without them a sampled input is held at its last
-value there, which a note says (:func:`held_beyond_note`).
+given ones, from the last input sample on, read between their samples as
+the experiment reads its own (``u_interpolation``; held where its inputs
+are a callable).  Without them a sampled input is held at its last value
+there, which a note says (:func:`held_beyond_note`).
 """
 
 from __future__ import annotations
@@ -42,19 +43,27 @@ class ForecastInputs:
         if callable(u):
             self.u, self.t_samples = u, None
             self.breakpoints = np.array([self.t_end])
-        else:
+        elif t_samples[0] > self.t_end:
             # the last own sample first: between it and the first given one
             # the inputs are held or interpolated as the experiment's
             self.t_samples = np.r_[self.t_end, t_samples]
             self.u = np.vstack([last[None, :self.given], u])
             self.breakpoints = self.t_samples.copy()
-        self.interpolation = tuple("linear" if is_linear(exp.u_interpolation, k)
+        else:  # given from the last sample on (a dose at the trough sample)
+            self.t_samples, self.u = np.asarray(t_samples, float), u
+            self.breakpoints = self.t_samples.copy()
+        # read as the experiment reads its samples; held where its inputs are a
+        # callable, which has no reading of samples (a 1-h infusion read
+        # linearly was a ramp: the concentration 4.37 for 5.91)
+        sampled = isinstance(exp.u, np.ndarray)
+        self.interpolation = tuple("linear" if sampled and is_linear(exp.u_interpolation, k)
                                    else "previous" for k in range(self.given))
 
     def __call__(self, t: Any) -> np.ndarray:
         times = np.atleast_1d(np.asarray(t, float))
         out = np.empty((times.size, self.nu))
-        inside = times <= self.t_end
+        inside = times < self.t_end if self.t_samples is not None and (
+            self.t_samples[0] == self.t_end) else times <= self.t_end
         if inside.any():
             out[inside] = self.exp.inputs(times[inside], self.nu)
         if not inside.all():
@@ -81,8 +90,9 @@ def forecast_inputs(exp: Experiment, nu: int, times: np.ndarray, u: Any,
     times : ndarray
         The prediction's times.
     u : callable, array_like (len(times), given) or None
-        The inputs at ``times`` (rows at or before the experiment's last
-        input sample are its own and not used), or a callable ``u(t)``.
+        The inputs at ``times`` (rows before the experiment's last input
+        sample are its own and not used; a row at it holds from there), or a
+        callable ``u(t)``.
     given : int, optional
         How many inputs ``u`` gives (the user's model's; default ``nu``).
 
@@ -109,8 +119,10 @@ def forecast_inputs(exp: Experiment, nu: int, times: np.ndarray, u: Any,
         raise ValueError(f"`u` must hold the model's {given} input(s) at each of the "
                          f"{times.size} times `t`, shape ({times.size}, {given}); got "
                          f"{np.shape(u)} (or give a callable u(t))")
-    beyond = times > exp.t_end
-    if not beyond.any():
+    # from the last input sample on: a row there says what follows it (a dose
+    # started at the trough sample, its first hour lost before)
+    beyond = times >= exp.t_end
+    if not np.any(times > exp.t_end):
         return None
     t_beyond, first = np.unique(times[beyond], return_index=True)
     rows = table[beyond][first]

@@ -491,3 +491,18 @@ def test_an_input_that_makes_the_start_not_finite_is_named():
     for given in (exp, exp.with_x0([0.0, 0.1])):  # (what StartNotFiniteError says)
         assert "where its input V = 0, and finite with that input at its later values" in (
             unfinite_start(model, [given], np.array([1.0])))
+
+
+def test_a_given_start_on_the_domain_edge_is_told_to_move_not_to_be_bounded():
+    # a receptor's occupancy starting at 0 by Model(x0=...) under occ**nH: the
+    # message said to bound it with x0_bounds, which then refused the given start
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    Kd, nH, L = p[0], p[1], p[2]
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(L * (1 - x[0]) - Kd * x[0], x[0] ** nH - x[1]),
+                     y=x[1], x0=[0.0, 0.0], x_names=["occ", "E"], p_names=["Kd", "nH", "L"])
+    t = np.linspace(0, 5, 20)
+    exp = pc.Experiment(t=t, y=0.5 * (1 - np.exp(-t)) + 0.01, parameters={"L": 1.0})
+    res = pc.estimate(model, exp, {"Kd": 1.0, "nH": 1.5}, method="picard-gn")
+    assert not res.success
+    assert ("occ starts exactly on the edge of the model's domain (for example 0), a given "
+            "initial value" in res.message and "small positive initial value" in res.message)

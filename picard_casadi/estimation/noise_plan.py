@@ -243,8 +243,10 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
                 raise ValueError(
                     f"`noise`: output {model.y_names[k]!r} has {noise[k].distribution} noise, "
                     f"which needs positive data; experiment {exp.name!r}, sample {i} "
-                    f"(t = {exp.t[i]:g}) has y = {col[i]:g} ({int(bad.sum())} such value(s)); "
-                    "use a normal noise model for this output")
+                    f"(counted from 0; t = {exp.t[i]:g}) has y = {col[i]:g} "
+                    f"({int(bad.sum())} such value(s)); leave such values out (NaN: below a "
+                    "limit of quantification, a reading of 0 says only that), or use a normal "
+                    "noise model for this output")
             v = col[measured]
             Y[:, k] = np.log(col) if s == "log" else np.log10(col)
             jacobian += float(np.sum(np.log(v))) + (v.size * math.log(math.log(10.0))

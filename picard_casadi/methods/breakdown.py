@@ -146,6 +146,18 @@ def not_finite_message(setup: Setup, U: np.ndarray, what: str,
                         "that it is finite there")
     if np.any(on_edge):
         names = ", ".join(model.x_names[i] for i in np.flatnonzero(on_edge))
+        starts = [sl.start for sl in setup.disc.intervals_of]
+        given = [i for i in np.flatnonzero(on_edge)
+                 if any(not setup.free_x[j, i] and U[j, i, 0] == lo[i] for j in starts)]
+        if given:
+            # (a receptor's occupancy from Model(x0=[0, ...]) under occ**nH: told
+            # to bound it with x0_bounds, which then refused the given start)
+            which = ", ".join(model.x_names[i] for i in given)
+            return (head + f"{which} {'starts' if len(given) == 1 else 'start'} "
+                    f"{AT_DOMAIN_EDGE} (for example 0), a given initial value (Experiment "
+                    "x0, Model(x0=...) or estimate_x0=False), where a power x**p or a log(x) "
+                    "has no finite derivative: give it a small positive initial value (such "
+                    "as 1e-6), or write the model to be finite there")
         return (head + f"{names} {'is' if np.count_nonzero(on_edge) == 1 else 'are'} "
                 f"{AT_DOMAIN_EDGE} (for example 0) at some nodes, where a power x**p or a "
                 "log(x) has no finite derivative: keep them off it with x0_bounds (a lower "

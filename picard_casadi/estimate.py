@@ -61,6 +61,7 @@ from .methods.base import IterationRecord
 from .model import Model
 from .parameters import number_mapping, values_by_name
 from .result import EstimationResult
+from .runtime.executors import stop_in_a_starting_worker
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
 from .runtime.user_warnings import SPELLING, warn_user
@@ -309,6 +310,7 @@ def estimate(
     ConvergenceError
         When ``raise_on_failure`` and the run did not converge.
     """
+    stop_in_a_starting_worker("estimate")
     if isinstance(model, Model) and number_mapping(p0):
         # {name: start}: the model's order; a constant every experiment sets
         # needs no start (its entry is not used)

@@ -345,6 +345,10 @@ def test_a_script_without_the_main_guard_is_told_what_broke_the_pool(tmp_path):
     ours = [line for line in run.stderr.splitlines()
             if line.startswith("RuntimeError: the process pool broke")]
     assert ours and 'if __name__ == "__main__":' in ours[0], run.stderr[-3000:]
+    # each worker stops at the script's estimate, in one line, before fitting
+    # again (a hydrologist's profile printed 109 lines, the fit run in each)
+    assert "picard_casadi: estimate was called in a worker process" in run.stderr
+    assert "bootstrapping phase" not in run.stderr, run.stderr[-3000:]
 
 
 def test_a_start_where_the_model_is_not_finite_on_a_process_pool():

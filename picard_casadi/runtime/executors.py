@@ -64,7 +64,8 @@ import numpy as np
 
 from .user_warnings import warn_user
 
-__all__ = ["executor_for", "run_tasks", "encode", "decoded", "Encoded"]
+__all__ = ["executor_for", "run_tasks", "encode", "decoded", "Encoded",
+           "stop_in_a_starting_worker"]
 
 # Decoded problems a worker keeps (each is a model, its data and options).
 _KEEP = 4
@@ -205,6 +206,18 @@ def _run_on(executor: Any, fn: Callable[..., Any], tasks: Sequence[tuple]) -> li
         for f in futures:
             f.cancel()
         raise
+
+
+def stop_in_a_starting_worker(what: str) -> None:
+    """Stop a spawned worker at once where it runs ``what`` while still
+    importing the user's script (no ``if __name__ == "__main__":``): each
+    worker ran the script's fit again and printed its tracebacks (109 lines
+    before the pool's own message); now one line each, and the pool's
+    message says the rest."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(f"picard_casadi: {what} was called in a worker process importing "
+                         "the script again (spawn); stopped: put the script's work under "
+                         '`if __name__ == "__main__":`')
 
 
 def _script_unguarded() -> bool:

@@ -71,7 +71,8 @@ from ..estimation.diagnosis import clipped_intervals
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
 from ..parameters import from_scale
-from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
+from ..runtime.executors import (Encoded, decoded, encode, executor_for, run_tasks,
+                                 stop_in_a_starting_worker)
 from ..runtime.user_warnings import warn_user
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
@@ -528,6 +529,7 @@ def profile(
         option, or (``noise="estimated"``) no more measurements than
         estimated quantities.
     """
+    stop_in_a_starting_worker("profile")
     t_start = time.perf_counter()
     from ..estimate import estimate
     from ..estimation.arguments import as_bounds

@@ -283,9 +283,8 @@ class EstimationResult:
     _noise: Any = field(default=None, repr=False, compare=False)
     #: how the problem was restated (log scales, experiment parameters, x0 expressions)
     _statement: Any = field(default=None, repr=False, compare=False)
-    #: (columns, covariance, undetermined directions) of the estimated
-    #: quantities (analysis/uncertainty.py), and the output sensitivities' source
-    #: (analysis/prediction_band.py), for pc.prediction_band
+    #: (columns, covariance, undetermined directions) of the estimated quantities,
+    #: and the output sensitivities' source, for pc.prediction_band
     _covariance: Any = field(default=None, repr=False, compare=False)
     _sensitivities: Any = field(default=None, repr=False, compare=False)
     #: the model's delays (estimation/delays.py), where it has them
@@ -322,10 +321,9 @@ class EstimationResult:
         ndarray (len(t), ny)
         """
         if self._predictor is None:
-            raise RuntimeError(
-                "this result has no model attached (it was loaded from JSON); "
-                "use EstimationResult.from_json(path, model=..., experiments=...)"
-            )
+            raise RuntimeError("this result has no model attached (loaded from JSON or a "
+                               "pickle); use EstimationResult.from_json(path, model=..., "
+                               "experiments=...)")
         if u is not None and self._delays is not None:
             raise ValueError("predict: `u` (inputs past the data) is not available for a "
                              "model with delays; simulate the delayed model instead")
@@ -590,6 +588,10 @@ class EstimationResult:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
         d["format_version"] = FORMAT_VERSION
         return _jsonable(d)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For ``pickle``: without the closures over the model (as from JSON)."""
+        return {**self.__dict__, "_predictor": None, "_sensitivities": None, "_disc": None}
 
     def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
         """Serialise to JSON; write it to ``path`` when given.

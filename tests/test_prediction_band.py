@@ -242,3 +242,18 @@ def test_a_forecast_dose_from_the_last_sample_on_is_held_from_there():
     exact = pc.simulate(model, [0.0], res.p, np.r_[0.0, ahead], whole,
                         breakpoints=[1.0, 24.0, 25.0])[1:, 0]
     assert np.allclose(fc, exact, rtol=1e-5)
+
+
+def test_a_result_pickles_without_its_model_s_closures():
+    # "Can't pickle local object 'simulation_predictor.<locals>.predict'" (a
+    # pharmacologist's restated fit; any fit did): the data pickle, predict
+    # then needs the model attached, as from JSON
+    import pickle
+
+    res = pc.estimate(_decay(), pc.Experiment(t=np.linspace(0, 3, 12),
+                                              y=np.exp(-np.linspace(0, 3, 12))),
+                      [0.5, 1.0], parameter_scale=["log10", "lin"])
+    back = pickle.loads(pickle.dumps(res))
+    assert np.array_equal(back.p, res.p) and np.array_equal(back.p_std, res.p_std)
+    with pytest.raises(RuntimeError, match="no model attached"):
+        back.predict(0)

@@ -739,5 +739,8 @@ def test_a_shooting_answer_whose_intervals_cvodes_cannot_integrate_fails_in_its_
 
     monkeypatch.setattr(certificate, "integrated_outputs", fails)
     res = pc.estimate(model, exp, [0.5], method="shooting")
-    assert not res.success
-    assert "the accurate integration of the intervals failed" in res.message, res.message
+    # its own integration's answer, said not to be checked (PEtab's Elowitz
+    # from uniform 16: single shooting's is the better optimum)
+    assert res.success and res.p[0] == pytest.approx(1.0, abs=0.05)
+    assert any(w.startswith("shooting: the certificate's integration of its intervals failed "
+                            "at the estimate") and "not checked" in w for w in res.warnings)

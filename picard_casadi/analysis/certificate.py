@@ -252,6 +252,10 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
     return np.where(np.isfinite(sigma), np.maximum(sigma, floor), np.inf)
 
 
+#: how a certificate whose accurate integration failed begins its message
+INTEGRATION_FAILED = "the accurate integration of the intervals failed"
+
+
 def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bool,
                        err: BaseException) -> Certificate:
     """The failed certificate of an estimate whose intervals CVODES could not
@@ -271,7 +275,7 @@ def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bo
         thresholds={"discretisation_error": DEFECT_THRESHOLD,
                     "parameter_shift": SHIFT_THRESHOLD,
                     "stopped_short": STOPPED_SHORT_THRESHOLD}, stopped_short=np.nan,
-        message=f"the accurate integration of the intervals failed ({reason})")
+        message=f"{INTEGRATION_FAILED} ({reason})")
 
 
 def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,

@@ -400,4 +400,7 @@ def test_a_sampled_physical_step_is_no_staircase():
     step = 0.035 * np.clip((t - 1.0) / 0.15, 0.0, 1.0)
     pulse = np.clip(np.minimum(t - 2.0, 8.0 - t) / 0.3, 0.0, 1.0)
     stairs = np.repeat([0.0, 1.0, 0.5, 2.0], t.size // 4)
-    assert held_input_columns(np.column_stack([step, pulse, stairs])) == [2]
+    # a binary sequence clocked at the samples flips in runs: held by its
+    # floor's pulses
+    prbs = np.where(np.random.default_rng(2).random(t.size) < 0.5, -1.0, 1.0)
+    assert held_input_columns(np.column_stack([step, pulse, stairs, prbs])) == [2, 3]

@@ -383,10 +383,13 @@ def test_a_state_on_its_domain_edge_is_named_not_the_domain_left():
     assert fixed.success, fixed.message
 
 
-def test_a_fractional_order_past_full_conversion_names_the_state_under_the_power():
+@pytest.mark.parametrize("B0", [0.0, 0.1])
+def test_a_fractional_order_past_full_conversion_names_the_state_under_the_power(B0):
     """r = k A**n with n = 0.5, data past the time A reaches 0: the message
     blamed B (the product, at 0 at the start, in no power) and its fix, a
-    lower bound on every state, was refused for B(0) = 0."""
+    lower bound on every state, was refused for B(0) = 0.  With no state
+    exactly on the edge (B from 0.1) it said "the model left its domain",
+    naming none (a hydrologist's soil store run dry under fmax(SM, 0)**beta)."""
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
     r = p[0] * x[0] ** p[1]
     model = pc.Model(x=x, p=p, rhs=ca.vertcat(-r, r), y=x, x_names=["A", "B"],
@@ -396,8 +399,8 @@ def test_a_fractional_order_past_full_conversion_names_the_state_under_the_power
     exps = []
     for A0 in [1.0, 2.0]:
         A = np.maximum(A0 ** 0.5 - 0.5 * 0.15 * t, 0) ** 2  # k = 0.15, n = 0.5
-        Y = np.column_stack([A, A0 - A]) + 0.01 * rng.standard_normal((len(t), 2))
-        exps.append(pc.Experiment(t=t, y=Y, x0=[A0, 0.0], name=f"A0={A0}"))
+        Y = np.column_stack([A, B0 + A0 - A]) + 0.01 * rng.standard_normal((len(t), 2))
+        exps.append(pc.Experiment(t=t, y=Y, x0=[A0, B0], name=f"A0={A0}"))
     res = pc.estimate(model, exps, [0.1, 1.0], "picard-gn", p_bounds=([1e-4, 0.1], [10, 3]),
                       estimate_x0=False, uncertainty=False)
     assert not res.success

@@ -130,9 +130,12 @@ def not_finite_message(setup: Setup, U: np.ndarray, what: str,
     U = np.asarray(U, float)
     on_edge = np.any((U == lo[None, :, None]) | (U == hi[None, :, None]), axis=(0, 2))
     head = f"{what} are not finite at the current iterate; "
-    if np.any(on_edge) and p is not None:
-        on_edge = _edge_culprits(setup, U, np.asarray(p, float), on_edge, lo)
+    if p is not None:
+        if np.any(on_edge):
+            on_edge = _edge_culprits(setup, U, np.asarray(p, float), on_edge, lo)
         if not np.any(on_edge):
+            # (also where none is on it: a soil store run dry to -1.3 under
+            # fmax(SM, 0)**beta was "the model left its domain", SM unnamed)
             below = _edge_culprits(setup, U, np.asarray(p, float),
                                    np.any(U < lo[None, :, None], axis=(0, 2)), lo, below=True)
             if np.any(below):

@@ -700,6 +700,15 @@ class Model:
         return self._functions["f"]
 
     @property
+    def f_jacobian(self) -> ca.Function:
+        """``casadi.Function('f_jacobian', [t, x, p, u], [d rhs / d(x, p)])``."""
+        if "f_jacobian" not in self._functions:
+            self._functions["f_jacobian"] = ca.Function(
+                "f_jacobian", [self._t, self._x, self._p, self._u],
+                [ca.jacobian(self._rhs, ca.vertcat(self._x, self._p))])
+        return self._functions["f_jacobian"]
+
+    @property
     def g(self) -> ca.Function:
         """``casadi.Function('g', [t, x, p, u], [y])``."""
         if "g" not in self._functions:

@@ -256,10 +256,17 @@ def noise_levels(setup: Setup, info: SolutionSensitivity, from_weights: bool) ->
 INTEGRATION_FAILED = "the accurate integration of the intervals failed"
 
 
+def _thresholds() -> dict[str, float]:
+    """A certificate's thresholds, by the measure each applies to."""
+    return {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD,
+            "stopped_short": STOPPED_SHORT_THRESHOLD}
+
+
 def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bool,
-                       err: BaseException) -> Certificate:
+                       err: BaseException, sigma: np.ndarray | None = None) -> Certificate:
     """The failed certificate of an estimate whose intervals CVODES could not
-    integrate (``err``: its error; Ctrl-C raises ``KeyboardInterrupt``)."""
+    integrate (``err``: its error; Ctrl-C raises ``KeyboardInterrupt``);
+    ``sigma``: the noise levels where known (:func:`noise_levels`)."""
     from ..runtime.interrupts import is_interrupt
 
     if is_interrupt(err):
@@ -269,12 +276,11 @@ def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bo
     return Certificate(
         passed=False, discretisation_error=np.inf, parameter_shift=np.inf,
         p_shift=np.full(disc.model.np, np.nan), p_shift_se=np.full(disc.model.np, np.nan),
-        noise_level=noise_levels(setup, info, from_weights), ssr_model=np.nan,
-        weighted_ssr_model=np.nan, ssr_model_per_output=np.full(disc.model.ny, np.nan),
-        ssr_fitted=np.nan, worst="", indicator=np.full(disc.n_intervals, np.inf),
-        thresholds={"discretisation_error": DEFECT_THRESHOLD,
-                    "parameter_shift": SHIFT_THRESHOLD,
-                    "stopped_short": STOPPED_SHORT_THRESHOLD}, stopped_short=np.nan,
+        noise_level=noise_levels(setup, info, from_weights) if sigma is None else sigma,
+        ssr_model=np.nan, weighted_ssr_model=np.nan,
+        ssr_model_per_output=np.full(disc.model.ny, np.nan), ssr_fitted=np.nan, worst="",
+        indicator=np.full(disc.n_intervals, np.inf), thresholds=_thresholds(),
+        stopped_short=np.nan,
         message=f"{INTEGRATION_FAILED} ({reason})")
 
 
@@ -339,8 +345,7 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
     sens = info.sens
     G_fit, xend_fit = (sens["G"], sens["xend"]) if fitted is None else fitted
     sigma = noise_levels(setup, info, from_weights)
-    thresholds = {"discretisation_error": DEFECT_THRESHOLD, "parameter_shift": SHIFT_THRESHOLD,
-                  "stopped_short": STOPPED_SHORT_THRESHOLD}
+    thresholds = _thresholds()
     try:
         # f_x at the nodes comes with the dense path's sensitivities; the sparse
         # path's large models would pay as much for it as Adams saves: BDF there
@@ -356,7 +361,7 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
                 raise
             G_ode, xend_ode = integrated_outputs(setup, X, p, rtol)  # BDF after all
     except RuntimeError as err:
-        return integration_failed(setup, info, from_weights, err)
+        return integration_failed(setup, info, from_weights, err, sigma)
     mask = disc.mask > 0
     e = np.where(mask, G_fit - G_ode, 0.0)  # (J, ny, M)
     d = xend_fit - xend_ode  # (J, nx)

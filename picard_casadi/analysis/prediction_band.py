@@ -24,9 +24,8 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
-from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
-from ..transcription.forecast import ForecastInputs, forecast_inputs, held_beyond_note
+from ..transcription.forecast import ForecastInputs, prediction_inputs
 from ..transcription.forward_sensitivity import (initial_sensitivities, output_sensitivities,
                                                   sensitivity_model)
 from .quantiles import normal
@@ -87,8 +86,7 @@ def band_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, p: np.ndar
         Z = simulate(aug, z0, p, times, exp, t0=exp.t0)
         U = exp.inputs(times, model.nu)
     else:
-        Z = simulate(aug, z0, p, times, ahead, t0=exp.t0,
-                     breakpoints=np.r_[exp.breakpoints, ahead.breakpoints])
+        Z = simulate(aug, z0, p, times, ahead, t0=exp.t0, breakpoints=ahead.breakpoints)
         U = ahead.inputs(times, model.nu)
     f = output_sensitivities(model, x0_columns).map(times.size)
     Y, dY = f(times[None, :], Z.T, ca.repmat(ca.DM(p), 1, times.size), U.T)
@@ -106,17 +104,7 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
     def source(res: Any, e: int, t: Any, x0_columns: tuple[int, ...], u: Any = None,
                given: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         exp = experiments[e]
-        times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
-        if times.ndim != 1 or not np.all(np.isfinite(times)):
-            raise ValueError("`t` must be a 1-D array of finite times")
-        if np.any(times < exp.t0):
-            raise ValueError(f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} "
-                             f"starts (t0 = {exp.t0:g}, where the estimated x0 holds)")
-        ahead = forecast_inputs(exp, model.nu, times, u, given)
-        if ahead is None and u is None:
-            note = held_beyond_note(exp, times, model.nu)
-            if note:
-                warn_user(note)
+        times, ahead = prediction_inputs(exp, model.nu, t, u, given)
         Y, dY = band_sensitivities(model, exp, np.asarray(res.x0[e], float),
                                    np.asarray(res.p, float), times, x0_columns, ahead)
         return times, Y, dY
@@ -145,8 +133,8 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
         ``t`` (rows before the last input sample are the experiment's own
         and not used; a row at it holds from there), read between samples
         as the experiment reads its own (held where its inputs are a
-        callable), or a callable ``u(t)``.  Without it they are held at their last values there, and
-        a warning says so.
+        callable), or a callable ``u(t)``.  Without it they are held at
+        their last values there, and a warning says so.
     level : float
         The band's probability, in (0, 1).
     noise : bool

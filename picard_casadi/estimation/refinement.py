@@ -481,9 +481,7 @@ def _certificate(prob: FitProblem, setup: Setup, outcome: LoopOutcome
     rtol = None
     if prob.spec.name in CVODES_METHODS:
         # shooting's own model is CVODES at its tolerances: held against tighter ones
-        from ..analysis.certificate import integrated_outputs
-
-        from ..analysis.certificate import integration_failed
+        from ..analysis.certificate import integrated_outputs, integration_failed
 
         o = prob.opts
         try:

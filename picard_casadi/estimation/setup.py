@@ -20,7 +20,6 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import casadi as ca
 import numpy as np
 
 from ..analysis.fit_check import second_differences
@@ -154,12 +153,10 @@ def _defined_derivatives(model: Model, exp: Experiment, x0: np.ndarray, p: np.nd
     """Whether the right-hand side and its derivatives in the states and the
     parameters are defined (not NaN) at ``x0`` and ``p`` at the experiment's
     start."""
-    xp = ca.vertcat(model.x, model.p)
-    f = ca.Function("f_start", [model.t, model.x, model.p, model.u],
-                    [model.rhs, ca.jacobian(model.rhs, xp)])
     u = exp.inputs([exp.t0], model.nu)[0]
+    p = np.asarray(p, float)
     with np.errstate(all="ignore"):
-        values = f(exp.t0, x0, np.asarray(p, float), u)
+        values = [f(exp.t0, x0, p, u) for f in (model.f, model.f_jacobian)]
     return not any(np.any(np.isnan(np.asarray(v, float))) for v in values)
 
 

@@ -26,7 +26,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import casadi as ca
 import numpy as np
 
 from ..errors import PicardError
@@ -87,8 +86,7 @@ def _edge_culprits(setup: Setup, U: np.ndarray, p: np.ndarray, candidates: np.nd
     which sits at 0 at the start and enters no power.)"""
     disc = setup.disc
     model = disc.model
-    jac = ca.Function("edge_jacobian", [model.t, model.x, model.p, model.u],
-                      [ca.jacobian(model.rhs, ca.vertcat(model.x, model.p))])
+    jac = model.f_jacobian
     inside = edge + 1e-6 * np.maximum(1.0, np.abs(edge))
     found = np.zeros_like(candidates)
     for i in np.flatnonzero(candidates):

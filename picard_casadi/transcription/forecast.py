@@ -18,8 +18,9 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..inputs import evaluate_inputs, is_linear
+from ..runtime.user_warnings import warn_user
 
-__all__ = ["ForecastInputs", "forecast_inputs", "held_beyond_note"]
+__all__ = ["ForecastInputs", "forecast_inputs", "held_beyond_note", "prediction_inputs"]
 
 
 class ForecastInputs:
@@ -29,7 +30,8 @@ class ForecastInputs:
     The first ``given`` inputs come from the forecast's samples (or its
     callable); the others (the constants a restated problem appends) keep
     their value at ``t_end``.  ``breakpoints`` are the times where the
-    inputs jump or kink past the data (``t_end`` and the samples).
+    inputs jump or kink: the experiment's own, and past the data ``t_end``
+    and the samples.
     """
 
     vectorized = True
@@ -42,16 +44,15 @@ class ForecastInputs:
         self.tail = last[self.given:]
         if callable(u):
             self.u, self.t_samples = u, None
-            self.breakpoints = np.array([self.t_end])
         elif t_samples[0] > self.t_end:
             # the last own sample first: between it and the first given one
             # the inputs are held or interpolated as the experiment's
             self.t_samples = np.r_[self.t_end, t_samples]
             self.u = np.vstack([last[None, :self.given], u])
-            self.breakpoints = self.t_samples.copy()
         else:  # given from the last sample on (a dose at the trough sample)
             self.t_samples, self.u = np.asarray(t_samples, float), u
-            self.breakpoints = self.t_samples.copy()
+        self.breakpoints = np.r_[exp.breakpoints, self.t_end if self.t_samples is None
+                                 else self.t_samples]
         # read as the experiment reads its samples; held where its inputs are a
         # callable, which has no reading of samples (a 1-h infusion read
         # linearly was a ramp: the concentration 4.37 for 5.91)
@@ -150,3 +151,32 @@ def held_beyond_note(exp: Experiment, times: np.ndarray, nu: int) -> str:
             f"experiment {exp.name!r} (t = {exp.t_end:g}): the inputs are held at their last "
             "values there; give them there with u=... (an array of their values at `t`, or "
             "a callable u(t))")
+
+
+def prediction_inputs(exp: Experiment, nu: int, t: Any, u: Any, given: int | None = None
+                      ) -> tuple[np.ndarray, ForecastInputs | None]:
+    """The times of a prediction of ``exp`` (its samples where ``t`` is None)
+    and its inputs past the data (:func:`forecast_inputs`; without ``u``,
+    :func:`held_beyond_note` warned of), as ``res.predict`` and
+    ``pc.prediction_band`` take them.
+
+    Raises
+    ------
+    ValueError
+        Where ``t`` is not a 1-D array of finite times from ``exp``'s ``t0`` on,
+        or ``u`` does not fit.
+    """
+    times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
+    if times.ndim != 1 or not np.all(np.isfinite(times)):
+        raise ValueError("`t` must be a 1-D array of finite times")
+    if np.any(times < exp.t0):
+        raise ValueError(
+            f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
+            f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
+            "from t0")
+    ahead = forecast_inputs(exp, nu, times, u, given)
+    if ahead is None and u is None:
+        note = held_beyond_note(exp, times, nu)
+        if note:
+            warn_user(note)
+    return times, ahead

@@ -11,10 +11,9 @@ import numpy as np
 
 from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
-from ..runtime.user_warnings import warn_user
 from ..simulate import simulate
 from .discretisation import Discretisation
-from .forecast import ForecastInputs, forecast_inputs, held_beyond_note
+from .forecast import ForecastInputs, prediction_inputs
 
 __all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
            "restated_predictor", "model_parameter_values", "parameter_source"]
@@ -70,22 +69,12 @@ def simulation_predictor(model: Model, experiments: list[Experiment],
                 f"exp_index must be in [0, {len(experiments) - 1}], got {exp_index}"
             )
         exp = experiments[exp_index]
-        times = exp.t if t is None else np.atleast_1d(np.asarray(t, float))
-        if np.any(times < exp.t0):
-            raise ValueError(
-                f"`t`: {float(np.min(times)):g} is before experiment {exp.name!r} starts "
-                f"(t0 = {exp.t0:g}, where the estimated x0 holds): predictions run forward "
-                "from t0")
-        ahead = forecast_inputs(exp, model.nu, times, u, given)
-        if ahead is None and u is None:
-            note = held_beyond_note(exp, times, model.nu)
-            if note:
-                warn_user(note)
+        times, ahead = prediction_inputs(exp, model.nu, t, u, given)
         if ahead is not None:
             if source != "simulate":
                 raise ValueError("`u` (inputs past the data) needs source='simulate'")
             Xs = simulate(model, res.x0[exp_index], res.p, times, ahead, t0=exp.t0,
-                          breakpoints=np.r_[exp.breakpoints, ahead.breakpoints])
+                          breakpoints=ahead.breakpoints)
             return outputs_along(model, times, Xs, res.p, ahead)
         if source == "simulate":
             Xs = simulate(model, res.x0[exp_index], res.p, times, exp, t0=exp.t0)

@@ -322,11 +322,9 @@ def estimate(
         from .estimation.delays import estimate_with_delays
 
         return estimate_with_delays(
-            estimate, model, [experiments] if isinstance(experiments, Experiment)
-            else list(experiments), p0, {**rest, **options})
+            estimate, model, _listed(experiments), p0, {**rest, **options})
     t_start = time.perf_counter()
-    statement = (state_problem(model, [experiments] if isinstance(experiments, Experiment)
-                               else list(experiments), p0, p_bounds, parameter_scale,
+    statement = (state_problem(model, _listed(experiments), p0, p_bounds, parameter_scale,
                                per_experiment, estimate_x0)
                  if isinstance(model, Model) and _experiments_given(experiments)
                  else None)
@@ -347,9 +345,7 @@ def estimate(
             if weights is not None:
                 raise ValueError("`weights` cannot be given with parameter priors (a prior is "
                                  "a term of the likelihood): leave it unset")
-            noise = statement.noise_with_priors(
-                noise, model, [experiments] if isinstance(experiments, Experiment)
-                else list(experiments))
+            noise = statement.noise_with_priors(noise, model, _listed(experiments))
         spelt = SPELLING.set(in_table_terms) if statement.bounds_in_table else None
 
         def solve(stated: Any, phi0: Any, **again: Any) -> EstimationResult:
@@ -370,8 +366,7 @@ def estimate(
                 # (a slow binding, fast at p0: Kd 5 standard errors off, a
                 # warning only): timed there, and solved again from it
                 statement = state_problem(
-                    model, [experiments] if isinstance(experiments, Experiment)
-                    else list(experiments), p0, p_bounds, parameter_scale, per_experiment,
+                    model, _listed(experiments), p0, p_bounds, parameter_scale, per_experiment,
                     estimate_x0, settle_at=np.asarray(inner.p, float))
                 first = inner
                 inner = solve(statement, np.asarray(inner.p, float), warm_start=None,
@@ -760,11 +755,15 @@ def correlated_likelihood(result: EstimationResult, prob: FitProblem) -> None:
 def _set_by_every_experiment(experiments: Any) -> set[str]:
     """The model parameters every experiment sets to a number (its
     ``parameters``): constants whose ``p0`` entry is not used."""
-    exps = [experiments] if isinstance(experiments, Experiment) else (
-        list(experiments) if _experiments_given(experiments) else [])
+    exps = _listed(experiments) if _experiments_given(experiments) else []
     sets = [{k for k, v in (e.parameters or {}).items() if not isinstance(v, str)}
             for e in exps]
     return set.intersection(*sets) if sets else set()
+
+
+def _listed(experiments: Any) -> list[Experiment]:
+    """One Experiment or a sequence of them, as a list."""
+    return [experiments] if isinstance(experiments, Experiment) else list(experiments)
 
 
 def _experiments_given(experiments: Any) -> bool:

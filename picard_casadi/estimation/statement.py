@@ -104,6 +104,9 @@ class Statement:
     _timed: list[int] = field(default_factory=list)
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
+    #: how long each settling takes at a (phi, x0) already simulated: the
+    #: check after the solve and the result's note ask at the same estimate
+    _settled_at: dict[tuple[int, bytes, bytes], float] = field(default_factory=dict)
 
     def noise_with_priors(self, noise: Any, model: Model,
                           experiments: Sequence[Experiment]) -> Any:
@@ -159,11 +162,15 @@ class Statement:
         for e, t0, duration in self._settling:
             if timed_only and e not in self._timed:
                 continue
-            try:
-                settled = settled_after(self.model,
-                                        self.experiments[e].replaced(x0=res.x0[e]), phi, t0)
-            except Exception:  # noqa: BLE001  (the fit's own failure says more)
-                settled = np.inf
+            x0 = np.asarray(res.x0[e], float)
+            key = (e, phi.tobytes(), x0.tobytes())
+            if key not in self._settled_at:
+                try:
+                    self._settled_at[key] = settled_after(
+                        self.model, self.experiments[e].replaced(x0=x0), phi, t0)
+                except Exception:  # noqa: BLE001  (the fit's own failure says more)
+                    self._settled_at[key] = np.inf
+            settled = self._settled_at[key]
             if settled > duration:
                 out.append((e, duration, settled))
         return out

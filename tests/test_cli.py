@@ -108,6 +108,8 @@ def test_fit_recovers_the_parameters_from_a_csv(tmp_path, cache_env):
           r"'time'\)"),
     ("times", r"line 5: time 0.1 of experiment 'a' comes before 0.2 \(line 4\)"),
     ("input", r"line 3: column 'force' holds 'NaN'; it cannot be missing"),
+    # (the experiment's rows, counted from 0, named as the file's lines)
+    ("step", r"`u` differs between the replicates at t = 0.2 \(lines 4 and 5\)"),
     ("output", r"line 1: missing column\(s\) \['pos'\] \(an output not measured is a "
                r"column of empty cells: add 'pos' to the header and leave it empty\)"),
 ])
@@ -129,6 +131,8 @@ def test_malformed_csv_names_the_line(tmp_path, case, expect):
         rows.append(("a", 0.1, 0.7, 0.3))
     elif case == "input":
         rows[1] = ("a", 0.1, 0.9, "NaN")
+    elif case == "step":
+        rows.append(("a", 0.2, 0.8, 0.5))
     elif case == "output":
         header = "experiment,time,force"
         rows = [(e, t, u) for e, t, _, u in rows]

@@ -209,8 +209,22 @@ def read_csv_experiments(path: str | Path, model: Model,
                 t, y, u=u, name=name, u_interpolation=input_hold,
                 breakpoints=t if mixed else None, sigma=sigma))
         except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+            raise ValueError(f"{path}: {_rows_as_lines(str(err), [s[0] for s in samples])}"
+                             ) from None
     return apply_conditions(conditions, model, experiments) if conditions else experiments
+
+
+def _rows_as_lines(message: str, lines: list[int]) -> str:
+    """An Experiment's message with its rows (counted from 0 in the
+    experiment's samples) named as the file's lines."""
+    def line(m: re.Match[str]) -> str:
+        rows = [int(r) for r in re.findall(r"\d+", m.group(0))]
+        if any(r >= len(lines) for r in rows):
+            return m.group(0)
+        return ("lines " + " and ".join(str(lines[r]) for r in rows) if len(rows) > 1
+                else f"line {lines[rows[0]]}")
+
+    return re.sub(r"\brows? \d+(?: and \d+)?", line, message)
 
 
 def _held_forward(u: np.ndarray, held: list[bool], names: Sequence[str], lines: list[int],

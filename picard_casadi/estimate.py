@@ -50,7 +50,7 @@ from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_
                                    second_runs, single_shooting_instead)
 from .estimation.refinement import CVODES_METHODS, FitProblem, solve_and_refine
 from .estimation.noise_formula import NoiseFormula
-from .estimation.noise_plan import floored_measurement
+from .estimation.noise_plan import floored_at_start, floored_measurement
 from .estimation.preequilibration import stiff_in_settling_only
 from .estimation.statement import in_table_terms, state_problem
 from .estimation.setup import (build_setup, simulated_ssr, start_weights, state_sizes, x0_mask,
@@ -621,14 +621,23 @@ def estimate(
     # are not, a logistic from r = 40, K = 1e6, whose second runs it ended)
     floored = (floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
                if outcome.success else "")
+    floored_by_statement = True
     if floored:
         # the logarithm of 0, finite by its floor only: the floor's residual
         # set the output's noise level (a species known to start at 0 reported
         # at a detection limit: sigma 207 for 0.05 and Ea 131 for 80, success)
         result.success, result.status = False, OUTPUT_NOT_POSITIVE
+        floored_by_statement = floored_at_start(
+            prob.model, prob.experiments, [e.x0_guess(prob.model, p0) for e in prob.experiments],
+            p0, user_model.y_names)
         result.message = (f"the likelihood is not finite, so the estimate is no fit: the "
-                          f"model's {floored}. Check that experiment's constants and initial "
-                          "states (a dose of 0?), or leave such values out (NaN)")
+                          f"model's {floored}. " + (
+                              "Check that experiment's constants and initial states (a dose "
+                              "of 0?), or leave such values out (NaN)" if floored_by_statement
+                              else "At the start (p0) the model's output was positive there: "
+                              "the run went where it crosses 0 (a poor local optimum, or a "
+                              "model whose states can go negative); another start, method or "
+                              "bounds that keep it positive"))
     # where every state is an output, both starts take every state from the data
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     outliers = None
@@ -687,6 +696,7 @@ def estimate(
         warm_start=warm_start is not None, every_state_measured=every_state_measured,
         some_state_measured=any(i is not None for i in model.output_state_index),
         unstable=unstable, max_iter_given="max_iter" in options,
+        floored_by_statement=floored_by_statement,
         growth=(iterate_growth(setup, outcome.X, outcome.U, outcome.p)
                 if spec.name == "picard-gn" and result.status == "max_iter"
                 and outcome.X is not None else 1.0)), rerun, t_start)

@@ -260,6 +260,10 @@ class DefaultPath:
         sensitivities of its last iterate grow along the data
         (:func:`~picard_casadi.analysis.interval_information.chain_growth`);
         1 where not measured.
+    floored_by_statement : bool
+        A run ended ``"output_not_positive"`` where the model simulated from
+        the start floors the output too (no run changes that); False: it
+        was positive there, and the second runs follow.
     """
 
     method: str
@@ -271,6 +275,7 @@ class DefaultPath:
     max_iter_given: bool = False
     some_state_measured: bool = False
     growth: float = 1.0
+    floored_by_statement: bool = True
 
 
 def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> EstimationResult:
@@ -623,8 +628,8 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         ``time.perf_counter()`` at the call's start (``wall_time`` of the
         returned failure counts every run).
     """
-    if (result.success or result.status in ("stopped", "plateau", NOISE_NOT_POSITIVE,
-                                                OUTPUT_NOT_POSITIVE)
+    if (result.success or result.status in ("stopped", "plateau", NOISE_NOT_POSITIVE)
+            or (result.status == OUTPUT_NOT_POSITIVE and path.floored_by_statement)
             or path.warm_start
             or result._ran_off):
         # a plateau (the outputs do not depend on the parameters there) is a

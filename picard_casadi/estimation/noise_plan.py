@@ -36,7 +36,7 @@ from .noise_covariance import NoiseCovariance
 from .noise_formula import NoiseFormula
 
 __all__ = ["NoisePlan", "noise_plan", "as_noise_list", "floored_measurement", "floored_where",
-           "FLOORED_AT", "check_positive_at_start", "ZeroAtStartError"]
+           "floored_at_start", "FLOORED_AT", "check_positive_at_start", "ZeroAtStartError"]
 
 
 @dataclass(frozen=True)
@@ -166,9 +166,32 @@ def floored_measurement(model: Model, experiments: list[Experiment],
         return ""
     more = f", and {count - 1} more value(s)" if count > 1 else ""
     return (f"{first}{more}), and its noise is log-normal: the likelihood of a positive "
-            "value there is not finite (nllh counts it at the logarithm of 1e-300, a residual "
-            "of some 690 that sets the output's noise level); the model cannot give the "
-            "value measured there")
+            f"value there is not finite (nllh counts it at the logarithm of {LOG_FLOOR:g}, a "
+            f"residual of some {-math.log(LOG_FLOOR):.0f} that sets the output's noise "
+            "level); the model cannot give the value measured there")
+
+
+def floored_at_start(model: Model, experiments: list[Experiment], x0s: Sequence[np.ndarray],
+                     p: np.ndarray, names: Sequence[str]) -> bool:
+    """Whether :func:`floored_measurement` holds of ``model`` simulated from
+    each experiment's ``x0s[e]`` with ``p`` (the run's start): the statement
+    floors the output (a dose of 0), which no run changes; False where the
+    output was positive there, so the run went where the model crosses 0 (a
+    fed-batch's Monod substrate driven negative at a poor optimum, from a start
+    that fitted it), and True where the simulation fails (not known)."""
+    from ..errors import SimulationError
+    from ..simulate import simulate
+    from ..transcription.predict import outputs_along
+
+    fitted = []
+    for exp, x0 in zip(experiments, x0s):
+        try:
+            with np.errstate(all="ignore"):
+                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0, locate=False)
+                fitted.append(outputs_along(model, exp.t, X, p, exp))
+        except (SimulationError, RuntimeError, ValueError):
+            return True
+    return bool(floored_measurement(model, experiments, fitted, names))
 
 
 class ZeroAtStartError(ValueError):

@@ -39,7 +39,8 @@ from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, o
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
                                   assemble, attach_noise, growing_noise_notes, judge,
                                   jumping_inputs, kinked_inputs, noise_bound_note,
-                                  note_staircase_inputs, pooled_noise_note, unfinite_start)
+                                  note_copied_rows, note_staircase_inputs, pooled_noise_note,
+                                  unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    late_clock_note, nonsmooth_note, note_bounds_reached,
@@ -689,6 +690,7 @@ def estimate(
         note_bounds_reached(result, p_lb, p_ub, (x_lb, x_ub, prob.estimate_x0, model))
         clip_intervals_to_bounds(result, p_lb, p_ub)
     note_staircase_inputs(result, model, prob.experiments)
+    note_copied_rows(result, prob.experiments)
     result.wall_time = time.perf_counter() - t_start
 
     result = second_runs(result, DefaultPath(

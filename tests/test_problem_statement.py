@@ -294,6 +294,29 @@ def test_replicates_fit_as_their_mean_and_a_long_table_needs_no_padding():
         pc.Experiment.from_measurements([0, 1], ["d", "c"], [1, 2], model.y_names)
 
 
+def test_replicate_rows_pasted_twice_are_said():
+    """A CSV with every row twice: the copies counted as replicates made the
+    standard errors 1/sqrt(2) of the clean file's, with no word; replicates
+    of rounded readings that agree at a few times get no note."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 1)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x, y_names=["c"])
+    t = np.linspace(0.0, 4.0, 9)
+    truth = pc.simulate(model, [2.0], [0.7], t)[:, 0]
+    y = np.round(truth + 0.05 * np.random.default_rng(7).standard_normal((3, t.size)), 2)
+    y[1, 2], y[1, 6] = y[0, 2], y[0, 6]  # rounded readings agree at two times
+    clean = pc.Experiment(np.repeat(t, 3), y.T.ravel(), x0=[2.0], name="clean")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no note
+        res = pc.estimate(model, [clean], [0.3], estimate_x0=False)
+    assert not any("repeat the row before" in w for w in res.warnings), res.warnings
+    pasted = pc.Experiment(np.repeat(t, 2), np.repeat(y[0], 2), x0=[2.0], name="pasted")
+    with pytest.warns(UserWarning, match=r"experiment 'pasted': 9 replicate row\(s\) repeat "
+                                         r"the row before in every measured value \(at 9 of "
+                                         r"the 9 times with replicates: t = 0, 0.5, 1, ...\)"):
+        res = pc.estimate(model, [pasted], [0.3], estimate_x0=False)
+    assert res.success
+
+
 def test_experiments_with_one_name_keep_their_own_parameters():
     exps = [e.replaced(name="experiment", x0=[10.0, 0.0]) for e in _data()]
     res = pc.estimate(_chain(), exps, [0.3, 0.3, 10.0, 0.0], per_experiment="bias",

@@ -202,6 +202,35 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
         warn_user(note)
 
 
+def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]) -> None:
+    """A note (and a warning) where replicate rows repeat the row before in
+    every measured value at most of the times with replicates: rows pasted
+    twice, which the fit counts as measurements (a bioprocess engineer's
+    CSV with every row twice: the standard errors 1/sqrt(2) of the clean
+    file's, no word).  Rounded readings that agree now and then do not
+    reach half of the times."""
+    for e in experiments:
+        t, y = np.asarray(e.t, float), np.asarray(e.y, float)
+        same_time = np.flatnonzero(np.diff(t) == 0)
+        if same_time.size == 0:
+            continue
+        a, b = y[same_time], y[same_time + 1]
+        copied = (np.all((a == b) | (np.isnan(a) & np.isnan(b)), axis=1)
+                  & np.any(np.isfinite(a), axis=1))
+        times = np.unique(t[same_time])
+        at = np.unique(t[same_time[copied]])
+        if at.size < 2 or at.size < 0.5 * times.size:
+            continue
+        shown = ", ".join(f"{v:g}" for v in at[:3]) + (", ..." if at.size > 3 else "")
+        note = (f"experiment {e.name!r}: {int(copied.sum())} replicate row(s) repeat the row "
+                f"before in every measured value (at {at.size} of the {times.size} times with "
+                f"replicates: t = {shown}); each counts as a measurement, so a row pasted twice "
+                "makes the standard errors too small (by about 1/sqrt(2)): drop the copies if "
+                "they are copies")
+        result.warnings.append(note)
+        warn_user(note)
+
+
 def kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
     """Experiments whose sampled inputs kink inside the intervals
     (:meth:`Experiment.kinks_between_breakpoints`)."""

@@ -213,6 +213,14 @@ def test_a_forecast_takes_the_inputs_past_the_data():
         with pytest.warns(UserWarning, match="held at their last values"):
             held = pc.prediction_band(res, 0, t[40:])
         assert np.max(np.abs(held.y - band.y)) > 0.5
+        # a new input profile over the fitted record is that record's (a
+        # bioprocess engineer's new feed came back as the fitted run): said
+        with pytest.warns(UserWarning, match=r"`u` acts past the last input sample of "
+                                             r"experiment 'a' \(t = 40\) only: at the 40 "
+                                             r"time\(s\) of `t` before it"):
+            over = pc.prediction_band(res, 0, t, u=-u)
+        later = pc.prediction_band(res, 0, t[40:], u=-u[40:])
+        assert np.allclose(over.y[40:], later.y, rtol=1e-6, atol=1e-8)
     with pytest.raises(ValueError, match=r"`u` must hold the model's 1 input\(s\) at each of "
                                          r"the 21 times"):
         res.predict(0, t[40:], u=u[41:])

@@ -179,4 +179,13 @@ def prediction_inputs(exp: Experiment, nu: int, t: Any, u: Any, given: int | Non
         note = held_beyond_note(exp, times, nu)
         if note:
             warn_user(note)
+    before = int(np.count_nonzero(times < exp.t_end))
+    if u is not None and before:
+        # (a new feed profile asked for over the fitted run's own 30 h came
+        # back as that run's trajectory, no word)
+        warn_user(f"`u` acts past the last input sample of experiment {exp.name!r} (t = "
+                  f"{exp.t_end:g}) only: at the {before} time(s) of `t` before it the outputs "
+                  "are that experiment's, with its own inputs; a new experiment from its "
+                  "start is pc.simulate(model, x0, res.model_parameters(model), t, u) "
+                  "(docs/api.md)")
     return times, ahead

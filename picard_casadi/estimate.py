@@ -643,7 +643,7 @@ def estimate(
     every_state_measured = set(model.output_state_index) >= set(range(model.nx))
     outliers = None
     if result.success:
-        outliers = check_fit(result, prob.experiments, fitted)
+        outliers = check_fit(result, prob.experiments, fitted, prob.model, prob.estimate_x0)
     elif result.status in ITERATION_LIMITS + STALLED:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(

@@ -359,6 +359,33 @@ def test_nothing_estimated_is_not_called_a_local_minimum():
     assert "these are fixed values (nothing was estimated), not an optimum" in fixed[0]
 
 
+def test_an_output_nothing_estimated_moves_names_its_known_values():
+    """A fed-batch's volume V0 + int F with the feed in L/min for L/h: 134
+    noise levels off, and the note said "a local minimum (try multistart=8)",
+    where no parameter moves V."""
+    import casadi as ca
+
+    X, V, mu, F = ca.SX.sym("X"), ca.SX.sym("V"), ca.SX.sym("mu"), ca.SX.sym("F")
+    model = pc.Model(x=ca.vertcat(X, V), p=mu, u=F, rhs=ca.vertcat(mu * X - F / V * X, F),
+                     y=ca.vertcat(X, V), y_names=["X", "V"], p_names=["mu"])
+    t = np.linspace(0.0, 10.0, 41)
+    feed = lambda s: [0.1]  # noqa: E731  (L/h)
+    truth = pc.simulate(model, [1.0, 2.0], [0.3], t, feed)
+    rng = np.random.default_rng(0)
+    y = truth * (1.0 + 0.02 * rng.standard_normal(truth.shape))
+    in_l_per_min = pc.Experiment(t=t, y=y, u=lambda s: [0.1 / 60.0], x0=[1.0, 2.0])
+    with pytest.warns(pc.FitWarning):
+        res = pc.estimate(model, in_l_per_min, [0.2], estimate_x0=[True, False])
+    note = next(w for w in res.warnings if w.startswith("the fit is systematically off the data "
+                                                        "of output 'V'"))
+    assert "no estimated parameter or initial state moves 'V'" in note, note
+    assert "try multistart" not in note, note
+    # X is moved by mu and its own x0: a local minimum stays among its causes
+    unmoved = pc.estimation.diagnosis.unmoved_outputs(model, np.array([True]),
+                                                      np.array([True, False]))
+    assert unmoved == [1]
+
+
 def _sparse_pk(seed=5):
     import casadi as ca
 

@@ -156,7 +156,7 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                 experiment_names: Sequence[str], output_names: Sequence[str],
                 unweighted: bool = False,
                 times: Sequence[np.ndarray] | None = None,
-                estimated: bool = True) -> list[str]:
+                estimated: bool = True, unmoved: Sequence[int] = ()) -> list[str]:
     """Notes on the outputs whose residuals are systematic and far above the noise.
 
     Parameters
@@ -175,6 +175,10 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
     estimated : bool
         Something was estimated; where nothing was (every parameter and
         initial state fixed), the notes name the values, not a local minimum.
+    unmoved : sequence of int
+        The outputs no estimated quantity moves (their model a function of
+        known initial states, inputs and constants alone): their notes name
+        those values, not a local minimum.
 
     Returns
     -------
@@ -215,6 +219,13 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                 far = lone_outliers(r, math.sqrt(noise))
                 n_far = int(np.count_nonzero(far))
                 these = causes
+                if k in unmoved:
+                    # a fed-batch's volume V0 + int F, the feed given in L/min
+                    # for L/h: 134 noise levels off, "a local minimum"
+                    these = (f"no estimated parameter or initial state moves {output!r}, so "
+                             "no other optimum fits it better: its known values are off "
+                             "(its initial states, the inputs, the constants: their units "
+                             "and scales?),")
                 if 0 < n_far <= MAX_OUTLIERS * r.size:
                     where = ", ".join(f"{v:g}" for v in t[ok][far][:5])
                     more = ", ..." if n_far > 5 else ""

@@ -212,13 +212,39 @@ def fitted_outputs(disc: Discretisation, Ys: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+def unmoved_outputs(model: Model, free_p: np.ndarray, free_x0: np.ndarray) -> list[int]:
+    """The outputs that no free parameter (``free_p``) and no estimated
+    initial state (``free_x0``) reaches through the model's equations: each a
+    function of known initial states, the inputs and constants alone."""
+    free_p, moved = np.asarray(free_p, bool), np.asarray(free_x0, bool).copy()
+    if free_p.any():
+        by_p = np.array(ca.DM(ca.jacobian(model.rhs, model.p).sparsity(), 1),
+                        dtype=bool).reshape(model.nx, model.np)
+        moved |= by_p[:, free_p].any(axis=1)
+    coupling = model.jacobian_pattern
+    while True:
+        more = moved | coupling[:, moved].any(axis=1)
+        if np.array_equal(more, moved):
+            break
+        moved = more
+    y_x = np.array(ca.DM(ca.jacobian(model.y, model.x).sparsity(), 1),
+                   dtype=bool).reshape(model.ny, model.nx)
+    y_p = np.array(ca.DM(ca.jacobian(model.y, model.p).sparsity(), 1),
+                   dtype=bool).reshape(model.ny, model.np)
+    return [k for k in range(model.ny)
+            if not (y_x[k, moved].any() or y_p[k, free_p].any())]
+
+
 def check_fit(result: EstimationResult, experiments: list[Experiment],
-              fitted: list[np.ndarray]) -> list[np.ndarray]:
+              fitted: list[np.ndarray], model: Model | None = None,
+              free_x0: np.ndarray | None = None) -> list[np.ndarray]:
     """Warn (:class:`FitWarning`, and in ``result.warnings``) where a converged
     estimate's residuals are systematic and far above the data's noise, or
     where samples lie alone far off it
     (:mod:`picard_casadi.analysis.fit_check`).  ``fitted``: the outputs the run fitted,
-    per experiment at its sample times (:func:`fitted_outputs`).
+    per experiment at its sample times (:func:`fitted_outputs`); ``model`` and
+    ``free_x0`` (which initial states were estimated): the outputs nothing
+    estimated moves (:func:`unmoved_outputs`) get their own cause.
 
     Returns
     -------
@@ -232,9 +258,14 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     pinned = (np.size(result.p) == 0 or (bounds is not None and np.array_equal(
         np.asarray(bounds[0], float), np.asarray(bounds[1], float))))
     estimated = not pinned or x0_free is None or bool(np.any(x0_free))
+    unmoved: list[int] = []
+    if model is not None and free_x0 is not None and bounds is not None and estimated:
+        unmoved = unmoved_outputs(model, np.asarray(bounds[0], float)
+                                  < np.asarray(bounds[1], float), free_x0)
     notes = lack_of_fit([e.y for e in experiments], fitted,
                         [e.name for e in experiments], result.y_names, unweighted,
-                        times=[e.t for e in experiments], estimated=estimated)
+                        times=[e.t for e in experiments], estimated=estimated,
+                        unmoved=unmoved)
     notes += beyond_given_noise([e.y for e in experiments], fitted,
                                 given_sigma(result, experiments), result.y_names)
     outliers = [np.zeros(np.shape(e.y), bool) for e in experiments]

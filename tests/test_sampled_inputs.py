@@ -209,6 +209,34 @@ def test_an_uncertified_fit_with_jumping_callable_inputs_names_the_jump_times():
                                                  breakpoints=jumps)]) == []
 
 
+def test_a_pulse_one_grid_point_wide_is_a_jump_and_a_certified_fit_names_it():
+    """A bioprocess engineer's bolus as 0.005 h at 33 L/h, hourly
+    breakpoints: single shooting's CVODES stepped over it (Yxs 3.7 standard
+    errors off, "a local minimum") and nothing named the pulse, which the
+    jump check's grid saw as one point (its edges back to back)."""
+    import casadi as ca
+
+    from picard_casadi.estimation.assembly import jumping_inputs
+
+    x, k, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("u")
+    model = pc.Model(x=x, p=k, u=u, rhs=-k * x + u, y=x)
+    t = np.linspace(0.0, 30.0, 351)
+
+    def bolus(s):
+        return [33.3 if 12.0 <= s < 12.005 else 0.0]
+
+    hourly = np.arange(1.0, 30.0)
+    exp = pc.Experiment(t=t, y=np.zeros(t.size), u=bolus, t0=0.0, breakpoints=hourly)
+    named = jumping_inputs(model, [exp])
+    assert len(named) == 1 and re.search(r"\(t ~ 12\.00\d+\)$", named[0]), named
+    assert jumping_inputs(model, [exp.replaced(breakpoints=[12.0, 12.005])]) == []
+    X = pc.simulate(model, [1.0], [0.2], t, bolus, breakpoints=[12.0, 12.005])
+    y = X + 0.01 * np.random.default_rng(0).standard_normal(X.shape)
+    res = pc.estimate(model, exp.replaced(y=y), [0.3], "single-shooting")
+    assert any("jump at times that are no breakpoints" in w and "12.00" in w
+               for w in res.warnings), res.warnings
+
+
 def test_a_callable_s_step_certified_by_refinement_names_the_breakpoints_that_save_it():
     """A step given as a callable without breakpoints (a user's CSTR coolant):
     certified after the mesh was refined around it, and the note says that

@@ -246,7 +246,7 @@ def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]
     for e in experiments:
         times = e.input_jumps(model.nu)
         if times:
-            shown = ", ".join(f"{t:.4g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
+            shown = ", ".join(f"{t:.6g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
             out.append(f"{e.name!r} (t ~ {shown})")
     return out
 

@@ -19,6 +19,7 @@ from ..experiment import Experiment
 from ..model import Model
 
 __all__ = ["check_preequilibration", "settled_after", "settling_time", "settles",
+           "forgotten_states",
            "in_settling", "settling_intervals", "stiff_in_settling_only",
            "PhasedConstants", "SETTLED", "SETTLING_MARGIN", "SETTLING_HORIZON",
            "SETTLING_RESOLUTION"]
@@ -78,6 +79,38 @@ def settled_after(model: Model, exp: Experiment, phi: np.ndarray, t0: float) -> 
 
 #: the settling's clock resolves times from its duration times this on
 SETTLING_RESOLUTION = 1e-9
+#: an initial state moved by this share of its size (or of the states') ...
+FORGET_PROBE = 1e-2
+#: ... that moves no state at the data's start by more than this share of its
+#: size is forgotten by the settling
+FORGOTTEN = 1e-6
+
+
+def forgotten_states(model: Model, exps: Sequence[Experiment], phi: np.ndarray, nx: int
+                     ) -> np.ndarray:
+    """Which of the first ``nx`` initial states of the restated ``exps`` (each
+    settling before its data, :func:`settling_time`) no settling remembers at
+    ``phi``: moved by :data:`FORGET_PROBE`, they move no state at the data's
+    start (its steady state, conserved totals aside) by :data:`FORGOTTEN`
+    of its size.  Simulated; False where a simulation fails."""
+    from ..simulate import simulate  # a lower layer, imported where used
+
+    forgotten = np.ones(nx, bool)
+    for exp in exps:
+        x0 = np.asarray(exp.x0 if exp.x0 is not None else exp.x0_guess(model), float)
+        try:
+            def at_data(start: np.ndarray) -> np.ndarray:
+                return simulate(model, start, phi, [exp.u.t0], exp, t0=exp.t0)[-1]
+
+            end = at_data(x0)
+            size = FORGOTTEN * (np.abs(end) + 1e-6 * np.max(np.abs(end)) + 1e-300)
+            for i in np.flatnonzero(forgotten):
+                moved = x0.copy()
+                moved[i] += FORGET_PROBE * max(abs(x0[i]), 1e-2 * np.max(np.abs(x0)), 1e-8)
+                forgotten[i] = np.all(np.abs(at_data(moved) - end) <= size)
+        except Exception:  # noqa: BLE001  (the fit's own failure says more)
+            return np.zeros(nx, bool)
+    return forgotten
 
 
 def settling_time(model: Model, exp: Experiment, pre: Any, phi: np.ndarray

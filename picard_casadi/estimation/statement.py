@@ -47,8 +47,8 @@ from ..parameters import SCALES, Parameter, from_scale, on_scale
 from ..errors import with_closest
 from ..runtime.user_warnings import warn_user
 from .arguments import as_bounds
-from .preequilibration import (PhasedConstants, check_preequilibration, settled_after,
-                               settling_time)
+from .preequilibration import (PhasedConstants, check_preequilibration, forgotten_states,
+                               settled_after, settling_time)
 
 __all__ = ["Statement", "state_problem", "in_table_terms"]
 
@@ -104,6 +104,8 @@ class Statement:
     _timed: list[int] = field(default_factory=list)
     #: the priors' outputs: (name, standard deviation)
     priors: list[tuple[str, float]] = field(default_factory=list)
+    #: the states held where the settling starts, as it forgets them
+    held_forgotten: list[str] = field(default_factory=list)
     #: how long each settling takes at a (phi, x0) already simulated: the
     #: check after the solve and the result's note ask at the same estimate
     _settled_at: dict[tuple[int, bytes, bytes], float] = field(default_factory=dict)
@@ -242,6 +244,10 @@ class Statement:
                     "longer")
             res.warnings.append(note)
             warn_user(note)
+        if self.held_forgotten:
+            res.warnings.append(f"the states {', '.join(self.held_forgotten)} are held where "
+                                "the preequilibrations start (the experiments' x0): the "
+                                "settling forgets them, so no data see them")
         if self.bounds_in_table:
             res.warnings = [in_table_terms(n) for n in res.warnings]
             res.message = in_table_terms(res.message)
@@ -702,6 +708,14 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     lo, hi = np.where(fixed, start, lo), np.where(fixed, start, hi)
     est = np.broadcast_to(np.asarray(estimate_x0, bool), (model.nx,)).copy()
     est[shifted | constant_x0] = False
+    held = np.zeros(model.nx, bool)
+    if any_pre and all(q is not None and e.x0 is not None for q, e in zip(pre, exps)) \
+            and est.any():
+        # states the settling forgets: unseen (a generator's, free, failed every method)
+        held = forgotten_states(new_model, new_exps, start if settle_at is None else settle_at,
+                                model.nx) & est
+        held[reset] = False
+        est &= ~held
     if any_pre:
         est = np.r_[est, est[reset]]
     return Statement(
@@ -713,7 +727,8 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
         _timed=[k for k, q in enumerate(pre) if q is not None and q.duration is None]
         if any_pre else [],
         priors=[(f"prior({q.name})", q.prior[2]) for _, q in priors],
-        bounds_in_table=_parameter_table(p0), user_nu=model.nu)
+        bounds_in_table=_parameter_table(p0), user_nu=model.nu,
+        held_forgotten=[n for n, h in zip(model.x_names, held) if h])
 
 
 def _with_constant_inputs(exp: Experiment, model: Model,

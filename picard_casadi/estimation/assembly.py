@@ -242,9 +242,13 @@ def kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
 def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:
     """``"'name' (t ~ a, b, ...)"`` per experiment whose callable input jumps
     away from the breakpoints (:meth:`Experiment.input_jumps`)."""
+    from .preequilibration import settles
+
     out = []
     for e in experiments:
-        times = e.input_jumps(model.nu)
+        if settles(e):  # (a settling's clock rate is the package's: from the data's start)
+            e = e.replaced(t0=e.u.t0) if e.t_end > e.u.t0 else None
+        times = e.input_jumps(model.nu) if e is not None else []
         if times:
             shown = ", ".join(f"{t:.6g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
             out.append(f"{e.name!r} (t ~ {shown})")

@@ -413,6 +413,21 @@ def test_x0_from_parameters_with_data_from_a_later_time_says_where_its_clock_sta
     assert res0.p[2] == pytest.approx(10.0, abs=5 * res0.p_std[2])
 
 
+def test_a_clock_that_reads_a_date_is_not_told_to_start_at_zero():
+    """PMU frames stamped in UNIX seconds (1.7e9 over 10 s), the states known
+    at the first frame: the note said "pass Experiment(..., t0=0.0)", which
+    integrated the model from 0 to 1.7e9 (40 s, standard errors 300 times
+    wider)."""
+    from picard_casadi.estimation.diagnosis import late_clock_note
+
+    stamped = pc.Experiment(1.7e9 + np.linspace(0.0, 10.0, 11), np.ones(11), name="pmu")
+    note = late_clock_note([stamped], ["delta"], np.array([True]))
+    assert "reads a date or a time of day (UNIX seconds?)" in note, note
+    assert "nothing to change" in note and "t0=0.0 would run the model from 0" in note
+    dosed = pc.Experiment(np.array([0.5, 1.0, 2.0]), np.ones(3), name="subj1")
+    assert "pass Experiment(..., t0=0.0)" in late_clock_note([dosed], ["Ad"], np.array([True]))
+
+
 def test_a_known_dose_with_samples_from_later_says_where_its_clock_starts():
     """The commonest PK layout: a dose at t = 0 (an experiment constant in
     the model's x0, or a known x0), the first sample at 0.5 h.  It was fitted

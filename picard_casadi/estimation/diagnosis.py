@@ -355,10 +355,22 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
         return ""
     states = [n for n, k in zip(x_names, known) if k]
     times = _listed([f"{e.t0:g}" for e in late[:5]] + (["..."] if len(late) > 5 else []))
+    # a clock that reads a date (UNIX seconds 1.7e9 over a 10 s record): t0=0.0
+    # integrated the model from 0 to there, 40 s, the standard errors 300 times wider
+    dated = all(abs(e.t0) > ABSOLUTE_CLOCK * (e.t_end - e.t0) for e in late)
     return (f"the known initial states ({', '.join(states)}) are the states at each "
             f"experiment's t0, which for {_listed([repr(e.name) for e in late])} is its first "
-            f"sample time (t0 not given: {times}): where they are the states at t = 0 (a "
-            "dose at time 0, say), pass Experiment(..., t0=0.0)")
+            f"sample time (t0 not given: {times}): " + (
+                "a clock that reads a date or a time of day (UNIX seconds?), the states at its "
+                "first sample; if so, nothing to change (the times from the first sample, t - "
+                "t[0], read better; t0=0.0 would run the model from 0 to there)" if dated else
+                "where they are the states at t = 0 (a dose at time 0, say), pass "
+                "Experiment(..., t0=0.0)"))
+
+
+#: a first sample time this many times the record's span reads like a date
+#: (late_clock_note)
+ABSOLUTE_CLOCK = 1e3
 
 
 #: an experiment's data of an output whose RMS is this many times (or this

@@ -1,5 +1,6 @@
 """Lack of fit: a converged estimate far off the data is flagged, a good one is not."""
 
+import re
 import warnings
 
 import casadi as ca
@@ -384,6 +385,22 @@ def test_an_output_nothing_estimated_moves_names_its_known_values():
     unmoved = pc.estimation.diagnosis.unmoved_outputs(model, np.array([True]),
                                                       np.array([True, False]))
     assert unmoved == [1]
+
+
+def test_data_in_another_unit_than_the_output_name_the_factor():
+    """An angle in degrees fitted by a model in radians: the note said "a
+    local minimum" (and another "noise='log-normal'"), where the data were
+    57.3 times the fit."""
+    t = np.linspace(0.0, 10.0, 301)
+    g = 0.372 + 0.2 * np.exp(-0.3 * t) * np.sin(5.0 * t)
+    y = np.degrees(g) + 0.2 * np.random.default_rng(0).standard_normal(t.size)
+    note, = lack_of_fit([y[:, None]], [g[:, None]], ["fault1"], ["delta"], times=[t])
+    assert re.search(r"the data are 57\.[23]\d* times the fitted output", note), note
+    assert "(degrees for radians?)" in note, note
+    # a plain misfit names no factor
+    off, = lack_of_fit([y[:, None]], [(np.degrees(g) + 3.0)[:, None]], ["fault1"], ["delta"],
+                       times=[t])
+    assert "times the fitted output" not in off, off
 
 
 def _sparse_pk(seed=5):

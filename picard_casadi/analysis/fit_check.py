@@ -232,7 +232,10 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     these = (f"{n_far} sample(s) lie over {OUTLIER:g}{NAMED_OUTLIERS}"
                              f"{where}{more}): gross outliers pull a "
                              "least-squares fit (if they are faulty, drop them: NaN in "
-                             "y); or " + causes)
+                             "y); or " + these)
+                scaled = unit_factor(Y[ok, k], G[ok, k], noise)
+                if scaled:
+                    these = scaled + "; or " + these
                 # every residual of one sign has a single run: no z to quote
                 # (a user read "z = 0.0" as no evidence)
                 runs = ("every residual of one sign" if one_sign else
@@ -245,6 +248,34 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     "usual in real records: then the standard errors are too small, "
                     "docs/uncertainty.md)")
     return notes
+
+
+#: factors between units, named where the data are the fit times one of them
+UNIT_FACTORS = {180.0 / math.pi: "degrees for radians", math.pi / 180.0: "radians for degrees",
+                60.0: "per second for per minute, or minutes for hours", 3600.0: "hours",
+                1000.0: "milli- or kilo-", 100.0: "percent", 3.6: "km/h for m/s",
+                2.0 * math.pi: "rad/s for Hz"}
+
+
+def unit_factor(y: np.ndarray, g: np.ndarray, noise: float) -> str:
+    """Where the data ``y`` are the fitted outputs ``g`` times a factor far
+    from 1, to within the noise (``noise``: its variance), the words saying
+    so (naming a unit conversion it is within 2 % of), else ``""``.  An
+    angle in degrees fitted by a model in radians: "residuals 63 times the
+    noise level ... a local minimum" and "noise='log-normal'", where the
+    data were 57.3 times the fit."""
+    gg = float(np.dot(g, g))
+    if not gg > 0:
+        return ""
+    a = float(np.dot(g, y)) / gg
+    if not (a > 0 and abs(math.log10(a)) > math.log10(1.5)):
+        return ""
+    if float(np.mean((y - a * g) ** 2)) > NOISE_RATIO * noise:
+        return ""
+    named = [w for f, w in UNIT_FACTORS.items()
+             if abs(a / f - 1.0) < 0.02 or abs(a * f - 1.0) < 0.02]
+    return (f"the data are {a:.4g} times the fitted output, to within the noise: a unit other "
+            f"than the model's{' (' + named[0] + '?)' if named else ''}")
 
 
 def lone_outliers(r: np.ndarray, noise: float | np.ndarray) -> np.ndarray:

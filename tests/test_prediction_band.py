@@ -230,6 +230,34 @@ def test_a_forecast_takes_the_inputs_past_the_data():
         pc.prediction_band(res, 0, t[40:], u=bad)
 
 
+def test_a_forecast_carries_a_short_sampled_pulse_of_the_data():
+    """A hammer's 4 ms blow sampled at 1 kHz, read linearly: the forecast's
+    integration restarted only at the breakpoints, stepped over the blow,
+    and started the forecast from rest (u = 0 after the data gave 0 where the
+    held forecast gave the free decay).  A smooth forecast given as samples
+    for an experiment whose inputs are a callable is held, and says so."""
+    x, p, f = ca.SX.sym("x", 2), ca.SX.sym("p", 2), ca.SX.sym("f")
+    model = pc.Model(x=x, p=p, u=f, rhs=ca.vertcat(x[1], f - p[0] * x[1] - p[1] * x[0]),
+                     y=x[0])
+    t = np.arange(0.0, 2.0005, 0.001)
+    blow = np.where((t > 0.1) & (t < 0.104), 100.0 * np.sin(np.pi * (t - 0.1) / 0.004), 0.0)
+    truth = pc.simulate(model, [0.0, 0.0], [0.5, 400.0], t, blow, u_interpolation="linear",
+                        breakpoints=t)
+    exp = pc.Experiment(t=t, y=truth[:, 0] + 1e-5 * np.random.default_rng(0).normal(size=t.size),
+                        u=blow, x0=[0.0, 0.0])
+    res = pc.estimate(model, exp, [0.4, 380.0], estimate_x0=False)
+    ahead = np.arange(2.0, 2.5, 0.01)
+    with pytest.warns(UserWarning, match="held at their last values"):
+        held = res.predict(0, ahead)
+    quiet = res.predict(0, ahead, u=np.zeros(ahead.size))
+    assert np.max(np.abs(held)) > 1e-3 and np.allclose(quiet, held, rtol=1e-5, atol=1e-9)
+    # a callable experiment's forecast samples of a sine: held, said
+    called = exp.replaced(u=lambda s: [0.0], breakpoints=None)
+    res_c = pc.estimate(model, called, [0.4, 380.0], estimate_x0=False)
+    with pytest.warns(UserWarning, match="`u` as samples is held from each to the next"):
+        res_c.predict(0, ahead, u=np.sin(10.0 * ahead))
+
+
 def test_a_forecast_dose_from_the_last_sample_on_is_held_from_there():
     # a pharmacologist's redose at the trough sample (the last data time, 24
     # h): the row there counted as the data's own, and the infusion's first

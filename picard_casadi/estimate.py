@@ -683,7 +683,7 @@ def estimate(
                            noise_formula=prob.formula if prob.formula and not correlated
                            else None)
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
-        declare_plateau(result)
+        declare_plateau(result, fitted)
         pooled = pooled_noise_note(result) if weights_mode == "none" else ""
         if pooled:
             result.warnings.append(pooled)

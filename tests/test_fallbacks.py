@@ -406,6 +406,9 @@ def test_ipopt_from_the_last_iterate_comes_first_on_a_model_unstable_along_the_d
                       time.perf_counter())
     assert reruns.calls == [("ipopt", "auto", "warm")] and res.success
     assert "method='ipopt' from its last iterate" in res.warnings[0]
+    # its Hessian's perturbation capped: a swing equation at its unstable
+    # equilibrium had IPOPT at 1e8-1e10, MUMPS filling in, the call over 14 min
+    assert reruns.ipopt_options == [{"max_hessian_perturbation": 1e8}]
     # where it fails, single shooting and the continuation follow as before
     reruns = _Reruns(continued=lambda: _result(status="max_iter", message="ipopt stopped"),
                      shooting=lambda: _result(message="shooting stopped"))

@@ -403,6 +403,23 @@ def test_data_in_another_unit_than_the_output_name_the_factor():
     assert "times the fitted output" not in off, off
 
 
+def test_a_plateau_where_the_model_stays_at_rest_names_the_inputs():
+    """A generator's fault missing from its input column: the model at rest
+    the whole record, "a plateau ... Start elsewhere (multistart=8)", where
+    nothing in the inputs moved it."""
+    import casadi as ca
+
+    x, k, u = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("u")
+    model = pc.Model(x=x, p=k, u=u, rhs=-k * (x - u), y=x)
+    t = np.linspace(0.0, 10.0, 51)
+    y = 2.0 - np.exp(-0.8 * np.maximum(t - 2.0, 0.0))  # a step at t = 2 ...
+    y = y + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    exp = pc.Experiment(t=t, y=y, u=np.ones(t.size), x0=[1.0], u_interpolation="previous")
+    res = pc.estimate(model, exp, [0.5], estimate_x0=False)  # ... its input column flat
+    assert res.status == "plateau", res.message
+    assert "the fitted outputs are constant in every experiment" in res.message, res.message
+
+
 def _sparse_pk(seed=5):
     import casadi as ca
 

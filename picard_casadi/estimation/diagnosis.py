@@ -436,13 +436,16 @@ def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str])
 PLATEAU_REACH = INERT_REACH
 
 
-def declare_plateau(result: EstimationResult) -> None:
+def declare_plateau(result: EstimationResult,
+                    fitted: Sequence[np.ndarray] | None = None) -> None:
     """A converged estimate on a plateau (:data:`PLATEAU_REACH`, measured by
     the uncertainty, or at a stiff start's search, as
     ``settings["parameter_reach"]``) is no optimum: the result fails with
     status ``"plateau"``, and the default path runs no second run after it
     (:func:`~picard_casadi.estimation.fallbacks.second_runs`: another start
-    is the remedy, which the message names)."""
+    is the remedy, which the message names).  ``fitted`` (the outputs fitted
+    per experiment): where none moves, the message names the inputs, which
+    then excite nothing."""
     reach = result.settings.get("parameter_reach")
     # (a plateau's tiny Jacobian makes the Gauss-Newton step from it long, and
     # its predicted gain large: the plateau is the diagnosis, not the stop
@@ -459,6 +462,15 @@ def declare_plateau(result: EstimationResult) -> None:
         f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
         "parameters there, so every direction is flat. Start elsewhere (multistart=8), "
         "or bound the parameters away from where the model goes inert")
+    if fitted is not None and all(
+            np.all(np.ptp(np.nan_to_num(np.asarray(g, float)), axis=0)
+                   <= 1e-9 * (np.abs(np.nan_to_num(np.asarray(g, float))).max(axis=0) + 1e-12))
+            for g in fitted):
+        # (a generator at rest: its fault missing from the input column, "Start
+        # elsewhere" where nothing in the data moved the model)
+        result.message += ("; the fitted outputs are constant in every experiment (the model "
+                           "stays where it starts): check that the inputs hold what moves it "
+                           "(a step, a fault, a dose)")
 
 
 #: a run that ends at max_iter with the scaled gaps still this open never found

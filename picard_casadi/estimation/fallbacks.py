@@ -460,6 +460,15 @@ def _continued(rerun: Rerun, retry: EstimationResult) -> EstimationResult | None
     return _from_last_iterate(rerun, retry)
 
 
+#: IPOPT's options in a run from picard-gn's last iterate on a model unstable
+#: along the data: its Hessian's perturbation at most this (IPOPT's default
+#: 1e20).  A generator's swing equation started at its unstable equilibrium:
+#: from iteration 14 on IPOPT raised it to 1e8-1e10, MUMPS' factorisations
+#: filled in (its memory raised to 16000 %), and iteration 18 took minutes,
+#: the call over 14 min; capped, 300 iterations took 149 s
+HELD_IPOPT = {"max_hessian_perturbation": 1e8}
+
+
 def _from_last_iterate(rerun: Rerun, result: EstimationResult, method: str = "picard-gn",
                        guess: str = "simulation",
                        max_iter: int | None = None) -> EstimationResult | None:
@@ -476,7 +485,8 @@ def _from_last_iterate(rerun: Rerun, result: EstimationResult, method: str = "pi
         return None
     try:
         with another_method() if method != "picard-gn" else contextlib.nullcontext():
-            return rerun(method, guess, max_iter, warm_start=result)
+            return rerun(method, guess, max_iter, warm_start=result,
+                         ipopt_options=HELD_IPOPT if method == "ipopt" else None)
     except StartNotFiniteError:
         return None
 

@@ -420,6 +420,20 @@ def test_a_plateau_where_the_model_stays_at_rest_names_the_inputs():
     assert "the fitted outputs are constant in every experiment" in res.message, res.message
 
 
+def test_an_offset_the_model_lacks_is_flagged_though_a_few_residuals_cross():
+    """An accelerometer's bias of 3 noise levels: 99.8 % of the residuals
+    positive, a few crossing zero, so neither "every residual of one sign" nor
+    the runs test (so few of the other sign) flagged it."""
+    t = np.linspace(0.0, 4.0, 2000)
+    g = 30.0 * np.sin(2.0 * np.pi * (1.0 + 2.0 * t) * t)
+    rng = np.random.default_rng(0)
+    biased = g + 1.0 + 0.33 * rng.standard_normal(t.size)
+    note, = lack_of_fit([biased[:, None]], [g[:, None]], ["shaker"], ["acc"], times=[t])
+    assert re.search(r"99\.\d% of them positive \(an offset the model lacks", note), note
+    clean = g + 0.33 * rng.standard_normal(t.size)
+    assert lack_of_fit([clean[:, None]], [g[:, None]], ["shaker"], ["acc"], times=[t]) == []
+
+
 def _sparse_pk(seed=5):
     import casadi as ca
 

@@ -714,8 +714,13 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                                        prob.model.p_names)
                 if prob.ran_off:
                     break
+            # a run that never left its start (no step lowered the objective)
+            # would not on a finer mesh either: a frame's stiffness started
+            # negative (unstable, growing by e^300) was refined five times at
+            # p0, each mesh twice the last's cost, the call over 15 min
+            unmoved = refinements == 0 and np.array_equal(outcome.p, p0)
             if (cert.passed or not refinable or refinements >= max_refinements
-                    or cert.discretisation_passed):
+                    or cert.discretisation_passed or unmoved):
                 # (a mesh that resolves the model is not refined where the method
                 # stopped short of its own optimum: judge() says so)
                 break

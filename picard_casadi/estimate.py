@@ -463,11 +463,12 @@ def estimate(
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
     found = prob.stiff_on(setup, setup.U0, setup.p0)
+    if start is None and not _SECOND_RUN.get():
+        prob.note_aliasing(setup)
     if found is not None and start is not None:
-        # a warm start where the model has grown stiff on its mesh (a profile
-        # pushing a fast equilibrium's rate up: Chebyshev's nodes on 794
-        # intervals, picard-gn failing): Radau's nodes on the same intervals,
-        # from the warm start's solution
+        # a warm start where the model has grown stiff on its mesh (a profile pushing a
+        # fast equilibrium's rate up: Chebyshev's nodes on 794 intervals, picard-gn
+        # failing): Radau's nodes on the same intervals, from the warm start's solution
         from .transcription.discretisation import Discretisation
 
         prob.use_radau(found, "at the warm start", setup.disc)
@@ -478,8 +479,7 @@ def estimate(
                            boundaries=setup.disc.boundaries, start=start)
     elif found is not None:  # stiff at the start: Radau's nodes from the outset
         prob.use_radau(found, "at the start", setup.disc)
-        # (not where a settling's clock alone is stiff: a MAPK cascade's
-        # search went astray on the data's mesh, too coarse for its dynamics)
+        # (not where a settling's clock alone is stiff: a MAPK cascade's search astray)
         search_T = (search_time_scale(exps, prob.T) if T_given is None and spec.name ==
                     "picard-gn" and not stiff_in_settling_only(setup, found) else None)
         if search_T is not None:  # the search on the data's time scale

@@ -506,3 +506,24 @@ def test_a_given_start_on_the_domain_edge_is_told_to_move_not_to_be_bounded():
     assert not res.success
     assert ("occ starts exactly on the edge of the model's domain (for example 0), a given "
             "initial value" in res.message and "small positive initial value" in res.message)
+
+
+def test_a_model_oscillating_between_the_samples_at_the_start_is_said_at_once():
+    """A Duffing oscillator's times in milliseconds for seconds: at the start
+    it oscillated 15 times between samples, and the fit had not returned
+    after 15 minutes, with no word; the same data in seconds get no note."""
+    import warnings
+
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1]), y=x[0])
+    t = np.linspace(0.0, 2.0, 201)
+    y = pc.simulate(model, [1.0, 0.0], [2500.0, 1.0], t)[:, 0]
+    with pytest.warns(UserWarning, match=r"at the start the model oscillates 78 times between "
+                                         r"consecutive samples.*\(ms for s\?\)"):
+        pc.estimate(model, pc.Experiment(t=t * 1000.0, y=y, x0=[1.0, 0.0]), [2400.0, 1.2],
+                    estimate_x0=False, method="picard-gn", max_iter=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = pc.estimate(model, pc.Experiment(t=t, y=y, x0=[1.0, 0.0]), [2400.0, 1.2],
+                          estimate_x0=False)
+    assert res.success and not [w for w in caught if "oscillates" in str(w.message)]

@@ -29,7 +29,8 @@ import numpy as np
 
 from .discretisation import Discretisation
 
-__all__ = ["Stiffness", "stiffness", "STIFF_STEP", "CREEPING_STIFF_STEP", "MAX_EIGEN_STATES"]
+__all__ = ["Stiffness", "stiffness", "STIFF_STEP", "CREEPING_STIFF_STEP", "MAX_EIGEN_STATES",
+           "cycles_per_sample", "ALIASED_CYCLES"]
 
 #: ``h |Re lambda|`` above which a decaying mode is stiff for Chebyshev
 #: collocation: its stability function exceeds 0.5 in modulus (0.56 at -300
@@ -102,3 +103,31 @@ def stiffness(disc: Discretisation, node_jacobians: np.ndarray,
         z = np.where(np.asarray(among, bool)[:, None], z, 0.0)
     j, k = np.unravel_index(int(np.argmax(z)), z.shape)
     return Stiffness(float(z[j, k]), int(j), float(disc.node_times[j, k]))
+
+
+#: the model oscillating more than this many times between consecutive
+#: samples at the start is noted (:func:`cycles_per_sample`)
+ALIASED_CYCLES = 2.0
+
+
+def cycles_per_sample(disc: Discretisation, node_jacobians: np.ndarray) -> float:
+    """The most cycles the linearised model completes between consecutive
+    samples of an experiment at the nodes of a mesh: ``max |Im lambda|`` of
+    ``f_x`` times the median sample spacing, over ``2 pi`` (0 where nothing
+    oscillates, or for models of more than :data:`MAX_EIGEN_STATES` states).
+    Data sampled so far apart cannot follow the model: a Duffing
+    oscillator's times in milliseconds for seconds oscillated 15 times
+    between samples, and the fit had not returned after 15 minutes."""
+    Fx = np.asarray(node_jacobians, float)
+    J, K, nx, _ = Fx.shape
+    if nx == 0 or J == 0 or nx > MAX_EIGEN_STATES:
+        return 0.0
+    finite = np.all(np.isfinite(Fx.reshape(J, K, -1)), axis=2)
+    omega = np.abs(np.linalg.eigvals(np.where(finite[:, :, None, None], Fx, 0.0)).imag)
+    most = 0.0
+    for e, sl in enumerate(disc.intervals_of):
+        times = np.unique(np.asarray(disc.experiments[e].t, float))
+        if times.size > 2:
+            most = max(most, float(omega[sl].max(initial=0.0)) * float(np.median(np.diff(times))))
+    return most / (2.0 * np.pi)
+

@@ -234,8 +234,10 @@ class Model:
         plots and messages.
     x_units, p_units, u_units, y_units : sequence of str, optional
         Units of the entries, for plot labels.
-    t_unit : str
-        The time unit, for plot labels (``"s"`` by default).
+    t_unit : str, optional
+        The time unit, for plot labels (``"s"`` where not given); a CSV's
+        time column in another unit is an error where it is given, a
+        warning where not.
     x_domain : (array_like, array_like), optional
         Open box outside which the model is not valid (for example ``V > 0``:
         ``sqrt(V)`` has no derivative at 0).  A simulation that leaves it (or
@@ -301,7 +303,7 @@ class Model:
         p_units: Sequence[str] | None = None,
         u_units: Sequence[str] | None = None,
         y_units: Sequence[str] | None = None,
-        t_unit: str = "s",
+        t_unit: str | None = None,
         x_domain: tuple[Any, Any] | None = None,
         x_nominal: Any = None,
         x0: Any = None,
@@ -365,7 +367,7 @@ class Model:
         self._p_units = _units(p_units, np_, "p_units")
         self._u_units = _units(u_units, nu, "u_units")
         self._y_units = _units(y_units, ny, "y_units")
-        self._t_unit = str(t_unit)
+        self._t_unit, self._t_unit_given = ("s", False) if t_unit is None else (str(t_unit), True)
         self._x_domain = _box(x_domain, nx, "x_domain")
         if x_nominal is not None:
             nom = np.broadcast_to(np.asarray(x_nominal, float), (nx,)).copy()
@@ -416,7 +418,8 @@ class Model:
             u=self._u if self.nu else None, y=self._y, name=self._name,
             x_names=self._x_names, p_names=self._p_names, u_names=self._u_names,
             y_names=self._y_names, x_units=self._x_units, p_units=self._p_units,
-            u_units=self._u_units, y_units=self._y_units, t_unit=self._t_unit,
+            u_units=self._u_units, y_units=self._y_units,
+            t_unit=self._t_unit if getattr(self, "_t_unit_given", True) else None,
             x_domain=self._x_domain, x_nominal=self._x_nominal, x0=self._x0,
             output_delays=self.output_delays, input_delays=self.input_delays)
         if "p" in changes or "p_names" in changes:  # delays name parameters of this p

@@ -377,3 +377,10 @@ def test_a_time_column_in_another_unit_than_the_model_s_is_said(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pc.read_csv_experiments(path, hours)
+    # a unit the model states is checked as the others are (a Duffing record's
+    # "time (ms)" against t_unit="s" was a note, then a 72 s fit to nonsense)
+    seconds = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], t_unit="s")
+    with pytest.raises(ValueError, match=r"line 1: column 'time \(h\)' is in 'h', and the "
+                                         r"model's time in 's': convert the times"):
+        pc.read_csv_experiments(path, seconds)
+    assert seconds.replaced(name="again")._t_unit_given  # kept when replaced

@@ -274,7 +274,7 @@ def _without_units(header: list[str], expected: list[str], model: Model,
     ``ValueError`` where the model states another unit for it (a data
     logger writes units into its header: they were refused as unknown
     columns)."""
-    # (the time's only warned of: the model's t_unit is "s" unless stated)
+    # (the time's only warned of where the model states no t_unit: "s" then)
     units = {**dict(zip(model.y_names, model.y_units)), **dict(zip(model.u_names, model.u_units))}
     out = []
     unchecked = []
@@ -284,6 +284,13 @@ def _without_units(header: list[str], expected: list[str], model: Model,
             out.append(h)
             continue
         name, unit = m["name"], m["unit"].strip()
+        if name == "time" and unit and unit != model.t_unit and getattr(
+                model, "_t_unit_given", False):
+            # (a Duffing record's "time (ms)" against a model in "s": a note, and
+            # a 72 s fit to nonsense; the other units were errors)
+            raise ValueError(f"{path}, line 1: column {h!r} is in {unit!r}, and the model's "
+                             f"time in {model.t_unit!r}: convert the times, or state the "
+                             "unit in the model")
         if name == "time" and unit and unit != model.t_unit:
             # (a cycler's "time (h)" read as seconds, without a word)
             warnings.warn(f"{path}: column {h!r} is in {unit!r}, and the model's time in "

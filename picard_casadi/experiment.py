@@ -345,7 +345,9 @@ class Experiment:
         if x0 is not None:
             x0_arr = np.asarray(x0, dtype=float).ravel()
             if not np.all(np.isfinite(x0_arr)):
-                raise ValueError(f"{where}: `x0` must be finite, got {x0_arr}")
+                raise ValueError(f"{where}: `x0` must be finite, got {x0_arr} (a state whose "
+                                 "start is unknown takes a guess here, estimated unless "
+                                 "estimate_x0=[...] holds it)")
         else:
             x0_arr = None
         #: whether the hold was chosen (a fit notes a staircase read linearly by default)
@@ -725,11 +727,10 @@ class Experiment:
         :data:`JUMP_GRID_PER_SAMPLE` points per sample (at most
         :data:`JUMP_GRID_MAX`) larger than a quarter of the input's range,
         with both neighbouring steps ten times smaller (a pulse's edges; a
-        fast smooth input changes as much at the steps beside).  A jump
-        closer than one grid step to a breakpoint is not reported.  Empty for
-        sampled inputs, or where ``u`` cannot be evaluated on the grid.  (A
-        user's doses given as 0.1 h pulses without breakpoints were never
-        certified, and the advice named only ``T``.)
+        fast smooth input changes as much at the steps beside), or a pulse
+        one point wide (its edges back to back), half a grid step or more from
+        a breakpoint.  Empty for sampled inputs, or where ``u`` cannot be
+        evaluated on the grid (doses as 0.1 h pulses were never certified).
         """
         if nu == 0 or not callable(self._u):
             return []
@@ -742,8 +743,7 @@ class Experiment:
         signed = np.diff(values, axis=0)  # (n - 1, nu)
         step, span, zero = np.abs(signed), np.ptp(values, axis=0), np.zeros((1, signed.shape[1]))
         before, after = np.vstack([zero, step[:-1]]), np.vstack([step[1:], zero])
-        # a pulse one grid point wide: its edges, back to back and opposite
-        # (a bolus as 0.005 h at 33 L/h on a 0.004 h grid went unnamed)
+        # a pulse one grid point wide (a 0.005 h bolus on a 0.004 h grid went unnamed)
         back, apart = np.vstack([signed[1:], zero]) * signed < 0, np.vstack([step[2:], zero, zero])
         edge = (step > 0.25 * span) & (before < 0.1 * step)
         spike = edge & back & (abs(after - 1.25 * step) <= 0.75 * step) & (apart < 0.1 * step)

@@ -85,6 +85,14 @@ def test_experiment_non_finite_times_named():
         pc.Experiment([0, 1, np.nan, 3], np.ones((4, 1)))
 
 
+def test_an_unknown_entry_of_x0_says_how_to_state_it():
+    # a forgotten state's NaN in Experiment(x0=...): the message named no way out
+    with pytest.raises(ValueError, match=r"`x0` must be finite, got \[ 0. nan\] \(a state "
+                                         r"whose start is unknown takes a guess here, "
+                                         r"estimated unless estimate_x0=\[...\] holds it\)"):
+        pc.Experiment([0, 1, 2], np.ones((3, 1)), x0=[0.0, np.nan])
+
+
 def test_experiment_dates_as_times_are_named_with_the_conversion():
     # a pandas date column became microseconds since 1970 (1.58e15): the fit
     # ran on that clock and ended step_failed with nothing pointing at it

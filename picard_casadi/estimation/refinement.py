@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.certificate import Certificate, certify
+from ..analysis.certificate import Certificate, certify, short_of_optimum
 from ..analysis.reach import parameter_reach
 from ..analysis.uncertainty import (noise_variance_factor, solution_sensitivity,
                                      undetermined_parameters)
@@ -729,11 +729,13 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
                                        prob.model.p_names)
                 if prob.ran_off:
                     break
-            # a run that never left its start (no step lowered the objective)
-            # would not on a finer mesh either: a frame's stiffness started
-            # negative (unstable, growing by e^300) was refined five times at
-            # p0, each mesh twice the last's cost, the call over 15 min
-            unmoved = refinements == 0 and np.array_equal(outcome.p, p0)
+            # a run that never left its start, short of its own optimum there
+            # (no step lowered the objective), would not on a finer mesh either:
+            # a frame's stiffness started negative (growing by e^300) was refined
+            # five times at p0, each mesh twice the last's cost, the call over
+            # 15 min (a warm start at its optimum is refined: not short of it)
+            unmoved = (refinements == 0 and np.array_equal(outcome.p, p0)
+                       and short_of_optimum(cert.stopped_short))
             if (cert.passed or not refinable or refinements >= max_refinements
                     or cert.discretisation_passed or unmoved):
                 # (a mesh that resolves the model is not refined where the method

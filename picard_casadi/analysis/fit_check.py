@@ -262,10 +262,10 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
 
 
 #: factors between units, named where the data are the fit times one of them
-UNIT_FACTORS = {180.0 / math.pi: "degrees for radians", math.pi / 180.0: "radians for degrees",
-                60.0: "per second for per minute, or minutes for hours", 3600.0: "hours",
-                1000.0: "milli- or kilo-", 100.0: "percent", 3.6: "km/h for m/s",
-                2.0 * math.pi: "rad/s for Hz"}
+#: (or its inverse)
+UNIT_FACTORS = {180.0 / math.pi: "degrees and radians", 60.0: "minutes and seconds, or hours "
+                "and minutes", 3600.0: "hours and seconds", 1000.0: "a milli- or kilo- prefix",
+                100.0: "percent", 3.6: "km/h and m/s", 2.0 * math.pi: "rad/s and Hz"}
 
 
 def unit_factor(y: np.ndarray, g: np.ndarray, noise: float) -> str:

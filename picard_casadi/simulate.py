@@ -387,6 +387,11 @@ def simulate(
                              "x0 at its t0 and the experiment without it (e.replaced("
                              "preequilibration=None)), or predict with a fit (res.predict)")
         bp = np.concatenate([bp, u.breakpoints])
+        head = getattr(u.u, "head", None)  # a restated run's own inputs, wrapped
+        if isinstance(head, Experiment) and head.u is not None and not callable(head.u):
+            # (their samples, as below: a hammer's 4 ms blow, stepped over in a
+            # preequilibrated run, was lost from its prediction)
+            bp = np.concatenate([bp, head.t])
     u_interpolation = check_input_interpolation(u_interpolation, "simulate")
     u_spec, u_times, interp = _input_spec(u, t, u_interpolation)
     if model.nu and u_spec is not None and not callable(u_spec):

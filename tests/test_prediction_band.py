@@ -245,12 +245,15 @@ def test_a_forecast_carries_a_short_sampled_pulse_of_the_data():
                         breakpoints=t)
     exp = pc.Experiment(t=t, y=truth[:, 0] + 1e-5 * np.random.default_rng(0).normal(size=t.size),
                         u=blow, x0=[0.0, 0.0])
-    res = pc.estimate(model, exp, [0.4, 380.0], estimate_x0=False)
     ahead = np.arange(2.0, 2.5, 0.01)
-    with pytest.warns(UserWarning, match="held at their last values"):
-        held = res.predict(0, ahead)
-    quiet = res.predict(0, ahead, u=np.zeros(ahead.size))
-    assert np.max(np.abs(held)) > 1e-3 and np.allclose(quiet, held, rtol=1e-5, atol=1e-9)
+    # plain, and restated (at rest before, settled: the user's inputs wrapped)
+    for res in (pc.estimate(model, exp, [0.4, 380.0], estimate_x0=False),
+                pc.estimate(model, exp.replaced(preequilibration=pc.Preequilibration()),
+                            [0.4, 380.0], estimate_x0=False)):
+        with pytest.warns(UserWarning, match="held at their last values"):
+            held = res.predict(0, ahead)
+        quiet = res.predict(0, ahead, u=np.zeros(ahead.size))
+        assert np.max(np.abs(held)) > 1e-3 and np.allclose(quiet, held, rtol=1e-5, atol=1e-9)
     # a callable experiment's forecast samples of a sine: held, said
     called = exp.replaced(u=lambda s: [0.0], breakpoints=None)
     res_c = pc.estimate(model, called, [0.4, 380.0], estimate_x0=False)

@@ -39,6 +39,7 @@ class ForecastInputs:
     def __init__(self, exp: Experiment, nu: int, given: int, u: Any,
                  t_samples: np.ndarray | None) -> None:
         self.exp, self.nu, self.given = exp, int(nu), int(given)
+        own = own_inputs(exp)
         self.t_end = float(exp.t_end)
         last = np.asarray(exp.inputs([self.t_end], self.nu), float)[0]
         self.tail = last[self.given:]
@@ -54,13 +55,13 @@ class ForecastInputs:
         # read as the experiment reads its samples; held where its inputs are a
         # callable, which has no reading of samples (a 1-h infusion read
         # linearly was a ramp: the concentration 4.37 for 5.91)
-        sampled = isinstance(exp.u, np.ndarray)
+        sampled = isinstance(own.u, np.ndarray)
         # (sampled inputs kink or jump at their samples, where simulate restarts
         # with the experiment itself: a hammer's 4 ms pulse, stepped over, was
         # lost from the forecast)
-        self.breakpoints = np.r_[exp.breakpoints, np.unique(exp.t) if sampled else [],
+        self.breakpoints = np.r_[exp.breakpoints, np.unique(own.t) if sampled else [],
                                  self.t_end if self.t_samples is None else self.t_samples]
-        self.interpolation = tuple("linear" if sampled and is_linear(exp.u_interpolation, k)
+        self.interpolation = tuple("linear" if sampled and is_linear(own.u_interpolation, k)
                                    else "previous" for k in range(self.given))
 
     def __call__(self, t: Any) -> np.ndarray:
@@ -137,15 +138,19 @@ def forecast_inputs(exp: Experiment, nu: int, times: np.ndarray, u: Any,
     return ForecastInputs(exp, nu, given, rows, t_beyond)
 
 
+def own_inputs(exp: Experiment) -> Experiment:
+    """The experiment whose inputs are the user's: ``exp``, or the one a
+    restated experiment's constants wrap (``PhasedConstants.head``)."""
+    head = getattr(exp.u, "head", None)
+    return head if isinstance(head, Experiment) else exp
+
+
 def held_beyond_note(exp: Experiment, times: np.ndarray, nu: int) -> str:
     """A note where ``times`` run past the last input sample of ``exp`` and
     its sampled inputs vary: they are held at their last values there
     (inputs constant over the data, an experiment's constants among them,
     are the same held).  Empty otherwise."""
-    u = exp.u
-    head = getattr(u, "head", None)  # a preequilibrated restated run: the user's inputs first
-    if isinstance(head, Experiment):
-        u = head.u
+    u = own_inputs(exp).u
     if not (nu and isinstance(u, np.ndarray) and times.size
             and float(np.max(times)) > exp.t_end
             and np.any(np.ptp(np.asarray(u, float), axis=0) > 0)):
@@ -183,7 +188,7 @@ def prediction_inputs(exp: Experiment, nu: int, t: Any, u: Any, given: int | Non
         if note:
             warn_user(note)
     smooth = (ahead is not None and ahead.t_samples is not None
-              and not isinstance(exp.u, np.ndarray) and ahead.u.shape[0] > 2
+              and not isinstance(own_inputs(exp).u, np.ndarray) and ahead.u.shape[0] > 2
               and len(held_input_columns(ahead.u)) < int(np.count_nonzero(
                   np.ptp(np.asarray(ahead.u, float), axis=0) > 0)))
     if smooth:

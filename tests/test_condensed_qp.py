@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from picard_casadi.methods import least_squares
 from picard_casadi.methods.least_squares import (bounded_least_squares, least_squares_solution,
@@ -206,3 +207,16 @@ def test_a_problem_without_bounded_rows_is_solved_unbounded():
     theta = bounded_least_squares(A, b, damp, np.ones(3, dtype=bool), *none)
     assert np.allclose(theta, np.linalg.solve(A.T @ A + np.diag(damp), -A.T @ b))
     assert np.array_equal(least_violation(*none, np.ones(3)), np.zeros(3))
+
+
+def test_a_least_squares_system_that_is_not_finite_raises_without_a_native_print(capfd):
+    # an oscillator started at k = -1200: LAPACK, handed NaN, printed "On entry
+    # to DLASCL parameter number 4 had an illegal value" to the terminal
+    M = np.ones((6, 2))
+    M[2, 1] = np.nan
+    with pytest.raises(np.linalg.LinAlgError, match="not finite"):
+        least_squares_solution(M, np.ones(6))
+    rhs = np.ones(6)
+    rhs[1] = np.nan  # numpy's answer, NaN, as before
+    assert np.isnan(least_squares_solution(np.ones((6, 2)), rhs)).all()
+    assert "DLASCL" not in capfd.readouterr().out

@@ -86,6 +86,13 @@ def least_squares_solution(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     of the SVD (docs/performance.md, "The step's NumPy work, trimmed").
     """
     n = M.shape[1]
+    # what LAPACK does with NaN, without its print to the terminal ("On entry
+    # to DLASCL parameter number 4 had an illegal value"): numpy raises for
+    # the matrix, and returns NaN for the right-hand side
+    if not np.all(np.isfinite(M)):
+        raise np.linalg.LinAlgError("the least-squares system is not finite")
+    if not np.all(np.isfinite(rhs)):
+        return np.full(n, np.nan)
     if M.shape[0] <= n or n == 0:
         return np.linalg.lstsq(M, rhs, rcond=None)[0]
     # the triangular factor of [M rhs] holds R and Q^T rhs; Q is never formed

@@ -37,7 +37,7 @@ from .model import Model
 from .runtime.interrupts import interruptible, reraise_if_interrupted
 from .runtime.native_output import captured_native_output
 
-__all__ = ["simulate", "measure", "simulate_experiment"]
+__all__ = ["simulate", "measure", "simulate_experiment", "own_inputs", "input_breaks"]
 
 _INPUT_DEGREE = 8
 #: shortest segment the input fit refines to, as a fraction of the horizon
@@ -281,6 +281,23 @@ def _state_size(model: Model, x0: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
+def own_inputs(exp: Experiment) -> Experiment:
+    """The experiment whose inputs are the user's: ``exp``, or the one a
+    restated experiment's constants wrap (``PhasedConstants.head``)."""
+    head = getattr(exp.u, "head", None)
+    return head if isinstance(head, Experiment) else exp
+
+
+def input_breaks(exp: Experiment) -> np.ndarray:
+    """Where the inputs of ``exp`` may jump or kink: its breakpoints, and the
+    samples of its own sampled inputs (:func:`own_inputs`; a hammer's 4 ms
+    blow between them, stepped over in a preequilibrated run's prediction and
+    in a forecast, was lost)."""
+    own = own_inputs(exp)
+    sampled = own.u is not None and not callable(own.u)
+    return np.r_[exp.breakpoints, np.unique(own.t) if sampled else []]
+
+
 def simulate(
     model: Model,
     x0: Any,
@@ -386,12 +403,7 @@ def simulate(
                              "(its preequilibration), which simulate does not compute; give "
                              "x0 at its t0 and the experiment without it (e.replaced("
                              "preequilibration=None)), or predict with a fit (res.predict)")
-        bp = np.concatenate([bp, u.breakpoints])
-        head = getattr(u.u, "head", None)  # a restated run's own inputs, wrapped
-        if isinstance(head, Experiment) and head.u is not None and not callable(head.u):
-            # (their samples, as below: a hammer's 4 ms blow, stepped over in a
-            # preequilibrated run, was lost from its prediction)
-            bp = np.concatenate([bp, head.t])
+        bp = np.concatenate([bp, input_breaks(u)])
     u_interpolation = check_input_interpolation(u_interpolation, "simulate")
     u_spec, u_times, interp = _input_spec(u, t, u_interpolation)
     if model.nu and u_spec is not None and not callable(u_spec):

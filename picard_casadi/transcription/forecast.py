@@ -19,6 +19,7 @@ import numpy as np
 from ..experiment import Experiment
 from ..inputs import evaluate_inputs, held_input_columns, is_linear
 from ..runtime.user_warnings import warn_user
+from ..simulate import input_breaks, own_inputs
 
 __all__ = ["ForecastInputs", "forecast_inputs", "held_beyond_note", "prediction_inputs"]
 
@@ -56,10 +57,7 @@ class ForecastInputs:
         # callable, which has no reading of samples (a 1-h infusion read
         # linearly was a ramp: the concentration 4.37 for 5.91)
         sampled = isinstance(own.u, np.ndarray)
-        # (sampled inputs kink or jump at their samples, where simulate restarts
-        # with the experiment itself: a hammer's 4 ms pulse, stepped over, was
-        # lost from the forecast)
-        self.breakpoints = np.r_[exp.breakpoints, np.unique(own.t) if sampled else [],
+        self.breakpoints = np.r_[input_breaks(exp),
                                  self.t_end if self.t_samples is None else self.t_samples]
         self.interpolation = tuple("linear" if sampled and is_linear(own.u_interpolation, k)
                                    else "previous" for k in range(self.given))
@@ -136,13 +134,6 @@ def forecast_inputs(exp: Experiment, nu: int, times: np.ndarray, u: Any,
         raise ValueError(f"`u` is not finite at t = {bad:g}: give every input's value at "
                          "every time past the data")
     return ForecastInputs(exp, nu, given, rows, t_beyond)
-
-
-def own_inputs(exp: Experiment) -> Experiment:
-    """The experiment whose inputs are the user's: ``exp``, or the one a
-    restated experiment's constants wrap (``PhasedConstants.head``)."""
-    head = getattr(exp.u, "head", None)
-    return head if isinstance(head, Experiment) else exp
 
 
 def held_beyond_note(exp: Experiment, times: np.ndarray, nu: int) -> str:

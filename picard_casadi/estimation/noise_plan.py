@@ -179,19 +179,10 @@ def floored_at_start(model: Model, experiments: list[Experiment], x0s: Sequence[
     output was positive there, so the run went where the model crosses 0 (a
     fed-batch's Monod substrate driven negative at a poor optimum, from a start
     that fitted it), and True where the simulation fails (not known)."""
-    from ..errors import SimulationError
-    from ..simulate import simulate
-    from ..transcription.predict import outputs_along
+    from ..transcription.predict import simulated_outputs
 
-    fitted = []
-    for exp, x0 in zip(experiments, x0s):
-        try:
-            with np.errstate(all="ignore"):
-                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0, locate=False)
-                fitted.append(outputs_along(model, exp.t, X, p, exp))
-        except (SimulationError, RuntimeError, ValueError):
-            return True
-    return bool(floored_measurement(model, experiments, fitted, names))
+    fitted = simulated_outputs(model, experiments, x0s, p)
+    return fitted is None or bool(floored_measurement(model, experiments, fitted, names))
 
 
 class ZeroAtStartError(ValueError):

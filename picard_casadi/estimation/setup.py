@@ -26,16 +26,14 @@ from ..analysis.fit_check import second_differences
 from ..analysis.likelihood import NoiseGroups, ml_variances
 from ..experiment import Experiment
 from ..methods.base import Setup
-from ..errors import SimulationError
 from ..model import Model
 from ..runtime.interrupts import reraise_if_interrupted
 from ..runtime.native_output import captured_native_output
-from ..simulate import simulate
 from ..transcription.discretisation import Discretisation
 from ..transcription.functions import Transcription
 from ..transcription.interval_functions import IntervalFunctions, build_interval_functions
 from ..transcription.guess import initial_guess, measured_state_series
-from ..transcription.predict import outputs_along, sample_outputs
+from ..transcription.predict import sample_outputs, simulated_outputs
 
 __all__ = ["state_sizes", "build_setup", "initial_weights", "start_weights", "weights_from_variance",
            "residual_weights", "variance_weights", "with_known_weights", "simulated_ssr",
@@ -273,13 +271,10 @@ def simulated_ssr(model: Model, experiments: Sequence[Experiment], x0s: Sequence
         if min(g[0] for g in output_grids(disc)) >= SHORTEST_OUTPUT:
             return mesh_simulated_ssr(disc, x0s, p, x_scale)
     ssr, counts = np.zeros(model.ny), np.zeros(model.ny)
-    for exp, x0 in zip(experiments, x0s):
-        try:
-            with np.errstate(all="ignore"):
-                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0, locate=False)
-                Y = outputs_along(model, exp.t, X, p, exp)
-        except (SimulationError, RuntimeError, ValueError):
-            return None
+    outputs = simulated_outputs(model, experiments, x0s, p)
+    if outputs is None:
+        return None
+    for exp, Y in zip(experiments, outputs):
         measured = np.isfinite(exp.y)
         with np.errstate(all="ignore"):
             r2 = np.where(measured, exp.value_weights() * (exp.y - Y) ** 2, 0.0)

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import casadi as ca
 import numpy as np
 
+from ..errors import SimulationError
 from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
 from ..simulate import simulate
 from .discretisation import Discretisation
 from .forecast import ForecastInputs, prediction_inputs
 
-__all__ = ["outputs_along", "sample_outputs", "simulation_predictor", "collocation_states",
+__all__ = ["outputs_along", "simulated_outputs", "sample_outputs", "simulation_predictor", "collocation_states",
            "restated_predictor", "model_parameter_values", "parameter_source"]
 
 
@@ -26,6 +27,22 @@ def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
     U = exp.inputs(t, model.nu)
     G = model.g.map(t.size)(t[None, :], X.T, ca.repmat(ca.DM(p), 1, t.size), U.T)
     return np.asarray(G).T
+
+
+def simulated_outputs(model: Model, experiments: Sequence[Experiment],
+                      x0s: Sequence[np.ndarray], p: np.ndarray) -> list[np.ndarray] | None:
+    """Each experiment's outputs ``(N_e, ny)`` at its sample times, the model
+    simulated by CVODES from ``x0s[e]`` with ``p``; None where a simulation
+    fails."""
+    out = []
+    for exp, x0 in zip(experiments, x0s):
+        try:
+            with np.errstate(all="ignore"):
+                X = simulate(model, x0, p, exp.t, exp, t0=exp.t0, locate=False)
+                out.append(outputs_along(model, exp.t, X, p, exp))
+        except (SimulationError, RuntimeError, ValueError):
+            return None
+    return out
 
 
 def sample_outputs(disc: Discretisation, Xs: np.ndarray, p: np.ndarray) -> np.ndarray:

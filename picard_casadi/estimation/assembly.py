@@ -247,8 +247,10 @@ def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]
     out = []
     for e in experiments:
         if settles(e):  # (a settling's clock rate is the package's: from the data's start)
-            e = e.replaced(t0=e.u.t0) if e.t_end > e.u.t0 else None
-        times = e.input_jumps(model.nu) if e is not None else []
+            if e.t_end <= e.u.t0:
+                continue
+            e = e.replaced(t0=e.u.t0)
+        times = e.input_jumps(model.nu)
         if times:
             shown = ", ".join(f"{t:.6g}" for t in times[:5]) + (", ..." if len(times) > 5 else "")
             out.append(f"{e.name!r} (t ~ {shown})")

@@ -216,21 +216,20 @@ def unmoved_outputs(model: Model, free_p: np.ndarray, free_x0: np.ndarray) -> li
     """The outputs that no free parameter (``free_p``) and no estimated
     initial state (``free_x0``) reaches through the model's equations: each a
     function of known initial states, the inputs and constants alone."""
+    def pattern(expr: ca.SX, wrt: ca.SX) -> np.ndarray:  # which entries depend on which
+        return np.array(ca.DM(ca.jacobian(expr, wrt).sparsity(), 1),
+                        dtype=bool).reshape(expr.numel(), wrt.numel())
+
     free_p, moved = np.asarray(free_p, bool), np.asarray(free_x0, bool).copy()
     if free_p.any():
-        by_p = np.array(ca.DM(ca.jacobian(model.rhs, model.p).sparsity(), 1),
-                        dtype=bool).reshape(model.nx, model.np)
-        moved |= by_p[:, free_p].any(axis=1)
+        moved |= pattern(model.rhs, model.p)[:, free_p].any(axis=1)
     coupling = model.jacobian_pattern
     while True:
         more = moved | coupling[:, moved].any(axis=1)
         if np.array_equal(more, moved):
             break
         moved = more
-    y_x = np.array(ca.DM(ca.jacobian(model.y, model.x).sparsity(), 1),
-                   dtype=bool).reshape(model.ny, model.nx)
-    y_p = np.array(ca.DM(ca.jacobian(model.y, model.p).sparsity(), 1),
-                   dtype=bool).reshape(model.ny, model.np)
+    y_x, y_p = pattern(model.y, model.x), pattern(model.y, model.p)
     return [k for k in range(model.ny)
             if not (y_x[k, moved].any() or y_p[k, free_p].any())]
 

@@ -693,11 +693,11 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                                       known_reset[k])
                 for k, e in enumerate(exps)]
     durations: dict[int, float] = {}
+    at = start if settle_at is None else settle_at  # where the settlings are measured
     if any_pre:
         for k, q in enumerate(pre):
             if q is not None:
-                new_exps[k], durations[k] = settling_time(
-                    new_model, new_exps[k], q, start if settle_at is None else settle_at)
+                new_exps[k], durations[k] = settling_time(new_model, new_exps[k], q, at)
     if priors:
         new_exps = [_with_prior_columns(e, [q.prior[1] for _, q in priors] if k == 0 else None,
                                         len(priors)) for k, e in enumerate(new_exps)]
@@ -712,8 +712,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     if any_pre and all(q is not None and e.x0 is not None for q, e in zip(pre, exps)) \
             and est.any():
         # states the settling forgets: unseen (a generator's, free, failed every method)
-        held = forgotten_states(new_model, new_exps, start if settle_at is None else settle_at,
-                                model.nx) & est
+        held = forgotten_states(new_model, new_exps, at, model.nx) & est
         held[reset] = False
         est &= ~held
     if any_pre:

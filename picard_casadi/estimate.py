@@ -383,7 +383,7 @@ def estimate(
         finally:
             if spelt is not None:
                 SPELLING.reset(spelt)
-        inner.wall_time = time.perf_counter() - t_start
+        inner.wall_time, inner._model = time.perf_counter() - t_start, model  # (the user's)
         return statement.user_result(inner)
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
@@ -582,7 +582,7 @@ def estimate(
         x0_bounds=[x_lb.tolist(), x_ub.tolist()], noise_given=noise is not None,
         **result_noise,
     ))
-    result._noise = None if plan is None else plan.noise
+    result._noise, result._model = (None if plan is None else plan.noise), user_model
     not_positive = prob.formula.not_positive(prob.data, fitted) if prob.formula else ""
     if not_positive and result.success:
         # its likelihood is not finite: proportional error b*g where the model's

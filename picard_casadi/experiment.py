@@ -171,9 +171,10 @@ class Experiment:
         holds replicates (several measurements at one time, a row each).
         With a ``preequilibration``, samples at ``t0`` alone are measurements
         of the steady state (PEtab's ``time = inf``).
-    y : array_like, shape (N, ny)
+    y : array_like, shape (N, ny), or None
         Measured outputs, one row per sample time.  ``NaN`` marks a missing
-        value; ``inf`` is an error.  A 1-D array is one output.
+        value; ``inf`` is an error.  A 1-D array is one output.  None: a run
+        with no data, to predict (``pc.prediction_band(res, experiment)``).
     u : callable or array_like, optional
         Inputs.  A callable ``u(t) -> array (nu,)`` of time, or an array of
         shape ``(N, nu)`` of values at the sample times, held between them
@@ -302,8 +303,7 @@ class Experiment:
             bad = int(np.flatnonzero(steps < 0)[0])
             raise ValueError(
                 f"{where}: `t` must be increasing (a time repeated for replicates); "
-                f"t[{bad + 1}] = {t_arr[bad + 1]} comes before t[{bad}] = {t_arr[bad]}"
-            )
+                f"t[{bad + 1}] = {t_arr[bad + 1]} comes before t[{bad}] = {t_arr[bad]}")
         if np.unique(t_arr).size < 2 and not later_t0:
             raise ValueError(f"{where}: `t` needs at least 2 distinct sample times (or one "
                              "after an earlier `t0`)")
@@ -313,23 +313,21 @@ class Experiment:
         self._y_columns: tuple[str, ...] | None = (
             tuple(str(c) for c in labels) if labels is not None else None)
         try:
-            y_arr = np.asarray(y, dtype=float)
+            y_arr = np.empty((t_arr.size, 0)) if y is None else np.asarray(y, dtype=float)
         except (TypeError, ValueError):
             raise ValueError(f"{where}: `y` must be an array of numbers (NaN for missing)") from None
         if y_arr.ndim == 1:
             y_arr = y_arr[:, None]
         if y_arr.ndim != 2 or y_arr.shape[0] != t_arr.size:
-            raise ValueError(
-                f"{where}: `y` must have shape (len(t), ny) = ({t_arr.size}, ny), "
-                f"got {y_arr.shape}"
-            )
+            raise ValueError(f"{where}: `y` must have shape (len(t), ny) = ({t_arr.size}, "
+                             f"ny), got {y_arr.shape}")
         if np.any(np.isinf(y_arr)):
             i, k = np.argwhere(np.isinf(y_arr))[0]
-            raise ValueError(
-                f"{where}: `y` contains inf at row {i}, column {k}; use NaN for a "
-                "missing value"
-            )
-        if not np.any(np.isfinite(y_arr)):
+            raise ValueError(f"{where}: `y` contains inf at row {i}, column {k}; use NaN "
+                             "for a missing value")
+        #: a run with no data (y None), to predict: pc.prediction_band's new run
+        self._predict_only = y_arr.shape[1] == 0
+        if not np.any(np.isfinite(y_arr)) and not self._predict_only:
             raise ValueError(f"{where}: `y` has no finite measurement")
         #: whether t0 was given (the clock otherwise starts at the first sample)
         self._t0_given = t0 is not None
@@ -338,10 +336,8 @@ class Experiment:
         else:
             t0_val = float(t0)
             if not np.isfinite(t0_val) or t0_val > t_arr[0]:
-                raise ValueError(
-                    f"{where}: `t0` = {t0} must be finite and not later than the "
-                    f"first sample time {t_arr[0]}"
-                )
+                raise ValueError(f"{where}: `t0` = {t0} must be finite and not later than "
+                                 f"the first sample time {t_arr[0]}")
         if x0 is not None:
             x0_arr = np.asarray(x0, dtype=float).ravel()
             if not np.all(np.isfinite(x0_arr)):
@@ -530,8 +526,9 @@ class Experiment:
                                self._t, self._u_interpolation)
 
     # ------------------------------------------------------------------ checks
-    def check(self, model: Model) -> None:
-        """Check this experiment against a model's sizes.
+    def check(self, model: Model, *, predicting: bool = False) -> None:
+        """Check this experiment against a model's sizes (``predicting``: a run
+        to predict, whose data are not used).
 
         Raises
         ------
@@ -539,7 +536,10 @@ class Experiment:
             Naming the experiment and the field that does not fit.
         """
         where = f"Experiment {self._name!r}"
-        if self._y.shape[1] != model.ny:
+        if self._predict_only and not predicting and model.ny:
+            raise ValueError(f"{where}: `y` is None, a run to predict (pc.prediction_band"
+                             "(res, experiment)); to fit it, give its measurements")
+        if self._y.shape[1] != model.ny and not predicting:
             raise ValueError(
                 f"{where}: `y` has {self._y.shape[1]} column(s) but model "
                 f"{model.name!r} has ny = {model.ny} output(s) {list(model.y_names)}"
@@ -555,14 +555,10 @@ class Experiment:
                     f"{misplaced} would be fitted as other outputs; pass "
                     f"y=table[{list(model.y_names)}]")
         if self._x0 is not None and self._x0.size != model.nx:
-            raise ValueError(
-                f"{where}: `x0` has {self._x0.size} entries but model {model.name!r} "
-                f"has nx = {model.nx} states"
-            )
+            raise ValueError(f"{where}: `x0` has {self._x0.size} entries but model "
+                             f"{model.name!r} has nx = {model.nx} states")
         if model.nu == 0 and self._u is not None:
-            raise ValueError(
-                f"{where}: `u` was given but model {model.name!r} has no inputs"
-            )
+            raise ValueError(f"{where}: `u` was given but model {model.name!r} has no inputs")
         self.inputs([self._t0, self.t_end], model.nu)
 
     @classmethod

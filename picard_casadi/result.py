@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from .analysis.prediction_band import new_run_sensitivities
+
 __all__ = ["EstimationResult"]
 
 FORMAT_VERSION = 1
-
 
 _NONFINITE = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
               "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}
@@ -145,8 +146,8 @@ class EstimationResult:
     weighted_ssr : float
         ``sum_i sum_k w_k (y_ik - g_ik)^2`` with the weights used.
     n_samples, n_measurements : int
-        Sample times ``N`` where at least one output is measured (the
-        objective's ``N``), and measured values.
+        Sample times ``N`` where at least one output is measured (the objective's
+        ``N``), and measured values.
     discretisation_error : float
         Largest difference between the fitted outputs and the model's own
         (accurately integrated from the estimated ``x0`` with the estimated
@@ -176,12 +177,11 @@ class EstimationResult:
         root mean square of theirs (times the estimated scale).  For a
         log-normal output, on the log scale.
     det_R : float
-        ``prod_k sigma_k^2``, the output-error method's criterion, where the
-        noise was estimated (NaN with given weights).
+        ``prod_k sigma_k^2``, the output-error method's criterion, where the noise
+        was estimated (NaN with given weights).
     aic, bic : float
         ``2 nllh + 2 k`` and ``2 nllh + k log(m)``: ``k`` estimated quantities
-        (parameters, initial states and estimated noise levels), ``m``
-        measured values.
+        (parameters, initial states, estimated noise levels), ``m`` measured values.
     p_scaled, p_scaled_std : ndarray or None
         Where parameters were estimated on a log scale (or the problem was
         restated: experiment parameters, initial states from parameters),
@@ -190,8 +190,7 @@ class EstimationResult:
         scaled interval's ends transformed) are then on the parameters' own
         scale.  ``None`` otherwise.
     p_scaled_names, p_scales : list of str or None
-        Their names (``"log10(k)"``) and scales (``"lin"``, ``"log"``,
-        ``"log10"``).
+        Their names (``"log10(k)"``) and scales (``"lin"``, ``"log"``, ``"log10"``).
     continuity_gap : float
         ``max_j |u_j(T) - x_{j+1}|`` in state units (0 for a single interval);
         for shooting, with ``u_j`` its CVODES solution (as its sum of squares).
@@ -208,20 +207,20 @@ class EstimationResult:
         Per iteration: objective, misfit, grad_norm, step_norm, gap, ...
     method : str
     settings : dict
-        The options the run used (T, n, lam, nodes, scheme, weights, ...) and
-        the final mesh: ``intervals``, ``shortest_interval``,
-        ``longest_interval``, ``initial_intervals``, ``refinements``.
+        The options the run used (T, n, lam, nodes, scheme, weights, ...) and the
+        final mesh: ``intervals``, ``shortest_interval``, ``longest_interval``,
+        ``initial_intervals``, ``refinements``.
     weights : ndarray (ny,)
     p_names, x_names, y_names, experiment_names : list of str
     p_true : ndarray or None
-        Filled by callers that know the truth (the problem registry).
+        The truth, where a caller knows it (the problem registry).
     p_cov, p_std, p_ci, p_corr : ndarray or None
         Covariance, standard errors, 95 % confidence intervals ``(np, 2)``
         and correlation matrix of ``p`` (see :mod:`picard_casadi.analysis.uncertainty`).
     x0_std : list of ndarray or None
         Standard errors of the estimated initial states.
     warnings : list of str
-        Things the user should know (near-singular information, fallbacks).
+        What the user should know (near-singular information, fallbacks).
     starts : list of dict
         For ``multistart``: per start, its ``p0`` and estimate ``p`` (as
         ``p``: in the order of ``p_names``, on the parameters' own scale;
@@ -287,6 +286,7 @@ class EstimationResult:
     #: and the output sensitivities' source, for pc.prediction_band
     _covariance: Any = field(default=None, repr=False, compare=False)
     _sensitivities: Any = field(default=None, repr=False, compare=False)
+    _model: Any = field(default=None, repr=False, compare=False)  # the user's, unrestated
     #: the model's delays (estimation/delays.py), where it has them
     _delays: Any = field(default=None, repr=False, compare=False)
     #: the run converged where its parameters ran along a flat valley the data
@@ -303,8 +303,9 @@ class EstimationResult:
 
         Parameters
         ----------
-        exp_index : int or str
-            Which experiment: its index, or its name.
+        exp_index : int, str or Experiment
+            Which experiment: its index, or its name; or a run not fitted,
+            ``Experiment(t, None, ...)``, as :func:`~picard_casadi.prediction_band`.
         t : array_like, optional
             Times; default the experiment's sample times.
         source : {"simulate", "collocation"}
@@ -320,6 +321,8 @@ class EstimationResult:
         -------
         ndarray (len(t), ny)
         """
+        if type(exp_index).__name__ == "Experiment":  # a run not fitted: simulated
+            return new_run_sensitivities(self, exp_index, t)[1]
         if self._predictor is None:
             raise RuntimeError("this result has no model attached (loaded from JSON or a "
                                "pickle); use EstimationResult.from_json(path, model=..., "
@@ -591,7 +594,8 @@ class EstimationResult:
 
     def __getstate__(self) -> dict[str, Any]:
         """For ``pickle``: without the closures over the model (as from JSON)."""
-        return {**self.__dict__, "_predictor": None, "_sensitivities": None, "_disc": None}
+        return {**self.__dict__, "_predictor": None, "_sensitivities": None, "_disc": None,
+                "_model": None}
 
     def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
         """Serialise to JSON; write it to ``path`` when given.
@@ -633,10 +637,8 @@ class EstimationResult:
         if isinstance(version, bool) or not isinstance(version, int):
             raise ValueError(f"{source}: 'format_version' must be an integer, got {version!r}")
         if version > FORMAT_VERSION:
-            raise ValueError(
-                f"{source}: result format version {version} is newer than this package "
-                f"reads ({FORMAT_VERSION}); upgrade picard_casadi"
-            )
+            raise ValueError(f"{source}: result format version {version} is newer than this "
+                             f"package reads ({FORMAT_VERSION}); upgrade picard_casadi")
 
         def field(key: str, convert: Any) -> Any:
             try:
@@ -658,18 +660,17 @@ class EstimationResult:
         d["x0"] = field("x0", vector_list)
         if d.get("x0_std") is not None:
             d["x0_std"] = field("x0_std", vector_list)
-        for k in ("objective", "weighted_objective", "continuity_gap",
-                  "fixed_point_residual", "wall_time"):
-            d[k] = field(k, _float)
-        for k in ("ssr", "weighted_ssr", "discretisation_error", "nllh", "det_R", "aic", "bic"):
+        for k in ("objective", "weighted_objective", "continuity_gap", "fixed_point_residual",
+                  "wall_time", "ssr", "weighted_ssr", "discretisation_error", "nllh", "det_R",
+                  "aic", "bic"):
             if k in d:
                 d[k] = field(k, _float)
         if not isinstance(d["success"], bool):
-            raise ValueError(f"{source}: field 'success' must be true or false, "
-                             f"got {d['success']!r}")
+            raise ValueError(f"{source}: field 'success' must be true or false, got "
+                             f"{d['success']!r}")
         if isinstance(d["iterations"], bool) or not isinstance(d["iterations"], int):
-            raise ValueError(f"{source}: field 'iterations' must be an integer, "
-                             f"got {d['iterations']!r}")
+            raise ValueError(f"{source}: field 'iterations' must be an integer, got "
+                             f"{d['iterations']!r}")
         for k in ("status", "message"):
             if not isinstance(d[k], str):
                 raise ValueError(f"{source}: field {k!r} must be a string, got {d[k]!r}")
@@ -728,7 +729,7 @@ class EstimationResult:
                 f"{err.colno} (the file may be truncated, or not a result written by to_json)"
             ) from None
         res = cls.from_dict(data, where)
-        scaled = False
+        scaled, res._model = False, model  # (a new run's predict: the user's model)
         if model is not None and res.y_names:
             # a log-normal output was solved (and is predicted) as its logarithm,
             # "log(C)": the same model on that scale (it was refused, "refit")
@@ -778,8 +779,7 @@ class EstimationResult:
                     raise ValueError(
                         f"{where} holds a restated problem (experiment constants or "
                         "parameters, log scales, initial states from parameters or a "
-                        "log-normal noise "
-                        f"model: it was solved with the {what} {mine}, the model given has "
+                        f"log-normal noise model: it was solved with the {what} {mine}, the model given has "
                         f"{theirs}); from_json cannot attach your model to such a result "
                         "without the experiments as fitted: pass them with their constants "
                         "(Experiment(parameters=...); a command line's --conditions file: "

@@ -10,6 +10,8 @@ about 95 % of the time.
 
 from __future__ import annotations
 
+from typing import Any
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -296,3 +298,95 @@ def test_a_result_pickles_without_its_model_s_closures():
     assert np.array_equal(back.p, res.p) and np.array_equal(back.p_std, res.p_std)
     with pytest.raises(RuntimeError, match="no model attached"):
         back.predict(0)
+
+
+def test_a_new_run_s_band_is_the_parameters_alone():
+    """A run not fitted, ``Experiment(t, None, x0=...)``: on the straight
+    line its initial state is known, so its band is ``t sd(b)``, least
+    squares' own, and with the noise ``sqrt(t^2 var(b) + sigma^2)``."""
+    t = np.linspace(0, 4, 21)
+    y = 1.0 + 0.5 * t + 0.1 * np.random.default_rng(0).standard_normal(t.size)
+    res = pc.estimate(_ramp(), [pc.Experiment(t, y, x0=[0.8])], [0.3],
+                      noise=pc.Noise(sigma=0.1))
+    X = np.column_stack([np.ones_like(t), t])
+    var_b = 0.01 * np.linalg.inv(X.T @ X)[1, 1]
+    at = np.array([0.0, 2.0, 6.0])
+    new = pc.Experiment(at, None, x0=[3.0], name="tomorrow")
+    band = pc.prediction_band(res, new)
+    assert band.y.ravel() == pytest.approx(3.0 + res.p[0] * at, rel=1e-8)
+    assert band.std.ravel() == pytest.approx(at * np.sqrt(var_b), rel=1e-6, abs=1e-12)
+    noisy = pc.prediction_band(res, new, noise=True)
+    assert noisy.std.ravel() == pytest.approx(np.sqrt(at ** 2 * var_b + 0.01), rel=1e-6)
+    assert res.predict(new).ravel() == pytest.approx(band.y.ravel(), rel=1e-10)
+
+
+def _gain_model() -> pc.Model:
+    """``x' = -k x + b u``, ``x(0) = A``: ``b`` a constant of each run."""
+    x, k, b, A, u = (ca.SX.sym(n) for n in ("x", "k", "b", "A", "u"))
+    return pc.Model(x=x, p=ca.vertcat(k, b, A), rhs=-k * x + b * u, y=x, u=u, x0=[A],
+                    x_names=["x"], p_names=["k", "b", "A"])
+
+
+def test_a_new_run_of_a_restated_fit_follows_its_constants_and_initial_states():
+    """Two runs with the constant ``b`` of each (1 and 2), ``k`` on a log10
+    scale, ``x(0) = A``: a new run with ``b = 2`` has the fitted second
+    run's band; one with ``b = 3`` the delta method of the user's
+    parameters by central differences of ``simulate``."""
+    model, t = _gain_model(), np.linspace(0, 5, 26)
+    rng = np.random.default_rng(4)
+
+    def run(b: float, name: str, theta: Any = (0.7, 2.0), times: Any = t) -> Any:
+        clean = pc.simulate(model, [theta[1]], [theta[0], b, theta[1]], times, lambda s: [1.0])
+        return clean[:, 0] + 0.02 * rng.standard_normal(times.size)
+
+    exps = [pc.Experiment(t, run(b, n), u=lambda s: [1.0], name=n, parameters={"b": b})
+            for b, n in ((1.0, "one"), (2.0, "two"))]
+    res = pc.estimate(model, exps, [pc.Parameter("k", 0.5, scale="log10"),
+                                    pc.Parameter("A", 1.5)])
+    assert res.success and res.p_names == ["k", "A"], res.message
+    like_two = pc.prediction_band(res, pc.Experiment(t, None, u=lambda s: [1.0],
+                                                     parameters={"b": 2.0}))
+    two = pc.prediction_band(res, "two")
+    assert like_two.y == pytest.approx(two.y, rel=1e-7)
+    assert like_two.std == pytest.approx(two.std, rel=1e-6)
+    at = np.array([0.5, 2.0, 8.0])
+    three = pc.prediction_band(res, pc.Experiment(at, None, u=lambda s: [1.0],
+                                                  parameters={"b": 3.0}))
+
+    def outputs(theta: np.ndarray) -> np.ndarray:
+        return pc.simulate(model, [theta[1]], [theta[0], 3.0, theta[1]], at, lambda s: [1.0],
+                           rtol=1e-12)[:, 0]
+
+    steps = 1e-5 * np.abs(res.p)
+    J = np.column_stack([(outputs(res.p + h) - outputs(res.p - h)) / (2 * h.sum())
+                         for h in np.diag(steps)])
+    by_differences = np.sqrt(np.einsum("ia,ab,ib->i", J, res.p_cov, J))
+    assert three.std.ravel() == pytest.approx(by_differences, rel=1e-4)
+    # a log-normal output's band is on its log scale, as the fitted runs'
+    logged = pc.estimate(model, exps, [pc.Parameter("k", 0.5, scale="log10"),
+                                       pc.Parameter("A", 1.5)], noise="log-normal")
+    assert pc.prediction_band(logged, pc.Experiment(t, None, u=lambda s: [1.0],
+                                                    parameters={"b": 1.0})).y == \
+        pytest.approx(pc.prediction_band(logged, "one").y, rel=1e-7)
+
+
+def test_a_new_run_says_what_it_lacks():
+    model, t = _gain_model(), np.linspace(0, 5, 26)
+    y = pc.simulate(model, [2.0], [0.7, 1.0, 2.0], t, lambda s: [1.0])[:, 0]
+    fitted = pc.Experiment(t, y + 0.01 * np.sin(9 * t), u=lambda s: [1.0],
+                           parameters={"b": 1.0})
+    res = pc.estimate(model, [fitted], {"k": 0.5, "A": 1.5})
+    with pytest.raises(ValueError, match=r"no value for the model parameter\(s\) b: give "
+                                         r"them in Experiment\(parameters=\{\.\.\.\}\)"):
+        pc.prediction_band(res, pc.Experiment(t, None, u=lambda s: [1.0]))
+    with pytest.raises(ValueError, match=r"`u` is a fitted experiment's forecast"):
+        pc.prediction_band(res, pc.Experiment(t, None, parameters={"b": 1.0}),
+                           u=lambda s: [1.0])
+    with pytest.raises(ValueError, match=r"`y` is None, a run to predict"):
+        pc.estimate(model, [fitted, pc.Experiment(t, None, u=lambda s: [1.0],
+                                                  parameters={"b": 1.0})], {"k": 0.5, "A": 1.5})
+    plain = _ramp()
+    line = pc.estimate(plain, [pc.Experiment(t, 1.0 + 0.5 * t + 0.01 * np.sin(9 * t),
+                                             x0=[0.8])], [0.3])
+    with pytest.raises(ValueError, match=r"the initial states \['x'\] are not known"):
+        pc.prediction_band(line, pc.Experiment(t, None))

@@ -30,7 +30,8 @@ from ..transcription.forward_sensitivity import (initial_sensitivities, output_s
                                                   sensitivity_model)
 from .quantiles import normal
 
-__all__ = ["PredictionBand", "prediction_band", "band_sensitivities", "sensitivity_source"]
+__all__ = ["PredictionBand", "prediction_band", "band_sensitivities", "sensitivity_source",
+           "new_run_sensitivities"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,73 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
     return source
 
 
+def new_run_sensitivities(result: Any, exp: Experiment, t: Any
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The times, outputs ``(N, ny)`` of a run not fitted, ``exp``, at the
+    estimate (on the fit's output scales: a log-normal output's logarithm),
+    and their derivatives ``(N, ny, n)`` in the estimated parameters on
+    their estimation scale (the fit's covariance's ``("p", -1, i)``).
+
+    The model's parameters are the estimate's entries and ``exp``'s constants
+    (:meth:`~picard_casadi.EstimationResult.model_parameters`), an affine
+    selection ``p = c + A theta``; ``theta`` the estimate on its linear scale
+    (``d theta / d phi``: 1, ``theta`` or ``theta ln 10``); the initial states
+    ``exp.x0``, or the model's expressions of ``p`` where it gives none.
+    """
+    from ..noise import log_scaled_model, output_scales
+    from ..transcription.predict import model_parameter_values
+
+    model = getattr(result, "_model", None)
+    if getattr(result, "_delays", None) is not None:
+        raise ValueError("prediction_band: a new run of a model with delays is not available; "
+                         "simulate it (pc.simulate with res.model_parameters(model))")
+    if model is None:
+        raise ValueError("prediction_band: this result has no model attached (a result "
+                         "read from JSON or a pickle): no band for a new run")
+    where = f"prediction_band: the new run {exp.name!r}"
+    exp.check(model, predicting=True)
+    if exp.preequilibration is not None:
+        raise ValueError(f"{where} settles first (a Preequilibration): its band is not "
+                         "available; give its initial states as Experiment(x0=...)")
+    names = list(result.p_names)
+    theta = np.asarray(result.p, float)
+    labels = list(result.experiment_names or [])
+
+    def model_p(values: np.ndarray) -> np.ndarray:
+        try:
+            return model_parameter_values(names, values, model, exp.parameters, None, labels)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}".replace("constants={...}",
+                                                       "Experiment(parameters={...})")) from None
+
+    p = model_p(theta)
+    A = np.zeros((p.size, theta.size))
+    for j in range(theta.size):  # (each model parameter is a number or one entry)
+        step = max(1.0, abs(theta[j]))
+        A[:, j] = np.rint((model_p(theta + step * np.eye(theta.size)[j]) - p) / step)
+    scales = list(result.p_scales or ["lin"] * theta.size)
+    A = A * np.array([1.0 if sc == "lin" else v * (1.0 if sc == "log" else np.log(10.0))
+                      for v, sc in zip(theta, scales)])[None, :]
+    x0 = np.full(model.nx, np.nan) if exp.x0 is None else np.asarray(exp.x0, float)
+    expr = ca.Function("x0_of_p", [model.p], [model.x0_expression, ca.jacobian(
+        model.x0_expression, model.p)])
+    h, dh = (np.asarray(v, float) for v in expr(p))
+    from_p = np.flatnonzero(np.isnan(x0))
+    x0[from_p] = h.ravel()[from_p]
+    if np.isnan(x0).any():
+        raise ValueError(f"{where}: the initial states "
+                         f"{[model.x_names[i] for i in np.flatnonzero(np.isnan(x0))]} are "
+                         "not known (the model gives no expression): give them in "
+                         "Experiment(x0=[...])")
+    scaled = output_scales(list(result.y_names), list(model.y_names))
+    if any(sc != "lin" for sc in scaled):  # (the fit's outputs: a log-normal's log)
+        model = log_scaled_model(model, scaled)
+    times, _ = prediction_inputs(exp, model.nu, t, None)
+    Y, dY = band_sensitivities(model, exp, x0, p, times, tuple(int(i) for i in from_p))
+    dp = dY[:, :, :p.size] + dY[:, :, p.size:] @ dh[from_p, :]
+    return times, Y, dp @ A
+
+
 def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                     level: float = 0.95, noise: bool = False, u: Any = None) -> PredictionBand:
     """The confidence band of a fit's outputs (or, with ``noise``, the
@@ -122,8 +190,12 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     result : EstimationResult
         A fit with standard errors (``estimate(..., uncertainty=True)``, the
         default) and its model attached.
-    exp_index : int or str
-        Which experiment: its index, or its name.
+    exp_index : int, str or Experiment
+        Which experiment: its index, or its name; or a run not fitted, an
+        ``Experiment(t, None, u=..., x0=..., parameters=...)`` (its inputs,
+        initial states, and constants as numbers or names of ``res.p_names``;
+        states not in its ``x0`` from the model's ``x0`` expressions): its
+        band from the parameters' covariance.
     t : array_like, optional
         Times (default: the experiment's sample times), not before its
         ``t0``.
@@ -178,7 +250,11 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
         raise ValueError("prediction_band: the model is unstable along the data (its "
                          "information is the intervals', res.settings['information']): "
                          "outputs integrated from x0 lose their precision; no band")
-    e = result._experiment_index(exp_index)
+    new_run = isinstance(exp_index, Experiment)
+    if new_run and u is not None:
+        raise ValueError("prediction_band: `u` is a fitted experiment's forecast; a new "
+                         "run's inputs are its own: Experiment(t, None, u=...)")
+    e = -1 if new_run else result._experiment_index(exp_index)
     names = list(result.y_names)
     sigma = None
     if noise:
@@ -192,8 +268,11 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                              "(res.noise_sigma); this fit's noise differs by measurement "
                              "(given per sample, or a formula)")
     x0_columns = tuple(sorted(i for kind, ex, i in columns if kind == "x0" and ex == e))
-    times, Y, dY = (source(result, e, t, x0_columns) if u is None
-                    else source(result, e, t, x0_columns, u))
+    if new_run:
+        times, Y, dY = new_run_sensitivities(result, exp_index, t)
+    else:
+        times, Y, dY = (source(result, e, t, x0_columns) if u is None
+                        else source(result, e, t, x0_columns, u))
     # the covariance's rows of this experiment: the parameters, then its initial states
     n_p = dY.shape[2] - len(x0_columns)
     rows = np.full(dY.shape[2], -1)

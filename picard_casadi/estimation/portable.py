@@ -54,7 +54,8 @@ def portable(result: Any) -> Portable:
     disc = result._disc
     mesh = None if disc is None else (float(disc.T), int(disc.nodes), str(disc.scheme),
                                       [np.asarray(b, float).copy() for b in disc.boundaries])
-    return Portable(replace(result, _predictor=None, _disc=None, _sensitivities=None), mesh,
+    return Portable(replace(result, _predictor=None, _disc=None, _sensitivities=None,
+                            _model=None), mesh,
                     None if disc is None else disc.model,
                     None if disc is None else [(e.y, e.sigma) for e in disc.experiments])
 
@@ -68,6 +69,7 @@ def restore(item: Portable, model: Any, experiments: list[Any]) -> Any:
     (both sources), ``warm_start`` and :func:`~picard_casadi.profile` work.
     """
     res = item.result
+    res._model = model
     if item.model is not None and item.data is not None and len(item.data) == len(experiments):
         model = item.model
         experiments = [e.replaced(y=y, sigma=sigma) for e, (y, sigma) in

@@ -194,7 +194,7 @@ def prediction_inputs(exp: Experiment, nu: int, t: Any, u: Any, given: int | Non
         # back as that run's trajectory, no word)
         warn_user(f"`u` acts past the last input sample of experiment {exp.name!r} (t = "
                   f"{exp.t_end:g}) only: at the {before} time(s) of `t` before it the outputs "
-                  "are that experiment's, with its own inputs; a new experiment from its "
-                  "start is pc.simulate(model, x0, res.model_parameters(model), t, u) "
-                  "(docs/api.md)")
+                  "are that experiment's, with its own inputs; a new run from its start, "
+                  "with its band, is pc.prediction_band(res, pc.Experiment(t, None, u=..., "
+                  "x0=...)) (docs/uncertainty.md, New runs)")
     return times, ahead

@@ -152,6 +152,15 @@ def test_bounds_and_fix_override_the_model_file(here, capsys):
     assert np.allclose(saved["p"], DECAY_TRUE, rtol=0.05)
 
 
+def test_a_bound_from_the_model_file_is_named_as_its(here, capsys):
+    # s's upper bound below the truth: the note names P_BOUNDS, not --bounds alone
+    _write(here, DECAY, DECAY_TRUE, [[0.2]], extra="P_BOUNDS = ([0.1, 0.1], [10.0, 1.5])")
+    code, out, err, saved = _fit(capsys, "--quiet")
+    assert saved["p"][1] == pytest.approx(1.5), out
+    assert "(P_BOUNDS in model.py or --bounds)" in err + out, err
+    assert "(--bounds)" not in err + out
+
+
 def test_run_takes_the_parameter_flags(here, capsys):
     code, out, err = _main(capsys, "run", "vdp", "--fix", "th2=1", "--bounds", "th1=0.1:5",
                            "--weights", "auto", "--codegen", "off", "--quiet", "--out", "r")

@@ -72,8 +72,8 @@ from .result_files import PROFILE_FILES, write_profile, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file
 from .parameter_flags import flagged_parameters, own_parameters
-from .parser_types import (PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms, job_count,
-                           joined_negative_values, node_count, nonnegative_float, nonnegative_int,
+from .parser_types import (BOX_ORIGIN, PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms,
+                           job_count, joined_negative_values, node_count, nonnegative_float, nonnegative_int,
                            input_hold_arg, noise_arg, positive_float, positive_int, weights_arg)
 from .progress import Progress
 
@@ -392,6 +392,7 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     options = _options_from_file(extras, where)
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
+    BOX_ORIGIN.set(box_origin)
     experiments = clock_started(read_csv_experiments(data_path, model,
                                                      input_holds(args.input_hold, model)),
                                 getattr(args, "t0", None))
@@ -652,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     command = f"picard-casadi {args.command}"
     if argv is None:
         _terminate_cleanly()
-    petab_terms = PETAB_TERMS.set(bool(getattr(args, "petab", None)))
+    petab_terms, box_origin = PETAB_TERMS.set(bool(getattr(args, "petab", None))), \
+        BOX_ORIGIN.set("")
     try:
         with interruptible(), _one_line_warnings(command):
             status = int(args.func(args))
@@ -684,6 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         PETAB_TERMS.reset(petab_terms)
+        BOX_ORIGIN.reset(box_origin)
 
 
 @contextlib.contextmanager

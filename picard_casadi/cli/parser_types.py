@@ -254,13 +254,22 @@ _PETAB_SPELLINGS = (
 )
 
 
+#: where the parameter box came from when a model file gave it (``"P_BOUNDS in
+#: model.py"``): a bound named in advice is that one, or a --bounds flag's
+BOX_ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("box_origin", default="")
+
+
 def in_cli_terms(message: str) -> str:
     """``message`` with its advice in Python keywords (``codegen=False``,
     ``max_intervals=N``) spelled as this program's flags (and, reading a
-    PEtab problem, the bounds as its parameter table's: :data:`PETAB_TERMS`)."""
+    PEtab problem, the bounds as its parameter table's: :data:`PETAB_TERMS`;
+    a model file's, :data:`BOX_ORIGIN`)."""
     if PETAB_TERMS.get():
         for pattern, spelling in _PETAB_SPELLINGS:
             message = pattern.sub(spelling, message)
+    if BOX_ORIGIN.get():  # (a model file's bound was called "(--bounds)")
+        message = re.sub(r"(?<!')\bp_bounds\b(?!')", f"{BOX_ORIGIN.get()} or --bounds",
+                         message)
     for pattern, spelling in _FLAG_SPELLINGS:
         message = pattern.sub(spelling, message)
     return message

@@ -565,3 +565,31 @@ def test_a_long_record_in_long_runs_is_flagged_at_a_smaller_excess():
     short = slice(0, 60)
     assert lack_of_fit([y[short, None]], [missed[short, None]], ["run1"], ["h2"],
                        times=[t[short]]) == []
+
+
+def test_a_start_at_an_unstable_equilibrium_is_named():
+    """A pendulum at rest, nudged by a torque pulse: its model started
+    upside down (theta = pi, the other root of sin(theta) = 0) leaves the
+    data; the note names the unstable start, not only "a local minimum"."""
+    th, w, k, c, u = (ca.SX.sym(n) for n in ("th", "w", "k", "c", "u"))
+    model = pc.Model(x=ca.vertcat(th, w), p=ca.vertcat(k, c), u=u,
+                     rhs=ca.vertcat(w, -k * ca.sin(th) - c * w + u), y=th,
+                     x_names=["th", "w"], p_names=["k", "c"], u_names=["u"])
+    t = np.linspace(0, 6, 121)
+
+    def torque(s):
+        return np.where((np.asarray(s) >= 1.0) & (np.asarray(s) < 1.5), 1.0, 0.0)[..., None]
+
+    torque.vectorized = True
+    y = pc.simulate(model, [0.0, 0.0], [4.0, 0.5], t, torque, breakpoints=[1.0, 1.5])[:, 0]
+    y = y + 0.005 * np.random.default_rng(0).standard_normal(t.size)
+    runs = {}
+    for start in (0.0, np.pi):
+        exp = pc.Experiment(t, y, u=torque, x0=[start, 0.0], breakpoints=[1.0, 1.5])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[start] = pc.estimate(model, [exp], [3.0, 0.3], estimate_x0=False,
+                                      p_bounds=([0.1, 0.0], [20.0, 5.0]))
+    named = [n for n in runs[np.pi].warnings if "unstable equilibrium" in n]
+    assert named and "(another root" not in named[0] and "pi - asin" in named[0], named
+    assert not any("unstable equilibrium" in n for n in runs[0.0].warnings)

@@ -430,3 +430,39 @@ def test_a_log_scale_parameter_run_to_zero_keeps_its_trade_off_with_the_others()
     assert res.success and res.p[2] < 1e-8, (res.message, res.p)  # q ran towards 0
     assert np.all(np.isinf(res.p_std)), res.p_std
     assert any("the combination of log10(r), log10(K), log10(q)" in w for w in res.warnings)
+
+
+def test_a_wald_interval_far_narrower_than_the_likelihood_s_is_named():
+    """Michaelis-Menten decay sampled well below Km: the data see V / Km far
+    better than each.  The note names the Wald intervals' upper ends, and a
+    fit with log10(Km) held at its Wald end confirms it: 2 x the negative
+    log-likelihood there is below the interval's 3.84.  A model linear in
+    its parameters (where the Wald interval is exact) has no note."""
+    x, V, K = ca.SX.sym("x"), ca.SX.sym("V"), ca.SX.sym("K")
+    model = pc.Model(x=x, p=ca.vertcat(V, K), rhs=-V * x / (K + x), y=x, x_names=["x"],
+                     p_names=["V", "K"])
+    t = np.linspace(0, 10, 30)
+    y = (pc.simulate(model, [1.0], [2.0, 20.0], t)[:, 0]
+         + 0.01 * np.random.default_rng(1).standard_normal(t.size))
+    exp = pc.Experiment(t, y, x0=[1.0])
+
+    def fit(k_bounds: tuple[float, float], k0: float = 5.0) -> pc.EstimationResult:
+        return pc.estimate(model, [exp], [pc.Parameter("V", 1.0, (1e-3, 1e3), "log10"),
+                                          pc.Parameter("K", k0, k_bounds, "log10")],
+                           estimate_x0=False, noise=pc.Noise(sigma=0.01))
+
+    with pytest.warns(UserWarning, match="far flatter than the standard errors assume"):
+        res = fit((1e-3, 1e3))
+    note = next(w for w in res.warnings if "far flatter" in w)
+    assert "log10(V) (upper end" in note and "log10(K) (upper end" in note, note
+    k_end = 10 ** (res.p_scaled[1] + 1.959964 * res.p_scaled_std[1])
+    held = fit((k_end, k_end), k_end)
+    assert held.success and 2 * (held.nllh - res.nllh) < 3.84
+    # linear in its unknowns: the Wald interval is the likelihood's own
+    a, b = ca.SX.sym("a"), ca.SX.sym("b")
+    line = pc.Model(x=x, p=ca.vertcat(a, b), rhs=b + 0 * a, y=x + a, x_names=["x"],
+                    p_names=["a", "b"])
+    data = 1.0 + 0.5 * t + 0.01 * np.random.default_rng(2).standard_normal(t.size)
+    fitted = pc.estimate(line, [pc.Experiment(t, data, x0=[0.0])], [0.0, 0.0],
+                         estimate_x0=False)
+    assert fitted.success and not any("far flatter" in w for w in fitted.warnings)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.fit_check import NOT_UNIQUE, is_fit_note
+from ..analysis.wald_ends import IN_START, note_flat_wald_ends
 from ..errors import FitWarning, StartNotFiniteError
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import held_warnings, raised_again, warn_user
@@ -109,6 +110,7 @@ def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: 
     # (a start that found a poor local minimum is what multistart is for: a
     # user read a lost start's "the data do not determine k_phos" as the
     # result's; the best start's FitWarning is raised from its ``warnings``)
+    token = IN_START.set(True)
     with held_warnings(ignore=(FitWarning,)) as caught:
         try:
             res = estimate(model, experiments, p0, method, multistart=None, **kwargs)
@@ -116,6 +118,8 @@ def _one_start(estimate: Callable[..., Any], model: Any, experiments: list, p0: 
             if not sampled:
                 raise
             res = _NotEvaluable(str(err))
+        finally:
+            IN_START.reset(token)
     return res, caught
 
 
@@ -283,6 +287,7 @@ def run_multistart(estimate: Callable[..., Any], model: Any, experiments: list, 
     if best.success:
         note_equal_optima(best, results, starts)
     raised_again(done[k_best][1])
+    note_flat_wald_ends(best, in_multistart=True)
     for note in best.warnings:
         if is_fit_note(note):
             warn_user(note, FitWarning)

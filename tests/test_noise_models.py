@@ -379,6 +379,11 @@ def test_a_log_normal_output_known_to_start_at_zero_and_measured_there_is_refuse
     with pytest.raises(ValueError, match=r"'B' in 'run'"):
         pc.estimate(free, [pc.Experiment(t, y, name="run", x0=[1.0, 0.0])], table,
                     estimate_x0=False, noise=pc.Noise("log-normal", sigma=0.05))
+    # the data from day 1, the clock left there: the states at t = 0 are meant
+    with pytest.raises(ValueError, match=r"the clock of 'late' at its first sample 0.25 starts "
+                                         r"there \(t0 not given\).*Experiment\(\.\.\., t0=0"):
+        pc.estimate(model, [pc.Experiment(t[1:], y[1:], name="late")], table,
+                    noise=pc.Noise("log-normal", sigma=0.05))
     y[0] = np.nan  # left out, as the message says
     res = pc.estimate(model, [pc.Experiment(t, y, name="run")], table,
                       noise=pc.Noise("log-normal", sigma=0.05))
@@ -431,6 +436,28 @@ def test_a_proportional_error_that_is_zero_at_a_measured_value_fails_and_says_wh
                      noise=pc.Noise(sigma=a + b * g, output=g,
                                     parameters={"a": 0.01, "b": 0.3}))
     assert ok.success and abs(ok.p[0] - 1.2) < 4 * ok.p_std[0], (ok.message, ok.p, ok.p_std)
+
+
+def test_a_proportional_error_where_nothing_moves_the_model_fails_and_says_why():
+    """A rate ``k exp(-E/R (1/T - 1/Tref))`` given T in degC for K: the model's
+    output is 1e-120 where the data are 0.1 to 0.6, sigma = b*g as small;
+    it "converged" at the start with the sum of squares inf, the likelihood
+    5e246 and finite standard errors (a process chemist's trial)."""
+    x, k, E, T = (ca.SX.sym(n) for n in ("x", "k", "E", "T"))
+    rate = k * ca.exp(-E / 8.314e-3 * (1 / T - 1 / 308.15))
+    model = pc.Model(x=x, p=ca.vertcat(k, E, T), rhs=rate * (1 - x), y=x, x_names=["x"],
+                     p_names=["k", "E", "T"])
+    t = np.linspace(0, 10, 11)
+    y = pc.simulate(model, [0.0], [0.1, 60.0, 303.15], t)[:, 0]
+    y = y * (1 + 0.03 * np.random.default_rng(0).standard_normal(t.size))
+    exp = pc.Experiment(t[1:], y[1:, None], x0=[0.0], t0=0.0, parameters={"T": 30.0})
+    b, g = ca.SX.sym("b"), ca.SX.sym("g")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [exp], {"k": 0.05, "E": 50.0}, estimate_x0=False,
+                          noise=pc.Noise(sigma=b * g, output=g, parameters={"b": 0.05}))
+    assert not res.success and res.status == "noise_not_positive", res.message
+    assert "nearly nothing moves it there; check the experiments' constants" in res.message
 
 
 def test_a_log_normal_output_held_at_zero_fails_naming_the_experiment():

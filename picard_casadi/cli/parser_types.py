@@ -209,6 +209,7 @@ _FLAG_SPELLINGS = (
                 r"estimate_x0=False\)"), "--x0 (estimated from there unless --x0-known)"),
     (re.compile(r"estimate_x0=False"), "--x0-known"),
     (re.compile(r"pass Experiment\(\.\.\., t0=0\.0\)"), "pass --t0 0"),
+    (re.compile(r"give it as Experiment\(\.\.\., t0=0\.0\)"), "give it as --t0 0"),
     (re.compile(r"\bt0=0\.0 would"), "--t0 0 would"),
     (re.compile(r"pass method= to choose"), "pass --method to choose"),
     (re.compile(r"noise='log-normal' \(a relative error\) or pc\.Noise\(sigma=a \+ b\*g, "

@@ -38,7 +38,13 @@ import numpy as np
 from ..experiment import Experiment
 from ..noise import Noise
 
-__all__ = ["NoiseFormula"]
+__all__ = ["NoiseFormula", "NOISE_LEVELS_OFF"]
+
+#: a measured value this many noise levels off its fit is no noise: the
+#: formula's sigma is as good as 0 there (sigma = b*g at a model output of
+#: 1e-125, a temperature in degC for K: "converged" at the start, the sum of
+#: squares inf)
+NOISE_LEVELS_OFF = 1e30
 
 
 class NoiseFormula:
@@ -247,7 +253,9 @@ class NoiseFormula:
                 measured = np.flatnonzero(np.isfinite(exp.y[:, k]))
                 g = np.asarray(G, float)[measured, k]
                 s, _ = self.sigma_slope(k, e, self.theta, g)
-                bad = np.flatnonzero(~(np.isfinite(s) & (s > 0)))
+                with np.errstate(all="ignore"):  # (or so small no misfit is noise)
+                    off = np.abs(exp.y[measured, k] - g) > NOISE_LEVELS_OFF * s
+                bad = np.flatnonzero(~(np.isfinite(s) & (s > 0)) | off)
                 if not bad.size:
                     continue
                 i, j = int(measured[bad[0]]), int(bad[0])
@@ -255,6 +263,11 @@ class NoiseFormula:
                          f"sigma = {s[j]:g} at the fit where a value is measured "
                          f"(experiment {exp.name!r}, t = {exp.t[i]:g}, y = {exp.y[i, k]:g}, "
                          f"the model's output {G[i, k]:g})")
+                flat = (f" (the model's output is {G[i, k]:.3g} where {exp.y[i, k]:g} is "
+                        "measured: nearly nothing moves it there; check the experiments' constants, "
+                        "inputs and units)" if 0 < abs(G[i, k]) < 1e-6 * abs(exp.y[i, k]) else "")
+                if flat:  # (not 0: a state that starts at 0 is measured at its start)
+                    return f"{where}{flat}"
                 moved = np.any(self.sigma_gradient(k, e, self.theta, g[j:j + 1]) != 0)
                 if moved:
                     theta = ", ".join(f"{n} = {v:g}" for n, v in zip(self.names, self.theta))

@@ -208,7 +208,7 @@ def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
     if all(s == "lin" for s in scales):
         return
     hits: dict[int, list[str]] = {}
-    count = 0
+    count, clocked = 0, []
     for exp in experiments:
         at_start = np.flatnonzero(np.isclose(exp.t, exp.t0, rtol=0.0, atol=1e-12))
         if at_start.size == 0 or exp.x0 is None or not np.any(held):
@@ -224,6 +224,8 @@ def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
             if measured:
                 hits.setdefault(k, []).append(repr(exp.name))
                 count += len(measured)
+                if not getattr(exp, "_t0_given", True) and exp.t0 > 0:
+                    clocked.append(f"{exp.name!r} at its first sample {exp.t0:g}")
     if hits:
         where = "; ".join(f"{model.y_names[k]!r} in {', '.join(names)}"
                           for k, names in hits.items())
@@ -232,7 +234,11 @@ def check_positive_at_start(model: Model, experiments: Sequence[Experiment],
             f"initial states make them 0 whatever the parameters ({where}; {count} value(s)): "
             "a positive value there has no finite likelihood (reported at half a detection "
             "limit?); leave these values out (NaN), or give the output normal noise (or a "
-            "formula a + b*g)", where)
+            "formula a + b*g)" + (
+                f"; the clock of {', '.join(dict.fromkeys(clocked))} starts there (t0 not "
+                "given): where the known initial states are those of an earlier time (a dose "
+                "at t = 0, the data from day 1), give it as Experiment(..., t0=0.0)"
+                if clocked else ""), where)
 
 
 def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise, ...]

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .analysis.interval_information import chain_growth, iterate_growth
+from .analysis.wald_ends import note_flat_wald_ends
 from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
@@ -42,7 +43,7 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
                                   note_copied_rows, note_staircase_inputs, pooled_noise_note,
                                   unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
-                                   diagnose_open_gaps, diagnose_stuck_step,
+                                   diagnose_open_gaps, diagnose_stuck_step, held_by_bounds_note,
                                    late_clock_note, nonsmooth_note, note_bounds_reached,
                                    outside_box_note, unit_outlier_note,
                                    unmeasured_outputs_note, unstable_departure)
@@ -685,10 +686,10 @@ def estimate(
         prob.timings["uncertainty"] = time.perf_counter() - t_unc
         declare_plateau(result, fitted)
         pooled = pooled_noise_note(result) if weights_mode == "none" else ""
-        if pooled:
-            result.warnings.append(pooled)
+        result.warnings += [pooled] * bool(pooled)
         if weights_mode != "given" and result.success:
             result.warnings += growing_noise_notes(result, prob.experiments, fitted, outliers)
+        note_flat_wald_ends(result)
     if run.plateau_reach is not None and result.success:
         # a stiff start's search converged on a plateau and stopped there
         # (estimation/refinement.py): no certificate, the search's reach
@@ -728,19 +729,16 @@ def estimate(
             warn_user(units)
             if not result.success:
                 result.message = f"{result.message}. Note: {units}"
-        unmeasured = unmeasured_outputs_note(user_exps, user_model.y_names)
-        if unmeasured:
-            result.warnings.append(unmeasured)
-            warn_user(unmeasured)
-        outside = outside_box_note(result, model.x_names, x_lb, x_ub)
-        if outside:
-            result.warnings.append(outside)
-            warn_user(outside)
+        for note in (unmeasured_outputs_note(user_exps, user_model.y_names),
+                     outside_box_note(result, model.x_names, x_lb, x_ub)):
+            if note:
+                result.warnings.append(note)
+                warn_user(note)
         if not result.success and result.status not in (
                 "plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE):
-            rough = nonsmooth_note(model)
-            if rough:
-                result.message = f"{result.message}. Note: {rough}"
+            for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub)):
+                if rough:
+                    result.message = f"{result.message}. Note: {rough}"
         # the call's whole time: second runs that failed included (a multistart's
         # start recorded 119 s of its 273)
         result.wall_time = time.perf_counter() - t_start

@@ -368,10 +368,12 @@ class EstimationResult:
                                  f"experiments are {names}")
             return names.index(which)
         if isinstance(which, (bool, np.bool_)) or not isinstance(which, (int, np.integer)):
-            hint = (" (the times go in t=: res.predict(0, t=...))" if np.ndim(which) > 0
-                    else "")
+            hint = " (the times go in t=: res.predict(0, t=...))" * (np.ndim(which) > 0)
             raise TypeError(f"exp_index must be an experiment's index (an int) or name, "
                             f"got {type(which).__name__}{hint}")
+        if names and not -len(names) <= int(which) < len(names):
+            raise ValueError(f"exp_index: {int(which)} is no experiment's index; the fit has "
+                             f"{len(names)}, 0 to {len(names) - 1}: {names}")
         return int(which)
 
     @property
@@ -589,8 +591,7 @@ class EstimationResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary of everything but the attached model."""
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
-        d["format_version"] = FORMAT_VERSION
-        return _jsonable(d)
+        return _jsonable({**d, "format_version": FORMAT_VERSION})
 
     def __getstate__(self) -> dict[str, Any]:
         """For ``pickle``: without the closures over the model (as from JSON)."""
@@ -762,9 +763,8 @@ class EstimationResult:
     def _restated(self) -> bool:
         """Whether the methods solved a restated problem (docs/problem_statement.md,
         or an output on the scale of its log-normal noise), as the settings say."""
-        models = self.settings.get("noise_model") or []
-        return (self.settings.get("p_names") is not None
-                or any("log" in str(m).split(":", 1)[-1] for m in models))
+        return (self.settings.get("p_names") is not None or any(
+            "log" in str(m).split(":", 1)[-1] for m in self.settings.get("noise_model") or []))
 
     def _check_matches(self, model: Any, experiments: list, where: str,
                        parameters: bool = True) -> None:
@@ -778,8 +778,8 @@ class EstimationResult:
                 if self._restated():
                     raise ValueError(
                         f"{where} holds a restated problem (experiment constants or "
-                        "parameters, log scales, initial states from parameters or a "
-                        f"log-normal noise model: it was solved with the {what} {mine}, the model given has "
+                        "parameters, log scales, initial states from parameters or a log-normal "
+                        f"noise model: it was solved with the {what} {mine}, the model given has "
                         f"{theirs}); from_json cannot attach your model to such a result "
                         "without the experiments as fitted: pass them with their constants "
                         "(Experiment(parameters=...); a command line's --conditions file: "

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.analysis.fit_check import (gross_outliers, lack_of_fit, noise_variance,
-                                              runs_z)
+from picard_casadi.analysis.fit_check import (gross_outliers, is_fit_note, lack_of_fit,
+                                              noise_variance, runs_z)
 
 from conftest import prey_only_lotka_volterra
 
@@ -593,3 +593,39 @@ def test_a_start_at_an_unstable_equilibrium_is_named():
     named = [n for n in runs[np.pi].warnings if "unstable equilibrium" in n]
     assert named and "(another root" not in named[0] and "pi - asin" in named[0], named
     assert not any("unstable equilibrium" in n for n in runs[0.0].warnings)
+
+
+def test_a_failed_run_that_ended_on_a_bound_names_it():
+    """A k1ref bounded below its truth stalled after 158 s, its message naming
+    continuity gaps and guesses, not the bound (a process chemist's trial)."""
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.diagnosis import held_by_bounds_note
+
+    res = SimpleNamespace(p=np.array([0.1, 2.0, 5.0]), p_names=["k1", "k2", "E"])
+    note = held_by_bounds_note(res, np.array([0.01, 0.0, 5.0]), np.array([0.1, 10.0, 5.0]))
+    assert note.startswith("the run ended with k1 on its upper bound 0.1 (p_bounds)"), note
+    assert "k2" not in note and "E on" not in note  # inside; fixed
+    assert held_by_bounds_note(res, np.zeros(3), np.full(3, 20.0)) == ""
+
+
+def test_replicates_that_agree_better_than_the_fit_are_named():
+    """Duplicates at 12 times in 4 runs; where one run's fit misses a bump the
+    duplicates agree on (a bolus stated late), the means' mean square is
+    many times the duplicates' scatter: named, with the farthest time.  Pure
+    noise about the fit, and exact copies (no replicates), are not."""
+    from picard_casadi.analysis.replicates import REPLICATE_HEAD, replicate_misfit
+
+    rng = np.random.default_rng(0)
+    t = np.repeat(np.linspace(0.0, 11.0, 12), 2)
+    fits = [np.exp(-0.2 * t)[:, None] for _ in range(4)]
+    data = [g + 0.01 * rng.standard_normal(g.shape) for g in fits]
+    names, times = [f"run{i}" for i in range(4)], [t] * 4
+    assert replicate_misfit(data, fits, times, [None] * 4, names, ["A"]) == []
+    data[3] = data[3] + np.where(np.abs(t - 5.0) < 2.5, 0.08, 0.0)[:, None]  # both agree
+    note, = replicate_misfit(data, fits, times, [None] * 4, names, ["A"])
+    assert note.startswith(REPLICATE_HEAD) and "experiment 'run3' at t = " in note, note
+    assert is_fit_note(note)
+    assert replicate_misfit(data, fits, times, [None] * 4, names, ["A"], skipped=[0]) == []
+    copied = [np.repeat(g[::2], 2, axis=0) for g in data]  # every row twice: no scatter
+    assert replicate_misfit(copied, fits, times, [None] * 4, names, ["A"]) == []

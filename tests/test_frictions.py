@@ -214,6 +214,10 @@ def test_an_estimate_where_nothing_reacts_is_a_plateau_not_a_success():
     assert not res.success and res.status == "plateau"
     assert "plateau" in res.message and "p0 = -40" in res.message
     assert res.settings["parameter_reach"] < 1e-30
+    # no optimum, no standard errors (a failed fit printed +-1.7e17 and "the data
+    # determine beta poorly")
+    assert res.p_std is None and res.p_ci is None and res.x0_std is None
+    assert not any(w.startswith("the data determine") for w in res.warnings)
     good = pc.estimate(model, [exp], [0.0, 0.0], "ipopt", estimate_x0=False)
     assert good.success and good.settings["parameter_reach"] > 1.0
 

@@ -122,6 +122,9 @@ def test_no_band_where_it_cannot_be_said():
         pc.prediction_band(res, 0, level=95)
     with pytest.raises(ValueError, match=r"is before experiment 'experiment' starts"):
         pc.prediction_band(res, 0, [-1.0])
+    with pytest.raises(ValueError, match=r"exp_index: 1 is no experiment's index; the fit "
+                                         r"has 1, 0 to 0: \['experiment'\]"):
+        pc.prediction_band(res, 1)  # (an IndexError from inside)
     bare = pc.estimate(model, [pc.Experiment(t, y)], DECAY_TABLE, noise=pc.Noise(sigma=0.01),
                        uncertainty=False)
     with pytest.raises(ValueError, match=r"no band for this result: it has no standard "

@@ -308,13 +308,21 @@ def test_replicate_rows_pasted_twice_are_said():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no note
         res = pc.estimate(model, [clean], [0.3], estimate_x0=False)
-    assert not any("repeat the row before" in w for w in res.warnings), res.warnings
+    assert not any("repeat a row" in w for w in res.warnings), res.warnings
     pasted = pc.Experiment(np.repeat(t, 2), np.repeat(y[0], 2), x0=[2.0], name="pasted")
     with pytest.warns(UserWarning, match=r"experiment 'pasted': 9 replicate row\(s\) repeat "
-                                         r"the row before in every measured value \(at 9 of "
-                                         r"the 9 times with replicates: t = 0, 0.5, 1, ...\)"):
+                                         r"a row of their time in every measured value \(at 9 "
+                                         r"of the 9 times with replicates: t = 0, 0.5, 1, ...\)"):
         res = pc.estimate(model, [pasted], [0.3], estimate_x0=False)
     assert res.success
+    # duplicates pasted below the file and sorted by time: a1 a2 a1 a2 at each
+    stacked = pc.Experiment(np.repeat(t, 4), np.tile(y[:2].T, 2).ravel(), x0=[2.0], name="s")
+    with pytest.warns(UserWarning, match=r"experiment 's': 21 replicate row\(s\) repeat"):
+        pc.estimate(model, [stacked], [0.3], estimate_x0=False)
+    # a run given twice (the names made unique)
+    with pytest.warns(UserWarning, match=r"experiments 'clean' and 'again' hold the same times "
+                                         r"and measurements"):
+        pc.estimate(model, [clean, clean.replaced(name="again")], [0.3], estimate_x0=False)
 
 
 def test_experiments_with_one_name_keep_their_own_parameters():
@@ -422,10 +430,20 @@ def test_a_clock_that_reads_a_date_is_not_told_to_start_at_zero():
 
     stamped = pc.Experiment(1.7e9 + np.linspace(0.0, 10.0, 11), np.ones(11), name="pmu")
     note = late_clock_note([stamped], ["delta"], np.array([True]))
-    assert "reads a date or a time of day (UNIX seconds?)" in note, note
+    assert "reads a date, a day number or a time of day (UNIX seconds?)" in note, note
     assert "nothing to change" in note and "t0=0.0 would run the model from 0" in note
     dosed = pc.Experiment(np.array([0.5, 1.0, 2.0]), np.ones(3), name="subj1")
     assert "pass Experiment(..., t0=0.0)" in late_clock_note([dosed], ["Ad"], np.array([True]))
+    # surveillance days numbered from 1970 (18323 over 59 days): no t0=0.0 either
+    days = pc.Experiment(18323.0 + np.arange(60.0), np.ones(60), name="region")
+    assert "a day number" in late_clock_note([days], ["S"], np.array([True]))
+    # ... and given t0 = 0 there, the model ran 18323 days to the data, then
+    # failed after 60 s naming meaningless sensitivities: said at once
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    decay = pc.Model(x=x, p=k, rhs=-k * x, y=x)
+    with pytest.warns(UserWarning, match=r"experiment 'region' starts at t0 = 0, 18323 time "
+                                         r"units before its first sample, its data spanning 59"):
+        pc.estimate(decay, [days.replaced(t0=0.0, x0=[1.0])], [0.01], estimate_x0=False)
 
 
 def test_a_known_dose_with_samples_from_later_says_where_its_clock_starts():

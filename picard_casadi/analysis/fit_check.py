@@ -427,6 +427,9 @@ def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a
     :class:`~picard_casadi.FitWarning` (lack of fit, gross outliers, a
     parameter on its bound, an optimum that is not unique)."""
-    return (note.startswith((LACK_OF_FIT, NOT_UNIQUE, OUTLIERS_HEAD, BEYOND_NOISE_HEAD))
+    from .replicates import REPLICATE_HEAD
+
+    return (note.startswith((LACK_OF_FIT, NOT_UNIQUE, OUTLIERS_HEAD, BEYOND_NOISE_HEAD,
+                             REPLICATE_HEAD))
             or ON_BOUND_NOTE in note
             or ON_BOUNDS_NOTE in note)

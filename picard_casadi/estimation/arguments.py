@@ -18,6 +18,7 @@ from .noise_plan import NoisePlan, check_positive_at_start, noise_plan
 from ..methods import MethodSpec, get_method, method_options
 from ..model import Model
 from ..result import EstimationResult
+from ..runtime.user_warnings import warn_user
 from ..runtime.arguments import (as_bool, as_codegen, as_int, as_positive_number,
                                  check_bounds_not_nan, check_callback, check_choice, check_seed)
 from ..transcription.guess import GUESSES
@@ -203,6 +204,11 @@ def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
         + ", or ".join(fixes))
 
 
+#: a given t0 this many data spans before the first sample reads like a clock
+#: of dates (check_arguments warns)
+EARLY_CLOCK = 1e2
+
+
 def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds: Any,
                      x0_bounds: Any, estimate_x0: Any, T: Any, n: Any, lam: Any, nodes: Any,
                      scheme: Any, weights: Any, noise: Any, refine: Any, codegen: Any,
@@ -254,6 +260,17 @@ def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds
                     f"value of {names} at the experiment's `x0`, which it does not have: "
                     "give Experiment(..., x0=[...]) (its other entries start the estimate)")
     _check_determined(model, exps, p_lb, p_ub, ~held)
+    early = [e for e in exps if getattr(e, "_t0_given", False) and e.preequilibration is None
+             and float(e.t[0]) - e.t0 > EARLY_CLOCK * max(float(e.t_end - e.t[0]), 1e-300)]
+    if early:
+        # (day numbers from 18323 with t0 = 0: the model ran 18322 days to the
+        # data, and the fit failed after 60 s naming meaningless sensitivities)
+        e = early[0]
+        warn_user(f"experiment {e.name!r} starts at t0 = {e.t0:g}, {float(e.t[0]) - e.t0:g} time "
+                  f"units before its first sample, its data spanning {float(e.t_end - e.t[0]):g}"
+                  f" ({len(early)} such experiment(s)): the model runs all that time before the "
+                  "data; a clock that reads dates or day numbers? Times from the first sample "
+                  "(t - t[0]) with t0 where the known states hold read better")
     scheme = "auto" if scheme is None else scheme
     check_choice(scheme, "scheme", SCHEME_CHOICES)
     scheme_auto = scheme == "auto"

@@ -203,30 +203,42 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
 
 
 def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]) -> None:
-    """A note (and a warning) where replicate rows repeat the row before in
-    every measured value at most of the times with replicates: rows pasted
-    twice, which the fit counts as measurements (a bioprocess engineer's
-    CSV with every row twice: the standard errors 1/sqrt(2) of the clean
-    file's, no word).  Rounded readings that agree now and then do not
-    reach half of the times."""
+    """A note (and a warning) where replicate rows repeat an earlier row of
+    their time in every measured value at most of the times with replicates:
+    rows pasted twice, which the fit counts as measurements (a bioprocess
+    engineer's CSV with every row twice: the standard errors 1/sqrt(2) of the
+    clean file's, no word; duplicates pasted below and sorted by time, a1 a2
+    a1 a2).  Rounded readings that agree now and then do not reach half of
+    the times.  Two experiments with the same times and measurements: a run
+    given twice."""
+    notes = []
     for e in experiments:
         t, y = np.asarray(e.t, float), np.asarray(e.y, float)
-        same_time = np.flatnonzero(np.diff(t) == 0)
-        if same_time.size == 0:
+        times = np.unique(t[np.flatnonzero(np.diff(t) == 0)])
+        copies, at = 0, []
+        for when in times:  # (a row equal to an earlier one at its time, not only the one before)
+            rows = [tuple(np.where(np.isnan(r), np.inf, r)) for r in y[t == when]
+                    if np.any(np.isfinite(r))]
+            if len(set(rows)) < len(rows):
+                copies, at = copies + len(rows) - len(set(rows)), at + [when]
+        if len(at) < 2 or len(at) < 0.5 * times.size:
             continue
-        a, b = y[same_time], y[same_time + 1]
-        copied = (np.all((a == b) | (np.isnan(a) & np.isnan(b)), axis=1)
-                  & np.any(np.isfinite(a), axis=1))
-        times = np.unique(t[same_time])
-        at = np.unique(t[same_time[copied]])
-        if at.size < 2 or at.size < 0.5 * times.size:
-            continue
-        shown = ", ".join(f"{v:g}" for v in at[:3]) + (", ..." if at.size > 3 else "")
-        note = (f"experiment {e.name!r}: {int(copied.sum())} replicate row(s) repeat the row "
-                f"before in every measured value (at {at.size} of the {times.size} times with "
-                f"replicates: t = {shown}); each counts as a measurement, so a row pasted twice "
-                "makes the standard errors too small (by about 1/sqrt(2)): drop the copies if "
-                "they are copies")
+        shown = ", ".join(f"{v:g}" for v in at[:3]) + (", ..." if len(at) > 3 else "")
+        notes.append(
+            f"experiment {e.name!r}: {copies} replicate row(s) repeat a row of their time in "
+            f"every measured value (at {len(at)} of the {times.size} times with replicates: "
+            f"t = {shown}); each counts as a measurement, so a row pasted twice makes the "
+            "standard errors too small (by about 1/sqrt(2)): drop the copies if they are copies")
+    seen: dict[bytes, str] = {}
+    for e in experiments:  # a run given twice (its name made unique)
+        key = np.asarray(e.t, float).tobytes() + np.nan_to_num(np.asarray(e.y, float),
+                                                               nan=np.inf).tobytes()
+        if key in seen:
+            notes.append(f"experiments {seen[key]!r} and {e.name!r} hold the same times and "
+                         "measurements: a run given twice counts twice, and makes the standard "
+                         "errors too small; drop the copy if it is one")
+        seen.setdefault(key, e.name)
+    for note in notes:
         result.warnings.append(note)
         warn_user(note)
 

@@ -40,6 +40,8 @@ from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
                                   beyond_given_noise, gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
+from ..analysis.replicates import replicate_misfit
+from ..analysis.uncertainty import is_poorly_determined_note
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
 from ..model import Model
@@ -267,6 +269,11 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                         unmoved=unmoved)
     notes += beyond_given_noise([e.y for e in experiments], fitted,
                                 given_sigma(result, experiments), result.y_names)
+    flagged = [k for k, n in enumerate(result.y_names)
+               if any(f"of output {n!r}" in note for note in notes)]
+    notes += replicate_misfit([e.y for e in experiments], fitted, [e.t for e in experiments],
+                              [e.sigma for e in experiments], [e.name for e in experiments],
+                              result.y_names, flagged)
     outliers = [np.zeros(np.shape(e.y), bool) for e in experiments]
     for e, k, mask, note in gross_outliers([e.y for e in experiments], fitted,
                                            [e.name for e in experiments], result.y_names,
@@ -413,7 +420,8 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
     return (f"the known initial states ({', '.join(states)}) are the states at each "
             f"experiment's t0, which for {_listed([repr(e.name) for e in late])} is its first "
             f"sample time (t0 not given: {times}): " + (
-                "a clock that reads a date or a time of day (UNIX seconds?), the states at its "
+                "a clock that reads a date, a day number or a time of day (UNIX seconds?), "
+                "the states at its "
                 "first sample; if so, nothing to change (the times from the first sample, t - "
                 "t[0], read better; t0=0.0 would run the model from 0 to there)" if dated else
                 "where they are the states at t = 0 (a dose at time 0, say), pass "
@@ -421,8 +429,8 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
 
 
 #: a first sample time this many times the record's span reads like a date
-#: (late_clock_note)
-ABSOLUTE_CLOCK = 1e3
+#: (late_clock_note; day numbers 18323 over 59 days: 310)
+ABSOLUTE_CLOCK = 1e2
 
 
 #: an experiment's data of an output whose RMS is this many times (or this
@@ -509,6 +517,13 @@ def declare_plateau(result: EstimationResult,
     shown = ", ".join(f"{n} = {v:.6g}" for n, v in zip(result.p_names, result.p))
     result.success = False
     result.status = "plateau"
+    # no optimum, no standard errors (a clock 18322 days early printed +-1.7e17,
+    # and "the data determine beta poorly" blamed the data)
+    result.p_cov = result.p_std = result.p_ci = result.p_corr = result.x0_std = None
+    result._covariance = None
+    result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
+    for key in ("poorly_determined", "poorly_determined_candidates"):
+        result.settings.pop(key, None)
     result.message = (
         f"the estimate lies on a plateau, not at an optimum: no parameter moves the fit by "
         f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
@@ -676,6 +691,26 @@ def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np
 _JUMPS = {"OP_SIGN": "sign", "OP_FLOOR": "floor", "OP_CEIL": "ceil",
           "OP_IF_ELSE_ZERO": "if_else"}
 _KINKS = {"OP_FABS": "fabs", "OP_FMIN": "fmin", "OP_FMAX": "fmax"}
+
+
+def held_by_bounds_note(result: EstimationResult, lower: np.ndarray, upper: np.ndarray) -> str:
+    """A failed run's parameters that ended on a bound, in words (``""`` where
+    none did): a k1ref bounded below its truth stalled after 158 s, the
+    message speaking of continuity gaps and guesses, not of the bound."""
+    p, lower, upper = (np.asarray(v, float).ravel() for v in (result.p, lower, upper))
+    if p.size != lower.size or p.size != upper.size or not np.all(np.isfinite(p)):
+        return ""
+    tol = 1e-6 * np.maximum(np.maximum(np.abs(p), 1e-12),
+                            np.where(np.isfinite(upper - lower), np.abs(upper - lower), 0.0))
+    named = [f"{result.p_names[i]} on its {side} bound {b:g}"
+             for i in range(p.size) if lower[i] < upper[i]
+             for side, b in (("lower", lower[i]), ("upper", upper[i]))
+             if np.isfinite(b) and abs(p[i] - b) <= tol[i]]
+    if not named:
+        return ""
+    return (f"the run ended with {_listed(named)} (p_bounds): where the data would put it "
+            "beyond, no fit inside the box exists; if the bound is not a physical limit, "
+            "widen it and fit again")
 
 
 def nonsmooth_note(model: Model) -> str:

@@ -318,8 +318,9 @@ def simulate(
     Parameters
     ----------
     model : Model
-    x0 : array_like, shape (nx,)
-        State at ``t0``.
+    x0 : array_like, shape (nx,), or None
+        State at ``t0``; None, or NaN entries: the model's ``x0`` expressions
+        of ``p`` (``Model(x0=...)``).
     p : array_like, shape (np,)
     t : array_like, shape (N,)
         Output times, increasing (a time repeated gives its row again), not
@@ -384,14 +385,20 @@ def simulate(
         return simulate(model, x0, p, times, u, t0=t0, rtol=rtol, atol=atol,
                         max_steps=max_steps, u_interpolation=u_interpolation,
                         breakpoints=breakpoints, locate=locate)[back]
-    x0 = np.asarray(x0, float).ravel()
     p = np.asarray(p, float).ravel()
-    if x0.size != model.nx or not np.all(np.isfinite(x0)):
-        raise ValueError(f"simulate: `x0` must be {model.nx} finite numbers, got {x0}")
-    if atol is None:
-        atol = DEFAULT_ATOL * min(1.0, _state_size(model, x0))
     if p.size != model.np or not np.all(np.isfinite(p)):
         raise ValueError(f"simulate: `p` must be {model.np} finite numbers, got {p}")
+    x0 = np.full(model.nx, np.nan) if x0 is None else np.asarray(x0, float).ravel()
+    if x0.size == model.nx and np.any(np.isnan(x0)):  # the model's x0 expressions of p
+        given = ca.Function("x0_of_p", [model.p], [model.x0_expression])(p)
+        x0 = np.where(np.isnan(x0), np.asarray(given, float).ravel(), x0)
+    if x0.size != model.nx or not np.all(np.isfinite(x0)):
+        unset = (f" (the states {[model.x_names[i] for i in np.flatnonzero(np.isnan(x0))]} "
+                 "have no value: give them, or Model(x0=...) expressions of p)"
+                 if x0.size == model.nx and np.isnan(x0).any() else "")
+        raise ValueError(f"simulate: `x0` must be {model.nx} finite numbers, got {x0}{unset}")
+    if atol is None:
+        atol = DEFAULT_ATOL * min(1.0, _state_size(model, x0))
     t0 = float(t[0]) if t0 is None else float(t0)
     if t0 > t[0]:
         raise ValueError(f"simulate: `t0` = {t0} is after the first output time {t[0]}")

@@ -261,3 +261,20 @@ def test_a_right_hand_side_that_is_0_over_0_at_the_start_is_named():
         pc.simulate(model, [-40.0], [1.0], np.linspace(0, 1, 5))
     # crossing the point on the way is fine
     assert np.all(np.isfinite(pc.simulate(model, [-39.0], [1.0], np.linspace(0, 1, 3))))
+
+
+def test_initial_states_left_out_take_the_model_s_expressions():
+    """``Model(x0=[N - E0, E0])``: a new region simulated with x0=None raised
+    "`x0` must be 2 finite numbers, got [nan]" (an epidemiologist's trial)."""
+    S, E, N, E0, b = (ca.SX.sym(n) for n in ("S", "E", "N", "E0", "b"))
+    model = pc.Model(x=ca.vertcat(S, E), p=ca.vertcat(N, E0, b),
+                     rhs=ca.vertcat(-b * S * E / N, b * S * E / N), x0=[N - E0, E0],
+                     x_names=["S", "E"], p_names=["N", "E0", "b"])
+    t = np.linspace(0.0, 5.0, 6)
+    p = [1000.0, 10.0, 0.3]
+    expected = pc.simulate(model, [990.0, 10.0], p, t)
+    assert pc.simulate(model, None, p, t) == pytest.approx(expected, rel=1e-10)
+    assert pc.simulate(model, [np.nan, 10.0], p, t) == pytest.approx(expected, rel=1e-10)
+    plain = pc.Model(x=S, p=b, rhs=-b * S, x_names=["S"], p_names=["b"])
+    with pytest.raises(ValueError, match=r"the states \['S'\] have no value"):
+        pc.simulate(plain, None, [0.3], t)

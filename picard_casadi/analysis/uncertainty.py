@@ -684,9 +684,9 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     # (pc.prediction_band: the directions the data do not determine, each a
     # move of its quantities by at most their scale, say where a prediction
     # is not bounded either)
-    along = evecs[:, weak] / d[:, None]
-    along = along / np.maximum(np.abs(along / scale[:, None]).max(axis=0, initial=0.0),
-                               1e-300)
+    with np.errstate(all="ignore"):  # (a noise formula's tiny scale leaked an overflow)
+        along = evecs[:, weak] / d[:, None]
+        along /= np.maximum(np.abs(along / scale[:, None]).max(axis=0, initial=0.0), 1e-300)
     result._covariance = (list(columns), cov, along)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(size > 0, std / size, np.inf)

@@ -48,8 +48,10 @@ REFIT_STEPS = 2
 #: line leaves a curved valley the re-fit follows; nearer 3.84 it stays in it)
 CURVED_RISE = 7.68
 #: the most estimated parameters whose intervals are checked (two
-#: simulations each)
+#: simulations each) ...
 MAX_CHECKED = 30
+#: ... among those correlated with another by at least this much
+CORRELATED = 0.95
 #: the simulated sum of squares at the estimate reproduces the fit's to this
 #: share of a noise variance, or nothing is checked
 REPRODUCED = 0.1
@@ -138,7 +140,15 @@ def flat_wald_ends(result: Any) -> list[tuple[str, str, float]]:
     else:
         m, n = int(result.n_measurements), len(columns)
         s2 = float(result.weighted_ssr) / (m - n) if m > n else float("nan")
-    checked = [(k, i) for k, (kind, _, i) in enumerate(columns) if kind == "p"]
+    with np.errstate(all="ignore"):
+        sd = np.sqrt(np.diag(cov))
+        corr = np.abs(cov / np.outer(sd, sd))
+    np.fill_diagonal(corr, 0.0)
+    # (a flat end comes from the others compensating: a parameter no other
+    # correlates with strongly is not checked, which keeps the cost away from
+    # well-determined fits)
+    checked = [(k, i) for k, (kind, _, i) in enumerate(columns)
+               if kind == "p" and np.nanmax(corr[k], initial=0.0) >= CORRELATED]
     if not (np.isfinite(s2) and s2 > 0) or not checked or len(checked) > MAX_CHECKED:
         return []
     model, experiments = disc.model, list(disc.experiments)

@@ -697,3 +697,18 @@ def test_a_log_scale_for_a_negative_parameter_says_how_to_scale_each():
                                          r"parameter_scale=\['log10', 'lin'\]"):
         pc.estimate(model, [pc.Experiment(t, np.exp(-t))], [1.0, -54.4],
                     parameter_scale="log10")
+
+
+def test_an_experiment_constant_outside_its_bounds_is_said():
+    """A model file bounding a temperature T to [250, 400] K and conditions
+    giving T = 20 (degC): taken without a note (a process chemist's trial)."""
+    x, k, T = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("T")
+    model = pc.Model(x=x, p=ca.vertcat(k, T), rhs=-k * T / 300.0 * x, y=x,
+                     p_names=["k", "T"])
+    t = np.linspace(0.0, 4.0, 9)
+    exps = [pc.Experiment(t, np.exp(-0.5 * t * c / 300.0), x0=[1.0], name=f"r{c:g}",
+                          parameters={"T": c}) for c in (293.15, 20.0)]
+    with pytest.warns(UserWarning, match=r"experiment\(s\) 'r20' sets T = 20: outside the "
+                                         r"bounds given for T \(\[250, 400\]; p_bounds\)"):
+        pc.estimate(model, exps, [0.3, 300.0], p_bounds=([0.0, 250.0], [10.0, 400.0]),
+                    estimate_x0=False)

@@ -9,6 +9,7 @@ problem's size (:mod:`picard_casadi.transcription.problem_size`).
 from __future__ import annotations
 
 from dataclasses import fields
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -202,6 +203,31 @@ def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
         f"`experiments`: {measured} measurement(s) for {n_p + n_x0} estimated quantities "
         f"({' and '.join(parts)}); the data cannot determine them: "
         + ", or ".join(fixes))
+
+
+def warn_constants_outside_bounds(model: Model, experiments: Sequence[Experiment],
+                                  table: Any, p_bounds: Any) -> None:
+    """Warn where an experiment sets a parameter to a number outside the bounds
+    given for it (its table entry's, or ``p_bounds``): a model file bounding
+    a temperature T to [250, 400] K, the conditions giving T = 20 to 50
+    (degC), took them without a note and the fit failed elsewhere."""
+    if table:
+        box = {n: q.bounds for n, q in table.items()}
+    elif p_bounds is not None:
+        lb, ub = as_bounds(p_bounds, model.np, "p_bounds")
+        box = {n: (float(lo), float(hi)) for n, lo, hi in zip(model.p_names, lb, ub)}
+    else:
+        return
+    outside = [f"{e.name!r} sets {n} = {v:g}" for e in experiments
+               for n, v in e.parameters.items() if not isinstance(v, str) and n in box
+               and not box[n][0] <= float(v) <= box[n][1]]
+    if outside:
+        names = sorted({part.split(" sets ")[1].split(" = ")[0] for part in outside})
+        warn_user(f"experiment(s) {', '.join(outside[:4])}{', ...' * (len(outside) > 4)}: "
+                  f"outside the bounds given for {', '.join(names)} "
+                  f"({', '.join(f'[{box[n][0]:g}, {box[n][1]:g}]' for n in names)}; p_bounds): "
+                  "an experiment's value is used as given, bounds or not; another unit "
+                  "(degC for K, mmol for mol)?")
 
 
 #: a given t0 this many data spans before the first sample reads like a clock

@@ -46,7 +46,7 @@ from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale
 from ..errors import with_closest
 from ..runtime.user_warnings import warn_user
-from .arguments import as_bounds
+from .arguments import as_bounds, warn_constants_outside_bounds
 from .preequilibration import (PhasedConstants, check_preequilibration, forgotten_states,
                                settled_after, settling_time)
 
@@ -401,6 +401,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     constants = frozenset(n for n in model.p_names if exps and all(
         isinstance(e.parameters.get(n), float) for e in exps))
     table = _table(model, p0, p_bounds, parameter_scale, constants)
+    warn_constants_outside_bounds(model, exps, table, p_bounds)
     if per_experiment is not None and table is not None:
         fixed = [n for n in names if n in table and not table[n].estimate]
         if fixed:

@@ -148,6 +148,17 @@ def test_a_staircase_read_linearly_by_default_is_noted_and_its_fix_is_right(samp
     res = pc.estimate(model, [held], p0=[2.0, 1.0])
     assert not any("piecewise constant" in w for w in res.warnings)
     assert np.all(np.abs(res.p - P_TRUE) < 3.0 * res.p_std), (res.p, res.p_std)
+    # a failed fit's message ends with it: the likelier cause (a bolus column read
+    # linearly failed on a noise formula's sigma, the note the last of 5 warnings)
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.assembly import note_staircase_inputs
+
+    failed = SimpleNamespace(success=False, message="stalled", warnings=[])
+    with pytest.warns(UserWarning, match="look piecewise constant"):
+        note_staircase_inputs(failed, model, [pc.Experiment(t, made.y, u=level[:, None],
+                                                            x0=[0.2, 0.0])])
+    assert failed.message.startswith("stalled. Note: input(s) 'u0' of experiment"), failed.message
     # its breakpoints are the staircase's three jumps (breakpoints=t, the old
     # advice, put an interval at every sample: the same estimate)
     assert held.breakpoints.size == 3

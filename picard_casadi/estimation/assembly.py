@@ -200,6 +200,9 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
                 "or u_interpolation='linear' to keep this reading without the note")
         result.warnings.append(note)
         warn_user(note)
+        if not result.success:  # (a likely cause: a bolus column read linearly failed
+            # on "the noise formula's sigma is -6.9e-52", this the last of 5 warnings)
+            result.message = f"{result.message}. Note: {note}"
 
 
 def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]) -> None:

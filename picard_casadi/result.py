@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .analysis.fit_check import is_fit_note
 from .analysis.prediction_band import new_run_sensitivities
+from .experiment import Experiment
 
 __all__ = ["EstimationResult"]
 
@@ -321,7 +323,7 @@ class EstimationResult:
         -------
         ndarray (len(t), ny)
         """
-        if type(exp_index).__name__ == "Experiment":  # a run not fitted: simulated
+        if isinstance(exp_index, Experiment):  # a run not fitted: simulated
             return new_run_sensitivities(self, exp_index, t)[1]
         if self._predictor is None:
             raise RuntimeError("this result has no model attached (loaded from JSON or a "
@@ -405,8 +407,6 @@ class EstimationResult:
         (systematically off the data, or a parameter held by its bound): the
         optimiser converged, and the warnings say why the answer may still be
         wrong."""
-        from .analysis.fit_check import is_fit_note
-
         return bool(self.success and any(is_fit_note(w) for w in self.warnings))
 
     def summary(self) -> str:

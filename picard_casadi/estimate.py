@@ -712,6 +712,8 @@ def estimate(
                 if spec.name == "picard-gn" and result.status == "max_iter"
                 and outcome.X is not None else 1.0)), rerun, t_start)
     if not _SECOND_RUN.get():
+        if not result.success:  # no optimum, no standard errors (docs/api.md)
+            result.p_cov = result.p_std = result.p_ci = result.p_corr = result.x0_std = None
         for note in result.warnings:
             if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)
                     or note.startswith(GROWING_NOISE_HEAD)):

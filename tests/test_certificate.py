@@ -71,6 +71,9 @@ def test_an_exhausted_refinement_budget_is_a_failure(vdp):
     assert not res.success
     assert res.status == "not_certified"
     assert "refine" in res.message and "noise levels" in res.message
+    # no optimum, no standard errors (docs/api.md: a failed fit printed a delay's
+    # 0.000479 +- 3.99e-05 for 0.015, as trustworthy as a success's)
+    assert res.p_std is None and res.p_ci is None and res.p_cov is None
 
 
 def test_the_default_method_falls_back_to_cvodes_where_the_mesh_is_not_certified(vdp):

@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from .analysis.interval_information import chain_growth, iterate_growth
-from .analysis.wald_ends import note_flat_wald_ends
 from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
@@ -43,9 +42,9 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
                                   note_copied_rows, note_staircase_inputs, pooled_noise_note,
                                   unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
-                                   diagnose_open_gaps, diagnose_stuck_step, held_by_bounds_note,
-                                   late_clock_note, nonsmooth_note, note_bounds_reached,
-                                   outside_box_note, unit_outlier_note,
+                                   diagnose_open_gaps, diagnose_stuck_step, drop_uncertainty,
+                                   held_by_bounds_note, late_clock_note, nonsmooth_note,
+                                   note_bounds_reached, outside_box_note, unit_outlier_note,
                                    unmeasured_outputs_note, unstable_departure)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
@@ -57,6 +56,7 @@ from .estimation.preequilibration import stiff_in_settling_only
 from .estimation.statement import in_table_terms, state_problem
 from .estimation.setup import (build_setup, simulated_ssr, start_weights, state_sizes, x0_mask,
                                x0_setting)
+from .estimation.wald_ends import note_flat_wald_ends
 from .experiment import Experiment
 from .methods import get_method
 from .methods.base import IterationRecord
@@ -713,7 +713,7 @@ def estimate(
                 and outcome.X is not None else 1.0)), rerun, t_start)
     if not _SECOND_RUN.get():
         if not result.success:  # no optimum, no standard errors (docs/api.md)
-            result.p_cov = result.p_std = result.p_ci = result.p_corr = result.x0_std = None
+            drop_uncertainty(result)
         for note in result.warnings:
             if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)
                     or note.startswith(GROWING_NOISE_HEAD)):

@@ -73,8 +73,9 @@ from .statement_options import statement_options
 from .model_files import load_model_file
 from .parameter_flags import flagged_parameters, own_parameters
 from .parser_types import (BOX_ORIGIN, PETAB_TERMS, bounds_arg, fix_arg, in_cli_terms,
-                           job_count, joined_negative_values, node_count, nonnegative_float, nonnegative_int,
-                           input_hold_arg, noise_arg, positive_float, positive_int, weights_arg)
+                           job_count, joined_negative_values, node_count, nonnegative_float,
+                           nonnegative_int, input_hold_arg, noise_arg, positive_float,
+                           positive_int, weights_arg)
 from .progress import Progress
 
 __all__ = ["main", "read_csv_experiments", "load_model_file"]

@@ -218,12 +218,12 @@ def warn_constants_outside_bounds(model: Model, experiments: Sequence[Experiment
         box = {n: (float(lo), float(hi)) for n, lo, hi in zip(model.p_names, lb, ub)}
     else:
         return
-    outside = [f"{e.name!r} sets {n} = {v:g}" for e in experiments
-               for n, v in e.parameters.items() if not isinstance(v, str) and n in box
-               and not box[n][0] <= float(v) <= box[n][1]]
+    outside = [(e.name, n, float(v)) for e in experiments for n, v in e.parameters.items()
+               if not isinstance(v, str) and n in box and not box[n][0] <= float(v) <= box[n][1]]
     if outside:
-        names = sorted({part.split(" sets ")[1].split(" = ")[0] for part in outside})
-        warn_user(f"experiment(s) {', '.join(outside[:4])}{', ...' * (len(outside) > 4)}: "
+        names = sorted({n for _, n, _ in outside})
+        shown = ", ".join(f"{e!r} sets {n} = {v:g}" for e, n, v in outside[:4])
+        warn_user(f"experiment(s) {shown}{', ...' * (len(outside) > 4)}: "
                   f"outside the bounds given for {', '.join(names)} "
                   f"({', '.join(f'[{box[n][0]:g}, {box[n][1]:g}]' for n in names)}; p_bounds): "
                   "an experiment's value is used as given, bounds or not; another unit "

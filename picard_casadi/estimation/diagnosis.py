@@ -41,6 +41,7 @@ from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
                                   beyond_given_noise, gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
 from ..analysis.replicates import replicate_misfit
+from ..analysis.unstable_rest import unstable_rest_note
 from ..analysis.uncertainty import is_poorly_determined_note
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
@@ -52,7 +53,8 @@ from ..transcription.discretisation import Discretisation
 from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
-           "nonsmooth_note", "outside_box_note",
+           "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
+           "drop_uncertainty",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
@@ -70,6 +72,37 @@ ON_BOUND_SE = 1e-3
 #: a standard error this many times the parameter's size (or the bound's, or
 #: 1) is no measure of closeness to a bound
 UNDETERMINED_SE = 1e3
+
+
+def bounds_reached(p: np.ndarray, lower: Any, upper: Any, std: Any = None
+                   ) -> list[tuple[int, str, float]]:
+    """``(index, "lower" or "upper", bound)`` of each free parameter of ``p``
+    on a bound: within :data:`ON_BOUND` of its size or :data:`ON_BOUND_SE` of
+    its standard error ``std`` (where given), the nearer bound where both."""
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    span = np.where(np.isfinite(upper - lower), upper - lower, 0.0)
+    std = np.zeros_like(p) if std is None else np.nan_to_num(np.asarray(std, float), nan=0.0,
+                                                              posinf=0.0)
+    reached = []
+    for i in np.flatnonzero(lower < upper):
+        sides = []
+        for side, b in (("lower", lower[i]), ("upper", upper[i])):
+            # a standard error far above the parameter's size says the data do
+            # not determine it: being within it of a bound is no sign of the
+            # bound (k12 = 0.144 "on its lower bound 0" with a standard error 3e5)
+            se_part = (ON_BOUND_SE * std[i]
+                       if std[i] <= UNDETERMINED_SE * max(abs(p[i]), abs(b), 1.0) else 0.0)
+            if span[i] > 0:
+                # at most half the box: a standard error wider than the box
+                # put a user's b = 5.2e-5 in [0, 0.01] "on both its bounds"
+                se_part = min(se_part, 0.5 * span[i])
+            close = max(ON_BOUND * max(abs(b), span[i], 1e-300), se_part)
+            if np.isfinite(b) and abs(p[i] - b) <= close:
+                sides.append((abs(p[i] - b), side, b))
+        if sides:  # the nearer bound
+            _, side, b = min(sides)
+            reached.append((int(i), side, float(b)))
+    return reached
 
 
 def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.ndarray,
@@ -90,32 +123,8 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
     """
     if states is not None:
         _initial_states_on_bounds(result, *states)
-    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-    p = np.asarray(result.p, float)
-    free = lower < upper
-    span = np.where(np.isfinite(upper - lower), upper - lower, 0.0)
-    std = getattr(result, "p_std", None)
-    std = np.zeros_like(p) if std is None else np.nan_to_num(np.asarray(std, float), nan=0.0,
-                                                              posinf=0.0)
-    reached = []
-    for i in np.flatnonzero(free):
-        sides = []
-        for side, b in (("lower", lower[i]), ("upper", upper[i])):
-            # a standard error far above the parameter's size says the data do
-            # not determine it: being within it of a bound is no sign of the
-            # bound (k12 = 0.144 "on its lower bound 0" with a standard error 3e5)
-            se_part = (ON_BOUND_SE * std[i]
-                       if std[i] <= UNDETERMINED_SE * max(abs(p[i]), abs(b), 1.0) else 0.0)
-            if span[i] > 0:
-                # at most half the box: a standard error wider than the box
-                # put a user's b = 5.2e-5 in [0, 0.01] "on both its bounds"
-                se_part = min(se_part, 0.5 * span[i])
-            close = max(ON_BOUND * max(abs(b), span[i], 1e-300), se_part)
-            if np.isfinite(b) and abs(p[i] - b) <= close:
-                sides.append((abs(p[i] - b), side, b))
-        if sides:  # the nearer bound
-            _, side, b = min(sides)
-            reached.append((i, side, b))
+    reached = bounds_reached(np.asarray(result.p, float), lower, upper,
+                             getattr(result, "p_std", None))
     if len(reached) == 1:
         i, side, b = reached[0]
         note = (f"{result.p_names[i]}{ON_BOUND_NOTE}{side} bound {b:g} (p_bounds): there the "
@@ -300,55 +309,6 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     return outliers
 
 
-#: a start at rest: its rate of change moves no state by more than this share
-#: of the largest initial state (or 1) over the experiment
-REST_MOVE = 1e-6
-#: ... and at an unstable equilibrium where ``f_x`` has an eigenvalue growing
-#: by this much over the experiment, ``e^0.1`` (a pendulum started upside
-#: down: its fit made it slow, 0.02 over 6 time units, not stable)
-UNSTABLE_REST = 0.1
-
-
-def unstable_rest_note(model: Model, experiments: Sequence[Experiment],
-                       x0s: Sequence[np.ndarray], p: np.ndarray) -> str:
-    """A note naming the experiments that start at rest at an unstable
-    equilibrium of the model (``f(t0, x0) = 0`` to :data:`REST_MOVE`, an
-    eigenvalue of ``f_x`` there growing by :data:`UNSTABLE_REST` over the
-    experiment); empty where none does.  The system rested at a stable one:
-    a swing equation's rotor angle written ``pi - asin(...)`` for ``asin``,
-    the other root, left the data by 8e4 degrees and the fit was called "a
-    local minimum"."""
-    from ..transcription.stiffness import MAX_EIGEN_STATES
-
-    if model.nx == 0 or model.nx > MAX_EIGEN_STATES:
-        return ""
-    named = []
-    for exp, x0 in zip(experiments, x0s):
-        x0 = np.asarray(x0, float)
-        span = float(np.max(exp.t)) - float(exp.t0)
-        if exp.preequilibration is not None or not span > 0 or not np.all(np.isfinite(x0)):
-            continue
-        u0 = np.asarray(exp.inputs([exp.t0], model.nu), float)[0]
-        rate = np.asarray(model.f(exp.t0, x0, p, u0), float).ravel()
-        size = max(float(np.max(np.abs(x0))), 1.0)  # (a restated start's shifted 0s)
-        if not (np.all(np.isfinite(rate)) and np.max(np.abs(rate)) * span <= REST_MOVE * size):
-            continue
-        Fx = np.asarray(model.f_jacobian(exp.t0, x0, p, u0), float)[:, :model.nx]
-        if not np.all(np.isfinite(Fx)):
-            continue
-        growth = float(np.max(np.linalg.eigvals(Fx).real))
-        if growth * span > UNSTABLE_REST:
-            named.append(f"{exp.name!r} (an eigenvalue {growth:.3g} of the Jacobian: an "
-                         f"e-fold every {1.0 / growth:.3g} time units)")
-    if not named:
-        return ""
-    return (f"experiment(s) {', '.join(named)} start at rest at an unstable equilibrium of "
-            "the model: any input moves the model away from it, while data that rest before "
-            "moving rested at a stable one; check the initial states (Experiment(x0=...), "
-            "Model(x0=...)): another root of the equation they solve (asin's other, "
-            "pi - asin)?")
-
-
 def given_sigma(result: EstimationResult, experiments: list[Experiment]) -> list[np.ndarray]:
     """Per experiment, each value's noise standard deviation where the fit was
     given it (``weights`` given, a known ``sigma``, or each measurement's
@@ -496,6 +456,19 @@ def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str])
 PLATEAU_REACH = INERT_REACH
 
 
+def drop_uncertainty(result: EstimationResult) -> None:
+    """No optimum, no standard errors (``docs/api.md``): a failed ``result``
+    loses its covariance, standard errors, intervals and the notes drawn
+    from them (a clock 18322 days early printed +-1.7e17, and "the data
+    determine beta poorly" blamed the data; a restated result's candidates
+    for that note would be judged again on standard errors no longer there)."""
+    result.p_cov = result.p_std = result.p_ci = result.p_corr = result.x0_std = None
+    result._covariance = None
+    result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
+    for key in ("poorly_determined", "poorly_determined_candidates"):
+        result.settings.pop(key, None)
+
+
 def declare_plateau(result: EstimationResult,
                     fitted: Sequence[np.ndarray] | None = None) -> None:
     """A converged estimate on a plateau (:data:`PLATEAU_REACH`, measured by
@@ -517,13 +490,7 @@ def declare_plateau(result: EstimationResult,
     shown = ", ".join(f"{n} = {v:.6g}" for n, v in zip(result.p_names, result.p))
     result.success = False
     result.status = "plateau"
-    # no optimum, no standard errors (a clock 18322 days early printed +-1.7e17,
-    # and "the data determine beta poorly" blamed the data)
-    result.p_cov = result.p_std = result.p_ci = result.p_corr = result.x0_std = None
-    result._covariance = None
-    result.warnings = [w for w in result.warnings if not is_poorly_determined_note(w)]
-    for key in ("poorly_determined", "poorly_determined_candidates"):
-        result.settings.pop(key, None)
+    drop_uncertainty(result)
     result.message = (
         f"the estimate lies on a plateau, not at an optimum: no parameter moves the fit by "
         f"more than {reach:.1e} noise levels ({shown}); the outputs do not depend on the "
@@ -694,18 +661,15 @@ _KINKS = {"OP_FABS": "fabs", "OP_FMIN": "fmin", "OP_FMAX": "fmax"}
 
 
 def held_by_bounds_note(result: EstimationResult, lower: np.ndarray, upper: np.ndarray) -> str:
-    """A failed run's parameters that ended on a bound, in words (``""`` where
-    none did): a k1ref bounded below its truth stalled after 158 s, the
-    message speaking of continuity gaps and guesses, not of the bound."""
-    p, lower, upper = (np.asarray(v, float).ravel() for v in (result.p, lower, upper))
-    if p.size != lower.size or p.size != upper.size or not np.all(np.isfinite(p)):
+    """A failed run's parameters that ended on a bound (:func:`bounds_reached`),
+    in words (``""`` where none did): a k1ref bounded below its truth stalled
+    after 158 s, the message speaking of continuity gaps and guesses, not of
+    the bound."""
+    p = np.asarray(result.p, float).ravel()
+    if p.size != np.size(lower) or p.size != np.size(upper) or not np.all(np.isfinite(p)):
         return ""
-    tol = 1e-6 * np.maximum(np.maximum(np.abs(p), 1e-12),
-                            np.where(np.isfinite(upper - lower), np.abs(upper - lower), 0.0))
     named = [f"{result.p_names[i]} on its {side} bound {b:g}"
-             for i in range(p.size) if lower[i] < upper[i]
-             for side, b in (("lower", lower[i]), ("upper", upper[i]))
-             if np.isfinite(b) and abs(p[i] - b) <= tol[i]]
+             for i, side, b in bounds_reached(p, lower, upper)]
     if not named:
         return ""
     return (f"the run ended with {_listed(named)} (p_bounds): where the data would put it "

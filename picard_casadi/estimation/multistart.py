@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from ..analysis.fit_check import NOT_UNIQUE, is_fit_note
-from ..analysis.wald_ends import IN_START, note_flat_wald_ends
 from ..errors import FitWarning, StartNotFiniteError
 from ..runtime.executors import Encoded, decoded, encode, executor_for, run_tasks
 from ..runtime.user_warnings import held_warnings, raised_again, warn_user
 from .portable import portable, restore
+from .wald_ends import IN_START, note_flat_wald_ends
 
 __all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
 

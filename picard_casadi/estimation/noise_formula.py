@@ -264,8 +264,8 @@ class NoiseFormula:
                          f"(experiment {exp.name!r}, t = {exp.t[i]:g}, y = {exp.y[i, k]:g}, "
                          f"the model's output {G[i, k]:g})")
                 flat = (f" (the model's output is {G[i, k]:.3g} where {exp.y[i, k]:g} is "
-                        "measured: nearly nothing moves it there; check the experiments' constants, "
-                        "inputs and units)" if 0 < abs(G[i, k]) < 1e-6 * abs(exp.y[i, k]) else "")
+                        "measured: nearly nothing moves it there; check the experiments' "
+                        "constants, inputs and units)" if 0 < abs(G[i, k]) < 1e-6 * abs(exp.y[i, k]) else "")
                 if flat:  # (not 0: a state that starts at 0 is measured at its start)
                     return f"{where}{flat}"
                 moved = np.any(self.sigma_gradient(k, e, self.theta, g[j:j + 1]) != 0)

@@ -16,8 +16,9 @@ from ..simulate import simulate
 from .discretisation import Discretisation
 from .forecast import ForecastInputs, prediction_inputs
 
-__all__ = ["outputs_along", "simulated_outputs", "sample_outputs", "simulation_predictor", "collocation_states",
-           "restated_predictor", "model_parameter_values", "parameter_source"]
+__all__ = ["outputs_along", "simulated_outputs", "sample_outputs", "simulation_predictor",
+           "collocation_states", "restated_predictor", "model_parameter_values",
+           "parameter_source"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,

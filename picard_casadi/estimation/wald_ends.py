@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.prediction_band import band_sensitivities
 from ..errors import SimulationError
 from ..runtime.user_warnings import warn_user
-from ..transcription.predict import simulated_outputs
-from .prediction_band import band_sensitivities
+from .setup import simulated_ssr
 
 __all__ = ["flat_wald_ends", "wald_ends_note", "note_flat_wald_ends", "IN_START", "FLAT_END",
            "MAX_CHECKED"]
@@ -63,15 +63,8 @@ def _misfit(model: Any, experiments: list[Any], x0s: list[np.ndarray], p: np.nda
             weights: np.ndarray) -> float:
     """The weighted sum of squares of the model simulated from ``x0s`` with
     ``p`` (NaN where a simulation fails)."""
-    outputs = simulated_outputs(model, experiments, x0s, p)
-    if outputs is None:
-        return float("nan")
-    total = 0.0
-    for exp, g in zip(experiments, outputs):
-        y = np.asarray(exp.y, float)
-        r2 = (y - g[:, :y.shape[1]]) ** 2 * exp.value_weights() * weights[None, :y.shape[1]]
-        total += float(np.nansum(r2))
-    return total
+    simulated = simulated_ssr(model, experiments, x0s, p)
+    return float("nan") if simulated is None else float(simulated[0] @ weights)
 
 
 def _refit_step(model: Any, experiments: list[Any], x0s: list[np.ndarray], p: np.ndarray,

@@ -186,11 +186,67 @@ def test_a_delay_per_experiment_is_refused():
                     estimate_x0=False)
 
 
-def test_an_estimated_delay_of_a_staircase_input_is_refused():
+def _held(delay: object) -> pc.Model:
+    """A damped oscillator driven by a delayed input, measured in position only."""
+    x, u = ca.SX.sym("x", 2), ca.SX.sym("u")
+    p = ca.SX.sym("p", 3)
+    rhs = ca.vertcat(x[1], -p[0] * x[0] - 0.8 * x[1] + p[1] * u)
+    return pc.Model(x=x, p=p, u=u, rhs=rhs, y=x[0], p_names=["a", "b", "tau"], u_names=["u"],
+                    input_delays={"u": p[2] if delay is None else delay})
+
+
+@pytest.fixture(scope="module")
+def staircase():
+    """A staircase input (held between samples, switching every 5th sample)
+    acting 0.33 late, and the fit of its delay."""
+    rng = np.random.default_rng(1)
+    t = np.round(np.arange(0.0, 20.0 + 1e-9, 0.1), 10)
+    u = np.repeat(rng.choice([-1.0, 0.0, 1.0], size=t.size // 5 + 1), 5)[:t.size, None]
+    clean = pc.simulate_experiment(_held(None), [0.0, 0.0], [2.0, 1.5, 0.33], t, u,
+                                   noise_std=0.0, u_interpolation="previous")
+    y = clean.y + rng.normal(0.0, 0.01, clean.y.shape)
+    exp = pc.Experiment(t, y, u=u, x0=[0.0, 0.0], u_interpolation="previous")
+    return exp, pc.estimate(_held(None), [exp], [1.0, 1.0, 0.2], estimate_x0=False)
+
+
+def test_an_estimated_delay_of_a_staircase_is_the_held_input_s_optimum(staircase):
+    # its jumps read as narrow ramps centred on them (their slope carries the
+    # delay); checked against the staircase held exactly with the delay known
+    # on a grid: the likelihood's minimum and curvature there
+    exp, res = staircase
+    assert res.success, res.message
+    tau, se = res.p[2], res.p_std[2]
+    grid = tau + se * np.linspace(-2.0, 2.0, 5)
+    nllh = [pc.estimate(_held(d), [exp], [2.0, 1.5, d], estimate_x0=False,
+                        p_bounds=([None, None, d], [None, None, d])).nllh for d in grid]
+    c = np.polyfit(grid, nllh, 2)
+    assert abs(-c[1] / (2 * c[0]) - tau) < 0.05 * se
+    assert abs(1 / np.sqrt(2 * c[0]) / se - 1) < 0.05
+    assert abs(min(nllh) - res.nllh) < 0.05
+    # read linearly (the default), a ramp from the sample before: the delay
+    # half a sample late, and a note saying so
+    linear = pc.Experiment(exp.t, exp.y, u=exp.u, x0=[0.0, 0.0])
+    with pytest.warns(UserWarning, match="piecewise constant"):
+        late = pc.estimate(_held(None), [linear], [1.0, 1.0, 0.2], estimate_x0=False)
+    assert abs(late.p[2] - tau - 0.05) < 0.5 * se  # (31 standard errors late)
+    assert any("half a sample spacing too long" in w for w in late.warnings)
+
+
+def test_a_fixed_delay_of_a_staircase_reads_it_held(staircase):
+    exp, _ = staircase
+    fixed = pc.estimate(_held(None), [exp], [1.0, 1.0, 0.33], estimate_x0=False,
+                        p_bounds=([None, None, 0.33], [None, None, 0.33]))
+    known = pc.estimate(_held(0.33), [exp], [1.0, 1.0, 0.33], estimate_x0=False,
+                        p_bounds=([None, None, 0.33], [None, None, 0.33]))
+    assert fixed.success and known.success
+    np.testing.assert_allclose(fixed.p, known.p, rtol=1e-6)
+
+
+def test_an_output_reading_a_held_input_with_an_estimated_delay_is_refused():
     steps = np.repeat([0.0, 1.0, -1.0, 0.5], T.size // 4 + 1)[:T.size, None]
-    exp = pc.Experiment(T, _data("input").y, u=steps, x0=[0.0], u_interpolation="previous",
-                        breakpoints=T)
-    with pytest.raises(ValueError, match="held between samples"):
+    exp = pc.Experiment(T, _data("input").y, u=steps, x0=[0.0], u_interpolation="previous")
+    with pytest.raises(ValueError, match="read the held input.*directly.*no slope in the "
+                                         "delay"):
         pc.estimate(_model("tau", "input"), [exp], [1.0, 1.0, 0.0], estimate_x0=False)
 
 

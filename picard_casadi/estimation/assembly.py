@@ -190,13 +190,18 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
             # (breakpoints at its jumps by default, where every input is held)
             hold = "Experiment(..., u_interpolation='previous')"
         staircases.setdefault((names, hold), []).append(repr(e.name))
+    # a delay estimated through a ramp from the sample before: each jump half
+    # a sample early, the delay as much late
+    late = (", and an estimated input delay half a sample spacing too long"
+            if any(j >= 0 for j, _ in model.delay_spec[1].values()) else "")
     for (names, hold), which in staircases.items():
         note = (f"input(s) {names} of experiment{'s' if len(which) > 1 else ''} "
                 f"{', '.join(which)} look piecewise constant (most "
                 "samples repeat the one before, or sit at one level with pulses off it: "
                 "amounts per sample period, as rain per day) but are read linearly between "
                 "samples, the default: a ramp across each jump biases the estimates without "
-                f"a visible misfit; if each value holds until the next sample, pass {hold}, "
+                f"a visible misfit{late}; if each value holds until the next sample, pass "
+                f"{hold}, "
                 "or u_interpolation='linear' to keep this reading without the note")
         result.warnings.append(note)
         warn_user(note)

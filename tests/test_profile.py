@@ -389,3 +389,31 @@ def test_a_profile_that_grows_stiff_moves_its_points_to_radau():
     # its upper end is kr's bound (kr = 2 kf reaches 1e8), not the data's
     assert any("crosses the threshold above the estimate where log10(kr) = 8 is on a bound"
                in w for w in prof.warnings), prof.warnings
+
+
+def test_a_profile_point_where_the_model_is_not_finite_ends_its_side(monkeypatch):
+    """A climate model's profile of a heat capacity it divides by walked to
+    0 and raised StartNotFiniteError ("check p0"): every side lost."""
+    import sys
+
+    from picard_casadi.errors import StartNotFiniteError
+
+    x, c = ca.SX.sym("x"), ca.SX.sym("c")
+    model = pc.Model(x=x, p=c, rhs=(1 - x) / c, y=x, p_names=["c"])
+    t = np.concatenate([[0.0], np.linspace(1.0, 10.0, 19)])
+    y = 1 - np.exp(-t / 0.3) + np.random.default_rng(0).normal(0.0, 0.05, t.size)
+    res = pc.estimate(model, [pc.Experiment(t, y[:, None], x0=[0.0])], [0.5],
+                      estimate_x0=False, p_bounds=([0.0], [None]))
+    module = sys.modules["picard_casadi.estimate"]
+    real = module.estimate
+
+    def not_finite_near_zero(model, experiments, p0, *args, **kwargs):
+        if p0[0] < 0.05:
+            raise StartNotFiniteError("the objective is not finite at the starting point")
+        return real(model, experiments, p0, *args, **kwargs)
+
+    monkeypatch.setattr(module, "estimate", not_finite_near_zero)
+    with pytest.warns(UserWarning, match="re-optimisation failed"):
+        prof = pc.profile(res)
+    assert prof.intervals[0][0] == -np.inf and np.isfinite(prof.intervals[0][1])
+    assert any("the model is not finite there" in w for w in prof.warnings), prof.warnings

@@ -61,12 +61,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ..analysis.quantiles import chi2_1, f_1, normal
-from ..errors import FitWarning, with_closest
+from ..errors import FitWarning, StartNotFiniteError, with_closest
 from ..estimation.diagnosis import clipped_intervals
 from ..estimation.portable import portable, restore
 from ..estimation.setup import estimated_quantities
@@ -290,8 +291,11 @@ def _fit(ctx: _Context, i: int, c: float, warm: Any) -> Any:
     p0[i] = c
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a point's notes are not the user's warnings
-        return estimate(ctx.model, ctx.experiments, p0, ctx.method, p_bounds=(lb, ub),
-                        warm_start=warm, uncertainty=False, **ctx.kwargs)
+        try:
+            return estimate(ctx.model, ctx.experiments, p0, ctx.method, p_bounds=(lb, ub),
+                            warm_start=warm, uncertainty=False, **ctx.kwargs)
+        except StartNotFiniteError:  # (a heat capacity the model divides by, at 0)
+            return SimpleNamespace(success=False, message="the model is not finite there")
 
 
 def _walk(ctx: _Context, i: int, direction: int) -> _Side:

@@ -430,13 +430,18 @@ def test_a_clock_that_reads_a_date_is_not_told_to_start_at_zero():
 
     stamped = pc.Experiment(1.7e9 + np.linspace(0.0, 10.0, 11), np.ones(11), name="pmu")
     note = late_clock_note([stamped], ["delta"], np.array([True]))
-    assert "reads a date, a day number or a time of day (UNIX seconds?)" in note, note
+    assert "reads a date, a calendar year, a day number or a time of day (UNIX seconds?)" \
+        in note, note
     assert "nothing to change" in note and "t0=0.0 would run the model from 0" in note
     dosed = pc.Experiment(np.array([0.5, 1.0, 2.0]), np.ones(3), name="subj1")
     assert "pass Experiment(..., t0=0.0)" in late_clock_note([dosed], ["Ad"], np.array([True]))
     # surveillance days numbered from 1970 (18323 over 59 days): no t0=0.0 either
     days = pc.Experiment(18323.0 + np.arange(60.0), np.ones(60), name="region")
     assert "a day number" in late_clock_note([days], ["S"], np.array([True]))
+    # calendar years 1850-2020 (10.9 spans from 0): t0=0.0 ran a climate model
+    # from year 0 at the first year's forcing, not certified
+    years = pc.Experiment(np.arange(1850.0, 2021.0), np.ones(171), name="historical")
+    assert "nothing to change" in late_clock_note([years], ["T"], np.array([True]))
     # ... and given t0 = 0 there, the model ran 18323 days to the data, then
     # failed after 60 s naming meaningless sensitivities: said at once
     x, k = ca.SX.sym("x"), ca.SX.sym("k")

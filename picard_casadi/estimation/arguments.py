@@ -231,8 +231,8 @@ def warn_constants_outside_bounds(model: Model, experiments: Sequence[Experiment
 
 
 #: a given t0 this many data spans before the first sample reads like a clock
-#: of dates (check_arguments warns)
-EARLY_CLOCK = 1e2
+#: of dates (check_arguments warns; calendar years from t0 = 0: 1850 over 170 years)
+EARLY_CLOCK = 5.0
 
 
 def check_arguments(model: Any, experiments: Any, p0: Any, method: str, p_bounds: Any,

@@ -380,7 +380,8 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
     return (f"the known initial states ({', '.join(states)}) are the states at each "
             f"experiment's t0, which for {_listed([repr(e.name) for e in late])} is its first "
             f"sample time (t0 not given: {times}): " + (
-                "a clock that reads a date, a day number or a time of day (UNIX seconds?), "
+                "a clock that reads a date, a calendar year, a day number or a time of day "
+                "(UNIX seconds?), "
                 "the states at its "
                 "first sample; if so, nothing to change (the times from the first sample, t - "
                 "t[0], read better; t0=0.0 would run the model from 0 to there)" if dated else
@@ -389,8 +390,9 @@ def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],
 
 
 #: a first sample time this many times the record's span reads like a date
-#: (late_clock_note; day numbers 18323 over 59 days: 310)
-ABSOLUTE_CLOCK = 1e2
+#: (late_clock_note; day numbers 18323 over 59 days: 310; calendar years 1850
+#: to 2020: 10.9, where t0=0.0 ran a climate model from year 0)
+ABSOLUTE_CLOCK = 5.0
 
 
 #: an experiment's data of an output whose RMS is this many times (or this

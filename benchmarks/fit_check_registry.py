@@ -25,6 +25,7 @@ import numpy as np
 
 import picard_casadi as pc
 from picard_casadi.analysis.fit_check import NOISE_RATIO, RUNS_Z, noise_variance, runs_z
+from picard_casadi.analysis.serial_correlation import SERIAL_HEAD
 
 
 def measures(res, experiments) -> list[tuple[float, float]]:
@@ -45,10 +46,10 @@ def main() -> None:
     ap.add_argument("--problems", default=",".join(pc.problems()))
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    worst_z, worst_ratio, alarms, fits = np.inf, 0.0, 0, 0
+    worst_z, worst_ratio, alarms, fits, serial_notes = np.inf, 0.0, 0, 0, 0
     print(f"thresholds: z < {RUNS_Z} and ratio > {NOISE_RATIO}")
     print(f"{'problem':16s} {'seed':>4s} {'ok':>3s} {'outputs':>7s} {'min z':>7s} "
-          f"{'max ratio':>9s} {'flagged':>7s}")
+          f"{'max ratio':>9s} {'flagged':>7s} {'serial':>6s}")
     for name in args.problems.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             prob = pc.problem(name, seed=seed)
@@ -57,14 +58,18 @@ def main() -> None:
             z = min(v[0] for v in m)
             ratio = max(v[1] for v in m)
             flagged = sum(1 for a, b in m if a < RUNS_Z and b > NOISE_RATIO)
+            # the note on residuals correlated in time (analysis/serial_correlation.py)
+            serial = sum(w.startswith(SERIAL_HEAD) for w in res.warnings)
             print(f"{name:16s} {seed:4d} {'yes' if res.success else 'no':>3s} {len(m):7d} "
-                  f"{z:7.2f} {ratio:9.2f} {flagged:7d}", flush=True)
+                  f"{z:7.2f} {ratio:9.2f} {flagged:7d} {serial:6d}", flush=True)
             if res.success:
                 fits += 1
                 worst_z, worst_ratio = min(worst_z, z), max(worst_ratio, ratio)
                 alarms += flagged
+                serial_notes += serial
     print(f"{fits} converged fits: most negative z {worst_z:.2f}, largest ratio "
-          f"{worst_ratio:.2f}, outputs flagged {alarms}")
+          f"{worst_ratio:.2f}, outputs flagged {alarms}, notes of residuals correlated in "
+          f"time {serial_notes}")
 
 
 if __name__ == "__main__":

@@ -629,3 +629,44 @@ def test_replicates_that_agree_better_than_the_fit_are_named():
     assert replicate_misfit(data, fits, times, [None] * 4, names, ["A"], skipped=[0]) == []
     copied = [np.repeat(g[::2], 2, axis=0) for g in data]  # every row twice: no scatter
     assert replicate_misfit(copied, fits, times, [None] * 4, names, ["A"]) == []
+
+
+def test_residuals_correlated_in_time_are_noted_and_white_ones_are_not():
+    """A climate model fitted to annual temperatures with AR(1) noise (phi
+    0.5): standard errors about half the estimates' spread, and no word."""
+    from picard_casadi.analysis.serial_correlation import SERIAL_HEAD, serial_correlation_notes
+
+    rng = np.random.default_rng(4)
+    t = np.arange(200.0)
+    g = np.sin(t / 30.0)[:, None]
+    white = rng.normal(0.0, 0.1, (200, 1))
+    red = np.zeros((200, 1))
+    for i in range(1, 200):
+        red[i] = 0.5 * red[i - 1] + white[i] * np.sqrt(0.75)
+    assert serial_correlation_notes([g + white], [g], [t], ["T"]) == []
+    note, = serial_correlation_notes([g + red], [g], [t], ["T"])
+    assert note.startswith(SERIAL_HEAD) and "output 'T'" in note
+    phi = float(re.search(r"correlate (\S+) over 199 pairs", note).group(1))
+    factor = float(re.search(r"by about (\S+) times", note).group(1))
+    assert 0.35 < phi < 0.65 and factor == pytest.approx(np.sqrt((1 + phi) / (1 - phi)), abs=0.06)
+    # an output another note calls a misfit, noise-free data: no note
+    assert serial_correlation_notes([g + red], [g], [t], ["T"], skipped=[0]) == []
+    assert serial_correlation_notes([g + 1e-12 * red], [g], [t], ["T"]) == []
+    # two experiments of 100 samples each: pooled over both (the pairs of each)
+    halves = [g[:100] + red[:100], g[100:] + red[100:]]
+    note, = serial_correlation_notes(halves, [g[:100], g[100:]], [t[:100], t[:100]], ["T"])
+    assert "over 198 pairs" in note, note
+
+
+def test_a_fit_to_noise_correlated_in_time_says_its_intervals_are_too_narrow():
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, p_names=["k"])
+    t = np.linspace(0.0, 10.0, 101)
+    rng = np.random.default_rng(2)
+    e = rng.normal(0.0, 0.02, t.size)
+    for i in range(1, t.size):
+        e[i] += 0.7 * e[i - 1]
+    data = pc.Experiment(t, (np.exp(-0.4 * t) + e)[:, None], x0=[1.0])
+    with pytest.warns(UserWarning, match="residuals are correlated in time"):
+        res = pc.estimate(model, [data], [1.0], estimate_x0=False)
+    assert res.success and not res.fit_flagged

@@ -41,6 +41,7 @@ from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
                                   beyond_given_noise, gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
 from ..analysis.replicates import replicate_misfit
+from ..analysis.serial_correlation import serial_correlation_notes
 from ..analysis.unstable_rest import unstable_rest_note
 from ..analysis.uncertainty import is_poorly_determined_note
 from ..errors import FitWarning, SimulationError
@@ -110,10 +111,11 @@ def note_bounds_reached(result: EstimationResult, lower: np.ndarray, upper: np.n
     """Name the free parameters of a converged ``result`` that ended on a bound.
 
     On a bound means within :data:`ON_BOUND` of its size or :data:`ON_BOUND_SE`
-    of the standard error.  There the bound, not the data, holds the estimate: the data would move it
-    further, and the fit may be far worse than the unbounded one (an SIR fit
-    with the recovery rate held at 0.15 against a true 0.2: SSR doubled,
-    success, and a 95 % interval reaching past the bound, without a word).
+    of the standard error.  There the bound, not the data, holds the estimate:
+    the data would move it further, and the fit may be far worse than the
+    unbounded one (an SIR fit with the recovery rate held at 0.15 against a
+    true 0.2: SSR doubled, success, and a 95 % interval reaching past the
+    bound, without a word).
     Adds a :class:`~picard_casadi.FitWarning` (and a line in
     ``result.warnings``) and clips ``result.p_ci`` to the bounds; the
     standard errors stay those of an interior optimum and the warning says so.
@@ -300,6 +302,11 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     for note in notes:
         result.warnings.append(note)
         warn_user(note, FitWarning)
+    # standard errors too narrow for noise correlated in time (not a misfit)
+    for note in serial_correlation_notes([e.y for e in experiments], fitted,
+                                         [e.t for e in experiments], result.y_names, flagged):
+        result.warnings.append(note)
+        warn_user(note)
     # one experiment's times in another unit: named with a misfit or without
     # (a sparse PK subject in minutes beside hours had CL 160 standard errors
     # off with no misfit the checks could see)

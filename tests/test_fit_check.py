@@ -99,7 +99,11 @@ def test_only_systematic_residuals_far_above_the_noise_are_flagged():
     # every residual above the data: one run, no z to quote (a user read
     # "runs test z = 0.0" as no evidence)
     [note] = lack_of_fit([y[:, None]], [good - 0.5], *args)
-    assert "every residual of one sign" in note and "runs test" not in note
+    assert "every residual positive (an offset the model lacks" in note, note
+    assert "runs test" not in note
+    # ... on fewer samples than an offset needs, no offset named
+    [note] = lack_of_fit([y[:20, None]], [good[:20] - 0.5], *args)
+    assert "every residual of one sign" in note and "offset" not in note
 
 
 def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_fit():

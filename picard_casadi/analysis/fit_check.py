@@ -247,9 +247,14 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     these = scaled + "; or " + these
                 # every residual of one sign has a single run: no z to quote
                 # (a user read "z = 0.0" as no evidence)
-                runs = ("every residual of one sign" if one_sign else
-                        f"{share:.1%} of them {'positive' if np.mean(r) > 0 else 'negative'} "
-                        "(an offset the model lacks, such as a sensor's bias?)" if offset else
+                sign = "positive" if np.mean(r) > 0 else "negative"
+                # (all of one sign over many samples is an offset's case too: a
+                # temperature anomaly on another baseline, 100 % of 171 one sign)
+                runs = (f"every residual {sign} (an offset the model lacks, such as a "
+                        "sensor's bias or another baseline?)" if one_sign
+                        and r.size >= OFFSET_SAMPLES else "every residual of one sign"
+                        if one_sign else f"{share:.1%} of them {sign} (an offset the model "
+                        "lacks, such as a sensor's bias?)" if offset else
                         f"in long runs of one sign (runs test z = {z:.1f})")
                 notes.append(
                     f"{LACK_OF_FIT} of output {output!r} in "

@@ -420,6 +420,18 @@ def test_a_start_guessed_zero_where_the_model_divides_names_the_state_and_the_fi
         pc.estimate(model, [exp], [0.4, 0.5, 0.5])
 
 
+def test_a_parameter_started_at_zero_where_the_model_divides_names_it():
+    # a quadrotor's q' = (l dT - c q) / Iyy started at Iyy = 0 was told to
+    # guess the unmeasured states
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], (1 - p[1] * x[1]) / p[0]), y=x[0],
+                     p_names=["Iyy", "c"])
+    t = np.linspace(0, 5, 51)
+    exp = pc.simulate_experiment(model, [0.0, 0.0], [1.0, 0.5], t, noise_std=0.01, seed=0)
+    with pytest.raises(ValueError, match=r"with Iyy = 0 in p0, and finite with it moved off 0"):
+        pc.estimate(model, [exp], [0.0, 0.5])
+
+
 def test_a_noise_level_per_output_is_refused_with_the_fix():
     # a user passed noise_std=[0.5, 0.1] and got "truth value of an array is ambiguous"
     x = ca.SX.sym("x", 2)

@@ -56,6 +56,15 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
                     "input at its later values: the model divides by it (or takes its log "
                     "or a power) there; start the record where it is away from that value "
                     "(leave out the samples before), or write the model to stay finite there")
+        zero = (_zero_parameters(model, e.t0, x0, np.asarray(p0, float), u0)
+                if not np.all(np.isfinite(value)) else "")
+        if zero:
+            # (a quadrotor's 1/Iyy started at Iyy = 0 was told to guess x0)
+            return (f"; the right-hand side is not finite at the start of experiment "
+                    f"{e.name!r} (t = {e.t0:g}) with {zero} in p0, and finite with it moved "
+                    "off 0: the model divides by it (or takes its log or a power); start it "
+                    "at its expected size, and bound it away from 0 (p_bounds) where 0 is "
+                    "not physical")
         if np.all(np.isfinite(value)):
             with np.errstate(all="ignore"):
                 out = np.asarray(model.g(e.t0, x0, p0, u0), float).ravel()
@@ -108,6 +117,21 @@ def unfinite_start(model: Model, experiments: Sequence[Experiment], p0: np.ndarr
                 f"with x0 guessed {np.array2string(x0, precision=4)} ({guessed}): give a "
                 f"guess, Experiment(..., x0=[...]) (estimated from there unless "
                 "estimate_x0=False)")
+    return ""
+
+
+def _zero_parameters(model: Model, t: float, x0: np.ndarray, p: np.ndarray,
+                     u0: np.ndarray) -> str:
+    """``"Iyy = 0"``: the parameters at 0 in ``p`` without which ``f`` (not
+    finite there) is finite at ``x0`` (each moved to 1 alone, then all
+    of them), else ``""``."""
+    zeros = np.flatnonzero(p == 0.0)
+    for group in [[j] for j in zeros] + ([list(zeros)] if zeros.size > 1 else []):
+        moved = p.copy()
+        moved[group] = 1.0
+        with np.errstate(all="ignore"):
+            if np.all(np.isfinite(np.asarray(model.f(t, x0, moved, u0), float))):
+                return ", ".join(f"{model.p_names[j]} = 0" for j in group)
     return ""
 
 

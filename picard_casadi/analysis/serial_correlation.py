@@ -59,11 +59,10 @@ def serial_correlation_notes(data: Sequence[np.ndarray], fitted: Sequence[np.nda
 
     Parameters
     ----------
-    data, fitted : sequences of ndarray (N_e, ny)
-        Per experiment, the measurements (NaN: missing) and the fitted
-        outputs at the sample times.
-    times : sequence of ndarray (N_e,)
-    output_names : sequence of str
+    data, fitted, times, output_names
+        As :func:`picard_casadi.analysis.replicates.replicate_misfit` takes
+        them: per experiment the measurements (NaN where missing), the fit
+        at its sample times and those times; the outputs' names.
     skipped : sequence of int
         Outputs another note already calls a misfit.
     """

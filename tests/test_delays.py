@@ -366,3 +366,21 @@ def test_a_delayed_model_s_experiment_of_the_wrong_width_is_named():
                            u_interpolation="linear")
     with pytest.raises(ValueError, match=r"Experiment 'run1': `y` has 1 column\(s\) but model"):
         pc.estimate(model, [narrow], [1.0, 1.0, 0.0, 0.0], estimate_x0=False)
+
+
+def test_a_staircase_function_with_an_estimated_delay_is_refused_with_the_fix(staircase):
+    # (a quadrotor's command as a function with breakpoints at its ticks: 14
+    # minutes, the delay stuck at its start, advice about the mesh)
+    exp, _ = staircase
+    knots, values = exp.t, exp.u[:, 0]
+
+    def command(t):
+        i = np.clip(np.searchsorted(knots, np.atleast_1d(t), side="right") - 1, 0, None)
+        return values[i][:, None]
+    command.vectorized = True
+    as_function = pc.Experiment(exp.t, exp.y, u=command, x0=[0.0, 0.0], breakpoints=knots)
+    with pytest.raises(ValueError, match=r"jumps \(a staircase\).*u_interpolation='previous'"):
+        pc.estimate(_held(None), [as_function], [1.0, 1.0, 0.2], estimate_x0=False)
+    smooth = pc.Experiment(T, _data("input").y, u=lambda t: np.sin(1.3 * t), x0=[0.0])
+    assert pc.estimate(_model("tau", "input"), [smooth], [1.0, 1.0, 0.3],
+                       estimate_x0=False).success

@@ -172,6 +172,8 @@ class DelayPlan:
         such an input, or a delayed output a held input, directly (its
         likelihood jumps with the delay)."""
         m = self.model
+        if m.nu and callable(exp.u):
+            self._refuse_jumps(exp)
         if not (m.nu and isinstance(exp.u, np.ndarray)):
             return []
         held = [k for k in range(m.nu) if not is_linear(exp.u_interpolation, k)]
@@ -192,6 +194,35 @@ class DelayPlan:
                 "the samples linearly (u_interpolation='linear'), give a smooth callable, or "
                 "fix the delay (equal bounds, or its Parameter(estimate=False))")
         return ramps
+
+
+    def _refuse_jumps(self, exp: Experiment) -> None:
+        """A ValueError where a callable input whose delay is estimated jumps
+        (at a breakpoint or between them): a quadrotor's staircase command as
+        a function with breakpoints at its ticks ran 14 minutes, the delay
+        stuck at its start, and ended with advice about the mesh."""
+        m = self.model
+        late = [k for k, (j, _) in self.inputs.items() if j >= 0 and j not in self.fixed]
+        if not late:
+            return
+        span = max(abs(exp.t_end - exp.t0), abs(exp.t_end), 1e-300)
+        bp = exp.breakpoints
+        eps = 1e-9 * span
+        try:
+            gap = np.abs(np.asarray(exp.inputs(bp + eps, m.nu), float)
+                         - np.asarray(exp.inputs(bp - eps, m.nu), float)) if bp.size else None
+        except (TypeError, ValueError):
+            return
+        jumps = exp.input_jumps(m.nu)
+        jumping = [k for k in late if jumps or (gap is not None and np.any(gap[:, k] > 0))]
+        if jumping:
+            raise ValueError(
+                f"Experiment {exp.name!r}: the delay of input(s) "
+                f"{[m.u_names[k] for k in jumping]} is estimated, and the function that gives "
+                "them jumps (a staircase): its delay lives in the jumps, which a function's "
+                "slope does not carry; give its samples as an array held between them "
+                "(Experiment(..., u_interpolation='previous'): the delay's rounds read each "
+                "jump as a narrow ramp), or fix the delay")
 
 
 def centred_ramps(t: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -140,14 +140,19 @@ def _constant_inputs(exp, t0: np.ndarray, h: np.ndarray, nu: int) -> list[np.nda
     times = t0[:, None] + h[:, None] * k[None, :]
     vals = exp.inputs(times.ravel(), nu).reshape(n, k.size, nu)
     same = np.all(vals == vals[:, :1, :], axis=(1, 2))
-    out: list[np.ndarray | None] = []
-    for i in range(n):
-        if same[i]:
-            inside = exp.t[(exp.t > t0[i]) & (exp.t < t0[i] + h[i])]
-            if inside.size and not np.all(exp.inputs(inside, nu) == vals[i, 0]):
-                same[i] = False
-        out.append(vals[i, 0].copy() if same[i] else None)
-    return out
+    # the sample times inside each such interval, all in one call of the
+    # inputs (one call per interval: 86 000 calls of a delay's round inputs,
+    # 22 s of a quadrotor's 175 s fit)
+    cand = np.flatnonzero(same)
+    first = np.searchsorted(exp.t, t0[cand], side="right")
+    count = np.searchsorted(exp.t, t0[cand] + h[cand], side="left") - first
+    has = count > 0
+    if np.any(has):
+        rows = np.concatenate([np.arange(a, a + c) for a, c in zip(first[has], count[has])])
+        owner = np.repeat(cand[has], count[has])
+        off = np.any(exp.inputs(exp.t[rows], nu) != vals[owner, 0, :], axis=1)
+        same[np.unique(owner[off])] = False
+    return [vals[i, 0].copy() if same[i] else None for i in range(n)]
 
 
 def _constant_pieces(disc: Discretisation) -> list[tuple[list[int], np.ndarray | None]]:

@@ -384,3 +384,18 @@ def test_a_staircase_function_with_an_estimated_delay_is_refused_with_the_fix(st
     smooth = pc.Experiment(T, _data("input").y, u=lambda t: np.sin(1.3 * t), x0=[0.0])
     assert pc.estimate(_model("tau", "input"), [smooth], [1.0, 1.0, 0.3],
                        estimate_x0=False).success
+
+
+def test_a_delay_on_its_round_s_trust_region_is_not_said_on_a_bound():
+    # a quadrotor's failed fit: "delay ended on its upper bound 0.004 (p_bounds)"
+    # where its bound was 0.2 (0.004: the first round's trust region)
+    from picard_casadi.estimation.delays import _trust_box_words
+    from picard_casadi.transcription.delayed import DelayPlan
+
+    plan = DelayPlan.of(_model("tau", "input"))
+    reword = _trust_box_words(plan.model, plan, 1, np.array([0.0]), np.array([0.004]),
+                              np.array([0.0]), np.array([0.2]), [True])
+    text = reword("the run ended with tau on its upper bound 0.004 (p_bounds): widen it")
+    assert "tau on the edge 0.004 of its trust region in delay round 1 (0 to 0.004; its " \
+           "bounds are 0 to 0.2)" in text and "had further to go" in text, text
+    assert reword("tau on its lower bound 0 (p_bounds)") == "tau on its lower bound 0 (p_bounds)"

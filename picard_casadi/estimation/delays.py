@@ -211,8 +211,13 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
                           "the delays linearised about their last values); last "
                           + ", ".join(f"{model.p_names[j]} = {v:.6g}"
                                       for j, v in zip(plan.estimated, centres)))
+    # a delay on its round's trust box, not on a bound of the user's (a
+    # quadrotor's fit "ended on its upper bound 0.004 (p_bounds)", its bound 0.2)
+    reword = _trust_box_words(model, plan, rounds, box_lo, box_hi, lo, hi, free)
+    result.message = reword(result.message)
+    result.warnings = [reword(w) for w in result.warnings]
     for w in said:
-        warn_user(str(w.message), w.category)
+        warn_user(reword(str(w.message)), w.category)
     # the rounds read the inputs through a callable: the user's own samples
     # say whether a staircase is read as ramps (a quadrotor's 250 Hz command
     # read linearly: its delay 2-3.5 standard errors late, no word)
@@ -234,6 +239,34 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
         result.settings["p_bounds"] = [lower, upper]
     result.wall_time = wall
     return _user_result(result, plan, experiments, rounds, last_centres)
+
+
+def _trust_box_words(model: Model, plan: DelayPlan, rounds: int, box_lo: np.ndarray,
+                     box_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     free: Sequence[bool]) -> Callable[[str], str]:
+    """A rewording of a round's words "tau ended on its upper bound 0.004"
+    where that bound is the round's trust box, not the user's."""
+    pairs = []
+    for k, j in enumerate(plan.estimated):
+        for side, b in (("lower", box_lo[k]), ("upper", box_hi[k])):
+            if free[k] and b not in (lo[k], hi[k]):
+                name = model.p_names[j]
+                words = (f"{name} on the edge {b:g} of its trust region in delay round "
+                         f"{rounds} ({box_lo[k]:g} to {box_hi[k]:g}; its bounds are "
+                         f"{lo[k]:g} to {hi[k]:g})")
+                pairs += [(f"{name} ended on its {side} bound {b:g} (p_bounds)", words),
+                          (f"{name} ended on its {side} bound {b:g}", words),
+                          (f"{name} on its {side} bound {b:g}", words)]
+
+    def reword(text: str) -> str:
+        said = [s for s, _ in pairs if s in text]
+        for old, words in pairs:
+            text = text.replace(old, words)
+        # (a round's box is no physical limit: "widen it" would not help)
+        return text + (" (a round's trust region holds a delay near its last value: one on "
+                       "its edge had further to go; start it nearer its value, p0)"
+                       if said else "")
+    return reword
 
 
 def _multistart(estimate: Callable[..., Any], model: Model, plan: DelayPlan,

@@ -401,6 +401,8 @@ def test_data_in_another_unit_than_the_output_name_the_factor():
     note, = lack_of_fit([y[:, None]], [g[:, None]], ["fault1"], ["delta"], times=[t])
     assert re.search(r"the data are 57\.[23]\d* times the fitted output", note), note
     assert "(degrees and radians?)" in note, note
+    # (a forcing ten times too large read as the temperatures' unit)
+    assert "in these data or in what drives them (an input" in note, note
     # a plain misfit names no factor
     off, = lack_of_fit([y[:, None]], [(np.degrees(g) + 3.0)[:, None]], ["fault1"], ["delta"],
                        times=[t])

@@ -290,8 +290,11 @@ def unit_factor(y: np.ndarray, g: np.ndarray, noise: float) -> str:
         return ""
     named = [w for f, w in UNIT_FACTORS.items()
              if abs(a / f - 1.0) < 0.02 or abs(a * f - 1.0) < 0.02]
+    # (a climate model's forcing ten times too large was read as the
+    # temperatures' unit: the output scales with what drives it too)
     return (f"the data are {a:.4g} times the fitted output, to within the noise: a unit other "
-            f"than the model's{' (' + named[0] + '?)' if named else ''}")
+            f"than the model's{' (' + named[0] + '?)' if named else ''}, in these data or in "
+            "what drives them (an input, a known initial state or constant)")
 
 
 def lone_outliers(r: np.ndarray, noise: float | np.ndarray) -> np.ndarray:

@@ -44,8 +44,9 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step, drop_uncertainty,
                                    held_by_bounds_note, late_clock_note, nonsmooth_note,
-                                   note_bounds_reached, outside_box_note, unit_outlier_note,
-                                   unmeasured_outputs_note, unstable_departure)
+                                   note_bounds_reached, outside_box_note, ran_off_message,
+                                   unit_outlier_note, unmeasured_outputs_note,
+                                   unstable_departure)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -593,6 +594,9 @@ def estimate(
         result.message = (f"the likelihood is not finite, so the estimate is no fit: "
                           f"{not_positive}")
     result._continuation_stopped = outcome.continuation_stopped
+    if prob.ran_off and cert is None and not result.success:  # (at its iteration limit)
+        result._ran_off = True
+        result.message = ran_off_message(spec.name, result.p, None, prob.ran_off)
     if cert is not None:
         judge(result, cert, refinements, max_refinements, spec.name,
                kinked_inputs(prob.model, prob.experiments),
@@ -601,12 +605,7 @@ def estimate(
                        and "dend" in info.sens else 1.0))
         if prob.ran_off and not cert.passed:
             result._ran_off = True
-            result.message = (
-                f"{spec.name} converged at p = {np.array2string(result.p, precision=6)}, "
-                f"where its estimate is not certified as the ODE's ({cert.message}): "
-                f"{prob.ran_off}. No further refinement and no other method was tried (each "
-                "follows the same valley); bound these parameters (p_bounds), fix them, or add "
-                "data that determine them")
+            result.message = ran_off_message(spec.name, result.p, cert.message, prob.ran_off)
         if cert.passed:
             # the likelihood of the ODE's own solution: CVODES from the estimated
             # x0 (the certificate's linearised carry-forward where that fails)

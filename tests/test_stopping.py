@@ -291,3 +291,24 @@ def test_a_run_where_no_step_gains_but_the_model_predicts_one_is_not_converged()
             assert out.iterations == GIVE_UP_ITERATIONS and not out.success
         else:
             assert out.iterations <= 3 and out.success  # the floor rule's iterations
+
+
+def test_an_iteration_limit_reached_far_along_a_valley_says_so():
+    """A climate model without bounds: its feedbacks ran to -212 and 214 with
+    the deep ocean's heat capacity to 1e7 in 1000 iterations; four other runs
+    followed the same valley for 163 s, and the message said "increase
+    max_iter".  Here the data are one decay, the second box's coupling and
+    its capacity free."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 3)
+    exchange = p[1] * (x[0] - x[1])
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0] - exchange, exchange / p[2]),
+                     y=x[0], p_names=["k", "k2", "Cd"])
+    t = np.linspace(0.0, 5.0, 51)
+    y = np.exp(-0.8 * t) + np.random.default_rng(0).normal(0.0, 0.01, t.size)
+    res = pc.estimate(model, [pc.Experiment(t, y[:, None], x0=[1.0, 0.0])], [0.5, 0.3, 1.0],
+                      estimate_x0=False, max_iter=200)
+    assert not res.success and res.status == "max_iter"
+    assert "where it reached its iteration limit: the data do not determine k and k2" \
+        in res.message, res.message
+    assert "bound these parameters (p_bounds)" in res.message
+    assert "increase max_iter" not in res.message

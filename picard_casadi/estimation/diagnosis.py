@@ -55,7 +55,7 @@ from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
            "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
-           "drop_uncertainty",
+           "drop_uncertainty", "ran_off_message",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
@@ -660,6 +660,21 @@ def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np
             f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
             "barely changes along it, so the data bound these parameters from one side "
             "at most")
+
+
+def ran_off_message(method: str, p: np.ndarray, cert_message: str | None, how: str) -> str:
+    """A run's message where its parameters ran off along a valley (``how``:
+    :func:`ran_off`'s sentence): converged there without a certificate
+    (``cert_message``), or stopped there at its iteration limit (``None``: a
+    climate model's feedbacks ran to -212 and 214 in 1000 iterations, then
+    four other runs followed them for 163 s, the message "increase max_iter")."""
+    where = (f"where its estimate is not certified as the ODE's ({cert_message})"
+             if cert_message is not None else "where it reached its iteration limit")
+    return (f"{method} {'converged' if cert_message is not None else 'stopped'} at p = "
+            f"{np.array2string(np.asarray(p, float), precision=6)}, {where}: {how}. No "
+            "further refinement and no other method was tried (each follows the same "
+            "valley); bound these parameters (p_bounds), fix them, or add data that "
+            "determine them")
 
 
 #: CasADi operations whose value jumps (a sign, a rounding, a branch), and

@@ -101,8 +101,8 @@ class FitProblem:
     scheme_auto: bool = False
     #: n=None: the Picard order follows the quadrature (default_picard_order)
     n_auto: bool = False
-    #: a converged run whose parameters ran along a flat valley to where its
-    #: estimate is not certified (:func:`~picard_casadi.estimation.diagnosis.ran_off`)
+    #: a run whose parameters ran along a flat valley to where its estimate is
+    #: not certified, or to its iteration limit (:func:`.diagnosis.ran_off`)
     ran_off: str = ""
     #: a stiff start searched on a coarser mesh: the first mesh's ``T``, on
     #: which the search's solution continues (:func:`solve_and_refine`)
@@ -351,12 +351,10 @@ def solve_with_weights(prob: FitProblem, setup: Setup, w: np.ndarray,
                 if final:
                     break
                 # the weights solved to the full tolerance, and checked again
-                # where that solve ends: a round that moved the weights with
-                # its steps has them at its own end, so only the solve after
-                # it tells whether they hold (PEtab's Armistead from uniform 0,
-                # a noise formula: its nllh was reported 3e-4 below the
-                # likelihood at the estimate, sigma_i held where the last
-                # solve had moved on)
+                # where that solve ends: only the solve after a round that moved
+                # them tells whether they hold (PEtab's Armistead from uniform 0,
+                # a noise formula: its nllh reported 3e-4 below the likelihood
+                # at the estimate, sigma_i held where the last solve moved on)
                 final = True
                 again(prob.opts)
                 continue
@@ -757,18 +755,22 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             setup = _refined_setup(prob, setup, boundaries, solved=solved, U=info.U)
             refinements += 1
         else:
+            if outcome.status in ITERATION_LIMITS and np.all(np.isfinite(outcome.p)):
+                # its limit reached far along a valley: more iterations go further
+                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale, undetermined_parameters(
+                    setup, solution_sensitivity(setup, outcome.X, outcome.U, outcome.p)),
+                    prob.model.p_names)
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements or not restarts_allowed()
                     or outcome.status in ITERATION_LIMITS + STALLED + ("stopped",)):
                 break
             if restarted:
-                # that restart broke down too: the finer mesh did not help,
-                # and restarting again has not on record (PEtab's Borghans,
-                # uniform starts of seed 0: chains of up to five restarts,
-                # each refining one to 34 intervals; the ten after a first
-                # one took 0.1 to 43 CPU s, 105 s in all, none converging);
-                # the default path's second runs follow instead
+                # that restart broke down too: restarting again has not helped
+                # on record (PEtab's Borghans, uniform starts of seed 0: chains
+                # of up to five restarts refining one to 34 intervals, the ten
+                # after a first 105 CPU s in all, none converging); the default
+                # path's second runs follow instead
                 prob.notes.append(
                     f"{spec.name} failed again on the refined mesh ({setup.disc.n_intervals} "
                     "intervals) and was not restarted once more")

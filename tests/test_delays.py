@@ -230,6 +230,7 @@ def test_an_estimated_delay_of_a_staircase_is_the_held_input_s_optimum(staircase
         late = pc.estimate(_held(None), [linear], [1.0, 1.0, 0.2], estimate_x0=False)
     assert abs(late.p[2] - tau - 0.05) < 0.5 * se  # (31 standard errors late)
     assert any("half a sample spacing too long" in w for w in late.warnings)
+    assert late.fit_flagged  # (a process engineer's dead time 43 standard errors late)
 
 
 def test_a_fixed_delay_of_a_staircase_reads_it_held(staircase):

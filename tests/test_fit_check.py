@@ -676,3 +676,43 @@ def test_a_fit_to_noise_correlated_in_time_says_its_intervals_are_too_narrow():
     with pytest.warns(UserWarning, match="residuals are correlated in time"):
         res = pc.estimate(model, [data], [1.0], estimate_x0=False)
     assert res.success and not res.fit_flagged
+
+
+def test_measurements_that_repeat_the_sample_before_are_flagged():
+    """A PRBS test's temperature stored every 5 s and read at 1 s: the dead
+    time 32 standard errors late, success, no word."""
+    from picard_casadi.analysis.repeated_values import REPEAT_HEAD, repeated_values
+
+    t = np.arange(300.0)
+    y = np.sin(t / 20.0) + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    held = y[(np.arange(t.size) // 5) * 5]  # each stored value kept for 5 rows
+    note, = repeated_values([held[:, None]], [t], ["prbs"], ["PV"])
+    assert note.startswith(REPEAT_HEAD) and is_fit_note(note)
+    assert re.search(r"'prbs' \((79|80)% of 300 samples, runs of up to 5\)", note), note
+    assert repeated_values([y[:, None]], [t], ["prbs"], ["PV"]) == []
+    # replicates (two rows per time) are no repeats; a constant output says nothing
+    twice = np.repeat(y, 2)[:, None]
+    assert repeated_values([twice], [np.repeat(t, 2)], ["prbs"], ["PV"]) == []
+    assert repeated_values([np.ones((50, 1))], [t[:50]], ["prbs"], ["PV"]) == []
+
+
+def test_a_fit_to_a_compressed_record_is_flagged():
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=x, p_names=["k"])
+    t = np.linspace(0.0, 10.0, 101)
+    y = np.exp(-0.4 * t) + np.random.default_rng(2).normal(0.0, 0.005, t.size)
+    data = pc.Experiment(t, y[(np.arange(t.size) // 4) * 4, None], x0=[1.0])
+    with pytest.warns(pc.FitWarning, match="the measurements repeat"):
+        res = pc.estimate(model, [data], [1.0], estimate_x0=False)
+    assert res.fit_flagged
+
+
+def test_counts_and_a_floor_that_repeat_are_no_compression():
+    from picard_casadi.analysis.repeated_values import repeated_values
+
+    rng = np.random.default_rng(1)
+    t = np.arange(200.0)
+    cases = rng.poisson(0.7, t.size).astype(float)[:, None]  # daily counts, mostly 0 and 1
+    assert repeated_values([cases], [t], ["region"], ["cases"]) == []
+    below = np.maximum(np.sin(t / 10.0), 0.05)[:, None]  # at a detection limit half the time
+    assert repeated_values([below], [t], ["run"], ["C"]) == []

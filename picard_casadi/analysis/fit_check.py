@@ -36,7 +36,8 @@ import numpy as np
 __all__ = ["lack_of_fit", "gross_outliers", "beyond_given_noise", "lone_outliers",
            "robust_noise", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
            "NOISE_RATIO", "LACK_OF_FIT", "OUTLIERS_HEAD", "NAMED_OUTLIERS",
-           "BEYOND_NOISE_HEAD", "ON_BOUND_NOTE", "ON_BOUNDS_NOTE", "NOT_UNIQUE", "is_fit_note"]
+           "BEYOND_NOISE_HEAD", "ON_BOUND_NOTE", "STAIRCASE_DELAY", "ON_BOUNDS_NOTE",
+           "NOT_UNIQUE", "is_fit_note"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -85,6 +86,10 @@ CHI2_Z = 10.0
 ON_BOUND_NOTE = " ended on its "
 #: ... and the note of several parameters on their bounds, after their names
 ON_BOUNDS_NOTE = " ended on their bounds"
+#: what the note on a staircase read linearly says where an input delay is
+#: estimated through it (a FitWarning: the delay half a sample late, 43
+#: standard errors in a process engineer's PRBS test)
+STAIRCASE_DELAY = "an estimated input delay half a sample spacing too long"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -435,9 +440,11 @@ def is_fit_note(note: str) -> bool:
     """Whether a line of ``result.warnings`` is one raised as a
     :class:`~picard_casadi.FitWarning` (lack of fit, gross outliers, a
     parameter on its bound, an optimum that is not unique)."""
+    from .repeated_values import REPEAT_HEAD
     from .replicates import REPLICATE_HEAD
 
     return (note.startswith((LACK_OF_FIT, NOT_UNIQUE, OUTLIERS_HEAD, BEYOND_NOISE_HEAD,
-                             REPLICATE_HEAD))
+                             REPLICATE_HEAD, REPEAT_HEAD))
             or ON_BOUND_NOTE in note
-            or ON_BOUNDS_NOTE in note)
+            or ON_BOUNDS_NOTE in note
+            or STAIRCASE_DELAY in note)

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import INTEGRATION_FAILED, Certificate, short_of_optimum
+from ..analysis.fit_check import STAIRCASE_DELAY
 from ..analysis.interval_information import GROWTH_LIMIT
 from ..analysis.likelihood import NoiseGroups, noise_fit
 from ..analysis.prediction_band import sensitivity_source
 from ..analysis.quantiles import beta_cdf
-from ..errors import DiscretisationWarning
+from ..errors import DiscretisationWarning, FitWarning
 from ..experiment import Experiment
 from ..methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE, IterationRecord,
                             LoopOutcome, Setup)
@@ -216,7 +217,7 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
         staircases.setdefault((names, hold), []).append(repr(e.name))
     # a delay estimated through a ramp from the sample before: each jump half
     # a sample early, the delay as much late
-    late = (", and an estimated input delay half a sample spacing too long"
+    late = (f", and {STAIRCASE_DELAY}"
             if any(j >= 0 for j, _ in model.delay_spec[1].values()) else "")
     for (names, hold), which in staircases.items():
         note = (f"input(s) {names} of experiment{'s' if len(which) > 1 else ''} "
@@ -228,7 +229,7 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
                 f"{hold}, "
                 "or u_interpolation='linear' to keep this reading without the note")
         result.warnings.append(note)
-        warn_user(note)
+        warn_user(note, FitWarning if late else UserWarning)
         if not result.success:  # (a likely cause: a bolus column read linearly failed
             # on "the noise formula's sigma is -6.9e-52", this the last of 5 warnings)
             result.message = f"{result.message}. Note: {note}"

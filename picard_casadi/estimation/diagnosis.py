@@ -40,6 +40,7 @@ from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
                                   beyond_given_noise, gross_outliers, lack_of_fit)
 from ..analysis.reach import INERT_REACH
+from ..analysis.repeated_values import repeated_values
 from ..analysis.replicates import replicate_misfit
 from ..analysis.serial_correlation import serial_correlation_notes
 from ..analysis.unstable_rest import unstable_rest_note
@@ -285,6 +286,8 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     notes += replicate_misfit([e.y for e in experiments], fitted, [e.t for e in experiments],
                               [e.sigma for e in experiments], [e.name for e in experiments],
                               result.y_names, flagged)
+    notes += repeated_values([e.y for e in experiments], [e.t for e in experiments],
+                             [e.name for e in experiments], result.y_names)
     outliers = [np.zeros(np.shape(e.y), bool) for e in experiments]
     for e, k, mask, note in gross_outliers([e.y for e in experiments], fitted,
                                            [e.name for e in experiments], result.y_names,

@@ -250,10 +250,9 @@ class Solved:
 
 # Tolerances of the intermediate rounds of weights="auto" (any method's options
 # that have these fields).  A round only has to give the next weights, which
-# the rounds settle to 1 %: at a Gauss-Newton cosine of 1e-3 the misfit is
-# within ~1e-6 of its minimum, and so are the residual variances; the last
-# round is solved to the method's own tolerance (docs/performance.md,
-# "Weight rounds").
+# the rounds settle to 1 %: at a Gauss-Newton cosine of 1e-3 the misfit and the
+# residual variances are within ~1e-6 of their minimum; the last round is
+# solved to the method's own tolerance (docs/performance.md, "Weight rounds").
 _ROUND_TOLERANCES = {"gtol": 1e-3, "ftol": 1e-7, "tol": 1e-5}
 
 
@@ -756,10 +755,11 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             refinements += 1
         else:
             if outcome.status in ITERATION_LIMITS and np.all(np.isfinite(outcome.p)):
-                # its limit reached far along a valley: more iterations go further
-                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale, undetermined_parameters(
-                    setup, solution_sensitivity(setup, outcome.X, outcome.U, outcome.p)),
-                    prob.model.p_names)
+                # far along a valley no bound stops (Blasi's converged on one)
+                off = undetermined_parameters(setup, solution_sensitivity(
+                    setup, outcome.X, outcome.U, outcome.p)) & (outcome.p > setup.p_lb) \
+                    & (outcome.p < setup.p_ub)
+                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale, off, prob.model.p_names)
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements or not restarts_allowed()

@@ -74,6 +74,7 @@ least a tenth of the largest.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -87,6 +88,7 @@ from .remaining_step import best_step, remaining_shift
 from .uncertainty import SolutionSensitivity, integrated_residuals, measured_rows
 
 __all__ = ["Certificate", "certify", "certify_at", "resolution_check", "noise_levels",
+           "MODEL_CHECK",
            "integrated_outputs", "stiffness_bound", "model_check", "model_departs",
            "short_of_optimum", "ADAMS_MAX_STIFFNESS", "DEFECT_THRESHOLD", "SHIFT_THRESHOLD",
            "STOPPED_SHORT_THRESHOLD", "TIGHTEST_RTOL", "NOISE_FLOOR", "MARK_FRACTION"]
@@ -282,6 +284,12 @@ def integration_failed(setup: Setup, info: SolutionSensitivity, from_weights: bo
         indicator=np.full(disc.n_intervals, np.inf), thresholds=_thresholds(),
         stopped_short=np.nan,
         message=f"{INTEGRATION_FAILED} ({reason})")
+
+
+#: whether the certificate checks the model's own solution from x0 (its
+#: costliest part: 41 % of an estimated delay's fit, whose intermediate rounds
+#: skip it, estimation/delays.py)
+MODEL_CHECK: ContextVar[bool] = ContextVar("model_check", default=True)
 
 
 def certify(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensitivity, *,
@@ -493,6 +501,8 @@ def certify_at(setup: Setup, X: np.ndarray, p: np.ndarray, info: SolutionSensiti
         message += (f"; the model is unstable along the data (its sensitivities grow by "
                     f"{growth:.1e}): each interval was held to the model, joined by "
                     "continuity, and its own solution from x0 was not checked")
+    elif passed and fitted is None and not MODEL_CHECK.get():
+        message += "; the model's own solution from x0 was not checked (an intermediate round)"
     elif passed and fitted is None:
         # each interval agrees with the model: does the whole trajectory, and
         # do the derivatives? (a collocation method's)

@@ -385,7 +385,9 @@ def test_a_staircase_function_with_an_estimated_delay_is_refused_with_the_fix(st
     as_function = pc.Experiment(exp.t, exp.y, u=command, x0=[0.0, 0.0], breakpoints=knots)
     with pytest.raises(ValueError, match=r"jumps \(a staircase\).*u_interpolation='previous'"):
         pc.estimate(_held(None), [as_function], [1.0, 1.0, 0.2], estimate_x0=False)
-    smooth = pc.Experiment(T, _data("input").y, u=lambda t: np.sin(1.3 * t), x0=[0.0])
+    # a smooth function with breakpoints is no staircase
+    smooth = pc.Experiment(T, _data("input").y, u=lambda t: np.sin(1.3 * t), x0=[0.0],
+                           breakpoints=[3.0, 6.0])
     assert pc.estimate(_model("tau", "input"), [smooth], [1.0, 1.0, 0.3],
                        estimate_x0=False).success
 

@@ -13,8 +13,10 @@ certificate's shift to the ODE's optimum where that is larger) the answer is
 a stationary point of the delayed problem, with its standard errors from the
 same Fisher information.  A round moves each delay by at most its trust
 radius (:data:`FIRST_RADIUS` sample spacings at first, doubled while the
-delay keeps reaching it).  ``multistart`` samples the delays in their bounds
-and runs each start's rounds.
+delay keeps reaching it); each starts from the last one's solution (a warm
+start), and only the rounds near the answer (:data:`NEAR`) have their
+certificate check the model's own solution.  ``multistart`` samples the
+delays in their bounds and runs each start's rounds.
 """
 
 from __future__ import annotations

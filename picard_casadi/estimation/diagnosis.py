@@ -56,7 +56,7 @@ from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
            "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
-           "drop_uncertainty", "ran_off_message",
+           "drop_uncertainty", "ran_off_message", "ran_off_at_limit",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
@@ -663,6 +663,22 @@ def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np
             f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
             "barely changes along it, so the data bound these parameters from one side "
             "at most")
+
+
+def ran_off_at_limit(setup: Any, outcome: Any, p0: np.ndarray, names: Sequence[str]) -> str:
+    """:func:`ran_off` of a run stopped at its iteration limit (``outcome``),
+    over the parameters no bound holds (PEtab's Blasi ran to a bound of -12
+    and converged there when continued); ``""`` where its sensitivities
+    cannot be computed."""
+    from ..analysis.uncertainty import solution_sensitivity, undetermined_parameters
+
+    p = np.asarray(outcome.p, float)
+    try:
+        off = undetermined_parameters(setup, solution_sensitivity(setup, outcome.X, outcome.U,
+                                                                  p))
+    except (RuntimeError, ValueError, ArithmeticError, np.linalg.LinAlgError):
+        return ""
+    return ran_off(p0, p, setup.p_scale, off & (p > setup.p_lb) & (p < setup.p_ub), names)
 
 
 def ran_off_message(method: str, p: np.ndarray, cert_message: str | None, how: str) -> str:

@@ -33,7 +33,7 @@ from ..transcription.guess import GUESS_NOTE
 from ..transcription.mesh import polish_boundaries, refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
-from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off
+from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off, ran_off_at_limit
 from .noise_formula import NoiseFormula
 from .preequilibration import settling_intervals
 from .arguments import default_picard_order
@@ -755,11 +755,7 @@ def solve_and_refine(prob: FitProblem, setup: Setup, w: np.ndarray, p0: np.ndarr
             refinements += 1
         else:
             if outcome.status in ITERATION_LIMITS and np.all(np.isfinite(outcome.p)):
-                # far along a valley no bound stops (Blasi's converged on one)
-                off = undetermined_parameters(setup, solution_sensitivity(
-                    setup, outcome.X, outcome.U, outcome.p)) & (outcome.p > setup.p_lb) \
-                    & (outcome.p < setup.p_ub)
-                prob.ran_off = ran_off(p0, outcome.p, setup.p_scale, off, prob.model.p_names)
+                prob.ran_off = ran_off_at_limit(setup, outcome, p0, prob.model.p_names)
             # a breakdown (not an iteration or time limit) on a mesh that does not
             # resolve the model at the last iterate: refine it and start again
             if (not refinable or refinements >= max_refinements or not restarts_allowed()

@@ -324,7 +324,7 @@ class EstimationResult:
         ndarray (len(t), ny)
         """
         if isinstance(exp_index, Experiment):  # a run not fitted: simulated
-            return new_run_sensitivities(self, exp_index, t)[1]
+            return new_run_sensitivities(self, exp_index, t, derivatives=False)[1]
         if self._predictor is None:
             raise RuntimeError("this result has no model attached (loaded from JSON or a "
                                "pickle); use EstimationResult.from_json(path, model=..., "

@@ -405,3 +405,43 @@ def test_a_delay_on_its_round_s_trust_region_is_not_said_on_a_bound():
     assert "tau on the edge 0.004 of its trust region in delay round 1 (0 to 0.004; its " \
            "bounds are 0 to 0.2)" in text and "had further to go" in text, text
     assert reword("tau on its lower bound 0 (p_bounds)") == "tau on its lower bound 0 (p_bounds)"
+
+
+def test_a_new_run_of_a_delayed_model_has_its_band(staircase):
+    """A process engineer's FOPDT and a quadrotor's pitch axis: no band for a
+    new step sequence of a model with a dead time.  Checked against the exact
+    band (CVODES sensitivities) of the same model without the delay, its
+    input shifted by hand."""
+    exp, res = staircase
+    fixed = ([None, None, 0.33], [None, None, 0.33])
+    known = pc.estimate(_held(0.33), [exp], [1.0, 1.0, 0.33], estimate_x0=False,
+                        p_bounds=fixed)
+    t, u = np.linspace(0.0, 10.0, 51), np.repeat([0.0, 1.0, 1.0, -1.0, 0.5], 11)[:51, None]
+
+    def late(s, knots=t, values=u[:, 0]):  # the new run's staircase 0.33 late
+        i = np.clip(np.searchsorted(knots, np.atleast_1d(s) - 0.33, side="right") - 1, 0, None)
+        return values[i][:, None]
+    late.vectorized = True
+
+    def late_data(s):
+        i = np.clip(np.searchsorted(exp.t, np.atleast_1d(s) - 0.33, side="right") - 1, 0,
+                    None)
+        return exp.u[i, 0][:, None]
+    late_data.vectorized = True
+    plain = pc.estimate(_held(0), [pc.Experiment(exp.t, exp.y, u=late_data, x0=[0.0, 0.0],
+                                                 breakpoints=exp.t + 0.33)],
+                        [1.0, 1.0, 0.33], estimate_x0=False, p_bounds=fixed)
+    new = pc.Experiment(t, None, u=u, x0=[0.0, 0.0], u_interpolation="previous")
+    band = pc.prediction_band(known, new)
+    exact = pc.prediction_band(plain, pc.Experiment(t, None, u=late, x0=[0.0, 0.0],
+                                                    breakpoints=t + 0.33))
+    np.testing.assert_allclose(band.y, exact.y, atol=1e-7)
+    np.testing.assert_allclose(band.std, exact.std, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(known.predict(new), band.y, atol=1e-12)
+    # the delay estimated: its uncertainty widens the band where the steps are
+    wider = pc.prediction_band(res, new)
+    moving = exact.std[:, 0] > 0
+    assert np.all(np.isfinite(wider.std))
+    assert np.max(wider.std[moving, 0] / band.std[moving, 0]) > 1.3
+    with pytest.raises(ValueError, match="state the run as a new one"):
+        pc.prediction_band(res, 0)

@@ -113,8 +113,8 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
     return source
 
 
-def new_run_sensitivities(result: Any, exp: Experiment, t: Any
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def new_run_sensitivities(result: Any, exp: Experiment, t: Any, derivatives: bool = True
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The times, outputs ``(N, ny)`` of a run not fitted, ``exp``, at the
     estimate (on the fit's output scales: a log-normal output's logarithm),
     and their derivatives ``(N, ny, n)`` in the estimated parameters on
@@ -124,15 +124,15 @@ def new_run_sensitivities(result: Any, exp: Experiment, t: Any
     (:meth:`~picard_casadi.EstimationResult.model_parameters`), an affine
     selection ``p = c + A theta``; ``theta`` the estimate on its linear scale
     (``d theta / d phi``: 1, ``theta`` or ``theta ln 10``); the initial states
-    ``exp.x0``, or the model's expressions of ``p`` where it gives none.
+    ``exp.x0``, or the model's expressions of ``p`` where it gives none.  A
+    model with delays: the derivatives by central differences of its
+    simulated outputs (:func:`_delayed_sensitivities`); ``derivatives``
+    False (``res.predict``) leaves them out (None).
     """
     from ..noise import log_scaled_model, output_scales
     from ..transcription.predict import model_parameter_values
 
     model = getattr(result, "_model", None)
-    if getattr(result, "_delays", None) is not None:
-        raise ValueError("prediction_band: a new run of a model with delays is not available; "
-                         "simulate it (pc.simulate with res.model_parameters(model))")
     if model is None:
         raise ValueError("prediction_band: this result has no model attached (a result "
                          "read from JSON or a pickle): no band for a new run")
@@ -172,12 +172,64 @@ def new_run_sensitivities(result: Any, exp: Experiment, t: Any
                          "not known (the model gives no expression): give them in "
                          "Experiment(x0=[...])")
     scaled = output_scales(list(result.y_names), list(model.y_names))
+    if model.has_delays:
+        times, _ = prediction_inputs(exp, model.nu, t, None)
+        Y, dp = _delayed_sensitivities(model, exp, x0, from_p, expr, p, times, scaled,
+                                       derivatives)
+        return times, Y, None if dp is None else dp @ A
     if any(sc != "lin" for sc in scaled):  # (the fit's outputs: a log-normal's log)
         model = log_scaled_model(model, scaled)
     times, _ = prediction_inputs(exp, model.nu, t, None)
     Y, dY = band_sensitivities(model, exp, x0, p, times, tuple(int(i) for i in from_p))
     dp = dY[:, :, :p.size] + dY[:, :, p.size:] @ dh[from_p, :]
     return times, Y, dp @ A
+
+
+#: the central differences of a delayed model's outputs step each parameter
+#: by this fraction of its size (CVODES at rtol 1e-10: derivatives to ~1e-5)
+DELAYED_STEP = 1e-5
+
+
+def _delayed_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, from_p: np.ndarray,
+                           x0_of_p: ca.Function, p: np.ndarray, times: np.ndarray,
+                           scales: list[str], derivatives: bool
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The outputs ``(N, ny)`` of a model with delays over a new run ``exp``
+    at ``times`` (on the fit's scales), and their total derivatives ``(N, ny,
+    np)`` in the model's parameters (the states ``from_p`` follow their
+    expressions ``x0_of_p``) by central differences of the simulated delayed
+    model (one-sided at a delay of 0, which cannot go below)."""
+    from ..simulate import simulate_experiment
+
+    def inputs(s: Any) -> np.ndarray:
+        return exp.inputs(np.atleast_1d(np.asarray(s, float)), model.nu)
+    inputs.vectorized = True  # type: ignore[attr-defined]
+    grid = np.unique(np.r_[exp.t0, times])
+    rows = np.searchsorted(grid, times)
+
+    def outputs(q: np.ndarray) -> np.ndarray:
+        start = x0.copy()
+        start[from_p] = np.asarray(x0_of_p(q)[0], float).ravel()[from_p]
+        made = simulate_experiment(model, start, q, grid, inputs if model.nu else None,
+                                   noise_std=0.0, breakpoints=exp.breakpoints)
+        Y = np.asarray(made.y, float)[rows]
+        for k, sc in enumerate(scales):
+            if sc != "lin":
+                Y[:, k] = (np.log if sc == "log" else np.log10)(np.maximum(Y[:, k], 1e-300))
+        return Y
+
+    Y = outputs(p)
+    if not derivatives:
+        return Y, None
+    delays = {i for i, _ in (*model.delay_spec[0].values(), *model.delay_spec[1].values())}
+    dY = np.zeros(Y.shape + (p.size,))
+    for j in range(p.size):
+        h = DELAYED_STEP * (abs(p[j]) if p[j] != 0 else 1.0)
+        lo = p[j] - h if not (j in delays and p[j] - h < 0) else p[j]
+        up, down = p.copy(), p.copy()
+        up[j], down[j] = p[j] + h, lo
+        dY[:, :, j] = (outputs(up) - outputs(down)) / (p[j] + h - lo)
+    return Y, dY
 
 
 def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
@@ -237,8 +289,12 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
         raise ValueError(f"`level` must be a probability in (0, 1), got {level!r}")
     covariance = getattr(result, "_covariance", None)
     source = getattr(result, "_sensitivities", None)
-    if covariance is None or source is None:
-        why = ("its model has delays" if getattr(result, "_delays", None) is not None
+    new_run = isinstance(exp_index, Experiment)
+    if covariance is None or (source is None and not new_run):
+        why = ("its model has delays: a fitted run's band is not available; state the run "
+               "as a new one, pc.Experiment(t, None, u=..., x0=...) (its initial states "
+               "then known)" if getattr(result, "_delays", None) is not None
+               and covariance is not None
                else "it has no standard errors (estimate(..., uncertainty=True), the "
                "default) or no model attached (a result read from JSON; a multistart's "
                "best of a restated problem run on a process pool or Dask)")
@@ -250,7 +306,6 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
         raise ValueError("prediction_band: the model is unstable along the data (its "
                          "information is the intervals', res.settings['information']): "
                          "outputs integrated from x0 lose their precision; no band")
-    new_run = isinstance(exp_index, Experiment)
     if new_run and u is not None:
         raise ValueError("prediction_band: `u` is a fitted experiment's forecast; a new "
                          "run's inputs are its own: Experiment(t, None, u=...)")

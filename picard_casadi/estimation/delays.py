@@ -396,6 +396,8 @@ def _user_result(result: Any, plan: DelayPlan, experiments: list[Experiment],
     if plan.estimated:
         result.message += (f"; the delays settled in {rounds} round(s) of fits"
                            if result.success else f" (delay round {rounds})")
-    result._delays = plan
-    result._sensitivities = None  # (no band: the delays' rounds are other models)
+    result._delays, result._model = plan, plan.model  # (the user's, not a round's)
+    # (a fitted run's band: the delays' rounds are other models; a new run's
+    # by central differences of the delayed model, analysis/prediction_band.py)
+    result._sensitivities = None
     return result

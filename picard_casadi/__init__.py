@@ -39,6 +39,7 @@ from .parameters import Parameter
 from .studies.profile import Profile, profile
 from .studies.registry import Problem, describe_problems, problem, problems, register_problem
 from .result import EstimationResult
+from .runtime.progress import Progress
 from .simulate import measure, simulate, simulate_experiment
 
 __version__ = "0.1.0"
@@ -50,5 +51,5 @@ __all__ = [
     "ConvergenceError", "StartNotFiniteError", "CodegenError", "DiscretisationWarning", "FitWarning", "profile",
     "Profile",
     "compare", "read_columns", "Columns", "read_csv_experiments", "Noise", "Parameter", "export_c", "read_petab", "PetabProblem",
-    "Preequilibration", "prediction_band", "PredictionBand", "__version__",
+    "Preequilibration", "prediction_band", "PredictionBand", "Progress", "__version__",
 ]

@@ -279,3 +279,16 @@ def test_picard_gns_step_in_parameters_the_data_do_not_see_stays_short():
     res = pc.estimate(model, [exp], [-40.0, -40.0], "picard-gn", estimate_x0=False, T=1.25,
                       scheme="radau", refine=0)
     assert res.status == "plateau" and res.settings["parameter_reach"] < 1e-30
+
+
+def test_progress_lines_are_a_public_callback():
+    # a quadrotor's 15-minute fit printed nothing: the command line's lines,
+    # from Python, needed a callback of the user's own
+    import io
+
+    model, exp = _decay()
+    out = io.StringIO()
+    res = pc.estimate(model, [exp], [0.5], callback=pc.Progress(out))
+    lines = out.getvalue().splitlines()
+    assert res.success and "Progress" in pc.__all__
+    assert lines and all(line.startswith("iter ") and "objective" in line for line in lines)

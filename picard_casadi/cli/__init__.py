@@ -6,7 +6,7 @@
   ``statement_options``: ``--scale``, ``--per-experiment``, ``--conditions``;
   ``petab_input``: ``fit --petab``; ``initial_states``: ``--x0``,
   ``--x0-known``; ``result_files``: result.json and the
-  figures; ``progress``: the live progress lines.
+  figures (the live progress lines: ``runtime/progress.py``).
 
 May import: everything in the package (nothing imports it but
 ``__main__``).

@@ -76,7 +76,7 @@ from .parser_types import (BOX_ORIGIN, PETAB_TERMS, bounds_arg, fix_arg, in_cli_
                            job_count, joined_negative_values, node_count, nonnegative_float,
                            nonnegative_int, input_hold_arg, noise_arg, positive_float,
                            positive_int, weights_arg)
-from .progress import Progress
+from ..runtime.progress import Progress
 
 __all__ = ["main", "read_csv_experiments", "load_model_file"]
 

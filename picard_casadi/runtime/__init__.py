@@ -5,7 +5,8 @@
 - ``executors``: independent tasks in other processes or on a cluster;
 - ``interrupts``, ``native_output``, ``threads``: Ctrl-C inside C code,
   output printed by C libraries, BLAS threads during a solve;
-- ``output_files``: result files written atomically;
+- ``output_files``: result files written atomically; ``progress``: a line
+  per iteration on the terminal (the command line's, ``pc.Progress``);
 - ``arguments``, ``user_warnings``: argument checks that name the argument
   and the fix, and warnings attributed to the user's line.
 

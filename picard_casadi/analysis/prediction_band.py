@@ -200,6 +200,7 @@ def _delayed_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, from_p
     expressions ``x0_of_p``) by central differences of the simulated delayed
     model (one-sided at a delay of 0, which cannot go below)."""
     from ..simulate import simulate_experiment
+    from ..transcription.delayed import DelayPlan
 
     def inputs(s: Any) -> np.ndarray:
         return exp.inputs(np.atleast_1d(np.asarray(s, float)), model.nu)
@@ -221,7 +222,7 @@ def _delayed_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, from_p
     Y = outputs(p)
     if not derivatives:
         return Y, None
-    delays = {i for i, _ in (*model.delay_spec[0].values(), *model.delay_spec[1].values())}
+    delays = set(DelayPlan.of(model).estimated)
     dY = np.zeros(Y.shape + (p.size,))
     for j in range(p.size):
         h = DELAYED_STEP * (abs(p[j]) if p[j] != 0 else 1.0)

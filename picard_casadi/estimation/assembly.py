@@ -8,7 +8,7 @@ carries about its inputs and its start.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -180,14 +180,18 @@ def applicable_advice(message: str, weights_mode: str, ny: int, guess: str) -> s
 
 
 def note_staircase_inputs(result: EstimationResult, model: Model,
-                           experiments: Sequence[Experiment]) -> None:
+                           experiments: Sequence[Experiment],
+                           delayed: Collection[int] = ()) -> None:
     """A note (and a warning) where sampled inputs that look like a staircase
     are read linearly, by default: a user's CSTR coolant staircase, read as
     a ramp across each jump, gave estimates 2 to 3 standard errors off, every
-    95 % interval missing the truth, with no visible misfit."""
+    95 % interval missing the truth, with no visible misfit.  ``delayed``:
+    the inputs whose delay is estimated (a ramp from the sample before puts
+    each jump half a sample early, the delay as much late): their note is a
+    :class:`~picard_casadi.FitWarning`."""
     # one note per reading, naming its experiments (a CSTR's three runs alike
     # had three notes of one text)
-    staircases: dict[tuple[str, str], list[str]] = {}
+    staircases: dict[tuple[str, str, bool], list[str]] = {}
     for e in experiments:
         off = e.held_jumps_off_breakpoints()
         if off:
@@ -214,12 +218,10 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
         else:
             # (breakpoints at its jumps by default, where every input is held)
             hold = "Experiment(..., u_interpolation='previous')"
-        staircases.setdefault((names, hold), []).append(repr(e.name))
-    # a delay estimated through a ramp from the sample before: each jump half
-    # a sample early, the delay as much late
-    late = (f", and {STAIRCASE_DELAY}"
-            if any(j >= 0 for j, _ in model.delay_spec[1].values()) else "")
-    for (names, hold), which in staircases.items():
+        late = bool(set(columns) & set(delayed))
+        staircases.setdefault((names, hold, late), []).append(repr(e.name))
+    for (names, hold, delay_late), which in staircases.items():
+        late = f", and {STAIRCASE_DELAY}" if delay_late else ""
         note = (f"input(s) {names} of experiment{'s' if len(which) > 1 else ''} "
                 f"{', '.join(which)} look piecewise constant (most "
                 "samples repeat the one before, or sit at one level with pulses off it: "

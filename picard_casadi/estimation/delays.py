@@ -240,7 +240,7 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     # the rounds read the inputs through a callable: the user's own samples
     # say whether a staircase is read as ramps (a quadrotor's 250 Hz command
     # read linearly: its delay 2-3.5 standard errors late, no word)
-    note_staircase_inputs(result, model, experiments)
+    note_staircase_inputs(result, model, experiments, plan.moving_inputs)
     _, user_bounds = _round_start(plan, p0, options.get("p_bounds"), centres,
                                   np.where(free, lo, centres), np.where(free, hi, centres))
     if user_bounds is not None:

@@ -81,6 +81,11 @@ class DelayPlan:
         return cls(model, outputs, inputs, estimated, slopes)
 
     @property
+    def moving_inputs(self) -> list[int]:
+        """The inputs whose delay is estimated and not held at its value."""
+        return [k for k, (j, _) in self.inputs.items() if j >= 0 and j not in self.fixed]
+
+    @property
     def t0_input(self) -> bool:
         """Whether the rounds need the experiment's ``t0`` (an estimated output delay)."""
         return any(i >= 0 for i, _ in self.outputs.values())
@@ -177,8 +182,7 @@ class DelayPlan:
         if not (m.nu and isinstance(exp.u, np.ndarray)):
             return []
         held = [k for k in range(m.nu) if not is_linear(exp.u_interpolation, k)]
-        ramps = [k for k, (j, _) in self.inputs.items()
-                 if k in held and j >= 0 and j not in self.fixed]
+        ramps = [k for k in self.moving_inputs if k in held]
         direct = [k for k in ramps if ca.depends_on(m.y, m.u[k])]
         late_out = [k for k, (j, _) in self.outputs.items() if j >= 0 and j not in self.fixed
                     and any(ca.depends_on(m.y[k], m.u[i]) for i in held)]
@@ -201,7 +205,7 @@ class DelayPlan:
         a function with breakpoints at its ticks ran 14 minutes, the delay
         stuck at its start, and ended with advice about the mesh."""
         m = self.model
-        late = [k for k, (j, _) in self.inputs.items() if j >= 0 and j not in self.fixed]
+        late = self.moving_inputs
         if not late:
             return
         span = max(abs(exp.t_end - exp.t0), abs(exp.t_end), 1e-300)

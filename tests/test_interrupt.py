@@ -177,7 +177,7 @@ CHILD = textwrap.dedent(r'''
 ''')
 
 
-def _run(tmp_path, phase, delay=0.5, timeout=120.0, group=True):
+def _run(tmp_path, phase, delay=0.5, timeout=120.0, group=True, sig=signal.SIGINT):
     """Run ``phase`` in a child and send SIGINT ``delay`` s after it starts: to
     the child's process group (a terminal's Ctrl-C), or with ``group=False``
     to the child alone (Jupyter interrupting a kernel, ``kill -INT pid``).
@@ -202,9 +202,9 @@ def _run(tmp_path, phase, delay=0.5, timeout=120.0, group=True):
             time.sleep(delay)
             signalled = time.monotonic()
             if group:
-                os.killpg(proc.pid, signal.SIGINT)
+                os.killpg(proc.pid, sig)
             else:
-                os.kill(proc.pid, signal.SIGINT)
+                os.kill(proc.pid, sig)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -278,6 +278,23 @@ def test_interrupt_to_the_process_alone_stops_its_compilers(tmp_path, phase):
     assert code == 130 and stdout.strip().endswith("KeyboardInterrupt"), (stdout, stderr)
     assert after < 5.0, f"took {after:.1f} s to stop after Ctrl-C"
     assert "virtual machine" not in stderr, stderr  # an interrupt is no compiler failure
+    time.sleep(0.5)
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.skipif(codegen.find_compiler() is None or not os.path.isdir("/proc"),
+                    reason="no C compiler, or no /proc to list processes")
+def test_sigterm_to_the_process_alone_stops_its_compilers_and_removes_the_build(tmp_path):
+    """``timeout``, a batch scheduler or ``kill`` stops a script with SIGTERM,
+    whose default action ends the process without clean-up: a robotics user's
+    ``cc`` ran on for 7 minutes after its script and left 24-273 MB folders.
+    While the package builds, SIGTERM stops the compilers, removes the build
+    folder and exits with status 143, as the default action would have."""
+    code, stdout, stderr, after, _ = _run(tmp_path, "compile-nlp", 1.0, group=False,
+                                          sig=signal.SIGTERM)
+    assert code == 143, (stdout, stderr)
+    assert after < 5.0, f"took {after:.1f} s to stop after SIGTERM"
     time.sleep(0.5)
     assert _processes_mentioning(str(tmp_path)) == []
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []

@@ -70,7 +70,7 @@ from typing import Any
 import casadi as ca
 
 from ..errors import CodegenError
-from .compiler import (command_words, compile_flags, compiler_failed, compiler_identity,
+from .compiler import (build_folder, command_words, compile_flags, compiler_failed, compiler_identity,
                        file_identity, find_compiler, finish_compiler, missing_compiler_message,
                        processor_identity, run_compiler, start_compiler, stop_compiler)
 from .interrupts import deferred_interrupt, interrupted
@@ -535,7 +535,7 @@ def _compile_functions(funcs: Mapping[str, ca.Function], tag: str, mapped: bool 
         stale = lib.exists() or meta.exists()
         _announce()
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
+        with build_folder() as tmp:
             cname = f"pc_{tag}_{key}"
             gen = ca.CodeGenerator(cname + ".c", {"with_header": False, "mex": False})
             wrapped = {n: wrapped_unit(n, funcs[n]) for n in names}
@@ -606,7 +606,7 @@ def _compile_c_source(source: str, tag: str) -> Path:
         stale = lib.exists() or meta.exists()
         _announce()
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
+        with build_folder() as tmp:
             path = Path(tmp) / f"pc_{tag}.c"
             path.write_text(source)
             try:
@@ -724,7 +724,7 @@ def _compile_nlpsol(name: str, solver: str, nlp: dict[str, Any], opts: dict[str,
             opts = opts | built
             sym = ca.nlpsol(name, solver, nlp,
                             symbolic | built | {"ipopt": {"print_level": 0, "sb": "yes"}})
-            with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
+            with build_folder() as tmp:
                 sources = _nlp_sources(sym, key, tmp, user_hessian="hess_lag" in opts)
                 size = sum(_code_bytes(src) for src in sources)
                 if size > MAX_NLP_SOURCE_BYTES:

@@ -15,11 +15,15 @@ arithmetic where ``-O3`` compiles much longer for little gain.  No
 processors agree to round-off.
 
 Every compiler runs in its own process group, registered while it runs, so
-that a Ctrl-C stops them all (:func:`stop_compilers`).
+that a Ctrl-C stops them all (:func:`stop_compilers`).  So does a SIGTERM
+(``timeout``, a batch scheduler, ``kill``) to a process that left SIGTERM's
+action at its default, while it builds (:func:`build_folder`): the build
+folder is removed and the process exits with status 143, as it would have.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -27,7 +31,9 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CodegenError
@@ -227,3 +233,33 @@ def processor_identity() -> str:
 
 def compiler_failed(cmd: list[str], stderr: str) -> CodegenError:
     return CodegenError(f"the C compiler failed ({' '.join(cmd[:3])} ...):\n{stderr[-2000:]}")
+
+
+@contextlib.contextmanager
+def build_folder() -> Iterator[str]:
+    """A temporary folder for generated C and its objects, removed on leaving.
+
+    A SIGTERM while it is open, to a process that left SIGTERM's action at
+    its default (which ends a process without clean-up), stops every
+    compiler (:func:`stop_compilers`) and unwinds as ``SystemExit(143)``, so
+    the folder is removed too.  Before, ``timeout`` stopping a script left a
+    ``cc`` running for minutes after it, and 24-273 MB folders in ``/tmp``.
+    Only the main thread can set the handler; an application's own handler,
+    or one already set by an enclosing build, is left alone.
+    """
+    guard = (threading.current_thread() is threading.main_thread()
+             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+
+    def terminated(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
+        stop_compilers()
+        raise SystemExit(128 + signum)
+
+    if guard:
+        signal.signal(signal.SIGTERM, terminated)
+    try:
+        with tempfile.TemporaryDirectory(prefix="picard_cg_") as tmp:
+            yield tmp
+    finally:
+        if guard and signal.getsignal(signal.SIGTERM) is terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -36,6 +36,7 @@ from .inputs import check_input_interpolation, evaluate_inputs, is_linear
 from .model import Model
 from .runtime.interrupts import interruptible, reraise_if_interrupted
 from .runtime.native_output import captured_native_output
+from .runtime.user_warnings import called_by_user, warn_user
 
 __all__ = ["simulate", "measure", "simulate_experiment", "own_inputs", "input_breaks"]
 
@@ -430,6 +431,12 @@ def simulate(
                                                       u_times, interp), times, late, t0)
 
     u_of_t(np.array([t0]))  # fail early on a missing or wrong-length input
+    if np.any(late > 0) and called_by_user():  # (predictions' own calls say nothing)
+        def raw(times: np.ndarray) -> np.ndarray:
+            return evaluate_inputs(u_spec, times, model.nu, "simulate", u_times, interp)
+        for k, u0, at, value in moving_before_late(raw, t0, late, np.asarray(t, float)):
+            warn_user("simulate: " + held_history_words(model.u_names[k], u0, t0, at, value,
+                                                        float(late[k])))
     bp = bp[(bp > t0) & (bp < t[-1])]
     bounds = _segments(t0, t, bp)
     out = np.empty((t.size, model.nx))
@@ -608,6 +615,47 @@ def _inputs_at(model: Model, t: np.ndarray, u: Any, p: Any = None,
     late = np.zeros(model.nu) if p is None else model.delay_values(p)[1]
     return late_columns(lambda s: evaluate_inputs(spec, s, model.nu, "simulate", times, interp),
                         t, late, float(t[0]) if t0 is None else t0)
+
+
+def moving_before_late(values: Callable[[np.ndarray], np.ndarray], t0: float,
+                       late: np.ndarray, samples: np.ndarray
+                       ) -> list[tuple[int, float, float, float]]:
+    """The delayed columns of ``values`` that change within their delay after
+    ``t0``, each ``(k, u(t0), t, u(t))`` at its largest change there.
+
+    Before ``t0 + late[k]`` a delayed input is held at ``u(t0)``, an input at
+    rest before the record; one that changes at once (a dose given at ``t0``,
+    a pulse) was not, and the held value is a guess the fit rests on (a
+    pharmacometrician's 0.1 h infusion of 1000 mg/h, held for a 0.4 h lag: 400
+    mg more of the dose, the lag estimated at 0.0005).  A change is one over
+    1e-6 of the column's range over ``samples`` and the window.
+    """
+    out = []
+    for k in np.flatnonzero(late > 0):
+        window = np.linspace(t0, t0 + late[k], 201)
+        inside = samples[(samples > t0) & (samples <= t0 + late[k])]
+        times = np.unique(np.concatenate([window, inside]))
+        u = np.asarray(values(times), float)[:, k]
+        u_all = np.concatenate([u, np.asarray(values(samples), float)[:, k]])
+        spread = float(np.nanmax(u_all) - np.nanmin(u_all))
+        change = np.abs(u - u[0])
+        i = int(np.nanargmax(change))
+        if spread > 0 and change[i] > 1e-6 * spread:
+            out.append((int(k), float(u[0]), float(times[i]), float(u[i])))
+    return out
+
+
+def held_history_words(name: str, u0: float, t0: float, at: float, value: float,
+                       tau: float) -> str:
+    """What a delayed input that changes within its delay after ``t0`` is
+    taken to have been before the record (:func:`moving_before_late`)."""
+    return (f"input {name!r} is {u0:.6g} at t0 = {t0:.6g} and {value:.6g} at t = {at:.6g}, "
+            f"inside its delay {tau:.6g}: a delayed input is held at its value at t0 "
+            f"before t0 + its delay (an input at rest before the record), here {u0:.6g} "
+            f"for {tau:.6g}; if it was something else before the record (a dose or a "
+            f"pulse given at t0: 0), start the experiment earlier with a sample of that "
+            f"value (t0 before the pulse), or give a dose as an initial amount and delay "
+            f"the output (output_delays)")
 
 
 def late_columns(values: Callable[[np.ndarray], np.ndarray], times: Any,

@@ -90,6 +90,10 @@ ON_BOUNDS_NOTE = " ended on their bounds"
 #: estimated through it (a FitWarning: the delay half a sample late, 43
 #: standard errors in a process engineer's PRBS test)
 STAIRCASE_DELAY = "an estimated input delay half a sample spacing too long"
+#: what the note on a delayed input that changes within its delay after t0
+#: says (a FitWarning: the input's value before the record decides the fit;
+#: :func:`picard_casadi.simulate.held_history_words`)
+HELD_HISTORY = "a delayed input is held at its value at t0"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -447,4 +451,5 @@ def is_fit_note(note: str) -> bool:
                              REPLICATE_HEAD, REPEAT_HEAD))
             or ON_BOUND_NOTE in note
             or ON_BOUNDS_NOTE in note
-            or STAIRCASE_DELAY in note)
+            or STAIRCASE_DELAY in note
+            or HELD_HISTORY in note)

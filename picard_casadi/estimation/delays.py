@@ -29,10 +29,12 @@ from typing import Any
 import numpy as np
 
 from ..analysis.certificate import MODEL_CHECK
+from ..errors import FitWarning
 from ..experiment import Experiment
 from ..model import Model
 from ..parameters import Parameter, is_table
 from ..runtime.user_warnings import warn_user
+from ..simulate import held_history_words, moving_before_late
 from ..transcription.delayed import DelayPlan, late_predictor, simulated_predictor
 from .arguments import as_bounds
 from .assembly import note_staircase_inputs
@@ -103,6 +105,27 @@ def _delay_box(plan: DelayPlan, experiments: Sequence[Experiment], p0: Any,
                              f"{b:g}] (unset bounds are 0 and the longest record, "
                              f"{longest:g}); start inside them or widen them")
     return start, lo, hi, [bool(f) for f in free]
+
+
+def note_held_history(result: Any, model: Model, experiments: Sequence[Experiment],
+                      late: np.ndarray) -> None:
+    """A :class:`~picard_casadi.FitWarning` where a delayed input changes
+    within its delay after ``t0`` (the larger of its start and its estimate):
+    its value before the record, a guess, decides the fit
+    (:func:`~picard_casadi.simulate.moving_before_late`)."""
+    if model.nu == 0:
+        return
+    seen: dict[int, list[str]] = {}
+    for e in experiments:
+        for k, u0, at, value in moving_before_late(lambda s, e=e: e.inputs(s, model.nu), e.t0,
+                                                   late, np.unique(e.t)):
+            seen.setdefault(k, []).append(f"experiment {e.name!r}: " + held_history_words(
+                model.u_names[k], u0, e.t0, at, value, float(late[k])))
+    for k, notes in seen.items():
+        note = notes[0] + (f" (and as much in {len(notes) - 1} other experiment(s))"
+                           if len(notes) > 1 else "")
+        result.warnings.append(note)
+        warn_user(note, FitWarning)
 
 
 def _spacing(experiments: Sequence[Experiment]) -> float:
@@ -241,6 +264,7 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     # say whether a staircase is read as ramps (a quadrotor's 250 Hz command
     # read linearly: its delay 2-3.5 standard errors late, no word)
     note_staircase_inputs(result, model, experiments, plan.moving_inputs)
+    note_held_history(result, model, experiments, plan.shifts(np.maximum(start, centres))[1])
     _, user_bounds = _round_start(plan, p0, options.get("p_bounds"), centres,
                                   np.where(free, lo, centres), np.where(free, hi, centres))
     if user_bounds is not None:

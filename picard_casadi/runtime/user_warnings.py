@@ -18,7 +18,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 
-__all__ = ["warn_user", "SPELLING", "held_warnings", "raised_again"]
+__all__ = ["warn_user", "SPELLING", "held_warnings", "raised_again", "called_by_user"]
 
 #: the caller's terms for the package's advice (``p_bounds`` as a parameter
 #: table's bounds), set around a restated problem's solve; None: as written
@@ -42,6 +42,13 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def called_by_user() -> bool:
+    """Whether the caller of the function that asks was called from outside
+    the package (the user's own call, not one of the package's)."""
+    frame = sys._getframe(2)
+    return not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)
 
 
 @contextlib.contextmanager

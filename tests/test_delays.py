@@ -487,3 +487,20 @@ def test_a_dose_at_t0_held_before_its_lag_is_flagged():
     assert res.success and not res.fit_flagged, res.warnings
     assert not any("held at its value at t0" in w for w in res.warnings)
     np.testing.assert_allclose(res.p, [1.2, 50.0, 0.4], rtol=1e-3)
+
+
+def test_a_fixed_delay_fit_on_log_scales_keeps_its_bounds_on_those_scales():
+    """The result's box is on its parameters' scales, as without a delay: a
+    log10 fit with the delay held had recorded the linear bounds, and its
+    profile read ka's bound 0.5 as log10(ka) >= 0.5 (the estimate shown as
+    0.5, an interval for ka of [3.2, 4.0] for 1.13)."""
+    exp = _data("output")
+    res = pc.estimate(_model("tau", "output"), [exp], [1.0, 1.0, TAU], estimate_x0=False,
+                      parameter_scale=["log10", "log10", "lin"],
+                      p_bounds=([0.5, 0.1, TAU], [10.0, 10.0, TAU]))
+    assert res.success, res.message
+    lower, upper = res.settings["p_bounds"]
+    np.testing.assert_allclose([lower[0], upper[0]], np.log10([0.5, 10.0]))
+    prof = pc.profile(res, parameters=["a"])
+    lo, hi = prof.intervals[0]
+    assert lo < np.log10(res.p[0]) < hi

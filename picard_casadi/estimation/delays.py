@@ -267,11 +267,15 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     note_held_history(result, model, experiments, plan.shifts(np.maximum(start, centres))[1])
     _, user_bounds = _round_start(plan, p0, options.get("p_bounds"), centres,
                                   np.where(free, lo, centres), np.where(free, hi, centres))
-    if user_bounds is not None:
+    scales = options.get("parameter_scale")
+    scaled = scales is not None and any(
+        s != "lin" for s in ([scales] if isinstance(scales, str) else scales))
+    if user_bounds is not None and not scaled:
         result.settings["p_bounds"] = [np.asarray(b, float).tolist() for b in user_bounds]
     elif result.settings.get("p_bounds") is not None:
-        # a table's (restated) bounds, in the result's order: the delays' are
-        # the user's, not the last round's trust box
+        # a table's (restated) bounds, in the result's order and on its
+        # scales (a log10 fit's linear bounds had profiled log10(ka) from 0.5):
+        # the delays' are the user's, not the last round's trust box
         lower, upper = (list(b) for b in result.settings["p_bounds"])
         for k, j in enumerate(plan.estimated):
             name = model.p_names[j]

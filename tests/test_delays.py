@@ -504,3 +504,15 @@ def test_a_fixed_delay_fit_on_log_scales_keeps_its_bounds_on_those_scales():
     prof = pc.profile(res, parameters=["a"])
     lo, hi = prof.intervals[0]
     assert lo < np.log10(res.p[0]) < hi
+
+
+def test_a_clock_left_at_the_first_sample_is_named_with_a_delay():
+    """Known initial states at a first sample later than 0, ``t0`` not given:
+    the note that names ``t0=0.0`` (a dose at 0 with samples from 0.25 h had
+    the lag 22.6 standard errors short and no word where the model had a
+    delay: the rounds' experiments had their t0 given)."""
+    exp = _data("output")
+    late = pc.Experiment(exp.t[5:], exp.y[5:], u=exp.u[5:], x0=[0.0], name="late",
+                         u_interpolation="linear")
+    with pytest.warns(UserWarning, match=r"t0 not given: 0\.5.*t0=0\.0"):
+        pc.estimate(_model("tau", "output"), [late], [1.0, 1.0, 0.2], estimate_x0=False)

@@ -165,11 +165,15 @@ class DelayPlan:
             linear = [k for k in range(m.nu) if is_linear(exp.u_interpolation, k)]
             bp += [np.unique(exp.t) + d for d in np.unique(in_shift[linear]) if d > 0]
             bp += [inputs.ramps[k][0] + in_shift[k] for k in ramps]
-        return Experiment.from_measurements(
+        out = Experiment.from_measurements(
             np.concatenate(times), names, np.concatenate(values), m.y_names,
             sigma=None if sigma is None else np.concatenate(sig), u=inputs, x0=exp.x0,
             name=exp.name, t0=exp.t0, breakpoints=np.concatenate(bp),
             parameters=exp.parameters, noise_parameters=exp.noise_parameters)
+        # the user's start, given or not (a clock left at the first sample with
+        # a dose at 0: the lag 22.6 standard errors short, no word)
+        out._t0_given = getattr(exp, "_t0_given", True)
+        return out
 
     def _ramped_inputs(self, exp: Experiment) -> list[int]:
         """The inputs of ``exp`` held between samples whose delay is estimated

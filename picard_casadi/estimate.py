@@ -44,9 +44,8 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step, drop_uncertainty,
                                    held_by_bounds_note, late_clock_note, nonsmooth_note,
-                                   note_bounds_reached, outside_box_note, ran_off_message,
-                                   unit_outlier_note, unmeasured_outputs_note,
-                                   unstable_departure)
+                                   note_bounds_reached, outside_box_note, unit_outlier_note,
+                                   unmeasured_outputs_note, unstable_departure)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -57,6 +56,7 @@ from .estimation.preequilibration import stiff_in_settling_only
 from .estimation.statement import in_table_terms, state_problem
 from .estimation.setup import (build_setup, simulated_ssr, start_weights, state_sizes, x0_mask,
                                x0_setting)
+from .estimation.valleys import note_converged_ran_off, ran_off_message
 from .estimation.wald_ends import note_flat_wald_ends
 from .experiment import Experiment
 from .methods import get_method
@@ -696,6 +696,7 @@ def estimate(
         declare_plateau(result)
     if result.success:
         note_bounds_reached(result, p_lb, p_ub, (x_lb, x_ub, prob.estimate_x0, model))
+        note_converged_ran_off(result, p0, setup.p_scale, model.p_names)
         clip_intervals_to_bounds(result, p_lb, p_ub)
     note_staircase_inputs(result, model, prob.experiments)
     note_copied_rows(result, prob.experiments)

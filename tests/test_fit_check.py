@@ -716,3 +716,39 @@ def test_counts_and_a_floor_that_repeat_are_no_compression():
     assert repeated_values([cases], [t], ["region"], ["cases"]) == []
     below = np.maximum(np.sin(t / 10.0), 0.05)[:, None]  # at a detection limit half the time
     assert repeated_values([below], [t], ["run"], ["C"]) == []
+
+
+def _minimal_model():
+    """Bergman's minimal model of an IVGTT, insulin the input, G0 estimated."""
+    g, x, i = ca.SX.sym("G"), ca.SX.sym("X"), ca.SX.sym("I")
+    p = ca.SX.sym("p", 4)
+    rhs = ca.vertcat(-(p[0] + x) * g + p[0] * 90.0, -p[1] * x + p[2] * (i - 10.0))
+    return pc.Model(x=ca.vertcat(g, x), p=p, u=i, rhs=rhs, y=g,
+                    p_names=["p1", "p2", "p3", "G0"], x0=[p[3], 0.0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_log_scale_parameter_that_ran_decades_off_is_flagged(seed):
+    """From p3 five decades too large on log10 scales, Gauss-Newton ran log10(p2)
+    to -90128 (p2 = 0): a local optimum 16 in nllh above the best, returned as
+    success with p3 31 standard errors off and no flag.  Right or flagged:
+    a converged fit the package does not flag holds the truth."""
+    t = np.array([0, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 19, 22, 27, 32, 42, 52, 62, 72, 82, 92,
+                  102, 122, 142, 162, 182], float)
+    insulin = (10 + 90 * np.exp(-t / 6) * (1 - np.exp(-t / 0.7))
+               + 25 * (t / 25) * np.exp(1 - t / 25))[:, None]
+    model, truth = _minimal_model(), np.array([0.03, 0.02, 1e-5, 280.0])
+    glucose = pc.simulate(model, [280.0, 0.0], truth, t, u=insulin)[:, 0]
+    y = glucose * (1 + 0.02 * np.random.default_rng(seed).standard_normal(t.size))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, [pc.Experiment(t, y[:, None], u=insulin)],
+                          [0.05, 0.05, 1.0, 250.0], noise="log-normal",
+                          parameter_scale=["log10", "log10", "log10", "lin"],
+                          p_bounds=([0, 0, 0, 0], [np.inf] * 4))
+    assert not np.isnan(res.p_std).any()  # (inf * 0 had been a NaN)
+    if res.success and not res.fit_flagged:
+        assert np.all(np.abs(res.p - truth) < 5 * res.p_std), (res.p, res.p_std)
+    off = [w for w in res.warnings if "ran along a direction the data do not determine" in w]
+    if off:
+        assert res.fit_flagged and "multistart" in off[0]

@@ -94,6 +94,9 @@ STAIRCASE_DELAY = "an estimated input delay half a sample spacing too long"
 #: says (a FitWarning: the input's value before the record decides the fit;
 #: :func:`picard_casadi.simulate.held_history_words`)
 HELD_HISTORY = "a delayed input is held at its value at t0"
+#: what the note on a converged run's parameter that ran off along a valley
+#: says (a FitWarning; :func:`picard_casadi.estimation.valleys.note_converged_ran_off`)
+RAN_OFF_NOTE = "ran along a direction the data do not determine"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -452,4 +455,5 @@ def is_fit_note(note: str) -> bool:
             or ON_BOUND_NOTE in note
             or ON_BOUNDS_NOTE in note
             or STAIRCASE_DELAY in note
-            or HELD_HISTORY in note)
+            or HELD_HISTORY in note
+            or RAN_OFF_NOTE in note)

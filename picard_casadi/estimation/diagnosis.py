@@ -20,12 +20,8 @@
 * :func:`note_bounds_reached`: a converged estimate with a free parameter
   on its bound gets a :class:`~picard_casadi.FitWarning` naming it, and its
   confidence interval stops at the bound;
-* :func:`ran_off` (called by
-  :func:`~picard_casadi.estimation.refinement.solve_and_refine` where a
-  certificate fails): a converged run whose undetermined parameters
-  travelled far along a flat valley to where the certificate fails is told
-  so (the data bound them from one side at most), instead of refining the
-  mesh and trying every other method along the same valley.
+* parameters that ran off along a valley the data do not bound:
+  :mod:`picard_casadi.estimation.valleys`.
 """
 
 from __future__ import annotations
@@ -56,10 +52,10 @@ from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
            "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
-           "drop_uncertainty", "ran_off_message", "ran_off_at_limit",
+           "drop_uncertainty",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
-           "ON_BOUND", "ran_off", "RAN_OFF_DISTANCE", "late_clock_note", "UNSTABLE_THERE",
+           "ON_BOUND", "late_clock_note", "UNSTABLE_THERE",
            "unmeasured_outputs_note",
            "time_unit_notes", "clipped_intervals"]
 
@@ -623,77 +619,6 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
         "method='ipopt' keeps every interval start an unknown and is not affected; or "
         "start from a p0 whose simulation follows the data (multistart)")
     return True
-
-
-#: a parameter the data do not determine at a converged estimate that the
-#: certificate rejects, this many of its scales (``p_scale``) from p0, ran
-#: there along a valley: Robertson's kinetics with B lost in the noise took
-#: log10 k2 from 0 to 63 and log10 k3 to 32 (the fit within 4e-5 of its last
-#: value from log10 k2 = 9.4 on), where CVODES fails at once
-RAN_OFF_DISTANCE = 10.0
-
-
-def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np.ndarray,
-            names: Sequence[str]) -> str:
-    """How the parameters the data do not determine ran from ``p0`` to ``p``, or ``''``.
-
-    ``undetermined`` marks the parameters in a direction the information
-    matrix at ``p`` does not determine
-    (:func:`~picard_casadi.analysis.uncertainty.undetermined_parameters`);
-    where one of them lies :data:`RAN_OFF_DISTANCE` of its scales or more
-    from its start, the fit barely changes along that direction and the
-    iterations followed it: the data bound those parameters from one side
-    at most.
-
-    Returns
-    -------
-    str
-        A sentence naming those parameters with their starts and ends, or ``''``.
-    """
-    travel = np.where(undetermined, np.abs(np.asarray(p, float) - np.asarray(p0, float))
-                      / np.asarray(p_scale, float), 0.0)
-    if not travel.max(initial=0.0) >= RAN_OFF_DISTANCE:
-        return ""
-    which = np.flatnonzero(undetermined)
-    listed = names[which[-1]]
-    if which.size > 1:
-        listed = ", ".join(names[i] for i in which[:-1]) + " and " + listed
-    moved = ", ".join(f"{names[i]} {p0[i]:.4g} -> {p[i]:.4g}" for i in which)
-    return (f"the data do not determine {listed} there, and the iterations ran along that "
-            f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
-            "barely changes along it, so the data bound these parameters from one side "
-            "at most")
-
-
-def ran_off_at_limit(setup: Any, outcome: Any, p0: np.ndarray, names: Sequence[str]) -> str:
-    """:func:`ran_off` of a run stopped at its iteration limit (``outcome``),
-    over the parameters no bound holds (PEtab's Blasi ran to a bound of -12
-    and converged there when continued); ``""`` where its sensitivities
-    cannot be computed."""
-    from ..analysis.uncertainty import solution_sensitivity, undetermined_parameters
-
-    p = np.asarray(outcome.p, float)
-    try:
-        off = undetermined_parameters(setup, solution_sensitivity(setup, outcome.X, outcome.U,
-                                                                  p))
-    except (RuntimeError, ValueError, ArithmeticError, np.linalg.LinAlgError):
-        return ""
-    return ran_off(p0, p, setup.p_scale, off & (p > setup.p_lb) & (p < setup.p_ub), names)
-
-
-def ran_off_message(method: str, p: np.ndarray, cert_message: str | None, how: str) -> str:
-    """A run's message where its parameters ran off along a valley (``how``:
-    :func:`ran_off`'s sentence): converged there without a certificate
-    (``cert_message``), or stopped there at its iteration limit (``None``: a
-    climate model's feedbacks ran to -212 and 214 in 1000 iterations, then
-    four other runs followed them for 163 s, the message "increase max_iter")."""
-    where = (f"where its estimate is not certified as the ODE's ({cert_message})"
-             if cert_message is not None else "where it reached its iteration limit")
-    return (f"{method} {'converged' if cert_message is not None else 'stopped'} at p = "
-            f"{np.array2string(np.asarray(p, float), precision=6)}, {where}: {how}. No "
-            "further refinement and no other method was tried (each follows the same "
-            "valley); bound these parameters (p_bounds), fix them, or add data that "
-            "determine them")
 
 
 #: CasADi operations whose value jumps (a sign, a rounding, a branch), and

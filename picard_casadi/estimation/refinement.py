@@ -33,7 +33,8 @@ from ..transcription.guess import GUESS_NOTE
 from ..transcription.mesh import polish_boundaries, refined_boundaries, transfer_solution
 from .fallbacks import ITERATION_LIMITS, STALLED, clipped, restarts_allowed
 from ..analysis.likelihood import NoiseGroups
-from .diagnosis import PLATEAU_REACH, fitted_outputs, ran_off, ran_off_at_limit
+from .diagnosis import PLATEAU_REACH, fitted_outputs
+from .valleys import ran_off, ran_off_at_limit
 from .noise_formula import NoiseFormula
 from .preequilibration import settling_intervals
 from .arguments import default_picard_order

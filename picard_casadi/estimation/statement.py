@@ -213,8 +213,9 @@ class Statement:
                 start[f"{key}_scaled"] = [float(v) for v in start[key]]
                 start[key] = [float(v) for v in self.to_linear(start[key])]
         cov_phi = None if res.p_cov is None else np.asarray(res.p_cov, float).copy()
-        if res.p_std is not None:
-            res.p_std = np.abs(slope) * np.asarray(res.p_std, float)
+        if res.p_std is not None:  # (an inf stays inf at 0: log10 at -90128 was a NaN)
+            inf = np.isinf(res.p_std)
+            res.p_std = np.where(inf, np.inf, np.abs(slope) * np.where(inf, 0.0, res.p_std))
         if res.p_cov is not None:
             res.p_cov = np.asarray(res.p_cov, float) * np.outer(slope, slope)
         if res.p_ci is not None:
@@ -229,13 +230,12 @@ class Statement:
                 res.x0[e] = x0
                 if res.x0_std is not None and e < len(res.x0_std):
                     std = np.asarray(res.x0_std[e], float).copy()
-                    # x0 = h(phi), the deviation known: the delta method (a
-                    # number where h holds no estimated parameter: 0, as a
-                    # known x0's; NaN before, beside 0 for the known states)
+                    # x0 = h(phi), the deviation known: the delta method (0 where h
+                    # holds no estimated parameter, as a known x0's; NaN before)
                     std[self.shifted] = x0_std[e][self.shifted]
                     res.x0_std[e] = std
-        # "the data determine log10(k) poorly ... spans zero" judged the log: on
-        # that scale the question is how many decades the standard error spans
+        # "the data determine log10(k) poorly ... spans zero" judged the log: there,
+        # how many decades the standard error spans
         note_poorly_determined(res)
         for e, duration, settled in self.unsettled(replace(res, p=phi, x0=inner_x0)):
             note = (f"experiment {self.experiments[e].name!r}: at the estimate its "

@@ -516,3 +516,17 @@ def test_a_clock_left_at_the_first_sample_is_named_with_a_delay():
                          u_interpolation="linear")
     with pytest.warns(UserWarning, match=r"t0 not given: 0\.5.*t0=0\.0"):
         pc.estimate(_model("tau", "output"), [late], [1.0, 1.0, 0.2], estimate_x0=False)
+
+
+def test_one_log_scale_word_leaves_the_delay_linear_beside_per_experiment_parameters():
+    """``parameter_scale="log10"`` for every parameter leaves the delays
+    linear, with ``per_experiment`` too (refused there: "the delay 'tlag' must
+    be estimated on the linear scale", where the same word alone worked)."""
+    exps = [_data("input", seed).replaced(name=f"run{seed}") for seed in (3, 4)]
+    res = pc.estimate(_model("tau", "input"), exps, [1.0, 1.0, 0.2], estimate_x0=False,
+                      parameter_scale="log10", per_experiment="b")
+    assert res.success, res.message
+    value = dict(zip(res.p_names, res.p))
+    std = dict(zip(res.p_names, res.p_std))
+    assert abs(value["tau"] - TAU) < 4 * std["tau"]
+    assert res.p_scales[res.p_names.index("tau")] == "lin"

@@ -146,6 +146,19 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     options = dict(options)
     if isinstance(p0, Mapping) and p0 and all(isinstance(q, Parameter) for q in p0.values()):
         p0 = list(p0.values())  # the table's other form (as estimate reads it)
+    scale = options.get("parameter_scale")
+    if scale is not None:
+        # one scale for every parameter leaves the delays linear (a delay may be
+        # 0), before a parameter table is made of them; a list must say "lin"
+        scales = [scale] * model.np if isinstance(scale, str) else list(scale)
+        if len(scales) == model.np:
+            for j in plan.estimated:
+                if scales[j] != "lin" and not isinstance(scale, str):
+                    raise ValueError(f"`parameter_scale`: the delay {model.p_names[j]!r} must "
+                                     f"be estimated on the linear scale (a delay may be 0), "
+                                     f"got {scales[j]!r}")
+                scales[j] = "lin"
+            options["parameter_scale"] = scales
     restated = (options.get("per_experiment") is not None
                 or any(e.parameters for e in experiments))
     if restated and not is_table(p0) and (options.get("multistart") or 1) <= 1:
@@ -165,19 +178,6 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
         if n in per or any(n in e.parameters for e in experiments):
             raise ValueError(f"the delay {n!r} cannot differ by experiment (per_experiment or "
                              "Experiment(parameters=...)); give each its own delay parameter")
-    scale = options.get("parameter_scale")
-    if scale is not None:
-        # one scale for every parameter leaves the delays linear (a delay may be
-        # 0); a list must say "lin" for them
-        scales = [scale] * model.np if isinstance(scale, str) else list(scale)
-        if len(scales) == model.np:
-            for j in plan.estimated:
-                if scales[j] != "lin" and not isinstance(scale, str):
-                    raise ValueError(f"`parameter_scale`: the delay {model.p_names[j]!r} must "
-                                     f"be estimated on the linear scale (a delay may be 0), "
-                                     f"got {scales[j]!r}")
-                scales[j] = "lin"
-            options["parameter_scale"] = scales
     start, lo, hi, free = _delay_box(plan, experiments, p0, options.get("p_bounds"))
     # a delay held at its value reads its inputs as given (a staircase exactly)
     plan.fixed = frozenset(j for j, f in zip(plan.estimated, free) if not f)

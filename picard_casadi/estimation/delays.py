@@ -38,6 +38,8 @@ from ..simulate import held_history_words, moving_before_late
 from ..transcription.delayed import DelayPlan, late_predictor, simulated_predictor
 from .arguments import as_bounds
 from .assembly import note_staircase_inputs
+from .fallbacks import NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE
+from .noise_plan import noise_plan
 from .statement import flat_table
 
 __all__ = ["estimate_with_delays", "MAX_ROUNDS"]
@@ -47,6 +49,10 @@ MAX_ROUNDS = 30
 #: the first trust radius of a delay, in sample spacings (the median spacing of
 #: the experiments' sample times)
 FIRST_RADIUS = 2.0
+#: a first round whose likelihood is not finite (measured samples where a
+#: log-normal output is still 0) is started again from delays a quarter as
+#: long (from their lower bounds), at most this many times
+SHORTER_STARTS = 3
 #: a delay has settled when its last move is below this fraction of its
 #: standard error (or of its trust radius, where there is none)
 SETTLED = 0.01
@@ -143,6 +149,9 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     experiments = list(experiments)
     for e in experiments:  # before a round restates them (a y of the wrong width)
         e.check(model)
+    # the noise model against the user's data, before a round moves a delayed
+    # output's samples (a 0 under log-normal noise at 0.25 h named as t = 0.05)
+    noise_plan(options.get("noise"), model, experiments)
     options = dict(options)
     if isinstance(p0, Mapping) and p0 and all(isinstance(q, Parameter) for q in p0.values()):
         p0 = list(p0.values())  # the table's other form (as estimate reads it)
@@ -192,6 +201,7 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
     rounds = 0
     warm = None
     checked = False  # whether a round's certificate checks the model's own solution
+    shortened = 0  # starts of the delays made shorter (a first round not finite)
     for rounds in range(1, MAX_ROUNDS + 1):
         exps = [plan.round_experiment(e, centres) for e in experiments]
         box_lo = np.where(free, np.maximum(lo, centres - radius), centres)
@@ -217,6 +227,16 @@ def estimate_with_delays(estimate: Callable[..., Any], model: Model,
                 MODEL_CHECK.reset(token)
         wall += result.wall_time
         last_centres = centres.copy()
+        if (not result.success and warm is None and shortened < SHORTER_STARTS
+                and result.status in (OUTPUT_NOT_POSITIVE, NOISE_NOT_POSITIVE)
+                and np.any(free & (centres > lo))):
+            # a start so late that measured samples fall where the output is
+            # still 0, whose log-normal (or proportional) likelihood is not
+            # finite: a lag started at 0.6 h, the first sample at 0.5 h, failed
+            # with every method; again from a quarter as late
+            shortened += 1
+            centres = np.where(free, lo + (centres - lo) / 4.0, centres)
+            continue
         if not result.success:
             break
         warm = result if result._X is not None else None
@@ -424,6 +444,15 @@ def _user_result(result: Any, plan: DelayPlan, experiments: list[Experiment],
     if plan.estimated:
         result.message += (f"; the delays settled in {rounds} round(s) of fits"
                            if result.success else f" (delay round {rounds})")
+    late = {m.y_names[k]: float(late_outputs[k]) for k in plan.outputs if late_outputs[k] > 0}
+    if not result.success and late and "t = " in result.message:
+        # a round places a delayed output's samples earlier: its times are not
+        # the user's (a pharmacometrician's samples at 0.25 h and 0.5 h named
+        # as t = 0.05 and t = 0)
+        shifts = ", ".join(f"{n} by {d:.6g}" for n, d in late.items())
+        result.message += (f"; the times named are the round's, where a delayed output's "
+                           f"samples sit earlier by its delay ({shifts}; at t0 where that "
+                           "is before it)")
     result._delays, result._model = plan, plan.model  # (the user's, not a round's)
     # (a fitted run's band: the delays' rounds are other models; a new run's
     # by central differences of the delayed model, analysis/prediction_band.py)

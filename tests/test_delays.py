@@ -561,3 +561,11 @@ def test_a_log_normal_zero_is_named_at_the_user_s_time_with_a_delay():
     with pytest.raises(ValueError, match=r"sample 7 \(counted from 0; t = 0\.7\) has y = 0"):
         pc.estimate(_model("tau", "output"), [exp.replaced(y=y)], [1.0, 1.0, 0.2],
                     estimate_x0=False, noise="log-normal")
+
+
+def test_a_delay_started_beyond_the_record_is_named():
+    exp = _data("output")
+    with pytest.raises(ValueError, match=r"the delay 'tau' starts at 30, as long as the longest "
+                                         r"record \(12\) or longer"):
+        pc.estimate(_model("tau", "output"), [exp], [1.0, 1.0, 30.0], estimate_x0=False,
+                    p_bounds=([None, None, 0.0], [None, None, 50.0]))

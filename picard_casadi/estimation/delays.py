@@ -110,6 +110,12 @@ def _delay_box(plan: DelayPlan, experiments: Sequence[Experiment], p0: Any,
             raise ValueError(f"the delay {n!r} starts at {s:g}, outside its bounds [{a:g}, "
                              f"{b:g}] (unset bounds are 0 and the longest record, "
                              f"{longest:g}); start inside them or widen them")
+        if s >= longest:
+            # every sample would sit at t0 (a round with one sample time
+            # raised "`t` needs at least 2 distinct sample times")
+            raise ValueError(f"the delay {n!r} starts at {s:g}, as long as the longest record "
+                             f"({longest:g}) or longer: every sample would lie before it; "
+                             "start it shorter (in the record's time unit)")
     return start, lo, hi, [bool(f) for f in free]
 
 

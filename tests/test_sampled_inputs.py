@@ -443,3 +443,19 @@ def test_a_sampled_physical_step_is_no_staircase():
     # floor's pulses
     prbs = np.where(np.random.default_rng(2).random(t.size) < 0.5, -1.0, 1.0)
     assert held_input_columns(np.column_stack([step, pulse, stairs, prbs])) == [2, 3]
+
+
+def test_inputs_sampled_from_after_t0_are_said_to_be_held_before(sampled_problem):
+    """Rows before a time dropped with ``t0`` kept: the inputs are held at
+    their first sample over the gap (an IVGTT's insulin at its 8-minute value
+    over [0, 8), no word); from t0 on, nothing is said."""
+    model, t, y, samples = sampled_problem
+    late = pc.Experiment(t[6:], y[6:], u=samples[6:], t0=0.0, x0=[0.2, 0.0], name="late")
+    with pytest.warns(UserWarning, match=r"experiment 'late': its sampled input\(s\) start at "
+                                         r"t = 1, after t0 = 0, and are held"):
+        res = pc.estimate(model, [late], p0=[2.0, 1.0])
+    assert any("held at their first sample" in w for w in res.warnings)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        res = pc.estimate(model, [pc.Experiment(t, y, u=samples, x0=[0.2, 0.0])], p0=[2.0, 1.0])
+    assert not [w for w in said if "held at their first sample" in str(w.message)]

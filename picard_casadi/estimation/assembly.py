@@ -27,6 +27,7 @@ from ..methods.base import (ANCHORED_ADVICE, SHOOTING_ADVICE, WEIGHTS_ADVICE, It
 from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
+from ..simulate import own_inputs
 from ..transcription.guess import GUESS_NOTE
 from ..transcription.predict import simulation_predictor
 from .diagnosis import fitted_outputs
@@ -189,6 +190,7 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
     the inputs whose delay is estimated (a ramp from the sample before puts
     each jump half a sample early, the delay as much late): their note is a
     :class:`~picard_casadi.FitWarning`."""
+    _note_inputs_before_their_samples(result, model, experiments)
     # one note per reading, naming its experiments (a CSTR's three runs alike
     # had three notes of one text)
     staircases: dict[tuple[str, str, bool], list[str]] = {}
@@ -235,6 +237,27 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
         if not result.success:  # (a likely cause: a bolus column read linearly failed
             # on "the noise formula's sigma is -6.9e-52", this the last of 5 warnings)
             result.message = f"{result.message}. Note: {note}"
+
+
+def _note_inputs_before_their_samples(result: EstimationResult, model: Model,
+                                      experiments: Sequence[Experiment]) -> None:
+    """A note where sampled inputs start after ``t0``: before their first
+    sample they are held at it (a new user's IVGTT with the mixing phase's
+    rows dropped and ``t0=0.0``: insulin held at its 8-minute value over
+    [0, 8), where it had peaked and fallen, with no word)."""
+    for e in experiments:
+        own = own_inputs(e)
+        if (not model.nu or not isinstance(own.u, np.ndarray) or own.preequilibration
+                is not None or not float(own.t[0]) > own.t0):
+            continue
+        first = np.asarray(own.u, float).reshape(len(own.t), -1)[0]
+        values = ", ".join(f"{n} = {v:.6g}" for n, v in zip(model.u_names, first))
+        note = (f"experiment {e.name!r}: its sampled input(s) start at t = {own.t[0]:.6g}, "
+                f"after t0 = {own.t0:.6g}, and are held at their first sample before it "
+                f"({values}); if they were something else there (a basal level, a bolus), "
+                "give their samples from t0 (rows with NaN outputs)")
+        result.warnings.append(note)
+        warn_user(note)
 
 
 def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]) -> None:

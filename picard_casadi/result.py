@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .analysis.fit_check import is_fit_note
+from .analysis.significant_digits import digits_beside
 from .analysis.prediction_band import new_run_sensitivities
 from .experiment import Experiment
 
@@ -292,7 +293,7 @@ class EstimationResult:
     #: the model's delays (estimation/delays.py), where it has them
     _delays: Any = field(default=None, repr=False, compare=False)
     #: the run converged where its parameters ran along a flat valley the data
-    #: do not bound (estimation/diagnosis.py, ran_off): no other run follows it
+    #: do not bound (estimation/valleys.py): no other run follows it
     _ran_off: bool = field(default=False, repr=False, compare=False)
     #: the run ended in a solve continuing a converged one on a new mesh, stopped
     #: at the default path's limits (estimation/solve_limits.py, continued_solve)
@@ -448,8 +449,7 @@ class EstimationResult:
                    if np.isfinite(c.get("model_error", np.nan))
                    and np.isfinite(c.get("model_short", np.nan)) else ""))
         names = self.p_names or [f"p{i}" for i in range(self.p.size)]
-        # the name column as wide as the longest name (PEtab's
-        # Epo_degradation_BaF3 pushed its row out of line)
+        # the name column as wide as the longest name (Epo_degradation_BaF3's)
         width = max([14] + [len(n) + 1 for n in names])
         head = f"  {'parameter':<{width}}{'estimate':>14}"
         if self.p_std is not None:
@@ -460,18 +460,19 @@ class EstimationResult:
         fixed = self._fixed()
         row_scales = list(self.p_scales or [])
         for i, name in enumerate(names):
-            row = f"  {name:<{width}}{self.p[i]:>14.6g}"
+            d = digits_beside(self.p[i], None if self.p_std is None else self.p_std[i])
+            row = f"  {name:<{width}}{self.p[i]:>14.{d}g}"
             if fixed[i]:
                 row += f"{'fixed':>13}"
             elif self.p_std is not None and self.p_ci is not None:
-                # a log-scale parameter known to worse than its own size: its
-                # linear error (the delta method's) says nothing (Boehm's
-                # k_exp_hetero on its bound, 1e-05 +- 0.00075 beside a CI over
-                # ten decades); its error on the log scale is below
+                # a log-scale parameter known to worse than its own size: its linear
+                # error says nothing (Boehm's k_exp_hetero, 1e-05 +- 0.00075 beside a
+                # CI over ten decades); its error on the log scale is below
                 vague = (i < len(row_scales) and row_scales[i] != "lin"
                          and not abs(self.p_std[i]) < abs(self.p[i]))
                 std = f"{'(log: below)':>13}" if vague else f"{self.p_std[i]:>13.3g}"
-                row += f"{std}   [{self.p_ci[i, 0]:>11.5g}, {self.p_ci[i, 1]:>11.5g}]"
+                lo, hi = self.p_ci[i]
+                row += f"{std}   [{lo:>11.{d - 1}g}, {hi:>11.{d - 1}g}]"
             if self.p_true is not None:
                 tr = self.p_true[i]
                 rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")
@@ -793,8 +794,7 @@ class EstimationResult:
         measured = sum(int(np.count_nonzero(np.isfinite(np.asarray(e.y, float))))
                        for e in experiments)
         if self.n_measurements and measured != self.n_measurements:
-            # other data: a profile re-fitted them beside the file's standard
-            # errors (a user passed the first 300 of 601 samples)
+            # other data (a user passed the first 300 of 601 samples to a profile)
             raise ValueError(f"{where} was fitted to {self.n_measurements} measured values; "
                              f"the experiments given hold {measured}: pass the data it was "
                              "fitted to (or fit these data)")

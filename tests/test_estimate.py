@@ -455,6 +455,26 @@ def test_the_summary_s_name_column_fits_the_longest_name():
     assert all(len(row[:column].rstrip()) == column for row in rows), lines
 
 
+def test_the_summary_shows_an_estimate_down_to_its_standard_error():
+    """Six digits hid a standard error of 1e-6 of the estimate: a robot
+    joint's inertia showed as 0.05 with the interval [0.05, 0.05]."""
+    import casadi as ca
+
+    from picard_casadi.analysis.significant_digits import digits_beside
+
+    assert digits_beside(0.0500724, 1.28e-6) == 6 and digits_beside(0.0500724, 1.28e-8) == 8
+    assert digits_beside(1.0, float("inf")) == 6 and digits_beside(1.0, 0.0) == 6
+    assert digits_beside(1.0, 1e-20) == 15
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x + p[1], p_names=["a", "b"])
+    exp = pc.simulate_experiment(model, [1.0], [0.5, 0.2], np.linspace(0, 5, 21),
+                                 noise_std=1e-8, seed=0)
+    res = pc.estimate(model, [exp], [0.3, 0.1])
+    row = next(line for line in res.summary().splitlines() if line.lstrip().startswith("a "))
+    lo, hi = row.split("[")[1].rstrip("]").split(",")
+    assert float(lo) < float(row.split()[1]) < float(hi), row
+
+
 def test_the_readme_first_fit_runs_as_written():
     """The README's first example, run from the README itself: the pendulum's
     truth without a flag.  (Without its bounds, from p0 = 0 the fit ends in the

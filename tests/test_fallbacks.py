@@ -25,7 +25,7 @@ def _result(success=False, status="max_iter", gap=0.0, message="iteration limit 
                            settings={}, _ran_off=False,
                            _continuation_stopped=False, nllh=nllh,
                            discretisation_error=discretisation_error,
-                           n_measurements=n_measurements)
+                           n_measurements=n_measurements, iterations=1000)
 
 
 def _path(**kw):
@@ -373,7 +373,10 @@ def test_a_run_stopped_while_still_converging_is_continued_from_its_last_iterate
     reruns = _Reruns(continued=lambda: _result(success=True, status="converged"))
     res = second_runs(_stopped_at_the_limit(falling), _path(), reruns, time.perf_counter())
     assert reruns.calls == [SS_WARM, ("picard-gn", "simulation", "warm")] and res.success
-    assert res.warnings[0].startswith("picard-gn reached its iteration limit while still converging")
+    assert res.warnings[0].startswith("picard-gn reached its iteration limit while still "
+                                      "converging after 1000 iterations (")
+    # (a user read "max_iter=1000" beside the continuation's "21 iterations in all")
+    assert "its iterations counted from there" in res.warnings[0]
 
 
 def test_single_shooting_from_the_last_iterate_comes_before_the_continuation():
@@ -493,7 +496,7 @@ def test_a_run_that_stalled_is_continued_from_its_last_iterate_first():
     res = second_runs(_stalled(), _path(every_state_measured=False), reruns,
                       time.perf_counter())
     assert reruns.calls == [("picard-gn", "simulation", "warm")] and res.success
-    assert res.warnings[0].startswith("picard-gn stalled (no progress")
+    assert res.warnings[0].startswith("picard-gn stalled after 1000 iterations (no progress")
     assert "continues it from its last iterate" in res.warnings[0]
 
 

@@ -69,7 +69,7 @@ A run that ended on a plateau (``status="plateau"``: the outputs do not
 depend on the parameters there) gets no second run: another start is the
 remedy, and the message says so.  Nor does a run whose parameters ran off
 along a flat valley the data do not bound (``not_certified``, named by
-:func:`~picard_casadi.estimation.diagnosis.ran_off`): every other run
+:func:`~picard_casadi.estimation.valleys.ran_off`): every other run
 follows the same valley; a second run that ends so is returned.
 
 A second run that converges is returned with a first warning saying why;
@@ -278,6 +278,11 @@ class DefaultPath:
     floored_by_statement: bool = True
 
 
+def _after(first: EstimationResult) -> str:
+    """The iterations of the run a second run continues ("max_iter=1000" beside "21")."""
+    return f" after {first.iterations} iterations" if first.iterations else ""
+
+
 def _returned(retry: EstimationResult, first: EstimationResult, why: str) -> EstimationResult:
     """The second run returned (converged, or one that ends the path), its first
     warning saying why it ran."""
@@ -299,10 +304,9 @@ def _on_a_plateau(retry: EstimationResult, first: EstimationResult, why: str
 
 
 #: the first warning of a second run returned because its parameters ran off
-#: along a valley (estimation/diagnosis.py, ran_off): the other runs would
-#: follow it (Robertson's kinetics with B lost in the noise, from log10 k = 0:
-#: picard-gn's step failed, guess='shooting' ran to log10 k2 = 25, and IPOPT
-#: and shooting then spent 100 s along the same valley)
+#: along a valley (estimation/valleys.py): the other runs would follow it
+#: (Robertson's kinetics with B lost in the noise, from log10 k = 0: picard-gn's
+#: step failed, guess='shooting' ran to log10 k2 = 25, then IPOPT and shooting)
 _RAN_OFF_NOTE = ("{}; {} ran along a valley the data do not bound (its message says where): "
                  "this result is that run's, and no other run was tried")
 
@@ -534,8 +538,9 @@ def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: floa
     if retry is None:
         return None
     if retry.status == "plateau":
-        return _on_a_plateau(retry, result, f"picard-gn {why} ({clipped(result.message)}); "
-                                            f"method='{method}' from its last iterate")
+        return _on_a_plateau(retry, result, f"picard-gn {why}{_after(result)} ("
+                                            f"{clipped(result.message)}); method='{method}' "
+                                            "from its last iterate")
     if retry.success:
         how = ("is from method='single-shooting' from its last iterate (warm_start=the "
                "stopped result; CVODES integrates every experiment from its initial state, "
@@ -546,8 +551,9 @@ def _run_from_last_iterate(rerun: Rerun, result: EstimationResult, t_start: floa
                "their sensitivities, which grow past round-off along a model unstable along "
                "the data)" if method == "ipopt" else
                "continues it from its last iterate (warm_start=the stopped result)")
-        return _returned(retry, result, f"picard-gn {why} ({clipped(result.message)}); this "
-                                        f"result {how}")
+        return _returned(retry, result, f"picard-gn {why}{_after(result)} "
+                                        f"({clipped(result.message)}); this result {how}, "
+                                        f"its iterations counted from there")
     result.message += ("; single shooting from its last iterate did not converge"
                        if shooting else "; continued from its last iterate, it did not "
                        "converge either") + f" ({clipped(retry.message)})"

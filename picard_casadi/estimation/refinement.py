@@ -103,7 +103,7 @@ class FitProblem:
     #: n=None: the Picard order follows the quadrature (default_picard_order)
     n_auto: bool = False
     #: a run whose parameters ran along a flat valley to where its estimate is
-    #: not certified, or to its iteration limit (:func:`.diagnosis.ran_off`)
+    #: not certified, or to its iteration limit (:func:`.valleys.ran_off`)
     ran_off: str = ""
     #: a stiff start searched on a coarser mesh: the first mesh's ``T``, on
     #: which the search's solution continues (:func:`solve_and_refine`)

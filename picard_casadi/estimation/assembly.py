@@ -359,8 +359,10 @@ def judge(result: EstimationResult, cert: Certificate, refinements: int,
             f"{cert.message}; try another p0, or another method (method=...)")
         return
     if method not in COLLOCATION_METHODS:
-        note = (f"shooting: its integration is not accurate enough for this data "
-                f"({cert.message}); tighten rtol and atol")
+        # (where: the default path's fallback is no method the user chose)
+        note = (f"{method}: its integration is not accurate enough for this data "
+                f"({cert.message}); tighten its tolerances: estimate(..., method={method!r}, "
+                "rtol=..., atol=...), below their defaults 1e-10")
         if cert.message.startswith(INTEGRATION_FAILED):
             # (its own integration converged; the check's of its intervals did
             # not: a car's tyres fed the steering wheel's degrees, whose

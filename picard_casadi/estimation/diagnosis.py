@@ -56,7 +56,7 @@ __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "late_clock_note", "UNSTABLE_THERE",
-           "unmeasured_outputs_note",
+           "unmeasured_outputs_note", "linear_commands_note",
            "time_unit_notes", "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
@@ -301,6 +301,10 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     for note in notes:
         result.warnings.append(note)
         warn_user(note, FitWarning)
+    held = linear_commands_note(experiments, model.u_names) if notes and model else ""
+    if held:  # a candidate cause of the misfit, not a misfit of its own
+        result.warnings.append(held)
+        warn_user(held)
     # standard errors too narrow for noise correlated in time (not a misfit)
     for note in serial_correlation_notes([e.y for e in experiments], fitted,
                                          [e.t for e in experiments], result.y_names, flagged):
@@ -313,6 +317,28 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
         result.warnings.append(note)
         warn_user(note, FitWarning if notes else UserWarning)
     return outliers
+
+
+#: sampled inputs this dense are candidates for a digital command held between samples
+DENSE_INPUT_SAMPLES = 100
+
+
+def linear_commands_note(experiments: Sequence[Experiment], u_names: Sequence[str]) -> str:
+    """A note for a flagged fit whose dense sampled inputs are read linearly by
+    default (``u_interpolation`` not given), or ``""``: a drive's command held
+    between samples reads half a sample early so, which a precise fit sees (a
+    robot joint's torque held at 1 kHz, data at 1 kHz: J 57 standard errors
+    off, flagged, and the note blamed outliers and local minima)."""
+    named = [e.name for e in experiments
+             if isinstance(e.u, np.ndarray) and not e._u_interpolation_given
+             and len(np.unique(e.t)) >= DENSE_INPUT_SAMPLES and not e.staircase_inputs()]
+    if not named:
+        return ""
+    return (f"the input(s) {', '.join(map(repr, u_names))} of {_listed([repr(n) for n in named])} are "
+            "samples read linearly between them (the default); if they are a digital command "
+            "held between samples (a drive's, a controller's, a DAC's), that reading puts "
+            "them half a sample early, which a fit this precise sees: fit again with "
+            "Experiment(..., u_interpolation='previous')")
 
 
 def given_sigma(result: EstimationResult, experiments: list[Experiment]) -> list[np.ndarray]:

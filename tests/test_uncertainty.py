@@ -266,6 +266,17 @@ def test_several_undetermined_directions_are_one_warning_naming_every_parameter(
     named = [w for w in res.warnings if "near-singular" in w]
     assert len(named) == 1 and "in 2 directions" in named[0], res.warnings
     assert "do not determine a, b, c, d near this estimate" in named[0]
+    # the directions themselves (a robot arm's user could not see which
+    # combinations of its masses and lengths were lost): along each, a b and
+    # c d stay put, d(a b) = b da + a db = 0
+    directions = res.settings["undetermined_directions"]
+    assert len(directions) == 2 and "undetermined_directions" in named[0]
+    a, b, c, d = res.p
+    for v in directions:
+        v = np.array([v.get(n, 0.0) for n in "abcd"])
+        assert np.max(np.abs(v)) > 0
+        assert abs(b * v[0] + a * v[1]) < 1e-6 * np.max(np.abs(v)) * (a + b)
+        assert abs(d * v[2] + c * v[3]) < 1e-6 * np.max(np.abs(v)) * (c + d)
 
 
 def test_initial_states_the_data_do_not_see_are_named_each_alone_with_the_remedy():

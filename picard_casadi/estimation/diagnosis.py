@@ -40,7 +40,7 @@ from ..analysis.repeated_values import repeated_values
 from ..analysis.replicates import replicate_misfit
 from ..analysis.serial_correlation import serial_correlation_notes
 from ..analysis.unstable_rest import unstable_rest_note
-from ..analysis.uncertainty import is_poorly_determined_note
+from ..analysis.poorly_determined import is_poorly_determined_note
 from ..errors import FitWarning, SimulationError
 from ..experiment import Experiment
 from ..model import Model

@@ -40,7 +40,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from ..analysis.uncertainty import note_poorly_determined
+from ..analysis.poorly_determined import note_poorly_determined
 from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
 from ..parameters import SCALES, Parameter, from_scale, on_scale

@@ -752,3 +752,29 @@ def test_a_log_scale_parameter_that_ran_decades_off_is_flagged(seed):
     off = [w for w in res.warnings if "ran along a direction the data do not determine" in w]
     if off:
         assert res.fit_flagged and "multistart" in off[0]
+
+
+def test_another_optimum_inside_the_likelihood_region_is_named():
+    """Two optima 0.59 apart in nllh, far apart in the parameters: the 95 %
+    likelihood region holds both, and the best's intervals describe its own
+    (an IVGTT's minimal model, p1 0.014 and 0.032, no word).  One 2.5 above,
+    or the same optimum reached again, is not named."""
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.multistart import note_rival_optima
+
+    def run(p, nllh):
+        return SimpleNamespace(success=True, p=np.array(p), nllh=nllh)
+
+    best = SimpleNamespace(success=True, p=np.array([0.014, 0.1]), nllh=62.19,
+                           p_std=np.array([0.002, 0.01]), p_names=["p1", "p2"], warnings=[])
+    starts = np.zeros((4, 2))
+    others = [best, run([0.0141, 0.1001], 62.19 + 1e-9), run([0.05, 0.3], 64.7),
+              run([0.032, 0.02], 62.78)]
+    with pytest.warns(UserWarning, match=r"another optimum, reached from start 3, at "
+                                         r"p1 = 0\.032, p2 = 0\.02, has an nllh only 0\.59"):
+        note_rival_optima(best, others, starts)
+    assert len(best.warnings) == 1 and "3.84" in best.warnings[0]
+    best.warnings.clear()
+    note_rival_optima(best, others[:3], starts[:3])
+    assert best.warnings == []

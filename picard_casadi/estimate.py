@@ -46,6 +46,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
                                    held_by_bounds_note, late_clock_note, nonsmooth_note,
                                    note_bounds_reached, outside_box_note, unit_outlier_note,
                                    unmeasured_outputs_note, unstable_departure)
+from .estimation.experiment_spread import note_spread_between_experiments
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -386,7 +387,7 @@ def estimate(
             if spelt is not None:
                 SPELLING.reset(spelt)
         inner.wall_time, inner._model = time.perf_counter() - t_start, model  # (the user's)
-        return statement.user_result(inner)
+        return note_spread_between_experiments(statement.user_result(inner))
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
     n_given, scheme_given = n, scheme  # as the user gave them, for second runs
@@ -741,8 +742,7 @@ def estimate(
             for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub)):
                 if rough:
                     result.message = f"{result.message}. Note: {rough}"
-        # the call's whole time: second runs that failed included (a multistart's
-        # start recorded 119 s of its 273)
+        # the call's whole time, failed second runs included (a start had 119 s of 273)
         result.wall_time = time.perf_counter() - t_start
     return _raised_on_failure(result, spec.name, raise_on_failure)
 

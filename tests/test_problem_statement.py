@@ -717,3 +717,26 @@ def test_an_experiment_constant_outside_its_bounds_is_said():
                                          r"bounds given for T \(\[250, 400\]; p_bounds\)"):
         pc.estimate(model, exps, [0.3, 300.0], p_bounds=([0.0, 250.0], [10.0, 400.0]),
                     estimate_x0=False)
+
+
+def test_an_experiment_s_own_parameter_far_from_the_others_is_named():
+    """A subject's data in ng/mL beside mg/L, its volume its own: fitted as
+    0.06 L beside 40-45 L with success and no word.  One 1000 times the others'
+    median is named; values within a factor of a few are not."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] / p[1] * x, y=x / p[1], p_names=["CL", "V"],
+                     x0=[100.0])
+    t = np.linspace(0.5, 12.0, 12)
+    exps = []
+    for name, V, factor in (("s1", 40.0, 1.0), ("s2", 45.0, 1000.0), ("s3", 50.0, 1.0)):
+        y = factor * 100.0 / V * np.exp(-5.0 / V * t)
+        noisy = y * (1 + 0.02 * np.random.default_rng(len(exps)).standard_normal(t.size))
+        exps.append(pc.Experiment(t, noisy[:, None], name=name, t0=0.0))
+    res = pc.estimate(model, exps, [4.0, 30.0], per_experiment="V", estimate_x0=False)
+    assert res.success, res.message
+    named = [w for w in res.warnings if "of the other experiments' V" in w]
+    assert len(named) == 1 and named[0].startswith("V[s2] = ") and "another unit" in named[0]
+    exps[1] = exps[1].replaced(y=exps[1].y / 1000.0 * 3.0)
+    res = pc.estimate(model, exps, [4.0, 30.0], per_experiment="V", estimate_x0=False)
+    assert not any("of the other experiments' V" in w for w in res.warnings)

@@ -566,6 +566,13 @@ def test_the_fit_figure_of_a_log_normal_output_draws_the_data_on_its_scale():
     assert fit_ax.get_ylabel() == "log(C)" and res_ax.get_ylabel().startswith("residual (log)")
     low, high = fit_ax.get_ylim()
     assert low > np.log(exps[0].y[:, 0]).min() - 1.0 and high < 3.0, (low, high)
+    # without a band (uncertainty=False; a delayed output's fitted run has
+    # none): the data set the axis too (a lag fit's reached -345)
+    bare = pc.estimate(model, exps, p0={"ka": 0.5, "CL": 3.0, "V": 20.0}, noise="log-normal",
+                       uncertainty=False)
+    fit_ax = {ax.get_gid(): ax for ax in plot_fit(bare, model, exps).axes}["fit:0:0"]
+    low, high = fit_ax.get_ylim()
+    assert low > np.log(exps[0].y[:, 0]).min() - 1.0 and high < 3.0, (low, high)
 
 
 def test_residuals_that_grow_with_a_positive_output_are_noted():

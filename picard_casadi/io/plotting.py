@@ -203,10 +203,12 @@ def plot_fit(result: EstimationResult, model: Model, experiments: Sequence[Exper
                 fit_ax.fill_between(t_all, Y_all[:, k] - spread[:, k], Y_all[:, k] + spread[:, k],
                                     color="0.15", alpha=0.18, lw=0,
                                     label="95 % confidence band")
+            if Y_all is not None and not steady:
                 # the log of a state starting at 0 (an oral dose's central
                 # compartment; a PEtab log-normal observable, measured from
                 # t = 2 on) dives towards -690 where it is not measured: far
-                # beyond the data, the data's range sets the axis
+                # beyond the data, the data's range sets the axis (with a band
+                # or without: a lag fit's, which has none, reached -345)
                 anchor = np.r_[data, Y_all[at_samples[np.isfinite(data)], k]]
                 if _far_beyond(Y_all[:, k], anchor):
                     _limit_to(fit_ax, anchor)

@@ -1054,3 +1054,26 @@ def test_fit_png_says_why_a_simulation_failed(tmp_path):
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert any(s.startswith("simulation failed:\nleft the model's domain at t = ") and
                "is outside (0.5, inf)" in s.replace("\n", " ") for s in texts), texts
+
+
+LATE = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [1.5, 0.2]
+
+def build_model():
+    x, k, tau = ca.SX.sym("x"), ca.SX.sym("k"), ca.SX.sym("tau")
+    return pc.Model(x=x, p=ca.vertcat(k, tau), rhs=-k * x, y=x, name="late",
+                    x_names=["x"], p_names=["k", "tau"], y_names=["x"],
+                    output_delays=dict(x=tau))
+'''
+
+
+def test_a_profile_of_an_estimated_delay_is_refused_before_the_fit(here, capsys):
+    """``--profile`` with an estimated delay failed after the fit had run (a
+    pharmacometrician's lag); it is refused at once, with the route that works."""
+    _write(here, LATE, [1.0, 0.3], [[2.0]])
+    code, out, err, saved = _fit(capsys, "--profile")
+    assert code == 2 and saved is None and "method picard-gn" not in out
+    assert "--fix tau=ESTIMATE --profile" in _one_error_line(err)

@@ -410,6 +410,25 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     return _settings(args, model, experiments, p0, p0_origin, box, box_origin, options, extras)
 
 
+def _refuse_profile_of_delays(fit: _Fit, args: argparse.Namespace) -> None:
+    """``--profile`` of a fit whose delays are estimated: refused before the fit
+    (it failed after it, a pharmacometrician's lag fit)."""
+    if not (args.profile or getattr(args, "profile_parameters", None)):
+        return
+    from ..transcription.delayed import DelayPlan
+
+    if not getattr(fit.model, "has_delays", False) or not isinstance(fit.p_bounds, tuple):
+        return
+    lb, ub = (np.asarray(b, float) for b in fit.p_bounds)
+    free = [fit.model.p_names[j] for j in DelayPlan.of(fit.model).estimated
+            if j < lb.size and lb[j] < ub[j]]
+    if free:
+        raise CliError(f"--profile: profiles of a fit with estimated delays ({', '.join(free)}) "
+                       "are not available; fit first, then fit again with --fix "
+                       f"{free[0]}=ESTIMATE --profile (the others are profiled with the "
+                       "delay held)")
+
+
 def _note_idle_jobs(fit: _Fit, args: argparse.Namespace) -> None:
     if args.jobs is not None and not (fit.options.get("multistart") or args.profile
                                       or getattr(args, "profile_parameters", None)):
@@ -429,6 +448,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         out = _output_folder(args, model.name, RESULT_FILES + PROFILE_FILES)
         fit = _user_fit(args, model, extras, args.model, args.data)
     _note_idle_jobs(fit, args)
+    _refuse_profile_of_delays(fit, args)
     res = _estimate(fit, args)
     return _finish(res, fit, args, out)
 

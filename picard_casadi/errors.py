@@ -114,8 +114,12 @@ def dated_times(where: str, dtype: Any) -> str:
     or microseconds since 1970 (an SEIR fitted on a clock of 1.6e15 ended
     ``step_failed`` with nothing pointing there)."""
     dates = np.dtype(dtype).kind == "M"
-    how = ("days since the first: (t - t[0]) / np.timedelta64(1, 'D') (pandas: "
-           "(df.date - df.date.iloc[0]).dt.days), and give t0 where the model's x0 holds"
-           if dates else "in days: t / np.timedelta64(1, 'D')")
+    # (in the model's unit, exactly: .dt.days truncated a 15-minute log to
+    # whole days, and an example in days misled a model in seconds)
+    how = ("the time since the first in the model's unit: (t - t[0]) / np.timedelta64(1, "
+           "'s') for seconds ('m', 'h', 'D' for minutes, hours, days; pandas: (df.date - "
+           "df.date.iloc[0]).dt.total_seconds(), / 3600 for hours), and give t0 where the "
+           "model's x0 holds" if dates else
+           "in the model's unit: t / np.timedelta64(1, 's') for seconds ('h', 'D' ...)")
     return (f"{where}: `t` holds {'dates' if dates else 'time spans'} ({dtype}), not numbers "
             f"in the model's time unit; convert them, for example {how}")

@@ -99,8 +99,9 @@ def test_experiment_dates_as_times_are_named_with_the_conversion():
     dates = np.array(["2020-03-08", "2020-03-15", "2020-03-22"], dtype="datetime64[us]")
     with pytest.raises(ValueError, match=r"`t` holds dates \(datetime64\[us\]\), not numbers "
                                          r"in the model's time unit; convert them, for example "
-                                         r"days since the first: \(t - t\[0\]\) / "
-                                         r"np.timedelta64\(1, 'D'\)"):
+                                         r"the time since the first in the model's unit: "
+                                         r"\(t - t\[0\]\) / np.timedelta64\(1, 's'\) for "
+                                         r"seconds .*dt.total_seconds\(\)"):
         pc.Experiment(dates, [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match=r"`t` holds time spans"):
         pc.Experiment(dates - dates[0], [1.0, 2.0, 3.0])

@@ -778,3 +778,22 @@ def test_another_optimum_inside_the_likelihood_region_is_named():
     best.warnings.clear()
     note_rival_optima(best, others[:3], starts[:3])
     assert best.warnings == []
+
+
+def test_a_short_run_of_one_repeated_far_reading_is_named_as_outliers():
+    """A sensor's dropouts logged as 0 in runs of 2 and 3 beside a lone one:
+    1 of 6 was named (a run was taken for a stretch the model misses)."""
+    from picard_casadi.analysis.fit_check import lone_outliers
+
+    rng = np.random.default_rng(0)
+    r = rng.normal(0.0, 1.0, 200)
+    y = 20.0 + r
+    for i in (50, 51, 120, 170, 171, 172):
+        y[i], r[i] = 0.0, -25.0
+    far = lone_outliers(r, 1.0, y)
+    assert np.flatnonzero(far).tolist() == [50, 51, 120, 170, 171, 172]
+    # a stretch of different far readings is the model's miss, not outliers
+    r[80:83], y[80:83] = [30.0, 35.0, 40.0], [50.0, 55.0, 60.0]
+    assert not lone_outliers(r, 1.0, y)[80:83].any()
+    # without the readings, only the lone one
+    assert np.flatnonzero(lone_outliers(r, 1.0)).tolist() == [120]

@@ -309,17 +309,32 @@ def unit_factor(y: np.ndarray, g: np.ndarray, noise: float) -> str:
             "what drives them (an input, a known initial state or constant)")
 
 
-def lone_outliers(r: np.ndarray, noise: float | np.ndarray) -> np.ndarray:
+#: a run of far residuals at most this long whose readings are one value (a
+#: dropout logged as 0, a stuck sensor) is outliers, not a stretch the model misses
+STUCK_RUN = 5
+
+
+def lone_outliers(r: np.ndarray, noise: float | np.ndarray,
+                  values: np.ndarray | None = None) -> np.ndarray:
     """The residuals ``r`` (time order) over :data:`OUTLIER` noise levels
     (``noise``: a standard deviation, or one per residual) from their median
     whose neighbours are not: an outlier stands alone, where neighbours far
     off too are a stretch the model misses (a fit with its damping held at 0
-    missed its first three samples, which were then called outliers)."""
+    missed its first three samples, which were then called outliers).  With
+    the readings ``values``, a run of up to :data:`STUCK_RUN` far residuals
+    whose readings are all one value is outliers too (a building's sensor
+    dropouts logged as 0 degC in runs of 2 and 3: 1 of 6 named)."""
     far = np.abs(r - np.median(r)) > OUTLIER * noise
     beside = np.zeros_like(far)
     beside[1:] |= far[:-1]
     beside[:-1] |= far[1:]
-    return far & ~beside
+    lone = far & ~beside
+    if values is not None:
+        edges = np.flatnonzero(np.diff(np.r_[0, far.astype(int), 0]))
+        for a, b in zip(edges[::2], edges[1::2]):
+            if 2 <= b - a <= STUCK_RUN and np.ptp(values[a:b]) == 0:
+                lone[a:b] = True
+    return lone
 
 
 #: the neighbours on each side whose spread a residual is held against
@@ -381,7 +396,7 @@ def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             # ... and no smaller than its neighbours' spread: noise that grows
             # with the output (10 % over four decades) is large where the
             # output is, and those residuals were called outliers
-            far = lone_outliers(r, np.maximum(noise, neighbours_spread(r)))
+            far = lone_outliers(r, np.maximum(noise, neighbours_spread(r)), Y[ok, k])
             n_far = int(np.count_nonzero(far))
             if not 0 < n_far <= MAX_OUTLIERS * r.size:
                 continue
@@ -392,7 +407,8 @@ def gross_outliers(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
             mask[np.flatnonzero(ok)[far]] = True
             found.append((e, k, mask, (
                 f"{OUTLIERS_HEAD} {n_far} sample(s) of output {output!r} in experiment "
-                f"{name!r} lie alone over {OUTLIER:g} noise levels off the fit ({where}"
+                f"{name!r} lie alone (or in a short run of one repeated reading) over "
+                f"{OUTLIER:g} noise levels off the fit ({where}"
                 f"{', ...' if n_far > 5 else ''} noise levels of {noise:.3g}, a level "
                 "robust to them): gross outliers pull a least-squares fit; if they are faulty "
                 "(a spike, a glitch, a reading of 0), drop them (NaN in y) and fit again")))

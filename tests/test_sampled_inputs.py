@@ -482,3 +482,20 @@ def test_a_flagged_fit_of_a_dense_command_read_linearly_names_the_hold():
                for w in linear.warnings), linear.warnings
     assert held.success and not held.fit_flagged
     assert not any("half a sample early" in w for w in held.warnings)
+
+
+def test_rows_left_out_over_a_stretch_are_named_as_a_gap_the_inputs_cross(sampled_problem):
+    """Two days of a building's log absent: the inputs were read across the
+    gap as if measured, and the flagged fit blamed correlated noise.  A gap
+    20 times the median spacing is named; the whole record is not."""
+    model, t, y, samples = sampled_problem
+    keep = (t < 4.0) | (t > 8.5)
+    with pytest.warns(UserWarning, match=r"experiment 'gap': its samples jump from t = 3\.83333 "
+                                         r"to 8\.66667, 29 times their median spacing"):
+        res = pc.estimate(model, [pc.Experiment(t[keep], y[keep], u=samples[keep],
+                                                x0=[0.2, 0.0], name="gap")], p0=[2.0, 1.0])
+    assert any("split the experiment at the gap" in w for w in res.warnings)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        pc.estimate(model, [pc.Experiment(t, y, u=samples, x0=[0.2, 0.0])], p0=[2.0, 1.0])
+    assert not [w for w in said if "jump from" in str(w.message)]

@@ -258,6 +258,38 @@ def _note_inputs_before_their_samples(result: EstimationResult, model: Model,
                 "give their samples from t0 (rows with NaN outputs)")
         result.warnings.append(note)
         warn_user(note)
+    _note_gaps_in_sampled_inputs(result, model, experiments)
+
+
+#: a spacing between sample times this many times their median is a gap the
+#: sampled inputs are read across
+INPUT_GAP = 20.0
+
+
+def _note_gaps_in_sampled_inputs(result: EstimationResult, model: Model,
+                                 experiments: Sequence[Experiment]) -> None:
+    """A note where samples of an experiment with sampled inputs are missing
+    over a stretch (rows left out): the inputs are read across it as if
+    measured (a building's log with two days of rows absent: the heating held
+    and the weather ramped over 48 h, the fit flagged with the blame on
+    correlated noise and bounds)."""
+    for e in experiments:
+        own = own_inputs(e)
+        t = np.unique(np.asarray(own.t, float))
+        if not model.nu or not isinstance(own.u, np.ndarray) or t.size < 10:
+            continue
+        steps = np.diff(t)
+        typical = float(np.median(steps))
+        i = int(np.argmax(steps))
+        if not typical > 0 or steps[i] < INPUT_GAP * typical:
+            continue
+        note = (f"experiment {e.name!r}: its samples jump from t = {t[i]:.6g} to "
+                f"{t[i + 1]:.6g}, {steps[i] / typical:.0f} times their median spacing "
+                f"{typical:.6g}, and its sampled inputs are read across the gap as if "
+                "measured there; if they were not, split the experiment at the gap (two "
+                "experiments, each with its own initial states)")
+        result.warnings.append(note)
+        warn_user(note)
 
 
 def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]) -> None:

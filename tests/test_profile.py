@@ -417,3 +417,24 @@ def test_a_profile_point_where_the_model_is_not_finite_ends_its_side(monkeypatch
         prof = pc.profile(res)
     assert prof.intervals[0][0] == -np.inf and np.isfinite(prof.intervals[0][1])
     assert any("the model is not finite there" in w for w in prof.warnings), prof.warnings
+
+
+def test_a_crossing_far_beyond_the_first_step_is_bisected_to_the_threshold(monkeypatch):
+    """An inhibition constant on its bound (log10 Ki = 6), its first step 4.6
+    decades to where the fit is 120 thresholds off: four secant points crept
+    0.14 decades and the interval's end was interpolated a decade short (4.6
+    from hand-made refits, 5.82 reported).  Far beyond, the bracket is halved."""
+    from types import SimpleNamespace
+
+    import picard_casadi.studies.profile as prof
+
+    def delta(c):  # quadratic to its threshold at 4.63, then a wall
+        return ((6.0 - c) / 1.37) ** 2 if c >= 4.0 else 1e4 * (1.0 + 4.0 - c)
+
+    monkeypatch.setattr(prof, "_fit", lambda ctx, i, c, warm: SimpleNamespace(
+        success=True, weighted_ssr=delta(c), p=np.array([c])))
+    ctx = SimpleNamespace(likelihood=False, wssr=0.0, scale=1.0)
+    side = prof._Side([], [], [], "threshold", None)
+    c = prof._crossing(ctx, side, 0, (6.0, 0.0, None), (1.4, float(np.sqrt(delta(1.4)))))
+    assert abs(c - (6.0 - 1.37)) < 0.03, c
+    assert len(side.values) <= prof._CROSSING_FITS + prof._BISECTIONS

@@ -84,6 +84,8 @@ _CROSSING_TOL = 0.02  # |zeta - 1| at which a crossing needs no refinement
 _RETRIES = 3  # halvings of a step whose re-optimisation failed
 _MAX_RELATIVE = 0.5  # a step changes the value by at most this fraction (of 1e-3 |estimate| near 0)
 _CROSSING_FITS = 4  # points that refine a crossing
+_FAR_ZETA = 2.0  # an outer point beyond this zeta is bisected towards, not interpolated
+_BISECTIONS = 12  # the most such bisections of a crossing's bracket
 
 
 @dataclass
@@ -364,16 +366,24 @@ def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, An
     ``_CROSSING_FITS`` points; the last bracket's interpolation is returned.
     """
     (c_in, z_in, warm), (c_out, z_out) = inside, outside
-    for _ in range(_CROSSING_FITS):
+    fits = halved = 0
+    while fits < _CROSSING_FITS:
         c = c_in + (1.0 - z_in) / (z_out - z_in) * (c_out - c_in)
         if z_out - 1.0 < _CROSSING_TOL or abs(c_out - c_in) <= 1e-9 * max(abs(c), 1e-300):
             return c
+        if z_out > _FAR_ZETA and halved < _BISECTIONS:
+            # far beyond: the profile is no quadratic there, and the secant
+            # lands beside the inner point (an inhibition constant's first
+            # step went 4.6 decades, to zeta 120; four secant points crept
+            # 0.14 of them and the interval ended a decade short): halve
+            c, halved, fits = 0.5 * (c_in + c_out), halved + 1, fits - 1
         res = _fit(ctx, i, c, warm)
         if not res.success:
             c = 0.5 * (c_in + c_out)
             res = _fit(ctx, i, c, warm)
             if not res.success:
                 break
+        fits += 1
         z = _zeta(ctx, side, c, res)
         if abs(z - 1.0) < _CROSSING_TOL:
             return c

@@ -112,7 +112,7 @@ def test_the_95_percent_band_holds_the_true_output_95_percent_of_the_time():
     assert np.all(coverage >= 0.85) and np.all(coverage <= 1.0), coverage
 
 
-def test_no_band_where_it_cannot_be_said():
+def test_no_band_where_it_cannot_be_said(tmp_path):
     model = _decay()
     t = np.linspace(0, 4, 15)
     y = 2.0 * np.exp(-0.7 * t)
@@ -130,6 +130,14 @@ def test_no_band_where_it_cannot_be_said():
     with pytest.raises(ValueError, match=r"no band for this result: it has no standard "
                                          r"errors"):
         pc.prediction_band(bare)
+    # read from JSON with its model attached: that cause, and the route (a
+    # biochemist was told "no standard errors ... or no model attached")
+    path = tmp_path / "fit.json"
+    res.to_json(str(path))
+    read = pc.EstimationResult.from_json(str(path), model=model,
+                                         experiments=[pc.Experiment(t, y)])
+    with pytest.raises(ValueError, match=r"it was read from JSON .* refit in this session"):
+        pc.prediction_band(read, pc.Experiment(t, None))
     # noise given per measurement: no one noise level for a new one
     per_sample = pc.estimate(model, [pc.Experiment(t, y, sigma=np.full(t.size, 0.01))],
                              DECAY_TABLE, noise=pc.Noise(sigma="data"))

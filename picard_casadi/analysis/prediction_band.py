@@ -297,8 +297,14 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                "then known)" if getattr(result, "_delays", None) is not None
                and covariance is not None
                else "it has no standard errors (estimate(..., uncertainty=True), the "
-               "default) or no model attached (a result read from JSON; a multistart's "
-               "best of a restated problem run on a process pool or Dask)")
+               "default)" if getattr(result, "p_std", None) is None else
+               # (a biochemist attached the model to a result read from JSON and
+               # was told either cause)
+               "it was read from JSON (or is a multistart's best of a restated problem "
+               "run on a process pool or Dask), which keeps the parameters' covariance "
+               "but not that of every estimated quantity with the sensitivities a band "
+               "needs, even with the model attached; refit in this session (pc.estimate "
+               "from its p converges in a few iterations) and take the band of that")
         raise ValueError(f"prediction_band: no band for this result: {why}")
     columns, cov, weak = covariance
     if str(result.settings.get("information", "")).startswith("from the intervals"):

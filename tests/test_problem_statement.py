@@ -740,3 +740,19 @@ def test_an_experiment_s_own_parameter_far_from_the_others_is_named():
     exps[1] = exps[1].replaced(y=exps[1].y / 1000.0 * 3.0)
     res = pc.estimate(model, exps, [4.0, 30.0], per_experiment="V", estimate_x0=False)
     assert not any("of the other experiments' V" in w for w in res.warnings)
+
+
+def test_a_table_entry_every_experiment_sets_is_said_to_be_unused():
+    """kcat and E0 both in the table, E0 also set in every well: E0's entry
+    was dropped with no word, and kcat came out tight."""
+    x = ca.SX.sym("x")
+    p = ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * p[1] * x, p_names=["kcat", "E0"], x0=[1.0])
+    t = np.linspace(0.0, 3.0, 12)
+    exps = [pc.Experiment(t, np.exp(-0.5 * t)[:, None], name=f"w{k}", parameters={"E0": 0.01})
+            for k in range(2)]
+    table = [pc.Parameter("kcat", 10.0, (0.0, 1e3)), pc.Parameter("E0", 0.02, (0.0, 1.0))]
+    with pytest.warns(UserWarning, match=r"the parameter table estimates E0, but every "
+                                         r"experiment sets it to a number"):
+        res = pc.estimate(model, exps, table, estimate_x0=False)
+    assert res.success and abs(res.p[0] - 50.0) < 1e-3

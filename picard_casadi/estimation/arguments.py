@@ -206,11 +206,23 @@ def _check_determined(model: Model, exps: list[Experiment], p_lb: np.ndarray,
 
 
 def warn_constants_outside_bounds(model: Model, experiments: Sequence[Experiment],
-                                  table: Any, p_bounds: Any) -> None:
+                                  table: Any, p_bounds: Any, user_table: bool = False) -> None:
     """Warn where an experiment sets a parameter to a number outside the bounds
     given for it (its table entry's, or ``p_bounds``): a model file bounding
     a temperature T to [250, 400] K, the conditions giving T = 20 to 50
-    (degC), took them without a note and the fit failed elsewhere."""
+    (degC), took them without a note and the fit failed elsewhere.  And where
+    a user's parameter table (``user_table``) estimates a parameter that every
+    experiment sets to a number: the entry is not used (a biochemist's E0,
+    meant to be estimated with kcat, was a known constant in every well; the
+    fit gave a tight kcat and no word)."""
+    unused = [n for n, q in (table or {}).items() if user_table and q.estimate
+              and experiments and all(isinstance(e.parameters.get(n), float)
+                                      for e in experiments)]
+    if unused:
+        warn_user(f"the parameter table estimates {', '.join(unused)}, but every experiment "
+                  "sets it to a number (Experiment(parameters={...})), so its entry is not "
+                  "used and it is not estimated; to estimate it, leave it out of the "
+                  "experiments' parameters (or map it there to a parameter's name)")
     if table:
         box = {n: q.bounds for n, q in table.items()}
     elif p_bounds is not None:

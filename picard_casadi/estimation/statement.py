@@ -401,7 +401,7 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
     constants = frozenset(n for n in model.p_names if exps and all(
         isinstance(e.parameters.get(n), float) for e in exps))
     table = _table(model, p0, p_bounds, parameter_scale, constants)
-    warn_constants_outside_bounds(model, exps, table, p_bounds)
+    warn_constants_outside_bounds(model, exps, table, p_bounds, parameter_scale is None)
     if per_experiment is not None and table is not None:
         fixed = [n for n in names if n in table and not table[n].estimate]
         if fixed:

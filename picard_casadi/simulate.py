@@ -627,8 +627,11 @@ def moving_before_late(values: Callable[[np.ndarray], np.ndarray], t0: float,
     rest before the record; one that changes at once (a dose given at ``t0``,
     a pulse) was not, and the held value is a guess the fit rests on (a
     pharmacometrician's 0.1 h infusion of 1000 mg/h, held for a 0.4 h lag: 400
-    mg more of the dose, the lag estimated at 0.0005).  A change is one over
-    1e-6 of the column's range over ``samples`` and the window.
+    mg more of the dose, the lag estimated at 0.0005).  Such a column is one
+    whose value at ``t0`` lies more than half its range (over ``samples`` and
+    the window) from its median over ``samples`` (an excursion, not its usual
+    level: a smooth signal that merely moves is no such case) and that changes
+    inside the window by more than 1e-6 of that range.
     """
     out = []
     for k in np.flatnonzero(late > 0):
@@ -636,11 +639,13 @@ def moving_before_late(values: Callable[[np.ndarray], np.ndarray], t0: float,
         inside = samples[(samples > t0) & (samples <= t0 + late[k])]
         times = np.unique(np.concatenate([window, inside]))
         u = np.asarray(values(times), float)[:, k]
-        u_all = np.concatenate([u, np.asarray(values(samples), float)[:, k]])
+        at_samples = np.asarray(values(samples), float)[:, k]
+        u_all = np.concatenate([u, at_samples])
         spread = float(np.nanmax(u_all) - np.nanmin(u_all))
         change = np.abs(u - u[0])
         i = int(np.nanargmax(change))
-        if spread > 0 and change[i] > 1e-6 * spread:
+        excursion = abs(u[0] - float(np.nanmedian(at_samples))) > 0.5 * spread
+        if spread > 0 and excursion and change[i] > 1e-6 * spread:
             out.append((int(k), float(u[0]), float(times[i]), float(u[i])))
     return out
 

@@ -9,6 +9,8 @@ sides, and one standard error away the likelihood has risen by about 1/2
 
 from __future__ import annotations
 
+import warnings
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -569,3 +571,15 @@ def test_a_delay_started_beyond_the_record_is_named():
                                          r"record \(12\) or longer"):
         pc.estimate(_model("tau", "output"), [exp], [1.0, 1.0, 30.0], estimate_x0=False,
                     p_bounds=([None, None, 0.0], [None, None, 50.0]))
+
+
+def test_a_smooth_input_acting_late_is_no_held_history_case():
+    """A smooth input that merely moves near t0 is held there as an input at
+    rest (the rule's purpose), with no note: only an excursion at t0 (a dose,
+    a pulse) is one."""
+    exp = _data("input")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        res = pc.estimate(_model("tau", "input"), [exp], [1.0, 1.0, 0.2], estimate_x0=False)
+    assert res.success and not res.fit_flagged, res.warnings
+    assert not [w for w in said if "held at its value at t0" in str(w.message)]

@@ -334,9 +334,10 @@ def linear_commands_note(experiments: Sequence[Experiment], u_names: Sequence[st
              and len(np.unique(e.t)) >= DENSE_INPUT_SAMPLES and not e.staircase_inputs()]
     if not named:
         return ""
-    return (f"the input(s) {', '.join(map(repr, u_names))} of {_listed([repr(n) for n in named])} are "
-            "samples read linearly between them (the default); if they are a digital command "
-            "held between samples (a drive's, a controller's, a DAC's), that reading puts "
+    return (f"the input(s) {', '.join(map(repr, u_names))} of "
+            f"{_listed([repr(n) for n in named])} are samples read linearly between them "
+            "(the default); if they are a digital command held between samples (a drive's, "
+            "a controller's, a DAC's), that reading puts "
             "them half a sample early, which a fit this precise sees: fit again with "
             "Experiment(..., u_interpolation='previous')")
 

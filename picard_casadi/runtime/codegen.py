@@ -70,9 +70,10 @@ from typing import Any
 import casadi as ca
 
 from ..errors import CodegenError
-from .compiler import (build_folder, command_words, compile_flags, compiler_failed, compiler_identity,
-                       file_identity, find_compiler, finish_compiler, missing_compiler_message,
-                       processor_identity, run_compiler, start_compiler, stop_compiler)
+from .compiler import (build_folder, command_words, compile_flags, compiler_failed,
+                       compiler_identity, file_identity, find_compiler, finish_compiler,
+                       missing_compiler_message, processor_identity, run_compiler,
+                       start_compiler, stop_compiler)
 from .interrupts import deferred_interrupt, interrupted
 from .mapped_source import chain_source, map_source, wrapped_unit
 

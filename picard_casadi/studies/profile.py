@@ -84,8 +84,7 @@ _CROSSING_TOL = 0.02  # |zeta - 1| at which a crossing needs no refinement
 _RETRIES = 3  # halvings of a step whose re-optimisation failed
 _MAX_RELATIVE = 0.5  # a step changes the value by at most this fraction (of 1e-3 |estimate| near 0)
 _CROSSING_FITS = 4  # points that refine a crossing
-_FAR_ZETA = 2.0  # an outer point beyond this zeta is bisected towards, not interpolated
-_BISECTIONS = 12  # the most such bisections of a crossing's bracket
+_FAR_ZETA, _BISECTIONS = 2.0, 12  # an outer point beyond this zeta: halve, at most this often
 
 
 @dataclass
@@ -358,13 +357,13 @@ def _zeta(ctx: _Context, side: _Side, c: float, res: Any) -> float:
 
 def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, Any],
               outside: tuple[float, float]) -> float:
-    """Where zeta = 1 between a point inside the interval and one outside.
-
-    Regula falsi on zeta (linear in ``c`` for a quadratic profile), each
-    point warm-started from the nearest one inside; a point that does not
-    converge is replaced by the bracket's midpoint.  At most
-    ``_CROSSING_FITS`` points; the last bracket's interpolation is returned.
-    """
+    """Where zeta = 1 between a point inside the interval and one outside:
+    regula falsi on zeta (linear in ``c`` for a quadratic profile), after
+    halving the bracket while its outer zeta exceeds ``_FAR_ZETA`` (an
+    inhibition constant's secant points crept 0.14 of 4.6 decades to zeta 120,
+    the interval a decade short), each point warm-started from the nearest
+    inside; one that does not converge is replaced by the bracket's midpoint.
+    At most ``_CROSSING_FITS`` secant points, then the last interpolation."""
     (c_in, z_in, warm), (c_out, z_out) = inside, outside
     fits = halved = 0
     while fits < _CROSSING_FITS:
@@ -372,10 +371,6 @@ def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, An
         if z_out - 1.0 < _CROSSING_TOL or abs(c_out - c_in) <= 1e-9 * max(abs(c), 1e-300):
             return c
         if z_out > _FAR_ZETA and halved < _BISECTIONS:
-            # far beyond: the profile is no quadratic there, and the secant
-            # lands beside the inner point (an inhibition constant's first
-            # step went 4.6 decades, to zeta 120; four secant points crept
-            # 0.14 of them and the interval ended a decade short): halve
             c, halved, fits = 0.5 * (c_in + c_out), halved + 1, fits - 1
         res = _fit(ctx, i, c, warm)
         if not res.success:
@@ -626,10 +621,8 @@ def profile(
                              "model=... and experiments=... of its run")
     experiments = list(experiments)
     if result._X is None:
-        # no node values to start from (a result loaded from JSON): every fit
-        # starts from the estimated initial states, not from a guess built from
-        # the data (a tank cascade's unmeasured level guessed 0 put sqrt(0) in
-        # its outflow law: "the objective is not finite at the starting point")
+        # no node values (from JSON): every fit starts from the estimated x0, not a
+        # guess from the data (a tank's level guessed 0 put sqrt(0) in its outflow)
         experiments = [e.with_x0(x0) for e, x0 in zip(experiments, result.x0)]
     names = list(result.p_names) or [f"p{i}" for i in range(result.p.size)]
     overrides = dict(estimate_options)

@@ -44,8 +44,8 @@ from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applica
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step, drop_uncertainty,
                                    held_by_bounds_note, late_clock_note, nonsmooth_note,
-                                   note_bounds_reached, outside_box_note, unit_outlier_note,
-                                   unmeasured_outputs_note, unstable_departure)
+                                   note_bounds_reached, outside_box_note, sign_flip_note,
+                                   unit_outlier_note, unmeasured_outputs_note, unstable_departure)
 from .estimation.experiment_spread import note_spread_between_experiments
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
@@ -626,9 +626,8 @@ def estimate(
                              prob.noise)
     if plan is not None and plan.correlated and result.success:
         correlated_likelihood(result, prob)
-    # (at a converged run's answer only: a failed run's last iterate is no
-    # estimate, and its collocation states may be negative where the model's
-    # are not, a logistic from r = 40, K = 1e6, whose second runs it ended)
+    # (at a converged run's answer only: a failed run's collocation states may be
+    # negative where the model's are not, a logistic from r = 40, K = 1e6)
     floored = (floored_measurement(prob.model, prob.experiments, fitted, user_model.y_names)
                if outcome.success else "")
     floored_by_statement = True
@@ -739,7 +738,8 @@ def estimate(
                 warn_user(note)
         if not result.success and result.status not in (
                 "plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE):
-            for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub)):
+            for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub),
+                          sign_flip_note(result, p0)):
                 if rough:
                     result.message = f"{result.message}. Note: {rough}"
         # the call's whole time, failed second runs included (a start had 119 s of 273)

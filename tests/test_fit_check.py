@@ -797,3 +797,19 @@ def test_a_short_run_of_one_repeated_far_reading_is_named_as_outliers():
     assert not lone_outliers(r, 1.0, y)[80:83].any()
     # without the readings, only the lone one
     assert np.flatnonzero(lone_outliers(r, 1.0)).tolist() == [120]
+
+
+def test_a_failed_run_whose_parameter_changed_sign_names_bounds_and_log_scales():
+    """A building's envelope resistance started at 0.007 ended at -0.0036
+    after 523 s; the message advised more iterations and IPOPT only."""
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.diagnosis import sign_flip_note
+
+    ended = SimpleNamespace(p=np.array([2e6, -0.0036, 0.02]), p_names=["Ci", "Rie", "Ria"])
+    note = sign_flip_note(ended, np.array([3e6, 0.007, 0.028]))
+    assert note.startswith("the run ended with Rie 0.007 -> -0.0036, the other sign")
+    assert "parameter_scale='log10'" in note and "p_bounds, lower 0" in note
+    assert sign_flip_note(ended, np.array([3e6, -0.007, 0.028])) == ""  # no flip
+    scaled = SimpleNamespace(p=np.array([-1.0]), p_names=["log10(k)"])
+    assert sign_flip_note(scaled, np.array([0.5])) == ""  # a log's sign says nothing

@@ -56,7 +56,7 @@ __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "late_clock_note", "UNSTABLE_THERE",
-           "unmeasured_outputs_note", "linear_commands_note",
+           "unmeasured_outputs_note", "linear_commands_note", "sign_flip_note",
            "time_unit_notes", "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
@@ -670,6 +670,24 @@ def held_by_bounds_note(result: EstimationResult, lower: np.ndarray, upper: np.n
     return (f"the run ended with {_listed(named)} (p_bounds): where the data would put it "
             "beyond, no fit inside the box exists; if the bound is not a physical limit, "
             "widen it and fit again")
+
+
+def sign_flip_note(result: EstimationResult, p0: np.ndarray) -> str:
+    """A failed run's parameters that ended with the other sign than their
+    start (on a linear scale), in words, or ``""``: a building's envelope
+    resistance started at 0.007 ended at -0.0036 after 523 s, the message
+    advising more iterations and IPOPT."""
+    p, start = np.asarray(result.p, float).ravel(), np.asarray(p0, float).ravel()
+    if p.size != start.size or not np.all(np.isfinite(p)):
+        return ""
+    flipped = [f"{n} {a:.4g} -> {b:.4g}" for n, a, b in zip(result.p_names, start, p)
+               if a * b < 0 and not str(n).startswith(("log(", "log10("))]
+    if not flipped:
+        return ""
+    return (f"the run ended with {_listed(flipped)}, the other sign than its start: if a "
+            "parameter cannot change sign (a resistance, a capacity, a rate), bound it "
+            "(p_bounds, lower 0) or estimate it on a log scale (parameter_scale='log10'), "
+            "which also steadies parameters that span decades")
 
 
 def nonsmooth_note(model: Model) -> str:

@@ -482,6 +482,17 @@ def test_a_flagged_fit_of_a_dense_command_read_linearly_names_the_hold():
                for w in linear.warnings), linear.warnings
     assert held.success and not held.fit_flagged
     assert not any("half a sample early" in w for w in held.warnings)
+    # a restated problem (an experiment constant, which joins the inputs)
+    # names the user's inputs the same way
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        restated = pc.estimate(model, [pc.Experiment(t, made.y, u=command, x0=[0.2, 0.0],
+                                                     name="run",
+                                                     parameters={model.p_names[1]: 0.5})],
+                               p0=[2.0, 1.0])
+    named = [w for w in restated.warnings if "half a sample early" in w]
+    assert restated.fit_flagged and len(named) == 1, restated.warnings
+    assert named[0].startswith(f"the input(s) {model.u_names[0]!r} of 'run' are samples")
 
 
 def test_rows_left_out_over_a_stretch_are_named_as_a_gap_the_inputs_cross(sampled_problem):

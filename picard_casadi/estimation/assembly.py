@@ -191,6 +191,7 @@ def note_staircase_inputs(result: EstimationResult, model: Model,
     each jump half a sample early, the delay as much late): their note is a
     :class:`~picard_casadi.FitWarning`."""
     _note_inputs_before_their_samples(result, model, experiments)
+    _note_gaps_in_sampled_inputs(result, model, experiments)
     # one note per reading, naming its experiments (a CSTR's three runs alike
     # had three notes of one text)
     staircases: dict[tuple[str, str, bool], list[str]] = {}
@@ -258,7 +259,6 @@ def _note_inputs_before_their_samples(result: EstimationResult, model: Model,
                 "give their samples from t0 (rows with NaN outputs)")
         result.warnings.append(note)
         warn_user(note)
-    _note_gaps_in_sampled_inputs(result, model, experiments)
 
 
 #: a spacing between sample times this many times their median is a gap the

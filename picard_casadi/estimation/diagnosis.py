@@ -46,7 +46,7 @@ from ..experiment import Experiment
 from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
-from ..simulate import simulate
+from ..simulate import own_inputs, simulate
 from ..transcription.discretisation import Discretisation
 from .setup import x0_bound_edges
 
@@ -329,12 +329,19 @@ def linear_commands_note(experiments: Sequence[Experiment], u_names: Sequence[st
     between samples reads half a sample early so, which a precise fit sees (a
     robot joint's torque held at 1 kHz, data at 1 kHz: J 57 standard errors
     off, flagged, and the note blamed outliers and local minima)."""
-    named = [e.name for e in experiments
-             if isinstance(e.u, np.ndarray) and not e._u_interpolation_given
-             and len(np.unique(e.t)) >= DENSE_INPUT_SAMPLES and not e.staircase_inputs()]
-    if not named:
+    # each experiment's own inputs (those its phases' constants wrap, as the
+    # other notes on sampled inputs read them, estimation/assembly.py)
+    owns = [(e.name, own_inputs(e)) for e in experiments]
+    dense = [(name, own) for name, own in owns
+             if isinstance(own.u, np.ndarray) and not own._u_interpolation_given
+             and len(np.unique(own.t)) >= DENSE_INPUT_SAMPLES and not own.staircase_inputs()]
+    if not dense:
         return ""
-    return (f"the input(s) {', '.join(map(repr, u_names))} of "
+    named = [name for name, _ in dense]
+    # (a restated problem's experiment constants, estimation/statement.py,
+    # are columns of its inputs too: no samples of the user's)
+    sampled = [n for n in u_names[:np.shape(dense[0][1].u)[1]] if not n.endswith("@constant")]
+    return (f"the input(s) {', '.join(map(repr, sampled))} of "
             f"{_listed([repr(n) for n in named])} are samples read linearly between them "
             "(the default); if they are a digital command held between samples (a drive's, "
             "a controller's, a DAC's), that reading puts "

@@ -455,6 +455,11 @@ def test_inputs_sampled_from_after_t0_are_said_to_be_held_before(sampled_problem
                                          r"t = 1, after t0 = 0, and are held"):
         res = pc.estimate(model, [late], p0=[2.0, 1.0])
     assert any("held at their first sample" in w for w in res.warnings)
+    # with an experiment constant (a column of a restated problem's inputs):
+    # the user's inputs alone are named
+    with pytest.warns(UserWarning, match=r"held at their first sample before it \(u0 = "
+                                         r"[-0-9.e]+\); if"):
+        pc.estimate(model, [late.replaced(parameters={model.p_names[1]: 0.5})], p0=[2.0, 1.0])
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         res = pc.estimate(model, [pc.Experiment(t, y, u=samples, x0=[0.2, 0.0])], p0=[2.0, 1.0])

@@ -30,7 +30,7 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import own_inputs
 from ..transcription.guess import GUESS_NOTE
 from ..transcription.predict import simulation_predictor
-from .diagnosis import fitted_outputs
+from .diagnosis import fitted_outputs, sampled_input_names
 from .refinement import COLLOCATION_METHODS, FitProblem
 
 __all__ = ["assemble", "attach_noise", "degenerate_noise_note", "pooled_noise_note",
@@ -252,7 +252,8 @@ def _note_inputs_before_their_samples(result: EstimationResult, model: Model,
                 is not None or not float(own.t[0]) > own.t0):
             continue
         first = np.asarray(own.u, float).reshape(len(own.t), -1)[0]
-        values = ", ".join(f"{n} = {v:.6g}" for n, v in zip(model.u_names, first))
+        inputs = sampled_input_names(model.u_names)
+        values = ", ".join(f"{n} = {v:.6g}" for n, v in zip(model.u_names, first) if n in inputs)
         note = (f"experiment {e.name!r}: its sampled input(s) start at t = {own.t[0]:.6g}, "
                 f"after t0 = {own.t0:.6g}, and are held at their first sample before it "
                 f"({values}); if they were something else there (a basal level, a bolus), "

@@ -57,6 +57,7 @@ __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
            "ON_BOUND", "late_clock_note", "UNSTABLE_THERE",
            "unmeasured_outputs_note", "linear_commands_note", "sign_flip_note",
+           "sampled_input_names",
            "time_unit_notes", "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
@@ -319,6 +320,13 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
     return outliers
 
 
+def sampled_input_names(u_names: Sequence[str]) -> list[str]:
+    """The names of ``u_names`` that are the user's inputs: a restated
+    problem's experiment constants (``NAME@constant``,
+    estimation/statement.py) are columns of its inputs too, no samples."""
+    return [n for n in u_names if not n.endswith("@constant")]
+
+
 #: sampled inputs this dense are candidates for a digital command held between samples
 DENSE_INPUT_SAMPLES = 100
 
@@ -338,9 +346,7 @@ def linear_commands_note(experiments: Sequence[Experiment], u_names: Sequence[st
     if not dense:
         return ""
     named = [name for name, _ in dense]
-    # (a restated problem's experiment constants, estimation/statement.py,
-    # are columns of its inputs too: no samples of the user's)
-    sampled = [n for n in u_names[:np.shape(dense[0][1].u)[1]] if not n.endswith("@constant")]
+    sampled = sampled_input_names(u_names[:np.shape(dense[0][1].u)[1]])
     return (f"the input(s) {', '.join(map(repr, sampled))} of "
             f"{_listed([repr(n) for n in named])} are samples read linearly between them "
             "(the default); if they are a digital command held between samples (a drive's, "

@@ -104,7 +104,6 @@ def ran_off_message(method: str, p: np.ndarray, cert_message: str | None, how: s
             "determine them")
 
 
-
 def note_converged_ran_off(result: EstimationResult, p0: np.ndarray, p_scale: np.ndarray,
                            names: Sequence[str]) -> None:
     """A :class:`~picard_casadi.FitWarning` where a converged run's parameter
@@ -113,7 +112,7 @@ def note_converged_ran_off(result: EstimationResult, p0: np.ndarray, p_scale: np
     its start.
 
     A Bergman model started with p3 1e5 times too large: log10(p2) ran from
-    -1.7 to -90128 (p2 = 0), a local optimum 16 in nllh above the best,
+    -1.3 to -90128 (p2 = 0), a local optimum 16 in nllh above the best,
     reported as success with p3's interval 31 standard errors from the truth
     and no flag.
     """

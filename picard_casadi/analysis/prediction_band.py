@@ -199,6 +199,7 @@ def _delayed_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, from_p
     np)`` in the model's parameters (the states ``from_p`` follow their
     expressions ``x0_of_p``) by central differences of the simulated delayed
     model (one-sided at a delay of 0, which cannot go below)."""
+    from ..noise import LOG_FLOOR
     from ..simulate import simulate_experiment
     from ..transcription.delayed import DelayPlan
 
@@ -216,7 +217,7 @@ def _delayed_sensitivities(model: Model, exp: Experiment, x0: np.ndarray, from_p
         Y = np.asarray(made.y, float)[rows]
         for k, sc in enumerate(scales):
             if sc != "lin":
-                Y[:, k] = (np.log if sc == "log" else np.log10)(np.maximum(Y[:, k], 1e-300))
+                Y[:, k] = (np.log if sc == "log" else np.log10)(np.maximum(Y[:, k], LOG_FLOOR))
         return Y
 
     Y = outputs(p)

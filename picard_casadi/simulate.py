@@ -634,12 +634,13 @@ def moving_before_late(values: Callable[[np.ndarray], np.ndarray], t0: float,
     inside the window by more than 1e-6 of that range.
     """
     out = []
+    sampled = np.asarray(values(samples), float)  # (every column: evaluated once)
     for k in np.flatnonzero(late > 0):
         window = np.linspace(t0, t0 + late[k], 201)
         inside = samples[(samples > t0) & (samples <= t0 + late[k])]
         times = np.unique(np.concatenate([window, inside]))
         u = np.asarray(values(times), float)[:, k]
-        at_samples = np.asarray(values(samples), float)[:, k]
+        at_samples = sampled[:, k]
         u_all = np.concatenate([u, at_samples])
         spread = float(np.nanmax(u_all) - np.nanmin(u_all))
         change = np.abs(u - u[0])

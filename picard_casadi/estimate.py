@@ -36,17 +36,16 @@ import numpy as np
 from .analysis.interval_information import chain_growth, iterate_growth
 from .errors import ConvergenceError, SimulationError, StartNotFiniteError
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
-from .estimation.assembly import (GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, applicable_advice,
-                                  assemble, attach_noise, growing_noise_notes, judge,
-                                  jumping_inputs, kinked_inputs, noise_bound_note,
-                                  note_copied_rows, note_staircase_inputs, pooled_noise_note,
-                                  unfinite_start)
+from .estimation.assembly import (applicable_advice, assemble, attach_noise,
+                                  growing_noise_notes, judge, noise_bound_note,
+                                  pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
-                                   diagnose_open_gaps, diagnose_stuck_step, drop_uncertainty,
-                                   held_by_bounds_note, late_clock_note, nonsmooth_note,
-                                   note_bounds_reached, outside_box_note, sign_flip_note,
-                                   unit_outlier_note, unmeasured_outputs_note, unstable_departure)
+                                   diagnose_open_gaps, diagnose_stuck_step,
+                                   note_bounds_reached, unstable_departure)
 from .estimation.experiment_spread import note_spread_between_experiments
+from .estimation.call_notes import close_call
+from .estimation.input_notes import (jump_notes, jumping_inputs, kinked_inputs,
+                                     note_copied_rows, note_staircase_inputs)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
                                    STALLED, DefaultPath, restarts_allowed, run_limit,
                                    second_runs, single_shooting_instead)
@@ -68,7 +67,7 @@ from .result import EstimationResult
 from .runtime.executors import stop_in_a_starting_worker
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
-from .runtime.user_warnings import SPELLING, warn_user
+from .runtime.user_warnings import SPELLING
 from .transcription.mesh import default_T, search_time_scale, transfer_solution
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
@@ -387,7 +386,8 @@ def estimate(
             if spelt is not None:
                 SPELLING.reset(spelt)
         inner.wall_time, inner._model = time.perf_counter() - t_start, model  # (the user's)
-        return note_spread_between_experiments(statement.user_result(inner))
+        return note_spread_between_experiments(statement.user_result(inner),
+                                               _listed(experiments))
     method_chosen = method is not None
     method = DEFAULT_METHOD if method is None else method
     n_given, scheme_given = n, scheme  # as the user gave them, for second runs
@@ -550,26 +550,8 @@ def estimate(
             prob.notes.append(note)
     outcome = solved.outcome
     mesh = setup.disc.mesh_summary()
-    jumps = (jumping_inputs(prob.model, prob.experiments) if cert is not None and cert.passed
-             else [])
-    if jumps and refinements:
-        # a callable's steps without breakpoints: certified, but on a mesh
-        # refined around each step (a user's CSTR coolant steps: 4
-        # refinements, 1232 intervals, 10.6 s; 1.1 s with the step times as
-        # breakpoints, the same estimates)
-        prob.notes.append(
-            f"the inputs of {', '.join(jumps)} jump inside the mesh's intervals, which "
-            f"were refined {refinements} time(s) around them ({mesh['intervals']} "
-            "intervals); the exact jump times as Experiment(..., breakpoints=[...]) "
-            "start intervals there: the same fit on fewer intervals")
-    elif jumps:
-        # certified where the certificate's integration may have stepped over
-        # a short pulse too (a bolus as 0.005 h at 33 L/h: single shooting's
-        # CVODES never saw it, Yxs 3.7 standard errors off, "a local minimum")
-        prob.notes.append(
-            f"the inputs of {', '.join(jumps)} jump at times that are no breakpoints: the "
-            "mesh and the integrations can step over a short pulse there without seeing "
-            "it; give the jump times as Experiment(..., breakpoints=[...])")
+    prob.notes += jump_notes(prob.model, prob.experiments, cert is not None and cert.passed,
+                             refinements, mesh["intervals"])
     result, fitted = assemble(prob, setup, outcome, solved.weights, records, iterations, dict(
         T=prob.T, n=prob.n, lam=float(lam), nodes=nodes, scheme=prob.scheme, weights=weights_mode,
         weight_rounds=solved.weight_rounds,
@@ -712,36 +694,8 @@ def estimate(
                 if spec.name == "picard-gn" and result.status == "max_iter"
                 and outcome.X is not None else 1.0)), rerun, t_start)
     if not _SECOND_RUN.get():
-        if not result.success:  # no optimum, no standard errors (docs/api.md)
-            drop_uncertainty(result)
-        for note in result.warnings:
-            if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)
-                    or note.startswith(GROWING_NOISE_HEAD)):
-                warn_user(note)
-        late = late_clock_note(prob.experiments, model.x_names, ~prob.estimate_x0)
-        if late:
-            # first: where the fit is flagged, this is the likelier cause
-            result.warnings.insert(0, late)
-            warn_user(late)
-        units = (unit_outlier_note(user_exps, user_model.y_names)
-                 if not result.success or result.fit_flagged else "")
-        if units:
-            # the likeliest cause of a failed or flagged fit where it holds
-            result.warnings.insert(0, units)
-            warn_user(units)
-            if not result.success:
-                result.message = f"{result.message}. Note: {units}"
-        for note in (unmeasured_outputs_note(user_exps, user_model.y_names),
-                     outside_box_note(result, model.x_names, x_lb, x_ub)):
-            if note:
-                result.warnings.append(note)
-                warn_user(note)
-        if not result.success and result.status not in (
-                "plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE):
-            for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub),
-                          sign_flip_note(result, p0)):
-                if rough:
-                    result.message = f"{result.message}. Note: {rough}"
+        close_call(result, prob.experiments, model, user_model, user_exps, p0,
+                   (p_lb, p_ub, x_lb, x_ub), ~prob.estimate_x0)
         # the call's whole time, failed second runs included (a start had 119 s of 273)
         result.wall_time = time.perf_counter() - t_start
     return _raised_on_failure(result, spec.name, raise_on_failure)

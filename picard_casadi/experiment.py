@@ -16,18 +16,13 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import dated_times
-from .inputs import (HELD_SHARE, InputSpec, check_input_interpolation, evaluate_inputs,
-                     held_input_columns, held_jumps, is_linear)
+from .inputs import (HELD_SHARE, InputSpec, callable_jumps, check_input_interpolation,
+                     evaluate_inputs, held_input_columns, held_jumps, is_linear)
 from .model import Model
 
 __all__ = ["Experiment", "Preequilibration", "check_input_interpolation", "is_linear",
            "evaluate_inputs",
            "held_input_columns", "per_experiment_labels", "HELD_SHARE"]
-
-#: points per sample at which a callable input is looked at for jumps (at most
-#: JUMP_GRID_MAX in all; Experiment.input_jumps)
-JUMP_GRID_PER_SAMPLE = 20
-JUMP_GRID_MAX = 20000
 
 
 def _checked_parameters(parameters: Any, where: str,
@@ -155,10 +150,17 @@ def _checked_sigma(sigma: Any, y: np.ndarray, where: str) -> np.ndarray:
 
 def per_experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
     """Each experiment's label in the names ``per_experiment`` makes,
-    ``NAME[label]``: its name, or its position where names repeat (two
-    experiments both called "experiment" must not share their parameter)."""
+    ``NAME[label]``: its name; where a name repeats (two experiments must not
+    share their parameter), ``"name i"`` with its position ``i``, as
+    ``estimate`` renames them, or the position alone for the default name
+    (a subject ID given twice made every subject's label its position)."""
     names = [e.name for e in experiments]
-    return names if len(set(names)) == len(names) else [str(i) for i in range(len(names))]
+    return [n if names.count(n) == 1 else str(i) if n == DEFAULT_NAME else f"{n} {i}"
+            for i, n in enumerate(names)]
+
+
+#: the name of an experiment not given one
+DEFAULT_NAME = "experiment"
 
 
 class Experiment:
@@ -270,7 +272,7 @@ class Experiment:
         noise_parameters: Mapping[str, float | str] | None = None,
         preequilibration: Preequilibration | None = None,
     ) -> None:
-        self._name = "experiment" if name is None else str(name)
+        self._name = DEFAULT_NAME if name is None else str(name)
         where = f"Experiment {self._name!r}"
         if np.asarray(t).dtype.kind in ("M", "m"):  # dates: 1.6e15 us since 1970
             raise ValueError(dated_times(where, np.asarray(t).dtype))
@@ -717,37 +719,13 @@ class Experiment:
         return False
 
     def input_jumps(self, nu: int) -> list[float]:
-        """Times where a callable ``u`` jumps away from the breakpoints.
-
-        A jump is a step between neighbouring points of a grid of
-        :data:`JUMP_GRID_PER_SAMPLE` points per sample (at most
-        :data:`JUMP_GRID_MAX`) larger than a quarter of the input's range,
-        with both neighbouring steps ten times smaller (a pulse's edges; a
-        fast smooth input changes as much at the steps beside), or a pulse
-        one point wide (its edges back to back), half a grid step or more from
-        a breakpoint.  Empty for sampled inputs, or where ``u`` cannot be
-        evaluated on the grid (doses as 0.1 h pulses were never certified).
-        """
+        """Times where a callable ``u`` jumps away from the breakpoints
+        (:func:`~picard_casadi.inputs.callable_jumps`); empty for sampled
+        inputs."""
         if nu == 0 or not callable(self._u):
             return []
-        n = int(min(JUMP_GRID_MAX, JUMP_GRID_PER_SAMPLE * max(self.n_samples, 2)))
-        grid = np.linspace(self.t0, self.t_end, n)
-        try:
-            values = np.asarray(self.inputs(grid, nu), float)
-        except (TypeError, ValueError):
-            return []
-        signed = np.diff(values, axis=0)  # (n - 1, nu)
-        step, span, zero = np.abs(signed), np.ptp(values, axis=0), np.zeros((1, signed.shape[1]))
-        before, after = np.vstack([zero, step[:-1]]), np.vstack([step[1:], zero])
-        # a pulse one grid point wide (a 0.005 h bolus on a 0.004 h grid went unnamed)
-        back, apart = np.vstack([signed[1:], zero]) * signed < 0, np.vstack([step[2:], zero, zero])
-        edge = (step > 0.25 * span) & (before < 0.1 * step)
-        spike = edge & back & (abs(after - 1.25 * step) <= 0.75 * step) & (apart < 0.1 * step)
-        spike = spike.any(axis=1)  # (its second edge too, where it ends)
-        jump = (edge & (after < 0.1 * step)).any(axis=1) | spike | np.r_[False, spike[:-1]]
-        h = grid[1] - grid[0]
-        return [float(t) for t in 0.5 * (grid[:-1] + grid[1:])[jump]
-                if not np.any(np.abs(self._breakpoints - t) <= 0.51 * h)]
+        return callable_jumps(lambda times: self.inputs(times, nu), self.t0, self.t_end,
+                              self.n_samples, self._breakpoints)
 
     def x0_guess(self, model: Model, p: Any = None) -> np.ndarray:
         """The x0 given, or one built from the first measurements.

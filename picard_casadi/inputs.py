@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["InputSpec", "check_input_interpolation", "is_linear", "held_input_columns",
-           "held_jumps", "evaluate_inputs", "HELD_SHARE"]
+           "held_jumps", "evaluate_inputs", "HELD_SHARE", "callable_jumps",
+           "JUMP_GRID_PER_SAMPLE", "JUMP_GRID_MAX"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -193,3 +194,74 @@ def evaluate_inputs(u: InputSpec, times: Any, nu: int, where: str,
     return np.column_stack([np.interp(times, t_samples, table[:, k])
                             if is_linear(interpolation, k) else table[idx, k]
                             for k in range(nu)])
+
+
+#: points per sample at which a callable input is looked at for jumps (at most
+#: JUMP_GRID_MAX in all; :func:`callable_jumps`)
+JUMP_GRID_PER_SAMPLE = 20
+JUMP_GRID_MAX = 20000
+
+
+def callable_jumps(values_at: Callable[[np.ndarray], Any], t0: float, t_end: float,
+                   n_samples: int, breakpoints: np.ndarray) -> list[float]:
+    """Times where an input given by a function jumps away from the breakpoints.
+
+    A jump is a step between neighbouring points of a grid of
+    :data:`JUMP_GRID_PER_SAMPLE` points per sample (at most
+    :data:`JUMP_GRID_MAX`) larger than a quarter of the input's range, with
+    both neighbouring steps ten times smaller (a pulse's edges; a fast
+    smooth input changes as much at the steps beside), or a pulse one point
+    wide (its edges back to back), half a grid step or more from a
+    breakpoint; each found is then located by bisection to the clock's
+    round-off (a grid step's midpoint named 0.1 h for a pulse that ended at
+    0.01 h, which a user would give as a breakpoint).
+
+    Parameters
+    ----------
+    values_at
+        The inputs at an array of M times, shape (M, nu).
+    t0, t_end
+        The span looked at.
+    n_samples
+        The experiment's samples (the grid's density).
+    breakpoints
+        Times where jumps are expected.
+
+    Returns
+    -------
+    list of float
+        Empty where ``values_at`` cannot be evaluated on the grid (doses as
+        0.1 h pulses were never certified).
+    """
+    n = int(min(JUMP_GRID_MAX, JUMP_GRID_PER_SAMPLE * max(n_samples, 2)))
+    grid = np.linspace(t0, t_end, n)
+    try:
+        values = np.asarray(values_at(grid), float).reshape(n, -1)
+    except (TypeError, ValueError):
+        return []
+    signed = np.diff(values, axis=0)  # (n - 1, nu)
+    step, span, zero = np.abs(signed), np.ptp(values, axis=0), np.zeros((1, signed.shape[1]))
+    before, after = np.vstack([zero, step[:-1]]), np.vstack([step[1:], zero])
+    # a pulse one grid point wide (a 0.005 h bolus on a 0.004 h grid went unnamed)
+    back, apart = np.vstack([signed[1:], zero]) * signed < 0, np.vstack([step[2:], zero, zero])
+    edge = (step > 0.25 * span) & (before < 0.1 * step)
+    spike = edge & back & (abs(after - 1.25 * step) <= 0.75 * step) & (apart < 0.1 * step)
+    spike = spike.any(axis=1)  # (its second edge too, where it ends)
+    jump = (edge & (after < 0.1 * step)).any(axis=1) | spike | np.r_[False, spike[:-1]]
+    h = grid[1] - grid[0]
+    at = np.flatnonzero(jump)
+    at = at[[not np.any(np.abs(np.asarray(breakpoints, float) - t) <= 0.51 * h)
+             for t in 0.5 * (grid[at] + grid[at + 1])]]
+    lo, hi, left, right = grid[at], grid[at + 1], values[at], values[at + 1]
+    tiny = 4.0 * np.finfo(float).eps * max(abs(t0), abs(t_end), 1.0)
+    for _ in range(64):
+        if lo.size == 0 or np.all(hi - lo <= tiny):
+            break
+        mid = 0.5 * (lo + hi)
+        try:
+            v = np.asarray(values_at(mid), float).reshape(mid.size, -1)
+        except (TypeError, ValueError):
+            break
+        near_left = np.linalg.norm(v - left, axis=1) <= np.linalg.norm(v - right, axis=1)
+        lo, hi = np.where(near_left, mid, lo), np.where(near_left, hi, mid)
+    return [float(t) for t in hi]

@@ -604,3 +604,25 @@ def test_initial_states_ended_on_their_x0_bounds_are_named():
     inside = pc.estimate(model, [pc.Experiment(t, y, name="run")], [1.0],
                          x0_bounds=([0.0], [3.0]))
     assert not any("ended on their x0_bounds" in w for w in inside.warnings)
+
+
+def test_initial_states_given_everywhere_and_estimated_name_the_flag():
+    """Doses as ``Experiment(x0=[dose, 0])`` with ``estimate_x0`` left at
+    True: the values were starting guesses, an undetermined amount went to
+    -240 mg, and no warning named ``estimate_x0=False``.  Now one does; with
+    the flag, nothing is said."""
+    x, k = ca.SX.sym("x", 2), ca.SX.sym("k", 2)
+    model = pc.Model(x=x, p=k, rhs=ca.vertcat(-k[0] * x[0], -k[1] * x[1]), y=x[0],
+                     x_names=["A1", "A2"])
+    t = np.linspace(0.5, 6.0, 12)
+    exps = [pc.Experiment(t, d * np.exp(-0.4 * t) * (1 + 0.01 * np.cos(5 * t)), t0=0.0,
+                          x0=[d, 0.0], name=f"S{i}") for i, d in enumerate((50.0, 100.0))]
+    with pytest.warns(UserWarning, match=r"every experiment gives its initial states .* the "
+                                         r"data do not determine 2 of them \(A2 of 'S0', A2 of "
+                                         r"'S1'\)\. If the values given are known"):
+        res = pc.estimate(model, exps, [0.3, 0.3])
+    assert any("pass estimate_x0=False" in w for w in res.warnings)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        res = pc.estimate(model, exps, [0.3, 0.3], estimate_x0=False)
+    assert not [w for w in said if "every experiment gives" in str(w.message)]

@@ -509,6 +509,17 @@ def test_an_experiment_in_another_unit_is_named_first():
         res = pc.estimate(model, exps, [0.3], estimate_x0=False)
     assert res.fit_flagged and res.warnings[0].startswith(
         "an experiment's data differ in size from the other experiments'"), res.warnings
+    # its own initial state estimated absorbs the unit, and the fit is not
+    # flagged: a factor that large is named still (a subject in ng/mL among
+    # subjects in mg/L, its volume its own: V1 44 standard errors off, no
+    # word); a factor of 100 (dose-ranging) is not
+    with pytest.warns(UserWarning, match=r"'run2' \(C 1.06e\+03x\)"):
+        res = pc.estimate(model, exps, [0.3])
+    assert res.success and not res.fit_flagged, res.warnings
+    hundred = [e.replaced(y=e.y / 10) if i == 2 else e for i, e in enumerate(exps)]
+    res = pc.estimate(model, hundred, [0.3])
+    assert res.success and not res.fit_flagged
+    assert not any("differ in size" in w for w in res.warnings), res.warnings
     # in one unit: no note
     exps[2] = exps[2].replaced(y=exps[2].y / 1000)
     res = pc.estimate(model, exps, [0.3], estimate_x0=False)

@@ -638,3 +638,34 @@ def test_a_log_normal_output_below_zero_has_finite_derivatives():
     for value in (-1.0, 0.0, 1e-200):
         h, y = (np.asarray(v, float) for v in hess(value, 5.0))
         assert np.all(np.isfinite(h)) and np.isfinite(y), (value, h, y)
+
+
+def test_the_smallest_values_all_on_one_side_of_the_fit_flag_it():
+    """A sparse PK design's default fit (one noise level over 2-3 decades):
+    the large values set the fit, the tail fell 80-fold below the data, all
+    23 of the smallest third above it, V2 16 standard errors off, and the
+    residuals' RMS ratio (1.66) too small for the growing-noise note: no
+    word.  Now a lack-of-fit note (a FitWarning) names the side; the same
+    values scattered about the fit say nothing."""
+    from types import SimpleNamespace
+
+    from picard_casadi.analysis.fit_check import is_fit_note
+    from picard_casadi.estimation.assembly import SMALL_VALUES_MISSED, growing_noise_notes
+
+    g = np.geomspace(20.0, 0.001, 45)[:, None]
+    rng = np.random.default_rng(0)
+    scatter = 0.3 * rng.standard_normal(g.shape)
+    tail = np.where(g < 0.5, 0.2 + 0.05 * rng.random(g.shape), 0.0)
+    result = SimpleNamespace(settings={"noise_model": ["C: normal, sigma estimated"]},
+                             y_names=["C"])
+    missed = growing_noise_notes(result, [SimpleNamespace(y=g + scatter * (g > 0.5) + tail)],
+                                 [g])
+    assert len(missed) == 1 and SMALL_VALUES_MISSED in missed[0] and is_fit_note(missed[0])
+    assert "15 of its 15 values" in missed[0] and "lie above it" in missed[0], missed
+    assert "noise='log-normal'" in missed[0] and "under the data there" in missed[0]
+    about = np.where(g < 0.5, 0.2 * np.sign(np.sin(np.arange(45.0)))[:, None], scatter)
+    assert growing_noise_notes(result, [SimpleNamespace(y=g + about)], [g]) == []
+    # an output that is known to be another noise model's is not judged
+    lognormal = SimpleNamespace(settings={"noise_model": ["C: log-normal, sigma estimated"]},
+                                y_names=["C"])
+    assert growing_noise_notes(lognormal, [SimpleNamespace(y=g + scatter + tail)], [g]) == []

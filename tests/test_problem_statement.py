@@ -331,13 +331,16 @@ def test_experiments_with_one_name_keep_their_own_parameters():
                       estimate_x0=False)
     assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
     assert res.p[3:] == pytest.approx([0.5, -0.3], abs=0.05)
-    # named alike by the user: the same names, and a warning says why
-    exps = [e.replaced(name="maneuver") for e in exps]
-    with pytest.warns(UserWarning, match=r"experiments share the name\(s\) \['maneuver'\], so "
-                                         r"per_experiment names their parameters by position"):
+    # named alike by the user: told apart by position too, and a warning says
+    # so (a subject ID given twice made every subject's label its position)
+    exps = [e.replaced(name="maneuver") for e in exps] + [exps[0].replaced(name="other")]
+    with pytest.warns(UserWarning, match=r"experiments share a name \('maneuver' as "
+                                         r"'maneuver 0', 'maneuver 1'\): each is fitted"):
         res = pc.estimate(_chain(), exps, [0.3, 0.3, 10.0, 0.0], per_experiment="bias",
                           estimate_x0=False)
-    assert res.p_names == ["k1", "k2", "A0", "bias[0]", "bias[1]"]
+    assert res.p_names == ["k1", "k2", "A0", "bias[maneuver 0]", "bias[maneuver 1]",
+                           "bias[other]"]
+    assert res.experiment_names == ["maneuver 0", "maneuver 1", "other"]
 
 
 def test_an_initial_state_of_fixed_parameters_is_a_known_number():
@@ -756,3 +759,26 @@ def test_a_table_entry_every_experiment_sets_is_said_to_be_unused():
                                          r"experiment sets it to a number"):
         res = pc.estimate(model, exps, table, estimate_x0=False)
     assert res.success and abs(res.p[0] - 50.0) < 1e-3
+
+
+def test_a_constant_far_beyond_every_other_experiment_s_is_named():
+    """A subject's dose in µg among doses in mg (200000 beside 50 to 200):
+    V1 1000 times the truth, success, no word.  Now the constant is named;
+    a design that spans decades in steps is not."""
+    from picard_casadi.estimation.experiment_spread import constants_apart_note
+
+    model = _chain(a0_from_p=True)
+    doses = (5.0, 10.0, 20.0, 20000.0)
+    exps = []
+    for i, A0 in enumerate(doses):
+        X = pc.simulate(model, None, [0.5, 0.2, min(A0, 20.0), 0.0], T, t0=0.0)
+        exps.append(pc.Experiment(T, X + [0.0, 0.0], name=f"S{i}", t0=0.0,
+                                  parameters={"A0": A0}))
+    with pytest.warns(UserWarning, match=r"an experiment constant lies a factor of 100 or more "
+                                         r"beyond every other experiment's: A0 = 2e\+04 in 'S3' "
+                                         r"\(the others 5 to 20\); if that is a unit"):
+        res = pc.estimate(model, exps, [0.3, 0.3, 10.0, 0.0], estimate_x0=False)
+    assert any(w.startswith("an experiment constant lies") for w in res.warnings)
+    steps = [e.replaced(parameters={"A0": v}) for e, v in zip(exps, (0.01, 0.1, 1.0, 10.0))]
+    assert constants_apart_note(steps) == ""
+    assert constants_apart_note(exps[:3]) == ""

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..experiment import Experiment
+from ..experiment import DEFAULT_NAME, Experiment
 from .noise_plan import NoisePlan, check_positive_at_start, noise_plan
 from ..methods import MethodSpec, get_method, method_options
 from ..model import Model
@@ -67,6 +67,16 @@ def _as_experiments(model: Model, experiments: Any) -> list[Experiment]:
     if len(set(names)) < len(names):
         # messages name experiments: three called "experiment" (the default)
         # were told apart by nothing
+        given = sorted({n for n in names if names.count(n) > 1 and n != DEFAULT_NAME})
+        if given:
+            # a subject ID given twice, renamed without a word
+            told = "; ".join(f"{n!r} as " + ", ".join(repr(f"{n} {i}") for i, m in
+                                                      enumerate(names) if m == n)
+                             for n in given)
+            warn_user(f"experiments share a name ({told}): each is fitted as an experiment "
+                      "of its own, under those names (and its per_experiment parameters "
+                      "with them); if they are one experiment's records, give them as one "
+                      "Experiment (replicates may share times), else give unique names")
         exps = [e.replaced(name=f"{e.name} {i}") if names.count(e.name) > 1 else e
                 for i, e in enumerate(exps)]
     return exps

@@ -37,7 +37,7 @@ from ..runtime.user_warnings import warn_user
 from ..simulate import held_history_words, moving_before_late
 from ..transcription.delayed import DelayPlan, late_predictor, simulated_predictor
 from .arguments import as_bounds
-from .assembly import note_staircase_inputs
+from .input_notes import note_staircase_inputs
 from .fallbacks import NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE
 from .noise_plan import noise_plan
 from .statement import flat_table

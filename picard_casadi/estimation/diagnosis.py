@@ -51,6 +51,7 @@ from ..transcription.discretisation import Discretisation
 from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
+           "UNIT_CERTAIN",
            "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
            "drop_uncertainty",
            "fitted_outputs",
@@ -322,9 +323,12 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
 
 def sampled_input_names(u_names: Sequence[str]) -> list[str]:
     """The names of ``u_names`` that are the user's inputs: a restated
-    problem's experiment constants (``NAME@constant``,
-    estimation/statement.py) are columns of its inputs too, no samples."""
-    return [n for n in u_names if not n.endswith("@constant")]
+    problem's experiment constants (``NAME@constant``, with the indicators
+    ``NAME@is_PARAMETER`` of a parameter per experiment and the settling's
+    copies ``NAME@start``; estimation/statement.py) are columns of its
+    inputs too, no samples (a pharmacologist's model without inputs had a
+    note per subject on "sampled inputs" held before their first sample)."""
+    return [n for n in u_names if "@" not in n]
 
 
 #: sampled inputs this dense are candidates for a digital command held between samples
@@ -446,6 +450,10 @@ ABSOLUTE_CLOCK = 5.0
 #: data in another unit (mmol/L among mol/L: 1000; percent: 100; minutes
 #: among seconds: 60)
 UNIT_RATIO = 50.0
+#: ... named whatever the fit, at this factor: a subject in ng/mL among
+#: subjects in mg/L (868 times their median) with V1 44 standard errors off,
+#: the fit not flagged, so not named
+UNIT_CERTAIN = 300.0
 
 
 def unmeasured_outputs_note(experiments: Sequence[Experiment], y_names: Sequence[str]) -> str:
@@ -461,10 +469,11 @@ def unmeasured_outputs_note(experiments: Sequence[Experiment], y_names: Sequence
             "they do not enter the fit, and their noise levels are NaN")
 
 
-def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str]) -> str:
-    """A note naming the experiments whose data of an output are
-    :data:`UNIT_RATIO` times (or a fraction) the size of the other
-    experiments' (by RMS, where at least three measure it), or ``""``.
+def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str],
+                      factor: float = UNIT_RATIO) -> str:
+    """A note naming the experiments whose data of an output are ``factor``
+    times (or a fraction) the size of the other experiments' (by RMS, where
+    at least three measure it), or ``""``.
 
     A kineticist's one experiment in mmol/L among four in mol/L ended
     ``plateau`` after 27 s with "Start elsewhere", the noise levels
@@ -480,13 +489,13 @@ def unit_outlier_note(experiments: Sequence[Experiment], y_names: Sequence[str])
         middle = float(np.median(list(sizes.values())))
         for exp_name, v in sizes.items():
             ratio = v / middle
-            if ratio >= UNIT_RATIO or ratio <= 1.0 / UNIT_RATIO:
+            if ratio >= factor or ratio <= 1.0 / factor:
                 found.setdefault(exp_name, []).append(f"{name} {ratio:.3g}x")
     if not found:
         return ""
     listed = "; ".join(f"{n!r} ({', '.join(parts)})" for n, parts in found.items())
     return (f"an experiment's data differ in size from the other experiments' by a factor "
-            f"of {UNIT_RATIO:g} or more, by their RMS against the median: {listed}; if that "
+            f"of {factor:g} or more, by their RMS against the median: {listed}; if that "
             "is a unit (mmol/L among mol/L, percent among fractions), convert them: one "
             "experiment in another unit sets the noise levels of all")
 

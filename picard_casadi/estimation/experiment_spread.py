@@ -6,19 +6,25 @@ a unit error included: a pharmacometrician's subject in ng/mL beside others
 in mg/L fitted with its own volume 0.06 L beside 40-45 L, success, no word
 (with the volume shared, the misfit names that subject's unit).  Where one
 experiment's value of such a parameter is :data:`SPREAD_RATIO` times the
-others' median or more (or less), a note names it.
+others' median or more (or less), a note names it.  So does an experiment
+constant whose value in one experiment lies :data:`CONSTANT_APART` times
+beyond every other experiment's (a subject's dose in µg among doses in mg:
+V1 1000 times the truth, success, no word).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..experiment import Experiment
 from ..runtime.user_warnings import warn_user
 
-__all__ = ["note_spread_between_experiments", "SPREAD_RATIO"]
+__all__ = ["note_spread_between_experiments", "SPREAD_RATIO", "constants_apart_note",
+           "CONSTANT_APART"]
 
 #: one experiment's own value this many times the others' median (or 1 / it)
 #: is named, as :data:`~picard_casadi.estimation.diagnosis.UNIT_RATIO` names
@@ -28,11 +34,16 @@ SPREAD_RATIO = 50.0
 _PER_EXPERIMENT = re.compile(r"^(?P<base>.+)\[(?P<experiment>[^\[\]]+)\]$")
 
 
-def note_spread_between_experiments(result: Any) -> Any:
+def note_spread_between_experiments(result: Any, experiments: Sequence[Experiment]) -> Any:
     """``result`` with a note (and a warning) for each parameter estimated per
     experiment whose value in one experiment is :data:`SPREAD_RATIO` times
     the others' median or more, or as much less (positive values, two
-    experiments or more)."""
+    experiments or more), and for the constants of ``experiments`` far
+    apart (:func:`constants_apart_note`)."""
+    apart = constants_apart_note(experiments)
+    if apart:
+        result.warnings.append(apart)
+        warn_user(apart)
     if not getattr(result, "success", False) or not getattr(result, "p_names", None):
         return result
     groups: dict[str, list[tuple[str, float]]] = {}
@@ -58,3 +69,35 @@ def note_spread_between_experiments(result: Any) -> Any:
         result.warnings.append(note)
         warn_user(note)
     return result
+
+
+#: an experiment constant's value this many times every other experiment's
+#: (or 1 / it), with three experiments or more, is named
+CONSTANT_APART = 100.0
+
+
+def constants_apart_note(experiments: Sequence[Experiment]) -> str:
+    """A note naming the experiment constants (``Experiment(parameters=...)``,
+    numbers) whose positive value in one experiment is :data:`CONSTANT_APART`
+    times every other experiment's or more, or as much less, or ``""``.
+    Designs that span decades in steps (doses 0.01 to 100 by tens) are not
+    named: each value has a neighbour within the factor."""
+    found = []
+    names = dict.fromkeys(n for e in experiments for n in e.parameters)
+    for name in names:
+        items = [(e.name, float(e.parameters[name])) for e in experiments
+                 if isinstance(e.parameters.get(name), (int, float, np.number))
+                 and not isinstance(e.parameters.get(name), bool)]
+        values = np.array([v for _, v in items])
+        if len(items) < 3 or not np.all(values > 0):
+            continue
+        for i, (exp_name, v) in enumerate(items):
+            others = np.delete(values, i)
+            if v >= CONSTANT_APART * others.max() or v * CONSTANT_APART <= others.min():
+                found.append(f"{name} = {v:.4g} in {exp_name!r} (the others {others.min():.4g} "
+                             f"to {others.max():.4g})")
+    if not found:
+        return ""
+    return (f"an experiment constant lies a factor of {CONSTANT_APART:g} or more beyond every "
+            f"other experiment's: {'; '.join(found)}; if that is a unit (a dose in µg among "
+            "doses in mg, g among mg), convert it: the fit takes it as given")

@@ -382,12 +382,6 @@ def state_problem(model: Model, experiments: Sequence[Experiment], p0: Any, p_bo
                              f"the model ({', '.join(model.p_names)})")
         labels = per_experiment_labels(exps)
         generated = {f"{n}[{label}]" for n in names for label in labels}
-        given = [e.name for e in exps]
-        repeated = sorted({n for n in given if given.count(n) > 1 and n != "experiment"})
-        if repeated:  # named by the user, alike: positions say which is which
-            warn_user(f"experiments share the name(s) {repeated}, so per_experiment names "
-                      f"their parameters by position ({names[0]}[0], {names[0]}[1], ...); "
-                      "give each experiment its own name= to see it in the names")
         # where every experiment sets the parameter itself, per_experiment had
         # no effect at all, silently (a user's dose, a number in each condition)
         everywhere = [n for n in names if exps and all(n in e.parameters for e in exps)]

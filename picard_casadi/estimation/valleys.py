@@ -58,19 +58,30 @@ def ran_off(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray, undetermined: np
     str
         A sentence naming those parameters with their starts and ends, or ``''``.
     """
-    travel = np.where(undetermined, np.abs(np.asarray(p, float) - np.asarray(p0, float))
-                      / np.asarray(p_scale, float), 0.0)
+    travel = np.where(undetermined, _travel(p0, p, p_scale), 0.0)
     if not travel.max(initial=0.0) >= RAN_OFF_DISTANCE:
         return ""
     which = np.flatnonzero(undetermined)
     listed = names[which[-1]]
     if which.size > 1:
         listed = ", ".join(names[i] for i in which[:-1]) + " and " + listed
-    moved = ", ".join(f"{names[i]} {p0[i]:.4g} -> {p[i]:.4g}" for i in which)
+    moved = _moved(names, p0, p, which, 4)
     return (f"the data do not determine {listed} there, and the iterations ran along that "
             f"direction from p0 ({moved}: {travel.max():.3g} of their scales): the fit "
             "barely changes along it, so the data bound these parameters from one side "
             "at most")
+
+
+def _travel(p0: np.ndarray, p: np.ndarray, p_scale: np.ndarray) -> np.ndarray:
+    """How far each parameter went from ``p0`` to ``p``, in its scales."""
+    return (np.abs(np.asarray(p, float) - np.asarray(p0, float))
+            / np.asarray(p_scale, float))
+
+
+def _moved(names: Sequence[str], p0: np.ndarray, p: np.ndarray, which: np.ndarray,
+           digits: int) -> str:
+    """``"name start -> end"`` of the parameters ``which``, the ends to ``digits``."""
+    return ", ".join(f"{names[i]} {p0[i]:.4g} -> {p[i]:.{digits}g}" for i in which)
 
 
 def ran_off_at_limit(setup: Any, outcome: Any, p0: np.ndarray, names: Sequence[str]) -> str:
@@ -119,11 +130,11 @@ def note_converged_ran_off(result: EstimationResult, p0: np.ndarray, p_scale: np
     p, std = np.asarray(result.p, float), result.p_std
     if std is None or p.size != np.size(p0) or p.size != np.size(p_scale):
         return
-    travel = np.abs(p - np.asarray(p0, float)) / np.asarray(p_scale, float)
+    travel = _travel(p0, p, p_scale)
     off = np.flatnonzero(np.isinf(np.asarray(std, float)) & (travel >= RAN_OFF_DISTANCE))
     if off.size == 0:
         return
-    moved = ", ".join(f"{names[i]} {p0[i]:.4g} -> {p[i]:.6g}" for i in off)
+    moved = _moved(names, p0, p, off, 6)
     note = (f"{' and '.join(names[i] for i in off)} {RAN_OFF_NOTE} from p0 ({moved}: "
             f"{travel[off].max():.3g} of its scale): the fit no longer depends on it there, "
             "so its estimate is the end of a valley, not a value the data give, and the "

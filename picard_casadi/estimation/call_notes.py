@@ -1,0 +1,115 @@
+"""What the user's call says once, after its second runs.
+
+A second run of :func:`~picard_casadi.estimate` (another start, method or
+mesh) returns its result to the call that made it, which words the notes
+that hold for the problem as the user stated it: the likeliest causes of a
+failed or flagged fit (a clock left at the first sample, outputs in other
+units), outputs never measured, states outside their box, and for a failure
+a model that is not smooth, parameters held by their bounds, or a start of
+the wrong sign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..analysis.fit_check import LACK_OF_FIT
+from ..errors import FitWarning
+from ..experiment import Experiment
+from ..model import Model
+from ..result import EstimationResult
+from ..runtime.user_warnings import warn_user
+from .assembly import GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, SMALL_VALUES_MISSED
+from .diagnosis import (UNIT_CERTAIN, UNIT_RATIO, drop_uncertainty, held_by_bounds_note,
+                        late_clock_note, nonsmooth_note, outside_box_note, sign_flip_note,
+                        unit_outlier_note, unmeasured_outputs_note)
+from .fallbacks import NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE
+
+__all__ = ["close_call"]
+
+#: failures whose cause the message already names
+_NAMED_FAILURES = ("plateau", "stopped", NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE)
+
+
+def close_call(result: EstimationResult, experiments: Sequence[Experiment], model: Model,
+               user_model: Model, user_experiments: Sequence[Experiment], p0: np.ndarray,
+               bounds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+               x0_known: np.ndarray) -> None:
+    """Word the notes of the call's result (changed in place).
+
+    Parameters
+    ----------
+    result
+        The call's result, after its second runs.
+    experiments, model
+        The problem as fitted (each output on the scale of its noise model).
+    user_model, user_experiments
+        The problem as the user stated it.
+    p0
+        The call's start.
+    bounds
+        ``(p_lb, p_ub, x_lb, x_ub)``.
+    x0_known
+        Per state, whether its initial value is given rather than estimated.
+    """
+    p_lb, p_ub, x_lb, x_ub = bounds
+    if not result.success:  # no optimum, no standard errors (docs/api.md)
+        drop_uncertainty(result)
+    for note in result.warnings:
+        if ("information matrix" in note or note.startswith(POOLED_NOISE_HEAD)
+                or note.startswith(GROWING_NOISE_HEAD)):
+            warn_user(note)
+        elif note.startswith(LACK_OF_FIT) and SMALL_VALUES_MISSED in note:
+            warn_user(note, FitWarning)
+    late = late_clock_note(experiments, model.x_names, x0_known)
+    if late:
+        # first: where the fit is flagged, this is the likelier cause
+        result.warnings.insert(0, late)
+        warn_user(late)
+    units = unit_outlier_note(user_experiments, user_model.y_names,
+                              UNIT_RATIO if not result.success or result.fit_flagged
+                              else UNIT_CERTAIN)
+    if units:
+        # the likeliest cause of a failed or flagged fit where it holds
+        result.warnings.insert(0, units)
+        warn_user(units)
+        if not result.success:
+            result.message = f"{result.message}. Note: {units}"
+    for note in (unmeasured_outputs_note(user_experiments, user_model.y_names),
+                 outside_box_note(result, model.x_names, x_lb, x_ub),
+                 _given_x0_estimated_note(result, user_experiments, model.x_names, x0_known)):
+        if note:
+            result.warnings.append(note)
+            warn_user(note)
+    if not result.success and result.status not in _NAMED_FAILURES:
+        for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub),
+                      sign_flip_note(result, p0)):
+            if rough:
+                result.message = f"{result.message}. Note: {rough}"
+
+
+def _given_x0_estimated_note(result: EstimationResult, experiments: Sequence[Experiment],
+                             x_names: Sequence[str], x0_known: np.ndarray) -> str:
+    """A note where every experiment gives its initial states and all are
+    estimated (``estimate_x0`` left at True), and the data do not determine
+    some of them (an infinite standard error), or ``""``: the values given
+    were starting guesses (a pharmacologist's doses as ``x0=[dose, 0]``: the
+    peripheral amount estimated at -240 mg, the volumes 10 times the truth,
+    the warnings naming 24 undetermined initial states and never the flag)."""
+    if (not result.success or np.any(x0_known) or result.x0_std is None
+            or not all(e.x0 is not None for e in experiments)
+            or len(result.x0_std) != len(experiments)):
+        return ""
+    unseen = [(e.name, x_names[i]) for e, std in zip(experiments, result.x0_std)
+              for i in np.flatnonzero(np.isinf(np.asarray(std, float)))]
+    if not unseen:
+        return ""
+    shown = ", ".join(f"{x} of {n!r}" for n, x in unseen[:3]) + (", ..." if len(unseen) > 3
+                                                               else "")
+    return (f"every experiment gives its initial states (Experiment(x0=...)), and all were "
+            f"estimated from those values as starting guesses (estimate_x0=True, the "
+            f"default); the data do not determine {len(unseen)} of them ({shown}). If the "
+            "values given are known (a dose at t0, a state at rest), pass estimate_x0=False "
+            "(or one flag per state; the CLI's --x0-known)")

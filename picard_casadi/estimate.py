@@ -43,6 +43,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached, unstable_departure)
 from .estimation.experiment_spread import note_spread_between_experiments
+from .estimation.multistart import LOG_BASES
 from .estimation.call_notes import close_call
 from .estimation.input_notes import (jump_notes, jumping_inputs, kinked_inputs,
                                      note_copied_rows, note_staircase_inputs)
@@ -350,6 +351,8 @@ def estimate(
                                  "a term of the likelihood): leave it unset")
             noise = statement.noise_with_priors(noise, model, _listed(experiments))
         spelt = SPELLING.set(in_table_terms) if statement.bounds_in_table else None
+        bases = LOG_BASES.set(np.array([{"log": np.e, "log10": 10.0}.get(q.scale, 0.0)
+                                        for q in statement.table]))
 
         def solve(stated: Any, phi0: Any, **again: Any) -> EstimationResult:
             kw = {**dict(warm_start=warm_start, multistart=multistart, executor=executor,
@@ -383,6 +386,7 @@ def estimate(
                 statement.user_result(err.result)
             raise
         finally:
+            LOG_BASES.reset(bases)
             if spelt is not None:
                 SPELLING.reset(spelt)
         inner.wall_time, inner._model = time.perf_counter() - t_start, model  # (the user's)

@@ -782,3 +782,18 @@ def test_a_constant_far_beyond_every_other_experiment_s_is_named():
     steps = [e.replaced(parameters={"A0": v}) for e, v in zip(exps, (0.01, 0.1, 1.0, 10.0))]
     assert constants_apart_note(steps) == ""
     assert constants_apart_note(exps[:3]) == ""
+
+
+def test_multistart_on_a_log_scale_samples_an_unbounded_side_as_the_linear_scale_does():
+    """A side without a bound is sampled from p0 / 4 to 4 p0 (docs/cli.md);
+    on a log10 scale it was log10(p0) / 4 .. 4 log10(p0): an ecologist's K
+    from 6 to 5e12 for a start of 1500, rates from 3.5e-7 to 540 times p0."""
+    exps = [e.replaced(x0=[10.0, 0.0]) for e in _data(biases=(0.5,))[:1]]
+    p0 = [0.3, 2.0, 10.0, 0.0]
+    res = pc.estimate(_chain(), exps, p0, p_bounds=([0, 0, 10, -5], [np.inf, np.inf, 10, 5]),
+                      parameter_scale=["log10", "log", "lin", "lin"], estimate_x0=False,
+                      multistart=6, seed=1, uncertainty=False)
+    starts = np.array([s["p0"] for s in res.starts])
+    ratio = starts[:, :2] / np.array(p0[:2])
+    assert np.all(ratio >= 0.25 - 1e-9) and np.all(ratio <= 4 + 1e-9), ratio
+    assert ratio.max() > 2 and ratio.min() < 0.5  # the range is used

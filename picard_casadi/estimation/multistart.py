@@ -3,7 +3,8 @@
 The starts are ``p0`` and ``N - 1`` Latin-hypercube samples of the parameter
 box (each parameter's range cut into ``N - 1`` equal strata, one sample per
 stratum, strata paired at random).  Where a bound is infinite the box is
-taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 1`` for ``p0 = 0``) on that side.
+taken as ``p0 / 4 .. 4 p0`` (or ``p0 +- 3`` for ``p0 = 0``) on that side; on
+a log scale, the value's ``p0 / 4 .. 4 p0`` too.
 A range of one sign spanning at least :data:`LOG_SPAN` (two decades, such
 as ``1 .. 1e5``) is sampled uniformly in the logarithm, as pyPESTO samples a
 parameter on a log scale: uniformly in the value, all but one per cent of
@@ -23,6 +24,7 @@ process the starts share the model's interval functions and compiled code
 
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -37,7 +39,7 @@ from ..runtime.user_warnings import held_warnings, raised_again, warn_user
 from .portable import portable, restore
 from .wald_ends import IN_START, note_flat_wald_ends
 
-__all__ = ["latin_hypercube", "run_multistart", "multistart_points"]
+__all__ = ["latin_hypercube", "run_multistart", "multistart_points", "LOG_BASES"]
 
 #: a range ``lo .. hi`` of one sign with ``hi / lo`` at least this is sampled
 #: uniformly in ``log |p|``
@@ -51,12 +53,29 @@ def latin_hypercube(lb: np.ndarray, ub: np.ndarray, n: int, rng: np.random.Gener
     return lb + u * (ub - lb)
 
 
+#: per entry of ``p``, the base of its logarithm where the restated problem
+#: estimates a parameter on a log scale (``e`` or 10), else 0: set by
+#: ``estimate`` around a restated problem's solve
+LOG_BASES: contextvars.ContextVar[np.ndarray | None] = contextvars.ContextVar(
+    "picard_casadi_log_bases", default=None)
+
+
 def _finite_box(p0: np.ndarray, lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     width = np.where(p0 != 0, np.abs(p0), 1.0)
     lo = np.where(np.isfinite(lb), lb, np.where(p0 > 0, p0 / 4, p0 - 3 * width))
     hi = np.where(np.isfinite(ub), ub, np.where(p0 > 0, 4 * p0, p0 + 3 * width))
     lo = np.where((p0 < 0) & ~np.isfinite(lb), 4 * p0, lo)
     hi = np.where((p0 < 0) & ~np.isfinite(ub), p0 / 4, hi)
+    bases = LOG_BASES.get()
+    if bases is not None and bases.size == p0.size:
+        # a log scale's side without a bound: the value from p0 / 4 to 4 p0, as
+        # on the linear scale (it was log10(p0) / 4 .. 4 log10(p0): K from 6 to
+        # 5e12 for a start of 1500, a rate of 1 from 1e-3 to 1e3)
+        logs = bases > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(logs, np.log(4.0) / np.log(np.where(logs, bases, 2.0)), 0.0)
+        lo = np.where(logs & ~np.isfinite(lb), p0 - step, lo)
+        hi = np.where(logs & ~np.isfinite(ub), p0 + step, hi)
     return lo, hi
 
 

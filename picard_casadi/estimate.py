@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .analysis.interval_information import chain_growth, iterate_growth
-from .errors import ConvergenceError, SimulationError, StartNotFiniteError
+from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
+from .estimation.aliasing import aliased_estimate_note, aliased_start_note
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise,
                                   growing_noise_notes, judge, noise_bound_note,
@@ -68,7 +69,7 @@ from .result import EstimationResult
 from .runtime.executors import stop_in_a_starting_worker
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
-from .runtime.user_warnings import SPELLING
+from .runtime.user_warnings import SPELLING, warn_user
 from .transcription.mesh import default_T, search_time_scale, transfer_solution
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
@@ -470,8 +471,10 @@ def estimate(
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
     found = prob.stiff_on(setup, setup.U0, setup.p0)
-    if start is None and not _SECOND_RUN.get():
-        prob.note_aliasing(setup)
+    aliased = aliased_start_note(setup) if start is None and not _SECOND_RUN.get() else ""
+    if aliased:
+        prob.notes.append(aliased)
+        warn_user(aliased)
     if found is not None and start is not None:
         # a warm start where the model has grown stiff on its mesh (a profile pushing a
         # fast equilibrium's rate up: Chebyshev's nodes on 794 intervals, picard-gn
@@ -680,6 +683,10 @@ def estimate(
         # (estimation/refinement.py): no certificate, the search's reach
         result.settings["parameter_reach"] = run.plateau_reach
         declare_plateau(result)
+    aliased = aliased_estimate_note(setup, outcome.U, outcome.p) if result.success else ""
+    if aliased:
+        result.warnings.append(aliased)
+        warn_user(aliased, FitWarning)
     if result.success:
         note_bounds_reached(result, p_lb, p_ub, (x_lb, x_ub, prob.estimate_x0, model))
         note_converged_ran_off(result, p0, setup.p_scale, model.p_names)

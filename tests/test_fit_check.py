@@ -824,3 +824,27 @@ def test_a_failed_run_whose_parameter_changed_sign_names_bounds_and_log_scales()
     assert sign_flip_note(ended, np.array([3e6, -0.007, 0.028])) == ""  # no flip
     scaled = SimpleNamespace(p=np.array([-1.0]), p_names=["log10(k)"])
     assert sign_flip_note(scaled, np.array([0.5])) == ""  # a log's sign says nothing
+
+
+def test_an_estimate_that_oscillates_faster_than_the_samples_is_flagged():
+    """Samples one time unit apart pass through a cycle of 10 and one of 10/11
+    alike: an ecologist's annual counts of an 8.2-year predator-prey cycle
+    converged from a start 10 times off on a 0.89-year cycle, certified and
+    unflagged, h 37 standard errors off.  The fast answer is flagged; the
+    slow one is not."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * x[1]), y=x[0],
+                     p_names=["k", "c"])
+    t = np.arange(0.0, 31.0)
+    slow, fast = 2 * np.pi * 0.1, 2 * np.pi * 1.1
+    y = np.exp(-0.025 * t) * np.cos(slow * t) + 0.02 * np.random.default_rng(0).standard_normal(
+        t.size)
+    exp = pc.Experiment(t, y, x0=[1.0, 0.0], t0=0.0)
+    right = pc.estimate(model, [exp], [slow ** 2, 0.1], estimate_x0=False)
+    assert right.success and not right.fit_flagged, right.warnings
+    with pytest.warns(pc.FitWarning, match=r"at the estimate the model oscillates 1\.1 times "
+                                           r"between consecutive samples"):
+        aliased = pc.estimate(model, [exp], [0.9 * fast ** 2, 0.1], estimate_x0=False)
+    assert aliased.success and aliased.fit_flagged
+    assert abs(aliased.p[0] - fast ** 2) < 0.05 * fast ** 2
+    assert any("multistart=8" in w and "aliasing" in w for w in aliased.warnings)

@@ -37,7 +37,7 @@ __all__ = ["lack_of_fit", "gross_outliers", "beyond_given_noise", "lone_outliers
            "robust_noise", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
            "NOISE_RATIO", "LACK_OF_FIT", "OUTLIERS_HEAD", "NAMED_OUTLIERS",
            "BEYOND_NOISE_HEAD", "ON_BOUND_NOTE", "STAIRCASE_DELAY", "ON_BOUNDS_NOTE",
-           "NOT_UNIQUE", "is_fit_note"]
+           "NOT_UNIQUE", "is_fit_note", "ALIASED_NOTE"]
 
 #: z-score of the runs test below which the residual signs are systematic
 RUNS_Z = -2.5
@@ -97,6 +97,9 @@ HELD_HISTORY = "a delayed input is held at its value at t0"
 #: what the note on a converged run's parameter that ran off along a valley
 #: says (a FitWarning; :func:`picard_casadi.estimation.valleys.note_converged_ran_off`)
 RAN_OFF_NOTE = "ran along a direction the data do not determine"
+#: what the note on an estimate whose model oscillates faster than the
+#: samples says (a FitWarning; :mod:`picard_casadi.estimation.aliasing`)
+ALIASED_NOTE = "the data cannot tell it from a slower oscillation"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -472,4 +475,5 @@ def is_fit_note(note: str) -> bool:
             or ON_BOUNDS_NOTE in note
             or STAIRCASE_DELAY in note
             or HELD_HISTORY in note
-            or RAN_OFF_NOTE in note)
+            or RAN_OFF_NOTE in note
+            or ALIASED_NOTE in note)

@@ -40,9 +40,7 @@ from .preequilibration import settling_intervals
 from .arguments import default_picard_order
 from .setup import build_setup, initial_weights, residual_weights, start_weights
 from .solve_limits import budgeted_solve, continued_solve, out_of_budget
-from ..runtime.user_warnings import warn_user
-from ..transcription.stiffness import (ALIASED_CYCLES, CREEPING_STIFF_STEP, STIFF_STEP,
-                                       Stiffness, cycles_per_sample, stiffness)
+from ..transcription.stiffness import CREEPING_STIFF_STEP, STIFF_STEP, Stiffness, stiffness
 
 __all__ = ["FitProblem", "Solved", "RefinedRun", "solve_with_weights", "solve_and_refine",
            "COLLOCATION_METHODS", "CVODES_METHODS"]
@@ -137,19 +135,6 @@ class FitProblem:
             return None
         found = stiffness(setup.disc, setup.tr.node_jacobians(U, p))
         return found if found.step > threshold else None
-
-    def note_aliasing(self, setup: Setup) -> None:
-        """A note (and a warning) where the model at the start oscillates more
-        than :data:`ALIASED_CYCLES` times between consecutive samples
-        (:func:`~picard_casadi.transcription.stiffness.cycles_per_sample`)."""
-        cycles = cycles_per_sample(setup.disc, setup.tr.node_jacobians(setup.U0, setup.p0))
-        if cycles > ALIASED_CYCLES:
-            note = (f"at the start the model oscillates {cycles:.3g} times between consecutive "
-                    "samples: the data cannot follow it, and the fit will be slow or fail; "
-                    "the times in another unit than the model's (ms for s?), or a start far "
-                    "too fast?")
-            self.notes.append(note)
-            warn_user(note)
 
     def use_radau(self, found: Stiffness, where: str, disc: Any) -> None:
         """Move to Radau collocation (and its Picard order, unless ``n`` was

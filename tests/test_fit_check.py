@@ -848,3 +848,20 @@ def test_an_estimate_that_oscillates_faster_than_the_samples_is_flagged():
     assert aliased.success and aliased.fit_flagged
     assert abs(aliased.p[0] - fast ** 2) < 0.05 * fast ** 2
     assert any("multistart=8" in w and "aliasing" in w for w in aliased.warnings)
+
+
+def test_readings_quantised_at_rest_set_the_noise_floor_at_their_resolution():
+    """A pendulum's encoder at 0.1 degree, the swing dying out and the
+    readings sitting at 0.0 and 0.1: the noise read from the data was
+    1.3e-16, and a correct fit (every estimate within 0.5 standard errors)
+    was flagged with 'gross outliers' 3.7e14 noise levels off and residuals
+    2.6e14 times the noise.  The readings' resolution is the least noise."""
+    t = np.linspace(0.0, 10.0, 1001)
+    swing = 20.0 * np.exp(-0.7 * t) * np.cos(4.5 * t)
+    y = np.round(swing, 1)[:, None]
+    args = ([t],)
+    assert gross_outliers([y], [swing[:, None]], ["rel20"], ["theta"], *args) == []
+    assert lack_of_fit([y], [swing[:, None]], ["rel20"], ["theta"]) == []
+    # a real misfit at that resolution is still one
+    off = (swing + 0.3 * np.sign(np.sin(0.8 * t)))[:, None]
+    assert lack_of_fit([y], [off], ["rel20"], ["theta"]) != []

@@ -137,7 +137,14 @@ def test_no_band_where_it_cannot_be_said(tmp_path):
     read = pc.EstimationResult.from_json(str(path), model=model,
                                          experiments=[pc.Experiment(t, y)])
     with pytest.raises(ValueError, match=r"it was read from JSON .* refit in this session"):
-        pc.prediction_band(read, pc.Experiment(t, None))
+        pc.prediction_band(read, 0)
+    # a new run's band needs the parameters' covariance alone, which the JSON
+    # keeps (on the linear scale; k was estimated on log10): the session's (a
+    # CLI user's band for a new force record was refused)
+    new_run = pc.Experiment(np.linspace(0, 6, 13), None)
+    for noise in (False, True):
+        kept, here = (pc.prediction_band(r, new_run, noise=noise) for r in (read, res))
+        assert np.allclose(kept.std, here.std, rtol=1e-6) and np.allclose(kept.y, here.y)
     # noise given per measurement: no one noise level for a new one
     per_sample = pc.estimate(model, [pc.Experiment(t, y, sigma=np.full(t.size, 0.01))],
                              DECAY_TABLE, noise=pc.Noise(sigma="data"))

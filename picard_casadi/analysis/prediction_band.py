@@ -113,6 +113,36 @@ def sensitivity_source(model: Model, experiments: list[Experiment]) -> Any:
     return source
 
 
+def parameter_covariance(result: Any) -> tuple[list[tuple[str, int, int]], np.ndarray,
+                                                np.ndarray] | None:
+    """The covariance of the estimated parameters on their estimation scale,
+    as ``result._covariance`` holds it (quantities, covariance, undetermined
+    directions), from ``p_cov`` alone: a new run's band with known initial
+    states needs no more, where a result read from JSON keeps no other (a
+    CLI user's Duffing fit, its band for a new force record refused).  The
+    parameters whose standard error is not finite are the undetermined
+    directions.  None where ``p_cov`` is missing or not finite elsewhere."""
+    cov = getattr(result, "p_cov", None)
+    if cov is None or getattr(result, "_model", None) is None:
+        return None
+    cov = np.array(cov, float)
+    p = np.asarray(result.p, float)
+    n = p.size
+    if cov.shape != (n, n):
+        return None
+    scales = list(getattr(result, "p_scales", None) or ["lin"] * n)
+    # p_cov is the estimation scale's times d theta / d phi on each side
+    slope = np.array([{"log": v, "log10": v * np.log(10.0)}.get(sc, 1.0)
+                      for v, sc in zip(p, scales)]) if len(scales) == n else np.ones(n)
+    weak = ~np.isfinite(np.diag(cov)) | (slope == 0)
+    if not np.all(np.isfinite(cov[np.ix_(~weak, ~weak)])):
+        return None
+    inner = np.zeros((n, n))
+    kept = np.flatnonzero(~weak)
+    inner[np.ix_(kept, kept)] = cov[np.ix_(kept, kept)] / np.outer(slope[kept], slope[kept])
+    return ([("p", -1, i) for i in range(n)], inner, np.eye(n)[:, weak])
+
+
 def new_run_sensitivities(result: Any, exp: Experiment, t: Any, derivatives: bool = True
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The times, outputs ``(N, ny)`` of a run not fitted, ``exp``, at the
@@ -292,6 +322,8 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
     covariance = getattr(result, "_covariance", None)
     source = getattr(result, "_sensitivities", None)
     new_run = isinstance(exp_index, Experiment)
+    if covariance is None and new_run:
+        covariance = parameter_covariance(result)
     if covariance is None or (source is None and not new_run):
         why = ("its model has delays: a fitted run's band is not available; state the run "
                "as a new one, pc.Experiment(t, None, u=..., x0=...) (its initial states "
@@ -303,8 +335,10 @@ def prediction_band(result: Any, exp_index: int | str = 0, t: Any = None, *,
                # was told either cause)
                "it was read from JSON (or is a multistart's best of a restated problem "
                "run on a process pool or Dask), which keeps the parameters' covariance "
-               "but not that of every estimated quantity with the sensitivities a band "
-               "needs, even with the model attached; refit in this session (pc.estimate "
+               "but not that of every estimated quantity with the sensitivities a fitted "
+               "run's band needs, even with the model attached (a new run's, "
+               "pc.Experiment(t, None, u=..., x0=...), needs the parameters' alone: its "
+               "band is given, with the model attached); refit in this session (pc.estimate "
                "from its p converges in a few iterations) and take the band of that")
         raise ValueError(f"prediction_band: no band for this result: {why}")
     columns, cov, weak = covariance

@@ -273,6 +273,11 @@ def test_csv_encodings_are_read(here, capsys, encoding):
     ("crlf-bom", None),
     ("case", r"unknown column\(s\) \['Time'\].*case-sensitive: 'Time' -> 'time'"),
     ("extra-cell", r"line 2: 5 cells, the header has 4"),
+    ("typo", r"unknown column\(s\) \['poss'\].*a typo\? 'poss' -> 'pos'"),
+    # rows of no experiment among named ones: an experiment "experiment" of
+    # their own was fitted (a student's logger left the cells empty)
+    ("empty-experiment", r"line 4: the column 'experiment' is empty \(\d+ such row\(s\)\), "
+                         r"where other rows name theirs"),
 ])
 def test_csv_problems_are_named(here, capsys, case, pattern):
     _model_file(here)
@@ -310,6 +315,10 @@ def test_csv_problems_are_named(here, capsys, case, pattern):
         _csv(here, rows, header="experiment,Time,pos,force")
     elif case == "extra-cell":
         _csv(here, [r + ("",) for r in rows])
+    elif case == "typo":
+        _csv(here, rows, header="experiment,time,poss,force")
+    elif case == "empty-experiment":
+        _csv(here, rows[:2] + [("",) + r[1:] for r in rows[2:]])
     code, out, err = _main(capsys, "fit", "model.py", name, "--codegen", "off", "--quiet",
                            "--out", "res")
     if pattern is None:

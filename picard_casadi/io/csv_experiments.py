@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import re
@@ -101,6 +102,12 @@ def read_csv_experiments(path: str | Path, model: Model,
                  if u.lower() in near and near[u.lower()] not in header]
         if close:
             hint = f" (names are case-sensitive: {', '.join(close)})"
+        else:  # a typo ('thetta' for 'theta'), where the file lacks the name
+            missing = [h for h in expected + sigma_columns if h not in header]
+            typos = [f"{u!r} -> {m[0]!r}" for u in unknown
+                     for m in [difflib.get_close_matches(u, missing, n=1, cutoff=0.75)] if m]
+            if typos:
+                hint = f" (a typo? {', '.join(typos)})"
         timed = [u for u in unknown if u.lower() in _TIME_NAMES]
         if "time" not in header and len(timed) == 1:
             hint = f" (the times' column is named 'time': {timed[0]!r} -> 'time')"
@@ -142,6 +149,7 @@ def read_csv_experiments(path: str | Path, model: Model,
                                                 and len(input_hold) == model.nu)
     held = [one_each and not is_linear(input_hold, k) for k in range(model.nu)]
     groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}
+    unnamed: list[int] = []  # lines whose experiment cell is empty
     for line, row in rows:
         if not any(cell.strip() for cell in row):
             continue
@@ -177,6 +185,8 @@ def read_csv_experiments(path: str | Path, model: Model,
 
         name = (row[col["experiment"]].strip() or "experiment") if "experiment" in col \
             else Path(path).stem
+        if "experiment" in col and not row[col["experiment"]].strip():
+            unnamed.append(line)
         t = number("time", False)
         y = [number(k, True) for k in model.y_names]
         u = [number(k, h) for k, h in zip(model.u_names, held)]
@@ -184,6 +194,12 @@ def read_csv_experiments(path: str | Path, model: Model,
         groups.setdefault(name, []).append((line, t, y, u, sig))
     if not groups:
         raise ValueError(f"{path}: no data rows")
+    if unnamed and len(unnamed) < sum(len(samples) for samples in groups.values()):
+        # rows of no experiment among named ones (a logger's cell left empty
+        # made an experiment "experiment" of its own, fitted with its own x0)
+        raise ValueError(f"{path}, line {unnamed[0]}: the column 'experiment' is empty "
+                         f"({len(unnamed)} such row(s)), where other rows name theirs: name "
+                         "the experiment of every row")
     experiments = []
     for name, samples in groups.items():
         for (l0, t0, *_), (l1, t1, *_) in zip(samples[:-1], samples[1:]):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .analysis.fit_check import is_fit_note
-from .analysis.significant_digits import digits_beside
+from .analysis.significant_digits import digits_beside, shown
 from .analysis.prediction_band import new_run_sensitivities
 from .experiment import Experiment
 
@@ -461,7 +461,7 @@ class EstimationResult:
         row_scales = list(self.p_scales or [])
         for i, name in enumerate(names):
             d = digits_beside(self.p[i], None if self.p_std is None else self.p_std[i])
-            row = f"  {name:<{width}}{self.p[i]:>14.{d}g}"
+            row = f"  {name:<{width}}{shown(self.p[i], d):>14}"
             if fixed[i]:
                 row += f"{'fixed':>13}"
             elif self.p_std is not None and self.p_ci is not None:
@@ -472,7 +472,7 @@ class EstimationResult:
                          and not abs(self.p_std[i]) < abs(self.p[i]))
                 std = f"{'(log: below)':>13}" if vague else f"{self.p_std[i]:>13.3g}"
                 lo, hi = self.p_ci[i]
-                row += f"{std}   [{lo:>11.{d - 1}g}, {hi:>11.{d - 1}g}]"
+                row += f"{std}   [{shown(lo, d - 1):>11}, {shown(hi, d - 1):>11}]"
             if self.p_true is not None:
                 tr = self.p_true[i]
                 rel = abs(self.p[i] - tr) / abs(tr) if tr != 0 else float("nan")

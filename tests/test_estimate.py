@@ -460,9 +460,14 @@ def test_the_summary_shows_an_estimate_down_to_its_standard_error():
     joint's inertia showed as 0.05 with the interval [0.05, 0.05]."""
     import casadi as ca
 
-    from picard_casadi.analysis.significant_digits import digits_beside
+    from picard_casadi.analysis.significant_digits import digits_beside, shown
 
     assert digits_beside(0.0500724, 1.28e-6) == 6 and digits_beside(0.0500724, 1.28e-8) == 8
+    # the zeros the standard error vouches for are shown (a pendulum's w2
+    # 20.000004 +- 0.000107 printed 20, its profile interval [20, 20])
+    d = digits_beside(20.000004277, 0.000107)
+    assert d == 7 and shown(20.000004277, d) == "20.00000" and shown(19.99957, d - 1) == "19.9996"
+    assert shown(20.0, 6) == "20" and shown(float("inf"), 8) == "inf"
     assert digits_beside(1.0, float("inf")) == 6 and digits_beside(1.0, 0.0) == 6
     assert digits_beside(1.0, 1e-20) == 15
     x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)

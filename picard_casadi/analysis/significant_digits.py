@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["digits_beside"]
+__all__ = ["digits_beside", "shown"]
 
 #: the fewest digits shown, and the most (double precision)
 FEWEST, MOST = 6, 15
@@ -26,3 +26,11 @@ def digits_beside(value: float, std: float | None) -> int:
     if not math.isfinite(ratio) or ratio <= 0:
         return FEWEST
     return min(MOST, max(FEWEST, math.floor(math.log10(ratio)) + 2))
+
+
+def shown(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, its trailing zeros kept
+    where they are more than :data:`FEWEST` (they are digits the standard
+    error vouches for: 20.000004 +- 0.000107 was printed ``20``, its
+    profile interval ``[20, 20]``)."""
+    return f"{value:#.{digits}g}" if digits > FEWEST and math.isfinite(value) else f"{value:.{digits}g}"

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from ..analysis.significant_digits import digits_beside, shown as shown_to  # noqa: E402
 from ..experiment import Experiment  # noqa: E402
 from ..model import Model  # noqa: E402
 from ..noise import output_scales  # noqa: E402
@@ -590,7 +591,11 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_ylabel("2 (nllh(c) - nllh)" if getattr(prof, "noise", "") == "likelihood"
                       else "(PL - WSSR) / s$^2$")
-        ax.set_title(f"{prof.names[i]}: [{lo:.4g}, {hi:.4g}] ({pct})", fontsize=9)
+        # (to the standard error's second digit: w2's [20, 20] read nothing)
+        std = getattr(prof, "std", None)
+        d = max(4, digits_beside(prof.estimate[i], None if std is None else std[i]) - 1)
+        ax.set_title(f"{prof.names[i]}: [{shown_to(lo, d)}, {shown_to(hi, d)}] ({pct})",
+                     fontsize=9)
         ax.grid(alpha=0.3)
     axes.ravel()[0].legend(fontsize=7, loc="upper center")
     fig.tight_layout()

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.quantiles import chi2_1, f_1, normal
+from ..analysis.significant_digits import digits_beside, shown
 from ..errors import FitWarning, StartNotFiniteError, with_closest
 from ..estimation.diagnosis import clipped_intervals
 from ..estimation.portable import portable, restore
@@ -198,10 +199,13 @@ class Profile:
             lo, hi = self.intervals[i]
             if np.isnan(lo):
                 continue
+            # (to the standard error's second digit: w2 20.0000 +- 0.0001 read
+            # [20, 20] beside the fit's [19.9996, 20.0003])
+            d = digits_beside(self.estimate[i], None if self.std is None else self.std[i])
             wald = ("" if self.wald is None else
-                    f"[{self.wald[i, 0]:>11.5g}, {self.wald[i, 1]:>11.5g}]")
-            lines.append(f"  {name:<{width}}{self.estimate[i]:>13.6g}{wald:>29}"
-                         f"   [{lo:>11.5g}, {hi:>11.5g}]")
+                    f"[{shown(self.wald[i, 0], d - 1):>11}, {shown(self.wald[i, 1], d - 1):>11}]")
+            lines.append(f"  {name:<{width}}{shown(self.estimate[i], d):>13}{wald:>29}"
+                         f"   [{shown(lo, d - 1):>11}, {shown(hi, d - 1):>11}]")
         logs = [i for i, sc in enumerate(self.scales) if sc != "lin"
                 and i < len(self.own_names) and not np.isnan(self.intervals[i, 0])]
         if logs:

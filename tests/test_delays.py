@@ -583,3 +583,23 @@ def test_a_smooth_input_acting_late_is_no_held_history_case():
         res = pc.estimate(_model("tau", "input"), [exp], [1.0, 1.0, 0.2], estimate_x0=False)
     assert res.success and not res.fit_flagged, res.warnings
     assert not [w for w in said if "held at its value at t0" in str(w.message)]
+
+
+def test_a_delay_held_at_zero_names_an_input_recorded_late():
+    """A flow recorded 12 ms late against its pressure: the delay ran to its
+    floor 0, and the note said "widen the bound", which the next fit refused
+    (a delay is >= 0).  The note names the shift instead."""
+    truth = [0.8, 1.5, 0.0]
+    early = pc.simulate_experiment(_model(0.0, "input"), [0.0], truth, T,
+                                   _signal(T + 0.3)[:, None], noise_std=0.0,
+                                   u_interpolation="linear")
+    y = early.y + np.random.default_rng(1).normal(0.0, [0.02, 0.01], early.y.shape)
+    late = pc.Experiment(T, y, u=_signal(T)[:, None], x0=[0.0], name="run",
+                         u_interpolation="linear")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(_model("tau", "input"), [late], [1.0, 1.0, 0.1], estimate_x0=False)
+    assert res.p[2] == pytest.approx(0.0, abs=1e-9), res.p
+    [note] = [w for w in res.warnings if w.startswith("tau ended on its lower bound 0")]
+    assert "A delay is not negative" in note and "shift the input's times earlier" in note
+    assert "widen it" not in note

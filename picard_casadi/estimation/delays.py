@@ -331,10 +331,22 @@ def _trust_box_words(model: Model, plan: DelayPlan, rounds: int, box_lo: np.ndar
                           (f"{name} ended on its {side} bound {b:g}", words),
                           (f"{name} on its {side} bound {b:g}", words)]
 
+    # a delay held at 0 by its floor: the data want the input earlier than
+    # recorded (a flow 12 ms late against its pressure), which no delay says
+    floors = [model.p_names[j] for k, j in enumerate(plan.estimated) if free[k] and lo[k] == 0]
+
     def reword(text: str) -> str:
         said = [s for s, _ in pairs if s in text]
         for old, words in pairs:
             text = text.replace(old, words)
+        for name in floors:
+            if text.startswith(f"{name} ended on its lower bound 0 (p_bounds)"):
+                text = text.replace(
+                    "If the bound is not a physical limit, widen it and fit again",
+                    "A delay is not negative: the data may want the input to act before its "
+                    "samples say (the input recorded late against the outputs); shift the "
+                    "input's times earlier, or delay the outputs instead (Model(output_delays="
+                    "...) for input_delays, or the reverse), and fit again")
         # (a round's box is no physical limit: "widen it" would not help)
         return text + (" (a round's trust region holds a delay near its last value: one on "
                        "its edge had further to go; start it nearer its value, p0)"

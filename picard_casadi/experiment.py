@@ -159,6 +159,12 @@ def per_experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
             for i, n in enumerate(names)]
 
 
+#: what a shape error of ``y`` or ``u`` adds (a flow at 500 Hz beside a
+#: pressure at 250 Hz was told the shapes, not the way)
+_RATES_HINT = ("; one row per time of t: signals sampled at other rates go on the union of "
+               "their times, NaN where an output was not sampled, the inputs there too (or "
+               "as a callable), docs/problem_statement.md 'Logs at several rates'")
+
 #: the name of an experiment not given one
 DEFAULT_NAME = "experiment"
 
@@ -322,7 +328,7 @@ class Experiment:
             y_arr = y_arr[:, None]
         if y_arr.ndim != 2 or y_arr.shape[0] != t_arr.size:
             raise ValueError(f"{where}: `y` must have shape (len(t), ny) = ({t_arr.size}, "
-                             f"ny), got {y_arr.shape}")
+                             f"ny), got {y_arr.shape}" + _RATES_HINT * (y_arr.ndim == 2))
         if np.any(np.isinf(y_arr)):
             i, k = np.argwhere(np.isinf(y_arr))[0]
             raise ValueError(f"{where}: `y` contains inf at row {i}, column {k}; use NaN "
@@ -365,7 +371,7 @@ class Experiment:
             if u_arr.ndim != 2 or u_arr.shape[0] != t_arr.size:
                 raise ValueError(
                     f"{where}: `u` as an array must have shape (len(t), nu) = "
-                    f"({t_arr.size}, nu), got {u_arr.shape}"
+                    f"({t_arr.size}, nu), got {u_arr.shape}" + _RATES_HINT * (u_arr.ndim == 2)
                 )
             if not np.all(np.isfinite(u_arr)):
                 rows, cols = np.nonzero(~np.isfinite(u_arr))

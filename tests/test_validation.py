@@ -130,6 +130,10 @@ def test_experiment_missing_inputs_named_with_their_times():
 def test_experiment_y_shape_named():
     with pytest.raises(ValueError, match=r"`y` must have shape \(len\(t\), ny\)"):
         pc.Experiment([0, 1, 2], np.ones((4, 1)), name="e")
+    # signals at two rates (a flow at 500 Hz, its pressure at 250 Hz): the way
+    with pytest.raises(ValueError, match=r"got \(5, 1\); one row per time of t: signals "
+                                         r"sampled at other rates go on the union"):
+        pc.Experiment(np.arange(3.0), np.ones((3, 1)), u=np.ones((5, 1)), name="e")
 
 
 def test_experiment_inf_in_y_named():

@@ -743,6 +743,17 @@ def test_an_experiment_s_own_parameter_far_from_the_others_is_named():
     exps[1] = exps[1].replaced(y=exps[1].y / 1000.0 * 3.0)
     res = pc.estimate(model, exps, [4.0, 30.0], per_experiment="V", estimate_x0=False)
     assert not any("of the other experiments' V" in w for w in res.warnings)
+    # beyond any unit's factor (a site's K run off to 1.7e274, "4.95e+271
+    # times the other experiments' K ... another unit"): the valley's to name
+    from types import SimpleNamespace
+
+    from picard_casadi.estimation.experiment_spread import note_spread_between_experiments
+
+    ran_off = SimpleNamespace(success=True, p_names=["r", "K[A]", "K[B]"],
+                              p=np.array([1.2, 1.7e274, 351.2]), warnings=[])
+    assert note_spread_between_experiments(ran_off, []).warnings == []
+    ran_off.p[1] = 351.2e6  # mg beside kg
+    assert len(note_spread_between_experiments(ran_off, []).warnings) == 1
 
 
 def test_a_table_entry_every_experiment_sets_is_said_to_be_unused():

@@ -30,6 +30,9 @@ __all__ = ["note_spread_between_experiments", "SPREAD_RATIO", "constants_apart_n
 #: is named, as :data:`~picard_casadi.estimation.diagnosis.UNIT_RATIO` names
 #: an experiment's data that far from the others'
 SPREAD_RATIO = 50.0
+#: ... and at most this many times (a kilogram beside a microgram): beyond it
+#: no unit explains the value
+UNIT_FACTORS = 1e9
 
 _PER_EXPERIMENT = re.compile(r"^(?P<base>.+)\[(?P<experiment>[^\[\]]+)\]$")
 
@@ -57,7 +60,9 @@ def note_spread_between_experiments(result: Any, experiments: Sequence[Experimen
             continue
         ratios = [v / float(np.median(np.delete(values, i))) for i, v in enumerate(values)]
         k = int(np.argmax(np.abs(np.log(ratios))))
-        if max(ratios[k], 1.0 / ratios[k]) < SPREAD_RATIO:
+        if not SPREAD_RATIO <= max(ratios[k], 1.0 / ratios[k]) <= UNIT_FACTORS:
+            # (beyond any unit: a value that ran off, 4.95e271 times the other
+            # site's, which the valley's note names)
             continue
         others = ", ".join(f"{e} {v:.4g}" for i, (e, v) in enumerate(items) if i != k)
         note = (f"{base}[{items[k][0]}] = {items[k][1]:.4g} is "

@@ -216,8 +216,9 @@ class Statement:
         if res.p_std is not None:  # (an inf stays inf at 0: log10 at -90128 was a NaN)
             inf = np.isinf(res.p_std)
             res.p_std = np.where(inf, np.inf, np.abs(slope) * np.where(inf, 0.0, res.p_std))
-        if res.p_cov is not None:
-            res.p_cov = np.asarray(res.p_cov, float) * np.outer(slope, slope)
+        if res.p_cov is not None:  # (inf beyond the floats: K at 1.7e274 leaked an overflow)
+            with np.errstate(over="ignore", invalid="ignore"):
+                res.p_cov = np.asarray(res.p_cov, float) * np.outer(slope, slope)
         if res.p_ci is not None:
             ci = np.asarray(res.p_ci, float)
             res.p_ci = np.column_stack([self.to_linear(ci[:, 0]), self.to_linear(ci[:, 1])])

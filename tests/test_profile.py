@@ -4,6 +4,7 @@ asymmetric on saturating kinetics, parallel equal to serial; the coverage study.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import casadi as ca
@@ -358,6 +359,10 @@ def test_a_profile_point_that_fails_says_how_far_the_profile_got(monkeypatch):
     note = next(w for w in prof.warnings if "re-optimisation failed" in w)
     assert "(no acceptable step: the trust region collapsed; its step halved 3 times)" in note
     assert "try multistart" not in note and "of the way to the threshold" in note, note
+    # the values named as the parameter's ("at 335.593 ... at 304.846, the last
+    # point fitted" read as values of the likelihood)
+    assert re.search(r"failed at k = [0-9.]+ \(no acceptable.*; at k = [0-9.]+, the last point "
+                     r"fitted", note), note
 
 
 def test_a_profile_that_grows_stiff_moves_its_points_to_radau():
@@ -434,7 +439,7 @@ def test_a_crossing_far_beyond_the_first_step_is_bisected_to_the_threshold(monke
     monkeypatch.setattr(prof, "_fit", lambda ctx, i, c, warm: SimpleNamespace(
         success=True, weighted_ssr=delta(c), p=np.array([c])))
     ctx = SimpleNamespace(likelihood=False, wssr=0.0, scale=1.0)
-    side = prof._Side([], [], [], "threshold", None)
+    side = prof.Side([], [], [], "threshold", None)
     c = prof._crossing(ctx, side, 0, (6.0, 0.0, None), (1.4, float(np.sqrt(delta(1.4)))))
     assert abs(c - (6.0 - 1.37)) < 0.03, c
     assert len(side.values) <= prof._CROSSING_FITS + prof._BISECTIONS

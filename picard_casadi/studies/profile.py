@@ -76,6 +76,7 @@ from ..parameters import from_scale
 from ..runtime.executors import (Encoded, decoded, encode, executor_for, run_tasks,
                                  stop_in_a_starting_worker)
 from ..runtime.user_warnings import warn_user
+from .profile_sides import ProfilePath, Side, assemble_path, held_by_a_bound
 
 __all__ = ["profile", "Profile", "ProfilePath", "NOISE_MODES"]
 
@@ -86,29 +87,6 @@ _RETRIES = 3  # halvings of a step whose re-optimisation failed
 _MAX_RELATIVE = 0.5  # a step changes the value by at most this fraction (of 1e-3 |estimate| near 0)
 _CROSSING_FITS = 4  # points that refine a crossing
 _FAR_ZETA, _BISECTIONS = 2.0, 12  # an outer point beyond this zeta: halve, at most this often
-
-
-@dataclass
-class ProfilePath:
-    """One parameter's profile: the points, in increasing parameter value.
-
-    Attributes
-    ----------
-    values : ndarray (k,)
-        The values ``c`` of the parameter, the estimate's included.
-    statistic : ndarray (k,)
-        ``(PL(c) - WSSR(estimate)) / s^2`` at each value.
-    p : ndarray (k, np)
-        The re-optimised parameters at each value.
-    ends : (str, str)
-        Why each side stopped: ``"threshold"``, ``"bound"``, ``"range"``
-        (flat over ``max_range``), ``"max_steps"`` or ``"failed"``.
-    """
-
-    values: np.ndarray
-    statistic: np.ndarray
-    p: np.ndarray
-    ends: tuple[str, str]
 
 
 @dataclass
@@ -276,17 +254,6 @@ class _Context:
     likelihood: bool = False  # the criterion is 2 nllh (the noise re-fitted at each point)
 
 
-@dataclass
-class _Side:
-    values: list[float]
-    delta: list[float]
-    p: list[np.ndarray]
-    end: str
-    crossing: float | None
-    message: str = ""
-    better: tuple[float, float] | None = None  # (value, wssr) of a better fit seen
-
-
 def _fit(ctx: _Context, i: int, c: float, warm: Any) -> Any:
     from ..estimate import estimate
 
@@ -303,12 +270,12 @@ def _fit(ctx: _Context, i: int, c: float, warm: Any) -> Any:
             return SimpleNamespace(success=False, message="the model is not finite there")
 
 
-def _walk(ctx: _Context, i: int, direction: int) -> _Side:
+def _walk(ctx: _Context, i: int, direction: int) -> Side:
     """One side of parameter ``i``'s profile (``direction`` -1 or +1)."""
     base = ctx.base
     theta = float(base.p[i])
     bound = ctx.p_ub[i] if direction > 0 else ctx.p_lb[i]
-    side = _Side([], [], [], "max_steps", None)
+    side = Side([], [], [], "max_steps", None)
     c_prev, z_prev, warm = theta, 0.0, base
     step = float(ctx.first_step[i])
     for _ in range(ctx.max_steps):
@@ -335,7 +302,8 @@ def _walk(ctx: _Context, i: int, direction: int) -> _Side:
             # profile point's start is the last point's estimate already)
             reason = res.message.split(" (")[0].split("; ")[0]
             side.end = "failed"
-            side.message = (f"at {c:.6g} ({reason}; its step halved {_RETRIES} times)")
+            side.failed_at = float(c)
+            side.message = f"({reason}; its step halved {_RETRIES} times)"
             return side
         z = _zeta(ctx, side, c, res)
         if z >= 1.0:
@@ -348,7 +316,7 @@ def _walk(ctx: _Context, i: int, direction: int) -> _Side:
     return side
 
 
-def _zeta(ctx: _Context, side: _Side, c: float, res: Any) -> float:
+def _zeta(ctx: _Context, side: Side, c: float, res: Any) -> float:
     """Record a point; its ``zeta = sqrt(delta / (s^2 q))`` (1 at the threshold)."""
     delta = float((2.0 * res.nllh if ctx.likelihood else res.weighted_ssr) - ctx.wssr)
     side.values.append(float(c))
@@ -359,7 +327,7 @@ def _zeta(ctx: _Context, side: _Side, c: float, res: Any) -> float:
     return float(np.sqrt(max(delta, 0.0) / ctx.scale))
 
 
-def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, Any],
+def _crossing(ctx: _Context, side: Side, i: int, inside: tuple[float, float, Any],
               outside: tuple[float, float]) -> float:
     """Where zeta = 1 between a point inside the interval and one outside:
     regula falsi on zeta (linear in ``c`` for a quadratic profile), after
@@ -393,7 +361,7 @@ def _crossing(ctx: _Context, side: _Side, i: int, inside: tuple[float, float, An
     return c_in + (1.0 - z_in) / (z_out - z_in) * (c_out - c_in)
 
 
-def _walk_in_worker(data: Encoded, i: int, direction: int) -> _Side:
+def _walk_in_worker(data: Encoded, i: int, direction: int) -> Side:
     ctx: _Context = decoded(data)["context"]
     if not hasattr(ctx.base, "success"):  # still the Portable sent: attach the model once
         ctx.base = restore(ctx.base, ctx.model, ctx.experiments)
@@ -714,91 +682,12 @@ def profile(
     prof.evaluations = 1 + sum(len(s.values) for s in sides)
     for i in chosen:
         lower, upper = sides[tasks.index((i, -1))], sides[tasks.index((i, 1))]
-        _assemble_path(prof, i, lower, upper, base)
+        assemble_path(prof, i, lower, upper, base)
         for side, word in ((lower, "below"), (upper, "above")):
-            note = _held_by_a_bound(prof, i, side, word, ctx.p_lb, ctx.p_ub)
+            note = held_by_a_bound(prof, i, side, word, ctx.p_lb, ctx.p_ub)
             if note:
                 prof.warnings.append(note)
     prof.wall_time = time.perf_counter() - t_start
     for note in prof.warnings:
         warn_user(note)
     return prof
-
-
-def _held_by_a_bound(prof: Profile, i: int, side: _Side, word: str, lb: np.ndarray,
-                     ub: np.ndarray) -> str:
-    """Where a side crosses the threshold with another parameter on its bound
-    at the point beyond it, a note: the interval ends there because that
-    parameter cannot follow (a fast equilibrium's kf, profiled up, crossed
-    where kr = 2 kf reached its bound 1e8, and nothing said so)."""
-    if side.end != "threshold" or not side.p or side.crossing is None:
-        return ""
-    sign = 1.0 if word == "above" else -1.0
-    beyond = [q for v, q in zip(side.values, side.p) if sign * (v - side.crossing) >= 0]
-    held: list[int] = []
-    for q in beyond:
-        tol = 1e-9 * np.maximum(1.0, np.abs(q))
-        held += [j for j in range(q.size) if j != i and j not in held and lb[j] < ub[j]
-                 and (abs(q[j] - lb[j]) <= tol[j] or abs(q[j] - ub[j]) <= tol[j])]
-    if not held:
-        return ""
-    p = beyond[-1]
-    listed = ", ".join(f"{prof.names[j]} = {p[j]:.6g}" for j in held)
-    return (f"the profile of {prof.names[i]} crosses the threshold {word} the estimate where "
-            f"{listed} {'is' if len(held) == 1 else 'are'} on a bound (p_bounds): the "
-            "interval ends there because that parameter cannot follow, not by the data alone")
-
-
-def _assemble_path(prof: Profile, i: int, lower: _Side, upper: _Side, base: Any) -> None:
-    name = prof.names[i]
-    values = lower.values[::-1] + [float(base.p[i])] + upper.values
-    delta = lower.delta[::-1] + [0.0] + upper.delta
-    ps = lower.p[::-1] + [np.asarray(base.p, float)] + upper.p
-    order = np.argsort(values, kind="stable")
-    prof.paths[i] = ProfilePath(values=np.asarray(values)[order],
-                                statistic=np.asarray(delta)[order] / prof.s2,
-                                p=np.asarray(ps)[order], ends=(lower.end, upper.end))
-    # an estimate on its bound: that side of the interval stops at the bound (the
-    # data would move it further; a user's k2 on its bound 0.25 got [0.249, inf]
-    # and "practically non-identifiable" next to the estimate's bound warning)
-    on_bound = [side.end == "bound" and not side.values for side in (lower, upper)]
-    lo = (lower.crossing if lower.end == "threshold"
-          else float(base.p[i]) if on_bound[0] else -np.inf)
-    hi = (upper.crossing if upper.end == "threshold"
-          else float(base.p[i]) if on_bound[1] else np.inf)
-    prof.intervals[i] = [lo, hi]
-    for side, word, end, at_bound in ((lower, "below", "-inf", on_bound[0]),
-                                      (upper, "above", "inf", on_bound[1])):
-        if side.end == "threshold":
-            continue
-        v = side.values[-1] if side.values else float(base.p[i])
-        if at_bound:
-            prof.warnings.append(
-                f"{name} is on its bound {v:.6g} (p_bounds): its interval stops there, "
-                f"{word} the estimate (the data would move it beyond the bound)")
-            continue
-        head = (f"the profile of {name} does not cross the {100 * prof.confidence:g} % "
-                f"threshold {word} the estimate")
-        if side.end == "failed":
-            risen = max(side.delta[-1], 0.0) / (prof.s2 * prof.threshold) if side.values else 0
-            reached = (f"; at {side.values[-1]:.6g}, the last point fitted, the likelihood "
-                       f"had risen {risen:.0%} of the way to the threshold"
-                       if side.values else "")
-            prof.warnings.append(
-                f"{head}: the re-optimisation failed {side.message}{reached}; the interval "
-                f"is left open ({end}): a fit with {name} fixed beyond that point (equal "
-                "bounds) shows whether the data allow it there")
-            continue
-        how = {"bound": f"it reaches its bound {v:.6g}",
-               "range": f"it stays below the threshold out to {v:.6g}",
-               "max_steps": f"it has not crossed after {len(side.values)} points, the most "
-                            f"max_steps allows (at {v:.6g}; pc.profile(..., max_steps=...) "
-                            "takes more)"}[side.end]
-        prof.warnings.append(f"{head} ({how}): the interval is open ({end}); {name} is "
-                             "practically non-identifiable from these data")
-    for side in (lower, upper):
-        if side.better is not None and -side.better[1] > 1e-3 * prof.s2 * prof.threshold:
-            prof.warnings.append(
-                f"the profile of {name} found a better fit (weighted SSR lower by "
-                f"{-side.better[1]:.4g}) at {name} = {side.better[0]:.6g}: the estimate is not "
-                "the best fit; estimate again from there (warm_start)")

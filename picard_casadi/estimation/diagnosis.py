@@ -35,6 +35,7 @@ import numpy as np
 from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
                                   beyond_given_noise, gross_outliers, lack_of_fit)
+from ..analysis.input_timing import own_input_rate_notes
 from ..analysis.reach import INERT_REACH
 from ..analysis.repeated_values import repeated_values
 from ..analysis.replicates import replicate_misfit
@@ -279,6 +280,7 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
                         unmoved=unmoved)
     notes += beyond_given_noise([e.y for e in experiments], fitted,
                                 given_sigma(result, experiments), result.y_names)
+    notes += own_input_rate_notes(notes, result.y_names, experiments, fitted, model)
     flagged = [k for k, n in enumerate(result.y_names)
                if any(f"of output {n!r}" in note for note in notes)]
     notes += replicate_misfit([e.y for e in experiments], fitted, [e.t for e in experiments],

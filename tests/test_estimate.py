@@ -631,3 +631,26 @@ def test_initial_states_given_everywhere_and_estimated_name_the_flag():
         warnings.simplefilter("always")
         res = pc.estimate(model, exps, [0.3, 0.3], estimate_x0=False)
     assert not [w for w in said if "every experiment gives" in str(w.message)]
+
+
+def test_a_state_never_measured_in_an_experiment_is_said_to_start_at_zero():
+    """An ecologist's site whose predators were never counted: its initial
+    predators started at the guess 0, a state the model does not leave, and
+    the flagged fit blamed another unit.  The note names the start."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 4)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(p[0] * x[0] - p[1] * x[0] * x[1],
+                                              -p[2] * x[1] + p[3] * x[0] * x[1]),
+                     y=x, x_names=["N", "P"], y_names=["N", "P"],
+                     p_names=["a", "b", "c", "d"])
+    t = np.arange(0.0, 20.0, 0.5)
+    truth = [1.0, 0.5, 1.0, 0.3]
+    rng = np.random.default_rng(0)
+    A = pc.simulate(model, [3.0, 1.0], truth, t) * np.exp(0.05 * rng.standard_normal((40, 2)))
+    B = pc.simulate(model, [2.0, 2.0], truth, t) * np.exp(0.05 * rng.standard_normal((40, 2)))
+    B[:, 1] = np.nan
+    with pytest.warns(UserWarning, match=r"the initial P of 'B' starts from 0, as no "
+                                         r"measurement of it in that experiment gives a start"):
+        res = pc.estimate(model, [pc.Experiment(t, A, name="A"), pc.Experiment(t, B, name="B")],
+                          [0.8, 0.4, 0.8, 0.2], noise="log-normal")
+    assert not res.success or res.fit_flagged
+    assert any("give that experiment's x0" in w for w in res.warnings)

@@ -79,7 +79,8 @@ def close_call(result: EstimationResult, experiments: Sequence[Experiment], mode
             result.message = f"{result.message}. Note: {units}"
     for note in (unmeasured_outputs_note(user_experiments, user_model.y_names),
                  outside_box_note(result, model.x_names, x_lb, x_ub),
-                 _given_x0_estimated_note(result, user_experiments, model.x_names, x0_known)):
+                 _given_x0_estimated_note(result, user_experiments, model.x_names, x0_known),
+                 _unmeasured_start_note(result, user_experiments, user_model, x0_known)):
         if note:
             result.warnings.append(note)
             warn_user(note)
@@ -113,3 +114,31 @@ def _given_x0_estimated_note(result: EstimationResult, experiments: Sequence[Exp
             f"default); the data do not determine {len(unseen)} of them ({shown}). If the "
             "values given are known (a dose at t0, a state at rest), pass estimate_x0=False "
             "(or one flag per state; the CLI's --x0-known)")
+
+
+def _unmeasured_start_note(result: EstimationResult, experiments: Sequence[Experiment],
+                           model: Model, x0_known: np.ndarray) -> str:
+    """A note for a failed or flagged fit where an experiment never measures
+    an output that is a state whose initial value is estimated from the
+    guess, or ``""``: that guess is 0 (no measurement to start from), where
+    0 may be a state no run leaves (an ecologist's site whose predators were
+    never counted: predators 0 at the start, a worse optimum even from the
+    true rates, and a note blaming another unit)."""
+    if result.success and not result.fit_flagged:
+        return ""
+    found = []
+    for e in experiments:
+        if e.x0 is not None:
+            continue
+        y = np.asarray(e.y, float)
+        for k, i in enumerate(model.output_state_index):
+            if (i is not None and i < len(x0_known) and not x0_known[i] and k < y.shape[1]
+                    and not np.any(np.isfinite(y[:, k]))):
+                found.append(f"{model.x_names[i]} of {e.name!r}")
+    if not found:
+        return ""
+    return (f"the initial {', '.join(found)} start{'s' * (len(found) == 1)} from 0, as no "
+            "measurement of "
+            f"{'it' if len(found) == 1 else 'them'} in that experiment gives a start; where 0 "
+            "is a state the model does not leave (no predators, no cells), the fit cannot move "
+            "it: give that experiment's x0 (Experiment(..., x0=[...]), estimated from there)")

@@ -4,9 +4,11 @@ A second run of :func:`~picard_casadi.estimate` (another start, method or
 mesh) returns its result to the call that made it, which words the notes
 that hold for the problem as the user stated it: the likeliest causes of a
 failed or flagged fit (a clock left at the first sample, outputs in other
-units), outputs never measured, states outside their box, and for a failure
-a model that is not smooth, parameters held by their bounds, or a start of
-the wrong sign.
+units, states never measured that start at 0), outputs never measured,
+states outside their box, initial states given but estimated, a noise level
+from few measurements per estimated quantity, and for a failure a model
+that is not smooth, parameters held by their bounds, or a start of the
+wrong sign.
 """
 
 from __future__ import annotations

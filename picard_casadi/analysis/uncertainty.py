@@ -696,6 +696,14 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
     # LP that did not act at all)
     corr[~np.isfinite(p_std), :] = np.nan
     corr[:, ~np.isfinite(p_std)] = np.nan
+    # so has its covariance (its variance inf): the entries of the directions
+    # held at the estimate read as a variance of 1e-4 for a lag's q0 whose
+    # standard error was inf, and a lag time by the delta method came out 46
+    # of its standard errors off
+    unseen = ~np.isfinite(p_std)
+    p_cov[unseen, :] = np.nan
+    p_cov[:, unseen] = np.nan
+    p_cov[unseen, unseen] = np.inf
     result.p_cov = p_cov
     result.p_std = p_std
     note_poorly_determined(result)

@@ -150,9 +150,12 @@ class Statement:
             return [np.full(nx, np.nan) for _ in self._constants]
         jac = f.factory("x0_jac", f.name_in(), [f"jac:{f.name_out(0)}:{f.name_in(0)}"])
         out = []
+        unseen = ~np.isfinite(np.diag(cov_phi))  # (undetermined: inf, their row NaN)
+        held = np.where(np.isfinite(cov_phi), cov_phi, 0.0)
         for constants in self._constants:
             J = np.asarray(jac(phi, constants), float).reshape(nx, phi.size)
-            out.append(np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, cov_phi, J), 0.0)))
+            var = np.maximum(np.einsum("ij,jk,ik->i", J, held, J), 0.0)
+            out.append(np.sqrt(np.where(np.any(J[:, unseen] != 0, axis=1), np.inf, var)))
         return out
 
     def unsettled(self, res: Any, timed_only: bool = False) -> list[tuple[int, float, float]]:

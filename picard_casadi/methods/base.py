@@ -620,8 +620,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             why = "projected gradient norm" if stationary else (
                 f"relative objective change < {opts.ftol:g} over {w} iterations")
             message = (
-                f"converged: {why}; continuity gap {gap:.3g}, fixed-point "
-                f"residual {fp:.3g} (scaled)"
+                f"converged: {why}; continuity gap {gap:.3g} ({gap_scaled:.3g} of the "
+                f"states' scales), fixed-point residual {fp:.3g} (scaled)"
             )
             break
         # (where the step rule measures it, the Gauss-Newton model must agree
@@ -632,7 +632,8 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             success, status = True, "converged"
             message = (
                 "converged: no step reduces the objective further (relative "
-                f"precision reached); continuity gap {gap:.3g}"
+                f"precision reached); continuity gap {gap:.3g} ({gap_scaled:.3g} of the "
+                "states' scales)"
             )
             break
         no_gain = precise_in_row >= FLOOR_ITERATIONS or idle_in_row >= STALLED_ITERATIONS

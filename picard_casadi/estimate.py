@@ -316,6 +316,12 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     stop_in_a_starting_worker("estimate")
+    unused = (sorted(set(model.unused_parameters) - _set_by_every_experiment(experiments))
+              if isinstance(model, Model) and not _SECOND_RUN.get() else [])
+    if unused:
+        warn_user(f"parameter(s) {', '.join(unused)} appear in none of the model's rhs, y, "
+                  "initial states (Model(x0=...)) or delays: no data determine them, and "
+                  "their standard errors will be inf; an expression left out?")
     if isinstance(model, Model) and number_mapping(p0):
         # {name: start}: the model's order; a constant every experiment sets
         # needs no start (its entry is not used)

@@ -507,6 +507,17 @@ class Model:
         return values[0], values[1]
 
     @property
+    def unused_parameters(self) -> list[str]:
+        """The parameters that appear in none of ``rhs``, ``y``, the initial
+        states' expressions and the delays: no data can determine them (a
+        microbiologist's lag and initial amount declared, ``Model(x0=...)``
+        forgotten, told after the fit that they "do not move the fit")."""
+        used = ca.vertcat(ca.vec(self._rhs), ca.vec(self._y), ca.vec(self.x0_expression))
+        delayed = set(self.output_delays.values()) | set(self.input_delays.values())
+        return [n for j, n in enumerate(self._p_names) if n not in delayed
+                and not ca.depends_on(used, self._p[j])]
+
+    @property
     def has_delays(self) -> bool:
         """Whether an output or an input is delayed."""
         return bool(getattr(self, "_output_delays", {}) or getattr(self, "_input_delays", {}))

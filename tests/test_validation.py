@@ -552,3 +552,19 @@ def test_a_model_oscillating_between_the_samples_at_the_start_is_said_at_once():
         res = pc.estimate(model, pc.Experiment(t=t, y=y, x0=[1.0, 0.0]), [2400.0, 1.2],
                           estimate_x0=False)
     assert res.success and not [w for w in caught if "oscillates" in str(w.message)]
+
+
+def test_parameters_the_model_does_not_use_are_named_before_the_fit():
+    """A lag and an initial amount declared, Model(x0=...) forgotten: told
+    after the fit only that they "do not move the fit", with advice on units."""
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 3)
+    model = pc.Model(x=x, p=p, rhs=-p[0] * x, y=x, p_names=["k", "q0", "N0"])
+    assert model.unused_parameters == ["q0", "N0"]
+    t = np.linspace(0.0, 3.0, 12)
+    exp = pc.Experiment(t, np.exp(-0.5 * t), x0=[1.0])
+    with pytest.warns(UserWarning, match=r"parameter\(s\) N0, q0 appear in none of the model's "
+                                         r"rhs, y, initial states"):
+        pc.estimate(model, [exp], [0.3, 0.1, 1.0], estimate_x0=False)
+    used = pc.Model(x=x, p=p, rhs=-p[0] * x, y=x, x0=[p[2]], p_names=["k", "q0", "N0"],
+                    output_delays={"x0": p[1]})
+    assert used.unused_parameters == []

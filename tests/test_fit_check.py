@@ -894,3 +894,27 @@ def test_residuals_that_follow_an_input_s_rate_name_a_timing_offset():
         assert res.success and res.fit_flagged == flagged and bool(named) == flagged, (
             shift, res.warnings)
     assert "input_delays" in named[0]
+
+
+def test_residuals_that_follow_the_output_s_own_rate_name_an_output_delay():
+    """A motor's current read 2 ms late by its sensor: L 55 standard errors off,
+    the fit not flagged.  The residuals follow the current's own rate: flagged,
+    naming output_delays; read on time, nothing."""
+    x, u, p = ca.SX.sym("x"), ca.SX.sym("u"), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, u=u, p=p, rhs=(u - p[0] * x) / p[1], y=x, p_names=["R", "L"],
+                     u_names=["V"], y_names=["i"])
+    t = np.arange(0.0, 2.0, 0.001)
+    volts = np.repeat([0.0, 3.0, 6.0, 9.0, 12.0, 6.0, 0.0, 9.0], t.size // 8)[:, None]
+    noise = 0.1 * np.random.default_rng(0).standard_normal(t.size)
+    for late, flagged in ((0, False), (2, True)):
+        on_time = pc.simulate(model, [0.0], [2.0, 0.002], t, u=volts,
+                              u_interpolation="previous", t0=0.0)[:, 0]
+        clean = np.r_[np.zeros(late), on_time[:t.size - late]]
+        exp = pc.Experiment(t, clean + noise, u=volts, x0=[0.0], u_interpolation="previous")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = pc.estimate(model, [exp], [1.5, 0.003], estimate_x0=False)
+        named = [w for w in res.warnings if "follow the rate of change of 'i' itself" in w]
+        assert res.success and res.fit_flagged == flagged and bool(named) == flagged, (
+            late, res.warnings)
+    assert "output_delays" in named[0]

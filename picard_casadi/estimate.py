@@ -38,8 +38,8 @@ from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFinit
 from .estimation.aliasing import aliased_estimate_note, aliased_start_note
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
 from .estimation.assembly import (applicable_advice, assemble, attach_noise,
-                                  growing_noise_notes, judge, noise_bound_note,
-                                  pooled_noise_note, unfinite_start)
+                                  given_weights_note, growing_noise_notes, judge,
+                                  noise_bound_note, pooled_noise_note, unfinite_start)
 from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_plateau,
                                    diagnose_open_gaps, diagnose_stuck_step,
                                    note_bounds_reached, unstable_departure)
@@ -647,6 +647,10 @@ def estimate(
     outliers = None
     if result.success:
         outliers = check_fit(result, prob.experiments, fitted, prob.model, prob.estimate_x0)
+        weighed = given_weights_note(result, prob.experiments, fitted)
+        if weighed:
+            result.warnings.insert(0, weighed)  # (the likelier cause of what follows)
+            warn_user(weighed)
     elif result.status in ITERATION_LIMITS + STALLED:
         diagnose_open_gaps(result, prob.model, prob.experiments)
         result.message = applicable_advice(

@@ -682,3 +682,27 @@ def test_few_measurements_per_estimated_quantity_name_the_noise_bias():
     res = pc.estimate(model, runs(40), [0.3], per_experiment="k", estimate_x0=False,
                       weights="auto")
     assert res.success and not any("estimated quantities" in w for w in res.warnings)
+
+
+def test_weights_given_as_standard_deviations_are_named():
+    """A motor's weights given as the noise's standard deviations, [0.02, 0.5]
+    for inverse variances: every standard error 80 times too wide and the
+    warnings blaming an outlier.  Weights that weigh the outputs as their
+    residuals scatter say nothing."""
+    x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
+    model = pc.Model(x=x, p=p, rhs=ca.vertcat(-p[0] * x[0], p[0] * x[0] - p[1] * x[1]),
+                     y=x, y_names=["A", "B"])
+    t = np.linspace(0.0, 5.0, 40)
+    rng = np.random.default_rng(0)
+    X = pc.simulate(model, [10.0, 0.0], [0.7, 0.3], t)
+    y = X + rng.standard_normal(X.shape) * [0.02, 0.5]
+    exp = pc.Experiment(t, y, x0=[10.0, 0.0])
+    with pytest.warns(UserWarning, match=r"the weights given weigh the outputs \S+ times unlike "
+                                         r"their residuals' scatter .*\(given as the standard "
+                                         r"deviations\?"):
+        pc.estimate(model, [exp], [0.5, 0.5], estimate_x0=False, weights=[0.02, 0.5])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        pc.estimate(model, [exp], [0.5, 0.5], estimate_x0=False,
+                    weights=[1 / 0.02 ** 2, 1 / 0.5 ** 2])
+    assert not [w for w in said if "weights given weigh" in str(w.message)]

@@ -37,6 +37,7 @@ from .refinement import COLLOCATION_METHODS, FitProblem
 __all__ = ["assemble", "attach_noise", "degenerate_noise_note", "pooled_noise_note",
            "POOLED_NOISE_HEAD", "judge", "unfinite_start",
            "applicable_advice", "growing_noise_notes", "GROWING_NOISE_HEAD",
+           "given_weights_note",
            "SMALL_VALUES_MISSED"]
 
 
@@ -341,6 +342,45 @@ POOLED_NOISE_HEAD = "weights='none' pools the outputs into one noise variance"
 
 #: the ratio of the outputs' residual levels beyond which pooling them is noted
 POOLED_NOISE_RATIO = 10.0
+
+
+#: given weights whose noise levels (``1 / sqrt(w)``) against the residuals'
+#: RMS differ between outputs by this factor or more are named
+GIVEN_WEIGHTS_RATIO = 10.0
+
+
+def given_weights_note(result: EstimationResult, experiments: Sequence[Any],
+                       fitted: Sequence[np.ndarray]) -> str:
+    """A note where given weights (``weights=``, inverse noise variances,
+    relative: the residuals give their scale) weigh the outputs against each
+    other :data:`GIVEN_WEIGHTS_RATIO` times or more unlike their residuals'
+    scatter, or ``""``: an engineer's weights given as the standard
+    deviations, [0.02, 0.5], put the current's noise at 337 times its
+    residuals' RMS and the speed's at 2.8, made every standard error 80 times
+    too wide, and the warnings blamed an outlier."""
+    w = np.asarray(result.weights if result.weights is not None else [], float).ravel()
+    if result.settings.get("weights") != "given" or w.size != len(result.y_names):
+        return ""
+    ratios = {}
+    for k, name in enumerate(result.y_names):
+        r = np.concatenate([(np.asarray(e.y, float)[:, k] - np.asarray(G, float)[:, k])
+                            for e, G in zip(experiments, fitted)])
+        r = r[np.isfinite(r)]
+        rms = float(np.sqrt(np.mean(r * r))) if r.size >= 3 else 0.0
+        if rms > 0 and w[k] > 0:
+            ratios[name] = (1.0 / float(np.sqrt(w[k])), rms)
+    if len(ratios) < 2:
+        return ""
+    scale = {n: implied / rms for n, (implied, rms) in ratios.items()}
+    if max(scale.values()) < GIVEN_WEIGHTS_RATIO * min(scale.values()):
+        return ""
+    listed = "; ".join(f"{n}: sigma {implied:.3g} from its weight, residuals' RMS {rms:.3g}"
+                       for n, (implied, rms) in ratios.items())
+    return (f"the weights given weigh the outputs {max(scale.values()) / min(scale.values()):.3g} "
+            f"times unlike their residuals' scatter ({listed}): weights are inverse variances, "
+            "1 / sigma^2 (given as the standard deviations?), and set how the outputs weigh "
+            "against each other; noise=pc.Noise(sigma=...) states known noise levels, and "
+            "weights='auto' estimates them")
 
 
 def pooled_noise_note(result: EstimationResult) -> str:

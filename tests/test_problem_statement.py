@@ -793,6 +793,9 @@ def test_a_constant_far_beyond_every_other_experiment_s_is_named():
     steps = [e.replaced(parameters={"A0": v}) for e, v in zip(exps, (0.01, 0.1, 1.0, 10.0))]
     assert constants_apart_note(steps) == ""
     assert constants_apart_note(exps[:3]) == ""
+    # a placebo's dose of 0 beside them is no scale
+    placebo = exps + [exps[0].replaced(name="P", parameters={"A0": 0.0})]
+    assert "A0 = 2e+04 in 'S3'" in constants_apart_note(placebo)
 
 
 def test_multistart_on_a_log_scale_samples_an_unbounded_side_as_the_linear_scale_does():

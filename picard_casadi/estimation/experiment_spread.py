@@ -93,8 +93,9 @@ def constants_apart_note(experiments: Sequence[Experiment]) -> str:
         items = [(e.name, float(e.parameters[name])) for e in experiments
                  if isinstance(e.parameters.get(name), (int, float, np.number))
                  and not isinstance(e.parameters.get(name), bool)]
+        items = [(n, v) for n, v in items if v > 0]  # (a placebo's 0 is no scale)
         values = np.array([v for _, v in items])
-        if len(items) < 3 or not np.all(values > 0):
+        if len(items) < 3:
             continue
         for i, (exp_name, v) in enumerate(items):
             others = np.delete(values, i)

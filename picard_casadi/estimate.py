@@ -316,12 +316,7 @@ def estimate(
         When ``raise_on_failure`` and the run did not converge.
     """
     stop_in_a_starting_worker("estimate")
-    unused = (sorted(set(model.unused_parameters) - _set_by_every_experiment(experiments))
-              if isinstance(model, Model) and not _SECOND_RUN.get() else [])
-    if unused:
-        warn_user(f"parameter(s) {', '.join(unused)} appear in none of the model's rhs, y, "
-                  "initial states (Model(x0=...)) or delays: no data determine them, and "
-                  "their standard errors will be inf; an expression left out?")
+    _warn_unused_parameters(model, experiments)  # (no local: the delays take locals())
     if isinstance(model, Model) and number_mapping(p0):
         # {name: start}: the model's order; a constant every experiment sets
         # needs no start (its entry is not used)
@@ -745,6 +740,18 @@ def correlated_likelihood(result: EstimationResult, prob: FitProblem) -> None:
         result.aic, result.bic = result.aic + shift, result.bic + shift
         result.nllh, result.det_R, result.noise_sigma = nllh, det_R, sigma
         result.settings["noise"] = "estimated"
+
+
+def _warn_unused_parameters(model: Any, experiments: Any) -> None:
+    """Warn of the parameters the model uses nowhere (:attr:`Model.unused_parameters`)
+    that no experiment sets, once per call the user made."""
+    if not isinstance(model, Model) or _SECOND_RUN.get():
+        return
+    unused = sorted(set(model.unused_parameters) - _set_by_every_experiment(experiments))
+    if unused:
+        warn_user(f"parameter(s) {', '.join(unused)} appear in none of the model's rhs, y, "
+                  "initial states (Model(x0=...)) or delays: no data determine them, and "
+                  "their standard errors will be inf; an expression left out?")
 
 
 def _set_by_every_experiment(experiments: Any) -> set[str]:

@@ -500,3 +500,23 @@ def test_the_covariance_of_an_undetermined_parameter_is_not_finite():
     cov = np.asarray(res.p_cov)
     assert np.isinf(np.diag(cov)[unseen]).all() and np.isnan(cov[0, 1:]).all()
     assert np.isfinite(cov[0, 0]) and np.isclose(np.sqrt(cov[0, 0]), res.p_std[0])
+
+
+def test_parameters_that_scale_together_are_said_to_be_known_by_their_ratios():
+    """A motor's torque constant, inertia and frictions from its speed alone
+    scale together: the warning told of an Arrhenius factor.  A ratio is
+    named as one; a product is not."""
+    import warnings
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p", 2)
+    t = np.linspace(0.0, 5.0, 30)
+    for rhs, scaling in ((-(p[0] / p[1]) * x, True), (-(p[0] * p[1]) * x, False)):
+        model = pc.Model(x=x, p=p, rhs=rhs, y=x, p_names=["Kt", "J"])
+        made = pc.simulate_experiment(model, [1.0], [0.6, 1.2] if scaling else [0.6, 0.8], t,
+                                      noise_std=0.01, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = pc.estimate(model, [made], [0.5, 1.0], estimate_x0=False)
+        note = next(w for w in res.warnings if "combination of Kt, J" in w)
+        assert ("they scale together: only their ratios are determined" in note) == scaling
+        assert ("Arrhenius" in note) != scaling

@@ -654,16 +654,19 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             # Arrhenius rate k0 exp(-E / T), T within 3 % of 350 K: 1.5e-13,
             # so inf; written kref exp(-E (1/T - 1/350)), E +- 9.59, and the
             # profile of E gave the same interval in both forms)
+            scaling = _scaling(evecs[:, k] / d, involved, columns, result.p)
             result.warnings.append(
                 f"{head}the data do not determine the combination of {listed} near this "
                 "estimate, so their standard errors are inf; these parameters are "
                 "practically unidentifiable here (pc.profile(res) follows the likelihood "
                 "beyond the linearisation: one of them may still have a finite interval; "
-                "the direction: res.settings['undetermined_directions']; "
-                "parameters that compensate each other, as an Arrhenius factor and its "
-                "activation energy over a narrow temperature range, are determined where "
-                "written centred: a rate at a reference temperature in place of the "
-                "factor)")
+                "the direction: res.settings['undetermined_directions']; " + (
+                    "they scale together: only their ratios are determined, so fix one of "
+                    "them (equal bounds) or write the model in the ratios)" if scaling else
+                    "parameters that compensate each other, as an Arrhenius factor and its "
+                    "activation energy over a narrow temperature range, are determined "
+                    "where written centred: a rate at a reference temperature in place of "
+                    "the factor)"))
         else:
             result.warnings.append(
                 f"{head}the data determine the combination of {listed} only weakly; their "
@@ -720,3 +723,22 @@ def attach_uncertainty(result: Any, setup: Setup, info: SolutionSensitivity,
             **(result.settings.get("noise_parameter_std") or {}),
             **{noise_formula.names[i]: float(std[k])
                for k, (kind, _, i) in enumerate(columns) if kind == "noise"}}
+
+
+def _scaling(direction: np.ndarray, involved: np.ndarray, columns: list,
+             p: np.ndarray) -> bool:
+    """Whether an undetermined ``direction`` (in the quantities' units) moves
+    its parameters in proportion to their values (or, on log scales, all by
+    the same step): a scaling, whose ratios the data determine (a motor's
+    torque constant, inertia, friction and Coulomb torque from its speed
+    alone, told of an Arrhenius factor)."""
+    at = np.flatnonzero(involved)
+    if at.size < 2 or any(columns[c][0] != "p" for c in at):
+        return False
+    v = np.asarray(direction, float)[at]
+    values = np.array([float(p[columns[c][2]]) for c in at])
+    for w in (values, np.ones(at.size)):
+        norm = float(np.linalg.norm(v) * np.linalg.norm(w))
+        if norm > 0 and abs(float(v @ w)) / norm > 0.99:
+            return True
+    return False

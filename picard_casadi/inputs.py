@@ -4,14 +4,14 @@ sampled input that looks like a staircase."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["InputSpec", "check_input_interpolation", "is_linear", "held_input_columns",
            "held_jumps", "evaluate_inputs", "HELD_SHARE", "callable_jumps",
-           "JUMP_GRID_PER_SAMPLE", "JUMP_GRID_MAX"]
+           "JUMP_GRID_PER_SAMPLE", "JUMP_GRID_MAX", "sampled_input_names"]
 
 InputSpec = Callable[[float], Any] | np.ndarray | None
 
@@ -265,3 +265,13 @@ def callable_jumps(values_at: Callable[[np.ndarray], Any], t0: float, t_end: flo
         near_left = np.linalg.norm(v - left, axis=1) <= np.linalg.norm(v - right, axis=1)
         lo, hi = np.where(near_left, mid, lo), np.where(near_left, hi, mid)
     return [float(t) for t in hi]
+
+
+def sampled_input_names(u_names: Sequence[str]) -> list[str]:
+    """The names of ``u_names`` that are the user's inputs: a restated
+    problem's experiment constants (``NAME@constant``, with the indicators
+    ``NAME@is_PARAMETER`` of a parameter per experiment and the settling's
+    copies ``NAME@start``; estimation/statement.py) are columns of its
+    inputs too, no samples (a pharmacologist's model without inputs had a
+    note per subject on "sampled inputs" held before their first sample)."""
+    return [n for n in u_names if "@" not in n]

@@ -438,6 +438,7 @@ class Model:
         (:attr:`output_state_index`, :meth:`output_as_state`)."""
         new = Model.__new__(Model)
         new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_unused_parameters", None)  # (of the old outputs)
         y = _as_expression(y, "y")
         declared = {s.element_hash() for vec in (self._t, self._x, self._p, self._u)
                     for s in ca.symvar(vec)}
@@ -511,11 +512,16 @@ class Model:
         """The parameters that appear in none of ``rhs``, ``y``, the initial
         states' expressions and the delays: no data can determine them (a
         microbiologist's lag and initial amount declared, ``Model(x0=...)``
-        forgotten, told after the fit that they "do not move the fit")."""
-        used = ca.vertcat(ca.vec(self._rhs), ca.vec(self._y), ca.vec(self.x0_expression))
-        delayed = set(self.output_delays.values()) | set(self.input_delays.values())
-        return [n for j, n in enumerate(self._p_names) if n not in delayed
-                and not ca.depends_on(used, self._p[j])]
+        forgotten, told after the fit that they "do not move the fit");
+        computed once (``estimate`` asks at every call)."""
+        unused = self.__dict__.get("_unused_parameters")
+        if unused is None:
+            used = ca.vertcat(ca.vec(self._rhs), ca.vec(self._y), ca.vec(self.x0_expression))
+            delayed = set(self.output_delays.values()) | set(self.input_delays.values())
+            unused = tuple(n for j, n in enumerate(self._p_names) if n not in delayed
+                           and not ca.depends_on(used, self._p[j]))
+            self._unused_parameters = unused
+        return list(unused)
 
     @property
     def has_delays(self) -> bool:

@@ -28,7 +28,8 @@ import numpy as np
 
 from .errors import with_closest
 
-__all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "with_starts",
+__all__ = ["Parameter", "SCALES", "PRIORS", "on_scale", "from_scale", "scale_slopes",
+           "with_starts",
            "values_by_name", "number_mapping", "is_table"]
 
 #: the parameter scales (PEtab's parameterScale)
@@ -46,6 +47,15 @@ def on_scale(value: float, scale: str) -> float:
     if value <= 0:
         return -math.inf
     return math.log(value) if scale == "log" else math.log10(value)
+
+
+def scale_slopes(values: Any, scales: Sequence[str]) -> np.ndarray:
+    """``d value / d (value on its scale)`` of each linear ``value``: 1 on the
+    linear scale, the value on ``log``, the value times ``ln 10`` on
+    ``log10`` (a covariance on the estimation scale times their outer
+    product is the linear scale's, by the delta method)."""
+    return np.array([1.0 if sc == "lin" else float(v) * (1.0 if sc == "log" else math.log(10.0))
+                     for v, sc in zip(np.asarray(values, float).ravel(), scales)])
 
 
 def from_scale(value: float, scale: str) -> float:

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["lack_of_fit", "gross_outliers", "resolution_noise", "beyond_given_noise", "lone_outliers",
+__all__ = ["lack_of_fit", "gross_outliers", "resolution_noise", "beyond_given_noise",
+           "lone_outliers",
            "robust_noise", "runs_z", "noise_variance", "second_differences", "RUNS_Z",
            "NOISE_RATIO", "LACK_OF_FIT", "OUTLIERS_HEAD", "NAMED_OUTLIERS",
            "BEYOND_NOISE_HEAD", "ON_BOUND_NOTE", "STAIRCASE_DELAY", "ON_BOUNDS_NOTE",

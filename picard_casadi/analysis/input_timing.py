@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import sampled_input_names
 from .fit_check import LACK_OF_FIT, noise_variance
 
 __all__ = ["input_rate_notes", "own_input_rate_notes", "RATE_R2", "RATE_EVIDENCE",
@@ -127,7 +128,8 @@ def own_input_rate_notes(notes: Sequence[str], y_names: Sequence[str],
     ``notes`` do not name already."""
     if model is None:
         return []
-    own = [j for j, n in enumerate(getattr(model, "u_names", ()) or ()) if "@" not in n]
+    names = list(getattr(model, "u_names", ()) or ())
+    own = [names.index(n) for n in sampled_input_names(names)]
     found = input_rate_notes(
         [e.y for e in experiments], fitted, [e.t for e in experiments],
         [np.asarray(e.inputs(e.t, model.nu), float)[:, own] if own else None

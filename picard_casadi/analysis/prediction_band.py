@@ -24,6 +24,7 @@ import numpy as np
 
 from ..experiment import Experiment
 from ..model import Model
+from ..parameters import scale_slopes
 from ..simulate import simulate
 from ..transcription.forecast import ForecastInputs, prediction_inputs
 from ..transcription.forward_sensitivity import (initial_sensitivities, output_sensitivities,
@@ -132,8 +133,7 @@ def parameter_covariance(result: Any) -> tuple[list[tuple[str, int, int]], np.nd
         return None
     scales = list(getattr(result, "p_scales", None) or ["lin"] * n)
     # p_cov is the estimation scale's times d theta / d phi on each side
-    slope = np.array([{"log": v, "log10": v * np.log(10.0)}.get(sc, 1.0)
-                      for v, sc in zip(p, scales)]) if len(scales) == n else np.ones(n)
+    slope = scale_slopes(p, scales) if len(scales) == n else np.ones(n)
     weak = ~np.isfinite(np.diag(cov)) | (slope == 0)
     if not np.all(np.isfinite(cov[np.ix_(~weak, ~weak)])):
         return None
@@ -188,8 +188,7 @@ def new_run_sensitivities(result: Any, exp: Experiment, t: Any, derivatives: boo
         step = max(1.0, abs(theta[j]))
         A[:, j] = np.rint((model_p(theta + step * np.eye(theta.size)[j]) - p) / step)
     scales = list(result.p_scales or ["lin"] * theta.size)
-    A = A * np.array([1.0 if sc == "lin" else v * (1.0 if sc == "log" else np.log(10.0))
-                      for v, sc in zip(theta, scales)])[None, :]
+    A = A * scale_slopes(theta, scales)[None, :]
     x0 = np.full(model.nx, np.nan) if exp.x0 is None else np.asarray(exp.x0, float)
     expr = ca.Function("x0_of_p", [model.p], [model.x0_expression, ca.jacobian(
         model.x0_expression, model.p)])

@@ -47,6 +47,7 @@ from ..experiment import Experiment
 from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
+from ..inputs import sampled_input_names
 from ..simulate import own_inputs, simulate
 from ..transcription.discretisation import Discretisation
 from .setup import x0_bound_edges
@@ -321,16 +322,6 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
         result.warnings.append(note)
         warn_user(note, FitWarning if notes else UserWarning)
     return outliers
-
-
-def sampled_input_names(u_names: Sequence[str]) -> list[str]:
-    """The names of ``u_names`` that are the user's inputs: a restated
-    problem's experiment constants (``NAME@constant``, with the indicators
-    ``NAME@is_PARAMETER`` of a parameter per experiment and the settling's
-    copies ``NAME@start``; estimation/statement.py) are columns of its
-    inputs too, no samples (a pharmacologist's model without inputs had a
-    note per subject on "sampled inputs" held before their first sample)."""
-    return [n for n in u_names if "@" not in n]
 
 
 #: sampled inputs this dense are candidates for a digital command held between samples

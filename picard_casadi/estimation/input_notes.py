@@ -19,7 +19,7 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from ..simulate import own_inputs
-from .diagnosis import sampled_input_names
+from ..inputs import sampled_input_names
 
 __all__ = ["note_staircase_inputs", "note_copied_rows", "kinked_inputs", "jumping_inputs",
            "jump_notes", "INPUT_GAP"]
@@ -91,15 +91,13 @@ def _note_inputs_before_their_samples(result: EstimationResult, model: Model,
     sample they are held at it (a new user's IVGTT with the mixing phase's
     rows dropped and ``t0=0.0``: insulin held at its 8-minute value over
     [0, 8), where it had peaked and fallen, with no word)."""
+    inputs = sampled_input_names(model.u_names)
     for e in experiments:
         own = own_inputs(e)
-        if (not model.nu or not isinstance(own.u, np.ndarray) or own.preequilibration
+        if (not inputs or not isinstance(own.u, np.ndarray) or own.preequilibration
                 is not None or not float(own.t[0]) > own.t0):
             continue
         first = np.asarray(own.u, float).reshape(len(own.t), -1)[0]
-        inputs = sampled_input_names(model.u_names)
-        if not inputs:
-            continue
         values = ", ".join(f"{n} = {v:.6g}" for n, v in zip(model.u_names, first) if n in inputs)
         note = (f"experiment {e.name!r}: its sampled input(s) start at t = {own.t[0]:.6g}, "
                 f"after t0 = {own.t0:.6g}, and are held at their first sample before it "
@@ -121,11 +119,12 @@ def _note_gaps_in_sampled_inputs(result: EstimationResult, model: Model,
     measured (a building's log with two days of rows absent: the heating held
     and the weather ramped over 48 h, the fit flagged with the blame on
     correlated noise and bounds)."""
+    if not sampled_input_names(model.u_names):
+        return
     for e in experiments:
         own = own_inputs(e)
         t = np.unique(np.asarray(own.t, float))
-        if (not sampled_input_names(model.u_names) or not isinstance(own.u, np.ndarray)
-                or t.size < 10):
+        if not isinstance(own.u, np.ndarray) or t.size < 10:
             continue
         steps = np.diff(t)
         typical = float(np.median(steps))

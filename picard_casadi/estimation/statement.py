@@ -32,7 +32,6 @@ scales, standard errors by the delta method, interval ends transformed,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,7 +42,7 @@ import numpy as np
 from ..analysis.poorly_determined import note_poorly_determined
 from ..experiment import Experiment, per_experiment_labels
 from ..model import Model
-from ..parameters import SCALES, Parameter, from_scale, on_scale
+from ..parameters import SCALES, Parameter, from_scale, on_scale, scale_slopes
 from ..errors import with_closest
 from ..runtime.user_warnings import warn_user
 from .arguments import as_bounds, warn_constants_outside_bounds
@@ -204,8 +203,7 @@ class Statement:
             res._sensitivities = (lambda r, e, t, cols, u=None: inner(
                 replace(r, p=phi, x0=inner_x0), e, t, cols, u, self.user_nu))
         # d theta / d phi: 1, theta (log), theta ln 10 (log10)
-        slope = np.array([1.0 if s == "lin" else t if s == "log" else t * math.log(10.0)
-                          for t, s in zip(theta, self.scales)])
+        slope = scale_slopes(theta, self.scales)
         res.p_scaled, res.p_scaled_names = phi, list(res.p_names)
         res.p_scales = self.scales
         res.p_scaled_std = None if res.p_std is None else np.asarray(res.p_std, float).copy()

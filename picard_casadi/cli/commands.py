@@ -11,6 +11,7 @@
                       [--multistart N] [--jobs K] [--profile] [--out DIR] ...
     picard-casadi compare NAMES... [--methods ...] [--seeds ...] [--out DIR]
     picard-casadi compare --model MODEL.py --data DATA.csv [--methods ...] [--p0 ...]
+    picard-casadi predict RESULT MODEL.py DATA.csv [--x0 ...] [--noise] [--out DIR]
 
 ``run`` and ``fit`` print progress (a line per iteration of every method,
 updated in place on a terminal, plain lines when piped; a line before the
@@ -63,11 +64,12 @@ import numpy as np
 
 from ..runtime.output_files import check_output_folder, safe_name
 from ..errors import closest
-from .data_files import input_holds, read_csv_experiments
+from .data_files import input_holds, read_csv_experiments, read_data_files
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
 from .initial_states import clock_started, initial_states, vector_arg
 from .petab_input import petab_input
+from .predict_command import add_predict_parser
 from .result_files import PROFILE_FILES, write_profile, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file
@@ -386,7 +388,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], model_path: str,
-              data_path: str) -> _Fit:
+              data_paths: list[str]) -> _Fit:
     """A model file (loaded), its CSV and the flags: what ``fit`` and ``compare --model``
     estimate."""
     where = f"MODEL {str(model_path)!r}"
@@ -394,8 +396,8 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
     BOX_ORIGIN.set(box_origin)
-    experiments = clock_started(read_csv_experiments(data_path, model,
-                                                     input_holds(args.input_hold, model)),
+    experiments = clock_started(read_data_files(data_paths, model,
+                                                input_holds(args.input_hold, model)),
                                 getattr(args, "t0", None))
     p0 = vector_arg(args.p0, model.np, "--p0")
     p0_origin = "--p0"
@@ -492,7 +494,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         options = {k: v for k, v in fit.options.items() if k not in ("codegen", "n_jobs")}
         entries.append(Problem.from_data(
             fit.model, fit.experiments, fit.p0, p_bounds=fit.p_bounds, options=options,
-            description=f"{args.model} fitted to {args.data}"))
+            description=f"{args.model} fitted to {', '.join(args.data)}"))
     from ..runtime.codegen import compilation_notice
 
     progress = Progress()
@@ -573,8 +575,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Parameter estimation for nonlinear ODE models by Picard iteration "
                     "(CasADi).",
         epilog="Exit status: 0 done, 1 not converged or failed, 2 bad arguments or input, "
-               "3 converged but flagged (see the warnings), 130 interrupted, 143 "
-               "terminated.  docs/cli.md has a worked example.",
+               "3 converged but flagged (see the warnings; predict: its fit was), 130 "
+               "interrupted, 143 terminated.  docs/cli.md has a worked example.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
@@ -603,7 +605,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "P_BOUNDS, X0 and OPTIONS; flags override them.")
     p.add_argument("model", nargs="?", help="Python file defining build_model() -> "
                    "picard_casadi.Model")
-    p.add_argument("data", nargs="?", help="CSV file of measurements")
+    p.add_argument("data", nargs="*", help="CSV file(s) of measurements (several: their "
+                   "experiments together; a file without a column 'experiment' is one, "
+                   "named as the file)")
     p.add_argument("--petab", default=None, metavar="problem.yaml",
                    help="a PEtab problem instead of MODEL.py DATA.csv (its tables give the "
                         "parameters, conditions and noise; pip install -e '.[petab]')")
@@ -618,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="problem names (optional with --model)")
     p.add_argument("--model", default=None, metavar="M.py",
                    help="your model file (as for fit); with --data")
-    p.add_argument("--data", default=None, metavar="D.csv", help="its CSV of measurements")
+    p.add_argument("--data", nargs="+", default=None, metavar="D.csv",
+                   help="its CSV file(s) of measurements")
     p.add_argument("--methods", nargs="+", default=["picard-gn", "ipopt", "picard"],
                    help=f"methods to compare (from {', '.join(METHOD_CHOICES)})")
     p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0],
@@ -646,6 +651,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the tables of an earlier comparison in the output folder")
     p.set_defaults(func=cmd_compare)
+
+    add_predict_parser(sub)
     return parser
 
 

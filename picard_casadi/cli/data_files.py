@@ -12,15 +12,34 @@ from ..io.csv_experiments import read_csv_experiments as _read
 from .errors import CliError
 
 
-def read_csv_experiments(path: str | Path, model: Any,
-                         input_hold: str | None = None) -> list[Any]:
+def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
+                    measured: bool = True) -> list[Any]:
+    """The experiments of one or more CSV files, in order (a file without an
+    ``experiment`` column is one experiment named as the file); a
+    :class:`CliError` where two files hold experiments of one name.
+    ``measured`` False: runs to predict (output columns optional)."""
+    experiments: list[Any] = []
+    origin: dict[str, str] = {}
+    for path in paths:
+        for e in read_csv_experiments(path, model, input_hold, measured=measured):
+            if e.name in origin:
+                raise CliError(f"DATA: experiment {e.name!r} is in {origin[e.name]!r} and "
+                               f"in {str(path)!r}; give each file's experiments names of "
+                               "their own (a column 'experiment', or rename a file)")
+            origin[e.name] = str(path)
+            experiments.append(e)
+    return experiments
+
+
+def read_csv_experiments(path: str | Path, model: Any, input_hold: Any = None, *,
+                         measured: bool = True) -> list[Any]:
     """:func:`~picard_casadi.io.csv_experiments.read_csv_experiments`, its
     ``ValueError`` a :class:`CliError` (exit status 2) and its warning (a file
     that is not UTF-8) a note on stderr, each naming the argument ``DATA``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            experiments = _read(path, model, input_hold)
+            experiments = _read(path, model, input_hold, measured=measured)
         except ValueError as err:
             text = str(err)
             raise CliError(f"DATA {text}" if text.startswith(str(Path(path)))

@@ -100,7 +100,8 @@ def clock_started(experiments: list, t0: float | None) -> list:
 
 
 def initial_states(model: Any, experiments: list, args: argparse.Namespace,
-                    extras: dict[str, Any], known: bool) -> tuple[list, list[str]]:
+                    extras: dict[str, Any], known: bool,
+                    command: str = "--x0-known") -> tuple[list, list[str]]:
     """The experiments with their ``x0`` set, and lines saying where known values came from.
 
     Guess (default): ``--x0`` list, else ``X0`` of the model file, else the
@@ -113,7 +114,9 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
     with none of these is an error.  ``--x0 EXPERIMENT:NAME=VALUE`` sets one
     experiment's state (its guess, or its known value) over everything else.  (The
     known values are measured ones where the data have them; ``--x0`` fills
-    in, and a value it gives that no experiment uses is noted.)
+    in, and a value it gives that no experiment uses is noted.)  ``command``
+    names what asked for known values in the messages (``predict`` always
+    does).
     """
     items, scoped = _scoped_x0(getattr(args, "x0", None), model, experiments)
     named, vector = _x0_flags(items, model)
@@ -139,7 +142,7 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
         x0, parts = np.empty(model.nx), []
         for i, name in enumerate(model.x_names):
             k = measured.get(i)
-            first = e.y[0, k] if k is not None else math.nan
+            first = e.y[0, k] if k is not None and e.y.shape[1] else math.nan
             if given[i]:
                 # the model's x0 gives it, which the fit follows (a kineticist
                 # was asked for D's value, and shown A, B, C "from the data")
@@ -164,7 +167,7 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
                 why = (f"{name} is not an output of the model" if k is None else
                        f"its cell in the first row (time {e.t[0]:g}) is empty")
                 raise CliError(
-                    f"--x0-known: the initial value of state {name!r} in experiment "
+                    f"{command}: the initial value of state {name!r} in experiment "
                     f"{e.name!r} is not in the data ({why}); give it with --x0 {name}=VALUE, "
                     f"or all {model.nx} states with --x0 v1,v2,..., or X0 in the model file")
             parts.append(f"{name}={x0[i]:.6g} ({src})")
@@ -173,7 +176,7 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
             # the clock left at a later first sample is noted by the fit)
             if getattr(e, "_t0_given", True) and e.t0 != e.t[0]:
                 raise CliError(
-                    f"--x0-known takes initial states of experiment {e.name!r} from its "
+                    f"{command} takes initial states of experiment {e.name!r} from its "
                     f"first row (time {e.t[0]:g}), but --t0 {e.t0:g} starts its clock "
                     "earlier: give those states with --x0 EXPERIMENT:NAME=VALUE, or leave "
                     "--t0 out")

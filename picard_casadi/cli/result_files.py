@@ -10,7 +10,7 @@ from typing import Any, Callable
 from ..runtime.output_files import AtomicOutputs
 from .errors import CliFailure
 
-__all__ = ["write_results", "write_profile", "PROFILE_FILES"]
+__all__ = ["write_results", "write_profile", "write_together", "PROFILE_FILES"]
 
 PROFILE_FILES = ("profile.png", "profile.json")
 
@@ -27,17 +27,17 @@ def write_results(res: Any, model: Any, experiments: list, out: Path) -> None:
 
     figures = [("fit.png", lambda: plot_fit(res, model, experiments)),
                ("convergence.png", lambda: plot_convergence(res))]
-    _write_together(out, [("result.json", res.to_json() + "\n")], figures, "the results",
+    write_together(out, [("result.json", res.to_json() + "\n")], figures, "the results",
                     stale=PROFILE_FILES)
 
 
 def write_profile(prof: Any, out: Path) -> None:
     """profile.json and profile.png, beside the files :func:`write_results` wrote."""
-    _write_together(out, [("profile.json", json.dumps(prof.to_dict(), indent=2) + "\n")],
+    write_together(out, [("profile.json", json.dumps(prof.to_dict(), indent=2) + "\n")],
                     [("profile.png", prof.plot)], "the profile")
 
 
-def _write_together(out: Path, texts: list[tuple[str, str]],
+def write_together(out: Path, texts: list[tuple[str, str]],
                     figures: list[tuple[str, Callable[[], Any]]], what: str,
                     stale: tuple[str, ...] = ()) -> None:
     """Text files and figures into ``out`` at once (``stale`` files removed);

@@ -28,7 +28,8 @@ _TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timesta
 
 def read_csv_experiments(path: str | Path, model: Model,
                          input_hold: str | Sequence[str] | None = None,
-                         conditions: str | Path | None = None) -> list[Experiment]:
+                         conditions: str | Path | None = None, *,
+                         measured: bool = True) -> list[Experiment]:
     """Experiments from a CSV file, one row per sample: the command line's
     ``DATA`` (docs/cli.md) read in Python.
 
@@ -62,6 +63,10 @@ def read_csv_experiments(path: str | Path, model: Model,
         experiment's constants and own parameters (:func:`apply_conditions`),
         as a fit with it was stated (``EstimationResult.from_json`` of such a
         fit needs them).
+    measured : bool
+        False: runs to predict (the command line's ``predict``): output
+        columns may be left out, and an experiment without a measured value
+        has ``y`` None (``Experiment(t, None, ...)``).
 
     Returns
     -------
@@ -134,7 +139,8 @@ def read_csv_experiments(path: str | Path, model: Model,
         raise ValueError(f"{path}, line 1: column(s) {twice} appear more than once")
     # without a column 'experiment' the file is one experiment, named as the
     # file (a data logger's record)
-    missing = [h for h in expected if h not in header and h != "experiment"]
+    missing = [h for h in expected if h not in header and h != "experiment"
+               and (measured or h not in model.y_names)]
     if missing:
         outputs = [h for h in missing if h in model.y_names]
         raise ValueError(f"{path}, line 1: missing column(s) {missing}"
@@ -188,7 +194,7 @@ def read_csv_experiments(path: str | Path, model: Model,
         if "experiment" in col and not row[col["experiment"]].strip():
             unnamed.append(line)
         t = number("time", False)
-        y = [number(k, True) for k in model.y_names]
+        y = [number(k, True) if k in col else math.nan for k in model.y_names]
         u = [number(k, h) for k, h in zip(model.u_names, held)]
         sig = [number(c, True) if c in col else math.nan for c in sigma_columns]
         groups.setdefault(name, []).append((line, t, y, u, sig))
@@ -214,6 +220,8 @@ def read_csv_experiments(path: str | Path, model: Model,
         u = _held_forward(np.array([s[3] for s in samples]), held, model.u_names,
                           [s[0] for s in samples], path, name) if model.nu else None
         sigma = np.array([s[4] for s in samples]) if given_sigma else None
+        if not (measured or np.any(np.isfinite(y))):  # a run to predict: no data
+            y, sigma = None, None
         try:
             # intervals start where a held input jumps: at its changes where
             # every input is held (Experiment's default), at every sample

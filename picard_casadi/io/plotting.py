@@ -26,7 +26,7 @@ from ..model import Model  # noqa: E402
 from ..noise import output_scales  # noqa: E402
 from ..result import EstimationResult  # noqa: E402
 
-__all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile"]
+__all__ = ["plot_fit", "plot_convergence", "plot_comparison", "plot_profile", "plot_prediction"]
 
 
 def _label(name: str, unit: str) -> str:
@@ -601,4 +601,69 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130)
+    return fig
+
+
+def plot_prediction(runs: Sequence[Any], y_names: Sequence[str], y_units: Sequence[str],
+                    title: str, band_label: str, failed: bool = False, columns: int = 4,
+                    t_unit: str = "") -> plt.Figure:
+    """Predicted outputs of new runs (the command line's ``predict``): one
+    column per run (at most ``columns`` side by side), a panel per output with
+    the prediction (line), its band (shaded) and the run's measurements
+    (dots) where it has them.  Each panel's ``gid`` is ``"prediction:<r>:<k>"``
+    (run index, output index).
+
+    Parameters
+    ----------
+    runs : sequence of RunPrediction
+        Each with ``name``, ``t``, ``y``, ``lower``, ``upper`` (None: no band)
+        and ``measured`` (None: no data), arrays ``(N, ny)``.
+    y_names, y_units : sequence of str
+    title : str
+        The figure's title (red where ``failed``: the fit did not converge or
+        is flagged).
+    band_label : str
+        What the band is ("95% confidence band").
+    failed : bool
+    columns : int
+    t_unit : str
+        The time axis's unit.
+    """
+    n, ny = max(len(runs), 1), max(len(y_names), 1)
+    cols = min(n, columns)
+    blocks = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(blocks * ny, cols, figsize=(4.2 * cols, 2.6 * blocks * ny),
+                             squeeze=False, sharex="col")
+    for ax in axes.ravel():
+        ax.set_visible(False)
+    for r, run in enumerate(runs):
+        block, col = divmod(r, cols)
+        for k, name in enumerate(y_names):
+            ax = axes[block * ny + k, col]
+            ax.set_visible(True)
+            ax.set_gid(f"prediction:{r}:{k}")
+            if run.lower is not None:
+                finite = np.isfinite(run.lower[:, k]) & np.isfinite(run.upper[:, k])
+                ax.fill_between(run.t, np.where(finite, run.lower[:, k], np.nan),
+                                np.where(finite, run.upper[:, k], np.nan), color="C0",
+                                alpha=0.25, lw=0, label=band_label)
+            ax.plot(run.t, run.y[:, k], color="C0", lw=1.3, label="prediction")
+            if run.measured is not None and np.isfinite(run.measured[:, k]).any():
+                ax.plot(run.t, run.measured[:, k], ".", color="k", ms=2.5, label="measured")
+                shown = np.concatenate([run.measured[:, k], run.y[:, k]])
+                if run.lower is not None:  # the band too, unless it would dwarf the data
+                    band = np.concatenate([run.lower[:, k], run.upper[:, k]])
+                    if not _far_beyond(band, shown):
+                        shown = np.concatenate([shown, band])
+                _limit_to(ax, shown)
+            ax.set_ylabel(_label(name, y_units[k] if k < len(y_units) else ""), fontsize=8)
+            if k == 0:
+                ax.set_title(run.name, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+            if k == ny - 1:
+                ax.set_xlabel(_label("time", t_unit), fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(_short(title, 110), fontsize=10, color="C3" if failed else "black")
+    fig.tight_layout()
     return fig

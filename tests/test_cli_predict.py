@@ -1,0 +1,175 @@
+"""``picard-casadi predict`` (a fit's outputs for new runs) and ``fit`` of several CSV files.
+
+A one-state model driven by an input, fitted on one CSV by the command line
+(code generation off); the new runs are other input records, with and
+without their outputs measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+import picard_casadi as pc
+
+from conftest import cli_main as _main
+
+DRIVEN = '''
+import casadi as ca
+import picard_casadi as pc
+
+P0 = [0.5, 0.5]
+{extra}
+
+def build_model():
+    x, u = ca.SX.sym("x"), ca.SX.sym("u")
+    k, b = ca.SX.sym("k"), ca.SX.sym("b")
+    return pc.Model(x=x, p=ca.vertcat(k, b), u=u, rhs=-k * x + b * u, name="driven",
+                    x_names=["x"], p_names=["k", "b"], u_names=["u"], y_names=["x"])
+'''
+TRUTH = [1.5, 2.0]
+NOISE = 0.01
+
+
+def _model(extra: str = ""):
+    ns: dict = {}
+    exec(DRIVEN.format(extra=extra), ns)
+    return ns["build_model"]()
+
+
+def _record(path, name, x0, u_of_t, seed, t_end=6.0, n=61, measured=True, column=True):
+    """A CSV of one run: time, the output (noisy; left out where not ``measured``),
+    the input; with a column 'experiment' where ``column``."""
+    model = _model()
+    t = np.linspace(0.0, t_end, n)
+    u = u_of_t(t)
+    X = pc.simulate(model, [x0], TRUTH, t, u=u[:, None], u_interpolation="linear")
+    y = X[:, 0] + NOISE * np.random.default_rng(seed).standard_normal(n)
+    head = (["experiment"] if column else []) + ["time"] + (["x"] if measured else []) + ["u"]
+    rows = [",".join(head)]
+    for i in range(n):
+        cells = ([name] if column else []) + [f"{t[i]:.6g}"]
+        cells += ([f"{y[i]:.10g}"] if measured else []) + [f"{u[i]:.10g}"]
+        rows.append(",".join(cells))
+    path.write_text("\n".join(rows) + "\n")
+    return t, u, X[:, 0]
+
+
+@pytest.fixture
+def fitted(here, capsys):
+    """The model file and a fit of it on two runs (result in ``fit/``)."""
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "a", 0.0, lambda t: np.sin(t), seed=1, column=False)
+    _record(here / "b.csv", "b", 1.0, lambda t: (t > 2).astype(float), seed=2, column=False)
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--out", "fit",
+                           "--codegen", "off", "--quiet")
+    assert code == 0, err
+    return here
+
+
+def _table(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_fit_of_several_files_names_each_file_s_experiment(fitted):
+    saved = json.loads((fitted / "fit" / "result.json").read_text())
+    assert saved["experiment_names"] == ["a", "b"]
+    assert np.allclose(saved["p"], TRUTH, rtol=0.05)
+
+
+def test_two_files_with_an_experiment_of_one_name_are_refused(here, capsys):
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "run1", 0.0, np.sin, seed=1)
+    _record(here / "b.csv", "run1", 0.0, np.cos, seed=2)
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--codegen", "off")
+    assert code == 2
+    assert "experiment 'run1' is in 'a.csv' and in 'b.csv'" in err
+
+
+def test_predict_a_new_input_record_with_its_band(fitted, capsys):
+    t, u, truth = _record(fitted / "new.csv", "new", 0.5, lambda t: np.cos(2 * t), seed=3,
+                          measured=False)
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--x0", "x=0.5",
+                           "--out", "pred")
+    assert code == 0, err
+    assert "new: x=0.5 (--x0)" in out
+    rows = _table(fitted / "pred" / "prediction.csv")
+    assert list(rows[0]) == ["experiment", "time", "x", "x_lower", "x_upper"]
+    assert [r["experiment"] for r in rows] == ["new"] * t.size
+    y = np.array([float(r["x"]) for r in rows])
+    lo, hi = (np.array([float(r[c]) for r in rows]) for c in ("x_lower", "x_upper"))
+    # the fitted model's simulation of this run, and the truth inside its band
+    res = pc.EstimationResult.from_json(fitted / "fit" / "result.json")
+    sim = pc.simulate(_model(), [0.5], res.p, t, u=u[:, None], u_interpolation="linear")
+    assert np.allclose(y, sim[:, 0], atol=1e-6)
+    assert np.all(lo <= y) and np.all(y <= hi) and np.all(hi[1:] > lo[1:])
+    assert np.mean((truth >= lo) & (truth <= hi)) > 0.9
+    assert (fitted / "pred" / "prediction.png").stat().st_size > 10_000
+
+
+def test_predict_compares_with_the_run_s_measurements(fitted, capsys):
+    _record(fitted / "new.csv", "new", 2.0, lambda t: 0.5 + 0 * t, seed=4)
+    code, out, err = _main(capsys, "predict", "fit/result.json", "model.py", "new.csv",
+                           "--noise", "--out", "pred")
+    assert code == 0, err
+    assert "new: x=" in out and "(data)" in out  # x0 from the first row
+    line = next(ln for ln in out.splitlines() if ln.startswith("  new: x: 61 measured"))
+    rms = float(line.split("rms error ")[1].split()[0])
+    assert rms < 2 * NOISE
+    inside = float(line.split("; ")[-1].split("%")[0])
+    assert inside > 80
+    rows = _table(fitted / "pred" / "prediction.csv")
+    assert "x_measured" in rows[0]
+
+
+def test_predict_errors_are_one_line_naming_what_to_give(fitted, capsys):
+    _record(fitted / "new.csv", "new", 0.5, np.cos, seed=3, measured=False)
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv")
+    assert code == 2
+    assert "predict: the initial value of state 'x' in experiment 'new'" in err
+    code, out, err = _main(capsys, "predict", "nofit", "model.py", "new.csv", "--x0", "x=0")
+    assert code == 2 and "RESULT: no such file 'nofit'" in err
+    (fitted / "other.py").write_text(DRIVEN.format(extra="").replace('"b"]', '"gain"]'))
+    code, out, err = _main(capsys, "predict", "fit", "other.py", "new.csv", "--x0", "x=0")
+    assert code == 2 and "was fitted with the parameters ['k', 'b']" in err
+    with pytest.raises(SystemExit) as stop:  # argparse's own
+        _main(capsys, "predict", "fit", "model.py", "new.csv", "--level", "95")
+    assert stop.value.code == 2 and "probability in (0, 1), got '95'" in capsys.readouterr().err
+
+
+def test_predict_from_a_fit_that_failed_says_so(fitted, capsys):
+    saved = json.loads((fitted / "fit" / "result.json").read_text())
+    saved["success"], saved["status"] = False, "max_iter"
+    (fitted / "failed.json").write_text(json.dumps(saved))
+    _record(fitted / "new.csv", "new", 0.5, np.cos, seed=3, measured=False)
+    code, out, err = _main(capsys, "predict", "failed.json", "model.py", "new.csv",
+                           "--x0", "x=0.5", "--out", "pred")
+    assert code == 3
+    assert "warning: the fit did not converge" in err
+    assert (fitted / "pred" / "prediction.csv").exists()
+
+
+def test_a_parameter_fitted_per_experiment_is_asked_for_by_conditions(here, capsys):
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "a", 0.0, np.sin, seed=1, column=False)
+    _record(here / "b.csv", "b", 1.0, np.cos, seed=2, column=False)
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--per-experiment", "b",
+                           "--out", "fit", "--codegen", "off", "--quiet")
+    assert code == 0, err
+    t, u, _ = _record(here / "new.csv", "new", 0.5, np.cos, seed=3, measured=False)
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--x0", "x=0.5")
+    assert code == 2
+    assert "run 'new' needs a value of b" in err and "'b[a]', 'b[b]'" in err
+    (here / "c.csv").write_text("experiment,b\nnew,b[b]\n")
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--x0", "x=0.5",
+                           "--conditions", "c.csv", "--out", "pred")
+    assert code == 0, err
+    saved = json.loads((here / "fit" / "result.json").read_text())
+    k, b_b = saved["p"][0], saved["p"][2]
+    y = np.array([float(r["x"]) for r in _table(here / "pred" / "prediction.csv")])
+    sim = pc.simulate(_model(), [0.5], [k, b_b], t, u=u[:, None], u_interpolation="linear")
+    assert np.allclose(y, sim[:, 0], atol=1e-6)

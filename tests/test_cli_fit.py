@@ -1077,3 +1077,18 @@ def test_a_profile_of_an_estimated_delay_is_refused_before_the_fit(here, capsys)
     code, out, err, saved = _fit(capsys, "--profile")
     assert code == 2 and saved is None and "method picard-gn" not in out
     assert "--fix tau=ESTIMATE --profile" in _one_error_line(err)
+
+
+def test_a_jump_in_a_state_is_noted_before_the_fit(here, capsys):
+    """Coulomb friction written c * sign(v) on a motion that sticks ran for more than
+    15 minutes without a word (a student's pendulum)."""
+    _write(here, SPRING.replace("-k * pos - c * vel", "-k * pos - c * ca.sign(vel)"),
+           SPRING_TRUE, [[1.0, 0.0]])
+    code, out, err, saved = _fit(capsys, "--quiet", "--x0-known", "--x0", "vel=0",
+                                 "--max-iter", "3")
+    assert err.startswith("picard-casadi fit: note: the model's right-hand side jumps where a "
+                          "state crosses a threshold (sign() of vel)"), err
+    assert "tanh(vel / eps) for sign(vel)" in err
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0]])
+    code, out, err, saved = _fit(capsys, "--quiet")
+    assert "threshold" not in err

@@ -412,16 +412,20 @@ def test_a_failed_fit_of_a_model_with_a_jump_names_it():
     """Coulomb friction written Fc * sign(w): every method failed from a
     moderate start, the messages advising a better p0 (a controls
     engineer's motor)."""
-    from picard_casadi.estimation.diagnosis import nonsmooth_note
+    from picard_casadi.analysis.nonsmooth import nonsmooth_note, nonsmooth_terms, state_jump_note
 
     x, p = ca.SX.sym("x", 2), ca.SX.sym("p", 2)
     rhs = ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.sign(x[1]))
     model = pc.Model(x=x, p=p, rhs=rhs, y=x[0], p_names=["k", "Fc"])
-    assert nonsmooth_note(model).startswith("the model's right-hand side uses sign(), where "
-                                            "its value jumps")
+    assert nonsmooth_note(model).startswith("the model's right-hand side uses sign() of x1, "
+                                            "where its value jumps")
+    assert "tanh(x1 / eps) for sign(x1)" in nonsmooth_note(model)
+    assert state_jump_note(model).startswith("the model's right-hand side jumps where a state "
+                                             "crosses a threshold (sign() of x1)")
     kinked = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.fabs(x[1])),
                       y=x[0])
-    assert "uses fabs(), where its derivative jumps" in nonsmooth_note(kinked)
+    assert "uses fabs() of x1, where its derivative jumps" in nonsmooth_note(kinked)
+    assert state_jump_note(kinked) == ""
     smooth = pc.Model(x=x, p=p, rhs=ca.vertcat(x[1], -p[0] * x[0] - p[1] * ca.tanh(x[1])),
                       y=x[0])
     assert nonsmooth_note(smooth) == ""
@@ -430,3 +434,10 @@ def test_a_failed_fit_of_a_model_with_a_jump_names_it():
     res = pc.estimate(model, [exp], [3.0, 0.1], "picard-gn", estimate_x0=False, max_iter=2,
                       uncertainty=False)
     assert not res.success and "Note: the model's right-hand side uses sign()" in res.message
+    # a switch in time (a piecewise input) is no state's: not named
+    t_sym = ca.SX.sym("t")
+    timed = pc.Model(x=x, p=p, t=t_sym, rhs=ca.vertcat(
+        x[1], -p[0] * x[0] + ca.if_else(t_sym > 1, p[1], 0) - p[1] * ca.fmax(x[1], -1)), y=x[0])
+    assert [(n.name, n.states) for n in nonsmooth_terms(timed)] == [("if_else", ()),
+                                                                   ("fmax", ("x1",))]
+    assert state_jump_note(timed) == "" and "fmax() of x1" in nonsmooth_note(timed)

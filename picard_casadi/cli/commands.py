@@ -284,9 +284,14 @@ def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
     from ..estimate import estimate
     from ..runtime.codegen import compilation_notice
 
+    from ..analysis.nonsmooth import state_jump_note
+
     progress = Progress(quiet=args.quiet)
     for line in fit.notes:
         print(line)
+    jump = state_jump_note(fit.model)  # before the fit: a run that chatters is slow
+    if jump:
+        print(f"picard-casadi {args.command}: note: {jump}", file=sys.stderr, flush=True)
     try:
         with compilation_notice(progress.note), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")

@@ -24,8 +24,9 @@ from ..model import Model
 from ..result import EstimationResult
 from ..runtime.user_warnings import warn_user
 from .assembly import GROWING_NOISE_HEAD, POOLED_NOISE_HEAD, SMALL_VALUES_MISSED
+from ..analysis.nonsmooth import nonsmooth_note
 from .diagnosis import (UNIT_CERTAIN, UNIT_RATIO, drop_uncertainty, held_by_bounds_note,
-                        late_clock_note, nonsmooth_note, outside_box_note, sign_flip_note,
+                        late_clock_note, outside_box_note, sign_flip_note,
                         unit_outlier_note, unmeasured_outputs_note)
 from .fallbacks import NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE
 

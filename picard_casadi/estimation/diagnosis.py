@@ -54,7 +54,7 @@ from .setup import x0_bound_edges
 
 __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note", "UNIT_RATIO",
            "UNIT_CERTAIN",
-           "nonsmooth_note", "outside_box_note", "bounds_reached", "held_by_bounds_note",
+           "outside_box_note", "bounds_reached", "held_by_bounds_note",
            "drop_uncertainty",
            "fitted_outputs",
            "diagnose_open_gaps", "diagnose_stuck_step", "note_bounds_reached", "OPEN_GAP",
@@ -665,11 +665,6 @@ def diagnose_stuck_step(result: EstimationResult, model: Model,
 
 #: CasADi operations whose value jumps (a sign, a rounding, a branch), and
 #: whose derivative jumps (a kink), as a message names them
-_JUMPS = {"OP_SIGN": "sign", "OP_FLOOR": "floor", "OP_CEIL": "ceil",
-          "OP_IF_ELSE_ZERO": "if_else"}
-_KINKS = {"OP_FABS": "fabs", "OP_FMIN": "fmin", "OP_FMAX": "fmax"}
-
-
 def held_by_bounds_note(result: EstimationResult, lower: np.ndarray, upper: np.ndarray) -> str:
     """A failed run's parameters that ended on a bound (:func:`bounds_reached`),
     in words (``""`` where none did): a k1ref bounded below its truth stalled
@@ -703,27 +698,6 @@ def sign_flip_note(result: EstimationResult, p0: np.ndarray) -> str:
             "parameter cannot change sign (a resistance, a capacity, a rate), bound it "
             "(p_bounds, lower 0) or estimate it on a log scale (parameter_scale='log10'), "
             "which also steadies parameters that span decades")
-
-
-def nonsmooth_note(model: Model) -> str:
-    """Where the model's right-hand side jumps or kinks (``sign``, ``if_else``,
-    ``floor``, ``fabs``, ...), a sentence saying so and the smooth forms, or
-    ``""``.  A controls engineer's motor with Coulomb friction written
-    ``Fc * sign(w)`` failed in every method from a moderate start, the
-    messages advising a better p0."""
-    f = ca.Function("rhs", [model.x, model.p, model.u, model.t], [model.rhs])
-    codes = {getattr(ca, name): name for name in (*_JUMPS, *_KINKS) if hasattr(ca, name)}
-    found = {codes[f.instruction_id(k)] for k in range(f.n_instructions())
-             if f.instruction_id(k) in codes}
-    jumps = [_JUMPS[n] for n in _JUMPS if n in found]
-    kinks = [_KINKS[n] for n in _KINKS if n in found]
-    if not jumps and not kinks:
-        return ""
-    used = ", ".join(f"{n}()" for n in jumps + kinks)
-    return (f"the model's right-hand side uses {used}, where its "
-            f"{'value' if jumps else 'derivative'} jumps: the steps of every method assume "
-            "a smooth model, and fail where a state crosses such a point (a smooth form: "
-            "tanh(w / eps) for sign(w), sqrt(w**2 + eps**2) for fabs(w))")
 
 
 def outside_box_note(result: EstimationResult, x_names: Sequence[str], lb: np.ndarray,

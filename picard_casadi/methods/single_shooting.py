@@ -113,6 +113,14 @@ class SingleShootingOptions:
         ``step_failed`` (docs/performance.md).
     max_steps : int
         CVODES step limit between outputs.
+    progress_window : int
+        Iterations over which the objective must fall by ``progress_tol``
+        (relative), checked from iteration ``progress_window`` on; else the
+        run ends ``"stalled"``.  0 never checks.  A run that creeps along a
+        valley its steps cannot shorten (a Duffing record in mm against a
+        model in m: 1000 iterations, 633 s, the objective 2.87604 ->
+        2.87563) ends after a window.
+    progress_tol : float
     damping : float
         Initial Levenberg-Marquardt damping, relative to the largest diagonal
         entry of ``J^T J`` (the damping is the same in every scaled unknown:
@@ -135,6 +143,8 @@ class SingleShootingOptions:
     atol: float = 1e-10
     sensitivity_rtol: float | None = None
     max_steps: int = 20000
+    progress_window: int = 100
+    progress_tol: float = 1e-3
     damping: float = 1e-3
     print_level: int = 0
     lam: float = 0.0
@@ -148,6 +158,8 @@ class SingleShootingOptions:
         for name in ("ftol", "gtol", "xtol", "rtol", "atol", "damping"):
             require_positive(name, getattr(self, name))
         require_positive_int("max_steps", self.max_steps)
+        require_nonnegative_int("progress_window", self.progress_window)
+        require_positive("progress_tol", self.progress_tol)
         require_nonnegative_int("print_level", self.print_level)
         if self.sensitivity_rtol is not None:
             require_positive("sensitivity_rtol", self.sensitivity_rtol)
@@ -519,6 +531,19 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
                     break
             else:
                 mu *= 1e-3
+        window = int(opts.progress_window)
+        if window and len(history) > window:
+            before = history[-1 - window].objective
+            fallen = (before - f) / max(abs(before), 1e-300)
+            if fallen < opts.progress_tol:
+                status = "stalled"
+                message = (f"single shooting stopped: no progress: the objective fell by "
+                           f"{max(fallen, 0.0):.2g} (relative) over the last {window} "
+                           f"iterations, less than progress_tol={opts.progress_tol:g}: its "
+                           "steps creep along a valley the data do not bound (parameters "
+                           "heading for a bound or for infinity), or the model cannot reach "
+                           "the data (their units?); progress_window=0 iterates on")
+                break
         if (not accepted and predicted <= accuracy
                 and _gauss_newton_gain(Jm, r, model, w) <= ACCURACY_GAIN * accuracy
                 and not made_exact()):

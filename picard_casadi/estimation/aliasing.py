@@ -38,7 +38,9 @@ def aliased_start_note(setup: Setup) -> str:
         return ""
     return (f"at the start the model oscillates {cycles:.3g} times between consecutive "
             "samples: the data cannot follow it, and the fit will be slow or fail; the times "
-            "in another unit than the model's (ms for s?), or a start far too fast?")
+            "in another unit than the model's (ms for s?), measured states in another unit "
+            "(mm for m? a nonlinear model started from them runs elsewhere), or a start far "
+            "too fast?")
 
 
 def aliased_estimate_note(setup: Setup, U: Any, p: Any) -> str:

@@ -754,6 +754,12 @@ def test_an_experiment_s_own_parameter_far_from_the_others_is_named():
     assert note_spread_between_experiments(ran_off, []).warnings == []
     ran_off.p[1] = 351.2e6  # mg beside kg
     assert len(note_spread_between_experiments(ran_off, []).warnings) == 1
+    # values that span decades (initial viral loads per patient): no one is odd
+    loads = SimpleNamespace(success=True, p_names=[f"V0[pt{i}]" for i in range(6)],
+                            p=np.array([0.5, 0.00864, 2.0, 0.0088, 0.3, 1.2]), warnings=[])
+    assert note_spread_between_experiments(loads, []).warnings == []
+    loads.p[[0, 2, 3, 4, 5]] = [0.5, 0.6, 0.45, 0.8, 0.55]  # like values, one apart
+    assert len(note_spread_between_experiments(loads, []).warnings) == 1
 
 
 def test_a_table_entry_every_experiment_sets_is_said_to_be_unused():

@@ -6,7 +6,8 @@ a unit error included: a pharmacometrician's subject in ng/mL beside others
 in mg/L fitted with its own volume 0.06 L beside 40-45 L, success, no word
 (with the volume shared, the misfit names that subject's unit).  Where one
 experiment's value of such a parameter is :data:`SPREAD_RATIO` times the
-others' median or more (or less), a note names it.  So does an experiment
+others' median or more (or less), the others agreeing within
+:data:`OTHERS_AGREE`, a note names it.  So does an experiment
 constant whose value in one experiment lies :data:`CONSTANT_APART` times
 beyond every other experiment's (a subject's dose in µg among doses in mg:
 V1 1000 times the truth, success, no word).
@@ -33,6 +34,11 @@ SPREAD_RATIO = 50.0
 #: ... and at most this many times (a kilogram beside a microgram): beyond it
 #: no unit explains the value
 UNIT_FACTORS = 1e9
+#: ... where the other experiments' values agree within this factor: a unit
+#: error stands alone among like values (a subject's volume 0.06 L beside 40
+#: to 45 L), where values that span decades (a virologist's initial viral
+#: loads per patient, 0.0086 to 2) have no one odd value to name
+OTHERS_AGREE = 10.0
 
 _PER_EXPERIMENT = re.compile(r"^(?P<base>.+)\[(?P<experiment>[^\[\]]+)\]$")
 
@@ -60,6 +66,9 @@ def note_spread_between_experiments(result: Any, experiments: Sequence[Experimen
             continue
         ratios = [v / float(np.median(np.delete(values, i))) for i, v in enumerate(values)]
         k = int(np.argmax(np.abs(np.log(ratios))))
+        rest = np.delete(values, k)
+        if rest.max() > OTHERS_AGREE * rest.min():
+            continue
         if not SPREAD_RATIO <= max(ratios[k], 1.0 / ratios[k]) <= UNIT_FACTORS:
             # (beyond any unit: a value that ran off, 4.95e271 times the other
             # site's, which the valley's note names)

@@ -173,3 +173,28 @@ def test_a_parameter_fitted_per_experiment_is_asked_for_by_conditions(here, caps
     y = np.array([float(r["x"]) for r in _table(here / "pred" / "prediction.csv")])
     sim = pc.simulate(_model(), [0.5], [k, b_b], t, u=u[:, None], u_interpolation="linear")
     assert np.allclose(y, sim[:, 0], atol=1e-6)
+
+
+def test_a_log_normal_output_is_predicted_on_its_own_scale_with_a_log_axis(here, capsys,
+                                                                           monkeypatch):
+    import picard_casadi.io.plotting as plotting
+
+    drawn = []
+    real = plotting.plot_prediction
+    monkeypatch.setattr(plotting, "plot_prediction",
+                        lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "a", 1.0, lambda t: 1 + np.sin(t), seed=1, column=False)
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "--noise", "log-normal",
+                           "--out", "fit", "--codegen", "off", "--quiet")
+    assert code == 0, err
+    t, u, _ = _record(here / "new.csv", "new", 0.5, lambda t: 2 + np.cos(t), seed=3,
+                      measured=False)
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--x0", "x=0.5",
+                           "--out", "pred")
+    assert code == 0, err
+    y = np.array([float(r["x"]) for r in _table(here / "pred" / "prediction.csv")])
+    res = pc.EstimationResult.from_json(here / "fit" / "result.json")
+    sim = pc.simulate(_model(), [0.5], res.p, t, u=u[:, None], u_interpolation="linear")
+    assert np.allclose(y, sim[:, 0], rtol=1e-6)  # the output itself, not its logarithm
+    assert [ax.get_yscale() for ax in drawn[0].axes if ax.get_visible()] == ["log"]

@@ -240,6 +240,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """``picard-casadi predict``: see the module's docstring."""
     from ..io.csv_experiments import apply_conditions
     from ..io.plotting import plot_prediction
+    from ..noise import output_scales
 
     model, extras = load_model_file(args.model)
     default = Path("results") / safe_name(f"{model.name}-prediction")
@@ -290,6 +291,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                    [("prediction.png", lambda: plot_prediction(
                        runs, list(model.y_names), list(model.y_units), title,
                        f"{args.level:.0%} {kind} band", failed=bool(flagged),
-                       t_unit=model.t_unit))],
+                       t_unit=model.t_unit,
+                       log_axes=[sc != "lin" for sc in output_scales(res.y_names,
+                                                                     model.y_names)]))],
                    "the prediction")
     return 3 if flagged else 0

@@ -606,7 +606,7 @@ def plot_profile(prof: Any, parameters: Sequence[int], path: str | Path | None =
 
 def plot_prediction(runs: Sequence[Any], y_names: Sequence[str], y_units: Sequence[str],
                     title: str, band_label: str, failed: bool = False, columns: int = 4,
-                    t_unit: str = "") -> plt.Figure:
+                    t_unit: str = "", log_axes: Sequence[bool] = ()) -> plt.Figure:
     """Predicted outputs of new runs (the command line's ``predict``): one
     column per run (at most ``columns`` side by side), a panel per output with
     the prediction (line), its band (shaded) and the run's measurements
@@ -628,6 +628,9 @@ def plot_prediction(runs: Sequence[Any], y_names: Sequence[str], y_units: Sequen
     columns : int
     t_unit : str
         The time axis's unit.
+    log_axes : sequence of bool
+        Per output, a logarithmic axis (a log-normal output, which may
+        span decades).
     """
     n, ny = max(len(runs), 1), max(len(y_names), 1)
     cols = min(n, columns)
@@ -648,19 +651,28 @@ def plot_prediction(runs: Sequence[Any], y_names: Sequence[str], y_units: Sequen
                                 np.where(finite, run.upper[:, k], np.nan), color="C0",
                                 alpha=0.25, lw=0, label=band_label)
             ax.plot(run.t, run.y[:, k], color="C0", lw=1.3, label="prediction")
+            log = k < len(log_axes) and bool(log_axes[k])
+            if log:
+                ax.set_yscale("log")
             if run.measured is not None and np.isfinite(run.measured[:, k]).any():
                 ax.plot(run.t, run.measured[:, k], ".", color="k", ms=2.5, label="measured")
                 shown = np.concatenate([run.measured[:, k], run.y[:, k]])
                 if run.lower is not None:  # the band too, unless it would dwarf the data
                     band = np.concatenate([run.lower[:, k], run.upper[:, k]])
-                    if not _far_beyond(band, shown):
+                    if not _far_beyond(np.log10(band) if log else band,
+                                       np.log10(shown) if log else shown):
                         shown = np.concatenate([shown, band])
-                _limit_to(ax, shown)
+                if log:  # (a linear margin below a log axis's data is negative)
+                    shown = shown[np.isfinite(shown) & (shown > 0)]
+                    if shown.size:
+                        ax.set_ylim(shown.min() / 2.0, shown.max() * 2.0)
+                else:
+                    _limit_to(ax, shown)
             ax.set_ylabel(_label(name, y_units[k] if k < len(y_units) else ""), fontsize=8)
             if k == 0:
                 ax.set_title(run.name, fontsize=9)
             ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)
             if k == ny - 1:
                 ax.set_xlabel(_label("time", t_unit), fontsize=8)
     axes[0, 0].legend(fontsize=7)

@@ -669,3 +669,17 @@ def test_the_smallest_values_all_on_one_side_of_the_fit_flag_it():
     lognormal = SimpleNamespace(settings={"noise_model": ["C: log-normal, sigma estimated"]},
                                 y_names=["C"])
     assert growing_noise_notes(lognormal, [SimpleNamespace(y=g + scatter + tail)], [g]) == []
+
+
+def test_data_not_positive_under_a_log_normal_noise_are_counted_in_every_experiment():
+    """Zeros in three patients were reported as "(1 such value(s))": the first's alone."""
+    x = ca.SX.sym("x")
+    k = ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y_names=["V"], x0=[1.0])
+    t = np.linspace(0, 2, 6)
+    y = np.exp(-t)
+    exps = [pc.Experiment(t, np.where(np.arange(6) >= 6 - n, 0.0, y)[:, None], name=f"pt{i}")
+            for i, n in enumerate((0, 1, 2, 1))]
+    with pytest.raises(ValueError, match=r"experiment 'pt1', sample 5 .* \(4 such values in 3 "
+                                         r"experiments: 'pt1' 1, 'pt2' 2, 'pt3' 1\)"):
+        pc.estimate(model, exps, [1.0], noise="log-normal", estimate_x0=False)

@@ -260,11 +260,19 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
             bad = measured & ~(col > 0)
             if np.any(bad):
                 i = int(np.flatnonzero(bad)[0])
+                # (every experiment's: the first's alone was counted, 1 of 4 zeros)
+                where = [(e.name, int(np.sum(np.isfinite(c) & ~(c > 0))))
+                         for e in experiments for c in [np.asarray(e.y, float)[:, k]]]
+                where = [(n, c) for n, c in where if c]
+                count = (f"{where[0][1]} such value(s)" if len(where) == 1 else
+                         f"{sum(c for _, c in where)} such values in {len(where)} experiments: "
+                         + ", ".join(f"{n!r} {c}" for n, c in where[:5])
+                         + (", ..." if len(where) > 5 else ""))
                 raise ValueError(
                     f"`noise`: output {model.y_names[k]!r} has {noise[k].distribution} noise, "
                     f"which needs positive data; experiment {exp.name!r}, sample {i} "
                     f"(counted from 0; t = {exp.t[i]:g}) has y = {col[i]:g} "
-                    f"({int(bad.sum())} such value(s)); leave such values out (NaN: below a "
+                    f"({count}); leave such values out (NaN: below a "
                     "limit of quantification, a reading of 0 says only that), or use a normal "
                     "noise model for this output")
             v = col[measured]

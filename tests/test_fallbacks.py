@@ -347,7 +347,8 @@ def test_open_gaps_from_the_data_s_states_retry_from_a_simulated_start():
     res = second_runs(_result(status="step_failed", gap=23.0), _path(some_state_measured=True),
                       reruns, time.perf_counter())
     assert reruns.calls == [("picard-gn", "shooting")] and res.success
-    assert res.warnings[0].startswith("the first run, from the measured states taken")
+    assert res.warnings[0].startswith("the first run, its measured states' trajectories "
+                                      "started at the data")
 
 
 def test_no_state_from_the_data_no_simulated_restart():

@@ -113,8 +113,7 @@ from .diagnosis import UNSTABLE_THERE
 __all__ = ["Rerun", "DefaultPath", "second_runs", "single_shooting_instead", "clipped",
            "ITERATION_LIMITS", "STALLED", "NOISE_NOT_POSITIVE", "OUTPUT_NOT_POSITIVE",
            "UNFINISHED",
-           "restarts_allowed", "another_method", "run_limit",
-           "BUDGET_ITERATIONS",
+           "restarts_allowed", "another_method", "run_limit", "BUDGET_ITERATIONS",
            "BUDGET_SINGLE_SHOOTING_ITERATIONS",
            "CONVERGING_WINDOW", "CONVERGING_GAIN", "still_converging", "joined_up",
            "BUDGET_HESSIAN_PERTURBATION", "BUDGET_SHOOTING_TOL", "BUDGET_PIVOT_ORDER"]
@@ -728,8 +727,9 @@ def second_runs(result: EstimationResult, path: DefaultPath, rerun: Rerun,
         # along them exploded; from the states simulated with p0 (continuous)
         # it converged in 0.3 s
         retry = _another_start(rerun, result, path, "shooting", (
-            f"the first run, from the measured states taken from the data, ended "
-            f"({result.status})", "every state simulated with p0"), t_start)
+            "the first run, its measured states' trajectories started at the data (not at "
+            f"their simulation from x0), ended ({result.status})",
+            "every state simulated with p0"), t_start)
         if retry is not None:
             return retry
         # tried: not advised again (the message then said "try guess='shooting'"

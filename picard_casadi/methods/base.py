@@ -646,11 +646,11 @@ def run_picard_iteration(setup: Setup, rule: StepRule, opts: LoopOptions,
             success, status = True, "converged"
             message = (
                 f"converged: no step reduces the objective or the continuity gap "
-                f"further (relative precision reached); continuity gap {gap:.3g}, "
-                f"scaled {gap_scaled:.3g}, fixed-point residual {fp:.3g} (scaled): "
-                f"above their tolerances (gap_tol {opts.gap_tol:g}, fixed_point_tol "
-                f"{opts.fixed_point_tol:g}), the smallest reachable in double precision "
-                "on this mesh"
+                f"further (relative precision reached); the continuity gap, {gap_scaled:.3g} "
+                f"of the states' scales ({gap:.3g} in their units), and the fixed-point "
+                f"residual, {fp:.3g} (scaled), are the smallest double precision reaches on "
+                f"this mesh (above gap_tol {opts.gap_tol:g} and fixed_point_tol "
+                f"{opts.fixed_point_tol:g}); the certificate judges the estimate"
             )
             break
         if idle_in_row >= GIVE_UP_ITERATIONS:

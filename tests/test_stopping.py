@@ -23,7 +23,8 @@ def test_a_fixed_point_at_its_floor_ends_the_run_as_converged():
     res = prob.estimate("picard-gn", fixed_point_tol=1e-30, max_iter=300, uncertainty=False,
                         refine=False)
     assert res.success and res.status == "converged", res.message
-    assert "fixed-point residual" in res.message and "the smallest double precision reaches" in res.message
+    assert "fixed-point residual" in res.message
+    assert "the smallest double precision reaches" in res.message
     assert res.iterations < 300
     reference = prob.estimate("picard-gn", uncertainty=False, refine=False)
     np.testing.assert_allclose(res.p, reference.p, rtol=1e-6)

@@ -183,6 +183,9 @@ class Experiment:
         Measured outputs, one row per sample time.  ``NaN`` marks a missing
         value; ``inf`` is an error.  A 1-D array is one output.  None: a run
         with no data, to predict (``pc.prediction_band(res, experiment)``).
+        A table (a pandas DataFrame) is checked by its column labels: named
+        as the model's outputs, in their order (other names are refused,
+        where not a table's default labels 0, 1, ...).
     u : callable or array_like, optional
         Inputs.  A callable ``u(t) -> array (nu,)`` of time, or an array of
         shape ``(N, nu)`` of values at the sample times, held between them
@@ -562,6 +565,15 @@ class Experiment:
                     f"order as model {model.name!r}'s outputs {list(model.y_names)}: "
                     f"{misplaced} would be fitted as other outputs; pass "
                     f"y=table[{list(model.y_names)}]")
+            # labels of other names (not a table's default 0, 1, ...): a column
+            # 'log10V' was fitted as the model's 'V' in copies/mL, with no word
+            foreign = [c for c in columns if c not in model.y_names and not c.isdigit()]
+            if foreign and predicting is False:
+                raise ValueError(
+                    f"{where}: `y` is a table with columns {list(columns)}, which are not "
+                    f"model {model.name!r}'s outputs {list(model.y_names)}: name its columns "
+                    "as the outputs (table.rename(columns={...})), or pass y=table.to_numpy() "
+                    "to take them in order")
         if self._x0 is not None and self._x0.size != model.nx:
             raise ValueError(f"{where}: `x0` has {self._x0.size} entries but model "
                              f"{model.name!r} has nx = {model.nx} states")

@@ -185,10 +185,15 @@ def test_a_table_s_columns_in_another_order_than_the_outputs_are_refused():
         pc.estimate(m, [swapped], p0=[1, 1])
     with pytest.raises(ValueError, match="columns"):  # a copy keeps its labels
         pc.estimate(m, [swapped.with_x0([1.0, 0.1])], p0=[1, 1])
-    # in the outputs' order, or labels that are not output names: taken as given
-    for labels in (["pos", "vel"], ["a", "b"]):
+    # in the outputs' order, or a table's default labels: taken as given
+    for labels in (["pos", "vel"], ["0", "1"]):
         e = pc.Experiment(t, _Table(np.ones((5, 2)), labels), x0=[1, 0])
         e.check(m)
+    # other names: refused (a column 'log10V' was fitted as the output 'V', no word)
+    other = pc.Experiment(t, _Table(np.ones((5, 2)), ["pos", "speed"]), x0=[1, 0], name="o")
+    with pytest.raises(ValueError, match=r"'o'.*columns \['pos', 'speed'\], which are not "
+                                         r"model .*'s outputs \['pos', 'vel'\].*to_numpy"):
+        other.check(m)
 
 
 def test_experiment_input_callable_wrong_length_named():

@@ -1092,3 +1092,18 @@ def test_a_jump_in_a_state_is_noted_before_the_fit(here, capsys):
     _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0]])
     code, out, err, saved = _fit(capsys, "--quiet")
     assert "threshold" not in err
+
+
+def test_a_warning_at_the_start_is_printed_before_the_iterations(tmp_path):
+    """The start oscillating between the samples (a quarter car's times in ms) was
+    said only after the run, 15 minutes later: it comes before the first iteration."""
+    _write(tmp_path, SPRING, SPRING_TRUE, [[1.0, 0.0]], extra="P0 = [40000.0, 0.2]")
+    env = dict(os.environ, PICARD_CASADI_CACHE=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-m", "picard_casadi", "fit", "model.py", "data.csv",
+                          "--codegen", "off", "--max-iter", "5", "--out", "res"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=600)
+    lines = run.stdout.splitlines()
+    first_iteration = next(i for i, ln in enumerate(lines) if ln.startswith("iter"))
+    said = [i for i, ln in enumerate(lines) if "the model oscillates" in ln]
+    assert said and said[0] < first_iteration, run.stdout

@@ -292,9 +292,25 @@ def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
     jump = state_jump_note(fit.model)  # before the fit: a run that chatters is slow
     if jump:
         print(f"picard-casadi {args.command}: note: {jump}", file=sys.stderr, flush=True)
+    early: list[str] = []
+    caught: list[warnings.WarningMessage] = []
+    show = warnings.showwarning
+
+    def held(message, category, filename, lineno, file=None, line=None):
+        # a warning before the first iteration (the start oscillates between the
+        # samples: times in ms?) is said at once: the run it explains may take
+        # many minutes (a quarter car's times in ms ran 15 minutes, no word)
+        if progress.iterations == 0:
+            progress.done()
+            show(message, category, filename, lineno)
+            early.append(str(message))
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno))
+
     try:
-        with compilation_notice(progress.note), warnings.catch_warnings(record=True) as caught:
+        with compilation_notice(progress.note), warnings.catch_warnings():
             warnings.simplefilter("default")
+            warnings.showwarning = held
             res = estimate(fit.model, fit.experiments, fit.p0, fit.method,
                            p_bounds=fit.p_bounds, callback=progress, **fit.options)
     except (ValueError, TypeError) as err:
@@ -303,8 +319,8 @@ def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
         progress.done()
     # the result's own warnings are in its summary; others get one line each
     for w in caught:
-        if str(w.message) not in res.warnings:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        if str(w.message) not in res.warnings and str(w.message) not in early:
+            show(w.message, w.category, w.filename, w.lineno)
     return res
 
 

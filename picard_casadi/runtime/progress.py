@@ -36,6 +36,8 @@ class Progress:
         self.quiet = quiet
         self.open_line = False
         self.prefix = ""
+        #: iterations reported so far (printed or not)
+        self.iterations = 0
 
     def __getstate__(self) -> dict[str, Any]:
         # a stream does not pickle: a worker writes plain lines to its own stdout
@@ -52,6 +54,7 @@ class Progress:
 
     def __call__(self, rec: Any) -> None:
         """Print the line of one iteration (``rec``: a ``pc.IterationRecord``)."""
+        self.iterations += 1
         if self.quiet:
             return
         line = (f"{self.prefix}iter {rec.iteration:5d}  objective "

@@ -231,7 +231,8 @@ def _common_estimate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", type=weights_arg, default=None, metavar="auto|none|w1,w2,...",
                    help="output weights: auto (the likelihood, each output's noise variance "
                         "estimated; the default for several outputs), none (the paper's "
-                        "unweighted loss) or one inverse noise variance per output")
+                        "unweighted loss) or one inverse noise variance per output, "
+                        "relative (known noise levels: --noise OUTPUT=normal:SIGMA)")
     _statement_args(p)
     p.add_argument("--guess", choices=GUESS_CHOICES, default=None,
                    help="the states' start: auto (default), simulation, anchored (propagated "

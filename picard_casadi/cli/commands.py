@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 import warnings
@@ -70,6 +69,7 @@ from .noise_options import noise_options
 from .initial_states import clock_started, initial_states, vector_arg
 from .petab_input import petab_input
 from .predict_command import add_predict_parser
+from .program_exit import Terminated, interrupted, quiet_broken_pipe, terminate_cleanly
 from .result_files import PROFILE_FILES, write_profile, write_results
 from .statement_options import statement_options
 from .model_files import load_model_file
@@ -678,17 +678,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_broken_pipe() -> int:
-    """stdout was closed (``| head``): stop quietly, as ``yes | head`` does."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-    return 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``picard-casadi`` console script."""
     from ..errors import PicardError
@@ -699,10 +688,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(joined_negative_values(sys.argv[1:] if argv is None
                                                          else list(argv)))
     except BrokenPipeError:  # --help piped into head
-        return _quiet_broken_pipe()
+        return quiet_broken_pipe()
     command = f"picard-casadi {args.command}"
     if argv is None:
-        _terminate_cleanly()
+        terminate_cleanly()
     petab_terms, box_origin = PETAB_TERMS.set(bool(getattr(args, "petab", None))), \
         BOX_ORIGIN.set("")
     try:
@@ -713,16 +702,16 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as err:
         print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
         return 2
-    except _Terminated:
+    except Terminated:
         print(f"{command}: terminated", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        if _Terminated.seen:  # SIGTERM inside native code, unwound as an interrupt
+        if Terminated.seen:  # SIGTERM inside native code, unwound as an interrupt
             print(f"{command}: terminated", file=sys.stderr)
             return 143
-        return _interrupted(command, argv is None)
+        return interrupted(command, argv is None)
     except BrokenPipeError:
-        return _quiet_broken_pipe()
+        return quiet_broken_pipe()
     except (CliFailure, PicardError) as err:
         print(f"{command}: error: {in_cli_terms(str(err))}", file=sys.stderr)
         return 1
@@ -732,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemError as err:  # a C extension saw Ctrl-C and returned anyway
         if is_interrupt(err):
-            return _interrupted(command, argv is None)
+            return interrupted(command, argv is None)
         raise
     finally:
         PETAB_TERMS.reset(petab_terms)
@@ -752,49 +741,6 @@ def _one_line_warnings(command: str) -> Iterator[None]:
         yield
     finally:
         warnings.showwarning = saved
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where Python next runs, so that the output files' clean-up
-    runs (a ``kill`` while results were written left ``.part`` files)."""
-
-    #: a SIGTERM arrived (native code may turn the exception into an interrupt)
-    seen = False
-
-
-def _terminate_cleanly() -> None:
-    """As a program: SIGTERM unwinds like an exception (exit status 143)."""
-    import signal
-    import threading
-
-    from ..runtime.interrupts import record_interrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        # a second SIGTERM (the first swallowed by native code, or the clean-up
-        # hanging) ends the process at once, as without this handler
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _Terminated.seen = True
-        # native code clears the exception below (IPOPT returned a failure,
-        # and the fit went on to write its files): recorded as an interrupt,
-        # it is raised again when the solve returns
-        record_interrupt()
-        raise _Terminated()
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-def _interrupted(command: str, as_program: bool) -> int:
-    """One line for Ctrl-C; as a program, a second Ctrl-C while exiting is ignored
-    (it would print a traceback from the interpreter's shutdown)."""
-    if as_program:
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    print(f"{command}: interrupted", file=sys.stderr)
-    return 130
 
 
 if __name__ == "__main__":

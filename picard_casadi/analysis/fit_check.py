@@ -101,6 +101,10 @@ RAN_OFF_NOTE = "ran along a direction the data do not determine"
 #: what the note on an estimate whose model oscillates faster than the
 #: samples says (a FitWarning; :mod:`picard_casadi.estimation.aliasing`)
 ALIASED_NOTE = "the data cannot tell it from a slower oscillation"
+#: what the note on two experiments with the same times and measurements
+#: says (a FitWarning; :mod:`picard_casadi.estimation.input_notes`): the
+#: standard errors of such a fit are too small
+GIVEN_TWICE = "a run given twice counts twice"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -490,4 +494,5 @@ def is_fit_note(note: str) -> bool:
             or STAIRCASE_DELAY in note
             or HELD_HISTORY in note
             or RAN_OFF_NOTE in note
-            or ALIASED_NOTE in note)
+            or ALIASED_NOTE in note
+            or GIVEN_TWICE in note)

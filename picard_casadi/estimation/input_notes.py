@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ..analysis.fit_check import STAIRCASE_DELAY
+from ..analysis.fit_check import GIVEN_TWICE, STAIRCASE_DELAY
 from ..errors import FitWarning
 from ..experiment import Experiment
 from ..model import Model
@@ -173,12 +173,12 @@ def note_copied_rows(result: EstimationResult, experiments: Sequence[Experiment]
                                                                nan=np.inf).tobytes()
         if key in seen:
             notes.append(f"experiments {seen[key]!r} and {e.name!r} hold the same times and "
-                         "measurements: a run given twice counts twice, and makes the standard "
+                         f"measurements: {GIVEN_TWICE}, and makes the standard "
                          "errors too small; drop the copy if it is one")
         seen.setdefault(key, e.name)
-    for note in notes:
+    for note in notes:  # (a copy of a run flags the fit: its standard errors are wrong)
         result.warnings.append(note)
-        warn_user(note)
+        warn_user(note, FitWarning if GIVEN_TWICE in note else UserWarning)
 
 
 def kinked_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]:

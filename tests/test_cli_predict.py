@@ -88,6 +88,8 @@ def test_two_files_with_an_experiment_of_one_name_are_refused(here, capsys):
     code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--codegen", "off")
     assert code == 2
     assert "experiment 'run1' is in 'a.csv' and in 'b.csv'" in err
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "./a.csv", "--codegen", "off")
+    assert code == 2 and "DATA: './a.csv' is given twice (as 'a.csv' too)" in err
 
 
 def test_predict_a_new_input_record_with_its_band(fitted, capsys):

@@ -20,6 +20,12 @@ def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
     ``measured`` False: runs to predict (output columns optional)."""
     experiments: list[Any] = []
     origin: dict[str, str] = {}
+    files: dict[Path, str] = {}
+    for path in paths:
+        same = files.setdefault(Path(path).resolve(), str(path))
+        if same != str(path) or list(paths).count(path) > 1:
+            raise CliError(f"DATA: {str(path)!r} is given twice" + (
+                f" (as {same!r} too)" if same != str(path) else ""))
     for path in paths:
         for e in read_csv_experiments(path, model, input_hold, measured=measured):
             if e.name in origin:

@@ -441,3 +441,19 @@ def test_a_failed_fit_of_a_model_with_a_jump_names_it():
     assert [(n.name, n.states) for n in nonsmooth_terms(timed)] == [("if_else", ()),
                                                                    ("fmax", ("x1",))]
     assert state_jump_note(timed) == "" and "fmax() of x1" in nonsmooth_note(timed)
+
+
+def test_a_failed_fit_whose_outputs_never_reach_the_data_says_so():
+    """Viral loads in copies/mL (about 1e8) fitted by a model of log10 copies: four
+    methods over 9 minutes, the message advising a better p0."""
+    x, k = ca.SX.sym("x"), ca.SX.sym("k")
+    model = pc.Model(x=x, p=k, rhs=-k * x, y_names=["V"])
+    t = np.linspace(0, 3, 16)
+    exp = pc.Experiment(t, 1e8 * np.exp(-t), x0=[8.0])
+    res = pc.estimate(model, [exp], [1.0], "picard-gn", estimate_x0=False, max_iter=2,
+                      uncertainty=False)
+    assert not res.success
+    assert "Note: the residuals are about as large as the data themselves" in res.message
+    near = pc.estimate(model, [pc.Experiment(t, 8.0 * np.exp(-0.5 * t), x0=[8.0])], [1.0],
+                       "picard-gn", estimate_x0=False, max_iter=2, uncertainty=False)
+    assert not near.success and "as large as the data" not in near.message

@@ -89,8 +89,8 @@ def close_call(result: EstimationResult, experiments: Sequence[Experiment], mode
             result.warnings.append(note)
             warn_user(note)
     if not result.success and result.status not in _NAMED_FAILURES:
-        for rough in (nonsmooth_note(model), held_by_bounds_note(result, p_lb, p_ub),
-                      sign_flip_note(result, p0)):
+        for rough in (_out_of_reach_note(result, experiments), nonsmooth_note(model),
+                      held_by_bounds_note(result, p_lb, p_ub), sign_flip_note(result, p0)):
             if rough:
                 result.message = f"{result.message}. Note: {rough}"
 
@@ -146,6 +146,26 @@ def _unmeasured_start_note(result: EstimationResult, experiments: Sequence[Exper
             f"{'it' if len(found) == 1 else 'them'} in that experiment gives a start; where 0 "
             "is a state the model does not leave (no predators, no cells), the fit cannot move "
             "it: give that experiment's x0 (Experiment(..., x0=[...]), estimated from there)")
+
+
+#: a failed fit whose residuals' sum of squares is this share of the data's
+#: (about 0) or more never came near the data
+OUT_OF_REACH = 0.8
+
+
+def _out_of_reach_note(result: EstimationResult, experiments: Sequence[Experiment]) -> str:
+    """A note for a failed fit whose residuals are about as large as the data
+    themselves (:data:`OUT_OF_REACH`), or ``""``: the model's outputs never
+    came near the data (viral loads in copies/mL, about 1e8, fitted by a
+    model of log10 copies: 9 minutes, four methods, and a message advising
+    a better p0)."""
+    squares = sum(float(np.nansum(np.asarray(e.y, float) ** 2)) for e in experiments)
+    if not (squares > 0 and np.isfinite(result.ssr) and result.ssr >= OUT_OF_REACH * squares):
+        return ""
+    return (f"the residuals are about as large as the data themselves (their sum of squares "
+            f"{result.ssr:.3g}, the data's {squares:.3g}): the model's outputs never came near "
+            "the data; are the data in the unit and on the scale of the model's outputs "
+            "(copies/mL for a model of log10 copies, or the reverse; mm for m)?")
 
 
 #: estimated quantities per measurement from which the noise variance's bias

@@ -156,8 +156,6 @@ def _run_prediction(res: Any, model: Any, exp: Any, level: float, noise: bool
             band = prediction_band(res, run, level=level, noise=noise)
             y, lower, upper = band.y, band.lower, band.upper
         except ValueError as err:
-            if noise and "noise" in str(err):
-                raise CliError(f"--noise: {err}") from None
             try:
                 y = np.asarray(res.predict(run), float)
             except ValueError as err2:
@@ -262,6 +260,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                         command="predict")
     for exp in experiments:
         _check_parameters(res, model, exp)
+    sigma = np.asarray(res.noise_sigma if res.noise_sigma is not None else [], float)
+    if args.noise and not (sigma.size == model.ny and np.all(np.isfinite(sigma))):
+        raise CliError("--noise: the fit in RESULT has no noise level for each output "
+                       f"({list(model.y_names)}) to add; leave --noise out for the band of "
+                       "the model's outputs")
     print("initial states (known):")
     for line in lines:
         print(line)

@@ -531,19 +531,6 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
                     break
             else:
                 mu *= 1e-3
-        window = int(opts.progress_window)
-        if window and len(history) > window:
-            before = history[-1 - window].objective
-            fallen = (before - f) / max(abs(before), 1e-300)
-            if fallen < opts.progress_tol:
-                status = "stalled"
-                message = (f"single shooting stopped: no progress: the objective fell by "
-                           f"{max(fallen, 0.0):.2g} (relative) over the last {window} "
-                           f"iterations, less than progress_tol={opts.progress_tol:g}: its "
-                           "steps creep along a valley the data do not bound (parameters "
-                           "heading for a bound or for infinity), or the model cannot reach "
-                           "the data (their units?); progress_window=0 iterates on")
-                break
         if (not accepted and predicted <= accuracy
                 and _gauss_newton_gain(Jm, r, model, w) <= ACCURACY_GAIN * accuracy
                 and not made_exact()):
@@ -567,6 +554,26 @@ def solve_single_shooting(setup: Setup, opts: SingleShootingOptions, callback=No
                        f"{mu:.1e}: the Gauss-Newton model does not describe the problem near "
                        "this point, or CVODES fails at every trial point)")
             break
+        # (after the convergence tests: a run converging at this iteration has
+        # gained little over the window's last stretch too)
+        window = int(opts.progress_window)
+        if window and len(history) > window:
+            before = history[-1 - window].objective
+            fallen = (before - f) / max(abs(before), 1e-300)
+            if fallen < opts.progress_tol:
+                import os as _os
+                if _os.environ.get("SS_DEBUG"):
+                    print(f"SSDEBUG it {iteration} f {f:.8g} fallen {fallen:.3g} "
+                          f"gn {_gauss_newton_gain(Jm, r, model, w) / f:.3g} "
+                          f"pg {pg / f:.3g} acc {accuracy / f:.3g} mu {mu:.3g}", flush=True)
+                status = "stalled"
+                message = (f"single shooting stopped: no progress: the objective fell by "
+                           f"{max(fallen, 0.0):.2g} (relative) over the last {window} "
+                           f"iterations, less than progress_tol={opts.progress_tol:g}: its "
+                           "steps creep along a valley the data do not bound (parameters "
+                           "heading for a bound or for infinity), or the model cannot reach "
+                           "the data (their units?); progress_window=0 iterates on")
+                break
     else:
         iteration = opts.max_iter
     return _outcome(setup, model, w, iteration + (1 if status != "max_iter" else 0), success,

@@ -364,11 +364,20 @@ def test_a_jacobian_beyond_the_memory_budget_is_a_failed_run_not_a_memory_error(
                      res.message), res.message
 
 
-def test_a_run_that_stops_making_progress_ends_stalled():
+def test_a_run_that_creeps_ends_stalled(monkeypatch):
     """A Duffing record in mm against a model in m crept for 1000 iterations
-    (633 s, the objective 2.87604 -> 2.87563): the run stops after a window
-    without progress.  Here a valley to infinity (A (1 - exp(-k t)) fitted to a
-    line: k -> 0, A -> inf), where the window asks for more than it gains."""
+    (633 s, the objective 2.87604 -> 2.87563): a run that gains less than
+    progress_tol over its window, and ten times less than one Gauss-Newton
+    step predicts, stops.  The rule on the measured numbers, then its wiring
+    on a valley to infinity (A (1 - exp(-k t)) fitted to a line) with the
+    ratio set to 0, so that the window alone decides."""
+    from picard_casadi.methods import single_shooting as ss
+
+    assert ss.creeping(2.3e-5, 8.3e-4, 1e-3)  # the Duffing record in mm
+    assert not ss.creeping(6.2e-4, 1e-4, 1e-3)  # PEtab's Crauste, converging slowly
+    assert not ss.creeping(9.7e-4, 1.5e-3, 1e-3)  # 400 samples of it, converging
+    assert not ss.creeping(5e-7, 2e-8, 1e-3)  # Elowitz at its optimum
+    assert not ss.creeping(2e-3, 1.0, 1e-3)  # progress enough
     x = ca.SX.sym("x")
     k, A = ca.SX.sym("k"), ca.SX.sym("A")
     model = pc.Model(x=x, p=ca.vertcat(k, A), rhs=k * (A - x), y=x, p_names=["k", "A"])
@@ -376,6 +385,7 @@ def test_a_run_that_stops_making_progress_ends_stalled():
     exp = pc.Experiment(t, t + 0.01 * np.random.default_rng(0).standard_normal(t.size),
                         x0=[0.0])
     kw = dict(estimate_x0=False, uncertainty=False, max_iter=200, progress_tol=0.5)
+    monkeypatch.setattr(ss, "CREEP_RATIO", 0.0)
     res = pc.estimate(model, [exp], [1.0, 5.0], "single-shooting", progress_window=20, **kw)
     assert res.status == "stalled" and not res.success
     assert 40 < res.iterations < 200

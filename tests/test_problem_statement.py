@@ -763,6 +763,11 @@ def test_an_experiment_s_own_parameter_far_from_the_others_is_named():
     assert note_spread_between_experiments(loads, []).warnings == []
     loads.p[[0, 2, 3, 4, 5]] = [0.5, 0.6, 0.45, 0.8, 0.55]  # like values, one apart
     assert len(note_spread_between_experiments(loads, []).warnings) == 1
+    # a factor near a unit's is named as it (a bias in degrees beside radians)
+    bias = SimpleNamespace(success=True, p_names=["b[m1]", "b[m2]"], p=np.array([0.02, 1.13]),
+                           warnings=[])
+    note, = note_spread_between_experiments(bias, []).warnings
+    assert "(degrees and radians?)" in note
 
 
 def test_a_table_entry_every_experiment_sets_is_said_to_be_unused():

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.fit_check import UNIT_FACTORS as UNIT_NAMES
 from ..experiment import Experiment
 from ..runtime.user_warnings import warn_user
 
@@ -74,11 +75,16 @@ def note_spread_between_experiments(result: Any, experiments: Sequence[Experimen
             # site's, which the valley's note names)
             continue
         others = ", ".join(f"{e} {v:.4g}" for i, (e, v) in enumerate(items) if i != k)
+        size = max(ratios[k], 1.0 / ratios[k])
+        # (a bias 1/56 of the other maneuver's cited "ng/mL beside mg/L": the
+        # factor near 57.3 is degrees and radians)
+        named = [w for f, w in UNIT_NAMES.items() if abs(size / f - 1.0) < 0.05]
+        unit = named[0] if named else "a factor 1000: ng/mL beside mg/L, g beside mg"
         note = (f"{base}[{items[k][0]}] = {items[k][1]:.4g} is "
                 + (f"{ratios[k]:.3g} times" if ratios[k] > 1 else f"1/{1 / ratios[k]:.3g} of")
                 + f" the other experiments' {base} ({others}): where they share a physical "
-                "value, that experiment's data, inputs or constants may be in another unit "
-                "(a factor 1000: ng/mL beside mg/L, g beside mg); a shared parameter's fit "
+                f"value, that experiment's data, inputs or constants may be in another unit "
+                f"({unit}?); a shared parameter's fit "
                 "would show it as a misfit")
         result.warnings.append(note)
         warn_user(note)

@@ -200,3 +200,14 @@ def test_a_log_normal_output_is_predicted_on_its_own_scale_with_a_log_axis(here,
     sim = pc.simulate(_model(), [0.5], res.p, t, u=u[:, None], u_interpolation="linear")
     assert np.allclose(y, sim[:, 0], rtol=1e-6)  # the output itself, not its logarithm
     assert [ax.get_yscale() for ax in drawn[0].axes if ax.get_visible()] == ["log"]
+
+
+def test_per_experiment_takes_a_comma_list(here, capsys):
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "a", 0.0, np.sin, seed=1, column=False)
+    _record(here / "b.csv", "b", 1.0, np.cos, seed=2, column=False)
+    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--per-experiment",
+                           "k,b", "--out", "fit", "--codegen", "off", "--quiet")
+    assert code == 0, err
+    saved = json.loads((here / "fit" / "result.json").read_text())
+    assert sorted(saved["p_names"]) == ["b[a]", "b[b]", "k[a]", "k[b]"]

@@ -194,7 +194,7 @@ def _statement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", action="append", default=None, metavar="[NAME=]SCALE",
                    help="the scale a parameter is estimated on (every parameter without "
                         "NAME=): lin, log or log10; repeatable")
-    p.add_argument("--per-experiment", action="append", default=None, metavar="NAME",
+    p.add_argument("--per-experiment", action="append", default=None, metavar="NAME[,NAME...]",
                    help="estimate parameter NAME separately in each experiment "
                         "(NAME[experiment]); repeatable")
     p.add_argument("--conditions", default=None, metavar="C.csv",

@@ -268,10 +268,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print("initial states (known):")
     for line in lines:
         print(line)
+    from ..analysis.fit_check import is_fit_note
+
     flagged = ("the fit did not converge" if not res.success else
-               "the fit is flagged (see its warnings)" if res.fit_flagged else "")
-    if flagged:
-        print(f"picard-casadi predict: warning: {flagged}: {in_cli_terms(res.message)}",
+               "the fit is flagged" if res.fit_flagged else "")
+    if flagged:  # why: the failure's message, or the first of the fit's flags
+        why = res.message if not res.success else next(
+            w for w in res.warnings if is_fit_note(w))
+        print(f"picard-casadi predict: warning: {flagged}: {in_cli_terms(why)}",
               file=sys.stderr)
     runs, whys = [], []
     for exp in experiments:
@@ -289,7 +293,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             print(line)
     compared = [any(r.measured is not None and np.isfinite(r.measured[:, k]).any()
                     for r in runs) for k in range(model.ny)]
-    title = f"{model.name}: predicted from {args.result}" + (f" ({flagged})" if flagged else "")
+    title = (f"{model.name}: predicted from the fit in {Path(args.result).name}"
+             + (f" ({flagged})" if flagged else ""))
     write_together(out, [("prediction.csv", _table(runs, list(model.y_names), compared))],
                    [("prediction.png", lambda: plot_prediction(
                        runs, list(model.y_names), list(model.y_units), title,

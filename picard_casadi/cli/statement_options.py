@@ -40,7 +40,9 @@ def statement_options(scales: list[str] | None, per_experiment: list[str] | None
         # the word itself where no parameter is named: estimate keeps delays on
         # the linear scale under parameter_scale="log10" (a list would not)
         options["parameter_scale"] = word if word is not None else out
-    if per_experiment:
+    if per_experiment:  # (repeated, or a comma list as --profile-parameters takes)
+        per_experiment = [n.strip() for item in per_experiment for n in item.split(",")
+                          if n.strip()]
         unknown = [n for n in per_experiment if n not in model.p_names]
         if unknown:
             raise CliError(f"--per-experiment: the model has no parameter(s) {unknown}; its "

@@ -759,7 +759,7 @@ class Experiment:
             return self._x0.copy()
         x0 = np.zeros(model.nx)
         first = {}
-        for k in range(model.ny):
+        for k in range(min(model.ny, self._y.shape[1])):  # (a run to predict has none)
             ok = np.flatnonzero(np.isfinite(self._y[:, k]))
             if ok.size:
                 first[k] = ok[0]

@@ -211,3 +211,28 @@ def test_per_experiment_takes_a_comma_list(here, capsys):
     assert code == 0, err
     saved = json.loads((here / "fit" / "result.json").read_text())
     assert sorted(saved["p_names"]) == ["b[a]", "b[b]", "k[a]", "k[b]"]
+
+
+def test_estimate_x0_takes_each_run_s_start_from_its_measurements(fitted, capsys):
+    """A validation run's first sample is noisy (a flight test's q 8 noise levels
+    off): --estimate-x0 fits the run's initial states, the parameters held."""
+    _record(fitted / "new.csv", "new", 2.0, lambda t: 0.5 + 0 * t, seed=4)
+    rows = (fitted / "new.csv").read_text().splitlines()
+    cells = rows[1].split(",")
+    cells[2] = "2.1"  # the first reading 10 noise levels off
+    rows[1] = ",".join(cells)
+    (fitted / "new.csv").write_text("\n".join(rows) + "\n")
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--out", "known")
+    assert code == 0 and "new: x=2.1 (data)" in out
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--estimate-x0",
+                           "--out", "fitted")
+    assert code == 0, err
+    assert "initial states (estimated from each run's measurements" in out
+    x0 = float(out.split("new: x=")[1].split()[0])
+    assert abs(x0 - 2.0) < 0.3 * abs(2.1 - 2.0)
+    y = np.array([float(r["x"]) for r in _table(fitted / "fitted" / "prediction.csv")])
+    assert abs(y[0] - x0) < 1e-5  # (x0 as printed, 6 digits)
+    _record(fitted / "bare.csv", "bare", 2.0, np.cos, seed=3, measured=False)
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "bare.csv", "--estimate-x0",
+                           "--x0", "x=1")
+    assert code == 2 and "--estimate-x0: run 'bare' measures no output" in err

@@ -81,6 +81,10 @@ def add_predict_parser(sub: Any) -> None:
                    help="the runs' initial states (NAME=VALUE, repeatable, or a list of "
                         "all), where a run's first row does not measure them; "
                         "EXPERIMENT:NAME=VALUE sets one run's over everything else")
+    p.add_argument("--estimate-x0", action="store_true",
+                   help="estimate each run's initial states from its measured outputs, the "
+                        "parameters held at the fit's (--x0 and the first row then give "
+                        "the start); the band takes them as known")
     p.add_argument("--t0", type=float, default=None, metavar="TIME",
                    help="where every run's clock starts (default: its first sample time)")
     p.add_argument("--input-hold", type=input_hold_arg, default=None,
@@ -140,6 +144,37 @@ def _check_parameters(res: Any, model: Any, exp: Any) -> None:
             f"per experiment or took from its conditions: give it with --conditions C.csv "
             f"(a column 'experiment', one column per such parameter: a number, or the name "
             f"of one of the fit's parameters {list(res.p_names)})") from None
+
+
+def _estimated_starts(res: Any, model: Any, experiments: list) -> tuple[list, list[str]]:
+    """``--estimate-x0``: each run with its initial states estimated from its own
+    measurements, the parameters held at the fit's (a flight-test validation
+    run's first sample is noisy: q 8 noise levels off), and the lines saying
+    them."""
+    from ..estimate import estimate
+    from ..noise import Noise, output_scales
+
+    distributions = {"lin": "normal", "log": "log-normal", "log10": "log10-normal"}
+    noise = [Noise(distributions[sc]) for sc in output_scales(res.y_names, model.y_names)]
+    out, lines = [], []
+    for exp in experiments:
+        if exp.y.shape[1] == 0 or not np.any(np.isfinite(exp.y)):
+            raise CliError(f"--estimate-x0: run {exp.name!r} measures no output to estimate its "
+                           "initial states from; give them with --x0 and leave --estimate-x0 "
+                           "out")
+        p = res.model_parameters(model, exp.parameters)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = estimate(model, [exp.replaced(parameters=None)], p, p_bounds=(p, p),
+                           noise=noise, uncertainty=False)
+        if not fit.success:
+            raise CliError(f"--estimate-x0: the initial states of run {exp.name!r} could not "
+                           f"be estimated ({in_cli_terms(fit.message)})")
+        x0 = np.asarray(fit.x0[0], float)
+        out.append(exp.with_x0(x0))
+        lines.append(f"  {exp.name}: " + ", ".join(f"{n}={v:.6g}"
+                                                   for n, v in zip(model.x_names, x0)))
+    return out, lines
 
 
 def _run_prediction(res: Any, model: Any, exp: Any, level: float, noise: bool
@@ -256,8 +291,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             experiments = apply_conditions(args.conditions, model, experiments)
         except ValueError as err:
             raise CliError(f"--conditions {err}") from None
-    experiments, lines = initial_states(model, experiments, args, extras, True,
-                                        command="predict")
+    # known initial states, or (--estimate-x0) the guesses of estimated ones
+    experiments, lines = initial_states(model, experiments, args, extras,
+                                        not args.estimate_x0, command="predict")
     for exp in experiments:
         _check_parameters(res, model, exp)
     sigma = np.asarray(res.noise_sigma if res.noise_sigma is not None else [], float)
@@ -265,7 +301,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise CliError("--noise: the fit in RESULT has no noise level for each output "
                        f"({list(model.y_names)}) to add; leave --noise out for the band of "
                        "the model's outputs")
-    print("initial states (known):")
+    if args.estimate_x0:
+        experiments, lines = _estimated_starts(res, model, experiments)
+    print("initial states (estimated from each run's measurements, the parameters held at "
+          "the fit's):" if args.estimate_x0 else "initial states (known):")
     for line in lines:
         print(line)
     from ..analysis.fit_check import is_fit_note

@@ -447,13 +447,15 @@ def test_a_failed_fit_whose_outputs_never_reach_the_data_says_so():
     """Viral loads in copies/mL (about 1e8) fitted by a model of log10 copies: four
     methods over 9 minutes, the message advising a better p0."""
     x, k = ca.SX.sym("x"), ca.SX.sym("k")
-    model = pc.Model(x=x, p=k, rhs=-k * x, y_names=["V"])
+    model = pc.Model(x=x, p=k, rhs=-k * x, y=ca.log10(x), y_names=["log10V"],
+                     x_domain=([1e-12], [np.inf]))
     t = np.linspace(0, 3, 16)
-    exp = pc.Experiment(t, 1e8 * np.exp(-t), x0=[8.0])
+    exp = pc.Experiment(t, 1e8 * np.exp(-t), x0=[1e8])
     res = pc.estimate(model, [exp], [1.0], "picard-gn", estimate_x0=False, max_iter=2,
                       uncertainty=False)
     assert not res.success
     assert "Note: the residuals are about as large as the data themselves" in res.message
-    near = pc.estimate(model, [pc.Experiment(t, 8.0 * np.exp(-0.5 * t), x0=[8.0])], [1.0],
-                       "picard-gn", estimate_x0=False, max_iter=2, uncertainty=False)
+    logs = pc.Experiment(t, 8.0 - 0.5 * t * np.log10(np.e), x0=[1e8])  # the log10 loads
+    near = pc.estimate(model, [logs], [1.0], "picard-gn", estimate_x0=False, max_iter=2,
+                       uncertainty=False)
     assert not near.success and "as large as the data" not in near.message

@@ -292,3 +292,24 @@ def test_a_log_normal_output_and_a_singular_zero_start_the_states_where_they_fit
                       noise="log-normal")
     assert res.success, res.message
     assert res.p[2] == pytest.approx(0.1, rel=0.05)
+
+
+def test_a_measured_state_carried_before_its_first_sample_stays_in_the_data_s_range():
+    """Viral loads measured from day 1, the clock started at t0 = 0 (the
+    target-cell-limited model): the loads' regression was carried back to
+    -9.9e6 at t0, and single shooting's CVODES failed at the start."""
+    T, I, V = (ca.SX.sym(n) for n in ("T", "I", "V"))
+    beta, delta, p, c = (ca.SX.sym(n) for n in ("beta", "delta", "p", "c"))
+    model = pc.Model(x=ca.vertcat(T, I, V), p=ca.vertcat(beta, delta, p, c),
+                     rhs=ca.vertcat(-beta * T * V, beta * T * V - delta * I, p * I - c * V),
+                     y=V, x_names=["T", "I", "V"], y_names=["V"])
+    t = np.arange(1.0, 11.0)
+    truth = [1.2e-8, 2.5, 30.0, 10.0]
+    X = pc.simulate(model, [4e8, 0.0, 1.0], truth, t, t0=0.0)
+    exp = pc.Experiment(t, X[:, 2] * 10 ** (0.3 * np.random.default_rng(0).standard_normal(10)),
+                        x0=[4e8, 0.0, 1.0], t0=0.0)
+    res = pc.estimate(model, [exp], [1e-8, 2.0, 20.0, 10.0], "single-shooting", max_iter=3,
+                      p_bounds=([1e-11, 0.1, 0.1, 10.0], [1e-5, 20.0, 1e4, 10.0]),
+                      estimate_x0=[False, False, True], noise="log10-normal",
+                      uncertainty=False)
+    assert "failed at the start" not in res.message, res.message

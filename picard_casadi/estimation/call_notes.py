@@ -150,7 +150,7 @@ def _unmeasured_start_note(result: EstimationResult, experiments: Sequence[Exper
 
 #: a failed fit whose residuals' sum of squares is this share of the data's
 #: (about 0) or more never came near the data
-OUT_OF_REACH = 0.8
+OUT_OF_REACH = 0.95
 
 
 def _out_of_reach_note(result: EstimationResult, experiments: Sequence[Experiment]) -> str:

@@ -432,7 +432,13 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             group[2].append(vs)
     measured = {}
     t0s = disc.t0[sl]
+    # states first measured after the clock starts: their initial value is the
+    # experiment's own x0 where it gives one, not the regression carried back
+    # (viral loads from day 1, t0 = 0: a load of 1.1e8 or -9.9e6 for 1)
+    own_start: set[int] = set()
     for ts, states, values in groups:
+        if exp.x0 is not None and t0s[0] < ts[0]:
+            own_start.update(states)
         distinct = np.unique(ts)  # replicates share a time
         # no extrapolation beyond a window of the data: a state measured only
         # from t = 12 on had its quadratic carried back to t = 0 (-16 to +30
@@ -445,6 +451,15 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             fits = local_regressions(ts, np.array(values), t0s, half_width)
             outside = (t0s < ts[0] - half_width) | (t0s > ts[-1] + half_width)
         fits[:, outside] = np.nan
+        # carried beyond the samples, a regression stays within the data's
+        # range: a virologist's loads growing 1000-fold a day, fitted from day
+        # 1 on, were carried back to -9.9e6 at t0 = 0, where single shooting's
+        # CVODES failed at the start
+        beyond = (t0s < ts[0]) | (t0s > ts[-1])
+        if np.any(beyond):
+            data = np.array(values, float)
+            fits[:, beyond] = np.clip(fits[:, beyond], np.nanmin(data, axis=1)[:, None],
+                                      np.nanmax(data, axis=1)[:, None])
         measured.update(zip(states, fits))
 
     held = ~np.asarray(estimate_x0, bool)  # the known initial states (estimate_x0 mask)
@@ -457,6 +472,8 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         x = np.clip(x, lo, hi)
         if j == sl.start:
             x[held] = x0[held]
+            for i in own_start:
+                x[i] = x0[i]
         return x
 
     traj = nodes = None

@@ -1107,3 +1107,19 @@ def test_a_warning_at_the_start_is_printed_before_the_iterations(tmp_path):
     first_iteration = next(i for i, ln in enumerate(lines) if ln.startswith("iter"))
     said = [i for i, ln in enumerate(lines) if "the model oscillates" in ln]
     assert said and said[0] < first_iteration, run.stdout
+
+
+def test_x0_known_states_holds_those_and_estimates_the_others(here, capsys):
+    """A virologist's T and I known at infection, V estimated: only a model file's
+    OPTIONS could say so."""
+    _write(here, SPRING, SPRING_TRUE, [[1.0, 0.0]])
+    code, out, err, saved = _fit(capsys, "--quiet", "--x0-known-states", "pos")
+    assert code in (0, 3), err
+    assert saved["settings"]["estimate_x0"] == [False, True]
+    first = float((here / "data.csv").read_text().splitlines()[1].split(",")[2])
+    assert saved["x0"][0][0] == first  # the first row's, held
+    assert re.search(r"e0: pos=\S+ \(data\), vel=\S+ \(a start: estimated\)", out)
+    code, out, err, saved = _fit(capsys, "--x0-known-states", "speed")
+    assert code == 2 and "--x0-known-states: 'speed' is not a state" in err
+    code, out, err, saved = _fit(capsys, "--x0-known-states", "pos", "--x0-known")
+    assert code == 2 and "not both" in err

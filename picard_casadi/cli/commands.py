@@ -66,7 +66,7 @@ from ..errors import closest
 from .data_files import input_holds, read_csv_experiments, read_data_files
 from .errors import CliError, CliFailure
 from .noise_options import noise_options
-from .initial_states import clock_started, initial_states, vector_arg
+from .initial_states import clock_started, initial_states, known_states, vector_arg
 from .petab_input import petab_input
 from .predict_command import add_predict_parser
 from .program_exit import Terminated, interrupted, quiet_broken_pipe, terminate_cleanly
@@ -156,11 +156,16 @@ def _settings(args: argparse.Namespace, model: Any, experiments: list, p0: np.nd
         p0, p_bounds = flagged_parameters(model, p0, p0_origin, box, box_origin, model_args)
     notes: list[str] = []
     if extras is not None:
-        known = bool(getattr(args, "x0_known", False)) or options.get("estimate_x0") is False
+        known = known_states(args, model)
+        known = True if options.get("estimate_x0") is False else known
         experiments, lines = initial_states(model, experiments, args, extras, known)
-        if known:
+        if np.all(known):
             options["estimate_x0"] = False
             notes = ["initial states known (not estimated):", *lines]
+        elif np.any(known):  # --x0-known-states: the others estimated
+            options["estimate_x0"] = [not k for k in known]
+            notes = ["initial states (known where --x0-known-states names them, the others "
+                     "estimated from these starts):", *lines]
     for name in ("T", "n", "lam", "nodes"):
         value = getattr(args, name, None)
         if value is not None:
@@ -498,8 +503,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if getattr(args, flag) not in (None, False):
                 raise CliError(f"--{flag.replace('_', '-')} applies to --model M.py "
                                "--data D.csv only")
-        if args.x0_known:
-            raise CliError("--x0-known applies to --model M.py --data D.csv only")
+        if args.x0_known or args.x0_known_states:
+            raise CliError("--x0-known and --x0-known-states apply to --model M.py --data D.csv "
+                           "only")
     try:
         out = check_output_folder(args.out, COMPARE_FILES, overwrite=args.overwrite)
     except ValueError as err:
@@ -579,6 +585,10 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
                    help="the initial states are known, not estimated: each experiment's "
                         "first row gives the states that are outputs measured there, --x0 "
                         "(or X0 in the model file) the others")
+    p.add_argument("--x0-known-states", action="append", default=None,
+                   metavar="NAME[,NAME...]",
+                   help="these states' initial values are known (as --x0-known takes them), "
+                        "the others estimated")
     p.add_argument("--input-hold", type=input_hold_arg, default=None,
                    metavar="{linear,previous,NAME=previous[,...]}",
                    help="inputs between samples: linear interpolation (default; a fit "

@@ -13,7 +13,7 @@ import numpy as np
 from .errors import CliError
 from .parser_types import assignment, finite
 
-__all__ = ["clock_started", "initial_states", "vector_arg"]
+__all__ = ["clock_started", "initial_states", "known_states", "vector_arg"]
 
 
 def vector_arg(text: str | None, n: int, field: str) -> np.ndarray | None:
@@ -99,8 +99,24 @@ def clock_started(experiments: list, t0: float | None) -> list:
     return [e.replaced(t0=t0) for e in experiments]
 
 
+def known_states(args: argparse.Namespace, model: Any) -> np.ndarray | bool:
+    """``--x0-known`` (every state: True) or ``--x0-known-states NAME,...`` (one
+    bool per state); False where neither is given."""
+    names = getattr(args, "x0_known_states", None)
+    if not names:
+        return bool(getattr(args, "x0_known", False))
+    if getattr(args, "x0_known", False):
+        raise CliError("--x0-known-states: give it or --x0-known (every state), not both")
+    listed = [n.strip() for item in names for n in item.split(",") if n.strip()]
+    unknown = [n for n in listed if n not in model.x_names]
+    if unknown:
+        raise CliError(f"--x0-known-states: {', '.join(map(repr, unknown))} is not a state of "
+                       f"the model (its states: {', '.join(model.x_names)})")
+    return np.array([n in listed for n in model.x_names])
+
+
 def initial_states(model: Any, experiments: list, args: argparse.Namespace,
-                    extras: dict[str, Any], known: bool,
+                    extras: dict[str, Any], known: bool | np.ndarray,
                     command: str = "--x0-known") -> tuple[list, list[str]]:
     """The experiments with their ``x0`` set, and lines saying where known values came from.
 
@@ -121,7 +137,8 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
     items, scoped = _scoped_x0(getattr(args, "x0", None), model, experiments)
     named, vector = _x0_flags(items, model)
     file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
-    if not known:
+    mask = np.full(model.nx, bool(known)) if np.ndim(known) == 0 else np.asarray(known, bool)
+    if not mask.any():
         base = vector if vector is not None else file_x0
         if base is None and not named and not scoped:
             return experiments, []
@@ -143,6 +160,13 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
         for i, name in enumerate(model.x_names):
             k = measured.get(i)
             first = e.y[0, k] if k is not None and e.y.shape[1] else math.nan
+            if not mask[i] and not given[i]:  # (--x0-known-states) estimated from a guess
+                own = scoped.get((e.name, i), named.get(i))
+                x0[i] = (own if own is not None else vector[i] if vector is not None
+                         else file_x0[i] if file_x0 is not None else e.x0_guess(model)[i])
+                used.update([i] if i in named or vector is not None else [])
+                parts.append(f"{name}={x0[i]:.6g} (a start: estimated)")
+                continue
             if given[i]:
                 # the model's x0 gives it, which the fit follows (a kineticist
                 # was asked for D's value, and shown A, B, C "from the data")

@@ -10,12 +10,13 @@ from .errors import CliError
 __all__ = ["petab_input", "PETAB_EXCLUSIVE"]
 
 #: flags that a PEtab problem's tables already say (the tables are the statement)
-PETAB_EXCLUSIVE = ("x0", "bounds", "fix", "weights", "noise", "scale", "per_experiment",
-                   "conditions", "input_hold")
+PETAB_EXCLUSIVE = ("x0", "x0_known_states", "bounds", "fix", "weights", "noise", "scale",
+                   "per_experiment", "conditions", "input_hold")
 
 #: where a PEtab problem states what each refused flag would set
 _WHERE = {
     "--x0": "the SBML model's initial values and initial assignments, or the condition table",
+    "--x0-known-states": "the SBML model's initial values and initial assignments",
     "--x0-known": "the SBML model's initial values and initial assignments, or the condition "
                   "table",
     "--bounds": "the parameter table's lowerBound and upperBound",

@@ -669,7 +669,7 @@ def test_compare_takes_the_mesh_its_not_certified_advice_names(here, capsys, mon
     (["--model", "model.py"], r"--model and --data go together"),
     ([], r"give problem NAMES .* or your own model and data with --model M.py --data D.csv"),
     (["vdp", "--p0", "1,2"], r"--p0 applies to --model M.py --data D.csv only"),
-    (["vdp", "--x0-known"], r"--x0-known applies to --model"),
+    (["vdp", "--x0-known"], r"--x0-known and --x0-known-states apply to --model"),
     (["vdp", "--per-experiment", "s"], r"--per-experiment applies to --model"),
     (["--model", "model.py", "--data", "data.csv", "--fix", "zz=1"],
      r"--fix: unknown parameter 'zz'"),

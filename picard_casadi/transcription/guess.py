@@ -434,7 +434,8 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
     t0s = disc.t0[sl]
     # states first measured after the clock starts: their initial value is the
     # experiment's own x0 where it gives one, not the regression carried back
-    # (viral loads from day 1, t0 = 0: a load of 1.1e8 or -9.9e6 for 1)
+    # (a virologist's loads from day 1, growing a thousandfold a day, with t0 =
+    # 0: -9.9e6 for 1, and single shooting's CVODES failed at the start)
     own_start: set[int] = set()
     for ts, states, values in groups:
         if exp.x0 is not None and t0s[0] < ts[0]:
@@ -451,15 +452,6 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
             fits = local_regressions(ts, np.array(values), t0s, half_width)
             outside = (t0s < ts[0] - half_width) | (t0s > ts[-1] + half_width)
         fits[:, outside] = np.nan
-        # carried beyond the samples, a regression stays within the data's
-        # range: a virologist's loads growing 1000-fold a day, fitted from day
-        # 1 on, were carried back to -9.9e6 at t0 = 0, where single shooting's
-        # CVODES failed at the start
-        beyond = (t0s < ts[0]) | (t0s > ts[-1])
-        if np.any(beyond):
-            data = np.array(values, float)
-            fits[:, beyond] = np.clip(fits[:, beyond], np.nanmin(data, axis=1)[:, None],
-                                      np.nanmax(data, axis=1)[:, None])
         measured.update(zip(states, fits))
 
     held = ~np.asarray(estimate_x0, bool)  # the known initial states (estimate_x0 mask)

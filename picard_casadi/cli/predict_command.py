@@ -8,7 +8,8 @@ runs it was not fitted to (docs/cli.md, "Predicting new runs").
 
 ``RESULT`` is a fit's ``result.json`` (or its folder); the CSV files hold the
 new runs' times and inputs, and, where they were measured, outputs to compare
-with.  The initial states are known, as ``fit --x0-known`` takes them.
+with.  The initial states are known, as ``fit --x0-known`` takes them, or
+(``--estimate-x0``) fitted to each run's measurements with the parameters held.
 Writes ``prediction.csv`` and ``prediction.png``.
 """
 
@@ -71,7 +72,8 @@ def add_predict_parser(sub: Any) -> None:
                     "file it was fitted with, and CSV files with the runs' times and "
                     "inputs (columns as for fit; output columns optional, compared where "
                     "given).  The initial states are known: each run's first row where it "
-                    "measures a state, else --x0, else X0 in the model file.  Writes "
+                    "measures a state, else --x0, else X0 in the model file (or, with "
+                    "--estimate-x0, fitted to the run's measurements).  Writes "
                     "prediction.csv and prediction.png.")
     p.add_argument("result", help="the fit's result.json, or the folder holding it")
     p.add_argument("model", help="the model file the fit was made with")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -236,3 +237,15 @@ def test_estimate_x0_takes_each_run_s_start_from_its_measurements(fitted, capsys
     code, out, err = _main(capsys, "predict", "fit", "model.py", "bare.csv", "--estimate-x0",
                            "--x0", "x=1")
     assert code == 2 and "--estimate-x0: run 'bare' measures no output" in err
+
+
+def test_compare_takes_several_data_files(here, capsys):
+    (here / "model.py").write_text(DRIVEN.format(extra=""))
+    _record(here / "a.csv", "a", 0.0, np.sin, seed=1, column=False)
+    _record(here / "b.csv", "b", 1.0, np.cos, seed=2, column=False)
+    code, out, err = _main(capsys, "compare", "--model", "model.py", "--data", "a.csv",
+                           "--data", "b.csv", "--methods", "picard-gn", "--codegen", "off",
+                           "--out", "cmp")
+    assert code == 0, err
+    found = re.search(r"\| ([\d.]+), ([\d.]+) \|", (here / "cmp" / "table.md").read_text())
+    assert np.allclose([float(found[1]), float(found[2])], TRUTH, rtol=0.05)  # both runs

@@ -287,10 +287,9 @@ def _output_folder(args: argparse.Namespace, default_name: str, names: tuple[str
 
 
 def _estimate(fit: _Fit, args: argparse.Namespace) -> Any:
+    from ..analysis.nonsmooth import state_jump_note
     from ..estimate import estimate
     from ..runtime.codegen import compilation_notice
-
-    from ..analysis.nonsmooth import state_jump_note
 
     progress = Progress(quiet=args.quiet)
     for line in fit.notes:
@@ -654,8 +653,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="problem names (optional with --model)")
     p.add_argument("--model", default=None, metavar="M.py",
                    help="your model file (as for fit); with --data")
-    p.add_argument("--data", nargs="+", default=None, metavar="D.csv",
-                   help="its CSV file(s) of measurements")
+    p.add_argument("--data", action="append", default=None, metavar="D.csv",
+                   help="its CSV file of measurements (repeatable: several files' "
+                        "experiments together)")
     p.add_argument("--methods", nargs="+", default=["picard-gn", "ipopt", "picard"],
                    help=f"methods to compare (from {', '.join(METHOD_CHOICES)})")
     p.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0],

@@ -568,7 +568,7 @@ class Experiment:
             # labels of other names (not a table's default 0, 1, ...): a column
             # 'log10V' was fitted as the model's 'V' in copies/mL, with no word
             foreign = [c for c in columns if c not in model.y_names and not c.isdigit()]
-            if foreign and predicting is False:
+            if foreign and not predicting:
                 raise ValueError(
                     f"{where}: `y` is a table with columns {list(columns)}, which are not "
                     f"model {model.name!r}'s outputs {list(model.y_names)}: name its columns "

@@ -709,7 +709,15 @@ class EstimationResult:
             A file path or the JSON text itself.
         model, experiments : optional
             Attach them to make :meth:`predict` (simulation only) and
-            :func:`~picard_casadi.profile` work again.
+            :func:`~picard_casadi.profile` work again; the model alone makes a
+            new run's predict and band work.
+
+        Raises
+        ------
+        ValueError
+            Where the file is not a result, or ``model`` (its names) or
+            ``experiments`` (their count and measured values) are not those
+            the result was fitted with.
         """
         text = str(source)
         if isinstance(source, Path) or not text.lstrip().startswith("{"):
@@ -740,25 +748,28 @@ class EstimationResult:
             scales = output_scales(res.y_names, model.y_names)
             if any(sc != "lin" for sc in scales):
                 model, scaled = log_scaled_model(model, scales), True
-        if (model is not None and experiments is not None and res._restated()
-                and res.p_names and res.p_names != list(model.p_names)):
-            # the model's parameters from the result's and the experiments'
-            # (constants, names they map to); profile still needs the session's
-            from .transcription.predict import restated_predictor
+        if model is None:
+            return res
+        # a restated problem's parameters are its own (constants, names they map
+        # to): the model's come from them and the experiments'
+        restated = bool(res._restated() and res.p_names and res.p_names != list(model.p_names))
+        from .transcription.predict import (check_attached, restated_predictor,
+                                             simulation_predictor)
 
-            res._check_matches(model, list(experiments), where, parameters=False)
-            res._predictor = restated_predictor(model, list(experiments), res.p_names, where)
-        elif model is not None and experiments is not None:
-            from .transcription.predict import simulation_predictor
+        experiments = None if experiments is None else list(experiments)
+        check_attached(res, model, experiments, where, parameters=not restated)
+        if experiments is None:  # (a new run's predict: the names checked)
+            return res
+        if restated:  # (profile still needs the session's)
+            res._predictor = restated_predictor(model, experiments, res.p_names, where)
+            return res
+        res._predictor = simulation_predictor(model, experiments)
+        if model.has_delays:  # outputs measured late, inputs acting late
+            from .transcription.delayed import simulated_predictor
 
-            res._check_matches(model, list(experiments), where)
-            res._predictor = simulation_predictor(model, list(experiments))
-            if model.has_delays:  # outputs measured late, inputs acting late
-                from .transcription.delayed import simulated_predictor
-
-                res._predictor = simulated_predictor(model, list(experiments), res.p)
-            if not scaled:  # (a profile re-fits the data, which are not on the log scale)
-                res._attached = (model, list(experiments))
+            res._predictor = simulated_predictor(model, experiments, res.p)
+        if not scaled:  # (a profile re-fits the data, which are not on the log scale)
+            res._attached = (model, experiments)
         return res
 
     def _restated(self) -> bool:
@@ -766,35 +777,3 @@ class EstimationResult:
         or an output on the scale of its log-normal noise), as the settings say."""
         return (self.settings.get("p_names") is not None or any(
             "log" in str(m).split(":", 1)[-1] for m in self.settings.get("noise_model") or []))
-
-    def _check_matches(self, model: Any, experiments: list, where: str,
-                       parameters: bool = True) -> None:
-        """ValueError where ``model`` or ``experiments`` are not the ones this
-        result was fitted with (names and counts, as the result records them;
-        the parameters' names unless ``parameters`` is False)."""
-        names = (("parameters", self.p_names, list(model.p_names)),) if parameters else ()
-        for what, mine, theirs in names + (("states", self.x_names, list(model.x_names)),
-                                           ("outputs", self.y_names, list(model.y_names))):
-            if mine and mine != theirs:
-                if self._restated():
-                    raise ValueError(
-                        f"{where} holds a restated problem (experiment constants or "
-                        "parameters, log scales, initial states from parameters or a log-normal "
-                        f"noise model: it was solved with the {what} {mine}, the model given has "
-                        f"{theirs}); from_json cannot attach your model to such a result "
-                        "without the experiments as fitted: pass them with their constants "
-                        "(Experiment(parameters=...); a command line's --conditions file: "
-                        "pc.read_csv_experiments(DATA, model, conditions=FILE)), or refit in "
-                        "this session (pc.estimate) to predict or profile")
-                raise ValueError(f"{where} was fitted with the {what} {mine}; the model given "
-                                 f"has {theirs}: pass the model it was fitted with")
-        if self.experiment_names and len(experiments) != len(self.experiment_names):
-            raise ValueError(f"{where} was fitted to {len(self.experiment_names)} "
-                             f"experiment(s); {len(experiments)} were given")
-        measured = sum(int(np.count_nonzero(np.isfinite(np.asarray(e.y, float))))
-                       for e in experiments)
-        if self.n_measurements and measured != self.n_measurements:
-            # other data (a user passed the first 300 of 601 samples to a profile)
-            raise ValueError(f"{where} was fitted to {self.n_measurements} measured values; "
-                             f"the experiments given hold {measured}: pass the data it was "
-                             "fitted to (or fit these data)")

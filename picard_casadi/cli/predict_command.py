@@ -117,19 +117,10 @@ def _load_result(text: str, model: Any) -> Any:
     if not path.is_file():
         raise CliError(f"RESULT: no such file {str(path)!r} (give a fit's result.json, or "
                        "the folder it was written to)")
-    try:
-        res = EstimationResult.from_json(path, model=model)
+    try:  # (the model's names checked against the result's)
+        return EstimationResult.from_json(path, model=model)
     except ValueError as err:
         raise CliError(f"RESULT: {err}") from None
-    restated = res._restated()
-    for what, theirs, mine in (("states", res.x_names, list(model.x_names)),
-                               ("parameters", [] if restated else res.p_names,
-                                list(model.p_names))):
-        if theirs and list(theirs) != mine:
-            raise CliError(f"RESULT {str(path)!r} was fitted with the {what} {list(theirs)}; "
-                           f"the model file has {mine}: give the model file it was fitted "
-                           "with")
-    return res
 
 
 def _check_parameters(res: Any, model: Any, exp: Any) -> None:

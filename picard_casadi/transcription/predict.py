@@ -16,9 +16,9 @@ from ..simulate import simulate
 from .discretisation import Discretisation
 from .forecast import ForecastInputs, prediction_inputs
 
-__all__ = ["outputs_along", "simulated_outputs", "sample_outputs", "simulation_predictor",
-           "collocation_states", "restated_predictor", "model_parameter_values",
-           "parameter_source"]
+__all__ = ["check_attached", "outputs_along", "simulated_outputs", "sample_outputs",
+           "simulation_predictor", "collocation_states", "restated_predictor",
+           "model_parameter_values", "parameter_source"]
 
 
 def outputs_along(model: Model, t: np.ndarray, X: np.ndarray, p: np.ndarray,
@@ -218,3 +218,38 @@ def model_parameter_values(names: list[str], values: np.ndarray, model: Model,
             + (f", or experiment= one of {labels} for its own {', '.join(own)}"
                if own and experiment is None else ""))
     return np.array(out)
+
+
+def check_attached(result: Any, model: Model, experiments: list[Experiment] | None,
+                   where: str, parameters: bool = True) -> None:
+    """ValueError where ``model`` or ``experiments`` (unless None) are not
+    the ones ``result`` was fitted with (names and counts, as the result
+    records them; the parameters' names unless ``parameters`` is False)."""
+    names = (("parameters", result.p_names, list(model.p_names)),) if parameters else ()
+    for what, mine, theirs in names + (("states", result.x_names, list(model.x_names)),
+                                       ("outputs", result.y_names, list(model.y_names))):
+        if mine and mine != theirs:
+            if result._restated():
+                raise ValueError(
+                    f"{where} holds a restated problem (experiment constants or "
+                    "parameters, log scales, initial states from parameters or a log-normal "
+                    f"noise model: it was solved with the {what} {mine}, the model given has "
+                    f"{theirs}); from_json cannot attach your model to such a result "
+                    "without the experiments as fitted: pass them with their constants "
+                    "(Experiment(parameters=...); a command line's --conditions file: "
+                    "pc.read_csv_experiments(DATA, model, conditions=FILE)), or refit in "
+                    "this session (pc.estimate) to predict or profile")
+            raise ValueError(f"{where} was fitted with the {what} {mine}; the model given "
+                             f"has {theirs}: pass the model it was fitted with")
+    if experiments is None:
+        return
+    if result.experiment_names and len(experiments) != len(result.experiment_names):
+        raise ValueError(f"{where} was fitted to {len(result.experiment_names)} "
+                         f"experiment(s); {len(experiments)} were given")
+    measured = sum(int(np.count_nonzero(np.isfinite(np.asarray(e.y, float))))
+                   for e in experiments)
+    if result.n_measurements and measured != result.n_measurements:
+        # other data (a user passed the first 300 of 601 samples to a profile)
+        raise ValueError(f"{where} was fitted to {result.n_measurements} measured values; "
+                         f"the experiments given hold {measured}: pass the data it was "
+                         "fitted to (or fit these data)")

@@ -145,10 +145,10 @@ def _estimated_starts(res: Any, model: Any, experiments: list) -> tuple[list, li
     run's first sample is noisy: q 8 noise levels off), and the lines saying
     them."""
     from ..estimate import estimate
-    from ..noise import Noise, output_scales
+    from ..noise import DISTRIBUTIONS, Noise, output_scales
 
-    distributions = {"lin": "normal", "log": "log-normal", "log10": "log10-normal"}
-    noise = [Noise(distributions[sc]) for sc in output_scales(res.y_names, model.y_names)]
+    of_scale = {scale: name for name, scale in DISTRIBUTIONS.items()}
+    noise = [Noise(of_scale[sc]) for sc in output_scales(res.y_names, model.y_names)]
     out, lines = [], []
     for exp in experiments:
         if exp.y.shape[1] == 0 or not np.any(np.isfinite(exp.y)):

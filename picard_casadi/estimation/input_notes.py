@@ -207,7 +207,6 @@ def jumping_inputs(model: Model, experiments: Sequence[Experiment]) -> list[str]
     return out
 
 
-
 def jump_notes(model: Model, experiments: Sequence[Experiment], certified: bool,
                refinements: int, intervals: int) -> list[str]:
     """The notes of a certified run whose callable inputs jump away from the

@@ -138,32 +138,33 @@ def initial_states(model: Any, experiments: list, args: argparse.Namespace,
     named, vector = _x0_flags(items, model)
     file_x0 = np.asarray(extras["X0"], float) if "X0" in extras else None
     mask = np.full(model.nx, bool(known)) if np.ndim(known) == 0 else np.asarray(known, bool)
+    base = vector if vector is not None else file_x0
+
+    def guess(e: Any) -> np.ndarray:
+        """Experiment ``e``'s start of estimated initial states."""
+        x0 = (base if base is not None else e.x0_guess(model)).copy()
+        for i, v in named.items():
+            x0[i] = v
+        for (name, i), v in scoped.items():
+            if name == e.name:
+                x0[i] = v
+        return x0
+
     if not mask.any():
-        base = vector if vector is not None else file_x0
         if base is None and not named and not scoped:
             return experiments, []
-        out = []
-        for e in experiments:
-            x0 = (base if base is not None else e.x0_guess(model)).copy()
-            for i, v in named.items():
-                x0[i] = v
-            for (name, i), v in scoped.items():
-                if name == e.name:
-                    x0[i] = v
-            out.append(e.with_x0(x0))
-        return out, []
+        return [e.with_x0(guess(e)) for e in experiments], []
     measured = {i: k for k, i in enumerate(model.output_state_index) if i is not None}
     given, expressions = model.x0_given, model.x0_expression
     out, lines, used = [], [], set()
     for e in experiments:
         x0, parts = np.empty(model.nx), []
+        start = guess(e) if not np.all(mask | given) else None  # (--x0-known-states)
         for i, name in enumerate(model.x_names):
             k = measured.get(i)
             first = e.y[0, k] if k is not None and e.y.shape[1] else math.nan
-            if not mask[i] and not given[i]:  # (--x0-known-states) estimated from a guess
-                own = scoped.get((e.name, i), named.get(i))
-                x0[i] = (own if own is not None else vector[i] if vector is not None
-                         else file_x0[i] if file_x0 is not None else e.x0_guess(model)[i])
+            if not mask[i] and not given[i]:  # estimated from its guess
+                x0[i] = start[i]
                 used.update([i] if i in named or vector is not None else [])
                 parts.append(f"{name}={x0[i]:.6g} (a start: estimated)")
                 continue

@@ -24,19 +24,22 @@ import warnings
 import numpy as np
 
 import picard_casadi as pc
-from picard_casadi.analysis.fit_check import NOISE_RATIO, RUNS_Z, noise_variance, runs_z
+from picard_casadi.analysis.fit_check import (LAG1_R, LAG1_Z, NOISE_RATIO, RUNS_Z, lag1_z,
+                                              noise_variance, runs_z)
 from picard_casadi.analysis.serial_correlation import SERIAL_HEAD
 
 
-def measures(res, experiments) -> list[tuple[float, float]]:
-    """``(z, ratio)`` of every experiment's outputs."""
+def measures(res, experiments) -> list[tuple[float, float, float, float]]:
+    """``(z, ratio, phi, phi_z)`` of every experiment's outputs (``phi``: the
+    residuals' lag-1 autocorrelation, ``phi_z`` its z-score)."""
     out = []
     for i, e in enumerate(experiments):
         Y, G = np.asarray(e.y, float), res.predict(i, source="collocation")
         for k in range(Y.shape[1]):
             ok = np.isfinite(Y[:, k])
             r = Y[ok, k] - G[ok, k]
-            out.append((runs_z(r), float(np.mean(r * r)) / noise_variance(Y[ok, k])))
+            out.append((runs_z(r), float(np.mean(r * r)) / noise_variance(Y[ok, k]),
+                        *lag1_z(r)))
     return out
 
 
@@ -47,9 +50,11 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     worst_z, worst_ratio, alarms, fits, serial_notes = np.inf, 0.0, 0, 0, 0
-    print(f"thresholds: z < {RUNS_Z} and ratio > {NOISE_RATIO}")
+    worst_lag1 = -np.inf
+    print(f"thresholds: (z < {RUNS_Z} or lag-1 z >= {LAG1_Z} with phi >= {LAG1_R}) and "
+          f"ratio > {NOISE_RATIO}")
     print(f"{'problem':16s} {'seed':>4s} {'ok':>3s} {'outputs':>7s} {'min z':>7s} "
-          f"{'max ratio':>9s} {'flagged':>7s} {'serial':>6s}")
+          f"{'max ratio':>9s} {'lag-1 z':>7s} {'flagged':>7s} {'serial':>6s}")
     for name in args.problems.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             prob = pc.problem(name, seed=seed)
@@ -57,19 +62,23 @@ def main() -> None:
             m = measures(res, prob.experiments)
             z = min(v[0] for v in m)
             ratio = max(v[1] for v in m)
-            flagged = sum(1 for a, b in m if a < RUNS_Z and b > NOISE_RATIO)
+            lag1 = max(v[3] for v in m)
+            flagged = sum(1 for a, b, phi, phi_z in m
+                          if (a < RUNS_Z or phi >= LAG1_R and phi_z >= LAG1_Z)
+                          and b > NOISE_RATIO)
             # the note on residuals correlated in time (analysis/serial_correlation.py)
             serial = sum(w.startswith(SERIAL_HEAD) for w in res.warnings)
             print(f"{name:16s} {seed:4d} {'yes' if res.success else 'no':>3s} {len(m):7d} "
-                  f"{z:7.2f} {ratio:9.2f} {flagged:7d} {serial:6d}", flush=True)
+                  f"{z:7.2f} {ratio:9.2f} {lag1:7.2f} {flagged:7d} {serial:6d}", flush=True)
             if res.success:
                 fits += 1
                 worst_z, worst_ratio = min(worst_z, z), max(worst_ratio, ratio)
+                worst_lag1 = max(worst_lag1, lag1)
                 alarms += flagged
                 serial_notes += serial
     print(f"{fits} converged fits: most negative z {worst_z:.2f}, largest ratio "
-          f"{worst_ratio:.2f}, outputs flagged {alarms}, notes of residuals correlated in "
-          f"time {serial_notes}")
+          f"{worst_ratio:.2f}, largest lag-1 z {worst_lag1:.2f}, outputs flagged {alarms}, "
+          f"notes of residuals correlated in time {serial_notes}")
 
 
 if __name__ == "__main__":

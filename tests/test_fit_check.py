@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import picard_casadi as pc
-from picard_casadi.analysis.fit_check import (gross_outliers, is_fit_note, lack_of_fit,
-                                              noise_variance, runs_z)
+from picard_casadi.analysis.fit_check import (RUNS_Z, gross_outliers, is_fit_note, lack_of_fit,
+                                              lag1_z, noise_variance, runs_z)
 
 from conftest import prey_only_lotka_volterra
 
@@ -104,6 +104,33 @@ def test_only_systematic_residuals_far_above_the_noise_are_flagged():
     # ... on fewer samples than an offset needs, no offset named
     [note] = lack_of_fit([y[:20, None]], [good[:20] - 0.5], *args)
     assert "every residual of one sign" in note and "offset" not in note
+
+
+#: log(prey) minus a predator-prey fit "converged" from a start ten times
+#: too low (a cycle of twice the period; nllh 377.3 where the data's optimum
+#: is 305.8), 30 yearly counts: a new user's, every default otherwise
+SLOW_CYCLE_MISFIT = [0.517, 1.128, 0.448, -0.107, -0.527, 0.3, 0.6, -0.105, 0.279, 0.686,
+                     0.024, -0.862, -1.298, -1.172, -0.802, -0.007, 0.774, 1.109, 0.746,
+                     -0.051, -0.572, -0.476, -0.183, -0.004, 0.709, 1.073, 0.366, -0.008,
+                     -1.027, -1.559]
+
+
+def test_residuals_that_follow_each_other_are_flagged_where_the_runs_test_is_weak():
+    r = np.asarray(SLOW_CYCLE_MISFIT)
+    assert runs_z(r) > RUNS_Z           # the runs test alone: no word
+    phi, z = lag1_z(r)
+    assert phi > 0.5 and z > 3.0
+    fitted = 6.0 + 0.3 * np.sin(np.arange(30.0))[:, None]
+    [note] = lack_of_fit([fitted + r[:, None]], [fitted], ["A"], ["log(N)"])
+    assert "consecutive ones correlate 0.61" in note and "multistart=8" in note
+    # white noise of the same size, whatever its scale, is not
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        w = rng.standard_normal(30)[:, None]
+        assert lack_of_fit([fitted + w], [fitted], ["A"], ["log(N)"]) == []
+    # nor the same residuals at the noise's size (a ratio under four)
+    quiet = fitted + np.sqrt(noise_variance(r)) * rng.standard_normal((30, 1))
+    assert lack_of_fit([quiet + 0.4 * r[:, None]], [fitted], ["A"], ["log(N)"]) == []
 
 
 def test_a_local_minimum_labelled_converged_is_flagged_and_multistart_finds_the_fit():

@@ -366,17 +366,25 @@ def test_several_parameters_on_their_bounds_are_one_note():
 def test_a_fit_off_its_data_names_an_experiment_on_a_much_shorter_time_span():
     """One run's times in minutes among runs in seconds (a user's CSTR) was
     flagged only as a local minimum or model error, in every run."""
-    from picard_casadi.estimation.diagnosis import time_unit_notes
+    from picard_casadi.analysis.time_units import time_unit_notes
 
-    def run(name, t_end):
-        t = np.linspace(0.0, t_end, 7)
-        return pc.Experiment(t, np.zeros((7, 1)), name=name)
+    def run(name, t_end, times=None):
+        t = np.linspace(0.0, t_end, 7) if times is None else np.asarray(times, float)
+        return pc.Experiment(t, np.zeros((t.size, 1)), name=name)
 
     note = time_unit_notes([run("s1", 3600.0), run("min", 60.0), run("s2", 3000.0)])
     assert len(note) == 1 and note[0].startswith(
         "experiment(s) ['min'] span 60 time units, 60 times less than ['s1', 's2'] "
         "(3600, 3000): if their times are in another unit"), note
+    # the same schedule on another clock: said, and a FitWarning's note
+    assert note[0].endswith("(the times of 'min', times 60, are the sample times of another "
+                            "experiment, 's1': minutes and hours, or seconds and minutes?)"), note
+    assert is_fit_note(note[0])
     assert time_unit_notes([run("a", 3600.0), run("b", 600.0)]) == []
+    # spans apart by the factor, the schedules not: named, not flagged
+    [other] = time_unit_notes([run("long", 0, [0, 700, 1900, 2500, 3300, 3600]),
+                               run("short", 60.0)])
+    assert "times 60" not in other and not is_fit_note(other)
 
 
 def test_nothing_estimated_is_not_called_a_local_minimum():
@@ -504,7 +512,9 @@ def test_a_sparse_subject_whose_every_residual_has_one_sign_is_named():
 def test_an_experiment_on_a_much_shorter_time_span_is_named_without_a_misfit():
     """One subject's times in minutes beside another's in hours (a sparse PK
     study: CL 160 standard errors off, and no misfit the checks could see
-    on eight samples): named as a UserWarning, the fit not flagged."""
+    on eight samples): named; its sampling schedule, times 60, is the
+    other's, so the fit is flagged (a FitWarning; it was a UserWarning alone,
+    and a pharmacometrician's CL 76 standard errors off went unflagged)."""
     import casadi as ca
 
     x, k = ca.SX.sym("x"), ca.SX.sym("k")
@@ -514,10 +524,11 @@ def test_an_experiment_on_a_much_shorter_time_span_is_named_without_a_misfit():
     C = 10.0 * np.exp(-0.1 * t) * np.exp(0.1 * rng.standard_normal((2, t.size)))
     exps = [pc.Experiment(60 * t, C[0], x0=[10.0], t0=0.0, name="A"),
             pc.Experiment(t, C[1], x0=[10.0], t0=0.0, name="B")]
-    with pytest.warns(UserWarning, match=r"experiment\(s\) \['B'\] span 24 time units, 60 "
-                                         r"times less than \['A'\]"):
+    with pytest.warns(pc.FitWarning, match=r"experiment\(s\) \['B'\] span 24 time units, 60 "
+                                            r"times less than \['A'\].*the times of 'B', times "
+                                            r"60, are the sample times of another"):
         res = pc.estimate(model, exps, [0.5], estimate_x0=False, noise="log-normal")
-    assert res.success and not res.fit_flagged
+    assert res.success and res.fit_flagged
 
 
 def test_an_experiment_in_another_unit_is_named_first():

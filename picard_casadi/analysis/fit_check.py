@@ -517,6 +517,7 @@ def is_fit_note(note: str) -> bool:
     parameter on its bound, an optimum that is not unique)."""
     from .repeated_values import REPEAT_HEAD
     from .replicates import REPLICATE_HEAD
+    from .time_units import SAME_DESIGN
 
     return (note.startswith((LACK_OF_FIT, NOT_UNIQUE, OUTLIERS_HEAD, BEYOND_NOISE_HEAD,
                              REPLICATE_HEAD, REPEAT_HEAD))
@@ -526,4 +527,5 @@ def is_fit_note(note: str) -> bool:
             or HELD_HISTORY in note
             or RAN_OFF_NOTE in note
             or ALIASED_NOTE in note
-            or GIVEN_TWICE in note)
+            or GIVEN_TWICE in note
+            or SAME_DESIGN in note)

@@ -34,12 +34,13 @@ import numpy as np
 
 from ..analysis.certificate import short_of_optimum
 from ..analysis.fit_check import (NAMED_OUTLIERS, ON_BOUND_NOTE, ON_BOUNDS_NOTE,
-                                  beyond_given_noise, gross_outliers, lack_of_fit)
+                                  beyond_given_noise, gross_outliers, is_fit_note, lack_of_fit)
 from ..analysis.input_timing import own_input_rate_notes
 from ..analysis.reach import INERT_REACH
 from ..analysis.repeated_values import repeated_values
 from ..analysis.replicates import replicate_misfit
 from ..analysis.serial_correlation import serial_correlation_notes
+from ..analysis.time_units import time_unit_notes
 from ..analysis.unstable_rest import unstable_rest_note
 from ..analysis.poorly_determined import is_poorly_determined_note
 from ..errors import FitWarning, SimulationError
@@ -61,7 +62,7 @@ __all__ = ["check_fit", "declare_plateau", "PLATEAU_REACH", "unit_outlier_note",
            "ON_BOUND", "late_clock_note", "UNSTABLE_THERE",
            "unmeasured_outputs_note", "linear_commands_note", "sign_flip_note",
            "sampled_input_names",
-           "time_unit_notes", "clipped_intervals"]
+           "clipped_intervals"]
 
 #: a parameter within this fraction of its bound's size (or of the box's width,
 #: where larger) is on the bound: IPOPT stops within about 1e-8 of it
@@ -319,10 +320,11 @@ def check_fit(result: EstimationResult, experiments: list[Experiment],
         warn_user(note)
     # one experiment's times in another unit: named with a misfit or without
     # (a sparse PK subject in minutes beside hours had CL 160 standard errors
-    # off with no misfit the checks could see)
+    # off with no misfit the checks could see), a FitWarning where the
+    # sampling schedules match under a time unit's factor
     for note in time_unit_notes(experiments):
         result.warnings.append(note)
-        warn_user(note, FitWarning if notes else UserWarning)
+        warn_user(note, FitWarning if notes or is_fit_note(note) else UserWarning)
     return outliers
 
 
@@ -374,29 +376,6 @@ def given_sigma(result: EstimationResult, experiments: list[Experiment]) -> list
                 S[:, k] = 1.0 / np.sqrt(weights[k])
         out.append(S)
     return out
-
-
-#: experiments whose time spans differ by this factor or more, in a fit with
-#: lack of fit, are named: one run's times in minutes among runs in seconds
-#: (a user's CSTR: 60 against 3600) was flagged only as "a local minimum or
-#: a model that cannot describe these data", in every run
-SPAN_RATIO = 30.0
-
-
-def time_unit_notes(experiments: list[Experiment]) -> list[str]:
-    """A note naming the experiments whose time spans are
-    :data:`SPAN_RATIO` times shorter than the longest's, or none."""
-    spans = {e.name: float(e.t_end - e.t0) for e in experiments}
-    longest = max(spans.values(), default=0.0)
-    short = [n for n, v in spans.items() if 0.0 < v and v * SPAN_RATIO <= longest]
-    if not short:
-        return []
-    long_ = [n for n, v in spans.items() if v * SPAN_RATIO > longest]
-    return [f"experiment(s) {short} span {', '.join(f'{spans[n]:g}' for n in short)} time "
-            f"units, {longest / max(spans[n] for n in short):.0f} times less than "
-            f"{long_} ({', '.join(f'{spans[n]:g}' for n in long_)}): if their times are in "
-            "another unit (minutes beside seconds, say), convert them; the model has one "
-            "time unit"]
 
 
 def late_clock_note(experiments: Sequence[Experiment], x_names: Sequence[str],

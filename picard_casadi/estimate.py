@@ -46,6 +46,7 @@ from .estimation.diagnosis import (check_fit, clip_intervals_to_bounds, declare_
 from .estimation.experiment_spread import note_spread_between_experiments
 from .estimation.multistart import LOG_BASES
 from .estimation.call_notes import close_call
+from .estimation.known_starts import note_noisy_known_starts
 from .estimation.input_notes import (jump_notes, jumping_inputs, kinked_inputs,
                                      note_copied_rows, note_staircase_inputs)
 from .estimation.fallbacks import (ITERATION_LIMITS, NOISE_NOT_POSITIVE, OUTPUT_NOT_POSITIVE,
@@ -438,10 +439,12 @@ def estimate(
                                          and warm_start is None))
     def rerun(run_method: str, run_guess: str, max_iter: int | None,
               warm_start: EstimationResult | None = None,
-              ipopt_options: dict[str, Any] | None = None) -> EstimationResult:
+              ipopt_options: dict[str, Any] | None = None,
+              x0_estimated: np.ndarray | None = None) -> EstimationResult:
         """This call again with another method or start (a failure, not raised),
         stopped after ``max_iter`` iterations unless the user set a limit, or
-        continued from ``warm_start``; ``ipopt_options`` under the user's own."""
+        continued from ``warm_start``; ``ipopt_options`` under the user's own;
+        ``x0_estimated`` another mask of estimated initial states."""
         run_options = dict(options if run_method == method
                            else options_of(get_method(run_method), options))
         if max_iter is not None:
@@ -452,7 +455,9 @@ def estimate(
         token = _SECOND_RUN.set(True)
         try:
             return estimate(user_model, experiments, p0, run_method, p_bounds=p_bounds,
-                            x0_bounds=x0_bounds, estimate_x0=estimate_x0, T=T, n=n_given,
+                            x0_bounds=x0_bounds, T=T, n=n_given,
+                            estimate_x0=(estimate_x0 if x0_estimated is None
+                                         else [bool(v) for v in x0_estimated]),
                             lam=lam, nodes=nodes, scheme=scheme_given, weights=weights,
                             noise=noise, refine=refine, codegen=codegen, x_scale=x_scale,
                             p_scale=p_scale, guess=run_guess, warm_start=warm_start,
@@ -712,6 +717,8 @@ def estimate(
     if not _SECOND_RUN.get():
         close_call(result, prob.experiments, model, user_model, user_exps, p0,
                    (p_lb, p_ub, x_lb, x_ub), ~prob.estimate_x0)
+        note_noisy_known_starts(result, user_model, user_exps, ~prob.estimate_x0,
+                                lambda mask: rerun(method, guess, None, result, None, mask))
         # the call's whole time, failed second runs included (a start had 119 s of 273)
         result.wall_time = time.perf_counter() - t_start
     return _raised_on_failure(result, spec.name, raise_on_failure)

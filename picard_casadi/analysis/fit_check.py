@@ -117,6 +117,10 @@ ALIASED_NOTE = "the data cannot tell it from a slower oscillation"
 #: says (a FitWarning; :mod:`picard_casadi.estimation.input_notes`): the
 #: standard errors of such a fit are too small
 GIVEN_TWICE = "a run given twice counts twice"
+#: how the note on initial states held at their first measurements, which the
+#: data reject, begins (a FitWarning;
+#: :mod:`picard_casadi.estimation.known_starts`)
+NOISY_START = "the data reject the initial states held at their first measurements"
 #: how the note on starts that reach the same objective elsewhere begins
 #: (:func:`picard_casadi.estimation.multistart.note_equal_optima`)
 NOT_UNIQUE = "the optimum is not unique"
@@ -528,4 +532,5 @@ def is_fit_note(note: str) -> bool:
             or RAN_OFF_NOTE in note
             or ALIASED_NOTE in note
             or GIVEN_TWICE in note
-            or SAME_DESIGN in note)
+            or SAME_DESIGN in note
+            or note.startswith(NOISY_START))

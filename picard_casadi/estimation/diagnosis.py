@@ -353,7 +353,10 @@ def linear_commands_note(experiments: Sequence[Experiment], u_names: Sequence[st
             "(the default); if they are a digital command held between samples (a drive's, "
             "a controller's, a DAC's), that reading puts "
             "them half a sample early, which a fit this precise sees: fit again with "
-            "Experiment(..., u_interpolation='previous')")
+            "Experiment(..., u_interpolation='previous') and keep the fit of the lower "
+            "-log likelihood (a physical signal moving between samples, a rudder's or a "
+            "valve's angle, is read right linearly: held, a ship's time constant came 57 "
+            "standard errors off with no word)")
 
 
 def given_sigma(result: EstimationResult, experiments: list[Experiment]) -> list[np.ndarray]:

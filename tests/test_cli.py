@@ -358,6 +358,14 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
                                          r"checked, as the model states none"):
         exp, = pc.read_csv_experiments(path, bare)
     assert np.allclose(exp.y.ravel(), [1.0, 0.5])
+    # a model that states one, a header that gives none: read in the model's,
+    # and said (a ship's heading in degrees, a model in rad: K 57.3 times)
+    path.write_text("time,w\n0,1\n1,0.5\n")
+    with pytest.warns(UserWarning, match=r"its header gives no unit for w \(rad/s\); they are "
+                                         r"read in the model's units \(in brackets\): write "
+                                         r"the data's unit after each name \(w \[rad/s\], say\)"):
+        exp, = pc.read_csv_experiments(path, model)
+    assert np.allclose(exp.y.ravel(), [1.0, 0.5])
 
 
 def test_a_time_column_in_another_unit_than_the_model_s_is_said(tmp_path):

@@ -32,7 +32,7 @@ from ..errors import FitWarning
 from ..experiment import Experiment
 from ..model import Model
 from ..result import EstimationResult
-from ..runtime.user_warnings import warn_user
+from ..runtime.user_warnings import held_warnings, warn_user
 
 __all__ = ["held_first_samples", "note_noisy_known_starts", "NOISY_START", "chi2_upper"]
 
@@ -86,7 +86,8 @@ def note_noisy_known_starts(result: EstimationResult, model: Model,
         return
     mask = ~np.asarray(known, bool)
     mask[states] = True
-    freed = refit(mask)
+    with held_warnings():  # the refit's own notes are not this call's
+        freed = refit(mask)
     if not freed.success or not np.isfinite(freed.nllh or np.nan):
         return
     k = len(states) * len(experiments)

@@ -302,9 +302,12 @@ def _without_units(header: list[str], expected: list[str], model: Model,
     units = {**dict(zip(model.y_names, model.y_units)), **dict(zip(model.u_names, model.u_units))}
     out = []
     unchecked = []
+    unstated = []
     for h in header:
         m = _UNIT.match(h)
         if h in expected or m is None or m["name"] not in expected:
+            if h in expected and units.get(h):
+                unstated.append((h, units[h]))
             out.append(h)
             continue
         name, unit = m["name"], m["unit"].strip()
@@ -330,6 +333,15 @@ def _without_units(header: list[str], expected: list[str], model: Model,
         if unit and not stated and name in units:
             unchecked.append(f"{name} [{unit}]")
         out.append(name)
+    if unstated:
+        # a heading in degrees against a model in rad, no unit in the header: a
+        # ship's gain K came 57.3 times the truth with no word (the header's
+        # "psi [deg]" is refused at once)
+        listed = ", ".join(f"{n} ({u})" for n, u in unstated)
+        name, unit = unstated[0]
+        warnings.warn(f"{path}: its header gives no unit for {listed}; they are read in the "
+                      "model's units (in brackets): write the data's unit after each name "
+                      f"({name} [{unit}], say) to have it checked", UserWarning, stacklevel=4)
     if unchecked:
         # a gyro's deg/s against a model in rad/s is the classic mix-up: said
         warnings.warn(f"{path}: the units of {', '.join(unchecked)} in its header are not "

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .analysis.interval_information import chain_growth, iterate_growth
+from .analysis.wrapped_angles import wrapped_angle_note
 from .errors import ConvergenceError, FitWarning, SimulationError, StartNotFiniteError
 from .estimation.aliasing import aliased_estimate_note, aliased_start_note
 from .estimation.arguments import MAX_REFINEMENTS, as_bounds, check_arguments, options_of
@@ -477,10 +478,11 @@ def estimate(
     setup = prob.setup(p0, w, x_scale=x_scale, p_scale=p_scale,
                        boundaries=mesh_of_warm_start, start=start)
     found = prob.stiff_on(setup, setup.U0, setup.p0)
-    aliased = aliased_start_note(setup) if start is None and not _SECOND_RUN.get() else ""
-    if aliased:
-        prob.notes.append(aliased)
-        warn_user(aliased)
+    if start is None and not _SECOND_RUN.get():
+        for note in filter(None, (aliased_start_note(setup),
+                                  wrapped_angle_note(user_exps, user_model.y_names))):
+            prob.notes.append(note)
+            warn_user(note)
     if found is not None and start is not None:
         # a warm start where the model has grown stiff on its mesh (a profile pushing a
         # fast equilibrium's rate up: Chebyshev's nodes on 794 intervals, picard-gn

@@ -358,11 +358,17 @@ def unit_factor(y: np.ndarray, g: np.ndarray, noise: float) -> str:
         return ""
     named = [w for f, w in UNIT_FACTORS.items()
              if abs(a / f - 1.0) < 0.02 or abs(a * f - 1.0) < 0.02]
+    # a clock in ms for s scales every rate by 1000: a yaw rate's data 999.9
+    # times its fit was asked about its own unit, never the time column's
+    clock = any(abs(a / f - 1.0) < 0.02 or abs(a * f - 1.0) < 0.02
+                for f in (60.0, 1000.0, 3600.0))
     # (a climate model's forcing ten times too large was read as the
     # temperatures' unit: the output scales with what drives it too)
     return (f"the data are {a:.4g} times the fitted output, to within the noise: a unit other "
             f"than the model's{' (' + named[0] + '?)' if named else ''}, in these data or in "
-            "what drives them (an input, a known initial state or constant)")
+            "what drives them (an input, a known initial state or constant)"
+            + (", or in the times (ms for s, minutes for hours: a rate's data are then that "
+               "factor times its fit)" if clock else ""))
 
 
 #: a run of far residuals at most this long whose readings are one value (a

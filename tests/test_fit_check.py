@@ -9,7 +9,7 @@ import pytest
 
 import picard_casadi as pc
 from picard_casadi.analysis.fit_check import (RUNS_Z, gross_outliers, is_fit_note, lack_of_fit,
-                                              lag1_z, noise_variance, runs_z)
+                                              lag1_z, lone_outliers, noise_variance, runs_z)
 
 from conftest import prey_only_lotka_volterra
 
@@ -113,6 +113,19 @@ SLOW_CYCLE_MISFIT = [0.517, 1.128, 0.448, -0.107, -0.527, 0.3, 0.6, -0.105, 0.27
                      0.024, -0.862, -1.298, -1.172, -0.802, -0.007, 0.774, 1.109, 0.746,
                      -0.051, -0.572, -0.476, -0.183, -0.004, 0.709, 1.073, 0.366, -0.008,
                      -1.027, -1.559]
+
+
+def test_the_crest_of_a_smooth_misfit_is_not_a_lone_outlier():
+    """A ship's bias shared by two maneuvers: the crests of its smooth misfit,
+    just over 20 noise levels with their neighbours just under, were named
+    as gross outliers."""
+    t = np.linspace(0.0, 1.0, 101)
+    crest = 20.6 * np.exp(-((t - 0.5) / 0.05) ** 2)       # one sample over 20, smooth
+    assert np.count_nonzero(np.abs(crest - np.median(crest)) > 20.0) == 1
+    assert not lone_outliers(crest, 1.0).any()
+    spike = np.zeros(101)
+    spike[50] = 25.0                                      # a reading alone
+    assert np.flatnonzero(lone_outliers(spike, 1.0)).tolist() == [50]
 
 
 def test_residuals_that_follow_each_other_are_flagged_where_the_runs_test_is_weak():
@@ -832,7 +845,6 @@ def test_another_optimum_inside_the_likelihood_region_is_named():
 def test_a_short_run_of_one_repeated_far_reading_is_named_as_outliers():
     """A sensor's dropouts logged as 0 in runs of 2 and 3 beside a lone one:
     1 of 6 was named (a run was taken for a stretch the model misses)."""
-    from picard_casadi.analysis.fit_check import lone_outliers
 
     rng = np.random.default_rng(0)
     r = rng.normal(0.0, 1.0, 200)

@@ -391,6 +391,14 @@ def lone_outliers(r: np.ndarray, noise: float | np.ndarray,
     beside[1:] |= far[:-1]
     beside[:-1] |= far[1:]
     lone = far & ~beside
+    if r.size >= 3:
+        # ... and that stands out from them: the crest of a smooth misfit just
+        # over the threshold, its neighbours just under it, is the misfit's (a
+        # ship's bias shared by two maneuvers: 5 samples called gross outliers)
+        around = np.empty_like(r)
+        around[1:-1] = 0.5 * (r[:-2] + r[2:])
+        around[0], around[-1] = r[1], r[-2]
+        lone &= np.abs(r - around) > 0.5 * OUTLIER * noise
     if values is not None:
         edges = np.flatnonzero(np.diff(np.r_[0, far.astype(int), 0]))
         for a, b in zip(edges[::2], edges[1::2]):

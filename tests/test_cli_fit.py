@@ -986,6 +986,33 @@ def test_sigterm_ends_the_fit_with_one_line_and_no_partial_files(here):
     assert not (here / "killed").exists() or not list((here / "killed").glob("*.part"))
 
 
+def test_sigterm_ends_the_program_inside_native_code_that_never_returns(here):
+    """Days read as hours: an IPOPT iteration on a model grown to 1e52 ran on
+    for minutes after a SIGTERM (Python's handler waits for native code to
+    return), until a SIGKILL.  The program now ends STOP_GRACE seconds after
+    the signal, status 143, with a line that says so."""
+    import signal
+
+    from picard_casadi.cli.program_exit import STOP_GRACE
+
+    # a C call that retries its wait through signals and never returns to
+    # Python before the child ends (libc's system(); the GIL released, as
+    # CasADi's solves release it)
+    (here / "model.py").write_text("import os\nprint('native', flush=True)\n"
+                                   f"os.system('exec sleep {3 * STOP_GRACE:g} >/dev/null 2>&1')\n")
+    (here / "data.csv").write_text("time,y\n0,1\n1,2\n")
+    proc = subprocess.Popen([sys.executable, "-m", "picard_casadi", "fit", "model.py",
+                             "data.csv", "--out", "stuck"], cwd=here, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # inside the native solve (minutes of it)
+        if line.startswith("native"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20 * STOP_GRACE)
+    assert proc.returncode == 143, err
+    assert f"still running {STOP_GRACE:g} s after the signal (inside native code)" in err
+
+
 def test_progress_window_flag_reaches_the_method_and_its_advice_names_it(here, capsys,
                                                                          monkeypatch):
     # a stalled run's message advises progress_window=0: the CLI has the flag

@@ -8,7 +8,14 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["Terminated", "terminate_cleanly", "interrupted", "quiet_broken_pipe"]
+__all__ = ["Terminated", "terminate_cleanly", "interrupted", "quiet_broken_pipe",
+           "STOP_GRACE"]
+
+#: seconds the program has to unwind after a SIGTERM or a Ctrl-C before it is
+#: ended at once: native code that never returns to Python (an IPOPT iteration
+#: on a model grown to 1e52, days read as hours) ran on for minutes after a
+#: SIGTERM, until a SIGKILL
+STOP_GRACE = 10.0
 
 
 def quiet_broken_pipe() -> int:
@@ -52,6 +59,48 @@ def terminate_cleanly() -> None:
         raise Terminated()
 
     signal.signal(signal.SIGTERM, handler)
+    _stop_watchdog()
+
+
+def _stop_watchdog() -> None:
+    """End the process :data:`STOP_GRACE` seconds after a SIGTERM (status 143)
+    or a Ctrl-C (130) that it has not unwound from by then.  Python runs a
+    signal's handler only where the main thread runs Python again, so the
+    signal reaches a thread through the interpreter's wake-up file (written by
+    the C-level handler at once); CasADi's native code lets threads run."""
+    import signal
+    import threading
+    import time
+
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except (ValueError, OSError):  # not the main thread, or no such file
+        os.close(read)
+        os.close(write)
+        return
+    codes = {int(signal.SIGTERM): 143, int(signal.SIGINT): 130}
+    # the terminal's stderr as it is now: native output is captured by
+    # redirecting file 2 while a solve runs
+    stderr = os.dup(2)
+
+    def watch() -> None:
+        while True:
+            try:
+                got = os.read(read, 64)
+            except OSError:
+                return
+            if not got:
+                return
+            stopping = [codes[b] for b in got if b in codes]
+            if stopping:
+                time.sleep(STOP_GRACE)
+                os.write(stderr, (f"picard-casadi: still running {STOP_GRACE:g} s after the "
+                              "signal (inside native code): ended at once\n").encode())
+                os._exit(stopping[0])
+
+    threading.Thread(target=watch, name="picard-casadi stop watchdog", daemon=True).start()
 
 
 def interrupted(command: str, as_program: bool) -> int:

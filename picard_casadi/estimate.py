@@ -72,6 +72,7 @@ from .runtime.executors import stop_in_a_starting_worker
 from .runtime.interrupts import interruptible_call
 from .runtime.threads import with_solver_threads
 from .runtime.user_warnings import SPELLING, warn_user
+from .transcription.guess import RUNAWAY_HEAD
 from .transcription.mesh import default_T, search_time_scale, transfer_solution
 
 __all__ = ["estimate", "build_setup", "default_T", "MAX_REFINEMENTS"]
@@ -483,6 +484,10 @@ def estimate(
                                   wrapped_angle_note(user_exps, user_model.y_names))):
             prob.notes.append(note)
             warn_user(note)
+        runaway = [n for n in prob.notes if n.startswith(RUNAWAY_HEAD)]
+        if runaway:  # the first, and how many more
+            warn_user(runaway[0] + f" ({len(runaway) - 1} more experiment(s) likewise)" * (
+                len(runaway) > 1))
     if found is not None and start is not None:
         # a warm start where the model has grown stiff on its mesh (a profile pushing a
         # fast equilibrium's rate up: Chebyshev's nodes on 794 intervals, picard-gn

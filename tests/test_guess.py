@@ -313,3 +313,27 @@ def test_a_measured_state_carried_before_its_first_sample_stays_in_the_data_s_ra
                       estimate_x0=[False, False, True], noise="log10-normal",
                       uncertainty=False)
     assert "failed at the start" not in res.message, res.message
+
+
+def test_a_start_that_runs_away_from_the_data_is_warned_of_before_the_fit():
+    """A tumour's days read as hours: the volume simulated from p0 grew to
+    1e24 against data of 2000, and the fit sat in silence for minutes."""
+    import warnings
+
+    from picard_casadi.transcription.guess import RUNAWAY_HEAD
+
+    v, drug, g, k = ca.SX.sym("V"), ca.SX.sym("A"), ca.SX.sym("g"), ca.SX.sym("k")
+    model = pc.Model(x=ca.vertcat(v, drug), p=ca.vertcat(g, k),
+                     rhs=ca.vertcat(g * v - k * drug * v, -drug), y=v, x_names=["V", "A"],
+                     p_names=["g", "k"])
+    days = np.arange(0.0, 36.0, 2.0)
+    volume = 100.0 * np.exp(0.12 * days)
+    for factor, warned in ((24.0, True), (1.0, False)):
+        exp = pc.Experiment(days * factor, volume[:, None], x0=[100.0, 1.0], t0=0.0)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            pc.estimate(model, [exp], [0.12, 0.01], estimate_x0=[True, False], max_iter=3,
+                        method="picard-gn")
+        runaway = [str(w.message) for w in seen if str(w.message).startswith(RUNAWAY_HEAD)]
+        assert bool(runaway) == warned, runaway
+        assert not warned or "(V reaches" in runaway[0] and "hours for days" in runaway[0]

@@ -52,11 +52,19 @@ from .fixed_point_system import FixedPointSystem
 from .interval_functions import IntervalFunctions
 from .sensitivity import PointDerivatives, fixed_point_system, newton_fixed_point_step
 
-__all__ = ["GUESS_NOTE", "initial_guess", "measured_state_series", "local_regression",
+__all__ = ["GUESS_NOTE", "RUNAWAY_HEAD", "RUNAWAY", "initial_guess", "measured_state_series",
+           "local_regression",
            "local_regressions", "graded_regressions", "GUESSES"]
 
 #: how every note of the initial guess begins
 GUESS_NOTE = "initial guess: "
+#: a measured state whose simulation from the start grows this many times
+#: its data's largest value within the record is named (days read as hours:
+#: a tumour's volume grown to 1e26 against 2000, an objective of 3e52, and
+#: minutes of silence before IPOPT hung) ...
+RUNAWAY = 1e6
+#: ... in a note that begins so (warned of before the fit)
+RUNAWAY_HEAD = "at the start (p0) the model runs away from the data"
 #: ``"auto"`` is estimate's: "simulation", then "anchored" where that never joins up
 GUESSES = ("auto", "simulation", "anchored", "shooting")
 #: up to this many samples the local regressions take every sample (weight zero
@@ -484,6 +492,7 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
                                 rtol=GUESS_RTOL, atol=GUESS_ATOL, locate=False)
             nodes = at_nodes[where].transpose(0, 2, 1)  # (intervals, nx, K)
             traj = nodes[:, :, 0]
+            notes.extend(_runaway_notes(model, exp.name, measured, nodes))
         except (SimulationError, ValueError):
             notes.append(f"{GUESS_NOTE}the simulation of {exp.name!r} with p0 "
                          "failed; its states are propagated interval by interval")
@@ -510,6 +519,26 @@ def _experiment_plan(disc: Discretisation, e: int, x0: np.ndarray, p0: np.ndarra
         # the simulation's shape through each interval, from that interval's start
         first = nodes + (starts - nodes[:, :, 0])[:, :, None]
     return _ExperimentPlan(sl, x0, typical_e, start, starts, first)
+
+
+def _runaway_notes(model, name: str, measured: dict[int, np.ndarray],
+                   nodes: np.ndarray) -> list[str]:
+    """Notes on the measured states whose simulation from the start (``nodes``,
+    (intervals, nx, K)) grows :data:`RUNAWAY` times their data's largest
+    value (``measured``: each one's regressions at the interval starts)."""
+    found = []
+    for i, vals in measured.items():
+        data = float(np.nanmax(np.abs(vals))) if np.any(np.isfinite(vals)) else 0.0
+        with np.errstate(invalid="ignore"):
+            sim = float(np.nanmax(np.abs(nodes[:, i, :]))) if nodes.size else 0.0
+        if data > 0.0 and sim > RUNAWAY * data:
+            found.append(f"{model.x_names[i]} reaches {sim:.3g} where its data reach "
+                         f"{data:.3g}")
+    if not found:
+        return []
+    return [f"{RUNAWAY_HEAD} in {name!r} ({'; '.join(found)}): the times in another unit "
+            "than the model's rates (hours for days, seconds for minutes?), a rate far too "
+            "fast in p0, or the data in another unit; the fit may take long or fail"]
 
 
 def initial_guess(

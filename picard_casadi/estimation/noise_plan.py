@@ -273,8 +273,10 @@ def _log_scaled(model: Model, experiments: list[Experiment], noise: tuple[Noise,
                     f"which needs positive data; experiment {exp.name!r}, sample {i} "
                     f"(counted from 0; t = {exp.t[i]:g}) has y = {col[i]:g} "
                     f"({count}); leave such values out (NaN: below a "
-                    "limit of quantification, a reading of 0 says only that), or use a normal "
-                    "noise model for this output")
+                    "limit of quantification, a reading of 0 says only that); a normal noise "
+                    "model instead fits only where the noise does not grow with the value "
+                    "(with noise that does, and zeros fitted as readings, a tumour study's "
+                    "growth rates came 3 to 6 standard errors off)")
             v = col[measured]
             Y[:, k] = np.log(col) if s == "log" else np.log10(col)
             jacobian += float(np.sum(np.log(v))) + (v.size * math.log(math.log(10.0))

@@ -156,8 +156,13 @@ def flat_wald_ends(result: Any) -> list[tuple[str, str, float]]:
     lower, upper = ((np.asarray(bounds[0], float), np.asarray(bounds[1], float))
                     if bounds is not None else (np.full(p.size, -np.inf), np.full(p.size, np.inf)))
     flat = []
+    reported = np.asarray(result.p_std if result.p_std is not None else np.full(p.size, np.nan),
+                          float)
     for k, i in checked:
-        if not (np.isfinite(cov[k, k]) and cov[k, k] > 0):
+        # (an infinite standard error in the table has no Wald end to test: a
+        # tumour model's ke, inf there, had its "lower end 0.48" named)
+        if not (np.isfinite(cov[k, k]) and cov[k, k] > 0) or (
+                i < reported.size and not np.isfinite(reported[i])):
             continue
         line = cov[:, k] / cov[k, k] * Z95 * np.sqrt(cov[k, k])
         if not np.all(np.isfinite(line)):

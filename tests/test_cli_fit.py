@@ -998,8 +998,10 @@ def test_sigterm_ends_the_program_inside_native_code_that_never_returns(here):
     # a C call that retries its wait through signals and never returns to
     # Python before the child ends (libc's system(); the GIL released, as
     # CasADi's solves release it)
-    (here / "model.py").write_text("import os\nprint('native', flush=True)\n"
-                                   f"os.system('exec sleep {3 * STOP_GRACE:g} >/dev/null 2>&1')\n")
+    # (the child says it started: the parent is inside system() by then)
+    (here / "model.py").write_text(
+        "import os\n"
+        f"os.system('echo native; exec sleep {3 * STOP_GRACE:g} >/dev/null 2>&1')\n")
     (here / "data.csv").write_text("time,y\n0,1\n1,2\n")
     proc = subprocess.Popen([sys.executable, "-m", "picard_casadi", "fit", "model.py",
                              "data.csv", "--out", "stuck"], cwd=here, stdout=subprocess.PIPE,

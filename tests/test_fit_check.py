@@ -96,6 +96,11 @@ def test_only_systematic_residuals_far_above_the_noise_are_flagged():
                          unweighted=True)
     assert "output 'y'" in note and "weights='auto'" in note
     assert "runs test z = " in note
+    # one experiment of two off: a parameter they should not share is named too
+    [note] = lack_of_fit([y[:, None], y[:, None]], [good, off], ["e1", "e2"], ["y"])
+    assert "experiment 'e2'" in note and "per_experiment=['NAME']" in note
+    both = lack_of_fit([y[:, None], y[:, None]], [off, off], ["e1", "e2"], ["y"])
+    assert len(both) == 2 and not any("per_experiment" in n for n in both)
     # every residual above the data: one run, no z to quote (a user read
     # "runs test z = 0.0" as no evidence)
     [note] = lack_of_fit([y[:, None]], [good - 0.5], *args)

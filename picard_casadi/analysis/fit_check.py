@@ -331,6 +331,14 @@ def lack_of_fit(data: Sequence[np.ndarray], fitted: Sequence[np.ndarray],
                     "describe these data exactly (unmodelled dynamics or correlated noise, "
                     "usual in real records: then the standard errors are too small, "
                     "docs/uncertainty.md)")
+    # some experiments off, the others fitted: a parameter they do not share
+    # (a tumour study's growth rate shared by every mouse: three mice named,
+    # the advice a local minimum)
+    off = {n.split("in experiment ", 1)[1].split(":", 1)[0] for n in notes}
+    if estimated and 0 < len(off) < len(experiment_names):
+        notes = [n.replace(f"; {causes}", "; a parameter whose value differs between the "
+                           "experiments, shared by them here (per_experiment=['NAME'] "
+                           f"estimates one per experiment), or {causes}", 1) for n in notes]
     return notes
 
 

@@ -61,3 +61,19 @@ def test_a_first_sample_the_data_do_not_reject_is_left_alone():
     # values that are not the first samples are not tested at all
     other = [pc.Experiment(e.t, e.y, name=e.name, x0=[e.y[0, 0] + 0.3]) for e in runs]
     assert held_first_samples(model, other, np.array([True])) == []
+
+
+def test_an_experiment_with_no_more_measurements_than_its_own_unknowns_is_named():
+    """A mouse with 2 readings for its growth rate and initial volume: its
+    first reading came back as the initial volume, and no word."""
+    model = _decay()
+    runs = _runs(first_exact=False)
+    short = pc.Experiment(runs[0].t[:2], runs[0].y[:2], name="few")
+    with pytest.warns(UserWarning, match=r"no more measurements than unknowns of their own: "
+                                         r"'few' \(2 for k\[few\], x0\[level\]\)"):
+        res = pc.estimate(model, [*runs, short], [0.3], per_experiment="k")
+    assert res.success
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pc.estimate(model, runs, [0.3], per_experiment="k")
+    assert not any("unknowns of their own" in w for w in res.warnings)

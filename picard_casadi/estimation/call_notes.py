@@ -84,6 +84,8 @@ def close_call(result: EstimationResult, experiments: Sequence[Experiment], mode
                  outside_box_note(result, model.x_names, x_lb, x_ub),
                  _given_x0_estimated_note(result, user_experiments, model.x_names, x0_known),
                  _unmeasured_start_note(result, user_experiments, user_model, x0_known),
+                 _own_unknowns_note(result, user_experiments, user_model, x0_known,
+                                    p_lb < p_ub),
                  _few_degrees_note(result)):
         if note:
             result.warnings.append(note)
@@ -146,6 +148,33 @@ def _unmeasured_start_note(result: EstimationResult, experiments: Sequence[Exper
             f"{'it' if len(found) == 1 else 'them'} in that experiment gives a start; where 0 "
             "is a state the model does not leave (no predators, no cells), the fit cannot move "
             "it: give that experiment's x0 (Experiment(..., x0=[...]), estimated from there)")
+
+
+def _own_unknowns_note(result: EstimationResult, experiments: Sequence[Experiment],
+                       model: Model, x0_known: np.ndarray, free: np.ndarray) -> str:
+    """A note naming the experiments with at least as many unknowns of their
+    own (estimated initial states, parameters per experiment) as
+    measurements, or ``""``: their data are matched whatever the noise (a
+    mouse with 2 readings for its growth rate and initial volume: no word,
+    the first reading returned as the initial volume)."""
+    if not result.success:
+        return ""
+    states = [n for i, n in enumerate(model.x_names)
+              if not x0_known[i] and not model.x0_given[i]]
+    names = list(result.p_names or [])
+    found = []
+    for e in experiments:
+        own = [n for j, n in enumerate(names) if f"[{e.name}]" in n
+               and j < free.size and free[j]] + [f"x0[{s}]" for s in states]
+        measured = int(np.count_nonzero(np.isfinite(np.asarray(e.y, float))))
+        if own and measured <= len(own):
+            found.append(f"{e.name!r} ({measured} for {', '.join(own)})")
+    if not found:
+        return ""
+    return (f"experiment(s) with no more measurements than unknowns of their own: "
+            f"{'; '.join(found[:5])}{'; ...' if len(found) > 5 else ''}: their data are "
+            "matched whatever the noise, so they test nothing of the model, and their own "
+            "values' standard errors rest on the other experiments' noise level")
 
 
 #: a failed fit whose residuals' sum of squares is this share of the data's

@@ -316,6 +316,12 @@ def test_a_result_pickles_without_its_model_s_closures():
     assert np.array_equal(back.p, res.p) and np.array_equal(back.p_std, res.p_std)
     with pytest.raises(RuntimeError, match="no model attached"):
         back.predict(0)
+    # a new run, from a result without its model: the fix named (a ship
+    # engineer's res.predict(Experiment) was told of prediction_band alone)
+    new = pc.Experiment(t=np.linspace(0, 1, 5), y=None)
+    with pytest.raises(ValueError, match=r"predict: this result has no model attached .*"
+                                         r"EstimationResult\.from_json\(path, model="):
+        back.predict(new)
 
 
 def test_a_new_run_s_band_is_the_parameters_alone():

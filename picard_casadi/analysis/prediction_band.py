@@ -163,10 +163,13 @@ def new_run_sensitivities(result: Any, exp: Experiment, t: Any, derivatives: boo
     from ..transcription.predict import model_parameter_values
 
     model = getattr(result, "_model", None)
+    who = "prediction_band" if derivatives else "predict"
     if model is None:
-        raise ValueError("prediction_band: this result has no model attached (a result "
-                         "read from JSON or a pickle): no band for a new run")
-    where = f"prediction_band: the new run {exp.name!r}"
+        raise ValueError(f"{who}: this result has no model attached (a result read from JSON "
+                         "or a pickle): attach it with EstimationResult.from_json(path, "
+                         "model=..., experiments=...), the fitted experiments given as in "
+                         "the fit")
+    where = f"{who}: the new run {exp.name!r}"
     exp.check(model, predicting=True)
     if exp.preequilibration is not None:
         raise ValueError(f"{where} settles first (a Preequilibration): its band is not "

@@ -87,6 +87,12 @@ def add_predict_parser(sub: Any) -> None:
                    help="estimate each run's initial states from its measured outputs, the "
                         "parameters held at the fit's (--x0 and the first row then give "
                         "the start); the band takes them as known")
+    p.add_argument("--estimate", default=None, metavar="NAME[,NAME...]",
+                   help="estimate these model parameters for each run from its measured "
+                        "outputs, the others held at the fit's (a bias per maneuver, a "
+                        "subject's own rate: what the fit estimated per experiment); the "
+                        "start is the run's --conditions value, else the median of the "
+                        "fit's; the band takes them as known")
     p.add_argument("--t0", type=float, default=None, metavar="TIME",
                    help="where every run's clock starts (default: its first sample time)")
     p.add_argument("--input-hold", type=input_hold_arg, default=None,
@@ -139,34 +145,63 @@ def _check_parameters(res: Any, model: Any, exp: Any) -> None:
             f"of one of the fit's parameters {list(res.p_names)})") from None
 
 
-def _estimated_starts(res: Any, model: Any, experiments: list) -> tuple[list, list[str]]:
-    """``--estimate-x0``: each run with its initial states estimated from its own
-    measurements, the parameters held at the fit's (a flight-test validation
-    run's first sample is noisy: q 8 noise levels off), and the lines saying
-    them."""
+def _estimated_parameters(res: Any, model: Any, text: str | None) -> dict[str, float]:
+    """``--estimate NAME,...``: each named model parameter with its start (the
+    median of the fit's values of it, one per experiment or one shared)."""
+    if text is None:
+        return {}
+    starts = {}
+    names, values = list(res.p_names), np.asarray(res.p, float)
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        if name not in model.p_names:
+            raise CliError(f"--estimate: {name!r} is not a parameter of the model "
+                           f"({list(model.p_names)})")
+        fitted = [v for n, v in zip(names, values) if n == name or n.startswith(name + "[")]
+        starts[name] = float(np.median(fitted)) if fitted else 0.0
+    if not starts:
+        raise CliError("--estimate: give one or more of the model's parameters, NAME[,NAME...]")
+    return starts
+
+
+def _estimated_starts(res: Any, model: Any, experiments: list, own: dict[str, float],
+                      x0_too: bool) -> tuple[list, list[str]]:
+    """``--estimate-x0`` and ``--estimate NAME``: each run with its initial
+    states (``x0_too``) and the parameters ``own`` (name: start) estimated
+    from its own measurements, the others held at the fit's (a flight-test
+    validation run's first sample is noisy: q 8 noise levels off; a ship's
+    new maneuver has its own rudder bias), and the lines saying them."""
     from ..estimate import estimate
     from ..noise import DISTRIBUTIONS, Noise, output_scales
 
     of_scale = {scale: name for name, scale in DISTRIBUTIONS.items()}
     noise = [Noise(of_scale[sc]) for sc in output_scales(res.y_names, model.y_names)]
+    flag = "--estimate-x0" if x0_too else "--estimate"
     out, lines = [], []
     for exp in experiments:
         if exp.y.shape[1] == 0 or not np.any(np.isfinite(exp.y)):
-            raise CliError(f"--estimate-x0: run {exp.name!r} measures no output to estimate its "
-                           "initial states from; give them with --x0 and leave --estimate-x0 "
-                           "out")
-        p = res.model_parameters(model, exp.parameters)
+            raise CliError(f"{flag}: run {exp.name!r} measures no output to estimate from; "
+                           f"give its values (--x0, --conditions) and leave {flag} out")
+        given = dict(exp.parameters or {})
+        p = res.model_parameters(model, {**given, **{n: given.get(n, v)
+                                                      for n, v in own.items()}})
+        free = np.isin(np.asarray(model.p_names), list(own))
+        bounds = (np.where(free, -np.inf, p), np.where(free, np.inf, p))
+        kept = {n: v for n, v in given.items() if n not in own} or None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = estimate(model, [exp.replaced(parameters=None)], p, p_bounds=(p, p),
-                           noise=noise, uncertainty=False)
+            fit = estimate(model, [exp.replaced(parameters=kept)], p, p_bounds=bounds,
+                           noise=noise, uncertainty=False, estimate_x0=x0_too)
         if not fit.success:
-            raise CliError(f"--estimate-x0: the initial states of run {exp.name!r} could not "
-                           f"be estimated ({in_cli_terms(fit.message)})")
+            raise CliError(f"{flag}: run {exp.name!r} could not be fitted "
+                           f"({in_cli_terms(fit.message)})")
         x0 = np.asarray(fit.x0[0], float)
-        out.append(exp.with_x0(x0))
-        lines.append(f"  {exp.name}: " + ", ".join(f"{n}={v:.6g}"
-                                                   for n, v in zip(model.x_names, x0)))
+        fitted = np.asarray(fit.model_parameters(model, kept), float)
+        values = {n: float(fitted[list(model.p_names).index(n)]) for n in own}
+        out.append(exp.with_x0(x0).replaced(parameters={**given, **values}))
+        shown = [f"{n}={v:.6g}" for n, v in values.items()]
+        if x0_too:
+            shown += [f"{n}={v:.6g}" for n, v in zip(model.x_names, x0)]
+        lines.append(f"  {exp.name}: " + ", ".join(shown))
     return out, lines
 
 
@@ -287,17 +322,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
     # known initial states, or (--estimate-x0) the guesses of estimated ones
     experiments, lines = initial_states(model, experiments, args, extras,
                                         not args.estimate_x0, command="predict")
+    own = _estimated_parameters(res, model, args.estimate)
     for exp in experiments:
-        _check_parameters(res, model, exp)
+        _check_parameters(res, model, exp.replaced(
+            parameters={**own, **dict(exp.parameters or {})}))
     sigma = np.asarray(res.noise_sigma if res.noise_sigma is not None else [], float)
     if args.noise and not (sigma.size == model.ny and np.all(np.isfinite(sigma))):
         raise CliError("--noise: the fit in RESULT has no noise level for each output "
                        f"({list(model.y_names)}) to add; leave --noise out for the band of "
                        "the model's outputs")
-    if args.estimate_x0:
-        experiments, lines = _estimated_starts(res, model, experiments)
-    print("initial states (estimated from each run's measurements, the parameters held at "
-          "the fit's):" if args.estimate_x0 else "initial states (known):")
+    if args.estimate_x0 or own:
+        if own:
+            print("initial states (known):")
+            for line in lines:
+                print(line)
+        experiments, lines = _estimated_starts(res, model, experiments, own, args.estimate_x0)
+    estimated = " and ".join((["initial states"] if args.estimate_x0 else []) + list(own))
+    print(f"{estimated} (estimated from each run's measurements, the others held at the "
+          "fit's; the band takes them as known):" if estimated else "initial states (known):")
     for line in lines:
         print(line)
     from ..analysis.fit_check import is_fit_note

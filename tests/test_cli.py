@@ -368,6 +368,37 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
     assert np.allclose(exp.y.ravel(), [1.0, 0.5])
 
 
+def test_a_logger_s_other_channels_are_left_out_by_name(tmp_path, capsys):
+    """A sea trial's log carries speed and wind beside the channels fitted:
+    refused as unknown columns, with no way but trimming the file."""
+    import casadi as ca
+
+    x, p = ca.SX.sym("x"), ca.SX.sym("p")
+    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"])
+    path = tmp_path / "log.csv"
+    path.write_text("time,w,speed [kn],wind\n0,1,12,3\n1,0.5,12,3\n")
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['speed \[kn\]', 'wind'\].*"
+                                         r"left out with ignore=\['speed', 'wind'\]"):
+        pc.read_csv_experiments(path, model)
+    exp, = pc.read_csv_experiments(path, model, ignore=["speed", "wind"])
+    assert np.allclose(exp.y.ravel(), [1.0, 0.5])
+    with pytest.raises(ValueError, match=r"`ignore`: \['w'\] are columns the model reads"):
+        pc.read_csv_experiments(path, model, ignore=["w"])
+    (tmp_path / "model.py").write_text(
+        "import casadi as ca\nimport picard_casadi as pc\nP0 = [0.5]\n"
+        "def build_model():\n    x, p = ca.SX.sym('x'), ca.SX.sym('p')\n"
+        "    return pc.Model(x=x, p=p, rhs=-p * x, y_names=['w'])\n")
+    from picard_casadi.cli.commands import main
+
+    args = ["fit", str(tmp_path / "model.py"), str(path), "--codegen", "off", "--quiet",
+            "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    assert "left out with --ignore-columns speed,wind" in capsys.readouterr().err
+    assert main(args + ["--ignore-columns", "speed,wnd"]) == 2
+    assert "--ignore-columns: ['wnd'] are columns of none" in capsys.readouterr().err
+    assert main(args + ["--ignore-columns", "speed,wind"]) == 0
+
+
 def test_a_time_column_in_another_unit_than_the_model_s_is_said(tmp_path):
     """A cycler's 'time (h)' was read as seconds without a word, where 'I [mA]'
     against a model in A was refused."""

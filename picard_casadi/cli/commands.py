@@ -422,9 +422,9 @@ def _user_fit(args: argparse.Namespace, model: Any, extras: dict[str, Any], mode
     box = extras.get("P_BOUNDS", options.pop("p_bounds", None))
     box_origin = f"P_BOUNDS in {model_path}" if box is not None else ""
     BOX_ORIGIN.set(box_origin)
-    experiments = clock_started(read_data_files(data_paths, model,
-                                                input_holds(args.input_hold, model)),
-                                getattr(args, "t0", None))
+    experiments = clock_started(read_data_files(
+        data_paths, model, input_holds(args.input_hold, model),
+        ignore=getattr(args, "ignore_columns", None)), getattr(args, "t0", None))
     p0 = vector_arg(args.p0, model.np, "--p0")
     p0_origin = "--p0"
     if p0 is None:
@@ -593,6 +593,8 @@ def _user_input_args(p: argparse.ArgumentParser, for_compare: bool = False) -> N
                    help="inputs between samples: linear interpolation (default; a fit "
                         "notes inputs that look like a staircase) or zero-order hold, for "
                         "every input or the inputs named (the others linear)")
+    p.add_argument("--ignore-columns", default=None, metavar="NAME[,NAME...]",
+                   help="columns of the CSV files not read (a logger's other channels)")
     p.add_argument("--t0", type=float, default=None, metavar="TIME",
                    help="where every experiment's clock starts: the initial states are the "
                         "states at TIME (default: each experiment's first sample time); "

@@ -13,11 +13,29 @@ from .errors import CliError
 
 
 def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
-                    measured: bool = True) -> list[Any]:
+                    measured: bool = True, ignore: str | None = None) -> list[Any]:
     """The experiments of one or more CSV files, in order (a file without an
     ``experiment`` column is one experiment named as the file); a
     :class:`CliError` where two files hold experiments of one name.
-    ``measured`` False: runs to predict (output columns optional)."""
+    ``measured`` False: runs to predict (output columns optional).  ``ignore``:
+    ``--ignore-columns``, a comma list of columns not read; a name no file
+    has is an error (a misspelt channel)."""
+    ignored = [n.strip() for n in (ignore or "").split(",") if n.strip()]
+    if ignored:
+        import re
+
+        present = set()
+        for path in paths:
+            try:
+                with open(path, encoding="utf-8-sig", errors="replace") as f:
+                    first = f.readline()
+            except OSError:
+                continue  # (the reader names it)
+            present |= {re.sub(r"\s*[\[(].*[\])]\s*$", "", c.strip())
+                        for c in first.split(",")}
+        absent = [n for n in ignored if n not in present]
+        if absent:
+            raise CliError(f"--ignore-columns: {absent} are columns of none of the DATA files")
     experiments: list[Any] = []
     origin: dict[str, str] = {}
     files: dict[Path, str] = {}
@@ -27,7 +45,8 @@ def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
             raise CliError(f"DATA: {str(path)!r} is given twice" + (
                 f" (as {same!r} too)" if same != str(path) else ""))
     for path in paths:
-        for e in read_csv_experiments(path, model, input_hold, measured=measured):
+        for e in read_csv_experiments(path, model, input_hold, measured=measured,
+                                      ignore=ignored):
             if e.name in origin:
                 raise CliError(f"DATA: experiment {e.name!r} is in {origin[e.name]!r} and "
                                f"in {str(path)!r}; give each file's experiments names of "
@@ -38,14 +57,14 @@ def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
 
 
 def read_csv_experiments(path: str | Path, model: Any, input_hold: Any = None, *,
-                         measured: bool = True) -> list[Any]:
+                         measured: bool = True, ignore: Any = ()) -> list[Any]:
     """:func:`~picard_casadi.io.csv_experiments.read_csv_experiments`, its
     ``ValueError`` a :class:`CliError` (exit status 2) and its warning (a file
     that is not UTF-8) a note on stderr, each naming the argument ``DATA``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            experiments = _read(path, model, input_hold, measured=measured)
+            experiments = _read(path, model, input_hold, measured=measured, ignore=ignore)
         except ValueError as err:
             text = str(err)
             raise CliError(f"DATA {text}" if text.startswith(str(Path(path)))

@@ -219,6 +219,8 @@ _FLAG_SPELLINGS = (
     (re.compile(r"noise='([\w-]+)'"), lambda m: "--noise " + m.group(1)),
     (re.compile(r"multistart=(\d+)"), lambda m: "--multistart " + m.group(1)),
     (re.compile(r"per_experiment=\['NAME'\]"), "--per-experiment NAME"),
+    (re.compile(r"ignore=\[([^\]]*)\]"),
+     lambda m: "--ignore-columns " + ",".join(n.strip(" '\"") for n in m.group(1).split(","))),
     (re.compile(r"weights='auto'"), "--weights auto"),
     (re.compile(r"guess='(\w+)'"), lambda m: "--guess " + m.group(1)),
     (re.compile(r"method='([\w-]+)'"), lambda m: "--method " + m.group(1)),

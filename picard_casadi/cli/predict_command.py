@@ -100,6 +100,8 @@ def add_predict_parser(sub: Any) -> None:
                    help="inputs between samples, as for fit (give what the fit used)")
     p.add_argument("--conditions", default=None, metavar="C.csv",
                    help="the runs' constants and parameters, as fit's --conditions")
+    p.add_argument("--ignore-columns", default=None, metavar="NAME[,NAME...]",
+                   help="columns of the CSV files not read (a logger's other channels)")
     p.add_argument("--noise", action="store_true",
                    help="the band of new measurements (the fit's noise level added), not "
                         "only of the model's output")
@@ -312,7 +314,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     res = _load_result(args.result, model)
     experiments = clock_started(
-        read_data_files(args.data, model, input_holds(args.input_hold, model), measured=False),
+        read_data_files(args.data, model, input_holds(args.input_hold, model), measured=False,
+                        ignore=args.ignore_columns),
         args.t0)
     if args.conditions:
         try:

@@ -29,7 +29,8 @@ _TIME_NAMES = {"t", "times", "time_s", "t_s", "sec", "secs", "seconds", "timesta
 def read_csv_experiments(path: str | Path, model: Model,
                          input_hold: str | Sequence[str] | None = None,
                          conditions: str | Path | None = None, *,
-                         measured: bool = True) -> list[Experiment]:
+                         measured: bool = True,
+                         ignore: Sequence[str] = ()) -> list[Experiment]:
     """Experiments from a CSV file, one row per sample: the command line's
     ``DATA`` (docs/cli.md) read in Python.
 
@@ -67,6 +68,10 @@ def read_csv_experiments(path: str | Path, model: Model,
         False: runs to predict (the command line's ``predict``): output
         columns may be left out, and an experiment without a measured value
         has ``y`` None (``Experiment(t, None, ...)``).
+    ignore : sequence of str
+        Columns of the file not read (a data logger's other channels: speed,
+        wind, GPS); without it a column the model does not name is an error
+        (a misspelt output would otherwise go unread).
 
     Returns
     -------
@@ -97,7 +102,13 @@ def read_csv_experiments(path: str | Path, model: Model,
     header = _without_units(header, expected, model, path)
     # optional: each measurement's noise standard deviation, "sigma_<output>"
     sigma_columns = [f"sigma_{k}" for k in model.y_names]
-    unknown = [h for h in header if h not in expected and h not in sigma_columns]
+    ignored = set(ignore)
+    read = ignored & {*expected, *sigma_columns}
+    if read:
+        raise ValueError(f"`ignore`: {sorted(read)} are columns the model reads; ignore "
+                         "only the file's other channels")
+    unknown = [h for h in header if h not in expected and h not in sigma_columns
+               and (_UNIT.match(h)["name"] if _UNIT.match(h) else h) not in ignored]
     if unknown:
         hint = ""
         near = {h.lower(): h for h in expected}
@@ -133,6 +144,8 @@ def read_csv_experiments(path: str | Path, model: Model,
             + (f" and inputs {list(model.u_names)}" if model.nu else "")
             + f" (optional: {', '.join(repr(c) for c in sigma_columns)}, each measurement's "
             "noise standard deviation)" + hint
+            + ("" if hint else "; channels the model does not use are left out with "
+               f"ignore={[_UNIT.match(u)['name'] if _UNIT.match(u) else u for u in unknown]}")
         )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:

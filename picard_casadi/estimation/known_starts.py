@@ -72,6 +72,10 @@ def held_first_samples(model: Model, experiments: Sequence[Experiment],
     return states
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and bool(np.isfinite(value))
+
+
 def note_noisy_known_starts(result: EstimationResult, model: Model,
                             experiments: Sequence[Experiment], known: np.ndarray,
                             refit: Callable[[np.ndarray], EstimationResult]) -> None:
@@ -79,7 +83,7 @@ def note_noisy_known_starts(result: EstimationResult, model: Model,
     docstring) and note in ``result`` (changed in place) where the data
     reject them.  ``refit(estimate_x0)`` fits again with that mask of
     estimated initial states, from ``result``."""
-    if not result.success or not np.isfinite(result.nllh or np.nan):
+    if not result.success or not _finite(result.nllh):
         return
     states = held_first_samples(model, experiments, known)
     if not states:
@@ -88,7 +92,7 @@ def note_noisy_known_starts(result: EstimationResult, model: Model,
     mask[states] = True
     with held_warnings():  # the refit's own notes are not this call's
         freed = refit(mask)
-    if not freed.success or not np.isfinite(freed.nllh or np.nan):
+    if not freed.success or not _finite(freed.nllh):
         return
     k = len(states) * len(experiments)
     gain = float(result.nllh - freed.nllh)

@@ -368,13 +368,18 @@ def test_a_header_with_units_reads_and_a_unit_the_model_contradicts_is_named(tmp
     assert np.allclose(exp.y.ravel(), [1.0, 0.5])
 
 
-def test_a_logger_s_other_channels_are_left_out_by_name(tmp_path, capsys):
-    """A sea trial's log carries speed and wind beside the channels fitted:
-    refused as unknown columns, with no way but trimming the file."""
+def _decay_of_w(**kwargs) -> pc.Model:
+    """``w' = -p w``, its output named ``w`` (``kwargs``: the Model's others)."""
     import casadi as ca
 
     x, p = ca.SX.sym("x"), ca.SX.sym("p")
-    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"])
+    return pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], **kwargs)
+
+
+def test_a_logger_s_other_channels_are_left_out_by_name(tmp_path, capsys):
+    """A sea trial's log carries speed and wind beside the channels fitted:
+    refused as unknown columns, with no way but trimming the file."""
+    model = _decay_of_w()
     path = tmp_path / "log.csv"
     path.write_text("time,w,speed [kn],wind\n0,1,12,3\n1,0.5,12,3\n")
     with pytest.raises(ValueError, match=r"unknown column\(s\) \['speed \[kn\]', 'wind'\].*"
@@ -402,23 +407,20 @@ def test_a_logger_s_other_channels_are_left_out_by_name(tmp_path, capsys):
 def test_a_time_column_in_another_unit_than_the_model_s_is_said(tmp_path):
     """A cycler's 'time (h)' was read as seconds without a word, where 'I [mA]'
     against a model in A was refused."""
-    import casadi as ca
-
-    x, p = ca.SX.sym("x"), ca.SX.sym("p")
-    model = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"])
+    model = _decay_of_w()
     path = tmp_path / "log.csv"
     path.write_text("time (h),w\n0,1\n1,0.5\n")
     with pytest.warns(UserWarning, match=r"column 'time \(h\)' is in 'h', and the model's time "
                                          r"in 's' .* state Model\(t_unit='h'\)"):
         exp, = pc.read_csv_experiments(path, model)
     assert np.allclose(exp.t, [0.0, 1.0])  # read as they are
-    hours = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], t_unit="h")
+    hours = _decay_of_w(t_unit="h")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pc.read_csv_experiments(path, hours)
     # a unit the model states is checked as the others are (a Duffing record's
     # "time (ms)" against t_unit="s" was a note, then a 72 s fit to nonsense)
-    seconds = pc.Model(x=x, p=p, rhs=-p * x, y_names=["w"], t_unit="s")
+    seconds = _decay_of_w(t_unit="s")
     with pytest.raises(ValueError, match=r"line 1: column 'time \(h\)' is in 'h', and the "
                                          r"model's time in 's': convert the times"):
         pc.read_csv_experiments(path, seconds)

@@ -156,13 +156,20 @@ def test_predict_from_a_fit_that_failed_says_so(fitted, capsys):
     assert (fitted / "pred" / "prediction.csv").exists()
 
 
-def test_a_parameter_fitted_per_experiment_is_asked_for_by_conditions(here, capsys):
+@pytest.fixture
+def fitted_per_run(here, capsys):
+    """The model file and a fit of it on two runs with ``b`` per run (in ``fit/``)."""
     (here / "model.py").write_text(DRIVEN.format(extra=""))
     _record(here / "a.csv", "a", 0.0, np.sin, seed=1, column=False)
     _record(here / "b.csv", "b", 1.0, np.cos, seed=2, column=False)
     code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--per-experiment", "b",
                            "--out", "fit", "--codegen", "off", "--quiet")
     assert code == 0, err
+    return here
+
+
+def test_a_parameter_fitted_per_experiment_is_asked_for_by_conditions(fitted_per_run, capsys):
+    here = fitted_per_run
     t, u, _ = _record(here / "new.csv", "new", 0.5, np.cos, seed=3, measured=False)
     code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--x0", "x=0.5")
     assert code == 2
@@ -214,15 +221,10 @@ def test_per_experiment_takes_a_comma_list(here, capsys):
     assert sorted(saved["p_names"]) == ["b[a]", "b[b]", "k[a]", "k[b]"]
 
 
-def test_a_parameter_per_experiment_is_estimated_for_the_new_run(here, capsys):
+def test_a_parameter_per_experiment_is_estimated_for_the_new_run(fitted_per_run, capsys):
     """A ship's new maneuver has its own rudder bias: predict could only take
     it from --conditions (with 0, heading rms 0.131 rad against 0.0034)."""
-    (here / "model.py").write_text(DRIVEN.format(extra=""))
-    _record(here / "a.csv", "a", 0.0, np.sin, seed=1, column=False)
-    _record(here / "b.csv", "b", 1.0, np.cos, seed=2, column=False)
-    code, out, err = _main(capsys, "fit", "model.py", "a.csv", "b.csv", "--per-experiment", "b",
-                           "--out", "fit", "--codegen", "off", "--quiet")
-    assert code == 0, err
+    here = fitted_per_run
     _record(here / "new.csv", "new", 0.5, lambda t: 1.0 + np.sin(2 * t), seed=3)
     code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--estimate", "b",
                            "--out", "pred")

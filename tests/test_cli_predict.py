@@ -226,9 +226,16 @@ def test_a_parameter_per_experiment_is_estimated_for_the_new_run(fitted_per_run,
     it from --conditions (with 0, heading rms 0.131 rad against 0.0034)."""
     here = fitted_per_run
     _record(here / "new.csv", "new", 0.5, lambda t: 1.0 + np.sin(2 * t), seed=3)
+    (here / "c.csv").write_text("experiment,b\nnew,0\n")
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--conditions",
+                           "c.csv", "--out", "zero")
+    assert code == 0, err  # (a prediction, not a failure) but said:
+    assert "note: run 'new' is off by more than 5 times the fit's noise level in x (" in err
+    assert "--estimate NAME" in err
     code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--estimate", "b",
                            "--out", "pred")
     assert code == 0, err
+    assert "is off by more than" not in err
     assert "b (estimated from each run's measurements, the others held" in out
     b = float(out.split("new: b=")[1].split()[0])
     assert abs(b - TRUTH[1]) < 0.05 * TRUTH[1]

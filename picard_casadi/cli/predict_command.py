@@ -265,13 +265,22 @@ def _table(runs: list[RunPrediction], names: list[str], compared: list[bool]) ->
     return out.getvalue()
 
 
+#: a run's rms error this many times the fit's noise level is noted: the run
+#: is not like the fitted ones (a ship's turn predicted with its rudder bias
+#: 0, or its compass heading wrapped: 38 and 2300 noise levels, exit 0, no word)
+FAR_OFF = 5.0
+
+
 def _comparison(run: RunPrediction, res: Any, model: Any, noise: bool, level: float
-                ) -> list[str]:
-    """Lines comparing a run's measured outputs with the prediction."""
+                ) -> tuple[list[str], list[str]]:
+    """Lines comparing a run's measured outputs with the prediction, and the
+    outputs :data:`FAR_OFF` times the fit's noise level off (``NAME (N
+    times)``)."""
     from ..noise import output_scales
 
     if run.measured is None:
-        return []
+        return [], []
+    far = []
     sigma = np.asarray(res.noise_sigma, float) if res.noise_sigma is not None else None
     scales = output_scales(res.y_names, model.y_names)
     lines = []
@@ -291,12 +300,14 @@ def _comparison(run: RunPrediction, res: Any, model: Any, noise: bool, level: fl
                 + (f" on the {scale} scale" if on_log else ""))
         if sigma is not None and sigma.size == model.ny and math.isfinite(sigma[k]):
             text += f" (the fit's noise level {sigma[k]:.3g})"
+            if sigma[k] > 0 and rms > FAR_OFF * sigma[k]:
+                far.append(f"{name} ({rms / sigma[k]:.3g} times)")
         if noise and run.lower is not None:
             inside = np.mean((run.measured[seen, k] >= run.lower[seen, k])
                              & (run.measured[seen, k] <= run.upper[seen, k]))
             text += f"; {inside:.1%} inside the {level:.0%} band"
         lines.append(text)
-    return lines
+    return lines, far
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -366,8 +377,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print(f"predicted {len(runs)} run(s) from the fit in {args.result} "
           f"({args.level:.0%} {kind} band of the outputs)")
     for run in runs:
-        for line in _comparison(run, res, model, args.noise, args.level):
+        lines, far = _comparison(run, res, model, args.noise, args.level)
+        for line in lines:
             print(line)
+        if far:
+            print(f"picard-casadi predict: note: run {run.name!r} is off by more than "
+                  f"{FAR_OFF:g} times the fit's noise level in {', '.join(far)}: it is not "
+                  "like the fitted runs (a value of its own the fit estimated per "
+                  "experiment: --estimate NAME; its initial states: --estimate-x0; its "
+                  "inputs' or data's units; an angle recorded within one turn?)",
+                  file=sys.stderr)
     compared = [any(r.measured is not None and np.isfinite(r.measured[:, k]).any()
                     for r in runs) for k in range(model.ny)]
     title = (f"{model.name}: predicted from the fit in {Path(args.result).name}"

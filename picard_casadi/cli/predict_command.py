@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.wrapped_angles import wrapped_angle_note
 from ..runtime.output_files import check_output_folder, safe_name
 from .data_files import input_holds, read_data_files
 from .errors import CliError
@@ -337,6 +338,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     experiments, lines = initial_states(model, experiments, args, extras,
                                         not args.estimate_x0, command="predict")
     own = _estimated_parameters(res, model, args.estimate)
+    measured = [e for e in experiments if e.y is not None]
+    wrapped = wrapped_angle_note(measured, model.y_names) if measured else ""
+    if wrapped:
+        print(f"picard-casadi predict: note: {wrapped}", file=sys.stderr)
     for exp in experiments:
         _check_parameters(res, model, exp.replaced(
             parameters={**own, **dict(exp.parameters or {})}))

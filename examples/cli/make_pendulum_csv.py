@@ -20,7 +20,7 @@ model = module.build_model()
 
 rng = np.random.default_rng(7)
 t = np.linspace(0.0, 8.0, 41)
-lines = ["experiment,time,theta"]
+lines = ["experiment,time [s],theta [rad]"]  # units: checked against the model's
 for name, x0 in (("small", [0.5, 0.0]), ("large", [1.2, 0.0])):
     X = pc.simulate(model, x0, [9.81, 0.3], t)
     y = X[:, 0] + rng.normal(0.0, 0.01, t.size)

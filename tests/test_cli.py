@@ -223,6 +223,11 @@ def test_a_held_inputs_empty_cells_hold_the_value_above(tmp_path):
     with pytest.raises(ValueError, match=r"line 2: column 'F' is empty on the first row of "
                                          r"experiment 'a'"):
         pc.read_csv_experiments(csv_file, model, "previous")
+    # a run that receives none (a vehicle group's dose): said as such
+    csv_file.write_text("experiment,time,y,F\na,0,1,\na,1,1,\nb,0,1,2\nb,1,1,2\n")
+    with pytest.raises(ValueError, match=r"line 2: column 'F' is empty on every row of "
+                                         r"experiment 'a': an input it does not receive is 0"):
+        pc.read_csv_experiments(csv_file, model, "previous")
 
 
 def test_a_timestamp_in_the_time_column_says_to_convert_it(tmp_path):

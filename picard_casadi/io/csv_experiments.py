@@ -271,6 +271,11 @@ def _held_forward(u: np.ndarray, held: list[bool], names: Sequence[str], lines: 
     has none."""
     for k in np.flatnonzero(held):
         column = u[:, k]
+        if np.all(np.isnan(column)):
+            # (a tumour study's vehicle group: no dose, its column left blank)
+            raise ValueError(f"{path}, line {lines[0]}: column {names[k]!r} is empty on every "
+                             f"row of experiment {experiment!r}: an input it does not receive "
+                             "is 0 (or its constant value) on its first row at least")
         if np.isnan(column[0]):
             raise ValueError(f"{path}, line {lines[0]}: column {names[k]!r} is empty on the "
                              f"first row of experiment {experiment!r}: a held input holds the "

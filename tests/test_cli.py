@@ -225,9 +225,10 @@ def test_a_held_inputs_empty_cells_hold_the_value_above(tmp_path):
         pc.read_csv_experiments(csv_file, model, "previous")
     # a run that receives none (a vehicle group's dose): said as such
     csv_file.write_text("experiment,time,y,F\na,0,1,\na,1,1,\nb,0,1,2\nb,1,1,2\n")
-    with pytest.raises(ValueError, match=r"line 2: column 'F' is empty on every row of "
-                                         r"experiment 'a': an input it does not receive is 0"):
-        pc.read_csv_experiments(csv_file, model, "previous")
+    for hold in ("previous", None):
+        with pytest.raises(ValueError, match=r"line 2: column 'F' is empty on every row of "
+                                             r"experiment 'a': an input it does not receive"):
+            pc.read_csv_experiments(csv_file, model, hold)
 
 
 def test_a_timestamp_in_the_time_column_says_to_convert_it(tmp_path):

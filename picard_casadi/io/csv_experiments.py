@@ -169,6 +169,7 @@ def read_csv_experiments(path: str | Path, model: Model,
     held = [one_each and not is_linear(input_hold, k) for k in range(model.nu)]
     groups: dict[str, list[tuple[int, float, list[float], list[float], list[float]]]] = {}
     unnamed: list[int] = []  # lines whose experiment cell is empty
+    _no_input_at_all(rows, header, col, model.u_names, path)
     for line, row in rows:
         if not any(cell.strip() for cell in row):
             continue
@@ -264,6 +265,30 @@ def _rows_as_lines(message: str, lines: list[int]) -> str:
     return re.sub(r"\brows? \d+(?: and \d+)?", line, message)
 
 
+def _no_input_at_all(rows: list, header: list[str], col: dict[str, int],
+                     inputs: Sequence[str], path: Path) -> None:
+    """A ValueError where an input's column is empty on every row of an
+    experiment (a tumour study's vehicle group, its dose left blank: read as
+    a missing value, "column 'dose_rate' is empty; ... --input-hold previous")."""
+    first: dict[tuple[str, str], int] = {}
+    given: set[tuple[str, str]] = set()
+    for line, row in rows:
+        if len(row) != len(header) or not any(cell.strip() for cell in row):
+            continue
+        name = row[col["experiment"]].strip() if "experiment" in col else ""
+        for u in inputs:
+            if u in col:
+                first.setdefault((name, u), line)
+                if row[col[u]].strip():
+                    given.add((name, u))
+    for (name, u), line in first.items():
+        if (name, u) not in given:
+            which = f"experiment {name!r}" if name else "the file"
+            raise ValueError(f"{path}, line {line}: column {u!r} is empty on every row of "
+                             f"{which}: an input it does not receive is 0 (or its constant "
+                             "value) on its rows")
+
+
 def _held_forward(u: np.ndarray, held: list[bool], names: Sequence[str], lines: list[int],
                   path: Path, experiment: str) -> np.ndarray:
     """The inputs ``u`` (N, nu) of one experiment with each held input's empty
@@ -271,11 +296,6 @@ def _held_forward(u: np.ndarray, held: list[bool], names: Sequence[str], lines: 
     has none."""
     for k in np.flatnonzero(held):
         column = u[:, k]
-        if np.all(np.isnan(column)):
-            # (a tumour study's vehicle group: no dose, its column left blank)
-            raise ValueError(f"{path}, line {lines[0]}: column {names[k]!r} is empty on every "
-                             f"row of experiment {experiment!r}: an input it does not receive "
-                             "is 0 (or its constant value) on its first row at least")
         if np.isnan(column[0]):
             raise ValueError(f"{path}, line {lines[0]}: column {names[k]!r} is empty on the "
                              f"first row of experiment {experiment!r}: a held input holds the "

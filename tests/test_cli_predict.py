@@ -280,3 +280,28 @@ def test_compare_takes_several_data_files(here, capsys):
     assert code == 0, err
     found = re.search(r"\| ([\d.]+), ([\d.]+) \|", (here / "cmp" / "table.md").read_text())
     assert np.allclose([float(found[1]), float(found[2])], TRUTH, rtol=0.05)  # both runs
+
+
+def test_an_initial_state_from_a_parameter_of_the_conditions_is_predicted(here, capsys):
+    """A kineticist's A(0) = A0, A0 per run from --conditions: predict held
+    it at 0 (A = 0 at every time, band [0, 0], exit 0)."""
+    (here / "model.py").write_text(
+        "import casadi as ca\nimport picard_casadi as pc\nP0 = [0.5, 1.0]\n"
+        "def build_model():\n    x, k, a0 = ca.SX.sym('x'), ca.SX.sym('k'), ca.SX.sym('A0')\n"
+        "    return pc.Model(x=x, p=ca.vertcat(k, a0), rhs=-k * x, x0=[a0], y_names=['x'],\n"
+        "                    x_names=['x'], p_names=['k', 'A0'])\n")
+    t = np.linspace(0.0, 3.0, 16)
+    rows = ["experiment,time,x"] + [f"{n},{ti:.6g},{a * np.exp(-0.7 * ti):.8g}"
+                                    for n, a in (("r1", 1.0), ("r2", 2.0)) for ti in t]
+    (here / "data.csv").write_text("\n".join(rows) + "\n")
+    (here / "c.csv").write_text("experiment,A0\nr1,1.0\nr2,2.0\n")
+    (here / "n.csv").write_text("experiment,A0\nnew,3.0\n")
+    code, out, err = _main(capsys, "fit", "model.py", "data.csv", "--conditions", "c.csv",
+                           "--out", "fit", "--codegen", "off", "--quiet")
+    assert code in (0, 3), err
+    (here / "new.csv").write_text("experiment,time\n" + "".join(f"new,{ti:.6g}\n" for ti in t))
+    code, out, err = _main(capsys, "predict", "fit", "model.py", "new.csv", "--conditions",
+                           "n.csv", "--out", "pred")
+    assert code in (0, 3), err
+    y = np.array([float(r["x"]) for r in _table(here / "pred" / "prediction.csv")])
+    assert np.allclose(y, 3.0 * np.exp(-0.7 * t), rtol=1e-4)

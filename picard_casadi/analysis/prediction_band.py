@@ -196,7 +196,10 @@ def new_run_sensitivities(result: Any, exp: Experiment, t: Any, derivatives: boo
     expr = ca.Function("x0_of_p", [model.p], [model.x0_expression, ca.jacobian(
         model.x0_expression, model.p)])
     h, dh = (np.asarray(v, float) for v in expr(p))
-    from_p = np.flatnonzero(np.isnan(x0))
+    # the states the model's x0 gives follow it, as in a fit, whatever exp.x0
+    # holds there (the command line's placeholder 0: a kineticist's A(0) = A0
+    # from --conditions predicted as 0 at every time)
+    from_p = np.flatnonzero(np.isnan(x0) | np.asarray(model.x0_given, bool))
     x0[from_p] = h.ravel()[from_p]
     if np.isnan(x0).any():
         raise ValueError(f"{where}: the initial states "

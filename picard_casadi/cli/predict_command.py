@@ -148,25 +148,6 @@ def _check_parameters(res: Any, model: Any, exp: Any) -> None:
             f"of one of the fit's parameters {list(res.p_names)})") from None
 
 
-def _expression_starts(res: Any, model: Any, exp: Any, own: dict[str, float]) -> Any:
-    """The run with the initial states the model's ``x0`` expressions give,
-    evaluated at the run's parameters (its ``--conditions``, the fit's): they
-    were held at 0 (a kineticist's A(0) = A0 from the conditions predicted
-    as 0 at every time, band [0, 0], exit 0)."""
-    import casadi as ca
-
-    given = np.asarray(model.x0_given, bool)
-    expressions = model.x0_expression
-    varying = [i for i in range(model.nx) if given[i] and not expressions[i].is_constant()]
-    if not varying or exp.x0 is None:
-        return exp
-    values = res.model_parameters(model, {**own, **dict(exp.parameters or {})})
-    start = np.asarray(ca.Function("x0", [model.p], [expressions])(values), float).ravel()
-    x0 = np.asarray(exp.x0, float).copy()
-    x0[varying] = start[varying]
-    return exp.with_x0(x0)
-
-
 def _estimated_parameters(res: Any, model: Any, text: str | None) -> dict[str, float]:
     """``--estimate NAME,...``: each named model parameter with its start (the
     median of the fit's values of it, one per experiment or one shared)."""
@@ -364,7 +345,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for exp in experiments:
         _check_parameters(res, model, exp.replaced(
             parameters={**own, **dict(exp.parameters or {})}))
-    experiments = [_expression_starts(res, model, exp, own) for exp in experiments]
     sigma = np.asarray(res.noise_sigma if res.noise_sigma is not None else [], float)
     if args.noise and not (sigma.size == model.ny and np.all(np.isfinite(sigma))):
         raise CliError("--noise: the fit in RESULT has no noise level for each output "

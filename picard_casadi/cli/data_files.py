@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..io.csv_experiments import read_csv_experiments as _read
+from ..io.csv_experiments import column_name, read_csv_experiments as _read
 from .errors import CliError
 
 
@@ -22,8 +22,6 @@ def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
     has is an error (a misspelt channel)."""
     ignored = [n.strip() for n in (ignore or "").split(",") if n.strip()]
     if ignored:
-        import re
-
         present = set()
         for path in paths:
             try:
@@ -31,8 +29,7 @@ def read_data_files(paths: list[str], model: Any, input_hold: Any = None, *,
                     first = f.readline()
             except OSError:
                 continue  # (the reader names it)
-            present |= {re.sub(r"\s*[\[(].*[\])]\s*$", "", c.strip())
-                        for c in first.split(",")}
+            present |= {column_name(c) for c in first.split(",")}
         absent = [n for n in ignored if n not in present]
         if absent:
             raise CliError(f"--ignore-columns: {absent} are columns of none of the DATA files")

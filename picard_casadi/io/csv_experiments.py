@@ -108,7 +108,7 @@ def read_csv_experiments(path: str | Path, model: Model,
         raise ValueError(f"`ignore`: {sorted(read)} are columns the model reads; ignore "
                          "only the file's other channels")
     unknown = [h for h in header if h not in expected and h not in sigma_columns
-               and (_UNIT.match(h)["name"] if _UNIT.match(h) else h) not in ignored]
+               and column_name(h) not in ignored]
     if unknown:
         hint = ""
         near = {h.lower(): h for h in expected}
@@ -145,7 +145,7 @@ def read_csv_experiments(path: str | Path, model: Model,
             + f" (optional: {', '.join(repr(c) for c in sigma_columns)}, each measurement's "
             "noise standard deviation)" + hint
             + ("" if hint else "; channels the model does not use are left out with "
-               f"ignore={[_UNIT.match(u)['name'] if _UNIT.match(u) else u for u in unknown]}")
+               f"ignore={[column_name(u) for u in unknown]}")
         )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
@@ -327,6 +327,12 @@ def _read_text(path: Path) -> str:
 
 
 _UNIT = re.compile(r"^(?P<name>.*?)\s*[\[(](?P<unit>[^\])]*)[\])]\s*$")
+
+
+def column_name(cell: str) -> str:
+    """A header cell's column name, a unit after it (``speed [kn]``) left out."""
+    m = _UNIT.match(cell.strip())
+    return m["name"] if m else cell.strip()
 
 
 def _without_units(header: list[str], expected: list[str], model: Model,
